@@ -1,0 +1,95 @@
+/*
+** engine/engine.h - statements in, results out.
+**
+** The shell hands the engine one statement at a time (te_statement_end()
+** finds where a statement stops); the engine parses it, binds it to the
+** catalog, compiles assignments to the tensor relational algebra (TRA),
+** runs the plan on the chunk kernels and commits the result.  The engine
+** never prints: what a statement shows comes back as a te_result.
+*/
+#ifndef TRADB_ENGINE_H
+#define TRADB_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "util/util.h"
+
+typedef struct te_engine te_engine;
+
+/* How to open an engine. */
+typedef struct te_config {
+  const char *dbpath;  /* database directory; NULL = transient */
+  int threads;         /* worker threads for chunk tasks; 0 = all cores */
+  const char *backend; /* kernel backend name; NULL = "auto" */
+} te_config;
+
+int te_open(const te_config *cfg, te_engine **out, tr_err *err);
+/* Close; safe on NULL and twice; a transient database is removed. */
+void te_close(te_engine **e);
+
+/* What a statement returns for display. */
+typedef enum te_result_kind {
+  TE_RES_NONE,   /* nothing to show */
+  TE_RES_ROWS,   /* a small table: SHOW TENSORS, DESCRIBE */
+  TE_RES_TENSOR, /* values of a tensor or a slice of it: PRINT */
+  TE_RES_TEXT    /* preformatted text: EXPLAIN */
+} te_result_kind;
+
+typedef struct te_result {
+  te_result_kind kind;
+  /* TE_RES_ROWS */
+  int ncols;                   /* columns */
+  int nrows;                   /* rows */
+  char **colnames;             /* ncols names */
+  char **cells;                /* nrows * ncols strings, row-major */
+  /* TE_RES_TENSOR */
+  char name[64];               /* tensor printed */
+  tr_dtype dtype;              /* its element type (for formatting) */
+  int rank;                    /* rank of the values (the slice keeps the
+                                  tensor's rank) */
+  int64_t shape[TR_MAX_RANK];  /* extent of the values */
+  int64_t origin[TR_MAX_RANK]; /* global index of values[0] */
+  double *values;              /* row-major, prod(shape) values */
+  /* TE_RES_TEXT */
+  char *text;                  /* NUL-terminated, ends with a newline */
+} te_result;
+
+/* Free a result; safe on NULL and twice. */
+void te_result_free(te_result **r);
+
+/*
+** Length of the first complete statement in text (through its ';',
+** skipping '--' comments and quoted strings), or 0 if text holds no
+** complete statement yet.  Leading blanks and comments count in the
+** length.  Used by the shell to know when to stop reading lines.
+*/
+size_t te_statement_end(const char *text);
+
+/* True if text holds only blanks and comments. */
+int te_is_blank(const char *text);
+
+/*
+** Run one statement (text, len bytes, ';' included or not).  On success
+** *res (which may be NULL if the caller does not want it) receives the
+** result.  On failure: a TR_E* code and a one-line message in err; stored
+** data is unchanged.  Ctrl-C (tr_interrupted) cancels with TR_EINTR.
+*/
+int te_exec(te_engine *e, const char *text, size_t len, te_result **res,
+            tr_err *err);
+
+/* Keywords of the language (NULL-terminated, static), for completion. */
+const char *const *te_keywords(void);
+
+/* Names of all tensors; *names is a NULL-terminated array the caller frees
+** with te_free_names(). */
+int te_tensor_names(te_engine *e, char ***names, tr_err *err);
+void te_free_names(char **names);
+
+/* CREATE TENSOR statements describing one tensor (name) or all (NULL),
+** one per line; *text is the caller's (free()). */
+int te_schema(te_engine *e, const char *name, char **text, tr_err *err);
+
+/* The kernel backend in use (for --version and .show). */
+const char *te_backend_name(const te_engine *e);
+
+#endif /* TRADB_ENGINE_H */

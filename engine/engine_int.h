@@ -1,0 +1,103 @@
+/*
+** engine/engine_int.h - what the files of engine/ share and nothing outside
+** engine/ may include: the statement syntax tree the parser produces, and
+** the internal entry points of the compile and execute stages.
+*/
+#ifndef TRADB_ENGINE_INT_H
+#define TRADB_ENGINE_INT_H
+
+#include "engine/engine.h"
+#include "catalog/catalog.h"
+#include "kernels/kernels.h"
+
+#define TE_NAME_MAX 64   /* identifiers (tensor names, labels) */
+#define TE_PATH_MAX 4096 /* file names in LOAD / SAVE */
+
+/* ---- Syntax tree ------------------------------------------------------ */
+
+typedef enum te_expr_kind {
+  TE_EXPR_NUM, /* number literal: num */
+  TE_EXPR_REF, /* tensor reference name[labels] */
+  TE_EXPR_BIN, /* a op b, op one of + - * / ^ */
+  TE_EXPR_FN,  /* unary function fn(a) (a TK_OP_* code), or unary minus */
+  TE_EXPR_AGG  /* SUM(a) / MAX(a) / MIN(a): agg is a tk_agg */
+} te_expr_kind;
+
+typedef struct te_expr {
+  te_expr_kind kind;
+  int op;                               /* BIN: '+','-','*','/','^';
+                                           FN: TK_OP_RELU .. (TK_OP_NEG for
+                                           unary minus); AGG: tk_agg */
+  double num;                           /* NUM */
+  char name[TE_NAME_MAX];               /* REF: tensor name */
+  int nlabels;                          /* REF: number of labels */
+  char labels[TR_MAX_RANK][TE_NAME_MAX];/* REF: label names */
+  struct te_expr *a, *b;                /* operands (b only for BIN) */
+  int line;                             /* line of the token, 1-based,
+                                           relative to the statement text */
+} te_expr;
+
+typedef enum te_stmt_kind {
+  TE_ST_CREATE,   /* CREATE TENSOR name[shape] [CHUNK [..]] [TYPE t] */
+  TE_ST_LOAD,     /* LOAD name FROM 'path' [CHUNK [..]] [TYPE t] */
+  TE_ST_SAVE,     /* SAVE name TO 'path' */
+  TE_ST_FILL,     /* FILL name ZEROS|ONES|IDENTITY|UNIFORM(a,b)|NORMAL(m,s) [SEED n] */
+  TE_ST_ASSIGN,   /* out[labels] = expr */
+  TE_ST_SHOW,     /* SHOW TENSORS */
+  TE_ST_DESCRIBE, /* DESCRIBE name */
+  TE_ST_DROP,     /* DROP TENSOR [IF EXISTS] name */
+  TE_ST_PRINT,    /* PRINT name [ranges] */
+  TE_ST_EXPLAIN   /* EXPLAIN assignment: shows the TRA plan */
+} te_stmt_kind;
+
+typedef enum te_fill_kind {
+  TE_FILL_ZEROS, TE_FILL_ONES, TE_FILL_IDENTITY, TE_FILL_UNIFORM, TE_FILL_NORMAL
+} te_fill_kind;
+
+typedef struct te_stmt {
+  te_stmt_kind kind;
+  char name[TE_NAME_MAX];        /* target tensor (all but SHOW) */
+  /* CREATE */
+  int rank;                      /* number of dimensions given */
+  int64_t shape[TR_MAX_RANK];    /* dimensions */
+  /* CREATE, LOAD */
+  int has_chunk;                 /* CHUNK [...] given */
+  int chunk_rank;                /* number of chunk entries given */
+  int64_t chunk[TR_MAX_RANK];    /* chunk shape */
+  int has_type;                  /* TYPE given */
+  tr_dtype dtype;                /* TYPE value */
+  /* LOAD, SAVE */
+  char path[TE_PATH_MAX];        /* file name (quotes removed) */
+  /* FILL */
+  te_fill_kind fill;             /* what to fill with */
+  double p0, p1;                 /* UNIFORM(lo, hi) / NORMAL(mu, sd) */
+  int has_seed;                  /* SEED given */
+  uint64_t seed;                 /* SEED value */
+  /* DROP */
+  int if_exists;                 /* DROP TENSOR IF EXISTS */
+  /* ASSIGN (and EXPLAIN, whose statement is the assignment) */
+  int nout;                      /* output labels */
+  char out_labels[TR_MAX_RANK][TE_NAME_MAX];
+  te_expr *rhs;                  /* right-hand side */
+  /* PRINT */
+  int nranges;                   /* 0 = whole tensor */
+  int64_t lo[TR_MAX_RANK];       /* range starts (inclusive) */
+  int64_t hi[TR_MAX_RANK];       /* range ends (exclusive); -1 = to end */
+} te_stmt;
+
+/*
+** Parse one statement (text, len bytes; a trailing ';' is optional).
+** On failure returns TR_ESYNTAX with a message such as
+**   "syntax error near 'foo': expected ']'"
+** and *out = NULL.  Numbers in shapes must be positive integers; ranks
+** above TR_MAX_RANK, over-long names and paths are syntax errors.
+** Keywords are case-insensitive; names are case-sensitive.
+*/
+int te_parse(const char *text, size_t len, te_stmt **out, tr_err *err);
+void te_stmt_free(te_stmt **s);
+void te_expr_free(te_expr *e);
+
+/* Keyword list for completion (NULL-terminated). */
+extern const char *const te_keyword_list[];
+
+#endif /* TRADB_ENGINE_INT_H */

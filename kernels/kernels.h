@@ -1,0 +1,154 @@
+/*
+** kernels/kernels.h - chunk kernels behind one table.
+**
+** The engine never calls BLAS (or CUDA) directly: it asks tk_backend_get()
+** for a table of function pointers and calls through it.  Every entry has a
+** portable reference implementation in C (kernels/reference.c); a backend
+** such as OpenBLAS (kernels/blas.c) fills only the entries it serves and
+** tk_backend_get() completes the rest from the reference, as BLIS does.
+** Tests compare each backend with the reference on random chunks.
+**
+** Kernels are single-threaded: the engine runs many chunk tasks at once on
+** its thread pool.  A kernel never prints and never allocates more than a
+** small, bounded scratch (except where noted).
+*/
+#ifndef TRADB_KERNELS_H
+#define TRADB_KERNELS_H
+
+#include <stdint.h>
+#include "util/util.h"
+
+#define TK_MAX_LABELS 16 /* distinct labels in one chunk task */
+#define TK_MAX_INPUTS 16 /* tensor references in one chunk task */
+#define TK_MAX_PROG 64   /* instructions in one scalar program */
+
+/*
+** Scalar programs.  The scalar function of an EinSum (the join function of
+** the TRA join) is compiled to a short postfix program evaluated on a stack
+** of doubles or floats.  TK_OP_INPUT pushes the current element of input
+** `arg`; TK_OP_CONST pushes `c`; binary ops pop b then a and push a op b;
+** unary ops replace the top of the stack.
+*/
+typedef enum tk_opcode {
+  TK_OP_INPUT, TK_OP_CONST,
+  TK_OP_ADD, TK_OP_SUB, TK_OP_MUL, TK_OP_DIV, TK_OP_POW,
+  TK_OP_NEG, TK_OP_RELU, TK_OP_EXP, TK_OP_LOG, TK_OP_SQRT, TK_OP_ABS,
+  TK_OP_TANH, TK_OP_SIGMOID
+} tk_opcode;
+
+typedef struct tk_insn {
+  int op;   /* a tk_opcode */
+  int arg;  /* input index for TK_OP_INPUT */
+  double c; /* constant for TK_OP_CONST */
+} tk_insn;
+
+typedef struct tk_prog {
+  int n;                     /* number of instructions; 0 = empty program */
+  tk_insn code[TK_MAX_PROG]; /* postfix code; must leave one value */
+} tk_prog;
+
+/* Evaluate a program on scalars (in[i] is input i).  Used by reference
+** kernels and by tests; backends may use faster forms. */
+double tk_prog_eval(const tk_prog *p, const double *in);
+/* Maximum stack depth the program needs (for validation), -1 if invalid. */
+int tk_prog_depth(const tk_prog *p);
+
+/* How values are combined over aggregated labels (the TRA aggregation). */
+typedef enum tk_agg { TK_AGG_NONE = 0, TK_AGG_SUM, TK_AGG_MAX, TK_AGG_MIN } tk_agg;
+
+/*
+** One chunk contraction, the kernel of a TRA join followed (within the
+** chunk) by aggregation:
+**
+**   out[o_0..o_{nout-1}]  (agg)=  AGG over a_nout..a_{nlabels-1} of
+**                                  prog(in_0[..], in_1[..], ...)
+**
+** Labels 0..nout-1 are the output labels, labels nout..nlabels-1 the
+** aggregated ones.  Each label has an extent (its size within this chunk
+** task).  Every operand is addressed by element strides per label: a label
+** an input does not use has stride 0 (broadcast); a label an input uses on
+** two axes (A[i,i], a diagonal) has the sum of the two axis strides.  So
+** transposes, diagonals, broadcasts and batch labels need no special case.
+**
+** agg == TK_AGG_NONE requires nout == nlabels.
+** accumulate == 0: out is overwritten with the result.
+** accumulate == 1: out = agg(out, result) elementwise (agg NONE: overwrite),
+**                  which is how the engine aggregates across chunk keys.
+** All operands have the same dtype.
+*/
+typedef struct tk_contract {
+  tr_dtype dtype;
+  int nlabels;                       /* total labels in this task */
+  int nout;                          /* leading labels that index out */
+  int64_t extent[TK_MAX_LABELS];     /* size of each label in this task */
+  int ninputs;                       /* operands referenced by prog */
+  const void *in[TK_MAX_INPUTS];     /* operand base pointers */
+  int64_t in_stride[TK_MAX_INPUTS][TK_MAX_LABELS]; /* element strides */
+  void *out;                         /* result base pointer */
+  int64_t out_stride[TK_MAX_LABELS]; /* element strides, labels < nout */
+  tk_prog prog;                      /* scalar function of the operands */
+  tk_agg agg;                        /* combine over aggregated labels */
+  int accumulate;                    /* see above */
+} tk_contract;
+
+/* Random distributions for fill. */
+typedef enum tk_dist { TK_FILL_UNIFORM, TK_FILL_NORMAL } tk_dist;
+
+/*
+** A kernel backend.  Strides and leading dimensions are in elements,
+** matrices are row-major.  Every function returns TR_OK or a TR_E* code.
+*/
+typedef struct tk_backend {
+  const char *name; /* "reference", "openblas", "cuda" */
+
+  /* C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b] for b in [0, batch);
+  ** op(X) is X or X^T (trans != 0); A[b] = a + b*stride_a, and so on. */
+  int (*gemm)(tr_dtype dt, int transa, int transb,
+              int64_t m, int64_t n, int64_t k, double alpha,
+              const void *a, int64_t lda, int64_t stride_a,
+              const void *b, int64_t ldb, int64_t stride_b,
+              double beta, void *c, int64_t ldc, int64_t stride_c,
+              int64_t batch);
+
+  /* General chunk contraction (see tk_contract). */
+  int (*contract)(const tk_contract *op);
+
+  /* dst[i] = agg(dst[i], src[i]) for i < n (TK_AGG_NONE copies). */
+  int (*combine)(tr_dtype dt, tk_agg agg, void *dst, const void *src, int64_t n);
+
+  /* x[i] = prog(x[i]) in place for i < n; prog's input 0 is x[i]. */
+  int (*map)(tr_dtype dt, const tk_prog *prog, void *x, int64_t n);
+
+  /* Strided copy of a rank-`rank` box: dst[idx . dst_stride] =
+  ** src[idx . src_stride] for idx < extent.  Used by tile, concat and
+  ** re-chunking; both sides may be any strides (transposes too). */
+  int (*copy)(tr_dtype dt, int rank, const int64_t *extent,
+              void *dst, const int64_t *dst_stride,
+              const void *src, const int64_t *src_stride);
+
+  /* Fill a chunk of a tensor.  The chunk starts at global index `origin`
+  ** and has extent `extent` (rank dims, row-major, contiguous in out); the
+  ** whole tensor has shape `shape`.  Value of element g (global index) is a
+  ** pure function of (seed, row-major linear index of g in shape), so the
+  ** result does not depend on the chunking.  UNIFORM: p0 = lo, p1 = hi;
+  ** NORMAL: p0 = mean, p1 = standard deviation. */
+  int (*fill_random)(tr_dtype dt, tk_dist dist, double p0, double p1,
+                     uint64_t seed, int rank, const int64_t *shape,
+                     const int64_t *origin, const int64_t *extent, void *out);
+} tk_backend;
+
+/* The reference backend: every entry, portable C. */
+const tk_backend *tk_reference(void);
+
+/* A backend by name ("reference", "openblas", "auto" = best compiled in),
+** with missing entries completed from the reference; NULL if unknown. */
+const tk_backend *tk_backend_get(const char *name);
+
+/* Names of the backends compiled in, space-separated ("reference openblas"). */
+const char *tk_backends_compiled(void);
+
+/* Let BLAS use nthreads threads in its own calls (1 while the engine runs
+** chunk tasks in parallel; all cores for a single large task). */
+void tk_set_blas_threads(int nthreads);
+
+#endif /* TRADB_KERNELS_H */

@@ -1,0 +1,127 @@
+/*
+** util/util.c - error buffers, element types, clocks and the thread pool
+** shared by every stage.
+*/
+#include "config.h"
+#include "util/util.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+volatile sig_atomic_t tr_interrupted = 0;
+
+int tr_seterr(tr_err *err, int code, const char *fmt, ...) {
+  if (err) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    err->code = code;
+  }
+  return code;
+}
+
+void tr_clearerr(tr_err *err) {
+  if (err) {
+    err->code = TR_OK;
+    err->msg[0] = '\0';
+  }
+}
+
+size_t tr_dtype_size(tr_dtype t) { return t == TR_F64 ? 8 : 4; }
+
+const char *tr_dtype_name(tr_dtype t) { return t == TR_F64 ? "f64" : "f32"; }
+
+int tr_dtype_parse(const char *s, tr_dtype *out) {
+  if (!strcmp(s, "f32") || !strcmp(s, "F32") || !strcmp(s, "float32")) {
+    *out = TR_F32;
+    return TR_OK;
+  }
+  if (!strcmp(s, "f64") || !strcmp(s, "F64") || !strcmp(s, "float64")) {
+    *out = TR_F64;
+    return TR_OK;
+  }
+  return TR_ETYPE;
+}
+
+void *tr_alloc_aligned(size_t bytes) {
+  void *p = NULL;
+  /* Round up so that vector loops may read whole cache lines. */
+  size_t n = (bytes + 63) & ~(size_t)63;
+  if (n == 0) n = 64;
+  if (posix_memalign(&p, 64, n) != 0) return NULL;
+  return p;
+}
+
+void tr_free_aligned(void *p) { free(p); }
+
+double tr_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int tr_ncores(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 1;
+}
+
+/* Shared state of one tr_parallel_for call. */
+typedef struct pool_job {
+  pthread_mutex_t mu; /* guards next and status */
+  int64_t next;       /* next task index to hand out */
+  int64_t n;          /* number of tasks */
+  int status;         /* first failing status, TR_OK so far */
+  tr_task_fn fn;      /* the task body */
+  void *arg;          /* its argument */
+} pool_job;
+
+static void *s_pool_worker(void *p) {
+  pool_job *job = p;
+  for (;;) {
+    int64_t i;
+    pthread_mutex_lock(&job->mu);
+    if (job->status == TR_OK && tr_interrupted) job->status = TR_EINTR;
+    if (job->status != TR_OK || job->next >= job->n) {
+      pthread_mutex_unlock(&job->mu);
+      return NULL;
+    }
+    i = job->next++;
+    pthread_mutex_unlock(&job->mu);
+    int rc = job->fn(job->arg, i);
+    if (rc != TR_OK) {
+      pthread_mutex_lock(&job->mu);
+      if (job->status == TR_OK) job->status = rc;
+      pthread_mutex_unlock(&job->mu);
+    }
+  }
+}
+
+int tr_parallel_for(int nthreads, int64_t n, tr_task_fn fn, void *arg) {
+  pool_job job;
+  pthread_t tids[256];
+  int started = 0;
+  if (n <= 0) return TR_OK;
+  if (nthreads < 1) nthreads = 1;
+  if (nthreads > 256) nthreads = 256;
+  if (nthreads > n) nthreads = (int)n;
+  pthread_mutex_init(&job.mu, NULL);
+  job.next = 0;
+  job.n = n;
+  job.status = TR_OK;
+  job.fn = fn;
+  job.arg = arg;
+  /* The calling thread works too; threads that fail to start are simply
+  ** not there, the remaining ones take their share. */
+  for (int t = 1; t < nthreads; t++)
+    if (pthread_create(&tids[started], NULL, s_pool_worker, &job) == 0) started++;
+  s_pool_worker(&job);
+  for (int t = 0; t < started; t++) pthread_join(tids[t], NULL);
+  pthread_mutex_destroy(&job.mu);
+  return job.status;
+}

@@ -1,0 +1,77 @@
+/*
+** util/util.h - the few things every stage of tradb shares: the status
+** convention, the error buffer that carries a message with a status, the
+** element types, clocks, the interrupt flag and a small thread pool.
+**
+** Status convention (whole project): functions return int, 0 (TR_OK) on
+** success and a negative TR_E* code on failure.  When a function takes a
+** tr_err *, it fills in a one-line message on failure; only shell/ prints.
+*/
+#ifndef TRADB_UTIL_H
+#define TRADB_UTIL_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TR_VERSION_STRING PACKAGE_VERSION
+
+enum {
+  TR_OK = 0,
+  TR_ERR = -1,      /* generic failure */
+  TR_ENOMEM = -2,   /* allocation failed */
+  TR_EIO = -3,      /* file or OS error */
+  TR_ESYNTAX = -4,  /* statement does not parse */
+  TR_ENAME = -5,    /* unknown or duplicate name */
+  TR_ESHAPE = -6,   /* shapes, ranks or labels do not agree */
+  TR_ETYPE = -7,    /* unsupported or mismatched element type */
+  TR_ECORRUPT = -8, /* stored data failed a checksum or is malformed */
+  TR_EINTR = -9,    /* cancelled by the user (Ctrl-C) */
+  TR_EINVAL = -10,  /* bad argument */
+  TR_ENOTFOUND = -11 /* lookup found nothing (not always an error) */
+};
+
+/* The message that travels with a failing status. */
+typedef struct tr_err {
+  int code;       /* the TR_E* code of the last failure, TR_OK if none */
+  char msg[1024]; /* one line, no trailing newline, no "error:" prefix */
+} tr_err;
+
+/* Record code and a printf-style message in err (which may be NULL);
+** returns code so callers can write `return tr_seterr(err, TR_EIO, ...)`. */
+int tr_seterr(tr_err *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Reset err to TR_OK with an empty message. */
+void tr_clearerr(tr_err *err);
+
+/* Element types of tensors. */
+typedef enum tr_dtype { TR_F32 = 0, TR_F64 = 1 } tr_dtype;
+#define TR_MAX_RANK 8
+size_t tr_dtype_size(tr_dtype t);
+const char *tr_dtype_name(tr_dtype t);           /* "f32" / "f64" */
+int tr_dtype_parse(const char *s, tr_dtype *out); /* TR_OK or TR_ETYPE */
+
+/* Memory: 64-byte aligned buffers for chunks (freed with tr_free_aligned). */
+void *tr_alloc_aligned(size_t bytes);
+void tr_free_aligned(void *p);
+
+/* Seconds on a monotonic clock. */
+double tr_now(void);
+
+/* Set by the shell's SIGINT handler; long-running loops poll it and stop
+** with TR_EINTR.  The shell clears it before each statement. */
+extern volatile sig_atomic_t tr_interrupted;
+
+/* Number of online cores (at least 1). */
+int tr_ncores(void);
+
+/*
+** Thread pool: run fn(arg, i) for i in [0, n) on up to nthreads threads
+** (the caller's thread included).  Tasks are handed out in index order.
+** Returns TR_OK, or the first non-zero status a task returned; once a task
+** fails or tr_interrupted is set, tasks not yet started are skipped.
+*/
+typedef int (*tr_task_fn)(void *arg, int64_t i);
+int tr_parallel_for(int nthreads, int64_t n, tr_task_fn fn, void *arg);
+
+#endif /* TRADB_UTIL_H */
