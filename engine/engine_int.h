@@ -100,4 +100,88 @@ void te_expr_free(te_expr *e);
 /* Keyword list for completion (NULL-terminated). */
 extern const char *const te_keyword_list[];
 
+/* ---- Plans ------------------------------------------------------------ */
+
+/*
+** A statement compiles to a plan: the relations it reads and writes, and a
+** list of EinSum nodes in dependency order.  Each node is one TRA
+** join followed by one TRA aggregation (EinDecomp section 4):
+**
+**   out = AGG_(groupBy out labels)( JOIN_(shared labels, kernel)(in_0, ...) )
+**
+** where every operand's key is mapped onto the node's labels (ReKey; a
+** label repeated within one operand keeps only the diagonal keys, a
+** Filter), an operand whose chunking differs from the node's is re-chunked
+** first (Tile + Concat), and unary work on the result is fused as a
+** Transform applied before the chunk is stored.
+*/
+#define TE_MAX_RELS 64  /* relations in one plan */
+#define TE_MAX_NODES 32 /* EinSum nodes in one plan */
+
+typedef enum te_rel_kind {
+  TE_REL_STORED, /* a tensor in the catalog, read through a tc_reader */
+  TE_REL_TEMP,   /* an intermediate, written and read back, then dropped */
+  TE_REL_OUTPUT  /* the statement's result, committed at the end */
+} te_rel_kind;
+
+typedef struct te_rel {
+  te_rel_kind kind;   /* where its chunks come from */
+  tc_tensor meta;     /* name, dtype, shape and chunk shape */
+  tc_reader *reader;  /* STORED: open while the plan runs */
+  tc_write *write;    /* TEMP and OUTPUT: open while the plan runs */
+} te_rel;
+
+typedef struct te_operand {
+  int rel;                   /* index into te_plan.rels */
+  int rank;                  /* rank of the relation */
+  int label[TR_MAX_RANK];    /* node label index of each dimension */
+} te_operand;
+
+typedef struct te_node {
+  int nlabels;                           /* labels of the join */
+  int nout;                              /* leading labels that are kept */
+  char lname[TK_MAX_LABELS][TE_NAME_MAX];/* label names (for EXPLAIN) */
+  int64_t size[TK_MAX_LABELS];           /* extent of each label */
+  int64_t chunk[TK_MAX_LABELS];          /* chunk size of each label */
+  int ninputs;                           /* operands */
+  te_operand in[TK_MAX_INPUTS];          /* operands, as prog numbers them */
+  tk_prog prog;                          /* join kernel's scalar function */
+  tk_agg agg;                            /* aggregation over the rest */
+  tk_prog post;                          /* fused transform (n == 0: none) */
+  int out;                               /* relation written */
+  int gemm;                              /* SUM of in0 * in1: BLAS path */
+} te_node;
+
+typedef struct te_plan {
+  int nrels;                      /* relations used */
+  te_rel rels[TE_MAX_RELS];       /* stored inputs, temps, the output */
+  int nnodes;                     /* EinSum nodes */
+  te_node nodes[TE_MAX_NODES];    /* in the order they run */
+} te_plan;
+
+/* The engine handle. */
+struct te_engine {
+  tc_db *db;              /* catalog */
+  const tk_backend *kt;   /* kernel table */
+  int threads;            /* threads for chunk tasks */
+  size_t cache_budget;    /* bytes of chunks kept in memory per plan */
+};
+
+/* Bind an assignment (TE_ST_ASSIGN or TE_ST_EXPLAIN) to the catalog and
+** build its plan (compile.c). */
+int te_compile(te_engine *e, const te_stmt *s, te_plan *plan, tr_err *err);
+/* The TRA expression of a plan as text (caller frees). */
+char *te_plan_explain(const te_plan *plan);
+/* Run a compiled plan and commit its output (exec.c). */
+int te_plan_run(te_engine *e, te_plan *plan, tr_err *err);
+/* Release what a plan holds (readers, uncommitted writes). */
+void te_plan_release(te_plan *plan);
+
+/* Default chunk shape for a tensor of this shape and type: chunks of at
+** most about 4 MiB, splitting the largest dimension first. */
+void te_default_chunk(int rank, const int64_t *shape, tr_dtype dt, int64_t *chunk);
+
+/* Convert n elements between element types (same type: copy). */
+void te_convert(void *dst, tr_dtype dt_dst, const void *src, tr_dtype dt_src, int64_t n);
+
 #endif /* TRADB_ENGINE_INT_H */

@@ -91,6 +91,10 @@ typedef struct tk_contract {
   int accumulate;                    /* see above */
 } tk_contract;
 
+/* TR_OK if op is well formed (ranges, program, operands present), else
+** TR_EINVAL or TR_ETYPE.  Every backend's contract checks this first. */
+int tk_contract_check(const tk_contract *op);
+
 /* Random distributions for fill. */
 typedef enum tk_dist { TK_FILL_UNIFORM, TK_FILL_NORMAL } tk_dist;
 
@@ -146,6 +150,12 @@ const tk_backend *tk_backend_get(const char *name);
 
 /* Names of the backends compiled in, space-separated ("reference openblas"). */
 const char *tk_backends_compiled(void);
+
+/* Internal to kernels/: partial tables that tk_backend_get() layers over
+** the reference.  tk_fast(): portable optimized contract, combine, map and
+** copy (kernels/fast.c); tk_openblas(): gemm through cblas (kernels/blas.c). */
+const tk_backend *tk_fast(void);
+const tk_backend *tk_openblas(void);
 
 /* Let BLAS use nthreads threads in its own calls (1 while the engine runs
 ** chunk tasks in parallel; all cores for a single large task). */

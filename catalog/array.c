@@ -1,0 +1,681 @@
+/*
+** catalog/array.c - dense arrays in user files: the tc_array entry points,
+** NumPy .npy reading (strict header parser, mmap) and writing (temporary
+** file, mmap, atomic rename), and the file helpers csv.c shares.
+**
+** Everything read from a file is untrusted: header lengths, shapes and
+** sizes are checked for overflow and against the file size before any
+** byte of data is touched, so a bad file is an error message, never a
+** crash (tests/fuzz/fuzz_array.c keeps it that way).
+*/
+#include "config.h"
+#include "catalog/array_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define S_HEADER_MAX (1 << 20) /* longest .npy header we accept */
+static const char s_npy_magic[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
+
+/* ---- shared helpers ------------------------------------------------------ */
+
+void ta_reset(tc_array *a) {
+  memset(a, 0, sizeof *a);
+  a->fd_ = -1;
+}
+
+int ta_write_all(int fd, const void *buf, size_t n) {
+  const char *p = buf;
+  while (n > 0) {
+    ssize_t k = write(fd, p, n);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (k == 0) return EIO;
+    p += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+/* pread() up to n bytes at off, stopping at EOF; *got says how many. */
+static int s_pread_all(int fd, void *buf, size_t n, off_t off, size_t *got) {
+  char *p = buf;
+  size_t done = 0;
+  while (done < n) {
+    ssize_t k = pread(fd, p + done, n - done, off + (off_t)done);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      *got = done;
+      return errno;
+    }
+    if (k == 0) break;
+    done += (size_t)k;
+  }
+  *got = done;
+  return 0;
+}
+
+int ta_tmpfile(const char *path, char **tmp, int *fd, tr_err *err) {
+  size_t n = strlen(path);
+  char *t = malloc(n + 12);
+  *tmp = NULL;
+  *fd = -1;
+  if (!t) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  memcpy(t, path, n);
+  memcpy(t + n, ".tmp.XXXXXX", 12);
+  int f = mkostemp(t, O_CLOEXEC);
+  if (f < 0) {
+    int e = errno;
+    free(t);
+    return tr_seterr(err, TR_EIO, "cannot write '%s': %s", path, strerror(e));
+  }
+  /* mkstemp makes 0600; a saved array is an ordinary user file. */
+  if (fchmod(f, 0644) != 0) {
+    /* harmless: the file just stays private */
+  }
+  *tmp = t;
+  *fd = f;
+  return TR_OK;
+}
+
+int ta_publish(int fd, const char *tmp, const char *path, tr_err *err) {
+  if (fsync(fd) != 0)
+    return tr_seterr(err, TR_EIO, "cannot write '%s': %s", path,
+                     strerror(errno));
+  if (rename(tmp, path) != 0)
+    return tr_seterr(err, TR_EIO, "cannot write '%s': %s", path,
+                     strerror(errno));
+  /* Make the rename itself durable. */
+  const char *slash = strrchr(path, '/');
+  char *dir = NULL;
+  if (!slash)
+    dir = strdup(".");
+  else if (slash == path)
+    dir = strdup("/");
+  else
+    dir = strndup(path, (size_t)(slash - path));
+  if (dir) {
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      fsync(dfd);
+      close(dfd);
+    }
+    free(dir);
+  }
+  return TR_OK;
+}
+
+void ta_c_strides(int rank, const int64_t *shape, int64_t *stride) {
+  int64_t s = 1;
+  for (int d = rank - 1; d >= 0; d--) {
+    stride[d] = s;
+    s *= shape[d] > 0 ? shape[d] : 1;
+  }
+}
+
+/* Case-insensitive "does path end in ext". */
+static int s_has_ext(const char *path, const char *ext) {
+  size_t n = strlen(path), m = strlen(ext);
+  return n > m && strcasecmp(path + n - m, ext) == 0;
+}
+
+/* Element count and bytes of a shape, refusing anything that overflows
+** (counting zero extents as 1 too, so strides cannot overflow either). */
+static int s_shape_bytes(int rank, const int64_t *shape, size_t item,
+                         size_t *bytes) {
+  int64_t n = 1, m = 1;
+  for (int d = 0; d < rank; d++) {
+    if (shape[d] < 0) return -1;
+    if (__builtin_mul_overflow(n, shape[d], &n) ||
+        __builtin_mul_overflow(m, shape[d] > 0 ? shape[d] : 1, &m))
+      return -1;
+  }
+  if (__builtin_mul_overflow(m, (int64_t)item, &m) ||
+      __builtin_mul_overflow(n, (int64_t)item, &n) ||
+      (uint64_t)m > (uint64_t)(SIZE_MAX / 2))
+    return -1;
+  *bytes = (size_t)n;
+  return 0;
+}
+
+/* ---- .npy header parser -------------------------------------------------- */
+
+/* What the header dict says. */
+typedef struct s_npyhdr {
+  char descr[24];              /* dtype string as written, e.g. "<f4" */
+  int fortran;                 /* fortran_order */
+  int rank;                    /* length of the shape tuple */
+  int64_t shape[TR_MAX_RANK];  /* its values (first TR_MAX_RANK) */
+  int seen;                    /* bit 0 descr, 1 fortran_order, 2 shape */
+} s_npyhdr;
+
+/* Cursor over the header text; msg receives the first problem. */
+typedef struct s_cur {
+  const char *p;   /* next character */
+  const char *end; /* one past the last */
+  char msg[160];   /* what went wrong, for "bad .npy header in F: msg" */
+} s_cur;
+
+static void s_ws(s_cur *c) {
+  while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' ||
+                           *c->p == '\r'))
+    c->p++;
+}
+
+/* Copy s into out (size n) with anything unprintable replaced by '?'. */
+static void s_clean(char *out, size_t n, const char *s, size_t len) {
+  size_t i = 0;
+  for (; i < len && i + 1 < n; i++)
+    out[i] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
+  out[i] = '\0';
+}
+
+static int s_fail(s_cur *c, const char *what) {
+  snprintf(c->msg, sizeof c->msg, "%s", what);
+  return -1;
+}
+
+/* A quoted Python string without escapes, into out (size n). */
+static int s_pystr(s_cur *c, char *out, size_t n) {
+  if (c->p >= c->end || (*c->p != '\'' && *c->p != '"'))
+    return s_fail(c, "expected a quoted string");
+  char q = *c->p++;
+  const char *s = c->p;
+  while (c->p < c->end && *c->p != q) {
+    if (*c->p == '\\' || *c->p == '\n' || *c->p == '\0')
+      return s_fail(c, "unsupported character in a string");
+    c->p++;
+  }
+  if (c->p >= c->end) return s_fail(c, "unterminated string");
+  size_t len = (size_t)(c->p - s);
+  c->p++;
+  if (len + 1 > n) return s_fail(c, "string too long");
+  memcpy(out, s, len);
+  out[len] = '\0';
+  return 0;
+}
+
+/* A non-negative decimal integer (Python 2 headers may add 'L'). */
+static int s_pyint(s_cur *c, int64_t *out) {
+  int64_t v = 0;
+  if (c->p < c->end && *c->p == '-')
+    return s_fail(c, "negative dimension in shape");
+  if (c->p >= c->end || *c->p < '0' || *c->p > '9')
+    return s_fail(c, "expected an integer in shape");
+  while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
+    if (__builtin_mul_overflow(v, 10, &v) ||
+        __builtin_add_overflow(v, *c->p - '0', &v))
+      return s_fail(c, "dimension too large in shape");
+    c->p++;
+  }
+  if (c->p < c->end && (*c->p == 'L' || *c->p == 'l')) c->p++;
+  *out = v;
+  return 0;
+}
+
+/* (d0, d1, ...) with an optional trailing comma; () is rank 0. */
+static int s_pyshape(s_cur *c, s_npyhdr *h) {
+  if (c->p >= c->end || *c->p != '(') return s_fail(c, "shape is not a tuple");
+  c->p++;
+  h->rank = 0;
+  s_ws(c);
+  if (c->p < c->end && *c->p == ')') {
+    c->p++;
+    return 0;
+  }
+  for (;;) {
+    int64_t v = 0;
+    s_ws(c);
+    if (s_pyint(c, &v)) return -1;
+    if (h->rank >= TR_MAX_RANK) {
+      snprintf(c->msg, sizeof c->msg, "rank greater than %d", TR_MAX_RANK);
+      return -2;
+    }
+    h->shape[h->rank++] = v;
+    s_ws(c);
+    if (c->p < c->end && *c->p == ',') {
+      c->p++;
+      s_ws(c);
+      if (c->p < c->end && *c->p == ')') break;
+      continue;
+    }
+    if (c->p < c->end && *c->p == ')') break;
+    return s_fail(c, "expected ',' or ')' in shape");
+  }
+  c->p++;
+  return 0;
+}
+
+/* The whole dict: exactly the keys descr, fortran_order and shape, in any
+** order, with optional trailing comma, followed only by whitespace.
+** Returns 0, -1 (malformed: c->msg) or -2 (rank too large: c->msg). */
+static int s_parse_header(s_cur *c, s_npyhdr *h) {
+  int r;
+  memset(h, 0, sizeof *h);
+  s_ws(c);
+  if (c->p >= c->end || *c->p != '{') return s_fail(c, "not a dict");
+  c->p++;
+  for (;;) {
+    char key[32];
+    s_ws(c);
+    if (c->p < c->end && *c->p == '}') break;
+    if (s_pystr(c, key, sizeof key)) return s_fail(c, "expected a key");
+    s_ws(c);
+    if (c->p >= c->end || *c->p != ':') return s_fail(c, "expected ':'");
+    c->p++;
+    s_ws(c);
+    if (!strcmp(key, "descr")) {
+      if (h->seen & 1) return s_fail(c, "duplicate key 'descr'");
+      if (c->p < c->end && *c->p == '[')
+        return s_fail(c, "structured dtype (tradb stores f32 and f64)");
+      if (s_pystr(c, h->descr, sizeof h->descr)) return -1;
+      h->seen |= 1;
+    } else if (!strcmp(key, "fortran_order")) {
+      if (h->seen & 2) return s_fail(c, "duplicate key 'fortran_order'");
+      if (c->end - c->p >= 4 && !memcmp(c->p, "True", 4)) {
+        h->fortran = 1;
+        c->p += 4;
+      } else if (c->end - c->p >= 5 && !memcmp(c->p, "False", 5)) {
+        h->fortran = 0;
+        c->p += 5;
+      } else {
+        return s_fail(c, "fortran_order is not True or False");
+      }
+      h->seen |= 2;
+    } else if (!strcmp(key, "shape")) {
+      if (h->seen & 4) return s_fail(c, "duplicate key 'shape'");
+      if ((r = s_pyshape(c, h))) return r;
+      h->seen |= 4;
+    } else {
+      char k[40];
+      s_clean(k, sizeof k, key, strlen(key));
+      snprintf(c->msg, sizeof c->msg, "unknown key '%s'", k);
+      return -1;
+    }
+    s_ws(c);
+    if (c->p < c->end && *c->p == ',') {
+      c->p++;
+      continue;
+    }
+    if (c->p < c->end && *c->p == '}') break;
+    return s_fail(c, "expected ',' or '}'");
+  }
+  c->p++;
+  s_ws(c);
+  if (c->p != c->end) return s_fail(c, "unexpected text after the dict");
+  if (h->seen != 7)
+    return s_fail(c, !(h->seen & 1)   ? "missing 'descr'"
+                     : !(h->seen & 2) ? "missing 'fortran_order'"
+                                      : "missing 'shape'");
+  return 0;
+}
+
+/* Map a descr string to a dtype, or explain why not. */
+static int s_descr(const char *descr, const char *path, tr_dtype *out,
+                   tr_err *err) {
+  int little = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+  char d[32];
+  s_clean(d, sizeof d, descr, strlen(descr));
+  if ((descr[0] == '<' || (descr[0] == '=' && little)) && descr[1] == 'f' &&
+      descr[3] == '\0') {
+    if (descr[2] == '4') {
+      *out = TR_F32;
+      return TR_OK;
+    }
+    if (descr[2] == '8') {
+      *out = TR_F64;
+      return TR_OK;
+    }
+  }
+  if ((descr[0] == '>' || (descr[0] == '=' && !little)) && descr[1] == 'f' &&
+      (descr[2] == '4' || descr[2] == '8') && descr[3] == '\0')
+    return tr_seterr(err, TR_ETYPE, "unsupported dtype '%s' in %s (big-endian; "
+                     "tradb stores little-endian f32 and f64)", d, path);
+  return tr_seterr(err, TR_ETYPE,
+                   "unsupported dtype '%s' in %s (tradb stores f32 and f64)", d,
+                   path);
+}
+
+/* ---- .npy read ----------------------------------------------------------- */
+
+static int s_npy_open(const char *path, tc_array *a, tr_err *err) {
+  unsigned char pre[12];
+  struct stat st;
+  s_npyhdr h;
+  s_cur cur;
+  char *hdr = NULL;
+  size_t got = 0, prelen, hlen, nbytes, item;
+  int rc = TR_OK, e;
+  /* O_NONBLOCK so that a FIFO cannot hang the open (it is then refused as
+  ** not a regular file); regular files ignore the flag. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    return tr_seterr(err, TR_EIO, "cannot open '%s': %s", path,
+                     strerror(errno));
+  if (fstat(fd, &st) != 0) {
+    rc = tr_seterr(err, TR_EIO, "cannot open '%s': %s", path, strerror(errno));
+    goto done;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    rc = tr_seterr(err, TR_EIO, "cannot read '%s': not a regular file", path);
+    goto done;
+  }
+  if ((e = s_pread_all(fd, pre, sizeof pre, 0, &got)) != 0) {
+    rc = tr_seterr(err, TR_EIO, "cannot read '%s': %s", path, strerror(e));
+    goto done;
+  }
+  if (got < 6 || memcmp(pre, s_npy_magic, 6) != 0) {
+    rc = tr_seterr(err, TR_ECORRUPT, "not a .npy file: %s (bad magic)", path);
+    goto done;
+  }
+  if (got < 10) {
+    rc = tr_seterr(err, TR_ECORRUPT, "truncated .npy file %s: no header",
+                   path);
+    goto done;
+  }
+  if (pre[6] == 1 && pre[7] == 0) {
+    prelen = 10;
+    hlen = (size_t)pre[8] | (size_t)pre[9] << 8;
+  } else if ((pre[6] == 2 || pre[6] == 3) && pre[7] == 0) {
+    if (got < 12) {
+      rc = tr_seterr(err, TR_ECORRUPT, "truncated .npy file %s: no header",
+                     path);
+      goto done;
+    }
+    prelen = 12;
+    hlen = (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 |
+           (size_t)pre[11] << 24;
+  } else {
+    rc = tr_seterr(err, TR_ECORRUPT, "unsupported .npy format version %u.%u "
+                   "in %s (tradb reads 1.0, 2.0 and 3.0)", pre[6], pre[7],
+                   path);
+    goto done;
+  }
+  if (hlen > S_HEADER_MAX) {
+    rc = tr_seterr(err, TR_ECORRUPT, "bad .npy header in %s: header length "
+                   "%zu is too large", path, hlen);
+    goto done;
+  }
+  if ((uint64_t)st.st_size < prelen + hlen) {
+    rc = tr_seterr(err, TR_ECORRUPT, "truncated .npy file %s: header of %zu "
+                   "bytes, file has %lld", path, hlen, (long long)st.st_size);
+    goto done;
+  }
+  if (!(hdr = malloc(hlen + 1))) {
+    rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+    goto done;
+  }
+  if ((e = s_pread_all(fd, hdr, hlen, (off_t)prelen, &got)) != 0 ||
+      got != hlen) {
+    rc = tr_seterr(err, TR_EIO, "cannot read '%s': %s", path,
+                   e ? strerror(e) : "file shrank while reading");
+    goto done;
+  }
+  hdr[hlen] = '\0';
+  cur.p = hdr;
+  cur.end = hdr + hlen;
+  cur.msg[0] = '\0';
+  if ((e = s_parse_header(&cur, &h)) != 0) {
+    if (e == -2)
+      rc = tr_seterr(err, TR_ESHAPE, "%s in %s (tradb's maximum rank is %d)",
+                     cur.msg, path, TR_MAX_RANK);
+    else
+      rc = tr_seterr(err, TR_ECORRUPT, "bad .npy header in %s: %s", path,
+                     cur.msg);
+    goto done;
+  }
+  if ((rc = s_descr(h.descr, path, &a->dtype, err))) goto done;
+  item = tr_dtype_size(a->dtype);
+  if (s_shape_bytes(h.rank, h.shape, item, &nbytes) != 0) {
+    rc = tr_seterr(err, TR_ESHAPE, "bad .npy header in %s: shape too large",
+                   path);
+    goto done;
+  }
+  size_t off = prelen + hlen;
+  if ((uint64_t)st.st_size - off < nbytes) {
+    rc = tr_seterr(err, TR_ECORRUPT, "truncated .npy file %s: expected %zu "
+                   "bytes of data, found %llu", path, nbytes,
+                   (unsigned long long)((uint64_t)st.st_size - off));
+    goto done;
+  }
+  a->rank = h.rank;
+  memcpy(a->shape, h.shape, sizeof h.shape);
+  if (h.fortran) {
+    int64_t s = 1;
+    for (int d = 0; d < h.rank; d++) {
+      a->stride[d] = s;
+      s *= h.shape[d] > 0 ? h.shape[d] : 1;
+    }
+  } else {
+    ta_c_strides(h.rank, h.shape, a->stride);
+  }
+  if (nbytes == 0) {
+    a->kind_ = TA_NPY_MAP; /* nothing to map */
+  } else if (off % item == 0) {
+    void *m = mmap(NULL, off + nbytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m == MAP_FAILED) {
+      rc = tr_seterr(err, TR_EIO, "cannot map '%s': %s", path,
+                     strerror(errno));
+      goto done;
+    }
+    a->kind_ = TA_NPY_MAP;
+    a->map_ = m;
+    a->maplen_ = off + nbytes;
+    a->data = (char *)m + off;
+  } else {
+    /* Old writers did not align the data; copy it so that element loads
+    ** stay aligned. */
+    void *buf = tr_alloc_aligned(nbytes);
+    if (!buf) {
+      rc = tr_seterr(err, TR_ENOMEM, "out of memory reading '%s'", path);
+      goto done;
+    }
+    if ((e = s_pread_all(fd, buf, nbytes, (off_t)off, &got)) != 0 ||
+        got != nbytes) {
+      tr_free_aligned(buf);
+      rc = tr_seterr(err, TR_EIO, "cannot read '%s': %s", path,
+                     e ? strerror(e) : "file shrank while reading");
+      goto done;
+    }
+    a->kind_ = TA_NPY_HEAP;
+    a->map_ = buf;
+    a->maplen_ = nbytes;
+    a->data = buf;
+  }
+done:
+  free(hdr);
+  close(fd); /* a mapping outlives its descriptor */
+  if (rc) ta_reset(a);
+  return rc;
+}
+
+/* ---- .npy create --------------------------------------------------------- */
+
+static int s_npy_create(const char *path, tr_dtype dtype, int rank,
+                        const int64_t *shape, size_t nbytes, tc_array *a,
+                        tr_err *err) {
+  char dict[512];
+  char *hdr = NULL, *tmp = NULL;
+  int fd = -1, rc = TR_OK, e;
+  size_t len = 0;
+  len += (size_t)snprintf(dict, sizeof dict,
+                          "{'descr': '<%s', 'fortran_order': False, "
+                          "'shape': (",
+                          dtype == TR_F64 ? "f8" : "f4");
+  for (int d = 0; d < rank; d++)
+    len += (size_t)snprintf(dict + len, sizeof dict - len, "%s%lld",
+                            d ? ", " : "", (long long)shape[d]);
+  len += (size_t)snprintf(dict + len, sizeof dict - len, "%s), }",
+                          rank == 1 ? "," : "");
+  /* Pad with spaces and end in '\n' so the data starts at a multiple of
+  ** 64 bytes (as NumPy does). */
+  size_t total = (10 + len + 1 + 63) / 64 * 64, hlen = total - 10;
+  if (!(hdr = malloc(total))) {
+    rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+    goto done;
+  }
+  memcpy(hdr, s_npy_magic, 6);
+  hdr[6] = 1;
+  hdr[7] = 0;
+  hdr[8] = (char)(hlen & 0xff);
+  hdr[9] = (char)(hlen >> 8);
+  memcpy(hdr + 10, dict, len);
+  memset(hdr + 10 + len, ' ', hlen - len - 1);
+  hdr[total - 1] = '\n';
+  if ((rc = ta_tmpfile(path, &tmp, &fd, err))) goto done;
+  if ((e = ta_write_all(fd, hdr, total)) != 0) {
+    rc = tr_seterr(err, TR_EIO, "cannot write '%s': %s", path, strerror(e));
+    goto done;
+  }
+  /* Reserve the blocks now: running out of space later, while storing
+  ** through the mapping, would be SIGBUS instead of an error. */
+  e = posix_fallocate(fd, 0, (off_t)(total + nbytes));
+  if (e == EINVAL || e == EOPNOTSUPP || e == ENOSYS) e = 0;
+  if (e == 0 && ftruncate(fd, (off_t)(total + nbytes)) != 0) e = errno;
+  if (e != 0) {
+    rc = tr_seterr(err, TR_EIO, "cannot write '%s': %s", path, strerror(e));
+    goto done;
+  }
+  if (nbytes > 0) {
+    void *m = mmap(NULL, total + nbytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                   fd, 0);
+    if (m == MAP_FAILED) {
+      rc = tr_seterr(err, TR_EIO, "cannot map '%s': %s", tmp,
+                     strerror(errno));
+      goto done;
+    }
+    a->map_ = m;
+    a->maplen_ = total + nbytes;
+    a->data = (char *)m + total;
+  }
+  if (!(a->path_ = strdup(path))) {
+    rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+    goto done;
+  }
+  a->kind_ = TA_NPY_WRITE;
+  a->dtype = dtype;
+  a->rank = rank;
+  for (int d = 0; d < rank; d++) a->shape[d] = shape[d];
+  ta_c_strides(rank, shape, a->stride);
+  a->fd_ = fd;
+  a->tmp_ = tmp;
+  fd = -1;
+  tmp = NULL;
+done:
+  free(hdr);
+  if (fd >= 0) close(fd);
+  if (tmp) {
+    unlink(tmp);
+    free(tmp);
+  }
+  if (rc) {
+    if (a->map_) munmap(a->map_, a->maplen_);
+    free(a->path_);
+    ta_reset(a);
+  }
+  return rc;
+}
+
+/* ---- entry points -------------------------------------------------------- */
+
+int tc_array_open(const char *path, tr_dtype csv_dtype, tc_array *a,
+                  tr_err *err) {
+  if (!a) return tr_seterr(err, TR_EINVAL, "tc_array_open: no array");
+  ta_reset(a);
+  if (!path || !*path) return tr_seterr(err, TR_EINVAL, "no file name given");
+  if (s_has_ext(path, ".csv")) {
+    if (csv_dtype != TR_F32 && csv_dtype != TR_F64)
+      return tr_seterr(err, TR_ETYPE, "bad element type for '%s'", path);
+    return ta_csv_open(path, csv_dtype, a, err);
+  }
+  if (s_has_ext(path, ".npy")) return s_npy_open(path, a, err);
+  /* No known extension: a NumPy file is recognised by its magic. */
+  unsigned char m[6];
+  size_t got = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    return tr_seterr(err, TR_EIO, "cannot open '%s': %s", path,
+                     strerror(errno));
+  int e = s_pread_all(fd, m, sizeof m, 0, &got);
+  close(fd);
+  if (e == 0 && got == sizeof m && memcmp(m, s_npy_magic, 6) == 0)
+    return s_npy_open(path, a, err);
+  if (e != 0)
+    return tr_seterr(err, TR_EIO, "cannot read '%s': %s", path, strerror(e));
+  return tr_seterr(err, TR_EINVAL, "cannot tell the format of '%s' (not a "
+                   ".npy file; name CSV files *.csv)", path);
+}
+
+int tc_array_create(const char *path, tr_dtype dtype, int rank,
+                    const int64_t *shape, tc_array *a, tr_err *err) {
+  size_t nbytes;
+  if (!a) return tr_seterr(err, TR_EINVAL, "tc_array_create: no array");
+  ta_reset(a);
+  if (!path || !*path) return tr_seterr(err, TR_EINVAL, "no file name given");
+  if (dtype != TR_F32 && dtype != TR_F64)
+    return tr_seterr(err, TR_ETYPE, "cannot create '%s': bad element type",
+                     path);
+  if (rank < 0 || rank > TR_MAX_RANK || (rank > 0 && !shape))
+    return tr_seterr(err, TR_ESHAPE, "cannot create '%s': bad rank %d", path,
+                     rank);
+  if (s_shape_bytes(rank, shape, tr_dtype_size(dtype), &nbytes) != 0)
+    return tr_seterr(err, TR_ESHAPE, "cannot create '%s': bad or too large "
+                     "shape", path);
+  if (s_has_ext(path, ".csv"))
+    return ta_csv_create(path, dtype, rank, shape, a, err);
+  if (s_has_ext(path, ".npy"))
+    return s_npy_create(path, dtype, rank, shape, nbytes, a, err);
+  return tr_seterr(err, TR_EINVAL, "cannot create '%s': unknown file type "
+                   "(use .npy or .csv)", path);
+}
+
+int tc_array_commit(tc_array *a, tr_err *err) {
+  if (!a || (a->kind_ != TA_NPY_WRITE && a->kind_ != TA_CSV_WRITE))
+    return tr_seterr(err, TR_EINVAL, "tc_array_commit: not a created array");
+  if (!a->tmp_)
+    return tr_seterr(err, TR_EINVAL, "'%s' was already committed", a->path_);
+  if (a->kind_ == TA_CSV_WRITE) return ta_csv_commit(a, err);
+  if (a->map_ && msync(a->map_, a->maplen_, MS_SYNC) != 0)
+    return tr_seterr(err, TR_EIO, "cannot write '%s': %s", a->path_,
+                     strerror(errno));
+  int rc = ta_publish(a->fd_, a->tmp_, a->path_, err);
+  if (rc == TR_OK) {
+    free(a->tmp_);
+    a->tmp_ = NULL;
+  }
+  return rc;
+}
+
+void tc_array_close(tc_array *a) {
+  if (!a || a->kind_ == TA_NONE) return;
+  switch (a->kind_) {
+  case TA_NPY_MAP:
+  case TA_NPY_WRITE:
+    if (a->map_) munmap(a->map_, a->maplen_);
+    break;
+  case TA_NPY_HEAP:
+    tr_free_aligned(a->map_);
+    break;
+  case TA_CSV_READ:
+  case TA_CSV_WRITE:
+    free(a->map_);
+    break;
+  default:
+    break;
+  }
+  if (a->fd_ >= 0) close(a->fd_);
+  if (a->tmp_) unlink(a->tmp_);
+  free(a->tmp_);
+  free(a->path_);
+  ta_reset(a);
+}

@@ -1,0 +1,1280 @@
+/*
+** catalog/catalog.c - the SQLite catalog of a tradb database: opening and
+** locking the database directory, tensor entries, the write path (chunk
+** files first, then one transaction), readers, and the chunk-grid helpers.
+**
+** One process holds a database at a time: the connection runs in SQLite's
+** EXCLUSIVE locking mode, so a second process gets "in use" after the busy
+** timeout.  That is also what makes it safe for tc_open() to delete chunk
+** files that no row refers to: no other live process can be writing them.
+*/
+#include "config.h"
+#include "catalog/catalog.h"
+#include "catalog/chunkfile.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#define S_PATH 4096        /* longest path we build */
+#define S_FILE 48          /* a chunk file name: 16 hex, '-', lin, ".chk" */
+#define S_KEYSTR 200       /* "[k0,...,k7]" */
+#define S_BUSY_MS 2000     /* how long to wait for another process's lock */
+
+struct tc_db {
+  sqlite3 *sql;   /* catalog connection, EXCLUSIVE locking mode */
+  char *dir;      /* database directory as given (or the temporary one) */
+  char *chunkdir; /* dir + "/chunks" */
+  int transient;  /* remove dir recursively on close */
+};
+
+struct tc_write {
+  tc_db *db;           /* database the write commits into */
+  tc_tensor meta;      /* complete description of the new version */
+  char id[17];         /* random hex id: the prefix of this write's files */
+  int64_t nchunks;     /* chunks in the new version's grid */
+  pthread_mutex_t mu;  /* guards have, sum and seq */
+  unsigned char *have; /* have[lin] != 0: chunk lin is on disk */
+  uint64_t *sum;       /* sum[lin]: payload checksum of chunk lin */
+  uint64_t seq;        /* counter that makes temporary names unique */
+};
+
+/* One chunk as the catalog recorded it when a reader was opened. */
+typedef struct s_rchunk {
+  char file[S_FILE]; /* file name in chunks/, "" if the catalog has no row */
+  uint64_t sum;      /* payload checksum */
+  int64_t nbytes;    /* payload bytes */
+} s_rchunk;
+
+struct tc_reader {
+  tc_tensor t;        /* the tensor being read */
+  char *chunkdir;     /* where its files are */
+  int64_t nchunks;    /* chunks in its grid */
+  s_rchunk *chunks;   /* indexed by linear chunk number; NULL at version 0 */
+};
+
+/* ---- grid helpers -------------------------------------------------------- */
+
+int64_t tc_grid(const tc_tensor *t, int d) {
+  if (d < 0 || d >= t->rank) return 1;
+  if (t->shape[d] <= 0) return 0;
+  int64_t c = t->chunk[d] > 0 ? t->chunk[d] : 1;
+  return t->shape[d] / c + (t->shape[d] % c != 0);
+}
+
+int64_t tc_nchunks(const tc_tensor *t) {
+  int64_t n = 1;
+  for (int d = 0; d < t->rank; d++)
+    if (__builtin_mul_overflow(n, tc_grid(t, d), &n)) return -1;
+  return n;
+}
+
+int64_t tc_chunk_extent(const tc_tensor *t, const int64_t *key, int64_t *ext) {
+  int64_t n = 1;
+  for (int d = 0; d < t->rank; d++) {
+    int64_t c = t->chunk[d] > 0 ? t->chunk[d] : 1;
+    int64_t lo = key[d] * c;
+    int64_t e = t->shape[d] - lo < c ? t->shape[d] - lo : c;
+    if (e < 0) e = 0;
+    if (ext) ext[d] = e;
+    n *= e;
+  }
+  return n;
+}
+
+int64_t tc_key_linear(const tc_tensor *t, const int64_t *key) {
+  int64_t lin = 0;
+  for (int d = 0; d < t->rank; d++) lin = lin * tc_grid(t, d) + key[d];
+  return lin;
+}
+
+void tc_key_from_linear(const tc_tensor *t, int64_t lin, int64_t *key) {
+  for (int d = t->rank - 1; d >= 0; d--) {
+    int64_t g = tc_grid(t, d);
+    if (g <= 0) {
+      key[d] = 0;
+      continue;
+    }
+    key[d] = lin % g;
+    lin /= g;
+  }
+}
+
+const char *tc_format_name(const tc_tensor *t) {
+  if (tc_nchunks(t) <= 1) return "single";
+  if (t->rank == 2) {
+    if (tc_grid(t, 1) == 1) return "row_strip";
+    if (tc_grid(t, 0) == 1) return "col_strip";
+  }
+  return "tile";
+}
+
+/* ---- small helpers ------------------------------------------------------- */
+
+/* snprintf into a path buffer; TR_EINVAL if it does not fit. */
+static int s_path(char *buf, size_t size, tr_err *err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int s_path(char *buf, size_t size, tr_err *err, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, size, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n >= size)
+    return tr_seterr(err, TR_EINVAL, "path too long: %.200s...", buf);
+  return TR_OK;
+}
+
+/* "[k0,k1,...]" for messages. */
+static void s_key_str(char *buf, size_t size, int rank, const int64_t *key) {
+  size_t len = 0;
+  buf[0] = '\0';
+  len += (size_t)snprintf(buf, size, "[");
+  for (int d = 0; d < rank && len < size; d++)
+    len += (size_t)snprintf(buf + len, size - len, d ? ",%" PRId64 : "%" PRId64,
+                            key[d]);
+  if (len < size) snprintf(buf + len, size - len, "]");
+}
+
+/* "4096,4096" ("" for rank 0): how shapes are stored. */
+static void s_dims_str(char *buf, size_t size, int rank, const int64_t *v) {
+  size_t len = 0;
+  buf[0] = '\0';
+  for (int d = 0; d < rank && len < size; d++)
+    len += (size_t)snprintf(buf + len, size - len, d ? ",%" PRId64 : "%" PRId64,
+                            v[d]);
+}
+
+/* Parse exactly `rank` comma-separated non-negative integers. */
+static int s_dims_parse(const char *s, int rank, int64_t *out) {
+  if (!s) return rank == 0 ? 0 : -1;
+  if (rank == 0) return *s == '\0' ? 0 : -1;
+  for (int d = 0; d < rank; d++) {
+    char *end;
+    if (*s < '0' || *s > '9') return -1;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || v < 0) return -1;
+    out[d] = v;
+    s = end;
+    if (d + 1 < rank) {
+      if (*s != ',') return -1;
+      s++;
+    }
+  }
+  return *s == '\0' ? 0 : -1;
+}
+
+static int s_is_hex(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+}
+
+/* Is `name` one of ours in chunks/: "<16 hex>-<lin>.chk" (a committed or
+** pending chunk) or "<16 hex>-<lin>.<seq>.tmp" (a chunk being written)?
+** Only such names are ever read or removed, so a damaged catalog cannot
+** point us outside chunks/ and a stray user file is never deleted. */
+static int s_our_name(const char *name, int allow_tmp) {
+  const char *p = name;
+  for (int i = 0; i < 16; i++, p++)
+    if (!s_is_hex(*p)) return 0;
+  if (*p++ != '-') return 0;
+  if (*p < '0' || *p > '9') return 0;
+  while (*p >= '0' && *p <= '9') p++;
+  if (strcmp(p, ".chk") == 0) return (size_t)(p - name) + 4 < S_FILE;
+  if (!allow_tmp || *p++ != '.') return 0;
+  if (*p < '0' || *p > '9') return 0;
+  while (*p >= '0' && *p <= '9') p++;
+  return strcmp(p, ".tmp") == 0;
+}
+
+static int s_name_ok(const char *name) {
+  size_t n = strnlen(name, TC_NAME_MAX);
+  if (n == 0 || n >= TC_NAME_MAX) return 0;
+  if (!(name[0] == '_' || (name[0] >= 'A' && name[0] <= 'Z') ||
+        (name[0] >= 'a' && name[0] <= 'z')))
+    return 0;
+  for (size_t i = 1; i < n; i++) {
+    char c = name[i];
+    if (!(c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+          (c >= '0' && c <= '9')))
+      return 0;
+  }
+  return 1;
+}
+
+/* Check a tensor description before it reaches the catalog or the disk:
+** name, type, rank, non-negative shape, positive chunk shape, and sizes
+** that fit in 64 bits (the whole tensor and one chunk, in bytes). */
+static int s_check_meta(const tc_tensor *t, tr_err *err) {
+  int64_t n = (int64_t)tr_dtype_size(t->dtype), c = n;
+  if (!s_name_ok(t->name))
+    return tr_seterr(err, TR_ENAME,
+                     "invalid tensor name '%.*s' (letters, digits and _, not "
+                     "starting with a digit, at most %d characters)",
+                     TC_NAME_MAX, t->name, TC_NAME_MAX - 1);
+  if (t->dtype != TR_F32 && t->dtype != TR_F64)
+    return tr_seterr(err, TR_ETYPE, "tensor %s: unknown element type %d",
+                     t->name, (int)t->dtype);
+  if (t->rank < 0 || t->rank > TR_MAX_RANK)
+    return tr_seterr(err, TR_ESHAPE, "tensor %s: rank %d is not in 0..%d",
+                     t->name, t->rank, TR_MAX_RANK);
+  for (int d = 0; d < t->rank; d++) {
+    if (t->shape[d] < 0)
+      return tr_seterr(err, TR_ESHAPE, "tensor %s: negative extent %" PRId64
+                       " in dimension %d", t->name, t->shape[d], d);
+    if (t->chunk[d] < 1)
+      return tr_seterr(err, TR_ESHAPE, "tensor %s: chunk extent %" PRId64
+                       " in dimension %d must be at least 1", t->name,
+                       t->chunk[d], d);
+    int64_t ce = t->chunk[d] < t->shape[d] ? t->chunk[d] : t->shape[d];
+    if (__builtin_mul_overflow(n, t->shape[d], &n) ||
+        __builtin_mul_overflow(c, ce, &c))
+      return tr_seterr(err, TR_ESHAPE, "tensor %s is too large", t->name);
+  }
+  if ((uint64_t)c > (uint64_t)SIZE_MAX)
+    return tr_seterr(err, TR_ESHAPE, "tensor %s: chunks are too large",
+                     t->name);
+  return TR_OK;
+}
+
+/* fsync a directory so that renames and unlinks in it are durable. */
+static int s_fsync_dir(const char *dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  int e = fsync(fd) != 0 ? errno : 0;
+  close(fd);
+  return e;
+}
+
+/* mkdir -p with mode 0755. */
+static int s_mkdir_p(const char *dir, tr_err *err) {
+  char buf[S_PATH];
+  struct stat st;
+  int rc = s_path(buf, sizeof buf, err, "%s", dir);
+  if (rc) return rc;
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = '\0';
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+      return tr_seterr(err, TR_EIO, "cannot create database directory '%s': "
+                       "%s", buf, strerror(errno));
+    *p = '/';
+  }
+  if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+    return tr_seterr(err, TR_EIO, "cannot create database directory '%s': %s",
+                     dir, strerror(errno));
+  if (stat(dir, &st) != 0)
+    return tr_seterr(err, TR_EIO, "cannot open database '%s': %s", dir,
+                     strerror(errno));
+  if (!S_ISDIR(st.st_mode))
+    return tr_seterr(err, TR_EINVAL,
+                     "cannot open database '%s': not a directory", dir);
+  return TR_OK;
+}
+
+static int s_rm_entry(const char *path, const struct stat *st, int flag,
+                      struct FTW *ftw) {
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  remove(path);
+  return 0;
+}
+
+/* 64 random bits as 16 hex digits: the id of a write. */
+static void s_random_id(char out[17]) {
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  static uint64_t counter;
+  uint64_t v = 0;
+  ssize_t got = -1;
+  do got = getrandom(&v, sizeof v, 0);
+  while (got < 0 && errno == EINTR);
+  if (got != (ssize_t)sizeof v) {
+    /* No kernel randomness: time, pid and a counter are still unique
+    ** enough for file names within one database. */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    pthread_mutex_lock(&mu);
+    uint64_t c = ++counter;
+    pthread_mutex_unlock(&mu);
+    v = ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)ts.tv_nsec ^
+        ((uint64_t)getpid() << 40) ^ (c * 0x9E3779B97F4A7C15ull);
+  }
+  snprintf(out, 17, "%016" PRIx64, v);
+}
+
+/* ---- SQLite helpers ------------------------------------------------------ */
+
+/* Turn the connection's last error into a tr_err: BUSY/LOCKED means
+** another process has the database; CORRUPT/NOTADB means a damaged file. */
+static int s_sqlfail(tc_db *db, tr_err *err, const char *what) {
+  int ec = sqlite3_errcode(db->sql) & 0xff;
+  const char *msg = sqlite3_errmsg(db->sql);
+  if (ec == SQLITE_BUSY || ec == SQLITE_LOCKED)
+    return tr_seterr(err, TR_EIO,
+                     "database '%s' is in use by another process (%s)",
+                     db->dir, msg);
+  if (ec == SQLITE_CORRUPT || ec == SQLITE_NOTADB)
+    return tr_seterr(err, TR_ECORRUPT, "catalog %s/catalog.db is damaged or "
+                     "not a tradb catalog: %s (%s)", db->dir, msg, what);
+  return tr_seterr(err, ec == SQLITE_NOMEM ? TR_ENOMEM : TR_EIO,
+                   "catalog %s: %s (database '%s')", what, msg, db->dir);
+}
+
+static int s_exec(tc_db *db, const char *sql, tr_err *err) {
+  if (sqlite3_exec(db->sql, sql, NULL, NULL, NULL) != SQLITE_OK)
+    return s_sqlfail(db, err, sql);
+  return TR_OK;
+}
+
+static int s_prepare(tc_db *db, const char *sql, sqlite3_stmt **st,
+                     tr_err *err) {
+  if (sqlite3_prepare_v2(db->sql, sql, -1, st, NULL) != SQLITE_OK) {
+    *st = NULL;
+    return s_sqlfail(db, err, "prepare");
+  }
+  return TR_OK;
+}
+
+/* Roll back whatever transaction is open; used on failure paths. */
+static void s_rollback(tc_db *db) {
+  if (!sqlite3_get_autocommit(db->sql))
+    sqlite3_exec(db->sql, "ROLLBACK", NULL, NULL, NULL);
+}
+
+/* Columns id,name,dtype,rank,shape,chunk,format,version of a tensors row. */
+#define S_TCOLS "id, name, dtype, rank, shape, chunk, format, version"
+
+static int s_row_tensor(tc_db *db, sqlite3_stmt *st, tc_tensor *t,
+                        tr_err *err) {
+  const char *name = (const char *)sqlite3_column_text(st, 1);
+  const char *dtype = (const char *)sqlite3_column_text(st, 2);
+  const char *format = (const char *)sqlite3_column_text(st, 6);
+  memset(t, 0, sizeof *t);
+  t->id = sqlite3_column_int64(st, 0);
+  t->rank = sqlite3_column_int(st, 3);
+  t->version = sqlite3_column_int64(st, 7);
+  if (!name || !s_name_ok(name) || !dtype ||
+      tr_dtype_parse(dtype, &t->dtype) != TR_OK || t->rank < 0 ||
+      t->rank > TR_MAX_RANK || t->version < 0 ||
+      s_dims_parse((const char *)sqlite3_column_text(st, 4), t->rank,
+                   t->shape) != 0 ||
+      s_dims_parse((const char *)sqlite3_column_text(st, 5), t->rank,
+                   t->chunk) != 0)
+    return tr_seterr(err, TR_ECORRUPT,
+                     "catalog %s/catalog.db: malformed entry for tensor "
+                     "'%.64s'", db->dir, name ? name : "?");
+  snprintf(t->name, sizeof t->name, "%s", name);
+  snprintf(t->format, sizeof t->format, "%s", format ? format : "");
+  if (s_check_meta(t, NULL) != TR_OK)
+    return tr_seterr(err, TR_ECORRUPT,
+                     "catalog %s/catalog.db: malformed entry for tensor %s",
+                     db->dir, t->name);
+  return TR_OK;
+}
+
+/* Parse a stored checksum (16 hex digits). */
+static int s_sum_parse(const char *s, uint64_t *out) {
+  uint64_t v = 0;
+  if (!s || strlen(s) != 16) return -1;
+  for (int i = 0; i < 16; i++) {
+    char c = s[i];
+    if (!s_is_hex(c)) return -1;
+    v = (v << 4) | (uint64_t)(c <= '9' ? c - '0' : c - 'a' + 10);
+  }
+  *out = v;
+  return 0;
+}
+
+/* The names of a tensor's chunk files (to unlink after a commit that
+** forgets them), as one malloc'd array of fixed-size names. */
+static int s_tensor_files(tc_db *db, int64_t id, char (**files)[S_FILE],
+                          int64_t *n, tr_err *err) {
+  sqlite3_stmt *st = NULL;
+  char(*v)[S_FILE] = NULL;
+  int64_t cnt = 0, cap = 0;
+  int rc = s_prepare(db, "SELECT file FROM chunks WHERE tensor_id = ?1", &st,
+                     err);
+  if (rc) goto done;
+  sqlite3_bind_int64(st, 1, id);
+  int s;
+  while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *f = (const char *)sqlite3_column_text(st, 0);
+    if (!f || !s_our_name(f, 0)) continue; /* never unlink a foreign name */
+    if (cnt == cap) {
+      int64_t ncap = cap ? cap * 2 : 64;
+      void *p = realloc(v, (size_t)ncap * S_FILE);
+      if (!p) {
+        rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+        goto done;
+      }
+      v = p;
+      cap = ncap;
+    }
+    snprintf(v[cnt++], S_FILE, "%s", f);
+  }
+  if (s != SQLITE_DONE) rc = s_sqlfail(db, err, "listing chunk files");
+done:
+  sqlite3_finalize(st);
+  if (rc) {
+    free(v);
+    v = NULL;
+    cnt = 0;
+  }
+  *files = v;
+  *n = cnt;
+  return rc;
+}
+
+/* Unlink files in chunks/ after a commit made them unreferenced; a failure
+** only leaves garbage that the next tc_open() removes. */
+static void s_unlink_files(tc_db *db, char (*files)[S_FILE], int64_t n) {
+  char path[S_PATH];
+  for (int64_t i = 0; i < n; i++)
+    if (s_path(path, sizeof path, NULL, "%s/%s", db->chunkdir, files[i]) == 0)
+      unlink(path);
+  if (n > 0) s_fsync_dir(db->chunkdir);
+}
+
+/* ---- open / close -------------------------------------------------------- */
+
+static const char *const s_schema_sql =
+    "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);"
+    "CREATE TABLE tensors(id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL,"
+    " dtype TEXT, rank INT, shape TEXT, chunk TEXT, format TEXT,"
+    " version INT);"
+    "CREATE TABLE chunks(tensor_id INT REFERENCES tensors(id) ON DELETE"
+    " CASCADE, key TEXT, lin INT, nbytes INT, checksum TEXT, file TEXT,"
+    " PRIMARY KEY(tensor_id, lin));"
+    "CREATE TABLE sites(id INTEGER PRIMARY KEY, endpoint TEXT UNIQUE,"
+    " state TEXT);"
+    "CREATE TABLE chunk_replicas(tensor_id INT, lin INT,"
+    " site_id INT REFERENCES sites(id),"
+    " PRIMARY KEY(tensor_id, lin, site_id),"
+    " FOREIGN KEY(tensor_id, lin) REFERENCES chunks(tensor_id, lin)"
+    " ON DELETE CASCADE);"
+    "INSERT INTO sites(id, endpoint, state) VALUES(0, 'local', 'up');";
+
+/* Create the schema in an empty catalog, or check the version of an
+** existing one.  Runs in one write transaction, which also takes the
+** exclusive lock that keeps other processes out until tc_close(). */
+static int s_schema(tc_db *db, tr_err *err) {
+  sqlite3_stmt *st = NULL;
+  int rc, s;
+  if ((rc = s_exec(db, "BEGIN IMMEDIATE", err))) return rc;
+  if ((rc = s_prepare(db,
+                      "SELECT (SELECT count(*) FROM sqlite_master WHERE "
+                      "type = 'table' AND name = 'meta'), "
+                      "(SELECT count(*) FROM sqlite_master)",
+                      &st, err)))
+    goto done;
+  if ((s = sqlite3_step(st)) != SQLITE_ROW) {
+    rc = s_sqlfail(db, err, "reading the schema");
+    goto done;
+  }
+  int has_meta = sqlite3_column_int(st, 0) > 0;
+  int nobjects = sqlite3_column_int(st, 1);
+  sqlite3_finalize(st);
+  st = NULL;
+  if (!has_meta) {
+    if (nobjects > 0) {
+      rc = tr_seterr(err, TR_EINVAL, "'%s/catalog.db' is not a tradb catalog "
+                     "(it holds other tables)", db->dir);
+      goto done;
+    }
+    char sql[128];
+    if ((rc = s_exec(db, s_schema_sql, err))) goto done;
+    snprintf(sql, sizeof sql,
+             "INSERT INTO meta(key, value) VALUES('schema_version', '%d')",
+             TC_SCHEMA_VERSION);
+    if ((rc = s_exec(db, sql, err))) goto done;
+  } else {
+    if ((rc = s_prepare(db, "SELECT value FROM meta WHERE key = "
+                        "'schema_version'", &st, err)))
+      goto done;
+    s = sqlite3_step(st);
+    if (s != SQLITE_ROW && s != SQLITE_DONE) {
+      rc = s_sqlfail(db, err, "reading the schema version");
+      goto done;
+    }
+    const char *v = s == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0)
+                                    : NULL;
+    char *end = NULL;
+    long ver = v ? strtol(v, &end, 10) : 0;
+    if (!v || end == v || *end != '\0' || ver < 1) {
+      rc = tr_seterr(err, TR_ECORRUPT,
+                     "'%s/catalog.db' has an unknown schema version '%.40s'",
+                     db->dir, v ? v : "(none)");
+      goto done;
+    }
+    if (ver > TC_SCHEMA_VERSION) {
+      rc = tr_seterr(err, TR_EINVAL,
+                     "database '%s' has schema version %ld, newer than this "
+                     "tradb supports (%d); use a newer tradb",
+                     db->dir, ver, TC_SCHEMA_VERSION);
+      goto done;
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    /* A version-1 catalog must have every table; catch a damaged one now
+    ** rather than on the first query. */
+    if ((rc = s_prepare(db, "SELECT t.id, c.lin, s.id, r.site_id FROM "
+                        "tensors t, chunks c, sites s, chunk_replicas r "
+                        "LIMIT 0", &st, err))) {
+      tr_seterr(err, TR_ECORRUPT, "'%s/catalog.db' is damaged: %s", db->dir,
+                sqlite3_errmsg(db->sql));
+      rc = TR_ECORRUPT;
+      goto done;
+    }
+  }
+  rc = s_exec(db, "COMMIT", err);
+done:
+  sqlite3_finalize(st);
+  if (rc) s_rollback(db);
+  return rc;
+}
+
+static int s_cmp_name(const void *a, const void *b) {
+  return strcmp((const char *)a, (const char *)b);
+}
+
+/* Remove files in chunks/ that no row refers to: chunks of writes that a
+** killed process never committed or aborted, and temporaries. */
+static int s_cleanup(tc_db *db, tr_err *err) {
+  sqlite3_stmt *st = NULL;
+  char(*v)[S_FILE] = NULL;
+  size_t cnt = 0, cap = 0;
+  DIR *d = NULL;
+  int rc, s, removed = 0;
+  if ((rc = s_prepare(db, "SELECT file FROM chunks", &st, err))) goto done;
+  while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *f = (const char *)sqlite3_column_text(st, 0);
+    if (!f || strlen(f) >= S_FILE) continue;
+    if (cnt == cap) {
+      size_t ncap = cap ? cap * 2 : 256;
+      void *p = realloc(v, ncap * S_FILE);
+      if (!p) {
+        rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+        goto done;
+      }
+      v = p;
+      cap = ncap;
+    }
+    snprintf(v[cnt++], S_FILE, "%s", f);
+  }
+  if (s != SQLITE_DONE) {
+    rc = s_sqlfail(db, err, "listing chunk files");
+    goto done;
+  }
+  if (cnt) qsort(v, cnt, S_FILE, s_cmp_name);
+  if (!(d = opendir(db->chunkdir))) {
+    rc = tr_seterr(err, TR_EIO, "cannot read '%s': %s", db->chunkdir,
+                   strerror(errno));
+    goto done;
+  }
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    struct stat sb;
+    if (!s_our_name(e->d_name, 1)) continue;
+    if (cnt && strlen(e->d_name) < S_FILE &&
+        bsearch(e->d_name, v, cnt, S_FILE, s_cmp_name))
+      continue;
+    if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(sb.st_mode))
+      continue;
+    if (unlinkat(dirfd(d), e->d_name, 0) == 0) removed++;
+  }
+  if (removed) fsync(dirfd(d));
+done:
+  if (d) closedir(d);
+  sqlite3_finalize(st);
+  free(v);
+  return rc;
+}
+
+int tc_open(const char *dir, tc_db **out, tr_err *err) {
+  tc_db *db = NULL;
+  char path[S_PATH];
+  struct stat st;
+  int rc = TR_OK;
+  if (!out) return tr_seterr(err, TR_EINVAL, "tc_open: no result pointer");
+  *out = NULL;
+  if (dir && !*dir)
+    return tr_seterr(err, TR_EINVAL, "empty database directory name");
+  if (!(db = calloc(1, sizeof *db)))
+    return tr_seterr(err, TR_ENOMEM, "out of memory");
+  if (!dir) {
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !*tmp) tmp = "/tmp";
+    if ((rc = s_path(path, sizeof path, err, "%s/tradb-XXXXXX", tmp)))
+      goto fail;
+    if (!mkdtemp(path)) {
+      rc = tr_seterr(err, TR_EIO, "cannot create a temporary database in "
+                     "'%s': %s", tmp, strerror(errno));
+      goto fail;
+    }
+    db->transient = 1;
+    dir = path;
+  } else if ((rc = s_mkdir_p(dir, err))) {
+    goto fail;
+  }
+  if (!(db->dir = strdup(dir))) {
+    rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+    goto fail;
+  }
+  /* dir may point into path (transient database): use the copy. */
+  if ((rc = s_path(path, sizeof path, err, "%s/chunks", db->dir))) goto fail;
+  if (!(db->chunkdir = strdup(path))) {
+    rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+    goto fail;
+  }
+  if (mkdir(db->chunkdir, 0755) == 0) {
+    s_fsync_dir(db->dir); /* a new database: make chunks/ durable */
+  } else if (errno != EEXIST) {
+    rc = tr_seterr(err, TR_EIO, "cannot create '%s': %s", db->chunkdir,
+                   strerror(errno));
+    goto fail;
+  }
+  if (stat(db->chunkdir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    rc = tr_seterr(err, TR_EINVAL, "'%s' is not a tradb database ('%s' is "
+                   "not a directory)", db->dir, db->chunkdir);
+    goto fail;
+  }
+  if ((rc = s_path(path, sizeof path, err, "%s/catalog.db", db->dir)))
+    goto fail;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    rc = tr_seterr(err, TR_EINVAL, "'%s' is not a tradb database ('%s' is "
+                   "not a file)", db->dir, path);
+    goto fail;
+  }
+  if (sqlite3_open_v2(path, &db->sql,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                          SQLITE_OPEN_NOMUTEX,
+                      NULL) != SQLITE_OK) {
+    rc = tr_seterr(err, TR_EIO, "cannot open catalog '%s': %s", path,
+                   db->sql ? sqlite3_errmsg(db->sql) : "out of memory");
+    goto fail;
+  }
+  sqlite3_extended_result_codes(db->sql, 1);
+  if (sqlite3_busy_timeout(db->sql, S_BUSY_MS) != SQLITE_OK) {
+    rc = s_sqlfail(db, err, "busy timeout");
+    goto fail;
+  }
+  /* EXCLUSIVE before WAL: SQLite then keeps the WAL index in heap memory
+  ** and holds the file lock until close (see the top of this file). */
+  if ((rc = s_exec(db, "PRAGMA locking_mode = EXCLUSIVE", err)) ||
+      (rc = s_exec(db, "PRAGMA journal_mode = WAL", err)) ||
+      (rc = s_exec(db, "PRAGMA synchronous = FULL", err)) ||
+      (rc = s_exec(db, "PRAGMA foreign_keys = ON", err)) ||
+      (rc = s_schema(db, err)) || (rc = s_cleanup(db, err)))
+    goto fail;
+  *out = db;
+  return TR_OK;
+fail:
+  tc_close(&db);
+  return rc;
+}
+
+void tc_close(tc_db **pdb) {
+  tc_db *db = pdb ? *pdb : NULL;
+  if (!db) return;
+  *pdb = NULL;
+  if (db->sql) sqlite3_close_v2(db->sql);
+  if (db->transient && db->dir)
+    nftw(db->dir, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  free(db->dir);
+  free(db->chunkdir);
+  free(db);
+}
+
+const char *tc_dir(const tc_db *db) { return db ? db->dir : NULL; }
+
+/* ---- tensors ------------------------------------------------------------- */
+
+int tc_tensor_get(tc_db *db, const char *name, tc_tensor *out, tr_err *err) {
+  sqlite3_stmt *st = NULL;
+  int rc, s;
+  if (!db || !name || !out)
+    return tr_seterr(err, TR_EINVAL, "tc_tensor_get: bad argument");
+  if ((rc = s_prepare(db, "SELECT " S_TCOLS " FROM tensors WHERE name = ?1",
+                      &st, err)))
+    return rc;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+  s = sqlite3_step(st);
+  if (s == SQLITE_ROW)
+    rc = s_row_tensor(db, st, out, err);
+  else if (s == SQLITE_DONE)
+    rc = tr_seterr(err, TR_ENOTFOUND, "no such tensor: %.200s", name);
+  else
+    rc = s_sqlfail(db, err, "looking up a tensor");
+  sqlite3_finalize(st);
+  return rc;
+}
+
+int tc_tensor_list(tc_db *db, tc_tensor **out, int *n, tr_err *err) {
+  sqlite3_stmt *st = NULL;
+  tc_tensor *v = NULL;
+  int cnt = 0, cap = 0, rc, s;
+  if (!db || !out || !n)
+    return tr_seterr(err, TR_EINVAL, "tc_tensor_list: bad argument");
+  *out = NULL;
+  *n = 0;
+  if ((rc = s_prepare(db, "SELECT " S_TCOLS " FROM tensors ORDER BY name",
+                      &st, err)))
+    return rc;
+  while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+    if (cnt == cap) {
+      int ncap = cap ? cap * 2 : 16;
+      void *p = realloc(v, (size_t)ncap * sizeof *v);
+      if (!p) {
+        rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+        goto done;
+      }
+      v = p;
+      cap = ncap;
+    }
+    if ((rc = s_row_tensor(db, st, &v[cnt], err))) goto done;
+    cnt++;
+  }
+  if (s != SQLITE_DONE) rc = s_sqlfail(db, err, "listing tensors");
+done:
+  sqlite3_finalize(st);
+  if (rc) {
+    free(v);
+    return rc;
+  }
+  *out = v;
+  *n = cnt;
+  return TR_OK;
+}
+
+int tc_tensor_create(tc_db *db, tc_tensor *t, tr_err *err) {
+  sqlite3_stmt *st = NULL;
+  char shape[S_KEYSTR * 2], chunk[S_KEYSTR * 2];
+  tc_tensor probe;
+  int rc;
+  if (!db || !t)
+    return tr_seterr(err, TR_EINVAL, "tc_tensor_create: bad argument");
+  if ((rc = s_check_meta(t, err))) return rc;
+  rc = tc_tensor_get(db, t->name, &probe, err);
+  if (rc == TR_OK)
+    return tr_seterr(err, TR_ENAME, "tensor already exists: %s", t->name);
+  if (rc != TR_ENOTFOUND) return rc;
+  tr_clearerr(err);
+  rc = TR_OK;
+  s_dims_str(shape, sizeof shape, t->rank, t->shape);
+  s_dims_str(chunk, sizeof chunk, t->rank, t->chunk);
+  const char *format = tc_format_name(t);
+  if ((rc = s_prepare(db, "INSERT INTO tensors(name, dtype, rank, shape, "
+                      "chunk, format, version) VALUES(?1, ?2, ?3, ?4, ?5, "
+                      "?6, 0)", &st, err)))
+    return rc;
+  sqlite3_bind_text(st, 1, t->name, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 2, tr_dtype_name(t->dtype), -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 3, t->rank);
+  sqlite3_bind_text(st, 4, shape, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 5, chunk, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 6, format, -1, SQLITE_STATIC);
+  if (sqlite3_step(st) != SQLITE_DONE) {
+    rc = s_sqlfail(db, err, "creating a tensor");
+  } else {
+    t->id = sqlite3_last_insert_rowid(db->sql);
+    t->version = 0;
+    snprintf(t->format, sizeof t->format, "%s", format);
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
+int tc_tensor_drop(tc_db *db, const char *name, tr_err *err) {
+  sqlite3_stmt *st = NULL;
+  char(*files)[S_FILE] = NULL;
+  int64_t nfiles = 0;
+  tc_tensor t;
+  int rc;
+  if (!db || !name)
+    return tr_seterr(err, TR_EINVAL, "tc_tensor_drop: bad argument");
+  if ((rc = s_exec(db, "BEGIN IMMEDIATE", err))) return rc;
+  if ((rc = tc_tensor_get(db, name, &t, err))) goto done;
+  if ((rc = s_tensor_files(db, t.id, &files, &nfiles, err))) goto done;
+  /* Explicit deletes, children first, rather than relying on cascades. */
+  static const char *const del[] = {
+      "DELETE FROM chunk_replicas WHERE tensor_id = ?1",
+      "DELETE FROM chunks WHERE tensor_id = ?1",
+      "DELETE FROM tensors WHERE id = ?1"};
+  for (size_t i = 0; i < sizeof del / sizeof del[0]; i++) {
+    if ((rc = s_prepare(db, del[i], &st, err))) goto done;
+    sqlite3_bind_int64(st, 1, t.id);
+    if (sqlite3_step(st) != SQLITE_DONE) {
+      rc = s_sqlfail(db, err, "dropping a tensor");
+      goto done;
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+  }
+  rc = s_exec(db, "COMMIT", err);
+done:
+  sqlite3_finalize(st);
+  if (rc)
+    s_rollback(db);
+  else
+    s_unlink_files(db, files, nfiles);
+  free(files);
+  return rc;
+}
+
+int tc_tensor_bytes(tc_db *db, const tc_tensor *t, int64_t *bytes,
+                    tr_err *err) {
+  sqlite3_stmt *st = NULL;
+  int rc;
+  if (!db || !t || !bytes)
+    return tr_seterr(err, TR_EINVAL, "tc_tensor_bytes: bad argument");
+  *bytes = 0;
+  if ((rc = s_prepare(db, "SELECT coalesce(sum(nbytes), 0) FROM chunks "
+                      "WHERE tensor_id = ?1", &st, err)))
+    return rc;
+  sqlite3_bind_int64(st, 1, t->id);
+  if (sqlite3_step(st) == SQLITE_ROW)
+    *bytes = sqlite3_column_int64(st, 0);
+  else
+    rc = s_sqlfail(db, err, "summing chunk sizes");
+  sqlite3_finalize(st);
+  return rc;
+}
+
+/* ---- writes -------------------------------------------------------------- */
+
+/* Check a chunk key against a grid and return its linear number, or -1. */
+static int64_t s_key_check(const tc_tensor *t, const int64_t *key) {
+  for (int d = 0; d < t->rank; d++)
+    if (key[d] < 0 || key[d] >= tc_grid(t, d)) return -1;
+  return tc_key_linear(t, key);
+}
+
+/* Validate key and buffer size for chunk I/O on tensor t; sets *lin. */
+static int s_chunk_args(const tc_tensor *t, int64_t nchunks,
+                        const int64_t *key, const void *buf, size_t nbytes,
+                        int64_t *lin, tr_err *err) {
+  char ks[S_KEYSTR];
+  if (!key && t->rank > 0)
+    return tr_seterr(err, TR_EINVAL, "tensor %s: no chunk key", t->name);
+  *lin = s_key_check(t, key);
+  if (*lin < 0 || *lin >= nchunks) {
+    s_key_str(ks, sizeof ks, t->rank, key);
+    return tr_seterr(err, TR_EINVAL, "chunk %s is outside the grid of tensor "
+                     "%s", ks, t->name);
+  }
+  int64_t want = tc_chunk_extent(t, key, NULL) * (int64_t)tr_dtype_size(t->dtype);
+  if ((uint64_t)want != (uint64_t)nbytes || (!buf && nbytes > 0)) {
+    s_key_str(ks, sizeof ks, t->rank, key);
+    return tr_seterr(err, TR_EINVAL, "tensor %s chunk %s holds %" PRId64
+                     " bytes, not %zu", t->name, ks, want, nbytes);
+  }
+  return TR_OK;
+}
+
+int tc_write_begin(tc_db *db, const tc_tensor *meta, tc_write **out,
+                   tr_err *err) {
+  tc_write *w = NULL;
+  int rc;
+  if (!out) return tr_seterr(err, TR_EINVAL, "tc_write_begin: bad argument");
+  *out = NULL;
+  if (!db || !meta)
+    return tr_seterr(err, TR_EINVAL, "tc_write_begin: bad argument");
+  if ((rc = s_check_meta(meta, err))) return rc;
+  if (!(w = calloc(1, sizeof *w)))
+    return tr_seterr(err, TR_ENOMEM, "out of memory");
+  w->db = db;
+  w->meta = *meta;
+  w->meta.id = 0;
+  w->meta.version = 0;
+  for (int d = w->meta.rank; d < TR_MAX_RANK; d++)
+    w->meta.shape[d] = w->meta.chunk[d] = 0;
+  snprintf(w->meta.format, sizeof w->meta.format, "%s",
+           tc_format_name(&w->meta));
+  w->nchunks = tc_nchunks(&w->meta);
+  if (w->nchunks < 0 || (uint64_t)w->nchunks > SIZE_MAX / sizeof(uint64_t)) {
+    free(w);
+    return tr_seterr(err, TR_ESHAPE, "tensor %s has too many chunks",
+                     meta->name);
+  }
+  size_t n = w->nchunks > 0 ? (size_t)w->nchunks : 1;
+  w->have = calloc(n, 1);
+  w->sum = calloc(n, sizeof *w->sum);
+  if (!w->have || !w->sum) {
+    int64_t nchunks = w->nchunks;
+    free(w->have);
+    free(w->sum);
+    free(w);
+    return tr_seterr(err, TR_ENOMEM, "out of memory for the chunk table of "
+                     "tensor %s (%" PRId64 " chunks)", meta->name, nchunks);
+  }
+  pthread_mutex_init(&w->mu, NULL);
+  s_random_id(w->id);
+  *out = w;
+  return TR_OK;
+}
+
+int tc_write_chunk(tc_write *w, const int64_t *key, const void *data,
+                   size_t nbytes, tr_err *err) {
+  char tmp[S_PATH], final[S_PATH];
+  int64_t lin;
+  uint64_t sum = 0, seq;
+  int rc;
+  if (!w) return tr_seterr(err, TR_EINVAL, "tc_write_chunk: no write");
+  if ((rc = s_chunk_args(&w->meta, w->nchunks, key, data, nbytes, &lin, err)))
+    return rc;
+  pthread_mutex_lock(&w->mu);
+  seq = w->seq++;
+  pthread_mutex_unlock(&w->mu);
+  if ((rc = s_path(final, sizeof final, err, "%s/%s-%" PRId64 ".chk",
+                   w->db->chunkdir, w->id, lin)) ||
+      (rc = s_path(tmp, sizeof tmp, err, "%s/%s-%" PRId64 ".%" PRIu64 ".tmp",
+                   w->db->chunkdir, w->id, lin, seq)))
+    return rc;
+  /* The slow part, outside the lock: write and sync a temporary file. */
+  if ((rc = cf_write(tmp, w->meta.dtype, data ? data : "", nbytes, &sum, err)))
+    return rc;
+  /* Rename and record together, so that the checksum in the table is the
+  ** one of the file that won if the same chunk is written twice at once. */
+  pthread_mutex_lock(&w->mu);
+  if (rename(tmp, final) != 0) {
+    rc = tr_seterr(err, TR_EIO, "cannot rename chunk file '%s': %s", tmp,
+                   strerror(errno));
+    unlink(tmp);
+  } else {
+    w->have[lin] = 1;
+    w->sum[lin] = sum;
+  }
+  pthread_mutex_unlock(&w->mu);
+  return rc;
+}
+
+int tc_write_read(tc_write *w, const int64_t *key, void *buf, size_t nbytes,
+                  tr_err *err) {
+  char path[S_PATH], ks[S_KEYSTR], what[S_KEYSTR + TC_NAME_MAX + 40];
+  int64_t lin;
+  uint64_t sum;
+  int have, rc;
+  if (!w) return tr_seterr(err, TR_EINVAL, "tc_write_read: no write");
+  if ((rc = s_chunk_args(&w->meta, w->nchunks, key, buf, nbytes, &lin, err)))
+    return rc;
+  s_key_str(ks, sizeof ks, w->meta.rank, key);
+  pthread_mutex_lock(&w->mu);
+  have = w->have[lin];
+  sum = w->sum[lin];
+  pthread_mutex_unlock(&w->mu);
+  if (!have)
+    return tr_seterr(err, TR_ERR, "internal: chunk %s of uncommitted tensor "
+                     "%s was not written", ks, w->meta.name);
+  if ((rc = s_path(path, sizeof path, err, "%s/%s-%" PRId64 ".chk",
+                   w->db->chunkdir, w->id, lin)))
+    return rc;
+  snprintf(what, sizeof what, "uncommitted tensor %s chunk %s", w->meta.name,
+           ks);
+  return cf_read(path, w->meta.dtype, buf, nbytes, sum, what, err);
+}
+
+/* Unlink this write's chunk files and free it. */
+static void s_write_free(tc_write *w, int unlink_files) {
+  char path[S_PATH];
+  if (unlink_files) {
+    int any = 0;
+    for (int64_t lin = 0; lin < w->nchunks; lin++) {
+      if (!w->have[lin]) continue;
+      if (s_path(path, sizeof path, NULL, "%s/%s-%" PRId64 ".chk",
+                 w->db->chunkdir, w->id, lin) == 0)
+        unlink(path);
+      any = 1;
+    }
+    if (any) s_fsync_dir(w->db->chunkdir);
+  }
+  pthread_mutex_destroy(&w->mu);
+  free(w->have);
+  free(w->sum);
+  free(w);
+}
+
+int tc_write_commit(tc_write **pw, tc_tensor *result, tr_err *err) {
+  tc_write *w = pw ? *pw : NULL;
+  sqlite3_stmt *st = NULL, *ins = NULL, *rep = NULL;
+  char(*old)[S_FILE] = NULL;
+  int64_t nold = 0, id = 0, version = 1;
+  char shape[S_KEYSTR * 2], chunk[S_KEYSTR * 2];
+  tc_db *db;
+  int rc = TR_OK, e, s;
+  if (!w) return tr_seterr(err, TR_EINVAL, "tc_write_commit: no write");
+  *pw = NULL;
+  db = w->db;
+  for (int64_t lin = 0; lin < w->nchunks; lin++)
+    if (!w->have[lin]) {
+      rc = tr_seterr(err, TR_ERR, "internal: chunk %" PRId64 " of %s missing",
+                     lin, w->meta.name);
+      goto done;
+    }
+  /* The renames into final names must be durable before the catalog
+  ** refers to them. */
+  if ((e = s_fsync_dir(db->chunkdir)) != 0) {
+    rc = tr_seterr(err, TR_EIO, "cannot sync '%s': %s", db->chunkdir,
+                   strerror(e));
+    goto done;
+  }
+  s_dims_str(shape, sizeof shape, w->meta.rank, w->meta.shape);
+  s_dims_str(chunk, sizeof chunk, w->meta.rank, w->meta.chunk);
+  if ((rc = s_exec(db, "BEGIN IMMEDIATE", err))) goto done;
+  if ((rc = s_prepare(db, "SELECT id, version FROM tensors WHERE name = ?1",
+                      &st, err)))
+    goto done;
+  sqlite3_bind_text(st, 1, w->meta.name, -1, SQLITE_TRANSIENT);
+  s = sqlite3_step(st);
+  if (s == SQLITE_ROW) {
+    id = sqlite3_column_int64(st, 0);
+    version = sqlite3_column_int64(st, 1) + 1;
+  } else if (s != SQLITE_DONE) {
+    rc = s_sqlfail(db, err, "looking up a tensor");
+    goto done;
+  }
+  sqlite3_finalize(st);
+  st = NULL;
+  if (id) {
+    static const char *const del[] = {
+        "DELETE FROM chunk_replicas WHERE tensor_id = ?1",
+        "DELETE FROM chunks WHERE tensor_id = ?1"};
+    if ((rc = s_tensor_files(db, id, &old, &nold, err))) goto done;
+    for (size_t i = 0; i < 2; i++) {
+      if ((rc = s_prepare(db, del[i], &st, err))) goto done;
+      sqlite3_bind_int64(st, 1, id);
+      if (sqlite3_step(st) != SQLITE_DONE) {
+        rc = s_sqlfail(db, err, "replacing a tensor");
+        goto done;
+      }
+      sqlite3_finalize(st);
+      st = NULL;
+    }
+    rc = s_prepare(db, "UPDATE tensors SET dtype = ?2, rank = ?3, shape = ?4,"
+                   " chunk = ?5, format = ?6, version = ?7 WHERE id = ?1",
+                   &st, err);
+  } else {
+    rc = s_prepare(db, "INSERT INTO tensors(id, dtype, rank, shape, chunk, "
+                   "format, version, name) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7,"
+                   " ?8)", &st, err);
+  }
+  if (rc) goto done;
+  if (id)
+    sqlite3_bind_int64(st, 1, id);
+  else
+    sqlite3_bind_null(st, 1);
+  sqlite3_bind_text(st, 2, tr_dtype_name(w->meta.dtype), -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 3, w->meta.rank);
+  sqlite3_bind_text(st, 4, shape, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 5, chunk, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 6, w->meta.format, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(st, 7, version);
+  if (!id) sqlite3_bind_text(st, 8, w->meta.name, -1, SQLITE_TRANSIENT);
+  if (sqlite3_step(st) != SQLITE_DONE) {
+    rc = s_sqlfail(db, err, "writing a tensor entry");
+    goto done;
+  }
+  if (!id) id = sqlite3_last_insert_rowid(db->sql);
+  if ((rc = s_prepare(db, "INSERT INTO chunks(tensor_id, key, lin, nbytes, "
+                      "checksum, file) VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+                      &ins, err)) ||
+      (rc = s_prepare(db, "INSERT INTO chunk_replicas(tensor_id, lin, "
+                      "site_id) VALUES(?1, ?2, 0)", &rep, err)))
+    goto done;
+  for (int64_t lin = 0; lin < w->nchunks; lin++) {
+    int64_t key[TR_MAX_RANK];
+    char ks[S_KEYSTR], sum[17], file[S_FILE];
+    tc_key_from_linear(&w->meta, lin, key);
+    s_dims_str(ks, sizeof ks, w->meta.rank, key);
+    snprintf(sum, sizeof sum, "%016" PRIx64, w->sum[lin]);
+    snprintf(file, sizeof file, "%s-%" PRId64 ".chk", w->id, lin);
+    int64_t nb = tc_chunk_extent(&w->meta, key, NULL) *
+                 (int64_t)tr_dtype_size(w->meta.dtype);
+    sqlite3_reset(ins);
+    sqlite3_reset(rep);
+    sqlite3_bind_int64(ins, 1, id);
+    sqlite3_bind_text(ins, 2, ks, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(ins, 3, lin);
+    sqlite3_bind_int64(ins, 4, nb);
+    sqlite3_bind_text(ins, 5, sum, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(ins, 6, file, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(rep, 1, id);
+    sqlite3_bind_int64(rep, 2, lin);
+    if (sqlite3_step(ins) != SQLITE_DONE || sqlite3_step(rep) != SQLITE_DONE) {
+      rc = s_sqlfail(db, err, "recording chunks");
+      goto done;
+    }
+  }
+  if ((rc = s_exec(db, "COMMIT", err))) goto done;
+  if (result) {
+    *result = w->meta;
+    result->id = id;
+    result->version = version;
+  }
+done:
+  sqlite3_finalize(st);
+  sqlite3_finalize(ins);
+  sqlite3_finalize(rep);
+  if (rc) {
+    s_rollback(db);
+    s_write_free(w, 1);
+  } else {
+    s_unlink_files(db, old, nold);
+    s_write_free(w, 0);
+  }
+  free(old);
+  return rc;
+}
+
+void tc_write_abort(tc_write **pw) {
+  tc_write *w = pw ? *pw : NULL;
+  if (!w) return;
+  *pw = NULL;
+  s_write_free(w, 1);
+}
+
+/* ---- readers ------------------------------------------------------------- */
+
+int tc_reader_open(tc_db *db, const tc_tensor *t, tc_reader **out,
+                   tr_err *err) {
+  tc_reader *r = NULL;
+  sqlite3_stmt *st = NULL;
+  int rc, s;
+  if (!out) return tr_seterr(err, TR_EINVAL, "tc_reader_open: bad argument");
+  *out = NULL;
+  if (!db || !t) return tr_seterr(err, TR_EINVAL, "tc_reader_open: bad "
+                                  "argument");
+  if ((rc = s_check_meta(t, err))) return rc;
+  if (!(r = calloc(1, sizeof *r)) || !(r->chunkdir = strdup(db->chunkdir))) {
+    rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+    goto done;
+  }
+  r->t = *t;
+  r->nchunks = tc_nchunks(t);
+  if (r->nchunks < 0) {
+    rc = tr_seterr(err, TR_ESHAPE, "tensor %s has too many chunks", t->name);
+    goto done;
+  }
+  if (t->id == 0) {
+    /* Never stored: only a bare declaration (version 0) makes sense. */
+    if (t->version != 0)
+      rc = tr_seterr(err, TR_EINVAL, "tensor %s: version %" PRId64
+                     " without a catalog id", t->name, t->version);
+    goto done;
+  }
+  /* The description must be the current one: a stale tc_tensor would pair
+  ** the wrong grid with the stored chunks, or read zeros for data. */
+  if ((rc = s_prepare(db, "SELECT version, shape, chunk, dtype FROM tensors "
+                      "WHERE id = ?1", &st, err)))
+    goto done;
+  sqlite3_bind_int64(st, 1, t->id);
+  s = sqlite3_step(st);
+  if (s != SQLITE_ROW && s != SQLITE_DONE) {
+    rc = s_sqlfail(db, err, "looking up a tensor");
+    goto done;
+  }
+  {
+    char shape[S_KEYSTR * 2], chunk[S_KEYSTR * 2];
+    s_dims_str(shape, sizeof shape, t->rank, t->shape);
+    s_dims_str(chunk, sizeof chunk, t->rank, t->chunk);
+    const char *cs = s == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 1)
+                                     : NULL;
+    const char *cc = s == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 2)
+                                     : NULL;
+    const char *cd = s == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 3)
+                                     : NULL;
+    if (s != SQLITE_ROW || sqlite3_column_int64(st, 0) != t->version || !cs ||
+        !cc || !cd || strcmp(cs, shape) || strcmp(cc, chunk) ||
+        strcmp(cd, tr_dtype_name(t->dtype))) {
+      rc = tr_seterr(err, TR_ENOTFOUND, "tensor %s changed or was dropped "
+                     "since it was looked up", t->name);
+      goto done;
+    }
+  }
+  sqlite3_finalize(st);
+  st = NULL;
+  if (t->version == 0) goto done; /* declared only: reads as zeros */
+  if (!(r->chunks = calloc(r->nchunks > 0 ? (size_t)r->nchunks : 1,
+                           sizeof *r->chunks))) {
+    rc = tr_seterr(err, TR_ENOMEM, "out of memory for the chunk index of "
+                   "tensor %s", t->name);
+    goto done;
+  }
+  if ((rc = s_prepare(db, "SELECT lin, file, checksum, nbytes FROM chunks "
+                      "WHERE tensor_id = ?1", &st, err)))
+    goto done;
+  sqlite3_bind_int64(st, 1, t->id);
+  while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+    int64_t lin = sqlite3_column_int64(st, 0);
+    const char *f = (const char *)sqlite3_column_text(st, 1);
+    uint64_t sum;
+    if (lin < 0 || lin >= r->nchunks || !f || !s_our_name(f, 0) ||
+        s_sum_parse((const char *)sqlite3_column_text(st, 2), &sum) != 0) {
+      rc = tr_seterr(err, TR_ECORRUPT, "catalog %s/catalog.db: malformed "
+                     "chunk entry %" PRId64 " of tensor %s", db->dir, lin,
+                     t->name);
+      goto done;
+    }
+    s_rchunk *c = &r->chunks[lin];
+    snprintf(c->file, sizeof c->file, "%s", f);
+    c->sum = sum;
+    c->nbytes = sqlite3_column_int64(st, 3);
+  }
+  if (s != SQLITE_DONE) rc = s_sqlfail(db, err, "reading the chunk index");
+done:
+  sqlite3_finalize(st);
+  if (rc)
+    tc_reader_close(&r);
+  else
+    *out = r;
+  return rc;
+}
+
+int tc_reader_read(tc_reader *r, const int64_t *key, void *buf, size_t nbytes,
+                   tr_err *err) {
+  char path[S_PATH], ks[S_KEYSTR], what[S_KEYSTR + TC_NAME_MAX + 40];
+  int64_t lin;
+  int rc;
+  if (!r) return tr_seterr(err, TR_EINVAL, "tc_reader_read: no reader");
+  if ((rc = s_chunk_args(&r->t, r->nchunks, key, buf, nbytes, &lin, err)))
+    return rc;
+  if (!r->chunks) {
+    if (nbytes) memset(buf, 0, nbytes);
+    return TR_OK;
+  }
+  s_key_str(ks, sizeof ks, r->t.rank, key);
+  snprintf(what, sizeof what, "tensor %s chunk %s", r->t.name, ks);
+  const s_rchunk *c = &r->chunks[lin];
+  if (!c->file[0])
+    return tr_seterr(err, TR_ECORRUPT, "%s is missing from the catalog",
+                     what);
+  if ((uint64_t)c->nbytes != (uint64_t)nbytes)
+    return tr_seterr(err, TR_ECORRUPT, "catalog size of %s is %" PRId64
+                     " bytes, expected %zu", what, c->nbytes, nbytes);
+  if ((rc = s_path(path, sizeof path, err, "%s/%s", r->chunkdir, c->file)))
+    return rc;
+  return cf_read(path, r->t.dtype, buf, nbytes, c->sum, what, err);
+}
+
+void tc_reader_close(tc_reader **pr) {
+  tc_reader *r = pr ? *pr : NULL;
+  if (!r) return;
+  *pr = NULL;
+  free(r->chunks);
+  free(r->chunkdir);
+  free(r);
+}

@@ -1,0 +1,177 @@
+/*
+** catalog/chunkfile.c - the chunk file format (see chunkfile.h): writing a
+** checksummed chunk durably and reading one back with every check that can
+** tell a damaged or foreign file from a good one.
+*/
+#include "config.h"
+#include "catalog/chunkfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+static const char s_magic[8] = {'T', 'R', 'A', 'D', 'B', 'C', 'H', 'K'};
+
+uint64_t cf_checksum(const void *data, size_t nbytes) {
+  return (uint64_t)XXH3_64bits(data, nbytes);
+}
+
+/* Little-endian stores and loads, so files move between hosts. */
+static void s_put32(unsigned char *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static void s_put64(unsigned char *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t s_get32(const unsigned char *p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+static uint64_t s_get64(const unsigned char *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+
+/* write() all of buf, retrying on EINTR and short writes; 0 or errno. */
+static int s_write_all(int fd, const void *buf, size_t n) {
+  const char *p = buf;
+  while (n > 0) {
+    ssize_t k = write(fd, p, n);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (k == 0) return EIO;
+    p += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+/* pread() n bytes at off; *got receives how many were read before EOF.
+** Returns 0 or errno. */
+static int s_pread_all(int fd, void *buf, size_t n, off_t off, size_t *got) {
+  char *p = buf;
+  size_t done = 0;
+  while (done < n) {
+    ssize_t k = pread(fd, p + done, n - done, off + (off_t)done);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      *got = done;
+      return errno;
+    }
+    if (k == 0) break;
+    done += (size_t)k;
+  }
+  *got = done;
+  return 0;
+}
+
+int cf_write(const char *path, tr_dtype dtype, const void *data,
+             size_t nbytes, uint64_t *sum, tr_err *err) {
+  unsigned char h[CF_HEADER_SIZE];
+  int rc = TR_OK, e;
+  uint64_t s = cf_checksum(data, nbytes);
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return tr_seterr(err, TR_EIO, "cannot create chunk file '%s': %s", path,
+                     strerror(errno));
+  memset(h, 0, sizeof h);
+  memcpy(h, s_magic, 8);
+  s_put32(h + 8, CF_VERSION);
+  s_put32(h + 12, (uint32_t)dtype);
+  s_put64(h + 16, (uint64_t)nbytes);
+  s_put64(h + 24, s);
+  s_put64(h + 56, cf_checksum(h, 56));
+  if ((e = s_write_all(fd, h, sizeof h)) != 0 ||
+      (e = s_write_all(fd, data, nbytes)) != 0) {
+    rc = tr_seterr(err, TR_EIO, "cannot write chunk file '%s': %s", path,
+                   strerror(e));
+    goto done;
+  }
+  if (fdatasync(fd) != 0) {
+    rc = tr_seterr(err, TR_EIO, "cannot sync chunk file '%s': %s", path,
+                   strerror(errno));
+    goto done;
+  }
+done:
+  /* close() can report a delayed write error; it counts as a failure. */
+  if (close(fd) != 0 && rc == TR_OK)
+    rc = tr_seterr(err, TR_EIO, "cannot write chunk file '%s': %s", path,
+                   strerror(errno));
+  if (rc != TR_OK)
+    unlink(path);
+  else if (sum)
+    *sum = s;
+  return rc;
+}
+
+int cf_read(const char *path, tr_dtype dtype, void *buf, size_t nbytes,
+            uint64_t sum, const char *what, tr_err *err) {
+  unsigned char h[CF_HEADER_SIZE];
+  struct stat st;
+  size_t got = 0;
+  int rc = TR_OK, e;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT)
+      return tr_seterr(err, TR_ECORRUPT, "chunk file missing for %s: %s",
+                       what, path);
+    return tr_seterr(err, TR_EIO, "cannot open chunk file of %s '%s': %s",
+                     what, path, strerror(errno));
+  }
+  if (fstat(fd, &st) != 0) {
+    rc = tr_seterr(err, TR_EIO, "cannot stat chunk file of %s '%s': %s",
+                   what, path, strerror(errno));
+    goto done;
+  }
+  if ((e = s_pread_all(fd, h, sizeof h, 0, &got)) != 0) {
+    rc = tr_seterr(err, TR_EIO, "cannot read chunk file of %s '%s': %s",
+                   what, path, strerror(e));
+    goto done;
+  }
+  if (got < sizeof h || memcmp(h, s_magic, 8) != 0 ||
+      s_get64(h + 56) != cf_checksum(h, 56)) {
+    rc = tr_seterr(err, TR_ECORRUPT, "bad chunk file header for %s: %s",
+                   what, path);
+    goto done;
+  }
+  if (s_get32(h + 8) != CF_VERSION) {
+    rc = tr_seterr(err, TR_ECORRUPT,
+                   "chunk file of %s has unknown format version %u: %s", what,
+                   (unsigned)s_get32(h + 8), path);
+    goto done;
+  }
+  if (s_get32(h + 12) != (uint32_t)dtype || s_get64(h + 16) != nbytes ||
+      (uint64_t)st.st_size != (uint64_t)CF_HEADER_SIZE + nbytes) {
+    rc = tr_seterr(err, TR_ECORRUPT,
+                   "chunk file of %s does not match the catalog (type or "
+                   "size): %s",
+                   what, path);
+    goto done;
+  }
+  if ((e = s_pread_all(fd, buf, nbytes, CF_HEADER_SIZE, &got)) != 0) {
+    rc = tr_seterr(err, TR_EIO, "cannot read chunk file of %s '%s': %s",
+                   what, path, strerror(e));
+    goto done;
+  }
+  if (got != nbytes) {
+    rc = tr_seterr(err, TR_ECORRUPT, "chunk file of %s is truncated: %s",
+                   what, path);
+    goto done;
+  }
+  {
+    uint64_t s = cf_checksum(buf, nbytes);
+    if (s != s_get64(h + 24) || s != sum)
+      rc = tr_seterr(err, TR_ECORRUPT, "checksum mismatch in %s (%s)", what,
+                   path);
+  }
+done:
+  close(fd);
+  return rc;
+}

@@ -1,0 +1,42 @@
+/*
+** catalog/chunkfile.h - private to catalog/: the on-disk format of one
+** stored chunk and its I/O.  catalog.c names files and keeps the index;
+** chunkfile.c knows the bytes.
+**
+** A chunk file is a fixed 64-byte header followed by the payload:
+**     0  8  magic "TRADBCHK"
+**     8  4  format version (CF_VERSION), little-endian
+**    12  4  dtype (tr_dtype value), little-endian
+**    16  8  payload bytes, little-endian
+**    24  8  XXH3_64bits of the payload, little-endian
+**    32 24  reserved, zero
+**    56  8  XXH3_64bits of bytes 0..55, little-endian
+*/
+#ifndef TRADB_CATALOG_CHUNKFILE_H
+#define TRADB_CATALOG_CHUNKFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "util/util.h"
+
+#define CF_HEADER_SIZE 64
+#define CF_VERSION 1
+
+/* The checksum stored for a payload. */
+uint64_t cf_checksum(const void *data, size_t nbytes);
+
+/* Create `path` (which must not exist), write header and payload, fdatasync
+** and close it.  *sum receives the payload checksum.  On failure nothing is
+** left at `path` and err says why. */
+int cf_write(const char *path, tr_dtype dtype, const void *data,
+             size_t nbytes, uint64_t *sum, tr_err *err);
+
+/* Read the chunk file `path` into buf (nbytes, as recorded in the catalog)
+** and verify magic, header checksum, dtype, size and that the payload's
+** checksum equals both the header's and `sum`.  Failures are TR_ECORRUPT
+** (TR_EIO for OS errors other than a missing file), with messages naming
+** `what` (e.g. "tensor A chunk [0,1]") and the path. */
+int cf_read(const char *path, tr_dtype dtype, void *buf, size_t nbytes,
+            uint64_t sum, const char *what, tr_err *err);
+
+#endif /* TRADB_CATALOG_CHUNKFILE_H */

@@ -1,0 +1,546 @@
+/*
+** engine/compile.c - from an assignment's syntax tree to a plan.
+**
+** Binding: every tensor reference is looked up in the catalog, its rank
+** checked against its labels, and every label bound to one size.
+**
+** Aggregation rules (the language reference in README.md):
+**  - SUM(e), MAX(e), MIN(e) aggregate e over the labels occurring in e but
+**    not on the left-hand side; the result carries the left-hand labels
+**    that occur in e.
+**  - Labels still unaggregated at the top get an implicit SUM around the
+**    whole right-hand side.
+**
+** Each aggregation becomes one EinSum node (TRA join + aggregation); the
+** top, if it is not itself an aggregation, becomes an elementwise node
+** (join, no aggregation).  A top that only applies unary functions and
+** constants to one aggregation's result is fused into that node as its
+** Transform, so relu(SUM(X*W)) runs as one pass.
+*/
+#include "config.h"
+#include "engine/engine_int.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define S_MAX_LABELS 64 /* distinct labels in one statement */
+
+typedef uint64_t s_mask; /* set of statement label ids */
+
+/* State of binding and building one statement. */
+typedef struct s_binder {
+  te_engine *e;                         /* catalog access */
+  te_plan *plan;                        /* plan being built */
+  tr_err *err;                          /* where failures go */
+  int nlab;                             /* labels bound so far */
+  char lab[S_MAX_LABELS][TE_NAME_MAX];  /* label names */
+  int64_t lsize[S_MAX_LABELS];          /* label sizes */
+  char lwhere[S_MAX_LABELS][TE_NAME_MAX * 2]; /* first binding, e.g. "A[i,k]" */
+  s_mask lhs;                           /* left-hand labels */
+  int lhs_id[TR_MAX_RANK];              /* left-hand label ids in order */
+  int nlhs;                             /* left-hand rank */
+  int ntemps;                           /* temporaries made */
+} s_binder;
+
+/* A node under construction. */
+typedef struct s_nodeb {
+  te_node n;              /* the node */
+  int id[TK_MAX_LABELS];  /* statement label id of each node label */
+} s_nodeb;
+
+static int s_label_id(const s_binder *b, const char *name) {
+  for (int i = 0; i < b->nlab; i++)
+    if (!strcmp(b->lab[i], name)) return i;
+  return -1;
+}
+
+static void s_ref_text(const te_expr *r, char *buf, size_t n) {
+  size_t o = (size_t)snprintf(buf, n, "%s[", r->name);
+  for (int i = 0; i < r->nlabels && o < n; i++)
+    o += (size_t)snprintf(buf + o, n - o, "%s%s", i ? "," : "", r->labels[i]);
+  if (o < n) snprintf(buf + o, n - o, "]");
+}
+
+/* Find or add the stored relation for tensor `name`. */
+static int s_stored_rel(s_binder *b, const char *name, int *rel) {
+  te_plan *p = b->plan;
+  for (int i = 0; i < p->nrels; i++)
+    if (p->rels[i].kind == TE_REL_STORED && !strcmp(p->rels[i].meta.name, name)) {
+      *rel = i;
+      return TR_OK;
+    }
+  if (p->nrels >= TE_MAX_RELS)
+    return tr_seterr(b->err, TR_EINVAL, "statement references too many tensors");
+  te_rel *r = &p->rels[p->nrels];
+  memset(r, 0, sizeof *r);
+  r->kind = TE_REL_STORED;
+  int rc = tc_tensor_get(b->e->db, name, &r->meta, b->err);
+  if (rc != TR_OK) return rc == TR_ENOTFOUND ? TR_ENAME : rc;
+  *rel = p->nrels++;
+  return TR_OK;
+}
+
+/* Bind every reference in e: tensors exist, ranks agree, labels have one
+** size each. */
+static int s_bind(s_binder *b, const te_expr *e) {
+  if (!e) return TR_OK;
+  if (e->kind == TE_EXPR_REF) {
+    int rel, rc = s_stored_rel(b, e->name, &rel);
+    if (rc) return rc;
+    const tc_tensor *t = &b->plan->rels[rel].meta;
+    if (t->rank != e->nlabels)
+      return tr_seterr(b->err, TR_ESHAPE,
+                       "rank mismatch: %s has rank %d but is indexed with %d label%s",
+                       e->name, t->rank, e->nlabels, e->nlabels == 1 ? "" : "s");
+    for (int d = 0; d < e->nlabels; d++) {
+      char where[TE_NAME_MAX * 2];
+      s_ref_text(e, where, sizeof where);
+      int id = s_label_id(b, e->labels[d]);
+      if (id < 0) {
+        if (b->nlab >= S_MAX_LABELS)
+          return tr_seterr(b->err, TR_EINVAL, "too many labels in one statement");
+        id = b->nlab++;
+        snprintf(b->lab[id], TE_NAME_MAX, "%s", e->labels[d]);
+        b->lsize[id] = t->shape[d];
+        snprintf(b->lwhere[id], sizeof b->lwhere[id], "%s", where);
+      } else if (b->lsize[id] != t->shape[d]) {
+        return tr_seterr(b->err, TR_ESHAPE,
+                         "label '%s' bound to sizes %lld (%s) and %lld (%s)",
+                         e->labels[d], (long long)b->lsize[id], b->lwhere[id],
+                         (long long)t->shape[d], where);
+      }
+    }
+    return TR_OK;
+  }
+  int rc = s_bind(b, e->a);
+  return rc ? rc : s_bind(b, e->b);
+}
+
+/* Labels of e visible outside it: an aggregation keeps only left-hand
+** labels. */
+static s_mask s_labels(const s_binder *b, const te_expr *e) {
+  if (!e) return 0;
+  switch (e->kind) {
+  case TE_EXPR_REF: {
+    s_mask m = 0;
+    for (int d = 0; d < e->nlabels; d++) m |= (s_mask)1 << s_label_id(b, e->labels[d]);
+    return m;
+  }
+  case TE_EXPR_AGG:
+    return s_labels(b, e->a) & b->lhs;
+  default:
+    return s_labels(b, e->a) | s_labels(b, e->b);
+  }
+}
+
+static int s_emit(s_binder *b, s_nodeb *nb, const te_expr *e, int depth);
+
+/* Add node label for statement label id; returns node label index. */
+static int s_node_label(s_binder *b, s_nodeb *nb, int id) {
+  for (int i = 0; i < nb->n.nlabels; i++)
+    if (nb->id[i] == id) return i;
+  if (nb->n.nlabels >= TK_MAX_LABELS) {
+    tr_seterr(b->err, TR_EINVAL, "too many labels in one aggregation (at most %d)",
+              TK_MAX_LABELS);
+    return -1;
+  }
+  int i = nb->n.nlabels++;
+  nb->id[i] = id;
+  snprintf(nb->n.lname[i], TE_NAME_MAX, "%s", b->lab[id]);
+  nb->n.size[i] = b->lsize[id];
+  return i;
+}
+
+/* Find or add an operand (rel with statement label ids per dim). */
+static int s_operand(s_binder *b, s_nodeb *nb, int rel, int rank, const int *ids) {
+  te_node *n = &nb->n;
+  int lab[TR_MAX_RANK];
+  for (int d = 0; d < rank; d++) {
+    lab[d] = s_node_label(b, nb, ids[d]);
+    if (lab[d] < 0) return -1;
+  }
+  for (int i = 0; i < n->ninputs; i++)
+    if (n->in[i].rel == rel && n->in[i].rank == rank &&
+        !memcmp(n->in[i].label, lab, sizeof(int) * (size_t)rank))
+      return i;
+  if (n->ninputs >= TK_MAX_INPUTS) {
+    tr_seterr(b->err, TR_EINVAL, "too many tensor references in one expression (at most %d)",
+              TK_MAX_INPUTS);
+    return -1;
+  }
+  te_operand *o = &n->in[n->ninputs];
+  o->rel = rel;
+  o->rank = rank;
+  memcpy(o->label, lab, sizeof(int) * (size_t)rank);
+  return n->ninputs++;
+}
+
+static int s_insn(s_binder *b, tk_prog *p, int op, int arg, double c) {
+  if (p->n >= TK_MAX_PROG)
+    return tr_seterr(b->err, TR_EINVAL, "expression too long (at most %d terms)", TK_MAX_PROG);
+  p->code[p->n].op = op;
+  p->code[p->n].arg = arg;
+  p->code[p->n].c = c;
+  p->n++;
+  return TR_OK;
+}
+
+/* Choose chunk sizes of the node's labels: the first operand holding a
+** label decides; others are re-chunked to match at run time.  Then the
+** element type and whether the BLAS path applies. */
+static void s_finish_node(te_plan *p, te_node *n) {
+  for (int l = 0; l < n->nlabels; l++) {
+    n->chunk[l] = 0;
+    for (int i = 0; i < n->ninputs && !n->chunk[l]; i++)
+      for (int d = 0; d < n->in[i].rank; d++)
+        if (n->in[i].label[d] == l) {
+          n->chunk[l] = p->rels[n->in[i].rel].meta.chunk[d];
+          break;
+        }
+    if (!n->chunk[l]) n->chunk[l] = n->size[l];
+  }
+  /* gemm: SUM over labels shared by exactly two distinct operands, whose
+  ** product is the whole scalar function. */
+  n->gemm = 0;
+  if (n->agg == TK_AGG_SUM && n->ninputs == 2 && n->prog.n == 3 &&
+      n->prog.code[0].op == TK_OP_INPUT && n->prog.code[1].op == TK_OP_INPUT &&
+      n->prog.code[2].op == TK_OP_MUL &&
+      n->prog.code[0].arg != n->prog.code[1].arg) {
+    int ok = 1;
+    for (int l = 0; l < n->nlabels && ok; l++) {
+      int cnt[2] = {0, 0};
+      for (int i = 0; i < 2; i++)
+        for (int d = 0; d < n->in[i].rank; d++) cnt[i] += n->in[i].label[d] == l;
+      if (cnt[0] > 1 || cnt[1] > 1) ok = 0;           /* diagonal */
+      if (l >= n->nout && (!cnt[0] || !cnt[1])) ok = 0; /* one-sided sum */
+    }
+    n->gemm = ok;
+  }
+}
+
+static tr_dtype s_node_dtype(const te_plan *p, const te_node *n) {
+  for (int i = 0; i < n->ninputs; i++)
+    if (p->rels[n->in[i].rel].meta.dtype == TR_F64) return TR_F64;
+  return TR_F32;
+}
+
+/* Append a finished node, creating its output relation (a temporary, or
+** the statement's output when out_name is set). */
+static int s_push_node(s_binder *b, s_nodeb *nb, const char *out_name) {
+  te_plan *p = b->plan;
+  te_node *n = &nb->n;
+  if (p->nnodes >= TE_MAX_NODES)
+    return tr_seterr(b->err, TR_EINVAL, "expression has too many aggregations");
+  if (p->nrels >= TE_MAX_RELS)
+    return tr_seterr(b->err, TR_EINVAL, "statement references too many tensors");
+  s_finish_node(p, n);
+  te_rel *r = &p->rels[p->nrels];
+  memset(r, 0, sizeof *r);
+  r->kind = out_name ? TE_REL_OUTPUT : TE_REL_TEMP;
+  if (out_name)
+    snprintf(r->meta.name, TC_NAME_MAX, "%s", out_name);
+  else
+    snprintf(r->meta.name, TC_NAME_MAX, "_t%d", ++b->ntemps);
+  r->meta.dtype = s_node_dtype(p, n);
+  r->meta.rank = n->nout;
+  for (int d = 0; d < n->nout; d++) {
+    r->meta.shape[d] = n->size[d];
+    r->meta.chunk[d] = n->chunk[d];
+  }
+  n->out = p->nrels++;
+  p->nodes[p->nnodes++] = *n;
+  return TR_OK;
+}
+
+/* Build the node of aggregation e (kind AGG); *rel receives the relation
+** holding its result, whose labels are the left-hand labels of e in
+** left-hand order. */
+static int s_build_agg(s_binder *b, const te_expr *e, const char *out_name, int *rel,
+                       int depth) {
+  s_nodeb *nb = calloc(1, sizeof *nb);
+  if (!nb) return tr_seterr(b->err, TR_ENOMEM, "out of memory");
+  s_mask inner = s_labels(b, e->a);
+  int rc = TR_OK;
+  for (int k = 0; k < b->nlhs; k++)
+    if (inner & ((s_mask)1 << b->lhs_id[k]))
+      if (s_node_label(b, nb, b->lhs_id[k]) < 0) {
+        rc = TR_EINVAL;
+        goto done;
+      }
+  nb->n.nout = nb->n.nlabels;
+  nb->n.agg = (tk_agg)e->op;
+  rc = s_emit(b, nb, e->a, depth + 1);
+  if (rc) goto done;
+  if (nb->n.nlabels == nb->n.nout) nb->n.agg = TK_AGG_NONE; /* nothing to sum */
+  rc = s_push_node(b, nb, out_name);
+  if (!rc) *rel = b->plan->nodes[b->plan->nnodes - 1].out;
+done:
+  free(nb);
+  return rc;
+}
+
+/* Emit the scalar program of e into node nb. */
+static int s_emit(s_binder *b, s_nodeb *nb, const te_expr *e, int depth) {
+  tk_prog *p = &nb->n.prog;
+  int rc, ids[TR_MAX_RANK];
+  switch (e->kind) {
+  case TE_EXPR_NUM:
+    return s_insn(b, p, TK_OP_CONST, 0, e->num);
+  case TE_EXPR_REF: {
+    int rel;
+    if ((rc = s_stored_rel(b, e->name, &rel))) return rc;
+    for (int d = 0; d < e->nlabels; d++) ids[d] = s_label_id(b, e->labels[d]);
+    int i = s_operand(b, nb, rel, e->nlabels, ids);
+    return i < 0 ? b->err->code : s_insn(b, p, TK_OP_INPUT, i, 0);
+  }
+  case TE_EXPR_BIN: {
+    static const struct { int ch, op; } ops[] = {
+      {'+', TK_OP_ADD}, {'-', TK_OP_SUB}, {'*', TK_OP_MUL}, {'/', TK_OP_DIV}, {'^', TK_OP_POW}};
+    if ((rc = s_emit(b, nb, e->a, depth)) || (rc = s_emit(b, nb, e->b, depth))) return rc;
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
+      if (ops[k].ch == e->op) return s_insn(b, p, ops[k].op, 0, 0);
+    return tr_seterr(b->err, TR_ESYNTAX, "unknown operator '%c'", e->op);
+  }
+  case TE_EXPR_FN:
+    if ((rc = s_emit(b, nb, e->a, depth))) return rc;
+    return s_insn(b, p, e->op, 0, 0);
+  case TE_EXPR_AGG: {
+    int rel, k = 0;
+    if ((rc = s_build_agg(b, e, NULL, &rel, depth))) return rc;
+    for (int j = 0; j < b->nlhs; j++)
+      if (s_labels(b, e) & ((s_mask)1 << b->lhs_id[j])) ids[k++] = b->lhs_id[j];
+    int i = s_operand(b, nb, rel, k, ids);
+    return i < 0 ? b->err->code : s_insn(b, p, TK_OP_INPUT, i, 0);
+  }
+  }
+  return tr_seterr(b->err, TR_EINVAL, "internal: bad expression node");
+}
+
+/* A top node that only transforms the previous node's whole result: move
+** its program into that node as a fused Transform. */
+static void s_fuse_transform(te_plan *p) {
+  if (p->nnodes < 2) return;
+  te_node *top = &p->nodes[p->nnodes - 1], *prev = &p->nodes[p->nnodes - 2];
+  if (top->ninputs != 1 || top->agg != TK_AGG_NONE || prev->post.n) return;
+  const te_operand *o = &top->in[0];
+  if (o->rel != prev->out || o->rank != top->nlabels) return;
+  for (int d = 0; d < o->rank; d++)
+    if (o->label[d] != d || top->chunk[d] != prev->chunk[d]) return;
+  int pure_input = top->prog.n == 1; /* B[i] = SUM(..): nothing to fuse */
+  if (!pure_input) prev->post = top->prog;
+  p->rels[prev->out].kind = TE_REL_OUTPUT;
+  memcpy(p->rels[prev->out].meta.name, p->rels[top->out].meta.name, TC_NAME_MAX);
+  p->nnodes--;
+  p->nrels--; /* the top's output relation was the last one added */
+}
+
+int te_compile(te_engine *e, const te_stmt *s, te_plan *plan, tr_err *err) {
+  s_binder *b = calloc(1, sizeof *b);
+  int rc;
+  if (!b) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  memset(plan, 0, sizeof *plan);
+  b->e = e;
+  b->plan = plan;
+  b->err = err;
+  if ((rc = s_bind(b, s->rhs))) goto done;
+  for (int k = 0; k < s->nout; k++) {
+    int id = s_label_id(b, s->out_labels[k]);
+    if (id < 0) {
+      rc = tr_seterr(err, TR_ESHAPE, "output label '%s' is not bound by any input",
+                     s->out_labels[k]);
+      goto done;
+    }
+    b->lhs |= (s_mask)1 << id;
+    b->lhs_id[b->nlhs++] = id;
+  }
+  /* Implicit SUM around the whole right-hand side. */
+  te_expr wrap;
+  const te_expr *top = s->rhs;
+  if (s_labels(b, s->rhs) & ~b->lhs) {
+    memset(&wrap, 0, sizeof wrap);
+    wrap.kind = TE_EXPR_AGG;
+    wrap.op = TK_AGG_SUM;
+    wrap.a = (te_expr *)s->rhs;
+    top = &wrap;
+  }
+  if (top->kind == TE_EXPR_AGG) {
+    int rel;
+    if ((rc = s_build_agg(b, top, s->name, &rel, 0))) goto done;
+    /* Its output labels are the left-hand ones occurring in it, in order;
+    ** all of them occur (checked above), so the shape is the left side. */
+  } else {
+    s_nodeb *nb = calloc(1, sizeof *nb);
+    if (!nb) {
+      rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+      goto done;
+    }
+    for (int k = 0; k < b->nlhs; k++) s_node_label(b, nb, b->lhs_id[k]);
+    nb->n.nout = nb->n.nlabels;
+    nb->n.agg = TK_AGG_NONE;
+    rc = s_emit(b, nb, top, 0);
+    if (!rc) rc = s_push_node(b, nb, s->name);
+    free(nb);
+    if (rc) goto done;
+    s_fuse_transform(plan);
+  }
+done:
+  free(b);
+  return rc;
+}
+
+/* ---- EXPLAIN ----------------------------------------------------------- */
+
+/* A growing text buffer. */
+typedef struct s_buf {
+  char *s;      /* text */
+  size_t n;     /* length */
+  size_t cap;   /* allocated */
+} s_buf;
+
+static void s_put(s_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void s_put(s_buf *b, const char *fmt, ...) {
+  va_list ap;
+  for (;;) {
+    va_start(ap, fmt);
+    int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
+    va_end(ap);
+    if (k < 0) return;
+    if (b->s && b->n + (size_t)k < b->cap) {
+      b->n += (size_t)k;
+      return;
+    }
+    size_t cap = (b->cap + (size_t)k + 256) * 2;
+    char *t = realloc(b->s, cap);
+    if (!t) return;
+    b->s = t;
+    b->cap = cap;
+  }
+}
+
+static void s_put_dims(s_buf *b, int rank, const int64_t *v) {
+  if (rank == 0) s_put(b, "scalar");
+  for (int d = 0; d < rank; d++) s_put(b, "%s%lld", d ? " x " : "", (long long)v[d]);
+}
+
+/* Render a postfix program as infix text; operand i is named in[i]. */
+static void s_prog_text(s_buf *b, const tk_prog *p, int pc_end, char names[][TE_NAME_MAX * 2]) {
+  /* Evaluate the program on a stack of strings instead of numbers. */
+  int sp = 0;
+  char *txt[TK_MAX_PROG] = {0};
+  for (int pc = 0; pc < pc_end; pc++) {
+    const tk_insn *in = &p->code[pc];
+    char tmp[1024];
+    static const char *const fn[] = {
+      [TK_OP_NEG] = "neg", [TK_OP_RELU] = "relu", [TK_OP_EXP] = "exp", [TK_OP_LOG] = "log",
+      [TK_OP_SQRT] = "sqrt", [TK_OP_ABS] = "abs", [TK_OP_TANH] = "tanh", [TK_OP_SIGMOID] = "sigmoid"};
+    static const char binch[] = {[TK_OP_ADD] = '+', [TK_OP_SUB] = '-', [TK_OP_MUL] = '*',
+                                 [TK_OP_DIV] = '/', [TK_OP_POW] = '^'};
+    if (in->op == TK_OP_INPUT)
+      snprintf(tmp, sizeof tmp, "%s", names[in->arg]);
+    else if (in->op == TK_OP_CONST)
+      snprintf(tmp, sizeof tmp, "%g", in->c);
+    else if (in->op >= TK_OP_ADD && in->op <= TK_OP_POW && sp >= 2) {
+      snprintf(tmp, sizeof tmp, "(%s %c %s)", txt[sp - 2], binch[in->op], txt[sp - 1]);
+      free(txt[--sp]);
+      free(txt[--sp]);
+    } else if (sp >= 1) {
+      snprintf(tmp, sizeof tmp, "%s(%s)", fn[in->op], txt[sp - 1]);
+      free(txt[--sp]);
+    } else {
+      snprintf(tmp, sizeof tmp, "?");
+    }
+    txt[sp++] = strdup(tmp);
+  }
+  s_put(b, "%s", sp ? txt[sp - 1] : "");
+  for (int i = 0; i < sp; i++) free(txt[i]);
+}
+
+static void s_label_list(s_buf *b, const te_node *n, int from, int to) {
+  s_put(b, "<");
+  for (int l = from; l < to; l++) s_put(b, "%s%s", l > from ? "," : "", n->lname[l]);
+  s_put(b, ">");
+}
+
+char *te_plan_explain(const te_plan *p) {
+  s_buf b = {0};
+  static const char *const aggname[] = {"NONE", "SUM", "MAX", "MIN"};
+  for (int k = 0; k < p->nnodes; k++) {
+    const te_node *n = &p->nodes[k];
+    const te_rel *out = &p->rels[n->out];
+    char names[TK_MAX_INPUTS][TE_NAME_MAX * 2];
+    for (int i = 0; i < n->ninputs; i++) {
+      const te_operand *o = &n->in[i];
+      int w = snprintf(names[i], sizeof names[i], "%s[", p->rels[o->rel].meta.name);
+      for (int d = 0; d < o->rank && w < (int)sizeof names[i]; d++)
+        w += snprintf(names[i] + w, sizeof names[i] - (size_t)w, "%s%s", d ? "," : "",
+                      n->lname[o->label[d]]);
+      if (w < (int)sizeof names[i]) snprintf(names[i] + w, sizeof names[i] - (size_t)w, "]");
+    }
+    int64_t groups = 1, tuples = 1;
+    for (int l = 0; l < n->nlabels; l++) {
+      int64_t g = (n->size[l] + n->chunk[l] - 1) / n->chunk[l];
+      tuples *= g;
+      if (l < n->nout) groups *= g;
+    }
+    s_put(&b, "%s%s ", out->kind == TE_REL_OUTPUT ? "" : "temporary ", out->meta.name);
+    s_label_list(&b, n, 0, n->nout);
+    s_put(&b, ": ");
+    s_put_dims(&b, out->meta.rank, out->meta.shape);
+    s_put(&b, " %s, chunk ", tr_dtype_name(out->meta.dtype));
+    s_put_dims(&b, out->meta.rank, out->meta.chunk);
+    s_put(&b, "\n");
+    int ind = 2;
+    if (n->post.n) {
+      char pn[1][TE_NAME_MAX * 2];
+      snprintf(pn[0], sizeof pn[0], "x");
+      s_put(&b, "%*sTRANSFORM(x -> ", ind, "");
+      s_prog_text(&b, &n->post, n->post.n, pn);
+      s_put(&b, ")  [fused into the aggregation's task]\n");
+      ind += 2;
+    }
+    if (n->agg != TK_AGG_NONE) {
+      s_put(&b, "%*sAGGREGATE(group by ", ind, "");
+      s_label_list(&b, n, 0, n->nout);
+      s_put(&b, ", %s)  [%lld groups]\n", aggname[n->agg], (long long)groups);
+      ind += 2;
+    }
+    s_put(&b, "%*sJOIN(on ", ind, "");
+    s_label_list(&b, n, 0, n->nlabels);
+    s_put(&b, ", kernel %s: ", n->gemm ? "gemm" : "contract");
+    s_prog_text(&b, &n->prog, n->prog.n, names);
+    if (n->agg != TK_AGG_NONE) {
+      s_put(&b, " %s over ", aggname[n->agg]);
+      s_label_list(&b, n, n->nout, n->nlabels);
+    }
+    s_put(&b, ")  [%lld tuples]\n", (long long)tuples);
+    ind += 2;
+    for (int i = 0; i < n->ninputs; i++) {
+      const te_operand *o = &n->in[i];
+      const tc_tensor *t = &p->rels[o->rel].meta;
+      int diag = 0, rechunk = 0;
+      for (int d = 0; d < o->rank; d++) {
+        for (int d2 = d + 1; d2 < o->rank; d2++) diag |= o->label[d] == o->label[d2];
+        rechunk |= t->chunk[d] != n->chunk[o->label[d]];
+      }
+      s_put(&b, "%*sREKEY(-> %s)", ind, "", names[i]);
+      if (diag) s_put(&b, " FILTER(diagonal keys)");
+      if (rechunk) {
+        s_put(&b, " CONCAT/TILE(chunk ");
+        s_put_dims(&b, t->rank, t->chunk);
+        s_put(&b, " -> ");
+        for (int d = 0; d < o->rank; d++)
+          s_put(&b, "%s%lld", d ? " x " : "", (long long)n->chunk[o->label[d]]);
+        s_put(&b, ")");
+      }
+      s_put(&b, " SCAN %s%s (", p->rels[o->rel].kind == TE_REL_STORED ? "" : "temporary ",
+            t->name);
+      s_put_dims(&b, t->rank, t->shape);
+      s_put(&b, " %s, chunk ", tr_dtype_name(t->dtype));
+      s_put_dims(&b, t->rank, t->chunk);
+      s_put(&b, ")\n");
+    }
+  }
+  return b.s;
+}

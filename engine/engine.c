@@ -1,0 +1,643 @@
+/*
+** engine/engine.c - the engine handle and one function per statement kind.
+**
+** Assignments go through compile.c (bind, EinSum nodes, TRA) and exec.c
+** (chunk tasks).  The other statements are chunk loops of their own here:
+** LOAD and SAVE copy between a user file and chunks, FILL generates
+** chunks, PRINT gathers a slice; each runs its chunks on the thread pool
+** and a statement that writes becomes visible only when all its chunks
+** are durable (tc_write_commit).
+*/
+#include "config.h"
+#include "engine/engine_int.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#define S_PRINT_MAX 1000000 /* elements PRINT shows at most */
+
+int te_open(const te_config *cfg, te_engine **out, tr_err *err) {
+  te_engine *e = calloc(1, sizeof *e);
+  int rc;
+  *out = NULL;
+  if (!e) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  e->kt = tk_backend_get(cfg && cfg->backend ? cfg->backend : "auto");
+  if (!e->kt) {
+    rc = tr_seterr(err, TR_EINVAL, "unknown kernel backend '%s' (compiled in: %s)",
+                   cfg->backend, tk_backends_compiled());
+    goto fail;
+  }
+  e->threads = cfg && cfg->threads > 0 ? cfg->threads : tr_ncores();
+  long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+  e->cache_budget = pages > 0 && psize > 0 ? (size_t)pages * (size_t)psize / 4 : (size_t)1 << 30;
+  if ((rc = tc_open(cfg ? cfg->dbpath : NULL, &e->db, err))) goto fail;
+  tk_set_blas_threads(1);
+  *out = e;
+  return TR_OK;
+fail:
+  free(e);
+  return rc;
+}
+
+void te_close(te_engine **pe) {
+  if (!pe || !*pe) return;
+  tc_close(&(*pe)->db);
+  free(*pe);
+  *pe = NULL;
+}
+
+const char *te_backend_name(const te_engine *e) { return e->kt->name; }
+
+void te_result_free(te_result **pr) {
+  if (!pr || !*pr) return;
+  te_result *r = *pr;
+  for (int i = 0; i < r->ncols; i++) free(r->colnames[i]);
+  for (int i = 0; i < r->ncols * r->nrows; i++) free(r->cells[i]);
+  free(r->colnames);
+  free(r->cells);
+  free(r->values);
+  free(r->text);
+  free(r);
+  *pr = NULL;
+}
+
+void te_default_chunk(int rank, const int64_t *shape, tr_dtype dt, int64_t *chunk) {
+  const int64_t limit = ((int64_t)4 << 20) / (int64_t)tr_dtype_size(dt);
+  int64_t n = 1;
+  for (int d = 0; d < rank; d++) {
+    chunk[d] = shape[d];
+    n *= chunk[d];
+  }
+  while (n > limit) {
+    int big = 0;
+    for (int d = 1; d < rank; d++)
+      if (chunk[d] > chunk[big]) big = d;
+    n /= chunk[big];
+    chunk[big] = (chunk[big] + 1) / 2;
+    n *= chunk[big];
+  }
+}
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static void s_dims_text(char *buf, size_t n, int rank, const int64_t *v, const char *sep) {
+  size_t o = 0;
+  buf[0] = '\0';
+  for (int d = 0; d < rank && o < n; d++)
+    o += (size_t)snprintf(buf + o, n - o, "%s%lld", d ? sep : "", (long long)v[d]);
+}
+
+/* Result with a table of ncols named columns. */
+static te_result *s_rows_new(int ncols, const char *const *names) {
+  te_result *r = calloc(1, sizeof *r);
+  if (!r) return NULL;
+  r->kind = TE_RES_ROWS;
+  r->ncols = ncols;
+  r->colnames = calloc((size_t)ncols, sizeof(char *));
+  if (!r->colnames) {
+    free(r);
+    return NULL;
+  }
+  for (int i = 0; i < ncols; i++) r->colnames[i] = strdup(names[i]);
+  return r;
+}
+
+static int s_rows_add(te_result *r, const char *const *cells) {
+  char **c = realloc(r->cells, sizeof(char *) * (size_t)(r->nrows + 1) * (size_t)r->ncols);
+  if (!c) return TR_ENOMEM;
+  r->cells = c;
+  for (int i = 0; i < r->ncols; i++) c[r->nrows * r->ncols + i] = strdup(cells[i]);
+  r->nrows++;
+  return TR_OK;
+}
+
+/* Check a CHUNK clause against a rank and fill t->chunk (clamped to the
+** shape); without one pick the default. */
+static int s_set_chunk(const te_stmt *s, tc_tensor *t, tr_err *err) {
+  if (!s->has_chunk) {
+    te_default_chunk(t->rank, t->shape, t->dtype, t->chunk);
+    return TR_OK;
+  }
+  if (s->chunk_rank != t->rank)
+    return tr_seterr(err, TR_ESHAPE, "CHUNK has %d entr%s but %s has rank %d", s->chunk_rank,
+                     s->chunk_rank == 1 ? "y" : "ies", t->name, t->rank);
+  for (int d = 0; d < t->rank; d++) t->chunk[d] = s->chunk[d] < t->shape[d] ? s->chunk[d] : t->shape[d];
+  return TR_OK;
+}
+
+/* ---- chunk loops shared by LOAD, SAVE, FILL ----------------------------- */
+
+/* What a per-chunk task of LOAD, SAVE or FILL needs. */
+typedef struct s_loop {
+  te_engine *e;            /* engine */
+  const te_stmt *st;       /* the statement */
+  tc_tensor t;             /* tensor written or read */
+  tc_write *w;             /* LOAD, FILL: the new version */
+  tc_reader *r;            /* SAVE: the chunks */
+  tc_array *a;             /* LOAD, SAVE: the user's file */
+  uint64_t seed;           /* FILL: seed in effect */
+  pthread_mutex_t mu;      /* guards err */
+  tr_err err;              /* first failure */
+} s_loop;
+
+static int s_loop_fail(s_loop *L, const tr_err *e) {
+  pthread_mutex_lock(&L->mu);
+  if (!L->err.code) L->err = *e;
+  pthread_mutex_unlock(&L->mu);
+  return e->code ? e->code : TR_ERR;
+}
+
+/* Offset in elements of origin in an array with element strides. */
+static int64_t s_offset(int rank, const int64_t *origin, const int64_t *stride) {
+  int64_t o = 0;
+  for (int d = 0; d < rank; d++) o += origin[d] * stride[d];
+  return o;
+}
+
+static void s_row_major(int rank, const int64_t *ext, int64_t *stride) {
+  int64_t s = 1;
+  for (int d = rank - 1; d >= 0; d--) {
+    stride[d] = s;
+    s *= ext[d];
+  }
+}
+
+/* Copy between a chunk (row-major, type t->dtype) and the array box at
+** origin (type a->dtype), in either direction. */
+static int s_chunk_array_copy(s_loop *L, void *chunk, const int64_t *origin,
+                              const int64_t *ext, int64_t n, int to_array) {
+  tc_array *a = L->a;
+  int64_t cs[TR_MAX_RANK];
+  s_row_major(L->t.rank, ext, cs);
+  size_t asz = tr_dtype_size(a->dtype);
+  char *abase = (char *)a->data + (size_t)s_offset(a->rank, origin, a->stride) * asz;
+  void *tmp = chunk;
+  if (a->dtype != L->t.dtype) {
+    tmp = tr_alloc_aligned((size_t)n * asz);
+    if (!tmp) return TR_ENOMEM;
+    if (to_array) te_convert(tmp, a->dtype, chunk, L->t.dtype, n);
+  }
+  int rc = TR_OK;
+  if (L->t.rank == 0)
+    memcpy(to_array ? (void *)abase : tmp, to_array ? tmp : (void *)abase, asz);
+  else if (to_array)
+    rc = L->e->kt->copy(a->dtype, a->rank, ext, abase, a->stride, tmp, cs);
+  else
+    rc = L->e->kt->copy(a->dtype, a->rank, ext, tmp, cs, abase, a->stride);
+  if (!rc && !to_array && tmp != chunk) te_convert(chunk, L->t.dtype, tmp, a->dtype, n);
+  if (tmp != chunk) tr_free_aligned(tmp);
+  return rc;
+}
+
+static int s_load_task(void *arg, int64_t lin) {
+  s_loop *L = arg;
+  int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK], origin[TR_MAX_RANK];
+  tr_err err;
+  tr_clearerr(&err);
+  tc_key_from_linear(&L->t, lin, key);
+  int64_t n = tc_chunk_extent(&L->t, key, ext);
+  for (int d = 0; d < L->t.rank; d++) origin[d] = key[d] * L->t.chunk[d];
+  size_t bytes = (size_t)n * tr_dtype_size(L->t.dtype);
+  void *buf = tr_alloc_aligned(bytes);
+  if (!buf) return s_loop_fail(L, &(tr_err){TR_ENOMEM, "out of memory"});
+  int rc = s_chunk_array_copy(L, buf, origin, ext, n, 0);
+  if (rc) tr_seterr(&err, rc, "copy from '%s' failed", L->st->path);
+  if (!rc) rc = tc_write_chunk(L->w, key, buf, bytes, &err);
+  tr_free_aligned(buf);
+  return rc ? s_loop_fail(L, &err) : TR_OK;
+}
+
+static int s_save_task(void *arg, int64_t lin) {
+  s_loop *L = arg;
+  int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK], origin[TR_MAX_RANK];
+  tr_err err;
+  tr_clearerr(&err);
+  tc_key_from_linear(&L->t, lin, key);
+  int64_t n = tc_chunk_extent(&L->t, key, ext);
+  for (int d = 0; d < L->t.rank; d++) origin[d] = key[d] * L->t.chunk[d];
+  size_t bytes = (size_t)n * tr_dtype_size(L->t.dtype);
+  void *buf = tr_alloc_aligned(bytes);
+  if (!buf) return s_loop_fail(L, &(tr_err){TR_ENOMEM, "out of memory"});
+  int rc = tc_reader_read(L->r, key, buf, bytes, &err);
+  if (!rc) {
+    rc = s_chunk_array_copy(L, buf, origin, ext, n, 1);
+    if (rc) tr_seterr(&err, rc, "copy to '%s' failed", L->st->path);
+  }
+  tr_free_aligned(buf);
+  return rc ? s_loop_fail(L, &err) : TR_OK;
+}
+
+static int s_fill_task(void *arg, int64_t lin) {
+  s_loop *L = arg;
+  const tc_tensor *t = &L->t;
+  int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK], origin[TR_MAX_RANK];
+  tr_err err;
+  tr_clearerr(&err);
+  tc_key_from_linear(t, lin, key);
+  int64_t n = tc_chunk_extent(t, key, ext);
+  for (int d = 0; d < t->rank; d++) origin[d] = key[d] * t->chunk[d];
+  size_t bytes = (size_t)n * tr_dtype_size(t->dtype);
+  void *buf = tr_alloc_aligned(bytes);
+  int rc = TR_OK;
+  if (!buf) return s_loop_fail(L, &(tr_err){TR_ENOMEM, "out of memory"});
+  switch (L->st->fill) {
+  case TE_FILL_UNIFORM:
+  case TE_FILL_NORMAL:
+    rc = L->e->kt->fill_random(t->dtype, L->st->fill == TE_FILL_UNIFORM ? TK_FILL_UNIFORM : TK_FILL_NORMAL,
+                               L->st->p0, L->st->p1, L->seed, t->rank, t->shape, origin, ext, buf);
+    if (rc) tr_seterr(&err, rc, "fill kernel failed (status %d)", rc);
+    break;
+  default: {
+    double one = L->st->fill == TE_FILL_ONES ? 1.0 : 0.0;
+    int64_t idx[TR_MAX_RANK] = {0};
+    for (int64_t i = 0; i < n; i++) {
+      double v = one;
+      if (L->st->fill == TE_FILL_IDENTITY) {
+        v = 1.0;
+        for (int d = 1; d < t->rank; d++)
+          if (origin[d] + idx[d] != origin[0] + idx[0]) v = 0.0;
+      }
+      if (t->dtype == TR_F64) ((double *)buf)[i] = v;
+      else ((float *)buf)[i] = (float)v;
+      for (int d = t->rank - 1; d >= 0 && ++idx[d] == ext[d]; d--) idx[d] = 0;
+    }
+  }
+  }
+  if (!rc) rc = tc_write_chunk(L->w, key, buf, bytes, &err);
+  tr_free_aligned(buf);
+  return rc ? s_loop_fail(L, &err) : TR_OK;
+}
+
+/* Run fn over every chunk of L->t; on failure the first task error. */
+static int s_loop_run(s_loop *L, tr_task_fn fn, tr_err *err) {
+  pthread_mutex_init(&L->mu, NULL);
+  int rc = tr_parallel_for(L->e->threads, tc_nchunks(&L->t), fn, L);
+  pthread_mutex_destroy(&L->mu);
+  if (rc) {
+    if (L->err.code) *err = L->err;
+    else tr_seterr(err, rc, rc == TR_EINTR ? "interrupted" : "statement failed (status %d)", rc);
+  }
+  return rc;
+}
+
+/* ---- statements ------------------------------------------------------------ */
+
+static int s_create(te_engine *e, const te_stmt *s, tr_err *err) {
+  tc_tensor t;
+  memset(&t, 0, sizeof t);
+  snprintf(t.name, sizeof t.name, "%s", s->name);
+  t.dtype = s->has_type ? s->dtype : TR_F32;
+  t.rank = s->rank;
+  memcpy(t.shape, s->shape, sizeof t.shape);
+  int rc = s_set_chunk(s, &t, err);
+  return rc ? rc : tc_tensor_create(e->db, &t, err);
+}
+
+static int s_load(te_engine *e, const te_stmt *s, tr_err *err) {
+  s_loop L;
+  tc_array a;
+  memset(&L, 0, sizeof L);
+  L.e = e;
+  L.st = s;
+  int exists = tc_tensor_get(e->db, s->name, &L.t, NULL) == TR_OK;
+  tr_dtype csv_dt = s->has_type ? s->dtype : exists ? L.t.dtype : TR_F32;
+  int rc = tc_array_open(s->path, csv_dt, &a, err);
+  if (rc) return rc;
+  L.a = &a;
+  if (exists) {
+    int same = a.rank == L.t.rank;
+    for (int d = 0; same && d < a.rank; d++) same = a.shape[d] == L.t.shape[d];
+    if (!same) {
+      char hv[256], fv[256];
+      s_dims_text(hv, sizeof hv, L.t.rank, L.t.shape, " x ");
+      s_dims_text(fv, sizeof fv, a.rank, a.shape, " x ");
+      rc = tr_seterr(err, TR_ESHAPE, "shape mismatch: %s is %s but '%s' holds %s", s->name,
+                     L.t.rank ? hv : "a scalar", s->path, a.rank ? fv : "a scalar");
+      goto done;
+    }
+    if (s->has_type && s->dtype != L.t.dtype) {
+      rc = tr_seterr(err, TR_ETYPE, "type mismatch: %s is %s, not %s", s->name,
+                     tr_dtype_name(L.t.dtype), tr_dtype_name(s->dtype));
+      goto done;
+    }
+    if (s->has_chunk && (rc = s_set_chunk(s, &L.t, err))) goto done;
+  } else {
+    memset(&L.t, 0, sizeof L.t);
+    snprintf(L.t.name, sizeof L.t.name, "%s", s->name);
+    L.t.dtype = s->has_type ? s->dtype : a.dtype;
+    L.t.rank = a.rank;
+    memcpy(L.t.shape, a.shape, sizeof L.t.shape);
+    for (int d = 0; d < a.rank; d++)
+      if (a.shape[d] == 0) {
+        rc = tr_seterr(err, TR_ESHAPE, "'%s' is empty (dimension %d has size 0)", s->path, d);
+        goto done;
+      }
+    if ((rc = s_set_chunk(s, &L.t, err))) goto done;
+  }
+  if ((rc = tc_write_begin(e->db, &L.t, &L.w, err))) goto done;
+  if ((rc = s_loop_run(&L, s_load_task, err))) goto done;
+  rc = tc_write_commit(&L.w, NULL, err);
+done:
+  tc_write_abort(&L.w);
+  tc_array_close(&a);
+  return rc;
+}
+
+static int s_save(te_engine *e, const te_stmt *s, tr_err *err) {
+  s_loop L;
+  tc_array a;
+  memset(&L, 0, sizeof L);
+  L.e = e;
+  L.st = s;
+  int rc = tc_tensor_get(e->db, s->name, &L.t, err);
+  if (rc) return rc;
+  if ((rc = tc_array_create(s->path, L.t.dtype, L.t.rank, L.t.shape, &a, err))) return rc;
+  L.a = &a;
+  if ((rc = tc_reader_open(e->db, &L.t, &L.r, err))) goto done;
+  if ((rc = s_loop_run(&L, s_save_task, err))) goto done;
+  rc = tc_array_commit(&a, err);
+done:
+  tc_reader_close(&L.r);
+  tc_array_close(&a);
+  return rc;
+}
+
+static int s_fill(te_engine *e, const te_stmt *s, tr_err *err) {
+  s_loop L;
+  memset(&L, 0, sizeof L);
+  L.e = e;
+  L.st = s;
+  int rc = tc_tensor_get(e->db, s->name, &L.t, err);
+  if (rc == TR_ENOTFOUND)
+    return tr_seterr(err, TR_ENAME, "no such tensor: %s (declare it with CREATE TENSOR)", s->name);
+  if (rc) return rc;
+  if (s->fill == TE_FILL_UNIFORM && !(s->p0 < s->p1))
+    return tr_seterr(err, TR_EINVAL, "UNIFORM(lo, hi) needs lo < hi");
+  if (s->fill == TE_FILL_NORMAL && !(s->p1 >= 0))
+    return tr_seterr(err, TR_EINVAL, "NORMAL(mu, sd) needs sd >= 0");
+  L.seed = s->seed;
+  if (!s->has_seed && getrandom(&L.seed, sizeof L.seed, 0) != (ssize_t)sizeof L.seed)
+    L.seed = (uint64_t)(tr_now() * 1e9);
+  if ((rc = tc_write_begin(e->db, &L.t, &L.w, err))) return rc;
+  if (!(rc = s_loop_run(&L, s_fill_task, err))) rc = tc_write_commit(&L.w, NULL, err);
+  tc_write_abort(&L.w);
+  return rc;
+}
+
+static int s_show(te_engine *e, te_result **res, tr_err *err) {
+  static const char *const cols[] = {"name", "shape", "chunk", "type", "format", "chunks"};
+  tc_tensor *ts = NULL;
+  int n = 0, rc = tc_tensor_list(e->db, &ts, &n, err);
+  if (rc) return rc;
+  te_result *r = s_rows_new(6, cols);
+  if (!r) {
+    free(ts);
+    return tr_seterr(err, TR_ENOMEM, "out of memory");
+  }
+  for (int i = 0; i < n; i++) {
+    char shape[256], chunk[256], nch[32];
+    s_dims_text(shape, sizeof shape, ts[i].rank, ts[i].shape, " x ");
+    s_dims_text(chunk, sizeof chunk, ts[i].rank, ts[i].chunk, " x ");
+    snprintf(nch, sizeof nch, "%lld", (long long)tc_nchunks(&ts[i]));
+    const char *cells[] = {ts[i].name, ts[i].rank ? shape : "scalar", ts[i].rank ? chunk : "-",
+                           tr_dtype_name(ts[i].dtype), ts[i].format, nch};
+    s_rows_add(r, cells);
+  }
+  free(ts);
+  *res = r;
+  return TR_OK;
+}
+
+static int s_describe(te_engine *e, const te_stmt *s, te_result **res, tr_err *err) {
+  static const char *const cols[] = {"property", "value"};
+  tc_tensor t;
+  int64_t bytes = 0;
+  int rc = tc_tensor_get(e->db, s->name, &t, err);
+  if (rc || (rc = tc_tensor_bytes(e->db, &t, &bytes, err))) return rc;
+  te_result *r = s_rows_new(2, cols);
+  if (!r) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  char shape[256], chunk[256], rank[16], nch[32], nb[32], grid[256], ver[32];
+  int64_t g[TR_MAX_RANK];
+  for (int d = 0; d < t.rank; d++) g[d] = tc_grid(&t, d);
+  s_dims_text(shape, sizeof shape, t.rank, t.shape, " x ");
+  s_dims_text(chunk, sizeof chunk, t.rank, t.chunk, " x ");
+  s_dims_text(grid, sizeof grid, t.rank, g, " x ");
+  snprintf(rank, sizeof rank, "%d", t.rank);
+  snprintf(nch, sizeof nch, "%lld", (long long)tc_nchunks(&t));
+  snprintf(nb, sizeof nb, "%lld", (long long)bytes);
+  snprintf(ver, sizeof ver, "%lld", (long long)t.version);
+  const char *rows[][2] = {
+    {"name", t.name}, {"type", tr_dtype_name(t.dtype)}, {"rank", rank},
+    {"shape", t.rank ? shape : "scalar"}, {"chunk", t.rank ? chunk : "-"},
+    {"chunk grid", t.rank ? grid : "1"}, {"format", t.format}, {"chunks", nch},
+    {"stored bytes", nb}, {"version", ver}};
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) s_rows_add(r, rows[i]);
+  *res = r;
+  return TR_OK;
+}
+
+static int s_print(te_engine *e, const te_stmt *s, te_result **res, tr_err *err) {
+  tc_tensor t;
+  tc_reader *rd = NULL;
+  int rc = tc_tensor_get(e->db, s->name, &t, err);
+  if (rc) return rc;
+  if (s->nranges && s->nranges != t.rank)
+    return tr_seterr(err, TR_ESHAPE, "PRINT %s: %d range%s given but %s has rank %d", s->name,
+                     s->nranges, s->nranges == 1 ? "" : "s", s->name, t.rank);
+  te_result *r = calloc(1, sizeof *r);
+  if (!r) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  r->kind = TE_RES_TENSOR;
+  snprintf(r->name, sizeof r->name, "%s", t.name);
+  r->dtype = t.dtype;
+  r->rank = t.rank;
+  int64_t total = 1;
+  for (int d = 0; d < t.rank; d++) {
+    int64_t lo = s->nranges ? s->lo[d] : 0, hi = s->nranges ? s->hi[d] : -1;
+    if (hi < 0) hi = t.shape[d];
+    if (lo >= hi || hi > t.shape[d]) {
+      rc = tr_seterr(err, TR_ESHAPE, "range %lld:%lld out of bounds for dimension %d of %s (size %lld)",
+                     (long long)lo, (long long)hi, d, t.name, (long long)t.shape[d]);
+      goto fail;
+    }
+    r->origin[d] = lo;
+    r->shape[d] = hi - lo;
+    total *= hi - lo;
+  }
+  if (total > S_PRINT_MAX) {
+    rc = tr_seterr(err, TR_EINVAL, "PRINT %s would show %lld values (at most %d): print a slice, e.g. PRINT %s[0:10%s]",
+                   t.name, (long long)total, S_PRINT_MAX, t.name, t.rank > 1 ? ", 0:10" : "");
+    goto fail;
+  }
+  r->values = malloc(sizeof(double) * (size_t)total);
+  if (!r->values) {
+    rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+    goto fail;
+  }
+  if ((rc = tc_reader_open(e->db, &t, &rd, err))) goto fail;
+  /* Walk the chunks overlapping the slice. */
+  int64_t first[TR_MAX_RANK], last[TR_MAX_RANK], key[TR_MAX_RANK], vs[TR_MAX_RANK];
+  s_row_major(t.rank, r->shape, vs);
+  for (int d = 0; d < t.rank; d++) {
+    first[d] = r->origin[d] / t.chunk[d];
+    last[d] = (r->origin[d] + r->shape[d] - 1) / t.chunk[d];
+    key[d] = first[d];
+  }
+  for (;;) {
+    int64_t ext[TR_MAX_RANK], cs[TR_MAX_RANK], idx[TR_MAX_RANK];
+    int64_t n = tc_chunk_extent(&t, key, ext);
+    void *cb = tr_alloc_aligned((size_t)n * tr_dtype_size(t.dtype));
+    if (!cb) {
+      rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+      goto fail;
+    }
+    if ((rc = tc_reader_read(rd, key, cb, (size_t)n * tr_dtype_size(t.dtype), err))) {
+      tr_free_aligned(cb);
+      goto fail;
+    }
+    s_row_major(t.rank, ext, cs);
+    memset(idx, 0, sizeof idx);
+    for (int64_t i = 0; i < n; i++) {
+      int inside = 1;
+      int64_t off = 0;
+      for (int d = 0; d < t.rank; d++) {
+        int64_t gpos = key[d] * t.chunk[d] + idx[d] - r->origin[d];
+        if (gpos < 0 || gpos >= r->shape[d]) inside = 0;
+        off += gpos * vs[d];
+      }
+      if (inside)
+        r->values[off] = t.dtype == TR_F64 ? ((double *)cb)[i] : (double)((float *)cb)[i];
+      for (int d = t.rank - 1; d >= 0 && ++idx[d] == ext[d]; d--) idx[d] = 0;
+    }
+    tr_free_aligned(cb);
+    int d = t.rank - 1;
+    while (d >= 0 && ++key[d] > last[d]) {
+      key[d] = first[d];
+      d--;
+    }
+    if (d < 0) break;
+  }
+  tc_reader_close(&rd);
+  *res = r;
+  return TR_OK;
+fail:
+  tc_reader_close(&rd);
+  te_result_free(&r);
+  return rc;
+}
+
+static int s_assign(te_engine *e, const te_stmt *s, te_result **res, tr_err *err) {
+  te_plan *plan = calloc(1, sizeof *plan);
+  if (!plan) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  int rc = te_compile(e, s, plan, err);
+  if (!rc && s->kind == TE_ST_EXPLAIN) {
+    te_result *r = calloc(1, sizeof *r);
+    if (r && (r->text = te_plan_explain(plan))) {
+      r->kind = TE_RES_TEXT;
+      *res = r;
+    } else {
+      free(r);
+      rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+    }
+  } else if (!rc) {
+    rc = te_plan_run(e, plan, err);
+  }
+  te_plan_release(plan);
+  free(plan);
+  return rc;
+}
+
+int te_exec(te_engine *e, const char *text, size_t len, te_result **res, tr_err *err) {
+  te_stmt *s = NULL;
+  te_result *r = NULL;
+  if (res) *res = NULL;
+  tr_clearerr(err);
+  int rc = te_parse(text, len, &s, err);
+  if (rc) return rc;
+  switch (s->kind) {
+  case TE_ST_CREATE: rc = s_create(e, s, err); break;
+  case TE_ST_LOAD: rc = s_load(e, s, err); break;
+  case TE_ST_SAVE: rc = s_save(e, s, err); break;
+  case TE_ST_FILL: rc = s_fill(e, s, err); break;
+  case TE_ST_SHOW: rc = s_show(e, &r, err); break;
+  case TE_ST_DESCRIBE: rc = s_describe(e, s, &r, err); break;
+  case TE_ST_DROP:
+    rc = tc_tensor_drop(e->db, s->name, err);
+    if (rc == TR_ENOTFOUND && s->if_exists) rc = TR_OK;
+    break;
+  case TE_ST_PRINT: rc = s_print(e, s, &r, err); break;
+  case TE_ST_ASSIGN:
+  case TE_ST_EXPLAIN: rc = s_assign(e, s, &r, err); break;
+  }
+  te_stmt_free(&s);
+  if (rc && err && !err->code) tr_seterr(err, rc, "statement failed (status %d)", rc);
+  if (res) *res = r;
+  else te_result_free(&r);
+  return rc;
+}
+
+int te_tensor_names(te_engine *e, char ***names, tr_err *err) {
+  tc_tensor *ts = NULL;
+  int n = 0, rc = tc_tensor_list(e->db, &ts, &n, err);
+  if (rc) return rc;
+  char **v = calloc((size_t)n + 1, sizeof(char *));
+  if (!v) {
+    free(ts);
+    return tr_seterr(err, TR_ENOMEM, "out of memory");
+  }
+  for (int i = 0; i < n; i++) v[i] = strdup(ts[i].name);
+  free(ts);
+  *names = v;
+  return TR_OK;
+}
+
+void te_free_names(char **names) {
+  if (!names) return;
+  for (char **p = names; *p; p++) free(*p);
+  free(names);
+}
+
+int te_schema(te_engine *e, const char *name, char **text, tr_err *err) {
+  tc_tensor *ts = NULL;
+  int n = 0, rc = tc_tensor_list(e->db, &ts, &n, err);
+  if (rc) return rc;
+  size_t cap = 256, len = 0;
+  char *out = malloc(cap);
+  int found = 0;
+  if (!out) {
+    free(ts);
+    return tr_seterr(err, TR_ENOMEM, "out of memory");
+  }
+  out[0] = '\0';
+  for (int i = 0; i < n; i++) {
+    if (name && strcmp(name, ts[i].name)) continue;
+    found = 1;
+    char shape[256], chunk[256], line[700];
+    s_dims_text(shape, sizeof shape, ts[i].rank, ts[i].shape, ", ");
+    s_dims_text(chunk, sizeof chunk, ts[i].rank, ts[i].chunk, ", ");
+    int k = snprintf(line, sizeof line, "CREATE TENSOR %s[%s] CHUNK [%s] TYPE %s;\n", ts[i].name,
+                     shape, chunk, tr_dtype_name(ts[i].dtype));
+    if (len + (size_t)k + 1 > cap) {
+      cap = (len + (size_t)k + 1) * 2;
+      char *t = realloc(out, cap);
+      if (!t) {
+        free(out);
+        free(ts);
+        return tr_seterr(err, TR_ENOMEM, "out of memory");
+      }
+      out = t;
+    }
+    memcpy(out + len, line, (size_t)k + 1);
+    len += (size_t)k;
+  }
+  free(ts);
+  if (name && !found) {
+    free(out);
+    return tr_seterr(err, TR_ENOTFOUND, "no such tensor: %s", name);
+  }
+  *text = out;
+  return TR_OK;
+}

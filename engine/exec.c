@@ -1,0 +1,684 @@
+/*
+** engine/exec.c - running a plan.
+**
+** A node (TRA join + aggregation) runs as one task per output chunk key:
+** the task walks the join tuples of its group (every chunk key of the
+** aggregated labels), fetches the operand chunks of each tuple, calls the
+** join kernel and folds its result into the output chunk with the
+** aggregation, then applies the fused transform and stores the chunk.
+** Tasks run on the thread pool; BLAS runs single-threaded inside them
+** unless there are fewer tasks than threads.
+**
+** Operand chunks come through a cache shared by the tasks of a plan,
+** bounded in bytes (least recently used chunks are dropped first), so a
+** chunk read by many tasks is read and checksummed once while it is hot
+** and no node holds all chunks of its inputs at once.  An operand stored
+** with a chunk shape other than the node's is re-chunked on the fly: the
+** target chunk is cut and assembled from the overlapping stored chunks
+** (TILE then CONCAT, fused into one strided copy per piece).
+*/
+#include "config.h"
+#include "engine/engine_int.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- Chunk cache --------------------------------------------------------- */
+
+#define S_BUCKETS 4096
+
+typedef struct s_entry {
+  int rel;              /* relation */
+  int64_t lin;          /* chunk number */
+  void *buf;            /* payload, NULL while loading */
+  size_t bytes;         /* payload size */
+  int refs;             /* tasks using it */
+  int ready;            /* 1 once loaded */
+  uint64_t tick;        /* last use, for LRU */
+  struct s_entry *next; /* hash chain */
+} s_entry;
+
+typedef struct s_cache {
+  pthread_mutex_t mu;          /* guards everything below */
+  pthread_cond_t cv;           /* signalled when a load finishes */
+  s_entry *bucket[S_BUCKETS];  /* hash table */
+  size_t bytes;                /* payload bytes held */
+  size_t budget;               /* soft limit */
+  uint64_t tick;               /* use counter */
+} s_cache;
+
+/* What the tasks of one node share. */
+typedef struct s_run {
+  te_engine *e;      /* engine */
+  te_plan *plan;     /* plan */
+  te_node *node;     /* node being run */
+  s_cache *cache;    /* operand chunks */
+  tr_dtype dt;       /* node element type (of its output) */
+  size_t esz;        /* its size */
+  int64_t ngroups;   /* output chunk keys */
+  int64_t ntuples;   /* join tuples per group */
+  pthread_mutex_t mu;/* guards err */
+  tr_err err;        /* first failure of a task */
+} s_run;
+
+static unsigned s_hash(int rel, int64_t lin) {
+  uint64_t h = (uint64_t)lin * 0x9E3779B97F4A7C15ull ^ (uint64_t)rel * 0xC2B2AE3D27D4EB4Full;
+  return (unsigned)(h >> 40) % S_BUCKETS;
+}
+
+/* Drop unused entries, oldest first, until under budget (mu held). */
+static void s_evict(s_cache *c) {
+  while (c->bytes > c->budget) {
+    s_entry **victim = NULL;
+    for (int b = 0; b < S_BUCKETS; b++)
+      for (s_entry **pp = &c->bucket[b]; *pp; pp = &(*pp)->next)
+        if ((*pp)->ready && !(*pp)->refs && (!victim || (*pp)->tick < (*victim)->tick))
+          victim = pp;
+    if (!victim) return;
+    s_entry *v = *victim;
+    *victim = v->next;
+    c->bytes -= v->bytes;
+    tr_free_aligned(v->buf);
+    free(v);
+  }
+}
+
+static void s_cache_release(s_cache *c, s_entry *en) {
+  pthread_mutex_lock(&c->mu);
+  en->refs--;
+  s_evict(c);
+  pthread_mutex_unlock(&c->mu);
+}
+
+/* Read chunk lin of relation rel (stored or temporary) into buf. */
+static int s_read_rel(te_plan *p, int rel, int64_t lin, void *buf, size_t bytes, tr_err *err) {
+  te_rel *r = &p->rels[rel];
+  int64_t key[TR_MAX_RANK];
+  tc_key_from_linear(&r->meta, lin, key);
+  if (r->kind == TE_REL_STORED) return tc_reader_read(r->reader, key, buf, bytes, err);
+  return tc_write_read(r->write, key, buf, bytes, err);
+}
+
+/* Get chunk lin of rel, loading it if needed; the entry is pinned until
+** s_cache_release. */
+static int s_cache_get(s_run *run, int rel, int64_t lin, s_entry **out, tr_err *err) {
+  s_cache *c = run->cache;
+  const tc_tensor *t = &run->plan->rels[rel].meta;
+  unsigned h = s_hash(rel, lin);
+  pthread_mutex_lock(&c->mu);
+  for (s_entry *en = c->bucket[h]; en; en = en->next)
+    if (en->rel == rel && en->lin == lin) {
+      en->refs++;
+      while (!en->ready) pthread_cond_wait(&c->cv, &c->mu);
+      en->tick = ++c->tick;
+      pthread_mutex_unlock(&c->mu);
+      if (!en->buf) { /* its load failed */
+        s_cache_release(c, en);
+        return tr_seterr(err, TR_EIO, "chunk %lld of %s could not be read", (long long)lin,
+                         t->name);
+      }
+      *out = en;
+      return TR_OK;
+    }
+  s_entry *en = calloc(1, sizeof *en);
+  if (!en) {
+    pthread_mutex_unlock(&c->mu);
+    return tr_seterr(err, TR_ENOMEM, "out of memory");
+  }
+  en->rel = rel;
+  en->lin = lin;
+  en->refs = 1;
+  en->next = c->bucket[h];
+  c->bucket[h] = en;
+  pthread_mutex_unlock(&c->mu);
+
+  int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK];
+  tc_key_from_linear(t, lin, key);
+  size_t bytes = (size_t)tc_chunk_extent(t, key, ext) * tr_dtype_size(t->dtype);
+  void *buf = tr_alloc_aligned(bytes);
+  int rc = buf ? s_read_rel(run->plan, rel, lin, buf, bytes, err)
+               : tr_seterr(err, TR_ENOMEM, "out of memory");
+  pthread_mutex_lock(&c->mu);
+  if (rc) {
+    tr_free_aligned(buf);
+    buf = NULL;
+    bytes = 0;
+    /* Unlink it so a later request retries; waiters see buf == NULL. */
+    for (s_entry **pp = &c->bucket[h]; *pp; pp = &(*pp)->next)
+      if (*pp == en) {
+        *pp = en->next;
+        break;
+      }
+  }
+  en->buf = buf;
+  en->bytes = bytes;
+  en->ready = 1;
+  en->tick = ++c->tick;
+  c->bytes += bytes;
+  pthread_cond_broadcast(&c->cv);
+  if (rc) {
+    /* Waiters hold references; the last one out frees the entry. */
+    int last = --en->refs == 0;
+    pthread_mutex_unlock(&c->mu);
+    if (last) free(en);
+    return rc;
+  }
+  pthread_mutex_unlock(&c->mu);
+  *out = en;
+  return TR_OK;
+}
+
+static void s_cache_free(s_cache *c) {
+  for (int b = 0; b < S_BUCKETS; b++)
+    for (s_entry *en = c->bucket[b], *nx; en; en = nx) {
+      nx = en->next;
+      tr_free_aligned(en->buf);
+      free(en);
+    }
+  pthread_mutex_destroy(&c->mu);
+  pthread_cond_destroy(&c->cv);
+  free(c);
+}
+
+/* ---- Element conversion ------------------------------------------------ */
+
+void te_convert(void *dst, tr_dtype dt_dst, const void *src, tr_dtype dt_src, int64_t n) {
+  if (dt_dst == dt_src) {
+    memcpy(dst, src, (size_t)n * tr_dtype_size(dt_dst));
+  } else if (dt_dst == TR_F64) {
+    const float *s = src;
+    double *d = dst;
+    for (int64_t i = 0; i < n; i++) d[i] = s[i];
+  } else {
+    const double *s = src;
+    float *d = dst;
+    for (int64_t i = 0; i < n; i++) d[i] = (float)s[i];
+  }
+}
+
+/* ---- Operands -------------------------------------------------------------- */
+
+/* One operand chunk as a task sees it. */
+typedef struct s_chunk {
+  const void *data;        /* elements, node dtype, row-major over ext */
+  int64_t ext[TR_MAX_RANK];/* extent of each dimension */
+  s_entry *pin;            /* cache entry to release, or NULL */
+  void *own;               /* buffer to free, or NULL */
+} s_chunk;
+
+static void s_chunk_done(s_run *run, s_chunk *ch) {
+  if (ch->pin) s_cache_release(run->cache, ch->pin);
+  tr_free_aligned(ch->own);
+  memset(ch, 0, sizeof *ch);
+}
+
+static void s_row_major(int rank, const int64_t *ext, int64_t *stride) {
+  int64_t s = 1;
+  for (int d = rank - 1; d >= 0; d--) {
+    stride[d] = s;
+    s *= ext[d];
+  }
+}
+
+/* Fetch operand o's chunk whose node-label keys are lkey[]. */
+static int s_fetch(s_run *run, const te_operand *o, const int64_t *lkey, s_chunk *ch,
+                   tr_err *err) {
+  const te_node *n = run->node;
+  const tc_tensor *t = &run->plan->rels[o->rel].meta;
+  int64_t lo[TR_MAX_RANK], n_el = 1, key[TR_MAX_RANK];
+  int same = 1, rc;
+  memset(ch, 0, sizeof *ch);
+  for (int d = 0; d < o->rank; d++) {
+    int l = o->label[d];
+    int64_t c = n->chunk[l];
+    lo[d] = lkey[l] * c;
+    ch->ext[d] = c < t->shape[d] - lo[d] ? c : t->shape[d] - lo[d];
+    n_el *= ch->ext[d];
+    same &= t->chunk[d] == c;
+    key[d] = lkey[l];
+  }
+  if (same) {
+    if ((rc = s_cache_get(run, o->rel, tc_key_linear(t, key), &ch->pin, err))) return rc;
+    if (t->dtype == run->dt) {
+      ch->data = ch->pin->buf;
+      return TR_OK;
+    }
+    ch->own = tr_alloc_aligned((size_t)n_el * run->esz);
+    if (!ch->own) {
+      s_chunk_done(run, ch);
+      return tr_seterr(err, TR_ENOMEM, "out of memory");
+    }
+    te_convert(ch->own, run->dt, ch->pin->buf, t->dtype, n_el);
+    s_cache_release(run->cache, ch->pin);
+    ch->pin = NULL;
+    ch->data = ch->own;
+    return TR_OK;
+  }
+  /* Re-chunk: assemble the box [lo, lo+ext) from the stored chunks that
+  ** overlap it. */
+  void *dst = tr_alloc_aligned((size_t)n_el * run->esz);
+  if (!dst) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  ch->own = dst;
+  ch->data = dst;
+  int64_t first[TR_MAX_RANK], last[TR_MAX_RANK], sk[TR_MAX_RANK], dstride[TR_MAX_RANK];
+  s_row_major(o->rank, ch->ext, dstride);
+  for (int d = 0; d < o->rank; d++) {
+    first[d] = lo[d] / t->chunk[d];
+    last[d] = (lo[d] + ch->ext[d] - 1) / t->chunk[d];
+    sk[d] = first[d];
+  }
+  void *conv = NULL;
+  for (;;) {
+    s_entry *en;
+    if ((rc = s_cache_get(run, o->rel, tc_key_linear(t, sk), &en, err))) break;
+    int64_t sext[TR_MAX_RANK], sstride[TR_MAX_RANK], box[TR_MAX_RANK];
+    int64_t soff = 0, doff = 0, nbox = 1;
+    tc_chunk_extent(t, sk, sext);
+    s_row_major(o->rank, sext, sstride);
+    for (int d = 0; d < o->rank; d++) {
+      int64_t s0 = sk[d] * t->chunk[d];
+      int64_t a = lo[d] > s0 ? lo[d] : s0;
+      int64_t bnd = lo[d] + ch->ext[d] < s0 + sext[d] ? lo[d] + ch->ext[d] : s0 + sext[d];
+      box[d] = bnd - a;
+      nbox *= box[d];
+      soff += (a - s0) * sstride[d];
+      doff += (a - lo[d]) * dstride[d];
+    }
+    const void *src = (const char *)en->buf + (size_t)soff * tr_dtype_size(t->dtype);
+    if (t->dtype != run->dt) {
+      /* Convert the stored chunk whole, then copy from the converted one. */
+      int64_t sn = 1;
+      for (int d = 0; d < o->rank; d++) sn *= sext[d];
+      void *cv = realloc(conv, (size_t)sn * run->esz);
+      if (!cv) {
+        s_cache_release(run->cache, en);
+        rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+        break;
+      }
+      conv = cv;
+      te_convert(conv, run->dt, en->buf, t->dtype, sn);
+      src = (const char *)conv + (size_t)soff * run->esz;
+    }
+    if (nbox > 0)
+      rc = run->e->kt->copy(run->dt, o->rank, box, (char *)dst + (size_t)doff * run->esz,
+                            dstride, src, sstride);
+    s_cache_release(run->cache, en);
+    if (rc) break;
+    int d = o->rank - 1;
+    while (d >= 0 && ++sk[d] > last[d]) {
+      sk[d] = first[d];
+      d--;
+    }
+    if (d < 0) break;
+  }
+  free(conv);
+  if (rc) s_chunk_done(run, ch);
+  return rc;
+}
+
+/* ---- Kernel calls ---------------------------------------------------------- */
+
+/* Element strides of operand o's chunk, per node label. */
+static void s_label_strides(const te_operand *o, const s_chunk *ch, int64_t *ls) {
+  int64_t st[TR_MAX_RANK];
+  s_row_major(o->rank, ch->ext, st);
+  memset(ls, 0, sizeof(int64_t) * TK_MAX_LABELS);
+  for (int d = 0; d < o->rank; d++) ls[o->label[d]] += st[d];
+}
+
+/*
+** The gemm path.  Labels fall into groups: batch (both operands and the
+** output), M (first operand and output), N (second and output), K (both
+** operands, summed).  Each operand chunk is a (batched) matrix when its
+** labels of one group are laid out contiguously; the group order follows
+** the output for M and N, the first operand for K.  A chunk that is not
+** such a matrix is first copied into one.
+*/
+typedef struct s_mat {
+  int64_t rs, cs, bs; /* row, column and batch strides */
+} s_mat;
+
+/* Stride of a group of labels if they form one dimension in ls, else -1. */
+static int64_t s_group_stride(const int *g, int ng, const int64_t *ls, const int64_t *ext) {
+  int64_t s = 0;
+  int have = 0;
+  for (int i = ng - 1; i >= 0; i--) {
+    if (ext[g[i]] == 1) continue; /* size-1 labels fit anywhere */
+    if (!have) {
+      s = ls[g[i]];
+      have = 1;
+    } else {
+      int64_t want = 0;
+      /* find the next inner non-trivial label to compute expected stride */
+      for (int j = i + 1; j < ng; j++)
+        if (ext[g[j]] != 1) {
+          want = ls[g[j]] * ext[g[j]];
+          break;
+        }
+      if (ls[g[i]] != want) return -1;
+    }
+  }
+  return have ? s : 0;
+}
+
+static int64_t s_group_size(const int *g, int ng, const int64_t *ext) {
+  int64_t s = 1;
+  for (int i = 0; i < ng; i++) s *= ext[g[i]];
+  return s;
+}
+
+/* Can a (rows x cols) matrix with strides (rs, cs) go to gemm as is?
+** Sets *trans and *ld. */
+static int s_gemmable(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int *trans,
+                      int64_t *ld) {
+  if (rs < 0 || cs < 0) return 0;
+  if (cols == 1 || cs == 1) {
+    int64_t l = rows == 1 ? cols : rs;
+    if (l >= cols && l >= 1) {
+      *trans = 0;
+      *ld = l;
+      return 1;
+    }
+  }
+  if (rows == 1 || rs == 1) {
+    int64_t l = cols == 1 ? rows : cs;
+    if (l >= rows && l >= 1) {
+      *trans = 1;
+      *ld = l;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Copy operand data viewed with label strides ls into a canonical buffer
+** laid out as [g0 labels][g1 labels][g2 labels] (row-major). */
+static int s_canon(s_run *run, const void *src, const int64_t *ls, const int64_t *ext,
+                   const int *order, int norder, void **out) {
+  int64_t e2[TK_MAX_LABELS], ss[TK_MAX_LABELS], ds[TK_MAX_LABELS], total = 1;
+  for (int i = 0; i < norder; i++) {
+    e2[i] = ext[order[i]];
+    ss[i] = ls[order[i]];
+    total *= e2[i];
+  }
+  s_row_major(norder, e2, ds);
+  *out = tr_alloc_aligned((size_t)total * run->esz);
+  if (!*out) return TR_ENOMEM;
+  if (norder > TR_MAX_RANK) {
+    /* copy() handles up to TK_MAX_LABELS dims through the contract kernel */
+    tk_contract op;
+    memset(&op, 0, sizeof op);
+    op.dtype = run->dt;
+    op.nlabels = op.nout = norder;
+    op.ninputs = 1;
+    op.in[0] = src;
+    for (int i = 0; i < norder; i++) {
+      op.extent[i] = e2[i];
+      op.in_stride[0][i] = ss[i];
+      op.out_stride[i] = ds[i];
+    }
+    op.out = *out;
+    op.prog.n = 1;
+    op.prog.code[0].op = TK_OP_INPUT;
+    return run->e->kt->contract(&op);
+  }
+  return run->e->kt->copy(run->dt, norder, e2, *out, ds, src, ss);
+}
+
+/* One join tuple on the gemm path: out (+)= in0 * in1. */
+static int s_gemm_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void *out,
+                        const int64_t *ols, int first) {
+  const te_node *n = run->node;
+  int gb[TK_MAX_LABELS], gm[TK_MAX_LABELS], gn[TK_MAX_LABELS], gk[TK_MAX_LABELS];
+  int nb = 0, nm = 0, nn = 0, nk = 0;
+  int64_t ls0[TK_MAX_LABELS], ls1[TK_MAX_LABELS];
+  s_label_strides(&n->in[0], &ch[0], ls0);
+  int has0[TK_MAX_LABELS] = {0}, has1[TK_MAX_LABELS] = {0};
+  for (int d = 0; d < n->in[0].rank; d++) has0[n->in[0].label[d]] = 1;
+  for (int d = 0; d < n->in[1].rank; d++) has1[n->in[1].label[d]] = 1;
+  s_label_strides(&n->in[1], &ch[1], ls1);
+  for (int l = 0; l < n->nout; l++) {
+    if (has0[l] && has1[l]) gb[nb++] = l;
+    else if (has0[l]) gm[nm++] = l;
+    else gn[nn++] = l;
+  }
+  for (int d = 0; d < n->in[0].rank; d++)
+    if (n->in[0].label[d] >= n->nout) gk[nk++] = n->in[0].label[d];
+  int64_t B = s_group_size(gb, nb, ext), M = s_group_size(gm, nm, ext);
+  int64_t N = s_group_size(gn, nn, ext), K = s_group_size(gk, nk, ext);
+  const void *a = ch[0].data, *b = ch[1].data;
+  void *bufa = NULL, *bufb = NULL, *bufc = NULL;
+  int ta, tb, rc = TR_OK;
+  int64_t lda, ldb, ldc, sa, sb, sc;
+  /* A as [batch][M][K] */
+  int64_t ab = s_group_stride(gb, nb, ls0, ext), am = s_group_stride(gm, nm, ls0, ext),
+          ak = s_group_stride(gk, nk, ls0, ext);
+  if (ab < 0 || !s_gemmable(M, K, am, ak, &ta, &lda)) {
+    int ord[TK_MAX_LABELS], k = 0;
+    for (int i = 0; i < nb; i++) ord[k++] = gb[i];
+    for (int i = 0; i < nm; i++) ord[k++] = gm[i];
+    for (int i = 0; i < nk; i++) ord[k++] = gk[i];
+    if ((rc = s_canon(run, a, ls0, ext, ord, k, &bufa))) goto done;
+    a = bufa;
+    ta = 0;
+    lda = K;
+    ab = M * K;
+  }
+  sa = ab;
+  int64_t bb = s_group_stride(gb, nb, ls1, ext), bk = s_group_stride(gk, nk, ls1, ext),
+          bn = s_group_stride(gn, nn, ls1, ext);
+  if (bb < 0 || !s_gemmable(K, N, bk, bn, &tb, &ldb)) {
+    int ord[TK_MAX_LABELS], k = 0;
+    for (int i = 0; i < nb; i++) ord[k++] = gb[i];
+    for (int i = 0; i < nk; i++) ord[k++] = gk[i];
+    for (int i = 0; i < nn; i++) ord[k++] = gn[i];
+    if ((rc = s_canon(run, b, ls1, ext, ord, k, &bufb))) goto done;
+    b = bufb;
+    tb = 0;
+    ldb = N;
+    bb = K * N;
+  }
+  sb = bb;
+  /* C as [batch][M][N] with unit column stride; else a scratch matrix
+  ** folded into out afterwards. */
+  int64_t cb = s_group_stride(gb, nb, ols, ext), cm = s_group_stride(gm, nm, ols, ext),
+          cn = s_group_stride(gn, nn, ols, ext);
+  int tc = 0;
+  void *c = out;
+  if (cb < 0 || !s_gemmable(M, N, cm, cn, &tc, &ldc) || tc) {
+    bufc = tr_alloc_aligned((size_t)(B * M * N) * run->esz);
+    if (!bufc) {
+      rc = TR_ENOMEM;
+      goto done;
+    }
+    c = bufc;
+    ldc = N;
+    cb = M * N;
+  }
+  sc = cb;
+  rc = run->e->kt->gemm(run->dt, ta, tb, M, N, K, 1.0, a, lda, sa, b, ldb, sb,
+                        (first || c == bufc) ? 0.0 : 1.0, c, ldc, sc, B);
+  if (!rc && c == bufc) {
+    /* out (+)= scratch, through the contract kernel's strided add. */
+    tk_contract op;
+    memset(&op, 0, sizeof op);
+    op.dtype = run->dt;
+    int k = 0;
+    int64_t sstr[TK_MAX_LABELS];
+    int ord[TK_MAX_LABELS];
+    for (int i = 0; i < nb; i++) ord[k++] = gb[i];
+    for (int i = 0; i < nm; i++) ord[k++] = gm[i];
+    for (int i = 0; i < nn; i++) ord[k++] = gn[i];
+    int64_t e2[TK_MAX_LABELS], s2[TK_MAX_LABELS];
+    for (int i = 0; i < k; i++) e2[i] = ext[ord[i]];
+    s_row_major(k, e2, s2);
+    for (int i = 0; i < k; i++) sstr[ord[i]] = s2[i];
+    op.nlabels = op.nout = n->nout;
+    op.ninputs = 1;
+    op.in[0] = bufc;
+    for (int l = 0; l < n->nout; l++) {
+      op.extent[l] = ext[l];
+      op.in_stride[0][l] = sstr[l];
+      op.out_stride[l] = ols[l];
+    }
+    op.out = out;
+    op.prog.n = 1;
+    op.prog.code[0].op = TK_OP_INPUT;
+    op.agg = TK_AGG_SUM;
+    op.accumulate = !first;
+    rc = run->e->kt->contract(&op);
+  }
+done:
+  tr_free_aligned(bufa);
+  tr_free_aligned(bufb);
+  tr_free_aligned(bufc);
+  return rc == TR_ENOMEM ? TR_ENOMEM : rc;
+}
+
+/* One join tuple on the general path. */
+static int s_contract_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void *out,
+                            const int64_t *ols, int first) {
+  const te_node *n = run->node;
+  tk_contract op;
+  memset(&op, 0, sizeof op);
+  op.dtype = run->dt;
+  op.nlabels = n->nlabels;
+  op.nout = n->nout;
+  memcpy(op.extent, ext, sizeof(int64_t) * (size_t)n->nlabels);
+  op.ninputs = n->ninputs;
+  for (int i = 0; i < n->ninputs; i++) {
+    op.in[i] = ch[i].data;
+    s_label_strides(&n->in[i], &ch[i], op.in_stride[i]);
+  }
+  op.out = out;
+  memcpy(op.out_stride, ols, sizeof(int64_t) * (size_t)n->nout);
+  op.prog = n->prog;
+  op.agg = n->agg;
+  op.accumulate = !first;
+  return run->e->kt->contract(&op);
+}
+
+/* ---- Node tasks ------------------------------------------------------------ */
+
+static int s_fail(s_run *run, const tr_err *err) {
+  pthread_mutex_lock(&run->mu);
+  if (run->err.code == TR_OK) run->err = *err;
+  pthread_mutex_unlock(&run->mu);
+  return err->code ? err->code : TR_ERR;
+}
+
+/* Task g: compute output chunk g of the node. */
+static int s_node_task(void *arg, int64_t g) {
+  s_run *run = arg;
+  const te_node *n = run->node;
+  te_rel *outr = &run->plan->rels[n->out];
+  tr_err err;
+  tr_clearerr(&err);
+  int64_t lkey[TK_MAX_LABELS], ext[TK_MAX_LABELS], okey[TR_MAX_RANK], oext[TR_MAX_RANK];
+  int64_t ols[TK_MAX_LABELS] = {0}, nel = 1;
+  int rc = TR_OK;
+  /* Output key from g; aggregated label keys start at 0. */
+  tc_key_from_linear(&outr->meta, g, okey);
+  nel = tc_chunk_extent(&outr->meta, okey, oext);
+  for (int l = 0; l < n->nlabels; l++) lkey[l] = l < n->nout ? okey[l] : 0;
+  s_row_major(n->nout, oext, ols);
+  void *out = tr_alloc_aligned((size_t)nel * run->esz);
+  if (!out) return s_fail(run, &(tr_err){TR_ENOMEM, "out of memory"});
+  s_chunk ch[TK_MAX_INPUTS];
+  memset(ch, 0, sizeof ch);
+  for (int64_t t = 0; t < run->ntuples; t++) {
+    if (tr_interrupted) {
+      rc = tr_seterr(&err, TR_EINTR, "interrupted");
+      break;
+    }
+    for (int l = 0; l < n->nlabels; l++) {
+      int64_t rest = n->size[l] - lkey[l] * n->chunk[l];
+      ext[l] = n->chunk[l] < rest ? n->chunk[l] : rest;
+    }
+    int i;
+    for (i = 0; i < n->ninputs; i++)
+      if ((rc = s_fetch(run, &n->in[i], lkey, &ch[i], &err))) break;
+    if (!rc) {
+      rc = n->gemm ? s_gemm_tuple(run, ch, ext, out, ols, t == 0)
+                   : s_contract_tuple(run, ch, ext, out, ols, t == 0);
+      if (rc) tr_seterr(&err, rc, "kernel failed in %s (status %d)", outr->meta.name, rc);
+    }
+    for (int j = 0; j < i; j++) s_chunk_done(run, &ch[j]);
+    if (rc) break;
+    /* Next join tuple of this group: odometer over aggregated labels. */
+    int l = n->nlabels - 1;
+    while (l >= n->nout) {
+      if (++lkey[l] * n->chunk[l] < n->size[l]) break;
+      lkey[l--] = 0;
+    }
+  }
+  if (!rc && n->post.n) {
+    rc = run->e->kt->map(run->dt, &n->post, out, nel);
+    if (rc) tr_seterr(&err, rc, "kernel failed in %s (status %d)", outr->meta.name, rc);
+  }
+  if (!rc) rc = tc_write_chunk(outr->write, okey, out, (size_t)nel * run->esz, &err);
+  tr_free_aligned(out);
+  return rc ? s_fail(run, &err) : TR_OK;
+}
+
+static int s_run_node(te_engine *e, te_plan *p, te_node *n, s_cache *cache, tr_err *err) {
+  s_run run;
+  memset(&run, 0, sizeof run);
+  run.e = e;
+  run.plan = p;
+  run.node = n;
+  run.cache = cache;
+  run.dt = p->rels[n->out].meta.dtype;
+  run.esz = tr_dtype_size(run.dt);
+  run.ngroups = tc_nchunks(&p->rels[n->out].meta);
+  run.ntuples = 1;
+  for (int l = n->nout; l < n->nlabels; l++) run.ntuples *= (n->size[l] + n->chunk[l] - 1) / n->chunk[l];
+  pthread_mutex_init(&run.mu, NULL);
+  /* Parallel over output chunks; BLAS gets the cores only when there are
+  ** fewer chunks than threads. */
+  int threads = e->threads;
+  if (run.ngroups >= threads) {
+    tk_set_blas_threads(1);
+  } else {
+    tk_set_blas_threads(threads / (int)run.ngroups);
+    threads = (int)run.ngroups;
+  }
+  int rc = tr_parallel_for(threads, run.ngroups, s_node_task, &run);
+  if (rc) {
+    if (run.err.code) *err = run.err;
+    else tr_seterr(err, rc, rc == TR_EINTR ? "interrupted" : "statement failed (status %d)", rc);
+  }
+  tk_set_blas_threads(1);
+  pthread_mutex_destroy(&run.mu);
+  return rc;
+}
+
+int te_plan_run(te_engine *e, te_plan *p, tr_err *err) {
+  int rc = TR_OK;
+  s_cache *cache = calloc(1, sizeof *cache);
+  if (!cache) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  pthread_mutex_init(&cache->mu, NULL);
+  pthread_cond_init(&cache->cv, NULL);
+  cache->budget = e->cache_budget;
+  for (int i = 0; i < p->nrels && !rc; i++) {
+    te_rel *r = &p->rels[i];
+    if (r->kind == TE_REL_STORED)
+      rc = tc_reader_open(e->db, &r->meta, &r->reader, err);
+    else
+      rc = tc_write_begin(e->db, &r->meta, &r->write, err);
+  }
+  for (int k = 0; k < p->nnodes && !rc; k++) rc = s_run_node(e, p, &p->nodes[k], cache, err);
+  s_cache_free(cache);
+  for (int i = 0; i < p->nrels && !rc; i++)
+    if (p->rels[i].kind == TE_REL_OUTPUT) rc = tc_write_commit(&p->rels[i].write, NULL, err);
+  te_plan_release(p);
+  return rc;
+}
+
+void te_plan_release(te_plan *p) {
+  for (int i = 0; i < p->nrels; i++) {
+    tc_reader_close(&p->rels[i].reader);
+    tc_write_abort(&p->rels[i].write);
+  }
+}

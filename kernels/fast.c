@@ -1,0 +1,514 @@
+/*
+** kernels/fast.c - portable optimized kernels: contract, and combine, map
+** and copy as contractions.  The OpenBLAS backend serves them beside its
+** cblas gemm, for the EinSums that are not matrix products (elementwise,
+** broadcasts, max-plus, distances, transposes, reductions).
+**
+** A contraction first drops labels of extent 1 and fuses labels that walk
+** every operand as one (a contiguous elementwise op becomes one long loop),
+** then picks an inner label and runs a block interpreter: for each index
+** of the other labels (an odometer), the program runs on blocks of up to
+** S_BLK elements along the inner label, one instruction over a whole block
+** at a time, in the dtype itself, in loops simple enough for gcc -O2 to
+** vectorize.  The block is then folded into out elementwise or, when the
+** inner label is aggregated (row sums, distances), reduced to one value.
+**
+** The typed half of the file is compiled twice, for float and for double:
+** the file includes itself with S_T (the type) and S_SFX (name suffix) set.
+*/
+#ifndef S_T
+#include "config.h"
+
+#include <stdint.h>
+#include <string.h>
+#include <tgmath.h>
+
+#include "kernels/kernels.h"
+
+#define S_BLK 256 /* elements per block, a multiple of S_LANES */
+#define S_TILE 16 /* see s_run */
+/* gcc -O2 vectorizes a loop only if no scalar remainder loop is needed, so
+** block loops run over lengths padded to a multiple of S_LANES, written as
+** S_FOR: groups of S_LANES, the form it vectorizes for double too. */
+#define S_LANES 8
+#define S_PAD(n) (((n) + S_LANES - 1) & ~(int64_t)(S_LANES - 1))
+#define S_FOR(i, m)                                                           \
+  for (int64_t g_ = 0; g_ < (m); g_ += S_LANES)                               \
+    for (int64_t i = g_; i < g_ + S_LANES; i++)
+
+/* A contraction prepared to run.  Operand k < nops-1 is input k, operand
+** nops-1 is out; st[k][l] is operand k's stride along plan label l. */
+typedef struct s_plan {
+  int nops, nlab;
+  int inner;                   /* label run in blocks; -1: none (1 element) */
+  tk_agg agg;                  /* how values fold into out; NONE stores */
+  int used[TK_MAX_INPUTS + 1]; /* the program reads the operand (out: 1) */
+  int isagg[TK_MAX_LABELS];
+  int64_t ext[TK_MAX_LABELS];
+  int64_t st[TK_MAX_INPUTS + 1][TK_MAX_LABELS];
+} s_plan;
+
+/* Memory ranges [a, a+bytes) and [b, b+bytes) do not overlap: the folds may
+** then use restrict (a map writes out over its own input). */
+static int s_disjoint(const void *a, const void *b, size_t bytes) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return x + bytes <= y || y + bytes <= x;
+}
+
+/* Loop body with x, y the i-th elements of slots a, b (block or scalar). */
+#define S_BIN_LOOP(X, Y, E)                                                   \
+  S_FOR(i, m) {                                                               \
+    S_T x = (X), y = (Y);                                                     \
+    (void)y;                                                                  \
+    d[i] = (E);                                                               \
+  }
+#define S_BIN(E)                                                              \
+  do {                                                                        \
+    if (!bv)                                                                  \
+      S_BIN_LOOP(av[i], b->s, E)                                              \
+    else if (!av)                                                             \
+      S_BIN_LOOP(a->s, bv[i], E)                                              \
+    else                                                                      \
+      S_BIN_LOOP(av[i], bv[i], E)                                             \
+  } while (0)
+
+#define S_T float
+#define S_SFX(name) name##_f32
+#include "kernels/fast.c"
+#undef S_T
+#undef S_SFX
+#define S_T double
+#define S_SFX(name) name##_f64
+#include "kernels/fast.c"
+#undef S_T
+#undef S_SFX
+
+static void s_plan_drop(s_plan *p, int l) {
+  p->nlab--;
+  for (int j = l; j < p->nlab; j++) {
+    p->ext[j] = p->ext[j + 1];
+    p->isagg[j] = p->isagg[j + 1];
+    for (int k = 0; k < p->nops; k++) p->st[k][j] = p->st[k][j + 1];
+  }
+}
+
+/* Label b continues label a in every operand, so the two are one label. */
+static int s_fusable(const s_plan *p, int a, int b) {
+  if (p->isagg[a] != p->isagg[b]) return 0;
+  for (int k = 0; k < p->nops; k++)
+    if (p->st[k][b] != p->st[k][a] * p->ext[a]) return 0;
+  return 1;
+}
+
+static void s_plan_build(const tk_contract *op, tk_agg agg, s_plan *p) {
+  int64_t best = -1;
+  p->nops = op->ninputs + 1;
+  p->nlab = 0;
+  p->inner = -1;
+  p->agg = agg;
+  memset(p->used, 0, sizeof p->used);
+  p->used[op->ninputs] = 1;
+  for (int i = 0; i < op->prog.n; i++)
+    if (op->prog.code[i].op == TK_OP_INPUT) p->used[op->prog.code[i].arg] = 1;
+  for (int l = 0; l < op->nlabels; l++) {
+    int j = p->nlab;
+    if (op->extent[l] == 1) continue; /* its index is always 0 */
+    p->nlab++;
+    p->ext[j] = op->extent[l];
+    p->isagg[j] = l >= op->nout;
+    for (int k = 0; k < op->ninputs; k++)
+      p->st[k][j] = p->used[k] ? op->in_stride[k][l] : 0;
+    p->st[op->ninputs][j] = l < op->nout ? op->out_stride[l] : 0;
+  }
+  for (int again = 1; again;) {
+    again = 0;
+    for (int a = 0; a < p->nlab && !again; a++)
+      for (int b = 0; b < p->nlab && !again; b++)
+        if (a != b && s_fusable(p, a, b)) {
+          p->ext[a] *= p->ext[b];
+          s_plan_drop(p, b);
+          again = 1;
+        }
+  }
+  /* Inner label: the one along which most operands are contiguous (stride
+  ** 1, loaded in place) or constant (stride 0, a scalar), weighted by how
+  ** much of a block it fills; ties go to the later label, usually the one
+  ** contiguous in out. */
+  for (int l = 0; l < p->nlab; l++) {
+    int64_t score = 0;
+    for (int k = 0; k < p->nops; k++) {
+      int64_t s = p->st[k][l];
+      if (p->used[k]) score += s == 0 ? 1 : s == 1 || s == -1 ? 2 : 0;
+    }
+    score *= p->ext[l] < S_BLK ? p->ext[l] : S_BLK;
+    if (score >= best) {
+      best = score;
+      p->inner = l;
+    }
+  }
+}
+
+static int s_contract(const tk_contract *op) {
+  int rc = tk_contract_check(op), nagg = 0, empty = 0, depth;
+  tk_agg agg = op->agg;
+  s_plan p;
+  void *scratch;
+  if (rc != TR_OK) return rc;
+  for (int l = 0; l < op->nlabels; l++) {
+    if (op->extent[l] == 0 && l < op->nout) return TR_OK; /* no output */
+    if (l >= op->nout) nagg++;
+    if (op->extent[l] == 0) empty = 1;
+  }
+  /* Without aggregated labels, the aggregate of the single value is it. */
+  if (!op->accumulate && nagg == 0) agg = TK_AGG_NONE;
+  /* Otherwise start out at the identity of agg and fold every value in. */
+  if (!op->accumulate && agg != TK_AGG_NONE) {
+    tk_contract id = *op;
+    id.nlabels = op->nout;
+    id.ninputs = 0;
+    id.agg = TK_AGG_NONE;
+    id.prog.n = 1;
+    id.prog.code[0] = (tk_insn){.op = TK_OP_CONST,
+                                .c = agg == TK_AGG_SUM   ? 0
+                                     : agg == TK_AGG_MAX ? -INFINITY
+                                                         : INFINITY};
+    if ((rc = s_contract(&id)) != TR_OK) return rc;
+  }
+  if (empty) return TR_OK;
+  s_plan_build(op, agg, &p);
+  depth = tk_prog_depth(&op->prog);
+  /* One block per stack slot, plus the one an instruction writes into. */
+  scratch = tr_alloc_aligned((size_t)(depth + 1) * S_BLK *
+                             tr_dtype_size(op->dtype));
+  if (!scratch) return TR_ENOMEM;
+  if (op->dtype == TR_F32)
+    s_run_f32(op, &p, scratch, depth + 1);
+  else
+    s_run_f64(op, &p, scratch, depth + 1);
+  tr_free_aligned(scratch);
+  return TR_OK;
+}
+
+static const tk_prog s_input0 = {.n = 1, .code = {{.op = TK_OP_INPUT}}};
+
+/* A one-label contraction out[i] (agg)= prog(in[i]) over n elements. */
+static tk_contract s_elementwise(tr_dtype dt, const tk_prog *prog, void *out,
+                                 const void *in, int64_t n) {
+  tk_contract op = {.dtype = dt, .nlabels = 1, .nout = 1, .ninputs = 1};
+  op.extent[0] = n;
+  op.in[0] = in;
+  op.in_stride[0][0] = 1;
+  op.out = out;
+  op.out_stride[0] = 1;
+  op.prog = *prog;
+  return op;
+}
+
+static int s_combine(tr_dtype dt, tk_agg agg, void *dst, const void *src,
+                     int64_t n) {
+  tk_contract op = s_elementwise(dt, &s_input0, dst, src, n);
+  op.agg = agg;
+  op.accumulate = 1;
+  return s_contract(&op);
+}
+
+static int s_map(tr_dtype dt, const tk_prog *prog, void *x, int64_t n) {
+  tk_contract op = s_elementwise(dt, prog, x, x, n);
+  return s_contract(&op);
+}
+
+static int s_copy(tr_dtype dt, int rank, const int64_t *extent, void *dst,
+                  const int64_t *dst_stride, const void *src,
+                  const int64_t *src_stride) {
+  tk_contract op = {.dtype = dt, .nlabels = rank, .nout = rank, .ninputs = 1};
+  if (rank < 0 || rank > TK_MAX_LABELS) return TR_EINVAL;
+  for (int d = 0; d < rank; d++) {
+    op.extent[d] = extent[d];
+    op.in_stride[0][d] = src_stride[d];
+    op.out_stride[d] = dst_stride[d];
+  }
+  op.in[0] = src;
+  op.out = dst;
+  op.prog = s_input0;
+  return s_contract(&op);
+}
+
+static const tk_backend s_fast = {
+    .name = "fast",
+    .contract = s_contract,
+    .combine = s_combine,
+    .map = s_map,
+    .copy = s_copy,
+};
+
+const tk_backend *tk_fast(void) { return &s_fast; }
+
+#else /* the typed half, S_T being float or double */
+
+/* A value on the block interpreter's stack: a block or a scalar. */
+typedef struct S_SFX(s_slot) {
+  const S_T *v; /* n elements (readable up to S_PAD(n)); NULL: scalar s */
+  S_T s;
+  int blk; /* the scratch block v lives in, -1 if none */
+} S_SFX(s_slot);
+
+static S_T S_SFX(s_agg)(tk_agg agg, S_T a, S_T b) {
+  switch (agg) {
+  case TK_AGG_SUM: return a + b;
+  case TK_AGG_MAX: return b > a ? b : a;
+  case TK_AGG_MIN: return b < a ? b : a;
+  default: return b;
+  }
+}
+
+static S_T S_SFX(s_bin1)(int op, S_T x, S_T y) {
+  switch (op) {
+  case TK_OP_ADD: return x + y;
+  case TK_OP_SUB: return x - y;
+  case TK_OP_MUL: return x * y;
+  case TK_OP_DIV: return x / y;
+  default: return pow(x, y); /* TK_OP_POW */
+  }
+}
+
+static S_T S_SFX(s_un1)(int op, S_T x) {
+  switch (op) {
+  case TK_OP_NEG: return -x;
+  case TK_OP_RELU: return x > 0 ? x : 0;
+  case TK_OP_EXP: return exp(x);
+  case TK_OP_LOG: return log(x);
+  case TK_OP_SQRT: return sqrt(x);
+  case TK_OP_ABS: return fabs(x);
+  case TK_OP_TANH: return tanh(x);
+  default: return 1 / (1 + exp(-x)); /* TK_OP_SIGMOID */
+  }
+}
+
+/* d = a op b over a padded block; a or b may be a scalar. */
+static void S_SFX(s_bin)(int op, S_T *restrict d, const S_SFX(s_slot) *a,
+                         const S_SFX(s_slot) *b, int64_t n) {
+  const S_T *restrict av = a->v, *restrict bv = b->v;
+  const int64_t m = S_PAD(n);
+  switch (op) {
+  case TK_OP_ADD: S_BIN(x + y); break;
+  case TK_OP_SUB: S_BIN(x - y); break;
+  case TK_OP_MUL: S_BIN(x * y); break;
+  case TK_OP_DIV: S_BIN(x / y); break;
+  default: /* TK_OP_POW; squares (distances) need no pow() */
+    if (!bv && b->s == 2)
+      S_BIN(x * x);
+    else
+      S_BIN(pow(x, y));
+  }
+}
+
+static void S_SFX(s_un)(int op, S_T *restrict d, const S_T *restrict a,
+                        int64_t n) {
+  const int64_t m = S_PAD(n);
+  switch (op) { /* the cheap ones as plain loops, for the vectorizer */
+  case TK_OP_NEG:
+    S_FOR(i, m) d[i] = -a[i];
+    break;
+  case TK_OP_RELU:
+    S_FOR(i, m) d[i] = a[i] > 0 ? a[i] : 0;
+    break;
+  case TK_OP_ABS:
+    S_FOR(i, m) d[i] = fabs(a[i]);
+    break;
+  default:
+    S_FOR(i, m) d[i] = S_SFX(s_un1)(op, a[i]);
+  }
+}
+
+/* Gather n elements at stride s into d, zeroing the padding so that every
+** lane the block loops compute on holds a defined value. */
+static void S_SFX(s_load)(S_T *restrict d, const S_T *restrict p, int64_t s,
+                          int64_t n) {
+  int64_t i;
+  for (i = 0; i < n; i++) d[i] = p[i * s];
+  for (; i < S_PAD(n); i++) d[i] = 0;
+}
+
+/* Run the program on one block of n elements along the inner label: in[k]
+** is input k's first element, sin[k] its stride along the label.  Blocks
+** come from a free list (nblk of them) so no loop writes over its own
+** operand and restrict holds. */
+static S_SFX(s_slot)
+    S_SFX(s_eval)(const tk_prog *pr, const S_T *const *in,
+                  const int64_t *sin, int64_t n, S_T *scratch, int nblk) {
+  S_SFX(s_slot) st[TK_MAX_PROG];
+  int freeb[TK_MAX_PROG + 1], nfree = 0, sp = 0;
+  for (int i = nblk - 1; i >= 0; i--) freeb[nfree++] = i;
+  for (int pc = 0; pc < pr->n; pc++) {
+    const tk_insn *ins = &pr->code[pc];
+    S_SFX(s_slot) r = {NULL, 0, -1}, *a, *b;
+    switch (ins->op) {
+    case TK_OP_INPUT: {
+      const S_T *p = in[ins->arg];
+      int64_t s = sin[ins->arg];
+      if (s == 0) {
+        r.s = *p;
+      } else if (s == 1 && n % S_LANES == 0) {
+        r.v = p; /* contiguous, no padding needed: use it in place */
+      } else {
+        S_T *d = scratch + (r.blk = freeb[--nfree]) * S_BLK;
+        S_SFX(s_load)(d, p, s, n);
+        r.v = d;
+      }
+      st[sp++] = r;
+      break;
+    }
+    case TK_OP_CONST:
+      r.s = (S_T)ins->c;
+      st[sp++] = r;
+      break;
+    case TK_OP_ADD:
+    case TK_OP_SUB:
+    case TK_OP_MUL:
+    case TK_OP_DIV:
+    case TK_OP_POW:
+      b = &st[--sp];
+      a = &st[sp - 1];
+      if (!a->v && !b->v) {
+        r.s = S_SFX(s_bin1)(ins->op, a->s, b->s);
+      } else {
+        S_T *d = scratch + (r.blk = freeb[--nfree]) * S_BLK;
+        S_SFX(s_bin)(ins->op, d, a, b, n);
+        r.v = d;
+      }
+      if (a->blk >= 0) freeb[nfree++] = a->blk;
+      if (b->blk >= 0) freeb[nfree++] = b->blk;
+      *a = r;
+      break;
+    default:
+      a = &st[sp - 1];
+      if (!a->v) {
+        r.s = S_SFX(s_un1)(ins->op, a->s);
+      } else {
+        S_T *d = scratch + (r.blk = freeb[--nfree]) * S_BLK;
+        S_SFX(s_un)(ins->op, d, a->v, n);
+        r.v = d;
+      }
+      if (a->blk >= 0) freeb[nfree++] = a->blk;
+      *a = r;
+    }
+  }
+  return st[0];
+}
+
+/* o[i] = agg(o[i], v[i]) for i < n, contiguous and not overlapping. */
+static void S_SFX(s_fold1)(tk_agg agg, S_T *restrict o, const S_T *restrict v,
+                           int64_t n) {
+  const int64_t m = n & ~(int64_t)(S_LANES - 1);
+  switch (agg) {
+  case TK_AGG_SUM:
+    S_FOR(i, m) o[i] += v[i];
+    break;
+  case TK_AGG_MAX:
+    S_FOR(i, m) o[i] = v[i] > o[i] ? v[i] : o[i];
+    break;
+  case TK_AGG_MIN:
+    S_FOR(i, m) o[i] = v[i] < o[i] ? v[i] : o[i];
+    break;
+  default:
+    S_FOR(i, m) o[i] = v[i];
+  }
+  for (int64_t i = m; i < n; i++) o[i] = S_SFX(s_agg)(agg, o[i], v[i]);
+}
+
+/* o[i*so] = agg(o[i*so], r[i]) for i < n. */
+static void S_SFX(s_fold)(tk_agg agg, S_T *o, int64_t so,
+                          const S_SFX(s_slot) *r, int64_t n) {
+  const S_T *v = r->v, s = r->s;
+  if (so == 1 && v && s_disjoint(o, v, (size_t)n * sizeof(S_T))) {
+    S_SFX(s_fold1)(agg, o, v, n);
+  } else if (agg == TK_AGG_NONE) { /* no reads of out: they would stall */
+    for (int64_t i = 0; i < n; i++) o[i * so] = v ? v[i] : s;
+  } else {
+    for (int64_t i = 0; i < n; i++)
+      o[i * so] = S_SFX(s_agg)(agg, o[i * so], v ? v[i] : s);
+  }
+}
+
+/* agg over the n elements of r, in S_LANES partial results so that the
+** loops vectorize without reassociating a single chain. */
+static S_T S_SFX(s_reduce)(tk_agg agg, const S_SFX(s_slot) *r, int64_t n) {
+  const S_T *restrict v = r->v;
+  const int64_t m = n & ~(int64_t)(S_LANES - 1);
+  S_T acc[S_LANES], t;
+  if (!v) return agg == TK_AGG_SUM ? r->s * (S_T)n : r->s;
+  for (int l = 0; l < S_LANES; l++)
+    acc[l] = agg == TK_AGG_SUM ? 0 : agg == TK_AGG_MAX ? -INFINITY : INFINITY;
+  switch (agg) {
+  case TK_AGG_SUM:
+    for (int64_t i = 0; i < m; i += S_LANES)
+      for (int l = 0; l < S_LANES; l++) acc[l] += v[i + l];
+    break;
+  case TK_AGG_MAX:
+    for (int64_t i = 0; i < m; i += S_LANES)
+      for (int l = 0; l < S_LANES; l++)
+        acc[l] = v[i + l] > acc[l] ? v[i + l] : acc[l];
+    break;
+  default: /* TK_AGG_MIN */
+    for (int64_t i = 0; i < m; i += S_LANES)
+      for (int l = 0; l < S_LANES; l++)
+        acc[l] = v[i + l] < acc[l] ? v[i + l] : acc[l];
+  }
+  t = acc[0];
+  for (int l = 1; l < S_LANES; l++) t = S_SFX(s_agg)(agg, t, acc[l]);
+  for (int64_t i = m; i < n; i++) t = S_SFX(s_agg)(agg, t, v[i]);
+  return t;
+}
+
+static void S_SFX(s_run)(const tk_contract *op, const s_plan *p,
+                         S_T *scratch, int nblk) {
+  const int o = p->nops - 1, inner = p->inner;
+  const int reduce = inner >= 0 && p->isagg[inner];
+  const int64_t ext = inner >= 0 ? p->ext[inner] : 1;
+  int64_t off[TK_MAX_INPUTS + 1] = {0}, sin[TK_MAX_INPUTS + 1];
+  int64_t idx[TK_MAX_LABELS] = {0}, tm, tst[TK_MAX_INPUTS + 1] = {0};
+  int64_t blk = S_BLK;
+  int oth[TK_MAX_LABELS], noth = 0, d;
+  const S_T *in[TK_MAX_INPUTS] = {NULL};
+  S_T *out = op->out;
+  for (int l = 0; l < p->nlab; l++)
+    if (l != inner) oth[noth++] = l;
+  for (int k = 0; k < p->nops; k++) {
+    sin[k] = inner >= 0 ? p->st[k][inner] : 0;
+    tst[k] = noth > 0 ? p->st[k][oth[noth - 1]] : 0;
+    if (p->used[k] && (sin[k] > 1 || sin[k] < -1)) blk = S_TILE;
+  }
+  do {
+    /* When the inner label spans several blocks, the last other label runs
+    ** in tiles of S_TILE inside the block loop, so that strided operands
+    ** (transposes) and out blocks are reused while they are in cache. */
+    tm = noth > 0 && ext > blk ? p->ext[oth[noth - 1]] - idx[noth - 1] : 1;
+    if (tm > S_TILE) tm = S_TILE;
+    for (int64_t b0 = 0; b0 < ext; b0 += blk) {
+      const int64_t n = ext - b0 < blk ? ext - b0 : blk;
+      for (int64_t t = 0; t < tm; t++) {
+        S_T *q = out + off[o] + t * tst[o] + b0 * sin[o];
+        S_SFX(s_slot) r;
+        for (int k = 0; k < o; k++)
+          if (p->used[k])
+            in[k] = (const S_T *)op->in[k] + off[k] + t * tst[k] + b0 * sin[k];
+        r = S_SFX(s_eval)(&op->prog, in, sin, n, scratch, nblk);
+        if (reduce)
+          *q = S_SFX(s_agg)(p->agg, *q, S_SFX(s_reduce)(p->agg, &r, n));
+        else
+          S_SFX(s_fold)(p->agg, q, sin[o], &r, n);
+      }
+    }
+    /* Advance the odometer over the other labels, last fastest (by tm). */
+    for (d = noth - 1; d >= 0; d--) {
+      const int l = oth[d];
+      const int64_t step = d == noth - 1 ? tm : 1;
+      for (int k = 0; k < p->nops; k++) off[k] += p->st[k][l] * step;
+      if ((idx[d] += step) < p->ext[l]) break;
+      for (int k = 0; k < p->nops; k++) off[k] -= p->st[k][l] * p->ext[l];
+      idx[d] = 0;
+    }
+  } while (d >= 0);
+}
+
+#endif /* S_T */

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs what tradb needs to build, test and benchmark on Debian 12.
+# Used by the README's set-up command and by .ci/run, so both stay in step.
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends \
+  build-essential autoconf automake libtool pkg-config \
+  libsqlite3-dev libzmq3-dev libopenblas-dev libxxhash-dev libreadline-dev \
+  libcriterion-dev \
+  python3 python3-numpy python3-dask \
+  valgrind clang libclang-rt-14-dev >/dev/null

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds tradb from a clean or configured tree and runs every test
+# (`make check`): Criterion unit tests, fuzz-corpus replays, golden shell
+# tests and numeric tests.  Prints one closing line
+#   check: N passed, M failed, K skipped
+# and exits non-zero if anything failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+if [ ! -x configure ]; then autoreconf -fi || exit 1; fi
+if [ ! -f Makefile ]; then ./configure || exit 1; fi
+make -j"$(nproc)" || exit 1
+make -j"$(nproc)" check
+status=$?
+pass=0 fail=0 skip=0
+if [ -f test-suite.log ]; then
+  pass=$(sed -n 's/^# PASS: *//p' test-suite.log | head -1)
+  skip=$(sed -n 's/^# SKIP: *//p' test-suite.log | head -1)
+  f1=$(sed -n 's/^# FAIL: *//p' test-suite.log | head -1)
+  f2=$(sed -n 's/^# ERROR: *//p' test-suite.log | head -1)
+  fail=$(( ${f1:-0} + ${f2:-0} ))
+fi
+if [ "$status" -ne 0 ] && [ "${fail:-0}" -eq 0 ]; then fail=1; fi
+echo "check: ${pass:-0} passed, ${fail} failed, ${skip:-0} skipped"
+exit "$status"

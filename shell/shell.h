@@ -1,0 +1,41 @@
+/*
+** shell/shell.h - the tradb command-line shell: reads statements and
+** dot-commands from a terminal (GNU readline), a file or a string, hands
+** statements to the engine and prints what they return.  The shell is the
+** only part of tradb that prints.
+*/
+#ifndef TRADB_SHELL_H
+#define TRADB_SHELL_H
+
+#include <stdio.h>
+#include "util/util.h"
+
+/* How to start a shell (from the command line). */
+typedef struct ts_options {
+  const char *dbpath;  /* database directory; NULL = transient */
+  int threads;         /* engine worker threads; 0 = all cores */
+  const char *backend; /* kernel backend name; NULL = "auto" */
+  int bail;            /* stop at the first error (.bail on) */
+  int echo;            /* print each statement before running it */
+} ts_options;
+
+typedef struct ts_shell ts_shell;
+
+/* Open the engine and a shell on it. */
+int ts_open(const ts_options *opt, ts_shell **out, tr_err *err);
+/* Close the engine (a transient database is removed); safe on NULL. */
+void ts_close(ts_shell **sh);
+
+/* Route SIGINT to tr_interrupted (no SA_RESTART). */
+void ts_install_sigint(void);
+
+/* Interactive session on the terminal: banner, prompts, history and
+** completion, until .quit or Ctrl-D.  Returns the exit status (0). */
+int ts_interactive(ts_shell *sh);
+/* Batch input from `in` (errors as "line N: msg").  Returns the exit
+** status: 0 if everything succeeded, 1 otherwise. */
+int ts_batch(ts_shell *sh, FILE *in);
+/* Batch input from a string (the -c option); same exit status. */
+int ts_batch_string(ts_shell *sh, const char *text);
+
+#endif /* TRADB_SHELL_H */

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Numeric tests against NumPy (tests/numeric/check.py); skipped (exit 77)
+# when Debian's python3-numpy is not installed.
+set -euo pipefail
+PY=/usr/bin/python3
+if ! "$PY" -c 'import numpy' 2>/dev/null; then
+  echo "numeric: python3-numpy not installed, skipped"
+  exit 77
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$PY" "$TOP_SRCDIR/tests/numeric/check.py" "$TRADB" "$work"

@@ -1,0 +1,630 @@
+/*
+** tests/unit/test_array.c - dense array files: .npy reading and writing
+** (versions, orders, ranks, every kind of bad file) and CSV reading and
+** exact round trips.
+*/
+#include "config.h"
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <ftw.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "catalog/catalog.h"
+
+static char s_tmp[256]; /* per-test scratch directory */
+
+static int s_rm(const char *p, const struct stat *st, int f, struct FTW *w) {
+  (void)st;
+  (void)f;
+  (void)w;
+  remove(p);
+  return 0;
+}
+
+static void s_setup(void) {
+  const char *t = getenv("TMPDIR");
+  snprintf(s_tmp, sizeof s_tmp, "%s/tatest-XXXXXX", t && *t ? t : "/tmp");
+  cr_assert_not_null(mkdtemp(s_tmp));
+}
+
+static void s_teardown(void) { nftw(s_tmp, s_rm, 16, FTW_DEPTH | FTW_PHYS); }
+
+TestSuite(array, .init = s_setup, .fini = s_teardown);
+
+/* s_tmp/name, in a static buffer (one at a time). */
+static const char *s_at(const char *name) {
+  static char p[512];
+  snprintf(p, sizeof p, "%s/%s", s_tmp, name);
+  return p;
+}
+
+static void s_put(const char *path, const void *data, size_t n) {
+  FILE *f = fopen(path, "wb");
+  cr_assert_not_null(f);
+  cr_assert_eq(fwrite(data, 1, n, f), n);
+  fclose(f);
+}
+
+/* Write a .npy file with a given version, header text and data bytes;
+** the header is padded to `align` (0: no padding besides '\n'). */
+static void s_npy(const char *path, int major, const char *dict,
+                  const void *data, size_t n, size_t align) {
+  unsigned char buf[4096];
+  size_t pre = major == 1 ? 10 : 12, len = strlen(dict);
+  size_t total = pre + len + 1;
+  if (align) total = (total + align - 1) / align * align;
+  size_t hlen = total - pre;
+  memcpy(buf, "\x93NUMPY", 6);
+  buf[6] = (unsigned char)major;
+  buf[7] = 0;
+  buf[8] = (unsigned char)(hlen & 0xff);
+  buf[9] = (unsigned char)(hlen >> 8);
+  if (major != 1) buf[10] = buf[11] = 0;
+  memcpy(buf + pre, dict, len);
+  memset(buf + pre + len, ' ', hlen - len - 1);
+  buf[total - 1] = '\n';
+  cr_assert_leq(total + n, sizeof buf);
+  memcpy(buf + total, data, n);
+  s_put(path, buf, total + n);
+}
+
+/* Number of entries in s_tmp besides . and .. */
+static int s_count(void) {
+  DIR *d = opendir(s_tmp);
+  struct dirent *e;
+  int n = 0;
+  while ((e = readdir(d)) != NULL)
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+  closedir(d);
+  return n;
+}
+
+/* Open path expecting failure `code` with `frag` in the message. */
+static void s_bad(const char *path, int code, const char *frag) {
+  tc_array a;
+  tr_err err;
+  int rc = tc_array_open(path, TR_F64, &a, &err);
+  cr_assert_eq(rc, code, "rc %d for %s: %s", rc, path, err.msg);
+  cr_assert(strstr(err.msg, frag), "message '%s' lacks '%s'", err.msg, frag);
+  cr_assert_null(a.data);
+  tc_array_close(&a);
+  tc_array_close(&a);
+}
+
+/* ---- .npy ---------------------------------------------------------------- */
+
+Test(array, npy_round_trip_f32) {
+  tc_array a;
+  tr_err err;
+  int64_t sh[2] = {3, 4};
+  const char *p = s_at("x.npy");
+  cr_assert_eq(tc_array_create(p, TR_F32, 2, sh, &a, &err), TR_OK, "%s",
+               err.msg);
+  cr_assert_eq(a.stride[0], 4);
+  cr_assert_eq(a.stride[1], 1);
+  cr_assert_eq((uintptr_t)a.data % 64, 0);
+  for (int i = 0; i < 12; i++) ((float *)a.data)[i] = (float)i / 3.0f;
+  cr_assert_neq(access(p, F_OK), 0); /* nothing until commit */
+  cr_assert_eq(tc_array_commit(&a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_array_commit(&a, &err), TR_EINVAL);
+  tc_array_close(&a);
+  cr_assert_eq(s_count(), 1);
+
+  cr_assert_eq(tc_array_open(p, TR_F64, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(a.dtype, TR_F32);
+  cr_assert_eq(a.rank, 2);
+  cr_assert_eq(a.shape[0], 3);
+  cr_assert_eq(a.shape[1], 4);
+  cr_assert_eq(a.stride[0], 4);
+  cr_assert_eq(a.stride[1], 1);
+  for (int i = 0; i < 12; i++)
+    cr_assert_eq(((float *)a.data)[i], (float)i / 3.0f);
+  tc_array_close(&a);
+  tc_array_close(&a);
+
+  /* NumPy agrees, when Debian's numpy is there */
+  if (access("/usr/bin/python3", X_OK) == 0 &&
+      system("/usr/bin/python3 -c 'import numpy' 2>/dev/null") == 0) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import numpy as n; "
+             "a = n.load('%s'); import sys; sys.exit(0 if a.dtype == "
+             "n.float32 and a.shape == (3, 4) and a[2, 3] == n.float32(11) / "
+             "n.float32(3) else 1)\"", p);
+    cr_assert_eq(system(cmd), 0);
+  }
+}
+
+Test(array, npy_round_trip_f64_rank3_and_numpy_file) {
+  tc_array a;
+  tr_err err;
+  int64_t sh[3] = {2, 3, 5};
+  const char *p = s_at("y.NPY");
+  cr_assert_eq(tc_array_create(p, TR_F64, 3, sh, &a, &err), TR_OK, "%s",
+               err.msg);
+  for (int i = 0; i < 30; i++) ((double *)a.data)[i] = i * 1.25 - 7;
+  cr_assert_eq(tc_array_commit(&a, &err), TR_OK, "%s", err.msg);
+  tc_array_close(&a);
+  cr_assert_eq(tc_array_open(p, TR_F32, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(a.dtype, TR_F64);
+  cr_assert_eq(a.rank, 3);
+  cr_assert_eq(a.stride[0], 15);
+  cr_assert_eq(a.stride[1], 5);
+  cr_assert_eq(a.stride[2], 1);
+  for (int i = 0; i < 30; i++)
+    cr_assert_eq(((double *)a.data)[i], i * 1.25 - 7);
+  tc_array_close(&a);
+
+  /* a file NumPy wrote (Fortran order, version 1.0) */
+  if (access("/usr/bin/python3", X_OK) != 0 ||
+      system("/usr/bin/python3 -c 'import numpy' 2>/dev/null") != 0)
+    cr_skip_test("no /usr/bin/python3 with numpy");
+  char cmd[1024];
+  const char *q = s_at("np.npy");
+  snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import numpy as n; "
+           "n.save('%s', n.asfortranarray(n.arange(24, dtype='<f4')"
+           ".reshape(2, 3, 4)))\"", q);
+  cr_assert_eq(system(cmd), 0);
+  cr_assert_eq(tc_array_open(q, TR_F64, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(a.stride[0], 1);
+  cr_assert_eq(a.stride[1], 2);
+  cr_assert_eq(a.stride[2], 6);
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 3; j++)
+      for (int k = 0; k < 4; k++)
+        cr_assert_eq(((float *)a.data)[i * a.stride[0] + j * a.stride[1] +
+                                       k * a.stride[2]],
+                     (float)(i * 12 + j * 4 + k));
+  tc_array_close(&a);
+}
+
+Test(array, npy_fortran_order_by_hand) {
+  tc_array a;
+  tr_err err;
+  /* 2x3 matrix m[i][j] = 10*i + j stored column-major */
+  double d[6] = {0, 10, 1, 11, 2, 12};
+  const char *p = s_at("f.npy");
+  s_npy(p, 1, "{'descr': '<f8', 'fortran_order': True, 'shape': (2, 3), }", d,
+        sizeof d, 64);
+  cr_assert_eq(tc_array_open(p, TR_F32, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(a.rank, 2);
+  cr_assert_eq(a.stride[0], 1);
+  cr_assert_eq(a.stride[1], 2);
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 3; j++)
+      cr_assert_eq(((double *)a.data)[i * a.stride[0] + j * a.stride[1]],
+                   10.0 * i + j);
+  tc_array_close(&a);
+}
+
+Test(array, npy_rank0_rank1_and_header_variants) {
+  tc_array a;
+  tr_err err;
+  const char *p = s_at("s.npy");
+  cr_assert_eq(tc_array_create(p, TR_F64, 0, NULL, &a, &err), TR_OK, "%s",
+               err.msg);
+  *(double *)a.data = 2.5;
+  cr_assert_eq(tc_array_commit(&a, &err), TR_OK, "%s", err.msg);
+  tc_array_close(&a);
+  cr_assert_eq(tc_array_open(p, TR_F64, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(a.rank, 0);
+  cr_assert_eq(*(double *)a.data, 2.5);
+  tc_array_close(&a);
+
+  int64_t five = 5;
+  p = s_at("v.npy");
+  cr_assert_eq(tc_array_create(p, TR_F32, 1, &five, &a, &err), TR_OK, "%s",
+               err.msg);
+  for (int i = 0; i < 5; i++) ((float *)a.data)[i] = (float)i;
+  cr_assert_eq(tc_array_commit(&a, &err), TR_OK, "%s", err.msg);
+  tc_array_close(&a);
+  cr_assert_eq(tc_array_open(p, TR_F64, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(a.rank, 1);
+  cr_assert_eq(a.shape[0], 5);
+  cr_assert_eq(a.stride[0], 1);
+  cr_assert_eq(((float *)a.data)[4], 4.0f);
+  tc_array_close(&a);
+
+  /* key order, quotes, spacing, no trailing comma, version 2 and 3, Python 2
+  ** 'L' suffixes, '=' byte order, unaligned data */
+  float v[6] = {1, 2, 3, 4, 5, 6};
+  const char *dicts[] = {
+      "{\"shape\":(3,2),\"fortran_order\":False,\"descr\":\"<f4\"}",
+      "{ 'fortran_order' : False , 'descr' : '<f4' , 'shape' : ( 3 , 2 , ) , }",
+      "{'descr': '=f4', 'fortran_order': False, 'shape': (3L, 2L), }",
+  };
+  for (int k = 0; k < 3; k++) {
+    for (int major = 1; major <= 3; major++) {
+      for (size_t align = 0; align <= 64; align += 64) {
+        p = s_at("h.npy");
+        s_npy(p, major, dicts[k], v, sizeof v, align);
+        cr_assert_eq(tc_array_open(p, TR_F64, &a, &err), TR_OK, "%s: %s",
+                     dicts[k], err.msg);
+        cr_assert_eq(a.rank, 2);
+        cr_assert_eq(a.shape[0], 3);
+        cr_assert_eq(a.shape[1], 2);
+        cr_assert_eq((uintptr_t)a.data % 4, 0);
+        cr_assert_eq(((float *)a.data)[5], 6.0f);
+        tc_array_close(&a);
+      }
+    }
+  }
+  /* empty arrays: no data, nothing mapped */
+  p = s_at("e.npy");
+  s_npy(p, 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (0, 4), }",
+        "", 0, 64);
+  cr_assert_eq(tc_array_open(p, TR_F64, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(a.shape[0], 0);
+  cr_assert_eq(a.shape[1], 4);
+  tc_array_close(&a);
+  int64_t z[2] = {4, 0};
+  cr_assert_eq(tc_array_create(p, TR_F32, 2, z, &a, &err), TR_OK, "%s",
+               err.msg);
+  cr_assert_eq(tc_array_commit(&a, &err), TR_OK, "%s", err.msg);
+  tc_array_close(&a);
+  cr_assert_eq(tc_array_open(p, TR_F64, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(a.shape[0], 4);
+  cr_assert_eq(a.shape[1], 0);
+  tc_array_close(&a);
+}
+
+Test(array, npy_detected_by_magic_without_extension) {
+  tc_array a;
+  tr_err err;
+  double d[2] = {1, 2};
+  const char *p = s_at("noext");
+  s_npy(p, 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }", d,
+        sizeof d, 64);
+  cr_assert_eq(tc_array_open(p, TR_F32, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(((double *)a.data)[1], 2.0);
+  tc_array_close(&a);
+  p = s_at("other.txt");
+  s_put(p, "1,2\n", 4);
+  s_bad(p, TR_EINVAL, "cannot tell the format");
+}
+
+Test(array, npy_missing_and_unwritable) {
+  tc_array a;
+  tr_err err;
+  int64_t sh[1] = {3};
+  s_bad(s_at("none.npy"), TR_EIO, "No such file or directory");
+  cr_assert_eq(tc_array_open(s_at("none.npy"), TR_F64, &a, &err), TR_EIO);
+  char want[600];
+  snprintf(want, sizeof want, "cannot open '%s': No such file or directory",
+           s_at("none.npy"));
+  cr_assert_str_eq(err.msg, want);
+  cr_assert_eq(tc_array_create(s_at("nodir/x.npy"), TR_F64, 1, sh, &a, &err),
+               TR_EIO);
+  snprintf(want, sizeof want, "cannot write '%s': No such file or directory",
+           s_at("nodir/x.npy"));
+  cr_assert_str_eq(err.msg, want);
+  cr_assert_eq(tc_array_create(s_at("nodir/x.csv"), TR_F64, 1, sh, &a, &err),
+               TR_EIO);
+  cr_assert(strstr(err.msg, "cannot write"), "%s", err.msg);
+  if (geteuid() != 0) {
+    mkdir(s_at("ro"), 0555);
+    cr_assert_eq(tc_array_create(s_at("ro/x.npy"), TR_F64, 1, sh, &a, &err),
+                 TR_EIO);
+    cr_assert(strstr(err.msg, "Permission denied"), "%s", err.msg);
+  }
+  cr_assert_eq(tc_array_create(s_at("x.dat"), TR_F64, 1, sh, &a, &err),
+               TR_EINVAL);
+  cr_assert(strstr(err.msg, "unknown file type"), "%s", err.msg);
+  /* a directory, and FIFOs (which must not hang) */
+  mkdir(s_at("d.npy"), 0755);
+  s_bad(s_at("d.npy"), TR_EIO, "not a regular file");
+  cr_assert_eq(mkfifo(s_at("p.npy"), 0644), 0);
+  s_bad(s_at("p.npy"), TR_EIO, "not a regular file");
+  cr_assert_eq(mkfifo(s_at("p.csv"), 0644), 0);
+  s_bad(s_at("p.csv"), TR_EIO, "not a regular file");
+  cr_assert_eq(mkfifo(s_at("p"), 0644), 0);
+  s_bad(s_at("p"), TR_EIO, "cannot read");
+}
+
+Test(array, npy_close_without_commit_leaves_nothing) {
+  tc_array a, b;
+  tr_err err;
+  int64_t sh[2] = {100, 100};
+  cr_assert_eq(tc_array_create(s_at("x.npy"), TR_F64, 2, sh, &a, &err), TR_OK,
+               "%s", err.msg);
+  cr_assert_eq(tc_array_create(s_at("y.csv"), TR_F64, 2, sh, &b, &err), TR_OK,
+               "%s", err.msg);
+  ((double *)a.data)[9999] = 1;
+  ((double *)b.data)[9999] = 1;
+  cr_assert_eq(s_count(), 2); /* the temporaries */
+  tc_array_close(&a);
+  tc_array_close(&b);
+  tc_array_close(&b);
+  cr_assert_eq(s_count(), 0);
+}
+
+Test(array, npy_truncated) {
+  float v[8] = {0};
+  const char *p = s_at("t.npy");
+  s_npy(p, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (10,), }", v,
+        sizeof v, 64);
+  char want[600];
+  snprintf(want, sizeof want,
+           "truncated .npy file %s: expected 40 bytes of data, found 32", p);
+  tc_array a;
+  tr_err err;
+  cr_assert_eq(tc_array_open(p, TR_F64, &a, &err), TR_ECORRUPT);
+  cr_assert_str_eq(err.msg, want);
+  /* header cut short */
+  s_put(p, "\x93NUMPY\x01\x00\x50\x00{'descr'", 17);
+  s_bad(p, TR_ECORRUPT, "truncated .npy file");
+  s_put(p, "\x93NUMPY\x01", 7);
+  s_bad(p, TR_ECORRUPT, "truncated .npy file");
+}
+
+Test(array, npy_bad_magic) {
+  const char *p = s_at("m.npy");
+  s_put(p, "hello world, not numpy", 22);
+  char want[600];
+  snprintf(want, sizeof want, "not a .npy file: %s (bad magic)", p);
+  s_bad(p, TR_ECORRUPT, want);
+  s_put(p, "", 0);
+  s_bad(p, TR_ECORRUPT, "bad magic");
+}
+
+Test(array, npy_unsupported_dtypes) {
+  int32_t v[4] = {1, 2, 3, 4};
+  const char *p = s_at("i.npy");
+  char want[600];
+  s_npy(p, 1, "{'descr': '<i4', 'fortran_order': False, 'shape': (4,), }", v,
+        sizeof v, 64);
+  snprintf(want, sizeof want,
+           "unsupported dtype '<i4' in %s (tradb stores f32 and f64)", p);
+  s_bad(p, TR_ETYPE, want);
+  const char *others[] = {"'|b1'", "'O'", "'<f2'", "'<c8'", "'<f16'", "''",
+                          "'|u1'", "'<f'"};
+  for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+    char dict[200];
+    snprintf(dict, sizeof dict, "{'descr': %s, 'fortran_order': False, "
+             "'shape': (4,), }", others[i]);
+    s_npy(p, 1, dict, v, sizeof v, 64);
+    s_bad(p, TR_ETYPE, "unsupported dtype");
+  }
+  s_npy(p, 1, "{'descr': '>f4', 'fortran_order': False, 'shape': (4,), }", v,
+        sizeof v, 64);
+  s_bad(p, TR_ETYPE, "unsupported dtype '>f4'");
+  s_bad(p, TR_ETYPE, "big-endian");
+  s_npy(p, 1, "{'descr': [('a', '<f4')], 'fortran_order': False, "
+        "'shape': (4,), }", v, sizeof v, 64);
+  s_bad(p, TR_ECORRUPT, "structured dtype");
+}
+
+Test(array, npy_header_garbage) {
+  char v[64] = {0};
+  const char *p = s_at("g.npy");
+  const struct {
+    const char *dict; /* header text */
+    const char *frag; /* expected in the message */
+  } cases[] = {
+      {"", "not a dict"},
+      {"garbage", "not a dict"},
+      {"{'descr': '<f4', 'fortran_order': False}", "missing 'shape'"},
+      {"{'descr': '<f4', 'shape': (2,)}", "missing 'fortran_order'"},
+      {"{'shape': (2,), 'fortran_order': False}", "missing 'descr'"},
+      {"{'descr': '<f4', 'fortran_order': Maybe, 'shape': (2,)}",
+       "True or False"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}",
+       "unknown key 'x'"},
+      {"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, "
+       "'shape': (2,)}", "duplicate key"},
+      {"{'descr': '<f4, 'fortran_order': False, 'shape': (2,)}", "expected"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (-2,)}",
+       "negative dimension"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,,)}",
+       "expected an integer"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': [2]}",
+       "not a tuple"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2 3)}",
+       "expected ',' or ')'"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,)} extra",
+       "after the dict"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,)",
+       "expected ',' or '}'"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': "
+       "(99999999999999999999,)}", "too large"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': "
+       "(4611686018427387904, 4)}", "too large"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': "
+       "(0, 4611686018427387904, 4611686018427387904)}", "too large"},
+      {"{'descr': '<f\\x34', 'fortran_order': False, 'shape': (2,)}",
+       "unsupported character"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    s_npy(p, 1, cases[i].dict, v, sizeof v, 64);
+    tc_array a;
+    tr_err err;
+    int rc = tc_array_open(p, TR_F64, &a, &err);
+    cr_assert(rc == TR_ECORRUPT || rc == TR_ESHAPE, "case %zu: rc %d", i, rc);
+    cr_assert(strstr(err.msg, cases[i].frag), "case %zu: '%s' lacks '%s'", i,
+              err.msg, cases[i].frag);
+    tc_array_close(&a);
+  }
+  /* rank 9 */
+  s_npy(p, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': "
+        "(1,1,1,1,1,1,1,1,1)}", v, sizeof v, 64);
+  s_bad(p, TR_ESHAPE, "rank greater than 8");
+  /* a NUL inside the header */
+  s_npy(p, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,)}", v,
+        sizeof v, 64);
+  FILE *f = fopen(p, "r+b");
+  fseek(f, 20, SEEK_SET);
+  fputc(0, f);
+  fclose(f);
+  s_bad(p, TR_ECORRUPT, "bad .npy header");
+  /* unknown format version */
+  s_npy(p, 4, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,)}", v,
+        sizeof v, 64);
+  s_bad(p, TR_ECORRUPT, "format version 4.0");
+  /* absurd header length (version 2: 32-bit length) */
+  s_put(p, "\x93NUMPY\x02\x00\xff\xff\xff\x7f{}", 14);
+  s_bad(p, TR_ECORRUPT, "too large");
+}
+
+/* ---- CSV ----------------------------------------------------------------- */
+
+/* Bit patterns equal, or both NaN. */
+static int s_same64(double x, double y) {
+  return (isnan(x) && isnan(y)) || memcmp(&x, &y, sizeof x) == 0;
+}
+
+Test(array, csv_round_trip_exact) {
+  static const double vals[] = {0.1, 1.0 / 3, -0.0, 1e-310, 5e-324, 1e300,
+                                -2.5, INFINITY, -INFINITY, NAN, 3.4028234663852886e38,
+                                123456789.123456789};
+  const int n = (int)(sizeof vals / sizeof vals[0]);
+  int64_t sh[2] = {3, 4};
+  for (int dt = 0; dt < 2; dt++) {
+    tc_array a;
+    tr_err err;
+    const char *p = s_at("r.csv");
+    cr_assert_eq(tc_array_create(p, (tr_dtype)dt, 2, sh, &a, &err), TR_OK,
+                 "%s", err.msg);
+    for (int i = 0; i < n; i++) {
+      if (dt == TR_F32)
+        ((float *)a.data)[i] = (float)vals[i];
+      else
+        ((double *)a.data)[i] = vals[i];
+    }
+    /* also awkward float-only values */
+    if (dt == TR_F32) ((float *)a.data)[4] = 1.4e-45f;
+    cr_assert_eq(tc_array_commit(&a, &err), TR_OK, "%s", err.msg);
+    tc_array_close(&a);
+    cr_assert_eq(s_count(), 1);
+    cr_assert_eq(tc_array_open(p, (tr_dtype)dt, &a, &err), TR_OK, "%s",
+                 err.msg);
+    cr_assert_eq(a.rank, 2);
+    cr_assert_eq(a.shape[0], 3);
+    cr_assert_eq(a.shape[1], 4);
+    cr_assert_eq(a.stride[0], 4);
+    for (int i = 0; i < n; i++) {
+      if (dt == TR_F32) {
+        float want = i == 4 ? 1.4e-45f : (float)vals[i];
+        cr_assert(s_same64(((float *)a.data)[i], want), "f32 value %d", i);
+      } else {
+        cr_assert(s_same64(((double *)a.data)[i], vals[i]), "f64 value %d", i);
+      }
+    }
+    tc_array_close(&a);
+  }
+}
+
+Test(array, csv_ranks_written) {
+  tc_array a;
+  tr_err err;
+  char buf[200];
+  int64_t four = 4, sh3[3] = {1, 2, 3};
+  const char *p = s_at("v.csv");
+  cr_assert_eq(tc_array_create(p, TR_F64, 1, &four, &a, &err), TR_OK);
+  for (int i = 0; i < 4; i++) ((double *)a.data)[i] = i + 0.5;
+  cr_assert_eq(tc_array_commit(&a, &err), TR_OK, "%s", err.msg);
+  tc_array_close(&a);
+  FILE *f = fopen(p, "r");
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  cr_assert_str_eq(buf, "0.5\n1.5\n2.5\n3.5\n");
+  cr_assert_eq(tc_array_open(p, TR_F64, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(a.rank, 1);
+  cr_assert_eq(a.shape[0], 4);
+  tc_array_close(&a);
+
+  p = s_at("s.csv");
+  cr_assert_eq(tc_array_create(p, TR_F32, 0, NULL, &a, &err), TR_OK);
+  *(float *)a.data = 7;
+  cr_assert_eq(tc_array_commit(&a, &err), TR_OK, "%s", err.msg);
+  tc_array_close(&a);
+  f = fopen(p, "r");
+  n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  cr_assert_str_eq(buf, "7\n");
+
+  cr_assert_eq(tc_array_create(s_at("t.csv"), TR_F32, 3, sh3, &a, &err),
+               TR_ESHAPE);
+  cr_assert(strstr(err.msg, "CSV holds rank 1 or 2 tensors"), "%s", err.msg);
+  int64_t z[2] = {0, 3};
+  cr_assert_eq(tc_array_create(s_at("z.csv"), TR_F32, 2, z, &a, &err),
+               TR_ESHAPE);
+  cr_assert_eq(s_count(), 2);
+}
+
+Test(array, csv_parse_forms) {
+  tc_array a;
+  tr_err err;
+  const char *p = s_at("in.csv");
+  const char *text = "\xEF\xBB\xBF" "1, 2 ,3\r\n 4,5,\t6\r\n-7,nan,inf\n\n  \n";
+  s_put(p, text, strlen(text));
+  cr_assert_eq(tc_array_open(p, TR_F64, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(a.dtype, TR_F64);
+  cr_assert_eq(a.rank, 2);
+  cr_assert_eq(a.shape[0], 3);
+  cr_assert_eq(a.shape[1], 3);
+  double *d = a.data;
+  cr_assert_eq(d[0], 1);
+  cr_assert_eq(d[5], 6);
+  cr_assert_eq(d[6], -7);
+  cr_assert(isnan(d[7]));
+  cr_assert(isinf(d[8]));
+  tc_array_close(&a);
+  /* one value per line: rank 1; no final newline */
+  s_put(p, "1.5\n2.5\n3.5", 11);
+  cr_assert_eq(tc_array_open(p, TR_F32, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(a.dtype, TR_F32);
+  cr_assert_eq(a.rank, 1);
+  cr_assert_eq(a.shape[0], 3);
+  cr_assert_eq(((float *)a.data)[2], 3.5f);
+  tc_array_close(&a);
+  /* one line of several fields: rank 2 [1, n] */
+  s_put(p, "1,2,3,4\n", 8);
+  cr_assert_eq(tc_array_open(p, TR_F32, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(a.rank, 2);
+  cr_assert_eq(a.shape[0], 1);
+  cr_assert_eq(a.shape[1], 4);
+  tc_array_close(&a);
+  /* a single value */
+  s_put(p, "42", 2);
+  cr_assert_eq(tc_array_open(p, TR_F64, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(a.rank, 1);
+  cr_assert_eq(a.shape[0], 1);
+  cr_assert_eq(*(double *)a.data, 42);
+  tc_array_close(&a);
+}
+
+Test(array, csv_errors) {
+  const char *p = s_at("bad.csv");
+  char want[600];
+  s_put(p, "1,2,3\n4,5,6\n7,8\n", 16);
+  snprintf(want, sizeof want, "ragged CSV %s: line 3 has 2 fields, expected 3",
+           p);
+  s_bad(p, TR_ESHAPE, want);
+  s_put(p, "1,2\nabc,3\n", 10);
+  snprintf(want, sizeof want, "bad number 'abc' in %s line 2", p);
+  s_bad(p, TR_ESYNTAX, want);
+  s_put(p, "1,2\n3,4x\n", 9);
+  s_bad(p, TR_ESYNTAX, "bad number '4x'");
+  s_put(p, "1,,2\n", 5);
+  s_bad(p, TR_ESYNTAX, "empty field");
+  s_put(p, "1,2,\n", 5);
+  s_bad(p, TR_ESYNTAX, "empty field");
+  s_put(p, "1\n\n2\n", 5);
+  s_bad(p, TR_ESYNTAX, "empty line 2");
+  s_put(p, "1\x00" "2\n", 4);
+  s_bad(p, TR_ESYNTAX, "bad number");
+  s_put(p, "", 0);
+  s_bad(p, TR_ESYNTAX, "empty CSV file");
+  s_put(p, "\n \r\n\n", 5);
+  s_bad(p, TR_ESYNTAX, "empty CSV file");
+  char longnum[200];
+  memset(longnum, '1', sizeof longnum);
+  s_put(p, longnum, sizeof longnum);
+  s_bad(p, TR_ESYNTAX, "bad number '1111");
+  s_bad(s_at("missing.csv"), TR_EIO, "No such file or directory");
+}

@@ -1,0 +1,297 @@
+/*
+** tests/unit/test_engine.c - statements through te_exec on a transient
+** database, each result checked against a reference computed here in
+** double precision from the inputs read back with PRINT.
+*/
+#include "config.h"
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "engine/engine.h"
+
+static te_engine *s_e;
+
+static void s_open(void) {
+  tr_err err;
+  te_config cfg = {NULL, 2, NULL};
+  cr_assert_eq(te_open(&cfg, &s_e, &err), TR_OK, "%s", err.msg);
+}
+
+static void s_close(void) { te_close(&s_e); }
+
+TestSuite(engine, .init = s_open, .fini = s_close);
+
+/* Run statements (one per call), asserting success. */
+static void s_ok(const char *stmt) {
+  tr_err err;
+  int rc = te_exec(s_e, stmt, strlen(stmt), NULL, &err);
+  cr_assert_eq(rc, TR_OK, "%s -> %s", stmt, err.msg);
+}
+
+/* Run a statement expected to fail; returns the message. */
+static const char *s_fails(const char *stmt, int code) {
+  static tr_err err;
+  int rc = te_exec(s_e, stmt, strlen(stmt), NULL, &err);
+  cr_assert_eq(rc, code, "%s -> %d (%s), expected %d", stmt, rc, err.msg, code);
+  return err.msg;
+}
+
+/* All values of tensor name (caller frees the result). */
+static te_result *s_get(const char *name) {
+  char stmt[128];
+  te_result *r = NULL;
+  tr_err err;
+  snprintf(stmt, sizeof stmt, "PRINT %s;", name);
+  cr_assert_eq(te_exec(s_e, stmt, strlen(stmt), &r, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(r->kind, TE_RES_TENSOR);
+  return r;
+}
+
+static void s_close_to(const te_result *r, const double *want, int64_t n, double tol) {
+  int64_t have = 1;
+  for (int d = 0; d < r->rank; d++) have *= r->shape[d];
+  cr_assert_eq(have, n);
+  for (int64_t i = 0; i < n; i++)
+    cr_assert(fabs(r->values[i] - want[i]) <= tol * (1 + fabs(want[i])),
+              "element %lld: got %.9g want %.9g", (long long)i, r->values[i], want[i]);
+}
+
+/* C[i,j] = A[i,k] * B[k,j] with ragged chunks and different chunk shapes
+** (B is re-chunked through tile/concat). */
+Test(engine, matmul_ragged_and_rechunked) {
+  const int I = 37, K = 29, J = 41;
+  s_ok("CREATE TENSOR A[37, 29] CHUNK [8, 8];");
+  s_ok("CREATE TENSOR B[29, 41] CHUNK [5, 16] TYPE f32;");
+  s_ok("FILL A UNIFORM(-1, 1) SEED 1;");
+  s_ok("FILL B NORMAL(0, 1) SEED 2;");
+  s_ok("C[i,j] = A[i,k] * B[k,j];");
+  te_result *a = s_get("A"), *b = s_get("B"), *c = s_get("C");
+  double *want = calloc((size_t)(I * J), sizeof(double));
+  for (int i = 0; i < I; i++)
+    for (int j = 0; j < J; j++)
+      for (int k = 0; k < K; k++) want[i * J + j] += a->values[i * K + k] * b->values[k * J + j];
+  cr_assert_eq(c->rank, 2);
+  cr_assert_eq(c->shape[0], I);
+  cr_assert_eq(c->shape[1], J);
+  s_close_to(c, want, I * J, 1e-4);
+  free(want);
+  te_result_free(&a);
+  te_result_free(&b);
+  te_result_free(&c);
+}
+
+/* Transposed layouts take the gemm path with transposes or copies. */
+Test(engine, matmul_transposed_operands_and_output) {
+  s_ok("CREATE TENSOR A[20, 13] CHUNK [7, 6] TYPE f64;");
+  s_ok("CREATE TENSOR B[17, 20] CHUNK [6, 7] TYPE f64;");
+  s_ok("FILL A UNIFORM(0, 1) SEED 3;");
+  s_ok("FILL B UNIFORM(0, 1) SEED 4;");
+  s_ok("C[j,i] = A[k,i] * B[j,k];"); /* C = (B A) laid out as [j, i] */
+  te_result *a = s_get("A"), *b = s_get("B"), *c = s_get("C");
+  double want[17 * 13] = {0};
+  for (int j = 0; j < 17; j++)
+    for (int i = 0; i < 13; i++)
+      for (int k = 0; k < 20; k++) want[j * 13 + i] += a->values[k * 13 + i] * b->values[j * 20 + k];
+  s_close_to(c, want, 17 * 13, 1e-12);
+  te_result_free(&a);
+  te_result_free(&b);
+  te_result_free(&c);
+}
+
+Test(engine, batch_and_multi_label_contraction) {
+  s_ok("CREATE TENSOR X[3, 5, 4, 2] CHUNK [2, 3, 4, 1];");
+  s_ok("CREATE TENSOR Y[4, 2, 3, 6] CHUNK [3, 2, 2, 4];");
+  s_ok("FILL X UNIFORM(-1, 1) SEED 5;");
+  s_ok("FILL Y UNIFORM(-1, 1) SEED 6;");
+  /* batch b, contraction over k and l */
+  s_ok("Z[b,i,j] = X[b,i,k,l] * Y[k,l,b,j];");
+  te_result *x = s_get("X"), *y = s_get("Y"), *z = s_get("Z");
+  double want[3 * 5 * 6] = {0};
+  for (int b = 0; b < 3; b++)
+    for (int i = 0; i < 5; i++)
+      for (int j = 0; j < 6; j++)
+        for (int k = 0; k < 4; k++)
+          for (int l = 0; l < 2; l++)
+            want[(b * 5 + i) * 6 + j] +=
+                x->values[((b * 5 + i) * 4 + k) * 2 + l] * y->values[((k * 2 + l) * 3 + b) * 6 + j];
+  s_close_to(z, want, 3 * 5 * 6, 1e-4);
+  te_result_free(&x);
+  te_result_free(&y);
+  te_result_free(&z);
+}
+
+Test(engine, max_plus_and_squared_distance) {
+  s_ok("CREATE TENSOR A[9, 11] CHUNK [4, 5];");
+  s_ok("CREATE TENSOR B[11, 7] CHUNK [3, 7];");
+  s_ok("FILL A UNIFORM(-5, 5) SEED 7;");
+  s_ok("FILL B UNIFORM(-5, 5) SEED 8;");
+  s_ok("D[i,j] = MAX(A[i,k] + B[k,j]);");
+  s_ok("N[i,j] = MIN(A[i,k] + B[k,j]);");
+  s_ok("CREATE TENSOR Y[6, 11] CHUNK [4, 4];");
+  s_ok("FILL Y NORMAL(0, 2) SEED 9;");
+  s_ok("E[i,j] = SUM((A[i,k] - Y[j,k]) ^ 2);");
+  te_result *a = s_get("A"), *b = s_get("B"), *y = s_get("Y");
+  te_result *d = s_get("D"), *n = s_get("N"), *e = s_get("E");
+  double wd[9 * 7], wn[9 * 7], we[9 * 6];
+  for (int i = 0; i < 9; i++)
+    for (int j = 0; j < 7; j++) {
+      wd[i * 7 + j] = -INFINITY;
+      wn[i * 7 + j] = INFINITY;
+      for (int k = 0; k < 11; k++) {
+        double v = a->values[i * 11 + k] + b->values[k * 7 + j];
+        wd[i * 7 + j] = fmax(wd[i * 7 + j], v);
+        wn[i * 7 + j] = fmin(wn[i * 7 + j], v);
+      }
+    }
+  for (int i = 0; i < 9; i++)
+    for (int j = 0; j < 6; j++) {
+      we[i * 6 + j] = 0;
+      for (int k = 0; k < 11; k++) {
+        double t = a->values[i * 11 + k] - y->values[j * 11 + k];
+        we[i * 6 + j] += t * t;
+      }
+    }
+  s_close_to(d, wd, 63, 1e-5);
+  s_close_to(n, wn, 63, 1e-5);
+  s_close_to(e, we, 54, 1e-4);
+  te_result *rs[] = {a, b, y, d, n, e};
+  for (int i = 0; i < 6; i++) te_result_free(&rs[i]);
+}
+
+Test(engine, transpose_diagonal_broadcast_and_scalars) {
+  s_ok("CREATE TENSOR A[6, 6] CHUNK [4, 3];"); /* diagonal needs equal chunks: re-chunked */
+  s_ok("CREATE TENSOR v[6] CHUNK [4];");
+  s_ok("FILL A UNIFORM(-1, 1) SEED 10;");
+  s_ok("FILL v UNIFORM(-1, 1) SEED 11;");
+  s_ok("T[j,i] = A[i,j];");
+  s_ok("d[i] = A[i,i];");
+  s_ok("S[i,j] = A[i,j] + v[j] * 2;");
+  s_ok("s[] = SUM(A[i,j]);");
+  s_ok("t[] = A[i,i];"); /* implicit SUM: the trace */
+  s_ok("O[i,j] = v[i] * v[j];");
+  te_result *a = s_get("A"), *v = s_get("v");
+  te_result *t = s_get("T"), *d = s_get("d"), *s = s_get("S"), *sc = s_get("s"), *tr = s_get("t"),
+            *o = s_get("O");
+  double wt[36], wd[6], ws[36], wsum = 0, wtr = 0, wo[36];
+  for (int i = 0; i < 6; i++) {
+    wd[i] = a->values[i * 6 + i];
+    wtr += wd[i];
+    for (int j = 0; j < 6; j++) {
+      wt[j * 6 + i] = a->values[i * 6 + j];
+      ws[i * 6 + j] = a->values[i * 6 + j] + v->values[j] * 2;
+      wsum += a->values[i * 6 + j];
+      wo[i * 6 + j] = v->values[i] * v->values[j];
+    }
+  }
+  s_close_to(t, wt, 36, 0);
+  s_close_to(d, wd, 6, 0);
+  s_close_to(s, ws, 36, 1e-6);
+  cr_assert_eq(sc->rank, 0);
+  s_close_to(sc, &wsum, 1, 1e-5);
+  s_close_to(tr, &wtr, 1, 1e-5);
+  s_close_to(o, wo, 36, 1e-6);
+  te_result *rs[] = {a, v, t, d, s, sc, tr, o};
+  for (int i = 0; i < 8; i++) te_result_free(&rs[i]);
+}
+
+Test(engine, fused_relu_nested_aggregation_and_mixed_types) {
+  s_ok("CREATE TENSOR X[10, 8] CHUNK [3, 8];");
+  s_ok("CREATE TENSOR W[8, 5] CHUNK [8, 2] TYPE f64;");
+  s_ok("CREATE TENSOR b[5];");
+  s_ok("FILL X NORMAL(0, 1) SEED 12;");
+  s_ok("FILL W NORMAL(0, 1) SEED 13;");
+  s_ok("FILL b UNIFORM(-1, 1) SEED 14;");
+  s_ok("H[n,h] = relu(SUM(X[n,d] * W[d,h]));");
+  s_ok("G[n,h] = SUM(X[n,d] * W[d,h]) + b[h];");
+  s_ok("m[n] = MAX(exp(-X[n,d]));");
+  te_result *x = s_get("X"), *w = s_get("W"), *b = s_get("b");
+  te_result *h = s_get("H"), *g = s_get("G"), *m = s_get("m");
+  cr_assert_eq(h->dtype, TR_F64); /* f32 x f64 promotes */
+  double wh[50], wg[50], wm[10];
+  for (int n = 0; n < 10; n++) {
+    wm[n] = -INFINITY;
+    for (int d = 0; d < 8; d++) wm[n] = fmax(wm[n], exp(-x->values[n * 8 + d]));
+    for (int k = 0; k < 5; k++) {
+      double acc = 0;
+      for (int d = 0; d < 8; d++) acc += x->values[n * 8 + d] * w->values[d * 5 + k];
+      wh[n * 5 + k] = acc > 0 ? acc : 0;
+      wg[n * 5 + k] = acc + b->values[k];
+    }
+  }
+  s_close_to(h, wh, 50, 1e-6);
+  s_close_to(g, wg, 50, 1e-6);
+  s_close_to(m, wm, 10, 1e-5);
+  te_result *rs[] = {x, w, b, h, g, m};
+  for (int i = 0; i < 6; i++) te_result_free(&rs[i]);
+}
+
+Test(engine, fill_is_deterministic_whatever_the_chunking) {
+  s_ok("CREATE TENSOR P[13, 9] CHUNK [13, 9];");
+  s_ok("CREATE TENSOR Q[13, 9] CHUNK [4, 2];");
+  s_ok("FILL P NORMAL(1, 3) SEED 99;");
+  s_ok("FILL Q NORMAL(1, 3) SEED 99;");
+  te_result *p = s_get("P"), *q = s_get("Q");
+  s_close_to(q, p->values, 13 * 9, 0);
+  s_ok("FILL Q IDENTITY;");
+  te_result *id = s_get("Q");
+  for (int i = 0; i < 13; i++)
+    for (int j = 0; j < 9; j++) cr_assert_eq(id->values[i * 9 + j], i == j ? 1.0 : 0.0);
+  te_result_free(&p);
+  te_result_free(&q);
+  te_result_free(&id);
+}
+
+Test(engine, assignment_may_read_its_own_output) {
+  s_ok("CREATE TENSOR A[5, 5] CHUNK [2, 2];");
+  s_ok("FILL A ONES;");
+  s_ok("A[i,j] = A[i,j] * 3 + A[j,i];");
+  te_result *a = s_get("A");
+  for (int i = 0; i < 25; i++) cr_assert_eq(a->values[i], 4.0);
+  te_result_free(&a);
+}
+
+Test(engine, errors_name_the_problem_and_keep_data) {
+  s_ok("CREATE TENSOR A[4, 3];");
+  s_ok("CREATE TENSOR B[5, 2];");
+  s_ok("FILL A ONES;");
+  s_ok("FILL B ONES;");
+  cr_assert(strstr(s_fails("C[i,j] = A[i,k] * B[k,j];", TR_ESHAPE), "label 'k' bound to sizes 3"));
+  cr_assert(strstr(s_fails("C[i,z] = A[i,k];", TR_ESHAPE), "output label 'z' is not bound"));
+  cr_assert(strstr(s_fails("C[i] = A[i];", TR_ESHAPE), "rank mismatch: A has rank 2"));
+  cr_assert(strstr(s_fails("C[i] = Nope[i];", TR_ENAME), "Nope"));
+  cr_assert(strstr(s_fails("CREATE TENSOR A[2];", TR_ENAME), "A"));
+  cr_assert(strstr(s_fails("FILL Z ONES;", TR_ENAME), "no such tensor: Z"));
+  cr_assert(strstr(s_fails("PRINT A[0:9, 0:1];", TR_ESHAPE), "out of bounds"));
+  cr_assert(strstr(s_fails("LOAD A FROM 'does-not-exist.npy';", TR_EIO), "does-not-exist.npy"));
+  s_fails("A[i,j] = A[i,j] +;", TR_ESYNTAX);
+  /* A is untouched by the failures. */
+  te_result *a = s_get("A");
+  for (int i = 0; i < 12; i++) cr_assert_eq(a->values[i], 1.0);
+  te_result_free(&a);
+}
+
+Test(engine, show_describe_drop_and_explain) {
+  te_result *r = NULL;
+  tr_err err;
+  s_ok("CREATE TENSOR M[100, 50] CHUNK [30, 50] TYPE f64;");
+  const char *q = "DESCRIBE M;";
+  cr_assert_eq(te_exec(s_e, q, strlen(q), &r, &err), TR_OK);
+  cr_assert_eq(r->kind, TE_RES_ROWS);
+  int found = 0;
+  for (int i = 0; i < r->nrows; i++)
+    if (!strcmp(r->cells[i * 2], "format")) found = !strcmp(r->cells[i * 2 + 1], "row_strip");
+  cr_assert(found, "M is stored in row strips");
+  te_result_free(&r);
+  q = "EXPLAIN C[i,j] = relu(SUM(M[i,k] * M[j,k]));";
+  cr_assert_eq(te_exec(s_e, q, strlen(q), &r, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(r->kind, TE_RES_TEXT);
+  cr_assert(strstr(r->text, "AGGREGATE(group by <i,j>, SUM)"), "%s", r->text);
+  cr_assert(strstr(r->text, "JOIN(on <i,j,k>, kernel gemm"), "%s", r->text);
+  cr_assert(strstr(r->text, "TRANSFORM"), "%s", r->text);
+  te_result_free(&r);
+  s_ok("DROP TENSOR M;");
+  s_fails("DESCRIBE M;", TR_ENOTFOUND);
+  s_ok("DROP TENSOR IF EXISTS M;");
+}

@@ -1,0 +1,786 @@
+/*
+** tests/unit/test_parse.c - Criterion tests of the statement parser
+** (engine/parse.c): every statement form, expression precedence and
+** associativity, comments, line numbers, error messages, statement
+** boundaries and the keyword list.
+*/
+#include "config.h"
+#include "engine/engine_int.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- helpers ----------------------------------------------------------- */
+
+static te_stmt *ok(const char *text) {
+  te_stmt *st = NULL;
+  tr_err err;
+  int rc;
+  tr_clearerr(&err);
+  rc = te_parse(text, strlen(text), &st, &err);
+  cr_assert_eq(rc, TR_OK, "parse of \"%s\" failed: %s", text, err.msg);
+  cr_assert_not_null(st);
+  return st;
+}
+
+/* Parse must fail with TR_ESYNTAX and a message containing each needle
+** (a NULL-terminated list); returns nothing. */
+static void bad_(const char *text, const char *const *needles) {
+  te_stmt *st = (te_stmt *)1;
+  tr_err err;
+  int rc, i;
+  tr_clearerr(&err);
+  rc = te_parse(text, strlen(text), &st, &err);
+  cr_assert_eq(rc, TR_ESYNTAX, "parse of \"%s\": rc %d (%s)", text, rc,
+               err.msg);
+  cr_assert_null(st, "no tree on failure");
+  cr_assert_eq(err.code, TR_ESYNTAX);
+  cr_assert_null(strchr(err.msg, '\n'), "one-line message: %s", err.msg);
+  cr_assert_null(strstr(err.msg, "line"), "no line in message: %s", err.msg);
+  for (i = 0; needles[i]; i++)
+    cr_assert_not_null(strstr(err.msg, needles[i]),
+                       "message for \"%s\" is \"%s\", lacks \"%s\"", text,
+                       err.msg, needles[i]);
+}
+#define bad(text, ...) bad_((text), (const char *const[]){__VA_ARGS__, NULL})
+
+static const char *fn_name(int op) {
+  switch (op) {
+  case TK_OP_NEG: return "neg";
+  case TK_OP_RELU: return "relu";
+  case TK_OP_EXP: return "exp";
+  case TK_OP_LOG: return "log";
+  case TK_OP_SQRT: return "sqrt";
+  case TK_OP_ABS: return "abs";
+  case TK_OP_TANH: return "tanh";
+  case TK_OP_SIGMOID: return "sigmoid";
+  default: return "?fn";
+  }
+}
+
+static const char *agg_name(int op) {
+  switch (op) {
+  case TK_AGG_SUM: return "SUM";
+  case TK_AGG_MAX: return "MAX";
+  case TK_AGG_MIN: return "MIN";
+  default: return "?agg";
+  }
+}
+
+/* Render an expression fully parenthesised into buf. */
+static void render(const te_expr *e, char *buf, size_t size) {
+  char a[1024], b[1024];
+  int i;
+  size_t o;
+  switch (e->kind) {
+  case TE_EXPR_NUM:
+    snprintf(buf, size, "%g", e->num);
+    return;
+  case TE_EXPR_REF:
+    o = (size_t)snprintf(buf, size, "%s[", e->name);
+    for (i = 0; i < e->nlabels && o < size; i++)
+      o += (size_t)snprintf(buf + o, size - o, "%s%s", i ? "," : "",
+                            e->labels[i]);
+    if (o < size) snprintf(buf + o, size - o, "]");
+    return;
+  case TE_EXPR_BIN:
+    cr_assert_not_null(e->a);
+    cr_assert_not_null(e->b);
+    render(e->a, a, sizeof a);
+    render(e->b, b, sizeof b);
+    /* Rendered trees in these tests are short; cut, never overflow. */
+    if (snprintf(buf, size, "(%.500s %c %.500s)", a, e->op, b) < 0) buf[0] = '\0';
+    return;
+  case TE_EXPR_FN:
+    cr_assert_not_null(e->a);
+    cr_assert_null(e->b);
+    render(e->a, a, sizeof a);
+    snprintf(buf, size, "%s(%s)", fn_name(e->op), a);
+    return;
+  case TE_EXPR_AGG:
+    cr_assert_not_null(e->a);
+    cr_assert_null(e->b);
+    render(e->a, a, sizeof a);
+    snprintf(buf, size, "%s(%s)", agg_name(e->op), a);
+    return;
+  }
+  cr_assert_fail("bad expression kind %d", (int)e->kind);
+}
+
+/* Parse an assignment and compare its right-hand side's rendering. */
+static void rhs_is(const char *text, const char *want) {
+  te_stmt *st = ok(text);
+  char buf[2048];
+  cr_assert(st->kind == TE_ST_ASSIGN);
+  cr_assert_not_null(st->rhs);
+  render(st->rhs, buf, sizeof buf);
+  cr_assert_str_eq(buf, want, "\"%s\" parsed as %s", text, buf);
+  te_stmt_free(&st);
+}
+
+/* ---- CREATE ------------------------------------------------------------ */
+
+Test(create, full) {
+  te_stmt *st = ok("CREATE TENSOR A[100, 200] CHUNK [10, 20] TYPE f64;");
+  cr_assert_eq(st->kind, TE_ST_CREATE);
+  cr_assert_str_eq(st->name, "A");
+  cr_assert_eq(st->rank, 2);
+  cr_assert_eq(st->shape[0], 100);
+  cr_assert_eq(st->shape[1], 200);
+  cr_assert(st->has_chunk);
+  cr_assert_eq(st->chunk_rank, 2);
+  cr_assert_eq(st->chunk[0], 10);
+  cr_assert_eq(st->chunk[1], 20);
+  cr_assert(st->has_type);
+  cr_assert_eq(st->dtype, TR_F64);
+  cr_assert_null(st->rhs);
+  te_stmt_free(&st);
+  cr_assert_null(st);
+  te_stmt_free(&st); /* twice is safe */
+  te_stmt_free(NULL);
+}
+
+Test(create, options_either_order_and_optional) {
+  te_stmt *st = ok("create tensor B[3] type F32 chunk [1]");
+  cr_assert_eq(st->rank, 1);
+  cr_assert(st->has_type && st->dtype == TR_F32);
+  cr_assert(st->has_chunk && st->chunk_rank == 1 && st->chunk[0] == 1);
+  te_stmt_free(&st);
+  st = ok("CREATE TENSOR B[3,4];");
+  cr_assert(!st->has_type && !st->has_chunk);
+  cr_assert_eq(st->rank, 2);
+  te_stmt_free(&st);
+}
+
+Test(create, rank0_and_rank8) {
+  te_stmt *st = ok("CREATE TENSOR s[];");
+  cr_assert_eq(st->rank, 0);
+  cr_assert_str_eq(st->name, "s");
+  te_stmt_free(&st);
+  st = ok("CREATE TENSOR s[] CHUNK [];");
+  cr_assert(st->has_chunk && st->chunk_rank == 0);
+  te_stmt_free(&st);
+  st = ok("CREATE TENSOR r8[1,2,3,4,5,6,7,8] CHUNK [1,1,1,1,1,1,1,1];");
+  cr_assert_eq(st->rank, 8);
+  cr_assert_eq(st->shape[7], 8);
+  te_stmt_free(&st);
+  st = ok("CREATE TENSOR big[4611686018427387904];"); /* 2^62 */
+  cr_assert_eq(st->shape[0], INT64_C(4611686018427387904));
+  te_stmt_free(&st);
+}
+
+Test(create, errors) {
+  bad("CREATE TENSOR A[0];", "positive integer", "'0'");
+  bad("CREATE TENSOR A[-3];", "positive integer");
+  bad("CREATE TENSOR A[2.5];", "positive integer", "'2.5'");
+  bad("CREATE TENSOR A[1e3];", "positive integer");
+  bad("CREATE TENSOR A[4611686018427387905];", "too large", "2^62");
+  bad("CREATE TENSOR A[99999999999999999999999];", "too large");
+  bad("CREATE TENSOR A[1,2,3,4,5,6,7,8,9];", "too many", "8");
+  bad("CREATE TENSOR A[3] CHUNK [1,1];", "CHUNK", "rank 1");
+  bad("CREATE TENSOR A[3,3] CHUNK [1];", "CHUNK", "rank 2");
+  bad("CREATE TENSOR A[3] CHUNK [0];", "positive integer");
+  bad("CREATE TENSOR A[3] CHUNK [1] CHUNK [1];", "CHUNK given twice");
+  bad("CREATE TENSOR A[3] TYPE f32 TYPE f64;", "TYPE given twice");
+  bad("CREATE TENSOR A[3] TYPE int8;", "near 'int8'", "f32 or f64");
+  bad("CREATE TENSOR A[3;", "syntax error near ';'", "expected ',' or ']'");
+  bad("CREATE TENSOR A[3", "near end of input", "expected ',' or ']'");
+  bad("CREATE TENSOR A", "near end of input", "expected '['");
+  bad("CREATE A[3];", "near 'A'", "expected TENSOR");
+  bad("CREATE TENSOR [3];", "near '['", "expected tensor name");
+  bad("CREATE TENSOR A[3] CHUNK 3;", "expected '['");
+  bad("CREATE TENSOR A[3] foo;", "unexpected 'foo' after end of statement");
+}
+
+/* ---- LOAD / SAVE ------------------------------------------------------- */
+
+Test(load, forms) {
+  te_stmt *st = ok("LOAD A FROM 'data/a.npy' CHUNK [10, 10] TYPE f32;");
+  cr_assert_eq(st->kind, TE_ST_LOAD);
+  cr_assert_str_eq(st->name, "A");
+  cr_assert_str_eq(st->path, "data/a.npy");
+  cr_assert(st->has_chunk && st->chunk_rank == 2 && st->chunk[1] == 10);
+  cr_assert(st->has_type && st->dtype == TR_F32);
+  te_stmt_free(&st);
+  st = ok("load B from 'it''s; -- here.csv'");
+  cr_assert_str_eq(st->path, "it's; -- here.csv");
+  cr_assert(!st->has_chunk && !st->has_type);
+  te_stmt_free(&st);
+  st = ok("LOAD B FROM '''' TYPE f64 CHUNK [2];");
+  cr_assert_str_eq(st->path, "'");
+  cr_assert(st->has_chunk && st->has_type && st->dtype == TR_F64);
+  te_stmt_free(&st);
+}
+
+Test(load, errors) {
+  bad("LOAD A FROM data.npy;", "near 'data'", "quoted file name");
+  bad("LOAD A 'x.npy';", "expected FROM");
+  bad("LOAD A FROM 'x.npy", "unterminated string");
+  bad("LOAD A FROM '';", "empty file name");
+  bad("LOAD A FROM 'x' CHUNK [1] CHUNK [2];", "CHUNK given twice");
+  bad("LOAD A FROM 'x' CHUNK [1,1,1,1,1,1,1,1,1];", "too many");
+}
+
+Test(save, forms) {
+  te_stmt *st = ok("SAVE A TO '/tmp/out.npy';");
+  cr_assert_eq(st->kind, TE_ST_SAVE);
+  cr_assert_str_eq(st->name, "A");
+  cr_assert_str_eq(st->path, "/tmp/out.npy");
+  te_stmt_free(&st);
+  bad("SAVE A '/tmp/x';", "expected TO");
+  bad("SAVE A TO '/tmp/x' CHUNK [1];", "unexpected 'CHUNK'");
+}
+
+Test(paths, length_limit) {
+  static char text[TE_PATH_MAX + 64];
+  static char path[TE_PATH_MAX + 1];
+  te_stmt *st;
+  memset(path, 'p', TE_PATH_MAX - 1);
+  path[TE_PATH_MAX - 1] = '\0';
+  snprintf(text, sizeof text, "SAVE A TO '%s';", path);
+  st = ok(text);
+  cr_assert_eq(strlen(st->path), TE_PATH_MAX - 1);
+  te_stmt_free(&st);
+  path[TE_PATH_MAX - 1] = 'p';
+  path[TE_PATH_MAX] = '\0';
+  snprintf(text, sizeof text, "SAVE A TO '%s';", path);
+  bad(text, "file name too long");
+}
+
+/* ---- FILL -------------------------------------------------------------- */
+
+Test(fill, forms) {
+  te_stmt *st = ok("FILL A ZEROS;");
+  cr_assert_eq(st->kind, TE_ST_FILL);
+  cr_assert_eq(st->fill, TE_FILL_ZEROS);
+  cr_assert(!st->has_seed);
+  te_stmt_free(&st);
+  st = ok("fill A ones");
+  cr_assert_eq(st->fill, TE_FILL_ONES);
+  te_stmt_free(&st);
+  st = ok("FILL A Identity;");
+  cr_assert_eq(st->fill, TE_FILL_IDENTITY);
+  te_stmt_free(&st);
+  st = ok("FILL A UNIFORM(-1, 2.5) SEED 42;");
+  cr_assert_eq(st->fill, TE_FILL_UNIFORM);
+  cr_assert_float_eq(st->p0, -1.0, 1e-15);
+  cr_assert_float_eq(st->p1, 2.5, 1e-15);
+  cr_assert(st->has_seed);
+  cr_assert_eq(st->seed, 42);
+  te_stmt_free(&st);
+  st = ok("FILL W NORMAL(+0, .5e-1);");
+  cr_assert_eq(st->fill, TE_FILL_NORMAL);
+  cr_assert_float_eq(st->p0, 0.0, 1e-15);
+  cr_assert_float_eq(st->p1, 0.05, 1e-15);
+  cr_assert(!st->has_seed);
+  te_stmt_free(&st);
+  st = ok("FILL W NORMAL(0, 1) seed 18446744073709551615;");
+  cr_assert_eq(st->seed, UINT64_MAX);
+  te_stmt_free(&st);
+}
+
+Test(fill, errors) {
+  bad("FILL A ZEROS SEED 3;", "SEED is only allowed after UNIFORM or NORMAL");
+  bad("FILL A IDENTITY SEED 3;", "SEED is only allowed");
+  bad("FILL A UNIFORM(0, 1) SEED -1;", "SEED must be a non-negative integer");
+  bad("FILL A UNIFORM(0, 1) SEED 1.5;", "SEED must be a non-negative integer");
+  bad("FILL A UNIFORM(0, 1) SEED 18446744073709551616;", "SEED must");
+  bad("FILL A UNIFORM(0);", "near ')'", "expected ','");
+  bad("FILL A UNIFORM 0, 1;", "expected '('");
+  bad("FILL A NORMAL(a, 1);", "near 'a'", "expected a number");
+  bad("FILL A RANDOM;", "near 'RANDOM'", "ZEROS, ONES, IDENTITY, UNIFORM or NORMAL");
+  bad("FILL A UNIFORM(0, 1) SEED 1 SEED 2;", "unexpected 'SEED'");
+}
+
+/* ---- SHOW / DESCRIBE / DROP / PRINT ------------------------------------ */
+
+Test(misc, show_describe_drop) {
+  te_stmt *st = ok("SHOW TENSORS;");
+  cr_assert_eq(st->kind, TE_ST_SHOW);
+  te_stmt_free(&st);
+  st = ok("show tensors");
+  cr_assert_eq(st->kind, TE_ST_SHOW);
+  te_stmt_free(&st);
+  st = ok("DESCRIBE Weights;");
+  cr_assert_eq(st->kind, TE_ST_DESCRIBE);
+  cr_assert_str_eq(st->name, "Weights");
+  te_stmt_free(&st);
+  st = ok("DROP TENSOR A;");
+  cr_assert_eq(st->kind, TE_ST_DROP);
+  cr_assert_str_eq(st->name, "A");
+  cr_assert(!st->if_exists);
+  te_stmt_free(&st);
+  st = ok("drop tensor if exists A");
+  cr_assert(st->if_exists);
+  cr_assert_str_eq(st->name, "A");
+  te_stmt_free(&st);
+  st = ok("DROP TENSOR IF;"); /* a tensor called IF */
+  cr_assert(!st->if_exists);
+  cr_assert_str_eq(st->name, "IF");
+  te_stmt_free(&st);
+  bad("SHOW;", "near ';'", "expected TENSORS");
+  bad("SHOW TABLES;", "near 'TABLES'", "expected TENSORS");
+  bad("DESCRIBE;", "expected tensor name");
+  bad("DESCRIBE A B;", "unexpected 'B' after end of statement");
+  bad("DROP A;", "expected TENSOR");
+  bad("DROP TENSOR IF EXISTS;", "expected tensor name");
+}
+
+Test(print, forms) {
+  te_stmt *st = ok("PRINT A;");
+  cr_assert_eq(st->kind, TE_ST_PRINT);
+  cr_assert_str_eq(st->name, "A");
+  cr_assert_eq(st->nranges, 0);
+  te_stmt_free(&st);
+  st = ok("PRINT A[0:4, 2:5];");
+  cr_assert_eq(st->nranges, 2);
+  cr_assert(st->lo[0] == 0 && st->hi[0] == 4);
+  cr_assert(st->lo[1] == 2 && st->hi[1] == 5);
+  te_stmt_free(&st);
+  st = ok("print A[3, :, :7, 1:, 9:10]");
+  cr_assert_eq(st->nranges, 5);
+  cr_assert(st->lo[0] == 3 && st->hi[0] == 4);
+  cr_assert(st->lo[1] == 0 && st->hi[1] == -1);
+  cr_assert(st->lo[2] == 0 && st->hi[2] == 7);
+  cr_assert(st->lo[3] == 1 && st->hi[3] == -1);
+  cr_assert(st->lo[4] == 9 && st->hi[4] == 10);
+  te_stmt_free(&st);
+  st = ok("PRINT s[];");
+  cr_assert_eq(st->nranges, 0);
+  te_stmt_free(&st);
+}
+
+Test(print, errors) {
+  bad("PRINT A[4:2];", "empty range 4:2");
+  bad("PRINT A[3:3];", "empty range");
+  bad("PRINT A[-1];", "non-negative integer");
+  bad("PRINT A[1.5:3];", "non-negative integer");
+  bad("PRINT A[i];", "near 'i'", "expected an index or a range");
+  bad("PRINT A[0:1,0:1,0:1,0:1,0:1,0:1,0:1,0:1,0:1];", "too many ranges");
+  bad("PRINT A[0:4 2:5];", "near '2'", "expected ',' or ']'");
+  bad("PRINT A[0:4", "near end of input");
+  bad("PRINT;", "expected tensor name");
+}
+
+/* ---- Assignments ------------------------------------------------------- */
+
+Test(assign, matmul) {
+  te_stmt *st = ok("C[i,j] = A[i,k] * B[k,j];");
+  te_expr *e;
+  cr_assert_eq(st->kind, TE_ST_ASSIGN);
+  cr_assert_str_eq(st->name, "C");
+  cr_assert_eq(st->nout, 2);
+  cr_assert_str_eq(st->out_labels[0], "i");
+  cr_assert_str_eq(st->out_labels[1], "j");
+  e = st->rhs;
+  cr_assert_eq(e->kind, TE_EXPR_BIN);
+  cr_assert_eq(e->op, '*');
+  cr_assert_eq(e->a->kind, TE_EXPR_REF);
+  cr_assert_str_eq(e->a->name, "A");
+  cr_assert_eq(e->a->nlabels, 2);
+  cr_assert_str_eq(e->a->labels[0], "i");
+  cr_assert_str_eq(e->a->labels[1], "k");
+  cr_assert_str_eq(e->b->name, "B");
+  cr_assert_str_eq(e->b->labels[0], "k");
+  cr_assert_str_eq(e->b->labels[1], "j");
+  cr_assert_eq(e->line, 1);
+  te_stmt_free(&st);
+}
+
+Test(assign, examples) {
+  te_stmt *st;
+  rhs_is("C[i,j] = A[i,k] * B[k,j];", "(A[i,k] * B[k,j])");
+  rhs_is("D[i,j] = MAX(A[i,k] + B[k,j]);", "MAX((A[i,k] + B[k,j]))");
+  rhs_is("E[i,j] = SUM((X[i,k] - Y[j,k]) ^ 2);",
+         "SUM(((X[i,k] - Y[j,k]) ^ 2))");
+  rhs_is("d[i] = A[i,i];", "A[i,i]");
+  rhs_is("T[j,i] = A[i,j];", "A[i,j]");
+  rhs_is("s[] = SUM(A[i,j]);", "SUM(A[i,j])");
+  rhs_is("H[n,h] = relu(SUM(X[n,d] * W[d,h]));",
+         "relu(SUM((X[n,d] * W[d,h])))");
+  st = ok("s[] = SUM(A[i,j]);");
+  cr_assert_eq(st->nout, 0);
+  cr_assert_eq(st->rhs->kind, TE_EXPR_AGG);
+  cr_assert_eq(st->rhs->op, TK_AGG_SUM);
+  te_stmt_free(&st);
+  st = ok("T[j,i] = A[i,j];");
+  cr_assert_str_eq(st->out_labels[0], "j");
+  cr_assert_str_eq(st->out_labels[1], "i");
+  te_stmt_free(&st);
+  st = ok("H[n,h] = relu(SUM(X[n,d] * W[d,h]));");
+  cr_assert_eq(st->rhs->kind, TE_EXPR_FN);
+  cr_assert_eq(st->rhs->op, TK_OP_RELU);
+  cr_assert_eq(st->rhs->a->kind, TE_EXPR_AGG);
+  te_stmt_free(&st);
+}
+
+Test(expr, precedence_and_associativity) {
+  rhs_is("x[] = a[] - b[] - c[];", "((a[] - b[]) - c[])");
+  rhs_is("x[] = a[] / b[] / c[];", "((a[] / b[]) / c[])");
+  rhs_is("x[] = a[] ^ b[] ^ c[];", "(a[] ^ (b[] ^ c[]))");
+  rhs_is("x[] = -a[] ^ 2;", "neg((a[] ^ 2))");
+  rhs_is("x[] = a[] + b[] * c[];", "(a[] + (b[] * c[]))");
+  rhs_is("x[] = a[] * b[] + c[];", "((a[] * b[]) + c[])");
+  rhs_is("x[] = (a[] + b[]) * c[];", "((a[] + b[]) * c[])");
+  rhs_is("x[] = a[] - -b[];", "(a[] - neg(b[]))");
+  rhs_is("x[] = -a[] * b[];", "(neg(a[]) * b[])");
+  rhs_is("x[] = a[] ^ -2;", "(a[] ^ -2)");
+  rhs_is("x[] = 2 ^ 3 ^ 2 * a[];", "((2 ^ (3 ^ 2)) * a[])");
+  rhs_is("x[] = a[] * +b[];", "(a[] * b[])");
+  rhs_is("x[] = - - a[];", "neg(neg(a[]))");
+}
+
+Test(expr, numbers) {
+  te_stmt *st;
+  rhs_is("x[] = 1 + 2.5 + .5 + 1e-3 + 2E+2 + 7.;",
+         "(((((1 + 2.5) + 0.5) + 0.001) + 200) + 7)");
+  st = ok("x[] = -2;");
+  cr_assert_eq(st->rhs->kind, TE_EXPR_NUM, "negative literal folds");
+  cr_assert_float_eq(st->rhs->num, -2.0, 0);
+  te_stmt_free(&st);
+  st = ok("x[] = -2 ^ 2;");
+  cr_assert_eq(st->rhs->kind, TE_EXPR_FN, "-2^2 is -(2^2)");
+  cr_assert_eq(st->rhs->op, TK_OP_NEG);
+  te_stmt_free(&st);
+  bad("x[] = 1e999;", "number out of range");
+  bad("x[] = 2abc;", "malformed number");
+  bad("x[] = 1.2.3;", "malformed number");
+  bad("x[] = 0x10;", "malformed number");
+  bad("x[] = 1e;", "malformed number");
+}
+
+Test(expr, functions_case_insensitive) {
+  static const struct { const char *fn; int op; } fns[] = {
+      {"relu", TK_OP_RELU}, {"EXP", TK_OP_EXP}, {"Log", TK_OP_LOG},
+      {"sqrt", TK_OP_SQRT}, {"abs", TK_OP_ABS}, {"TANH", TK_OP_TANH},
+      {"sigmoid", TK_OP_SIGMOID}, {"neg", TK_OP_NEG}};
+  static const struct { const char *fn; int op; } aggs[] = {
+      {"SUM", TK_AGG_SUM}, {"max", TK_AGG_MAX}, {"Min", TK_AGG_MIN}};
+  char text[128];
+  size_t i;
+  for (i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+    te_stmt *st;
+    snprintf(text, sizeof text, "y[i] = %s(x[i]);", fns[i].fn);
+    st = ok(text);
+    cr_assert_eq(st->rhs->kind, TE_EXPR_FN);
+    cr_assert_eq(st->rhs->op, fns[i].op, "%s", fns[i].fn);
+    cr_assert_eq(st->rhs->a->kind, TE_EXPR_REF);
+    te_stmt_free(&st);
+  }
+  for (i = 0; i < sizeof aggs / sizeof aggs[0]; i++) {
+    te_stmt *st;
+    snprintf(text, sizeof text, "y[i] = %s(x[i,j]);", aggs[i].fn);
+    st = ok(text);
+    cr_assert_eq(st->rhs->kind, TE_EXPR_AGG);
+    cr_assert_eq(st->rhs->op, aggs[i].op, "%s", aggs[i].fn);
+    te_stmt_free(&st);
+  }
+}
+
+Test(expr, names_are_case_sensitive_and_not_reserved) {
+  te_stmt *st = ok("sum[i] = Sum[i] + SUM(max[i,j]) + exp[i];");
+  char buf[512];
+  cr_assert_str_eq(st->name, "sum");
+  render(st->rhs, buf, sizeof buf);
+  cr_assert_str_eq(buf, "((Sum[i] + SUM(max[i,j])) + exp[i])");
+  te_stmt_free(&st);
+  st = ok("print[i] = show[i];");
+  cr_assert_eq(st->kind, TE_ST_ASSIGN);
+  cr_assert_str_eq(st->name, "print");
+  te_stmt_free(&st);
+}
+
+Test(expr, errors) {
+  bad("C[i,i] = A[i,j];", "output label 'i' repeated");
+  bad("C[i,j,i] = A[i,j];", "output label 'i' repeated");
+  bad("x[i] = foo(A[i]);", "unknown function 'foo'");
+  bad("x[i] = A + 1;", "expected '[' after tensor name 'A'");
+  bad("x[i] = A;", "expected '[' after tensor name 'A'");
+  bad("x = A[i];", "expected '[' after tensor name 'x'");
+  bad("x[i] = ;", "near ';'", "expected an expression");
+  bad("x[i] = A[i] +", "near end of input", "expected an expression");
+  bad("x[i] = (A[i] + 1;", "near ';'", "expected ')'");
+  bad("x[i] = A[i] 2;", "unexpected '2' after end of statement");
+  bad("x[i] = A[i]; y", "unexpected 'y' after end of statement");
+  bad("x[i] = A[i] @ B[i];", "near '@'", "unexpected character");
+  bad("x[i] A[i];", "near 'A'", "expected '='");
+  bad("x[1] = A[i];", "near '1'", "expected label");
+  bad("x[i] = A[1];", "expected label");
+  bad("x[i] = A[i,j,k,l,m,n,o,p,q];", "too many labels for 'A'", "8");
+  bad("x[a,b,c,d,e,f,g,h,q] = A[i];", "too many labels for 'x'");
+  bad("x[i] = SUM A[i];", "expected '[' after tensor name 'SUM'");
+  bad("x[i] = relu(A[i];", "expected ')'");
+  bad("x[i] = relu();", "near ')'", "expected an expression");
+  bad("x[i] = A[i] ^;", "expected an expression");
+}
+
+Test(expr, rank8_refs) {
+  te_stmt *st = ok("x[a,b,c,d,e,f,g,h] = A[a,b,c,d,e,f,g,h];");
+  cr_assert_eq(st->nout, 8);
+  cr_assert_eq(st->rhs->nlabels, 8);
+  cr_assert_str_eq(st->rhs->labels[7], "h");
+  te_stmt_free(&st);
+}
+
+Test(expr, nesting_limit) {
+  static char text[8192];
+  size_t o = 0;
+  int i;
+  te_stmt *st;
+  /* 150 parentheses: fine */
+  o = (size_t)snprintf(text, sizeof text, "x[] = ");
+  for (i = 0; i < 150; i++) text[o++] = '(';
+  o += (size_t)snprintf(text + o, sizeof text - o, "a[]");
+  for (i = 0; i < 150; i++) text[o++] = ')';
+  text[o++] = ';';
+  text[o] = '\0';
+  st = ok(text);
+  cr_assert_eq(st->rhs->kind, TE_EXPR_REF);
+  te_stmt_free(&st);
+  /* 1000 parentheses: too deep */
+  o = (size_t)snprintf(text, sizeof text, "x[] = ");
+  for (i = 0; i < 1000; i++) text[o++] = '(';
+  o += (size_t)snprintf(text + o, sizeof text - o, "a[]");
+  for (i = 0; i < 1000; i++) text[o++] = ')';
+  text[o] = '\0';
+  bad(text, "expression nested too deeply");
+  /* 1000 unary minuses ("--" would start a comment: separate them) */
+  o = (size_t)snprintf(text, sizeof text, "x[] = ");
+  for (i = 0; i < 1000; i++) {
+    text[o++] = '-';
+    text[o++] = ' ';
+  }
+  o += (size_t)snprintf(text + o, sizeof text - o, "a[];");
+  bad(text, "expression nested too deeply");
+  /* a long flat sum makes a deep left-leaning tree */
+  o = (size_t)snprintf(text, sizeof text, "x[] = a[]");
+  for (i = 0; i < 1000; i++) o += (size_t)snprintf(text + o, sizeof text - o, "+a[]");
+  bad(text, "expression nested too deeply");
+  /* a long right-associative power chain */
+  o = (size_t)snprintf(text, sizeof text, "x[] = 2");
+  for (i = 0; i < 1000; i++) o += (size_t)snprintf(text + o, sizeof text - o, "^2");
+  bad(text, "expression nested too deeply");
+}
+
+Test(expr, long_names) {
+  char name[TE_NAME_MAX + 1], text[512];
+  te_stmt *st;
+  memset(name, 'n', TE_NAME_MAX - 1);
+  name[TE_NAME_MAX - 1] = '\0';
+  snprintf(text, sizeof text, "%s[%s] = %s[%s];", name, name, name, name);
+  st = ok(text);
+  cr_assert_str_eq(st->name, name);
+  cr_assert_str_eq(st->out_labels[0], name);
+  cr_assert_str_eq(st->rhs->name, name);
+  cr_assert_str_eq(st->rhs->labels[0], name);
+  te_stmt_free(&st);
+  name[TE_NAME_MAX - 1] = 'n';
+  name[TE_NAME_MAX] = '\0';
+  snprintf(text, sizeof text, "CREATE TENSOR %s[3];", name);
+  bad(text, "tensor name", "too long");
+  snprintf(text, sizeof text, "x[%s] = a[i];", name);
+  bad(text, "label", "too long");
+  snprintf(text, sizeof text, "x[i] = %s[i];", name);
+  bad(text, "too long");
+  snprintf(text, sizeof text, "x[i] = a[%s];", name);
+  bad(text, "too long");
+}
+
+/* ---- EXPLAIN ----------------------------------------------------------- */
+
+Test(explain, assignment) {
+  te_stmt *st = ok("EXPLAIN C[i,j] = A[i,k] * B[k,j];");
+  cr_assert_eq(st->kind, TE_ST_EXPLAIN);
+  cr_assert_str_eq(st->name, "C");
+  cr_assert_eq(st->nout, 2);
+  cr_assert_eq(st->rhs->kind, TE_EXPR_BIN);
+  te_stmt_free(&st);
+  st = ok("explain s[] = SUM(A[i,j])");
+  cr_assert_eq(st->kind, TE_ST_EXPLAIN);
+  cr_assert_eq(st->nout, 0);
+  te_stmt_free(&st);
+  bad("EXPLAIN SHOW TENSORS;", "expected an assignment");
+  bad("EXPLAIN;", "expected an assignment");
+  bad("EXPLAIN C[i,i] = A[i,j];", "output label 'i' repeated");
+}
+
+/* ---- Lexical matters --------------------------------------------------- */
+
+Test(lex, comments_and_lines) {
+  const char *text =
+      "-- a leading comment; with 'quote\n"
+      "C[i,j] = -- comment ; here\n"
+      "  A[i,k]\n"
+      "  * 2\n"
+      "  + relu(\n"
+      "  B[k,j]);  -- trailing\n";
+  te_stmt *st = ok(text);
+  te_expr *e = st->rhs;
+  /* ((A * 2) + relu(B)) */
+  cr_assert_eq(e->kind, TE_EXPR_BIN);
+  cr_assert_eq(e->op, '+');
+  cr_assert_eq(e->line, 3, "line of the first token of the sum");
+  cr_assert_eq(e->a->line, 3);
+  cr_assert_eq(e->a->a->line, 3);
+  cr_assert_eq(e->a->b->line, 4);
+  cr_assert_eq(e->b->kind, TE_EXPR_FN);
+  cr_assert_eq(e->b->line, 5);
+  cr_assert_eq(e->b->a->line, 6);
+  te_stmt_free(&st);
+  st = ok("x[] =\n\n-a[];");
+  cr_assert_eq(st->rhs->line, 3);
+  cr_assert_eq(st->rhs->a->line, 3);
+  te_stmt_free(&st);
+  st = ok("SAVE A TO 'two\nlines';\n");
+  cr_assert_str_eq(st->path, "two\nlines");
+  te_stmt_free(&st);
+  st = ok("SAVE A TO 'x'\n\n;");
+  te_stmt_free(&st);
+}
+
+Test(lex, lines_after_multiline_string) {
+  te_stmt *st = ok("FILL A\r\n UNIFORM(0, 1)\r\n SEED 7; -- tail");
+  cr_assert_eq(st->seed, 7);
+  te_stmt_free(&st);
+  /* a string spanning lines advances the line count */
+  st = ok("LOAD A FROM 'a\nb\nc'; ");
+  cr_assert_str_eq(st->path, "a\nb\nc");
+  te_stmt_free(&st);
+}
+
+Test(lex, double_dash_is_a_comment) {
+  te_stmt *st = ok("x[i] = a[i]--b[i];\n;");
+  cr_assert_eq(st->rhs->kind, TE_EXPR_REF, "a--b is a then a comment");
+  te_stmt_free(&st);
+}
+
+Test(lex, keywords_any_case) {
+  te_stmt *st = ok("CrEaTe TeNsOr A[2] ChUnK [1] tYpE F64;");
+  cr_assert_eq(st->kind, TE_ST_CREATE);
+  cr_assert_str_eq(st->name, "A");
+  te_stmt_free(&st);
+  st = ok("DeScRiBe abc");
+  cr_assert_str_eq(st->name, "abc");
+  te_stmt_free(&st);
+}
+
+Test(lex, len_is_respected) {
+  const char *text = "PRINT A; garbage @@@";
+  te_stmt *st = NULL;
+  tr_err err;
+  cr_assert_eq(te_parse(text, 8, &st, &err), TR_OK);
+  cr_assert_str_eq(st->name, "A");
+  te_stmt_free(&st);
+  cr_assert_eq(te_parse(text, 7, &st, &err), TR_OK, "';' optional");
+  te_stmt_free(&st);
+  cr_assert_eq(te_parse("PRINT A\0B", 9, &st, &err), TR_ESYNTAX);
+  cr_assert_null(st);
+  cr_assert_not_null(strstr(err.msg, "unexpected character"), "%s", err.msg);
+}
+
+Test(lex, empty_statements) {
+  te_stmt *st = (te_stmt *)1;
+  tr_err err;
+  bad(";", "empty statement");
+  bad("", "empty statement");
+  bad("  -- only a comment\n ;", "empty statement");
+  cr_assert_eq(te_parse(NULL, 0, &st, &err), TR_ESYNTAX);
+  cr_assert_null(st);
+  cr_assert_eq(te_parse("x", 1, NULL, &err), TR_EINVAL);
+  cr_assert_eq(te_parse("PRINT A;", 8, &st, NULL), TR_OK, "err may be NULL");
+  te_stmt_free(&st);
+  cr_assert_eq(te_parse("PRINT;", 6, &st, NULL), TR_ESYNTAX);
+}
+
+Test(lex, unknown_statement) {
+  bad("SELECT * FROM A;", "unknown statement 'SELECT'");
+  bad("42;", "near '42'", "expected a statement");
+  bad("'abc", "unterminated string");
+}
+
+Test(lex, message_shows_long_token_truncated) {
+  char text[300];
+  te_stmt *st = NULL;
+  tr_err err;
+  memset(text, 'z', 200);
+  memcpy(text, "PRINT A ", 8);
+  text[200] = '\0';
+  cr_assert_eq(te_parse(text, strlen(text), &st, &err), TR_ESYNTAX);
+  cr_assert_not_null(strstr(err.msg, "..."), "%s", err.msg);
+  cr_assert_lt(strlen(err.msg), 150);
+}
+
+/* ---- te_statement_end / te_is_blank ------------------------------------ */
+
+Test(statement_end, tricky) {
+  cr_assert_eq(te_statement_end(""), 0);
+  cr_assert_eq(te_statement_end(NULL), 0);
+  cr_assert_eq(te_statement_end("PRINT A"), 0);
+  cr_assert_eq(te_statement_end("PRINT A;"), 8);
+  cr_assert_eq(te_statement_end("PRINT A; PRINT B;"), 8);
+  cr_assert_eq(te_statement_end(";"), 1);
+  cr_assert_eq(te_statement_end("  \n -- x;\n;"), 11);
+  /* ';' and quote inside a comment */
+  cr_assert_eq(te_statement_end("x[] -- it's; here\n = a[];"), 25);
+  cr_assert_eq(te_statement_end("x[] -- it's; here"), 0);
+  /* ';' and '--' inside a string */
+  cr_assert_eq(te_statement_end("SAVE A TO 'a;--b';"), 18);
+  cr_assert_eq(te_statement_end("SAVE A TO 'it''s;';"), 19);
+  cr_assert_eq(te_statement_end("SAVE A TO 'a;b"), 0, "unterminated");
+  cr_assert_eq(te_statement_end("SAVE A TO 'a'';"), 0, "'' escapes");
+  cr_assert_eq(te_statement_end("SAVE A TO ''; x"), 13);
+  cr_assert_eq(te_statement_end("a - -b;"), 7);
+  cr_assert_eq(te_statement_end("a --b;"), 0);
+}
+
+Test(statement_end, splits_for_parse) {
+  const char *text = "CREATE TENSOR A[2];\nFILL A ONES; -- c;\nPRINT A[0:1];";
+  size_t off = 0, n;
+  int count = 0;
+  static const te_stmt_kind kinds[] = {TE_ST_CREATE, TE_ST_FILL, TE_ST_PRINT};
+  while ((n = te_statement_end(text + off)) != 0) {
+    te_stmt *st = NULL;
+    tr_err err;
+    cr_assert_eq(te_parse(text + off, n, &st, &err), TR_OK, "%s", err.msg);
+    cr_assert_eq(st->kind, kinds[count]);
+    te_stmt_free(&st);
+    off += n;
+    count++;
+  }
+  cr_assert_eq(count, 3);
+}
+
+Test(is_blank, forms) {
+  cr_assert(te_is_blank(""));
+  cr_assert(te_is_blank("  \t\r\n"));
+  cr_assert(te_is_blank("-- comment ; 'x\n  -- another"));
+  cr_assert(!te_is_blank(";"));
+  cr_assert(!te_is_blank("-- c\nx"));
+  cr_assert(!te_is_blank("- -"));
+}
+
+/* ---- keywords ---------------------------------------------------------- */
+
+Test(keywords, list) {
+  const char *const *kw = te_keywords();
+  static const char *const want[] = {"CREATE", "TENSOR", "CHUNK", "TYPE",
+                                     "LOAD", "FROM", "SAVE", "TO", "FILL",
+                                     "ZEROS", "ONES", "IDENTITY", "UNIFORM",
+                                     "NORMAL", "SEED", "SHOW", "TENSORS",
+                                     "DESCRIBE", "DROP", "IF", "EXISTS",
+                                     "PRINT", "EXPLAIN", "SUM", "MAX", "MIN",
+                                     "relu", "exp", "log", "sqrt", "abs",
+                                     "tanh", "sigmoid", "neg"};
+  size_t i, n = 0;
+  cr_assert_eq(kw, te_keyword_list);
+  while (kw[n]) n++;
+  cr_assert_gt(n, 30);
+  for (i = 0; i < sizeof want / sizeof want[0]; i++) {
+    size_t j;
+    int found = 0;
+    for (j = 0; j < n; j++)
+      if (!strcmp(kw[j], want[i])) found = 1;
+    cr_assert(found, "keyword %s missing", want[i]);
+  }
+}

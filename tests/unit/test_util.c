@@ -1,0 +1,99 @@
+/*
+** tests/unit/test_util.c - the status convention, element types and the
+** thread pool.
+*/
+#include "config.h"
+#include <criterion/criterion.h>
+#include <stdatomic.h>
+#include <string.h>
+#include "util/util.h"
+
+Test(util, seterr_formats_and_returns_code) {
+  tr_err e;
+  tr_clearerr(&e);
+  cr_assert_eq(e.code, TR_OK);
+  int rc = tr_seterr(&e, TR_EIO, "cannot open '%s': %s", "x.npy", "No such file");
+  cr_assert_eq(rc, TR_EIO);
+  cr_assert_eq(e.code, TR_EIO);
+  cr_assert_str_eq(e.msg, "cannot open 'x.npy': No such file");
+  cr_assert_eq(tr_seterr(NULL, TR_ENAME, "ignored"), TR_ENAME);
+}
+
+Test(util, seterr_truncates_long_messages) {
+  tr_err e;
+  char big[4000];
+  memset(big, 'x', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  tr_seterr(&e, TR_ERR, "%s", big);
+  cr_assert_eq(strlen(e.msg), sizeof e.msg - 1);
+}
+
+Test(util, dtypes) {
+  tr_dtype t;
+  cr_assert_eq(tr_dtype_size(TR_F32), 4);
+  cr_assert_eq(tr_dtype_size(TR_F64), 8);
+  cr_assert_str_eq(tr_dtype_name(TR_F64), "f64");
+  cr_assert_eq(tr_dtype_parse("f64", &t), TR_OK);
+  cr_assert_eq(t, TR_F64);
+  cr_assert_eq(tr_dtype_parse("float32", &t), TR_OK);
+  cr_assert_eq(t, TR_F32);
+  cr_assert_eq(tr_dtype_parse("i32", &t), TR_ETYPE);
+}
+
+Test(util, aligned_alloc_is_aligned) {
+  for (size_t n = 0; n < 300; n += 37) {
+    void *p = tr_alloc_aligned(n);
+    cr_assert_not_null(p);
+    cr_assert_eq((uintptr_t)p % 64, 0);
+    tr_free_aligned(p);
+  }
+}
+
+static atomic_int s_hits[1000];
+
+static int s_mark(void *arg, int64_t i) {
+  (void)arg;
+  atomic_fetch_add(&s_hits[i], 1);
+  return TR_OK;
+}
+
+Test(util, parallel_for_runs_every_task_once) {
+  for (int i = 0; i < 1000; i++) atomic_store(&s_hits[i], 0);
+  cr_assert_eq(tr_parallel_for(4, 1000, s_mark, NULL), TR_OK);
+  for (int i = 0; i < 1000; i++) cr_assert_eq(atomic_load(&s_hits[i]), 1, "task %d", i);
+}
+
+static atomic_int s_ran;
+
+static int s_fail_at_10(void *arg, int64_t i) {
+  (void)arg;
+  atomic_fetch_add(&s_ran, 1);
+  return i == 10 ? TR_EIO : TR_OK;
+}
+
+Test(util, parallel_for_reports_failure_and_stops_early) {
+  atomic_store(&s_ran, 0);
+  cr_assert_eq(tr_parallel_for(1, 100000, s_fail_at_10, NULL), TR_EIO);
+  cr_assert_lt(atomic_load(&s_ran), 100000);
+}
+
+static int s_interrupt_at_5(void *arg, int64_t i) {
+  (void)arg;
+  atomic_fetch_add(&s_ran, 1);
+  if (i == 5) tr_interrupted = 1;
+  return TR_OK;
+}
+
+Test(util, parallel_for_honours_interrupt) {
+  atomic_store(&s_ran, 0);
+  tr_interrupted = 0;
+  cr_assert_eq(tr_parallel_for(1, 1000, s_interrupt_at_5, NULL), TR_EINTR);
+  cr_assert_eq(atomic_load(&s_ran), 6);
+  tr_interrupted = 0;
+}
+
+Test(util, clock_is_monotonic) {
+  double a = tr_now(), b = tr_now();
+  cr_assert_geq(b, a);
+  cr_assert_geq(tr_ncores(), 1);
+}
