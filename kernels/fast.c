@@ -12,6 +12,7 @@
 ** at a time, in the dtype itself, in loops simple enough for gcc -O2 to
 ** vectorize.  The block is then folded into out elementwise or, when the
 ** inner label is aggregated (row sums, distances), reduced to one value.
+** Long inner labels are tiled with the next label for cache reuse.
 **
 ** The typed half of the file is compiled twice, for float and for double:
 ** the file includes itself with S_T (the type) and S_SFX (name suffix) set.
@@ -26,7 +27,7 @@
 #include "kernels/kernels.h"
 
 #define S_BLK 256 /* elements per block, a multiple of S_LANES */
-#define S_TILE 16 /* see s_run */
+#define S_TILE 16 /* rows of a tile, see s_run */
 /* gcc -O2 vectorizes a loop only if no scalar remainder loop is needed, so
 ** block loops run over lengths padded to a multiple of S_LANES, written as
 ** S_FOR: groups of S_LANES, the form it vectorizes for double too. */
@@ -473,15 +474,16 @@ static void S_SFX(s_run)(const tk_contract *op, const s_plan *p,
   S_T *out = op->out;
   for (int l = 0; l < p->nlab; l++)
     if (l != inner) oth[noth++] = l;
+  /* When the inner label spans several blocks, the last other label runs
+  ** in tiles of S_TILE inside the block loop, so that out blocks and the
+  ** lines of strided operands are reused while in cache; blocks of strided
+  ** operands are S_TILE long too, making square tiles (transposes). */
   for (int k = 0; k < p->nops; k++) {
     sin[k] = inner >= 0 ? p->st[k][inner] : 0;
     tst[k] = noth > 0 ? p->st[k][oth[noth - 1]] : 0;
     if (p->used[k] && (sin[k] > 1 || sin[k] < -1)) blk = S_TILE;
   }
   do {
-    /* When the inner label spans several blocks, the last other label runs
-    ** in tiles of S_TILE inside the block loop, so that strided operands
-    ** (transposes) and out blocks are reused while they are in cache. */
     tm = noth > 0 && ext > blk ? p->ext[oth[noth - 1]] - idx[noth - 1] : 1;
     if (tm > S_TILE) tm = S_TILE;
     for (int64_t b0 = 0; b0 < ext; b0 += blk) {
