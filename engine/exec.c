@@ -426,6 +426,15 @@ static int s_canon(s_run *run, const void *src, const int64_t *ls, const int64_t
   return run->e->kt->copy(run->dt, norder, e2, *out, ds, src, ss);
 }
 
+/* Concatenate up to three label groups into ord; returns the count. */
+static int s_order(int *ord, const int *g1, int n1, const int *g2, int n2, const int *g3, int n3) {
+  int k = 0;
+  for (int i = 0; i < n1; i++) ord[k++] = g1[i];
+  for (int i = 0; i < n2; i++) ord[k++] = g2[i];
+  for (int i = 0; i < n3; i++) ord[k++] = g3[i];
+  return k;
+}
+
 /* One join tuple on the gemm path: out (+)= in0 * in1. */
 static int s_gemm_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void *out,
                         const int64_t *ols, int first) {
@@ -455,10 +464,7 @@ static int s_gemm_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void 
   int64_t ab = s_group_stride(gb, nb, ls0, ext), am = s_group_stride(gm, nm, ls0, ext),
           ak = s_group_stride(gk, nk, ls0, ext);
   if (ab < 0 || !s_gemmable(M, K, am, ak, &ta, &lda)) {
-    int ord[TK_MAX_LABELS], k = 0;
-    for (int i = 0; i < nb; i++) ord[k++] = gb[i];
-    for (int i = 0; i < nm; i++) ord[k++] = gm[i];
-    for (int i = 0; i < nk; i++) ord[k++] = gk[i];
+    int ord[TK_MAX_LABELS], k = s_order(ord, gb, nb, gm, nm, gk, nk);
     if ((rc = s_canon(run, a, ls0, ext, ord, k, &bufa))) goto done;
     a = bufa;
     ta = 0;
@@ -469,10 +475,7 @@ static int s_gemm_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void 
   int64_t bb = s_group_stride(gb, nb, ls1, ext), bk = s_group_stride(gk, nk, ls1, ext),
           bn = s_group_stride(gn, nn, ls1, ext);
   if (bb < 0 || !s_gemmable(K, N, bk, bn, &tb, &ldb)) {
-    int ord[TK_MAX_LABELS], k = 0;
-    for (int i = 0; i < nb; i++) ord[k++] = gb[i];
-    for (int i = 0; i < nk; i++) ord[k++] = gk[i];
-    for (int i = 0; i < nn; i++) ord[k++] = gn[i];
+    int ord[TK_MAX_LABELS], k = s_order(ord, gb, nb, gk, nk, gn, nn);
     if ((rc = s_canon(run, b, ls1, ext, ord, k, &bufb))) goto done;
     b = bufb;
     tb = 0;
@@ -504,12 +507,8 @@ static int s_gemm_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void 
     tk_contract op;
     memset(&op, 0, sizeof op);
     op.dtype = run->dt;
-    int k = 0;
     int64_t sstr[TK_MAX_LABELS];
-    int ord[TK_MAX_LABELS];
-    for (int i = 0; i < nb; i++) ord[k++] = gb[i];
-    for (int i = 0; i < nm; i++) ord[k++] = gm[i];
-    for (int i = 0; i < nn; i++) ord[k++] = gn[i];
+    int ord[TK_MAX_LABELS], k = s_order(ord, gb, nb, gm, nm, gn, nn);
     int64_t e2[TK_MAX_LABELS], s2[TK_MAX_LABELS];
     for (int i = 0; i < k; i++) e2[i] = ext[ord[i]];
     s_row_major(k, e2, s2);

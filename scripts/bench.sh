@@ -210,7 +210,7 @@ v_dask=$(verdict "$r_dask" 1 lt)
 
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 cpu=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
-ver=$("$tradb" --version 2>/dev/null | tr '\n' ' ' || true)
+ver=$("$tradb" --version 2>/dev/null | paste -sd ' ' || true)
 {
   echo "## Foundation benchmark: \`C[i,j] = A[i,k] * B[k,j]\`"
   echo
