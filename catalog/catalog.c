@@ -1025,8 +1025,15 @@ int tc_write_commit(tc_write **pw, tc_tensor *result, tr_err *err) {
                      lin, w->meta.name);
       goto done;
     }
-  /* The renames into final names must be durable before the catalog
-  ** refers to them. */
+  /* The chunk files and their renames into final names must be durable
+  ** before the catalog refers to them. */
+  for (int64_t lin = 0; lin < w->nchunks; lin++) {
+    char path[S_PATH];
+    if ((rc = s_path(path, sizeof path, err, "%s/%s-%" PRId64 ".chk",
+                     db->chunkdir, w->id, lin)) ||
+        (rc = cf_sync(path, err)))
+      goto done;
+  }
   if ((e = s_fsync_dir(db->chunkdir)) != 0) {
     rc = tr_seterr(err, TR_EIO, "cannot sync '%s': %s", db->chunkdir,
                    strerror(e));

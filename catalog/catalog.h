@@ -88,7 +88,8 @@ int tc_tensor_bytes(tc_db *db, const tc_tensor *t, int64_t *bytes, tr_err *err);
 */
 typedef struct tc_write tc_write;
 int tc_write_begin(tc_db *db, const tc_tensor *meta, tc_write **out, tr_err *err);
-/* Store one chunk durably (file written and fsync'd).  Thread-safe. */
+/* Store one chunk: its file is written now (write-back started) and made
+** durable by tc_write_commit() before the catalog refers to it.  Thread-safe. */
 int tc_write_chunk(tc_write *w, const int64_t *key, const void *data,
                    size_t nbytes, tr_err *err);
 /* Read back a chunk of this write (checksum verified).  Thread-safe. */

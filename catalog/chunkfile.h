@@ -25,11 +25,15 @@
 /* The checksum stored for a payload. */
 uint64_t cf_checksum(const void *data, size_t nbytes);
 
-/* Create `path` (which must not exist), write header and payload, fdatasync
-** and close it.  *sum receives the payload checksum.  On failure nothing is
-** left at `path` and err says why. */
+/* Create `path` (which must not exist), write header and payload, start
+** its write-back and close it; it is durable only after cf_sync().  *sum
+** receives the payload checksum.  On failure nothing is left at `path` and
+** err says why. */
 int cf_write(const char *path, tr_dtype dtype, const void *data,
              size_t nbytes, uint64_t *sum, tr_err *err);
+
+/* Wait until the file `path` is on disk (fdatasync). */
+int cf_sync(const char *path, tr_err *err);
 
 /* Read the chunk file `path` into buf (nbytes, as recorded in the catalog)
 ** and verify magic, header checksum, dtype, size and that the payload's
