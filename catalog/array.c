@@ -32,39 +32,6 @@ void ta_reset(tc_array *a) {
   a->fd_ = -1;
 }
 
-int ta_write_all(int fd, const void *buf, size_t n) {
-  const char *p = buf;
-  while (n > 0) {
-    ssize_t k = write(fd, p, n);
-    if (k < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    if (k == 0) return EIO;
-    p += k;
-    n -= (size_t)k;
-  }
-  return 0;
-}
-
-/* pread() up to n bytes at off, stopping at EOF; *got says how many. */
-static int s_pread_all(int fd, void *buf, size_t n, off_t off, size_t *got) {
-  char *p = buf;
-  size_t done = 0;
-  while (done < n) {
-    ssize_t k = pread(fd, p + done, n - done, off + (off_t)done);
-    if (k < 0) {
-      if (errno == EINTR) continue;
-      *got = done;
-      return errno;
-    }
-    if (k == 0) break;
-    done += (size_t)k;
-  }
-  *got = done;
-  return 0;
-}
-
 int ta_tmpfile(const char *path, char **tmp, int *fd, tr_err *err) {
   size_t n = strlen(path);
   char *t = malloc(n + 12);
@@ -370,7 +337,7 @@ static int s_npy_open(const char *path, tc_array *a, tr_err *err) {
     rc = tr_seterr(err, TR_EIO, "cannot read '%s': not a regular file", path);
     goto done;
   }
-  if ((e = s_pread_all(fd, pre, sizeof pre, 0, &got)) != 0) {
+  if ((e = tr_pread_all(fd, pre, sizeof pre, 0, &got)) != 0) {
     rc = tr_seterr(err, TR_EIO, "cannot read '%s': %s", path, strerror(e));
     goto done;
   }
@@ -415,7 +382,7 @@ static int s_npy_open(const char *path, tc_array *a, tr_err *err) {
     rc = tr_seterr(err, TR_ENOMEM, "out of memory");
     goto done;
   }
-  if ((e = s_pread_all(fd, hdr, hlen, (off_t)prelen, &got)) != 0 ||
+  if ((e = tr_pread_all(fd, hdr, hlen, (off_t)prelen, &got)) != 0 ||
       got != hlen) {
     rc = tr_seterr(err, TR_EIO, "cannot read '%s': %s", path,
                    e ? strerror(e) : "file shrank while reading");
@@ -480,7 +447,7 @@ static int s_npy_open(const char *path, tc_array *a, tr_err *err) {
       rc = tr_seterr(err, TR_ENOMEM, "out of memory reading '%s'", path);
       goto done;
     }
-    if ((e = s_pread_all(fd, buf, nbytes, (off_t)off, &got)) != 0 ||
+    if ((e = tr_pread_all(fd, buf, nbytes, (off_t)off, &got)) != 0 ||
         got != nbytes) {
       tr_free_aligned(buf);
       rc = tr_seterr(err, TR_EIO, "cannot read '%s': %s", path,
@@ -533,7 +500,7 @@ static int s_npy_create(const char *path, tr_dtype dtype, int rank,
   memset(hdr + 10 + len, ' ', hlen - len - 1);
   hdr[total - 1] = '\n';
   if ((rc = ta_tmpfile(path, &tmp, &fd, err))) goto done;
-  if ((e = ta_write_all(fd, hdr, total)) != 0) {
+  if ((e = tr_write_all(fd, hdr, total)) != 0) {
     rc = tr_seterr(err, TR_EIO, "cannot write '%s': %s", path, strerror(e));
     goto done;
   }
@@ -606,7 +573,7 @@ int tc_array_open(const char *path, tr_dtype csv_dtype, tc_array *a,
   if (fd < 0)
     return tr_seterr(err, TR_EIO, "cannot open '%s': %s", path,
                      strerror(errno));
-  int e = s_pread_all(fd, m, sizeof m, 0, &got);
+  int e = tr_pread_all(fd, m, sizeof m, 0, &got);
   close(fd);
   if (e == 0 && got == sizeof m && memcmp(m, s_npy_magic, 6) == 0)
     return s_npy_open(path, a, err);

@@ -30,8 +30,6 @@ void ta_reset(tc_array *a);
 /* Create "PATH.tmp.XXXXXX" next to path, mode 0644; *tmp is malloc'd.
 ** Errors say "cannot write 'PATH': reason". */
 int ta_tmpfile(const char *path, char **tmp, int *fd, tr_err *err);
-/* write() everything, retrying on EINTR; 0 or an errno value. */
-int ta_write_all(int fd, const void *buf, size_t n);
 /* fsync fd, rename tmp to path and fsync path's directory. */
 int ta_publish(int fd, const char *tmp, const char *path, tr_err *err);
 /* C-order element strides for shape (rank dims). */

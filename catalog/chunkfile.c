@@ -37,41 +37,6 @@ static uint64_t s_get64(const unsigned char *p) {
   return v;
 }
 
-/* write() all of buf, retrying on EINTR and short writes; 0 or errno. */
-static int s_write_all(int fd, const void *buf, size_t n) {
-  const char *p = buf;
-  while (n > 0) {
-    ssize_t k = write(fd, p, n);
-    if (k < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    if (k == 0) return EIO;
-    p += k;
-    n -= (size_t)k;
-  }
-  return 0;
-}
-
-/* pread() n bytes at off; *got receives how many were read before EOF.
-** Returns 0 or errno. */
-static int s_pread_all(int fd, void *buf, size_t n, off_t off, size_t *got) {
-  char *p = buf;
-  size_t done = 0;
-  while (done < n) {
-    ssize_t k = pread(fd, p + done, n - done, off + (off_t)done);
-    if (k < 0) {
-      if (errno == EINTR) continue;
-      *got = done;
-      return errno;
-    }
-    if (k == 0) break;
-    done += (size_t)k;
-  }
-  *got = done;
-  return 0;
-}
-
 int cf_write(const char *path, tr_dtype dtype, const void *data,
              size_t nbytes, uint64_t *sum, tr_err *err) {
   unsigned char h[CF_HEADER_SIZE];
@@ -88,8 +53,8 @@ int cf_write(const char *path, tr_dtype dtype, const void *data,
   s_put64(h + 16, (uint64_t)nbytes);
   s_put64(h + 24, s);
   s_put64(h + 56, cf_checksum(h, 56));
-  if ((e = s_write_all(fd, h, sizeof h)) != 0 ||
-      (e = s_write_all(fd, data, nbytes)) != 0) {
+  if ((e = tr_write_all(fd, h, sizeof h)) != 0 ||
+      (e = tr_write_all(fd, data, nbytes)) != 0) {
     rc = tr_seterr(err, TR_EIO, "cannot write chunk file '%s': %s", path,
                    strerror(e));
     goto done;
@@ -140,7 +105,7 @@ int cf_read(const char *path, tr_dtype dtype, void *buf, size_t nbytes,
                    what, path, strerror(errno));
     goto done;
   }
-  if ((e = s_pread_all(fd, h, sizeof h, 0, &got)) != 0) {
+  if ((e = tr_pread_all(fd, h, sizeof h, 0, &got)) != 0) {
     rc = tr_seterr(err, TR_EIO, "cannot read chunk file of %s '%s': %s",
                    what, path, strerror(e));
     goto done;
@@ -165,7 +130,7 @@ int cf_read(const char *path, tr_dtype dtype, void *buf, size_t nbytes,
                    what, path);
     goto done;
   }
-  if ((e = s_pread_all(fd, buf, nbytes, CF_HEADER_SIZE, &got)) != 0) {
+  if ((e = tr_pread_all(fd, buf, nbytes, CF_HEADER_SIZE, &got)) != 0) {
     rc = tr_seterr(err, TR_EIO, "cannot read chunk file of %s '%s': %s",
                    what, path, strerror(e));
     goto done;

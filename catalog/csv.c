@@ -281,7 +281,7 @@ int ta_csv_commit(tc_array *a, tr_err *err) {
   s_locale_push(&loc);
   for (int64_t i = 0; i < n; i++) {
     if (BUF - used < 64) {
-      if ((e = ta_write_all(a->fd_, buf, used)) != 0) {
+      if ((e = tr_write_all(a->fd_, buf, used)) != 0) {
         rc = tr_seterr(err, TR_EIO, "cannot write '%s': %s", a->path_,
                        strerror(e));
         goto done;
@@ -301,7 +301,7 @@ int ta_csv_commit(tc_array *a, tr_err *err) {
       used += (size_t)snprintf(buf + used, BUF - used, "%.17g%c", v, sep);
     }
   }
-  if ((e = ta_write_all(a->fd_, buf, used)) != 0) {
+  if ((e = tr_write_all(a->fd_, buf, used)) != 0) {
     rc = tr_seterr(err, TR_EIO, "cannot write '%s': %s", a->path_,
                    strerror(e));
     goto done;

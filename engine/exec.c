@@ -435,6 +435,29 @@ static int s_order(int *ord, const int *g1, int n1, const int *g2, int n2, const
   return k;
 }
 
+/* View an operand (label strides ls) as a batch of matrices over the
+** label groups [gb][g1][g2] for gemm: *m, *trans, *ld and batch stride
+** *bs.  An operand whose layout gemm cannot take as it is gets copied into
+** that order first; *buf receives the copy (caller frees). */
+static int s_matrix(s_run *run, const void *data, const int64_t *ls, const int64_t *ext,
+                    const int *gb, int nb, const int *g1, int n1, const int *g2, int n2,
+                    const void **m, int *trans, int64_t *ld, int64_t *bs, void **buf) {
+  int64_t rows = s_group_size(g1, n1, ext), cols = s_group_size(g2, n2, ext);
+  *m = data;
+  *bs = s_group_stride(gb, nb, ls, ext);
+  if (*bs >= 0 && s_gemmable(rows, cols, s_group_stride(g1, n1, ls, ext),
+                             s_group_stride(g2, n2, ls, ext), trans, ld))
+    return TR_OK;
+  int ord[TK_MAX_LABELS], k = s_order(ord, gb, nb, g1, n1, g2, n2);
+  int rc = s_canon(run, data, ls, ext, ord, k, buf);
+  if (rc) return rc;
+  *m = *buf;
+  *trans = 0;
+  *ld = cols;
+  *bs = rows * cols;
+  return TR_OK;
+}
+
 /* One join tuple on the gemm path: out (+)= in0 * in1. */
 static int s_gemm_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void *out,
                         const int64_t *ols, int first) {
@@ -456,33 +479,15 @@ static int s_gemm_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void 
     if (n->in[0].label[d] >= n->nout) gk[nk++] = n->in[0].label[d];
   int64_t B = s_group_size(gb, nb, ext), M = s_group_size(gm, nm, ext);
   int64_t N = s_group_size(gn, nn, ext), K = s_group_size(gk, nk, ext);
-  const void *a = ch[0].data, *b = ch[1].data;
+  const void *a, *b;
   void *bufa = NULL, *bufb = NULL, *bufc = NULL;
   int ta, tb, rc = TR_OK;
   int64_t lda, ldb, ldc, sa, sb, sc;
-  /* A as [batch][M][K] */
-  int64_t ab = s_group_stride(gb, nb, ls0, ext), am = s_group_stride(gm, nm, ls0, ext),
-          ak = s_group_stride(gk, nk, ls0, ext);
-  if (ab < 0 || !s_gemmable(M, K, am, ak, &ta, &lda)) {
-    int ord[TK_MAX_LABELS], k = s_order(ord, gb, nb, gm, nm, gk, nk);
-    if ((rc = s_canon(run, a, ls0, ext, ord, k, &bufa))) goto done;
-    a = bufa;
-    ta = 0;
-    lda = K;
-    ab = M * K;
-  }
-  sa = ab;
-  int64_t bb = s_group_stride(gb, nb, ls1, ext), bk = s_group_stride(gk, nk, ls1, ext),
-          bn = s_group_stride(gn, nn, ls1, ext);
-  if (bb < 0 || !s_gemmable(K, N, bk, bn, &tb, &ldb)) {
-    int ord[TK_MAX_LABELS], k = s_order(ord, gb, nb, gk, nk, gn, nn);
-    if ((rc = s_canon(run, b, ls1, ext, ord, k, &bufb))) goto done;
-    b = bufb;
-    tb = 0;
-    ldb = N;
-    bb = K * N;
-  }
-  sb = bb;
+  if ((rc = s_matrix(run, ch[0].data, ls0, ext, gb, nb, gm, nm, gk, nk, &a, &ta, &lda, &sa,
+                     &bufa)) ||
+      (rc = s_matrix(run, ch[1].data, ls1, ext, gb, nb, gk, nk, gn, nn, &b, &tb, &ldb, &sb,
+                     &bufb)))
+    goto done;
   /* C as [batch][M][N] with unit column stride; else a scratch matrix
   ** folded into out afterwards. */
   int64_t cb = s_group_stride(gb, nb, ols, ext), cm = s_group_stride(gm, nm, ols, ext),

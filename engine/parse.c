@@ -681,17 +681,20 @@ static int s_unary(s_parser *p, te_expr **out, int *h) {
   return rc;
 }
 
-static int s_term(s_parser *p, te_expr **out, int *h) {
+/* A left-associative chain of operands parsed by `sub`, joined by the
+** operators op1 or op2. */
+static int s_chain(s_parser *p, te_expr **out, int *h,
+                   int (*sub)(s_parser *, te_expr **, int *), int op1, int op2) {
   te_expr *a = NULL;
   int rc;
-  if ((rc = s_unary(p, &a, h)) != TR_OK) return rc;
+  if ((rc = sub(p, &a, h)) != TR_OK) return rc;
   for (;;) {
     const s_tok *op = s_peek(p, 0);
     te_expr *b = NULL;
     int hb = 0;
-    if (!s_is_punct(op, '*') && !s_is_punct(op, '/')) break;
+    if (!s_is_punct(op, op1) && !s_is_punct(op, op2)) break;
     s_next(p);
-    if ((rc = s_unary(p, &b, &hb)) != TR_OK) {
+    if ((rc = sub(p, &b, &hb)) != TR_OK) {
       te_expr_free(a);
       return rc;
     }
@@ -704,27 +707,12 @@ static int s_term(s_parser *p, te_expr **out, int *h) {
   return TR_OK;
 }
 
+static int s_term(s_parser *p, te_expr **out, int *h) {
+  return s_chain(p, out, h, s_unary, '*', '/');
+}
+
 static int s_expr(s_parser *p, te_expr **out, int *h) {
-  te_expr *a = NULL;
-  int rc;
-  if ((rc = s_term(p, &a, h)) != TR_OK) return rc;
-  for (;;) {
-    const s_tok *op = s_peek(p, 0);
-    te_expr *b = NULL;
-    int hb = 0;
-    if (!s_is_punct(op, '+') && !s_is_punct(op, '-')) break;
-    s_next(p);
-    if ((rc = s_term(p, &b, &hb)) != TR_OK) {
-      te_expr_free(a);
-      return rc;
-    }
-    *h = s_max(*h, hb) + 1;
-    if ((rc = s_wrap(p, op, TE_EXPR_BIN, op->ch, a->line, a, b, *h, &a)) !=
-        TR_OK)
-      return rc;
-  }
-  *out = a;
-  return TR_OK;
+  return s_chain(p, out, h, s_term, '+', '-');
 }
 
 /* ---- Statements -------------------------------------------------------- */

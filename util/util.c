@@ -6,6 +6,7 @@
 #include "util/util.h"
 
 #include <pthread.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,38 @@ void *tr_alloc_aligned(size_t bytes) {
 }
 
 void tr_free_aligned(void *p) { free(p); }
+
+int tr_write_all(int fd, const void *buf, size_t n) {
+  const char *p = buf;
+  while (n > 0) {
+    ssize_t k = write(fd, p, n);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (k == 0) return EIO;
+    p += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+int tr_pread_all(int fd, void *buf, size_t n, int64_t off, size_t *got) {
+  char *p = buf;
+  size_t done = 0;
+  while (done < n) {
+    ssize_t k = pread(fd, p + done, n - done, (off_t)off + (off_t)done);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      *got = done;
+      return errno;
+    }
+    if (k == 0) break;
+    done += (size_t)k;
+  }
+  *got = done;
+  return 0;
+}
 
 double tr_now(void) {
   struct timespec ts;

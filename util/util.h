@@ -55,6 +55,12 @@ int tr_dtype_parse(const char *s, tr_dtype *out); /* TR_OK or TR_ETYPE */
 void *tr_alloc_aligned(size_t bytes);
 void tr_free_aligned(void *p);
 
+/* File I/O that retries on EINTR and short transfers.  tr_write_all writes
+** all n bytes; tr_pread_all reads up to n bytes at off, stopping at end of
+** file, and sets *got.  Both return 0 or an errno value. */
+int tr_write_all(int fd, const void *buf, size_t n);
+int tr_pread_all(int fd, void *buf, size_t n, int64_t off, size_t *got);
+
 /* Seconds on a monotonic clock. */
 double tr_now(void);
 

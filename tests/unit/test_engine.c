@@ -295,3 +295,24 @@ Test(engine, show_describe_drop_and_explain) {
   s_fails("DESCRIBE M;", TR_ENOTFOUND);
   s_ok("DROP TENSOR IF EXISTS M;");
 }
+
+/* K labels split around an M label: the operand cannot go to gemm as it
+** is laid out and is copied into [M][K] order first. */
+Test(engine, matmul_operand_needs_reordering) {
+  s_ok("CREATE TENSOR P[3, 7, 2] CHUNK [2, 4, 2];");
+  s_ok("CREATE TENSOR Q[2, 5, 3] CHUNK [1, 5, 3];");
+  s_ok("FILL P UNIFORM(-1, 1) SEED 21;");
+  s_ok("FILL Q UNIFORM(-1, 1) SEED 22;");
+  s_ok("W[i,j] = P[k,i,l] * Q[l,j,k];");
+  te_result *p = s_get("P"), *q = s_get("Q"), *w = s_get("W");
+  double want[7 * 5] = {0};
+  for (int i = 0; i < 7; i++)
+    for (int j = 0; j < 5; j++)
+      for (int k = 0; k < 3; k++)
+        for (int l = 0; l < 2; l++)
+          want[i * 5 + j] += p->values[(k * 7 + i) * 2 + l] * q->values[(l * 5 + j) * 3 + k];
+  s_close_to(w, want, 35, 1e-5);
+  te_result_free(&p);
+  te_result_free(&q);
+  te_result_free(&w);
+}
