@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# SIGINT (Ctrl-C) cancels the running statement, not the data: the shell
+# reports "interrupted", stops the batch with status 1, and the statement's
+# output never appears.  Polls with a deadline; never sleeps a fixed time.
+set -euo pipefail
+work=$(mktemp -d)
+pid=
+cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+db=$work/db
+fail() { echo "interrupt: FAIL: $*"; exit 1; }
+
+"$TRADB" "$db" <<'EOF2' || fail "set-up failed"
+CREATE TENSOR A[1536, 1536] CHUNK [256, 256];
+FILL A ONES;
+EOF2
+before=$(ls "$db/chunks" | wc -l)
+printf 'C[i,j] = A[i,k] * A[k,j];\nCREATE TENSOR after[1];\n' > "$work/script.tql"
+"$TRADB" --backend reference "$db" < "$work/script.tql" 2> "$work/err" &
+pid=$!
+deadline=$((SECONDS + 60))
+while [ "$(ls "$db/chunks" | wc -l)" -le "$before" ]; do
+  kill -0 "$pid" 2>/dev/null || fail "statement ended before it could be interrupted"
+  [ $SECONDS -lt $deadline ] || fail "statement did not start within 60 s"
+  sleep 0.05
+done
+kill -INT "$pid"
+deadline=$((SECONDS + 30))
+while kill -0 "$pid" 2>/dev/null; do
+  [ $SECONDS -lt $deadline ] || fail "shell still running 30 s after SIGINT"
+  sleep 0.05
+done
+set +e
+wait "$pid"
+rc=$?
+set -e
+pid=
+[ $rc -eq 1 ] || fail "exit status $rc after interrupt, expected 1"
+grep -q "^line 1: interrupted" "$work/err" || fail "no 'interrupted' message: $(cat "$work/err")"
+out=$("$TRADB" "$db" <<<'.tables') || fail "reopen failed"
+[ "$out" = "A" ] || fail "expected only A after the interrupt, got '$out'"
+[ "$(ls "$db/chunks" | wc -l)" -eq "$before" ] || fail "interrupted statement left files"
+echo "interrupt: 1 passed, 0 failed"
