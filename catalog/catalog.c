@@ -10,6 +10,7 @@
 */
 #include "config.h"
 #include "catalog/catalog.h"
+#include "catalog/catalog_int.h"
 #include "catalog/chunkfile.h"
 
 #include <dirent.h>
@@ -30,17 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define S_PATH 4096        /* longest path we build */
-#define S_FILE 48          /* a chunk file name: 16 hex, '-', lin, ".chk" */
-#define S_KEYSTR 200       /* "[k0,...,k7]" */
 #define S_BUSY_MS 2000     /* how long to wait for another process's lock */
-
-struct tc_db {
-  sqlite3 *sql;   /* catalog connection, EXCLUSIVE locking mode */
-  char *dir;      /* database directory as given (or the temporary one) */
-  char *chunkdir; /* dir + "/chunks" */
-  int transient;  /* remove dir recursively on close */
-};
 
 struct tc_write {
   tc_db *db;           /* database the write commits into */
@@ -55,7 +46,7 @@ struct tc_write {
 
 /* One chunk as the catalog recorded it when a reader was opened. */
 typedef struct s_rchunk {
-  char file[S_FILE]; /* file name in chunks/, "" if the catalog has no row */
+  char file[CI_FILE]; /* file name in chunks/, "" if the catalog has no row */
   uint64_t sum;      /* payload checksum */
   int64_t nbytes;    /* payload bytes */
 } s_rchunk;
@@ -126,9 +117,7 @@ const char *tc_format_name(const tc_tensor *t) {
 /* ---- small helpers ------------------------------------------------------- */
 
 /* snprintf into a path buffer; TR_EINVAL if it does not fit. */
-static int s_path(char *buf, size_t size, tr_err *err, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int s_path(char *buf, size_t size, tr_err *err, const char *fmt, ...) {
+int ci_path(char *buf, size_t size, tr_err *err, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(buf, size, fmt, ap);
@@ -150,7 +139,7 @@ static void s_key_str(char *buf, size_t size, int rank, const int64_t *key) {
 }
 
 /* "4096,4096" ("" for rank 0): how shapes are stored. */
-static void s_dims_str(char *buf, size_t size, int rank, const int64_t *v) {
+void ci_dims_str(char *buf, size_t size, int rank, const int64_t *v) {
   size_t len = 0;
   buf[0] = '\0';
   for (int d = 0; d < rank && len < size; d++)
@@ -193,7 +182,7 @@ static int s_our_name(const char *name, int allow_tmp) {
   if (*p++ != '-') return 0;
   if (*p < '0' || *p > '9') return 0;
   while (*p >= '0' && *p <= '9') p++;
-  if (strcmp(p, ".chk") == 0) return (size_t)(p - name) + 4 < S_FILE;
+  if (strcmp(p, ".chk") == 0) return (size_t)(p - name) + 4 < CI_FILE;
   if (!allow_tmp || *p++ != '.') return 0;
   if (*p < '0' || *p > '9') return 0;
   while (*p >= '0' && *p <= '9') p++;
@@ -218,7 +207,7 @@ static int s_name_ok(const char *name) {
 /* Check a tensor description before it reaches the catalog or the disk:
 ** name, type, rank, non-negative shape, positive chunk shape, and sizes
 ** that fit in 64 bits (the whole tensor and one chunk, in bytes). */
-static int s_check_meta(const tc_tensor *t, tr_err *err) {
+int ci_check_meta(const tc_tensor *t, tr_err *err) {
   int64_t n = (int64_t)tr_dtype_size(t->dtype), c = n;
   if (!s_name_ok(t->name))
     return tr_seterr(err, TR_ENAME,
@@ -251,7 +240,7 @@ static int s_check_meta(const tc_tensor *t, tr_err *err) {
 }
 
 /* fsync a directory so that renames and unlinks in it are durable. */
-static int s_fsync_dir(const char *dir) {
+int ci_fsync_dir(const char *dir) {
   int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return errno;
   int e = fsync(fd) != 0 ? errno : 0;
@@ -261,9 +250,9 @@ static int s_fsync_dir(const char *dir) {
 
 /* mkdir -p with mode 0755. */
 static int s_mkdir_p(const char *dir, tr_err *err) {
-  char buf[S_PATH];
+  char buf[CI_PATH];
   struct stat st;
-  int rc = s_path(buf, sizeof buf, err, "%s", dir);
+  int rc = ci_path(buf, sizeof buf, err, "%s", dir);
   if (rc) return rc;
   for (char *p = buf + 1; *p; p++) {
     if (*p != '/') continue;
@@ -294,8 +283,8 @@ static int s_rm_entry(const char *path, const struct stat *st, int flag,
   return 0;
 }
 
-/* 64 random bits as 16 hex digits: the id of a write. */
-static void s_random_id(char out[17]) {
+/* 64 random bits: write ids and cluster-wide chunk ids. */
+uint64_t ci_random64(void) {
   static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
   static uint64_t counter;
   uint64_t v = 0;
@@ -303,8 +292,8 @@ static void s_random_id(char out[17]) {
   do got = getrandom(&v, sizeof v, 0);
   while (got < 0 && errno == EINTR);
   if (got != (ssize_t)sizeof v) {
-    /* No kernel randomness: time, pid and a counter are still unique
-    ** enough for file names within one database. */
+    /* No kernel randomness: time, pid and a counter still make
+    ** collisions unlikely. */
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     pthread_mutex_lock(&mu);
@@ -313,14 +302,19 @@ static void s_random_id(char out[17]) {
     v = ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)ts.tv_nsec ^
         ((uint64_t)getpid() << 40) ^ (c * 0x9E3779B97F4A7C15ull);
   }
-  snprintf(out, 17, "%016" PRIx64, v);
+  return v;
+}
+
+/* 64 random bits as 16 hex digits: the id of a write. */
+static void s_random_id(char out[17]) {
+  snprintf(out, 17, "%016" PRIx64, ci_random64());
 }
 
 /* ---- SQLite helpers ------------------------------------------------------ */
 
 /* Turn the connection's last error into a tr_err: BUSY/LOCKED means
 ** another process has the database; CORRUPT/NOTADB means a damaged file. */
-static int s_sqlfail(tc_db *db, tr_err *err, const char *what) {
+int ci_sqlfail(tc_db *db, tr_err *err, const char *what) {
   int ec = sqlite3_errcode(db->sql) & 0xff;
   const char *msg = sqlite3_errmsg(db->sql);
   if (ec == SQLITE_BUSY || ec == SQLITE_LOCKED)
@@ -334,23 +328,23 @@ static int s_sqlfail(tc_db *db, tr_err *err, const char *what) {
                    "catalog %s: %s (database '%s')", what, msg, db->dir);
 }
 
-static int s_exec(tc_db *db, const char *sql, tr_err *err) {
+int ci_exec(tc_db *db, const char *sql, tr_err *err) {
   if (sqlite3_exec(db->sql, sql, NULL, NULL, NULL) != SQLITE_OK)
-    return s_sqlfail(db, err, sql);
+    return ci_sqlfail(db, err, sql);
   return TR_OK;
 }
 
-static int s_prepare(tc_db *db, const char *sql, sqlite3_stmt **st,
-                     tr_err *err) {
+int ci_prepare(tc_db *db, const char *sql, sqlite3_stmt **st,
+               tr_err *err) {
   if (sqlite3_prepare_v2(db->sql, sql, -1, st, NULL) != SQLITE_OK) {
     *st = NULL;
-    return s_sqlfail(db, err, "prepare");
+    return ci_sqlfail(db, err, "prepare");
   }
   return TR_OK;
 }
 
 /* Roll back whatever transaction is open; used on failure paths. */
-static void s_rollback(tc_db *db) {
+void ci_rollback(tc_db *db) {
   if (!sqlite3_get_autocommit(db->sql))
     sqlite3_exec(db->sql, "ROLLBACK", NULL, NULL, NULL);
 }
@@ -379,7 +373,7 @@ static int s_row_tensor(tc_db *db, sqlite3_stmt *st, tc_tensor *t,
                      "'%.64s'", db->dir, name ? name : "?");
   snprintf(t->name, sizeof t->name, "%s", name);
   snprintf(t->format, sizeof t->format, "%s", format ? format : "");
-  if (s_check_meta(t, NULL) != TR_OK)
+  if (ci_check_meta(t, NULL) != TR_OK)
     return tr_seterr(err, TR_ECORRUPT,
                      "catalog %s/catalog.db: malformed entry for tensor %s",
                      db->dir, t->name);
@@ -387,7 +381,7 @@ static int s_row_tensor(tc_db *db, sqlite3_stmt *st, tc_tensor *t,
 }
 
 /* Parse a stored checksum (16 hex digits). */
-static int s_sum_parse(const char *s, uint64_t *out) {
+int ci_sum_parse(const char *s, uint64_t *out) {
   uint64_t v = 0;
   if (!s || strlen(s) != 16) return -1;
   for (int i = 0; i < 16; i++) {
@@ -401,13 +395,13 @@ static int s_sum_parse(const char *s, uint64_t *out) {
 
 /* The names of a tensor's chunk files (to unlink after a commit that
 ** forgets them), as one malloc'd array of fixed-size names. */
-static int s_tensor_files(tc_db *db, int64_t id, char (**files)[S_FILE],
-                          int64_t *n, tr_err *err) {
+int ci_tensor_files(tc_db *db, int64_t id, char (**files)[CI_FILE],
+                    int64_t *n, tr_err *err) {
   sqlite3_stmt *st = NULL;
-  char(*v)[S_FILE] = NULL;
+  char(*v)[CI_FILE] = NULL;
   int64_t cnt = 0, cap = 0;
-  int rc = s_prepare(db, "SELECT file FROM chunks WHERE tensor_id = ?1", &st,
-                     err);
+  int rc = ci_prepare(db, "SELECT file FROM chunks WHERE tensor_id = ?1", &st,
+                      err);
   if (rc) goto done;
   sqlite3_bind_int64(st, 1, id);
   int s;
@@ -416,7 +410,7 @@ static int s_tensor_files(tc_db *db, int64_t id, char (**files)[S_FILE],
     if (!f || !s_our_name(f, 0)) continue; /* never unlink a foreign name */
     if (cnt == cap) {
       int64_t ncap = cap ? cap * 2 : 64;
-      void *p = realloc(v, (size_t)ncap * S_FILE);
+      void *p = realloc(v, (size_t)ncap * CI_FILE);
       if (!p) {
         rc = tr_seterr(err, TR_ENOMEM, "out of memory");
         goto done;
@@ -424,9 +418,9 @@ static int s_tensor_files(tc_db *db, int64_t id, char (**files)[S_FILE],
       v = p;
       cap = ncap;
     }
-    snprintf(v[cnt++], S_FILE, "%s", f);
+    snprintf(v[cnt++], CI_FILE, "%s", f);
   }
-  if (s != SQLITE_DONE) rc = s_sqlfail(db, err, "listing chunk files");
+  if (s != SQLITE_DONE) rc = ci_sqlfail(db, err, "listing chunk files");
 done:
   sqlite3_finalize(st);
   if (rc) {
@@ -441,12 +435,12 @@ done:
 
 /* Unlink files in chunks/ after a commit made them unreferenced; a failure
 ** only leaves garbage that the next tc_open() removes. */
-static void s_unlink_files(tc_db *db, char (*files)[S_FILE], int64_t n) {
-  char path[S_PATH];
+void ci_unlink_files(tc_db *db, char (*files)[CI_FILE], int64_t n) {
+  char path[CI_PATH];
   for (int64_t i = 0; i < n; i++)
-    if (s_path(path, sizeof path, NULL, "%s/%s", db->chunkdir, files[i]) == 0)
+    if (ci_path(path, sizeof path, NULL, "%s/%s", db->chunkdir, files[i]) == 0)
       unlink(path);
-  if (n > 0) s_fsync_dir(db->chunkdir);
+  if (n > 0) ci_fsync_dir(db->chunkdir);
 }
 
 /* ---- open / close -------------------------------------------------------- */
@@ -458,7 +452,8 @@ static const char *const s_schema_sql =
     " version INT);"
     "CREATE TABLE chunks(tensor_id INT REFERENCES tensors(id) ON DELETE"
     " CASCADE, key TEXT, lin INT, nbytes INT, checksum TEXT, file TEXT,"
-    " PRIMARY KEY(tensor_id, lin));"
+    " chunk_id INTEGER, PRIMARY KEY(tensor_id, lin));"
+    "CREATE INDEX chunks_by_id ON chunks(chunk_id);"
     "CREATE TABLE sites(id INTEGER PRIMARY KEY, endpoint TEXT UNIQUE,"
     " state TEXT);"
     "CREATE TABLE chunk_replicas(tensor_id INT, lin INT,"
@@ -466,6 +461,8 @@ static const char *const s_schema_sql =
     " PRIMARY KEY(tensor_id, lin, site_id),"
     " FOREIGN KEY(tensor_id, lin) REFERENCES chunks(tensor_id, lin)"
     " ON DELETE CASCADE);"
+    "CREATE INDEX replicas_by_site ON chunk_replicas(site_id);"
+    "CREATE TABLE settings(name TEXT PRIMARY KEY, value TEXT);"
     "INSERT INTO sites(id, endpoint, state) VALUES(0, 'local', 'up');";
 
 /* Create the schema in an empty catalog, or check the version of an
@@ -474,15 +471,15 @@ static const char *const s_schema_sql =
 static int s_schema(tc_db *db, tr_err *err) {
   sqlite3_stmt *st = NULL;
   int rc, s;
-  if ((rc = s_exec(db, "BEGIN IMMEDIATE", err))) return rc;
-  if ((rc = s_prepare(db,
-                      "SELECT (SELECT count(*) FROM sqlite_master WHERE "
-                      "type = 'table' AND name = 'meta'), "
-                      "(SELECT count(*) FROM sqlite_master)",
-                      &st, err)))
+  if ((rc = ci_exec(db, "BEGIN IMMEDIATE", err))) return rc;
+  if ((rc = ci_prepare(db,
+                       "SELECT (SELECT count(*) FROM sqlite_master WHERE "
+                       "type = 'table' AND name = 'meta'), "
+                       "(SELECT count(*) FROM sqlite_master)",
+                       &st, err)))
     goto done;
   if ((s = sqlite3_step(st)) != SQLITE_ROW) {
-    rc = s_sqlfail(db, err, "reading the schema");
+    rc = ci_sqlfail(db, err, "reading the schema");
     goto done;
   }
   int has_meta = sqlite3_column_int(st, 0) > 0;
@@ -496,18 +493,18 @@ static int s_schema(tc_db *db, tr_err *err) {
       goto done;
     }
     char sql[128];
-    if ((rc = s_exec(db, s_schema_sql, err))) goto done;
+    if ((rc = ci_exec(db, s_schema_sql, err))) goto done;
     snprintf(sql, sizeof sql,
              "INSERT INTO meta(key, value) VALUES('schema_version', '%d')",
              TC_SCHEMA_VERSION);
-    if ((rc = s_exec(db, sql, err))) goto done;
+    if ((rc = ci_exec(db, sql, err))) goto done;
   } else {
-    if ((rc = s_prepare(db, "SELECT value FROM meta WHERE key = "
-                        "'schema_version'", &st, err)))
+    if ((rc = ci_prepare(db, "SELECT value FROM meta WHERE key = "
+                         "'schema_version'", &st, err)))
       goto done;
     s = sqlite3_step(st);
     if (s != SQLITE_ROW && s != SQLITE_DONE) {
-      rc = s_sqlfail(db, err, "reading the schema version");
+      rc = ci_sqlfail(db, err, "reading the schema version");
       goto done;
     }
     const char *v = s == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0)
@@ -531,19 +528,19 @@ static int s_schema(tc_db *db, tr_err *err) {
     st = NULL;
     /* A version-1 catalog must have every table; catch a damaged one now
     ** rather than on the first query. */
-    if ((rc = s_prepare(db, "SELECT t.id, c.lin, s.id, r.site_id FROM "
-                        "tensors t, chunks c, sites s, chunk_replicas r "
-                        "LIMIT 0", &st, err))) {
+    if ((rc = ci_prepare(db, "SELECT t.id, c.lin, c.chunk_id, s.id, "
+                         "r.site_id, g.value FROM tensors t, chunks c, sites s,"
+                         " chunk_replicas r, settings g LIMIT 0", &st, err))) {
       tr_seterr(err, TR_ECORRUPT, "'%s/catalog.db' is damaged: %s", db->dir,
                 sqlite3_errmsg(db->sql));
       rc = TR_ECORRUPT;
       goto done;
     }
   }
-  rc = s_exec(db, "COMMIT", err);
+  rc = ci_exec(db, "COMMIT", err);
 done:
   sqlite3_finalize(st);
-  if (rc) s_rollback(db);
+  if (rc) ci_rollback(db);
   return rc;
 }
 
@@ -555,17 +552,17 @@ static int s_cmp_name(const void *a, const void *b) {
 ** killed process never committed or aborted, and temporaries. */
 static int s_cleanup(tc_db *db, tr_err *err) {
   sqlite3_stmt *st = NULL;
-  char(*v)[S_FILE] = NULL;
+  char(*v)[CI_FILE] = NULL;
   size_t cnt = 0, cap = 0;
   DIR *d = NULL;
   int rc, s, removed = 0;
-  if ((rc = s_prepare(db, "SELECT file FROM chunks", &st, err))) goto done;
+  if ((rc = ci_prepare(db, "SELECT file FROM chunks", &st, err))) goto done;
   while ((s = sqlite3_step(st)) == SQLITE_ROW) {
     const char *f = (const char *)sqlite3_column_text(st, 0);
-    if (!f || strlen(f) >= S_FILE) continue;
+    if (!f || strlen(f) >= CI_FILE) continue;
     if (cnt == cap) {
       size_t ncap = cap ? cap * 2 : 256;
-      void *p = realloc(v, ncap * S_FILE);
+      void *p = realloc(v, ncap * CI_FILE);
       if (!p) {
         rc = tr_seterr(err, TR_ENOMEM, "out of memory");
         goto done;
@@ -573,13 +570,13 @@ static int s_cleanup(tc_db *db, tr_err *err) {
       v = p;
       cap = ncap;
     }
-    snprintf(v[cnt++], S_FILE, "%s", f);
+    snprintf(v[cnt++], CI_FILE, "%s", f);
   }
   if (s != SQLITE_DONE) {
-    rc = s_sqlfail(db, err, "listing chunk files");
+    rc = ci_sqlfail(db, err, "listing chunk files");
     goto done;
   }
-  if (cnt) qsort(v, cnt, S_FILE, s_cmp_name);
+  if (cnt) qsort(v, cnt, CI_FILE, s_cmp_name);
   if (!(d = opendir(db->chunkdir))) {
     rc = tr_seterr(err, TR_EIO, "cannot read '%s': %s", db->chunkdir,
                    strerror(errno));
@@ -589,8 +586,8 @@ static int s_cleanup(tc_db *db, tr_err *err) {
   while ((e = readdir(d)) != NULL) {
     struct stat sb;
     if (!s_our_name(e->d_name, 1)) continue;
-    if (cnt && strlen(e->d_name) < S_FILE &&
-        bsearch(e->d_name, v, cnt, S_FILE, s_cmp_name))
+    if (cnt && strlen(e->d_name) < CI_FILE &&
+        bsearch(e->d_name, v, cnt, CI_FILE, s_cmp_name))
       continue;
     if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
         !S_ISREG(sb.st_mode))
@@ -607,7 +604,7 @@ done:
 
 int tc_open(const char *dir, tc_db **out, tr_err *err) {
   tc_db *db = NULL;
-  char path[S_PATH];
+  char path[CI_PATH];
   struct stat st;
   int rc = TR_OK;
   if (!out) return tr_seterr(err, TR_EINVAL, "tc_open: no result pointer");
@@ -619,7 +616,7 @@ int tc_open(const char *dir, tc_db **out, tr_err *err) {
   if (!dir) {
     const char *tmp = getenv("TMPDIR");
     if (!tmp || !*tmp) tmp = "/tmp";
-    if ((rc = s_path(path, sizeof path, err, "%s/tradb-XXXXXX", tmp)))
+    if ((rc = ci_path(path, sizeof path, err, "%s/tradb-XXXXXX", tmp)))
       goto fail;
     if (!mkdtemp(path)) {
       rc = tr_seterr(err, TR_EIO, "cannot create a temporary database in "
@@ -636,13 +633,13 @@ int tc_open(const char *dir, tc_db **out, tr_err *err) {
     goto fail;
   }
   /* dir may point into path (transient database): use the copy. */
-  if ((rc = s_path(path, sizeof path, err, "%s/chunks", db->dir))) goto fail;
+  if ((rc = ci_path(path, sizeof path, err, "%s/chunks", db->dir))) goto fail;
   if (!(db->chunkdir = strdup(path))) {
     rc = tr_seterr(err, TR_ENOMEM, "out of memory");
     goto fail;
   }
   if (mkdir(db->chunkdir, 0755) == 0) {
-    s_fsync_dir(db->dir); /* a new database: make chunks/ durable */
+    ci_fsync_dir(db->dir); /* a new database: make chunks/ durable */
   } else if (errno != EEXIST) {
     rc = tr_seterr(err, TR_EIO, "cannot create '%s': %s", db->chunkdir,
                    strerror(errno));
@@ -653,7 +650,7 @@ int tc_open(const char *dir, tc_db **out, tr_err *err) {
                    "not a directory)", db->dir, db->chunkdir);
     goto fail;
   }
-  if ((rc = s_path(path, sizeof path, err, "%s/catalog.db", db->dir)))
+  if ((rc = ci_path(path, sizeof path, err, "%s/catalog.db", db->dir)))
     goto fail;
   if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
     rc = tr_seterr(err, TR_EINVAL, "'%s' is not a tradb database ('%s' is "
@@ -670,15 +667,15 @@ int tc_open(const char *dir, tc_db **out, tr_err *err) {
   }
   sqlite3_extended_result_codes(db->sql, 1);
   if (sqlite3_busy_timeout(db->sql, S_BUSY_MS) != SQLITE_OK) {
-    rc = s_sqlfail(db, err, "busy timeout");
+    rc = ci_sqlfail(db, err, "busy timeout");
     goto fail;
   }
   /* EXCLUSIVE before WAL: SQLite then keeps the WAL index in heap memory
   ** and holds the file lock until close (see the top of this file). */
-  if ((rc = s_exec(db, "PRAGMA locking_mode = EXCLUSIVE", err)) ||
-      (rc = s_exec(db, "PRAGMA journal_mode = WAL", err)) ||
-      (rc = s_exec(db, "PRAGMA synchronous = FULL", err)) ||
-      (rc = s_exec(db, "PRAGMA foreign_keys = ON", err)) ||
+  if ((rc = ci_exec(db, "PRAGMA locking_mode = EXCLUSIVE", err)) ||
+      (rc = ci_exec(db, "PRAGMA journal_mode = WAL", err)) ||
+      (rc = ci_exec(db, "PRAGMA synchronous = FULL", err)) ||
+      (rc = ci_exec(db, "PRAGMA foreign_keys = ON", err)) ||
       (rc = s_schema(db, err)) || (rc = s_cleanup(db, err)))
     goto fail;
   *out = db;
@@ -709,8 +706,8 @@ int tc_tensor_get(tc_db *db, const char *name, tc_tensor *out, tr_err *err) {
   int rc, s;
   if (!db || !name || !out)
     return tr_seterr(err, TR_EINVAL, "tc_tensor_get: bad argument");
-  if ((rc = s_prepare(db, "SELECT " S_TCOLS " FROM tensors WHERE name = ?1",
-                      &st, err)))
+  if ((rc = ci_prepare(db, "SELECT " S_TCOLS " FROM tensors WHERE name = ?1",
+                       &st, err)))
     return rc;
   sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
   s = sqlite3_step(st);
@@ -719,7 +716,7 @@ int tc_tensor_get(tc_db *db, const char *name, tc_tensor *out, tr_err *err) {
   else if (s == SQLITE_DONE)
     rc = tr_seterr(err, TR_ENOTFOUND, "no such tensor: %.200s", name);
   else
-    rc = s_sqlfail(db, err, "looking up a tensor");
+    rc = ci_sqlfail(db, err, "looking up a tensor");
   sqlite3_finalize(st);
   return rc;
 }
@@ -732,8 +729,8 @@ int tc_tensor_list(tc_db *db, tc_tensor **out, int *n, tr_err *err) {
     return tr_seterr(err, TR_EINVAL, "tc_tensor_list: bad argument");
   *out = NULL;
   *n = 0;
-  if ((rc = s_prepare(db, "SELECT " S_TCOLS " FROM tensors ORDER BY name",
-                      &st, err)))
+  if ((rc = ci_prepare(db, "SELECT " S_TCOLS " FROM tensors ORDER BY name",
+                       &st, err)))
     return rc;
   while ((s = sqlite3_step(st)) == SQLITE_ROW) {
     if (cnt == cap) {
@@ -749,7 +746,7 @@ int tc_tensor_list(tc_db *db, tc_tensor **out, int *n, tr_err *err) {
     if ((rc = s_row_tensor(db, st, &v[cnt], err))) goto done;
     cnt++;
   }
-  if (s != SQLITE_DONE) rc = s_sqlfail(db, err, "listing tensors");
+  if (s != SQLITE_DONE) rc = ci_sqlfail(db, err, "listing tensors");
 done:
   sqlite3_finalize(st);
   if (rc) {
@@ -763,24 +760,24 @@ done:
 
 int tc_tensor_create(tc_db *db, tc_tensor *t, tr_err *err) {
   sqlite3_stmt *st = NULL;
-  char shape[S_KEYSTR * 2], chunk[S_KEYSTR * 2];
+  char shape[CI_KEYSTR * 2], chunk[CI_KEYSTR * 2];
   tc_tensor probe;
   int rc;
   if (!db || !t)
     return tr_seterr(err, TR_EINVAL, "tc_tensor_create: bad argument");
-  if ((rc = s_check_meta(t, err))) return rc;
+  if ((rc = ci_check_meta(t, err))) return rc;
   rc = tc_tensor_get(db, t->name, &probe, err);
   if (rc == TR_OK)
     return tr_seterr(err, TR_ENAME, "tensor already exists: %s", t->name);
   if (rc != TR_ENOTFOUND) return rc;
   tr_clearerr(err);
   rc = TR_OK;
-  s_dims_str(shape, sizeof shape, t->rank, t->shape);
-  s_dims_str(chunk, sizeof chunk, t->rank, t->chunk);
+  ci_dims_str(shape, sizeof shape, t->rank, t->shape);
+  ci_dims_str(chunk, sizeof chunk, t->rank, t->chunk);
   const char *format = tc_format_name(t);
-  if ((rc = s_prepare(db, "INSERT INTO tensors(name, dtype, rank, shape, "
-                      "chunk, format, version) VALUES(?1, ?2, ?3, ?4, ?5, "
-                      "?6, 0)", &st, err)))
+  if ((rc = ci_prepare(db, "INSERT INTO tensors(name, dtype, rank, shape, "
+                       "chunk, format, version) VALUES(?1, ?2, ?3, ?4, ?5, "
+                       "?6, 0)", &st, err)))
     return rc;
   sqlite3_bind_text(st, 1, t->name, -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(st, 2, tr_dtype_name(t->dtype), -1, SQLITE_STATIC);
@@ -789,7 +786,7 @@ int tc_tensor_create(tc_db *db, tc_tensor *t, tr_err *err) {
   sqlite3_bind_text(st, 5, chunk, -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(st, 6, format, -1, SQLITE_STATIC);
   if (sqlite3_step(st) != SQLITE_DONE) {
-    rc = s_sqlfail(db, err, "creating a tensor");
+    rc = ci_sqlfail(db, err, "creating a tensor");
   } else {
     t->id = sqlite3_last_insert_rowid(db->sql);
     t->version = 0;
@@ -799,39 +796,41 @@ int tc_tensor_create(tc_db *db, tc_tensor *t, tr_err *err) {
   return rc;
 }
 
-int tc_tensor_drop(tc_db *db, const char *name, tr_err *err) {
-  sqlite3_stmt *st = NULL;
-  char(*files)[S_FILE] = NULL;
-  int64_t nfiles = 0;
-  tc_tensor t;
-  int rc;
-  if (!db || !name)
-    return tr_seterr(err, TR_EINVAL, "tc_tensor_drop: bad argument");
-  if ((rc = s_exec(db, "BEGIN IMMEDIATE", err))) return rc;
-  if ((rc = tc_tensor_get(db, name, &t, err))) goto done;
-  if ((rc = s_tensor_files(db, t.id, &files, &nfiles, err))) goto done;
+int ci_tensor_delete(tc_db *db, int64_t id, tr_err *err) {
   /* Explicit deletes, children first, rather than relying on cascades. */
   static const char *const del[] = {
       "DELETE FROM chunk_replicas WHERE tensor_id = ?1",
       "DELETE FROM chunks WHERE tensor_id = ?1",
       "DELETE FROM tensors WHERE id = ?1"};
-  for (size_t i = 0; i < sizeof del / sizeof del[0]; i++) {
-    if ((rc = s_prepare(db, del[i], &st, err))) goto done;
-    sqlite3_bind_int64(st, 1, t.id);
-    if (sqlite3_step(st) != SQLITE_DONE) {
-      rc = s_sqlfail(db, err, "dropping a tensor");
-      goto done;
-    }
+  int rc = TR_OK;
+  for (size_t i = 0; i < sizeof del / sizeof del[0] && rc == TR_OK; i++) {
+    sqlite3_stmt *st;
+    if ((rc = ci_prepare(db, del[i], &st, err))) break;
+    sqlite3_bind_int64(st, 1, id);
+    if (sqlite3_step(st) != SQLITE_DONE)
+      rc = ci_sqlfail(db, err, "dropping a tensor");
     sqlite3_finalize(st);
-    st = NULL;
   }
-  rc = s_exec(db, "COMMIT", err);
+  return rc;
+}
+
+int tc_tensor_drop(tc_db *db, const char *name, tr_err *err) {
+  char(*files)[CI_FILE] = NULL;
+  int64_t nfiles = 0;
+  tc_tensor t;
+  int rc;
+  if (!db || !name)
+    return tr_seterr(err, TR_EINVAL, "tc_tensor_drop: bad argument");
+  if ((rc = ci_exec(db, "BEGIN IMMEDIATE", err))) return rc;
+  if ((rc = tc_tensor_get(db, name, &t, err))) goto done;
+  if ((rc = ci_tensor_files(db, t.id, &files, &nfiles, err))) goto done;
+  if ((rc = ci_tensor_delete(db, t.id, err))) goto done;
+  rc = ci_exec(db, "COMMIT", err);
 done:
-  sqlite3_finalize(st);
   if (rc)
-    s_rollback(db);
+    ci_rollback(db);
   else
-    s_unlink_files(db, files, nfiles);
+    ci_unlink_files(db, files, nfiles);
   free(files);
   return rc;
 }
@@ -843,14 +842,14 @@ int tc_tensor_bytes(tc_db *db, const tc_tensor *t, int64_t *bytes,
   if (!db || !t || !bytes)
     return tr_seterr(err, TR_EINVAL, "tc_tensor_bytes: bad argument");
   *bytes = 0;
-  if ((rc = s_prepare(db, "SELECT coalesce(sum(nbytes), 0) FROM chunks "
-                      "WHERE tensor_id = ?1", &st, err)))
+  if ((rc = ci_prepare(db, "SELECT coalesce(sum(nbytes), 0) FROM chunks "
+                       "WHERE tensor_id = ?1", &st, err)))
     return rc;
   sqlite3_bind_int64(st, 1, t->id);
   if (sqlite3_step(st) == SQLITE_ROW)
     *bytes = sqlite3_column_int64(st, 0);
   else
-    rc = s_sqlfail(db, err, "summing chunk sizes");
+    rc = ci_sqlfail(db, err, "summing chunk sizes");
   sqlite3_finalize(st);
   return rc;
 }
@@ -868,7 +867,7 @@ static int64_t s_key_check(const tc_tensor *t, const int64_t *key) {
 static int s_chunk_args(const tc_tensor *t, int64_t nchunks,
                         const int64_t *key, const void *buf, size_t nbytes,
                         int64_t *lin, tr_err *err) {
-  char ks[S_KEYSTR];
+  char ks[CI_KEYSTR];
   if (!key && t->rank > 0)
     return tr_seterr(err, TR_EINVAL, "tensor %s: no chunk key", t->name);
   *lin = s_key_check(t, key);
@@ -886,6 +885,89 @@ static int s_chunk_args(const tc_tensor *t, int64_t nchunks,
   return TR_OK;
 }
 
+int ci_tensor_replace(tc_db *db, const tc_tensor *meta, int64_t *id,
+                      int64_t *version, char (**old)[CI_FILE], int64_t *nold,
+                      tr_err *err) {
+  sqlite3_stmt *st = NULL;
+  char shape[CI_KEYSTR * 2], chunk[CI_KEYSTR * 2];
+  int rc, s;
+  *id = 0;
+  *version = 1;
+  *old = NULL;
+  *nold = 0;
+  ci_dims_str(shape, sizeof shape, meta->rank, meta->shape);
+  ci_dims_str(chunk, sizeof chunk, meta->rank, meta->chunk);
+  if ((rc = ci_prepare(db, "SELECT id, version FROM tensors WHERE name = ?1",
+                       &st, err)))
+    goto done;
+  sqlite3_bind_text(st, 1, meta->name, -1, SQLITE_TRANSIENT);
+  s = sqlite3_step(st);
+  if (s == SQLITE_ROW) {
+    *id = sqlite3_column_int64(st, 0);
+    *version = sqlite3_column_int64(st, 1) + 1;
+  } else if (s != SQLITE_DONE) {
+    rc = ci_sqlfail(db, err, "looking up a tensor");
+    goto done;
+  }
+  sqlite3_finalize(st);
+  st = NULL;
+  if (*id) {
+    static const char *const del[] = {
+        "DELETE FROM chunk_replicas WHERE tensor_id = ?1",
+        "DELETE FROM chunks WHERE tensor_id = ?1"};
+    if ((rc = ci_tensor_files(db, *id, old, nold, err))) goto done;
+    for (size_t i = 0; i < 2; i++) {
+      if ((rc = ci_prepare(db, del[i], &st, err))) goto done;
+      sqlite3_bind_int64(st, 1, *id);
+      if (sqlite3_step(st) != SQLITE_DONE) {
+        rc = ci_sqlfail(db, err, "replacing a tensor");
+        goto done;
+      }
+      sqlite3_finalize(st);
+      st = NULL;
+    }
+    rc = ci_prepare(db, "UPDATE tensors SET dtype = ?2, rank = ?3, shape = ?4,"
+                    " chunk = ?5, format = ?6, version = ?7 WHERE id = ?1",
+                    &st, err);
+  } else {
+    rc = ci_prepare(db, "INSERT INTO tensors(id, dtype, rank, shape, chunk, "
+                    "format, version, name) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7,"
+                    " ?8)", &st, err);
+  }
+  if (rc) goto done;
+  if (*id)
+    sqlite3_bind_int64(st, 1, *id);
+  else
+    sqlite3_bind_null(st, 1);
+  sqlite3_bind_text(st, 2, tr_dtype_name(meta->dtype), -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 3, meta->rank);
+  sqlite3_bind_text(st, 4, shape, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 5, chunk, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 6, meta->format, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(st, 7, *version);
+  if (!*id) sqlite3_bind_text(st, 8, meta->name, -1, SQLITE_TRANSIENT);
+  if (sqlite3_step(st) != SQLITE_DONE) {
+    rc = ci_sqlfail(db, err, "writing a tensor entry");
+    goto done;
+  }
+  if (!*id) *id = sqlite3_last_insert_rowid(db->sql);
+done:
+  sqlite3_finalize(st);
+  if (rc) {
+    free(*old);
+    *old = NULL;
+    *nold = 0;
+  }
+  return rc;
+}
+
+void ci_meta_normal(tc_tensor *m) {
+  m->id = 0;
+  m->version = 0;
+  for (int d = m->rank; d < TR_MAX_RANK; d++) m->shape[d] = m->chunk[d] = 0;
+  snprintf(m->format, sizeof m->format, "%s", tc_format_name(m));
+}
+
 int tc_write_begin(tc_db *db, const tc_tensor *meta, tc_write **out,
                    tr_err *err) {
   tc_write *w = NULL;
@@ -894,17 +976,12 @@ int tc_write_begin(tc_db *db, const tc_tensor *meta, tc_write **out,
   *out = NULL;
   if (!db || !meta)
     return tr_seterr(err, TR_EINVAL, "tc_write_begin: bad argument");
-  if ((rc = s_check_meta(meta, err))) return rc;
+  if ((rc = ci_check_meta(meta, err))) return rc;
   if (!(w = calloc(1, sizeof *w)))
     return tr_seterr(err, TR_ENOMEM, "out of memory");
   w->db = db;
   w->meta = *meta;
-  w->meta.id = 0;
-  w->meta.version = 0;
-  for (int d = w->meta.rank; d < TR_MAX_RANK; d++)
-    w->meta.shape[d] = w->meta.chunk[d] = 0;
-  snprintf(w->meta.format, sizeof w->meta.format, "%s",
-           tc_format_name(&w->meta));
+  ci_meta_normal(&w->meta);
   w->nchunks = tc_nchunks(&w->meta);
   if (w->nchunks < 0 || (uint64_t)w->nchunks > SIZE_MAX / sizeof(uint64_t)) {
     free(w);
@@ -930,7 +1007,7 @@ int tc_write_begin(tc_db *db, const tc_tensor *meta, tc_write **out,
 
 int tc_write_chunk(tc_write *w, const int64_t *key, const void *data,
                    size_t nbytes, tr_err *err) {
-  char tmp[S_PATH], final[S_PATH];
+  char tmp[CI_PATH], final[CI_PATH];
   int64_t lin;
   uint64_t sum = 0, seq;
   int rc;
@@ -940,10 +1017,10 @@ int tc_write_chunk(tc_write *w, const int64_t *key, const void *data,
   pthread_mutex_lock(&w->mu);
   seq = w->seq++;
   pthread_mutex_unlock(&w->mu);
-  if ((rc = s_path(final, sizeof final, err, "%s/%s-%" PRId64 ".chk",
-                   w->db->chunkdir, w->id, lin)) ||
-      (rc = s_path(tmp, sizeof tmp, err, "%s/%s-%" PRId64 ".%" PRIu64 ".tmp",
-                   w->db->chunkdir, w->id, lin, seq)))
+  if ((rc = ci_path(final, sizeof final, err, "%s/%s-%" PRId64 ".chk",
+                    w->db->chunkdir, w->id, lin)) ||
+      (rc = ci_path(tmp, sizeof tmp, err, "%s/%s-%" PRId64 ".%" PRIu64 ".tmp",
+                    w->db->chunkdir, w->id, lin, seq)))
     return rc;
   /* The slow part, outside the lock: write and sync a temporary file. */
   if ((rc = cf_write(tmp, w->meta.dtype, data ? data : "", nbytes, &sum, err)))
@@ -965,7 +1042,7 @@ int tc_write_chunk(tc_write *w, const int64_t *key, const void *data,
 
 int tc_write_read(tc_write *w, const int64_t *key, void *buf, size_t nbytes,
                   tr_err *err) {
-  char path[S_PATH], ks[S_KEYSTR], what[S_KEYSTR + TC_NAME_MAX + 40];
+  char path[CI_PATH], ks[CI_KEYSTR], what[CI_KEYSTR + TC_NAME_MAX + 40];
   int64_t lin;
   uint64_t sum;
   int have, rc;
@@ -980,8 +1057,8 @@ int tc_write_read(tc_write *w, const int64_t *key, void *buf, size_t nbytes,
   if (!have)
     return tr_seterr(err, TR_ERR, "internal: chunk %s of uncommitted tensor "
                      "%s was not written", ks, w->meta.name);
-  if ((rc = s_path(path, sizeof path, err, "%s/%s-%" PRId64 ".chk",
-                   w->db->chunkdir, w->id, lin)))
+  if ((rc = ci_path(path, sizeof path, err, "%s/%s-%" PRId64 ".chk",
+                    w->db->chunkdir, w->id, lin)))
     return rc;
   snprintf(what, sizeof what, "uncommitted tensor %s chunk %s", w->meta.name,
            ks);
@@ -990,17 +1067,17 @@ int tc_write_read(tc_write *w, const int64_t *key, void *buf, size_t nbytes,
 
 /* Unlink this write's chunk files and free it. */
 static void s_write_free(tc_write *w, int unlink_files) {
-  char path[S_PATH];
+  char path[CI_PATH];
   if (unlink_files) {
     int any = 0;
     for (int64_t lin = 0; lin < w->nchunks; lin++) {
       if (!w->have[lin]) continue;
-      if (s_path(path, sizeof path, NULL, "%s/%s-%" PRId64 ".chk",
-                 w->db->chunkdir, w->id, lin) == 0)
+      if (ci_path(path, sizeof path, NULL, "%s/%s-%" PRId64 ".chk",
+                  w->db->chunkdir, w->id, lin) == 0)
         unlink(path);
       any = 1;
     }
-    if (any) s_fsync_dir(w->db->chunkdir);
+    if (any) ci_fsync_dir(w->db->chunkdir);
   }
   pthread_mutex_destroy(&w->mu);
   free(w->have);
@@ -1010,12 +1087,11 @@ static void s_write_free(tc_write *w, int unlink_files) {
 
 int tc_write_commit(tc_write **pw, tc_tensor *result, tr_err *err) {
   tc_write *w = pw ? *pw : NULL;
-  sqlite3_stmt *st = NULL, *ins = NULL, *rep = NULL;
-  char(*old)[S_FILE] = NULL;
+  sqlite3_stmt *ins = NULL, *rep = NULL;
+  char(*old)[CI_FILE] = NULL;
   int64_t nold = 0, id = 0, version = 1;
-  char shape[S_KEYSTR * 2], chunk[S_KEYSTR * 2];
   tc_db *db;
-  int rc = TR_OK, e, s;
+  int rc = TR_OK, e;
   if (!w) return tr_seterr(err, TR_EINVAL, "tc_write_commit: no write");
   *pw = NULL;
   db = w->db;
@@ -1028,85 +1104,31 @@ int tc_write_commit(tc_write **pw, tc_tensor *result, tr_err *err) {
   /* The chunk files and their renames into final names must be durable
   ** before the catalog refers to them. */
   for (int64_t lin = 0; lin < w->nchunks; lin++) {
-    char path[S_PATH];
-    if ((rc = s_path(path, sizeof path, err, "%s/%s-%" PRId64 ".chk",
-                     db->chunkdir, w->id, lin)) ||
+    char path[CI_PATH];
+    if ((rc = ci_path(path, sizeof path, err, "%s/%s-%" PRId64 ".chk",
+                      db->chunkdir, w->id, lin)) ||
         (rc = cf_sync(path, err)))
       goto done;
   }
-  if ((e = s_fsync_dir(db->chunkdir)) != 0) {
+  if ((e = ci_fsync_dir(db->chunkdir)) != 0) {
     rc = tr_seterr(err, TR_EIO, "cannot sync '%s': %s", db->chunkdir,
                    strerror(e));
     goto done;
   }
-  s_dims_str(shape, sizeof shape, w->meta.rank, w->meta.shape);
-  s_dims_str(chunk, sizeof chunk, w->meta.rank, w->meta.chunk);
-  if ((rc = s_exec(db, "BEGIN IMMEDIATE", err))) goto done;
-  if ((rc = s_prepare(db, "SELECT id, version FROM tensors WHERE name = ?1",
-                      &st, err)))
+  if ((rc = ci_exec(db, "BEGIN IMMEDIATE", err)) ||
+      (rc = ci_tensor_replace(db, &w->meta, &id, &version, &old, &nold, err)))
     goto done;
-  sqlite3_bind_text(st, 1, w->meta.name, -1, SQLITE_TRANSIENT);
-  s = sqlite3_step(st);
-  if (s == SQLITE_ROW) {
-    id = sqlite3_column_int64(st, 0);
-    version = sqlite3_column_int64(st, 1) + 1;
-  } else if (s != SQLITE_DONE) {
-    rc = s_sqlfail(db, err, "looking up a tensor");
-    goto done;
-  }
-  sqlite3_finalize(st);
-  st = NULL;
-  if (id) {
-    static const char *const del[] = {
-        "DELETE FROM chunk_replicas WHERE tensor_id = ?1",
-        "DELETE FROM chunks WHERE tensor_id = ?1"};
-    if ((rc = s_tensor_files(db, id, &old, &nold, err))) goto done;
-    for (size_t i = 0; i < 2; i++) {
-      if ((rc = s_prepare(db, del[i], &st, err))) goto done;
-      sqlite3_bind_int64(st, 1, id);
-      if (sqlite3_step(st) != SQLITE_DONE) {
-        rc = s_sqlfail(db, err, "replacing a tensor");
-        goto done;
-      }
-      sqlite3_finalize(st);
-      st = NULL;
-    }
-    rc = s_prepare(db, "UPDATE tensors SET dtype = ?2, rank = ?3, shape = ?4,"
-                   " chunk = ?5, format = ?6, version = ?7 WHERE id = ?1",
-                   &st, err);
-  } else {
-    rc = s_prepare(db, "INSERT INTO tensors(id, dtype, rank, shape, chunk, "
-                   "format, version, name) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7,"
-                   " ?8)", &st, err);
-  }
-  if (rc) goto done;
-  if (id)
-    sqlite3_bind_int64(st, 1, id);
-  else
-    sqlite3_bind_null(st, 1);
-  sqlite3_bind_text(st, 2, tr_dtype_name(w->meta.dtype), -1, SQLITE_STATIC);
-  sqlite3_bind_int(st, 3, w->meta.rank);
-  sqlite3_bind_text(st, 4, shape, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(st, 5, chunk, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(st, 6, w->meta.format, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_int64(st, 7, version);
-  if (!id) sqlite3_bind_text(st, 8, w->meta.name, -1, SQLITE_TRANSIENT);
-  if (sqlite3_step(st) != SQLITE_DONE) {
-    rc = s_sqlfail(db, err, "writing a tensor entry");
-    goto done;
-  }
-  if (!id) id = sqlite3_last_insert_rowid(db->sql);
-  if ((rc = s_prepare(db, "INSERT INTO chunks(tensor_id, key, lin, nbytes, "
-                      "checksum, file) VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
-                      &ins, err)) ||
-      (rc = s_prepare(db, "INSERT INTO chunk_replicas(tensor_id, lin, "
-                      "site_id) VALUES(?1, ?2, 0)", &rep, err)))
+  if ((rc = ci_prepare(db, "INSERT INTO chunks(tensor_id, key, lin, nbytes, "
+                       "checksum, file) VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+                       &ins, err)) ||
+      (rc = ci_prepare(db, "INSERT INTO chunk_replicas(tensor_id, lin, "
+                       "site_id) VALUES(?1, ?2, 0)", &rep, err)))
     goto done;
   for (int64_t lin = 0; lin < w->nchunks; lin++) {
     int64_t key[TR_MAX_RANK];
-    char ks[S_KEYSTR], sum[17], file[S_FILE];
+    char ks[CI_KEYSTR], sum[17], file[CI_FILE];
     tc_key_from_linear(&w->meta, lin, key);
-    s_dims_str(ks, sizeof ks, w->meta.rank, key);
+    ci_dims_str(ks, sizeof ks, w->meta.rank, key);
     snprintf(sum, sizeof sum, "%016" PRIx64, w->sum[lin]);
     snprintf(file, sizeof file, "%s-%" PRId64 ".chk", w->id, lin);
     int64_t nb = tc_chunk_extent(&w->meta, key, NULL) *
@@ -1122,25 +1144,24 @@ int tc_write_commit(tc_write **pw, tc_tensor *result, tr_err *err) {
     sqlite3_bind_int64(rep, 1, id);
     sqlite3_bind_int64(rep, 2, lin);
     if (sqlite3_step(ins) != SQLITE_DONE || sqlite3_step(rep) != SQLITE_DONE) {
-      rc = s_sqlfail(db, err, "recording chunks");
+      rc = ci_sqlfail(db, err, "recording chunks");
       goto done;
     }
   }
-  if ((rc = s_exec(db, "COMMIT", err))) goto done;
+  if ((rc = ci_exec(db, "COMMIT", err))) goto done;
   if (result) {
     *result = w->meta;
     result->id = id;
     result->version = version;
   }
 done:
-  sqlite3_finalize(st);
   sqlite3_finalize(ins);
   sqlite3_finalize(rep);
   if (rc) {
-    s_rollback(db);
+    ci_rollback(db);
     s_write_free(w, 1);
   } else {
-    s_unlink_files(db, old, nold);
+    ci_unlink_files(db, old, nold);
     s_write_free(w, 0);
   }
   free(old);
@@ -1156,6 +1177,39 @@ void tc_write_abort(tc_write **pw) {
 
 /* ---- readers ------------------------------------------------------------- */
 
+int ci_tensor_current(tc_db *db, const tc_tensor *t, tr_err *err) {
+  sqlite3_stmt *st = NULL;
+  char shape[CI_KEYSTR * 2], chunk[CI_KEYSTR * 2];
+  int rc, s;
+  /* A stale tc_tensor would pair the wrong grid with the stored chunks, or
+  ** read zeros for data. */
+  if ((rc = ci_prepare(db, "SELECT version, shape, chunk, dtype FROM tensors "
+                       "WHERE id = ?1", &st, err)))
+    return rc;
+  sqlite3_bind_int64(st, 1, t->id);
+  s = sqlite3_step(st);
+  if (s != SQLITE_ROW && s != SQLITE_DONE) {
+    rc = ci_sqlfail(db, err, "looking up a tensor");
+    goto done;
+  }
+  ci_dims_str(shape, sizeof shape, t->rank, t->shape);
+  ci_dims_str(chunk, sizeof chunk, t->rank, t->chunk);
+  const char *cs = s == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 1)
+                                   : NULL;
+  const char *cc = s == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 2)
+                                   : NULL;
+  const char *cd = s == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 3)
+                                   : NULL;
+  if (s != SQLITE_ROW || sqlite3_column_int64(st, 0) != t->version || !cs ||
+      !cc || !cd || strcmp(cs, shape) || strcmp(cc, chunk) ||
+      strcmp(cd, tr_dtype_name(t->dtype)))
+    rc = tr_seterr(err, TR_ENOTFOUND, "tensor %s changed or was dropped "
+                   "since it was looked up", t->name);
+done:
+  sqlite3_finalize(st);
+  return rc;
+}
+
 int tc_reader_open(tc_db *db, const tc_tensor *t, tc_reader **out,
                    tr_err *err) {
   tc_reader *r = NULL;
@@ -1165,7 +1219,7 @@ int tc_reader_open(tc_db *db, const tc_tensor *t, tc_reader **out,
   *out = NULL;
   if (!db || !t) return tr_seterr(err, TR_EINVAL, "tc_reader_open: bad "
                                   "argument");
-  if ((rc = s_check_meta(t, err))) return rc;
+  if ((rc = ci_check_meta(t, err))) return rc;
   if (!(r = calloc(1, sizeof *r)) || !(r->chunkdir = strdup(db->chunkdir))) {
     rc = tr_seterr(err, TR_ENOMEM, "out of memory");
     goto done;
@@ -1183,37 +1237,8 @@ int tc_reader_open(tc_db *db, const tc_tensor *t, tc_reader **out,
                      " without a catalog id", t->name, t->version);
     goto done;
   }
-  /* The description must be the current one: a stale tc_tensor would pair
-  ** the wrong grid with the stored chunks, or read zeros for data. */
-  if ((rc = s_prepare(db, "SELECT version, shape, chunk, dtype FROM tensors "
-                      "WHERE id = ?1", &st, err)))
-    goto done;
-  sqlite3_bind_int64(st, 1, t->id);
-  s = sqlite3_step(st);
-  if (s != SQLITE_ROW && s != SQLITE_DONE) {
-    rc = s_sqlfail(db, err, "looking up a tensor");
-    goto done;
-  }
-  {
-    char shape[S_KEYSTR * 2], chunk[S_KEYSTR * 2];
-    s_dims_str(shape, sizeof shape, t->rank, t->shape);
-    s_dims_str(chunk, sizeof chunk, t->rank, t->chunk);
-    const char *cs = s == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 1)
-                                     : NULL;
-    const char *cc = s == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 2)
-                                     : NULL;
-    const char *cd = s == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 3)
-                                     : NULL;
-    if (s != SQLITE_ROW || sqlite3_column_int64(st, 0) != t->version || !cs ||
-        !cc || !cd || strcmp(cs, shape) || strcmp(cc, chunk) ||
-        strcmp(cd, tr_dtype_name(t->dtype))) {
-      rc = tr_seterr(err, TR_ENOTFOUND, "tensor %s changed or was dropped "
-                     "since it was looked up", t->name);
-      goto done;
-    }
-  }
-  sqlite3_finalize(st);
-  st = NULL;
+  /* The description must be the current one. */
+  if ((rc = ci_tensor_current(db, t, err))) goto done;
   if (t->version == 0) goto done; /* declared only: reads as zeros */
   if (!(r->chunks = calloc(r->nchunks > 0 ? (size_t)r->nchunks : 1,
                            sizeof *r->chunks))) {
@@ -1221,16 +1246,21 @@ int tc_reader_open(tc_db *db, const tc_tensor *t, tc_reader **out,
                    "tensor %s", t->name);
     goto done;
   }
-  if ((rc = s_prepare(db, "SELECT lin, file, checksum, nbytes FROM chunks "
-                      "WHERE tensor_id = ?1", &st, err)))
+  if ((rc = ci_prepare(db, "SELECT lin, file, checksum, nbytes, chunk_id "
+                       "FROM chunks WHERE tensor_id = ?1", &st, err)))
     goto done;
   sqlite3_bind_int64(st, 1, t->id);
   while ((s = sqlite3_step(st)) == SQLITE_ROW) {
     int64_t lin = sqlite3_column_int64(st, 0);
     const char *f = (const char *)sqlite3_column_text(st, 1);
     uint64_t sum;
+    if (sqlite3_column_type(st, 4) != SQLITE_NULL) {
+      rc = tr_seterr(err, TR_EINVAL, "tensor %s is stored on workers, not in "
+                     "this database's chunk files", t->name);
+      goto done;
+    }
     if (lin < 0 || lin >= r->nchunks || !f || !s_our_name(f, 0) ||
-        s_sum_parse((const char *)sqlite3_column_text(st, 2), &sum) != 0) {
+        ci_sum_parse((const char *)sqlite3_column_text(st, 2), &sum) != 0) {
       rc = tr_seterr(err, TR_ECORRUPT, "catalog %s/catalog.db: malformed "
                      "chunk entry %" PRId64 " of tensor %s", db->dir, lin,
                      t->name);
@@ -1241,7 +1271,7 @@ int tc_reader_open(tc_db *db, const tc_tensor *t, tc_reader **out,
     c->sum = sum;
     c->nbytes = sqlite3_column_int64(st, 3);
   }
-  if (s != SQLITE_DONE) rc = s_sqlfail(db, err, "reading the chunk index");
+  if (s != SQLITE_DONE) rc = ci_sqlfail(db, err, "reading the chunk index");
 done:
   sqlite3_finalize(st);
   if (rc)
@@ -1253,7 +1283,7 @@ done:
 
 int tc_reader_read(tc_reader *r, const int64_t *key, void *buf, size_t nbytes,
                    tr_err *err) {
-  char path[S_PATH], ks[S_KEYSTR], what[S_KEYSTR + TC_NAME_MAX + 40];
+  char path[CI_PATH], ks[CI_KEYSTR], what[CI_KEYSTR + TC_NAME_MAX + 40];
   int64_t lin;
   int rc;
   if (!r) return tr_seterr(err, TR_EINVAL, "tc_reader_read: no reader");
@@ -1272,7 +1302,7 @@ int tc_reader_read(tc_reader *r, const int64_t *key, void *buf, size_t nbytes,
   if ((uint64_t)c->nbytes != (uint64_t)nbytes)
     return tr_seterr(err, TR_ECORRUPT, "catalog size of %s is %" PRId64
                      " bytes, expected %zu", what, c->nbytes, nbytes);
-  if ((rc = s_path(path, sizeof path, err, "%s/%s", r->chunkdir, c->file)))
+  if ((rc = ci_path(path, sizeof path, err, "%s/%s", r->chunkdir, c->file)))
     return rc;
   return cf_read(path, r->t.dtype, buf, nbytes, c->sum, what, err);
 }

@@ -116,6 +116,93 @@ int tc_reader_read(tc_reader *r, const int64_t *key, void *buf, size_t nbytes,
 void tc_reader_close(tc_reader **r);
 
 /*
+** Sites (workers) and chunk placement.  When tensors live on workers, the
+** catalog records for every chunk a cluster-wide chunk id, its size and
+** checksum, and the sites holding a replica (table chunk_replicas).  A
+** placed tensor's chunks are not files of this database: they are in the
+** workers' stores (tc_store below).
+*/
+#define TC_MAX_REPLICAS 8
+#define TC_ENDPOINT_MAX 256
+
+typedef struct tc_site {
+  int64_t id;                       /* row id (> 0; 0 is the local site) */
+  char endpoint[TC_ENDPOINT_MAX];   /* ZeroMQ endpoint */
+} tc_site;
+
+/* Workers recorded in the catalog, in id order; *out is the caller's. */
+int tc_site_list(tc_db *db, tc_site **out, int *n, tr_err *err);
+/* Record a worker (or find it): *id receives its row id. */
+int tc_site_add(tc_db *db, const char *endpoint, int64_t *id, tr_err *err);
+/* Forget a worker: TR_ENOTFOUND if not recorded.  Its replica rows go;
+** chunks left with no replica keep their rows (reads fail clearly). */
+int tc_site_remove(tc_db *db, const char *endpoint, tr_err *err);
+
+/* Where one chunk is. */
+typedef struct tc_chunkloc {
+  int64_t lin;                      /* chunk number */
+  uint64_t chunk_id;                /* cluster-wide id */
+  uint64_t nbytes;                  /* payload bytes */
+  uint64_t checksum;                /* XXH3_64bits of the payload */
+  int nsites;                       /* replicas */
+  int64_t site[TC_MAX_REPLICAS];    /* site ids holding it */
+} tc_chunkloc;
+
+/* All chunks of t ordered by lin (*n = 0 for a tensor at version 0);
+** *out is the caller's. */
+int tc_chunk_locations(tc_db *db, const tc_tensor *t, tc_chunkloc **out, int64_t *n,
+                       tr_err *err);
+/* Make a new version of tensor meta->name visible in one transaction:
+** every chunk of the grid must be in locs (n == tc_nchunks), each with at
+** least one site.  The previous version's chunk ids are returned in
+** *old_ids (caller frees; may be NULL if not wanted) so the coordinator can
+** tell the workers to drop them.  *result (may be NULL) gets the entry. */
+int tc_commit_placed(tc_db *db, const tc_tensor *meta, const tc_chunkloc *locs, int64_t n,
+                     tc_tensor *result, uint64_t **old_ids, int64_t *nold, tr_err *err);
+/* Drop a tensor, returning its chunk ids (caller frees). */
+int tc_tensor_drop_placed(tc_db *db, const char *name, uint64_t **old_ids, int64_t *nold,
+                          tr_err *err);
+/* Every chunk id the catalog refers to on site `site` (for a rejoining
+** worker's clean-up); caller frees. */
+int tc_site_chunks(tc_db *db, int64_t site, uint64_t **ids, int64_t *n, tr_err *err);
+/* Forget that site holds these chunks (it reported them lost). */
+int tc_replica_remove(tc_db *db, int64_t site, const uint64_t *ids, int64_t n, tr_err *err);
+/* A fresh cluster-wide chunk id (random 64-bit, never 0). */
+uint64_t tc_new_chunk_id(void);
+
+/* Settings that persist with the database (SET name = value). */
+int tc_setting_get(tc_db *db, const char *name, char *value, size_t cap, tr_err *err);
+int tc_setting_set(tc_db *db, const char *name, const char *value, tr_err *err);
+
+/*
+** A worker's chunk store: checksummed chunk files in one directory, named
+** by chunk id, with an in-memory index rebuilt on open (files that do not
+** verify are set aside, never served).  Used by `tradb --worker`.
+** Thread-safe: every function may be called from many threads at once.
+*/
+typedef struct tc_store tc_store;
+int tc_store_open(const char *dir, tc_store **out, tr_err *err);
+void tc_store_close(tc_store **s);
+/* Store a chunk; if checksum != 0 the payload must match it (else
+** TR_ECORRUPT).  The file is written with write-back started, durable
+** only after tc_store_sync.  Re-putting an existing id replaces it.
+** *sum (may be NULL) receives the payload checksum. */
+int tc_store_put(tc_store *s, uint64_t id, tr_dtype dt, const void *data, size_t nbytes,
+                 uint64_t checksum, uint64_t *sum, tr_err *err);
+/* Size and checksum of a chunk: TR_ENOTFOUND if absent. */
+int tc_store_stat(tc_store *s, uint64_t id, tr_dtype *dt, uint64_t *nbytes, uint64_t *sum);
+/* Read a chunk (checksum verified) into buf of exactly its size. */
+int tc_store_get(tc_store *s, uint64_t id, void *buf, size_t nbytes, tr_err *err);
+/* Make chunks durable (fdatasync each, then the directory). */
+int tc_store_sync(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err);
+/* Forget chunks (unlink); unknown ids are ignored. */
+int tc_store_drop(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err);
+/* Forget every chunk not in ids; *dropped receives how many went. */
+int tc_store_keep(tc_store *s, const uint64_t *ids, int64_t n, int64_t *dropped, tr_err *err);
+/* Chunks held and their total bytes. */
+void tc_store_usage(tc_store *s, int64_t *chunks, int64_t *bytes);
+
+/*
 ** Dense arrays in user files, .npy (NumPy format 1.0/2.0/3.0, '<f4' and
 ** '<f8', C or Fortran order) and .csv (one row per line, rank 1 or 2).
 ** An opened array exposes data with element strides, so loading a chunk is

@@ -6,7 +6,7 @@
 ** LOAD and SAVE copy between a user file and chunks, FILL generates
 ** chunks, PRINT gathers a slice; each runs its chunks on the thread pool
 ** and a statement that writes becomes visible only when all its chunks
-** are durable (tc_write_commit).
+** are durable on their workers (dist.c).
 */
 #include "config.h"
 #include "engine/engine_int.h"
@@ -36,6 +36,11 @@ int te_open(const te_config *cfg, te_engine **out, tr_err *err) {
   long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
   e->cache_budget = pages > 0 && psize > 0 ? (size_t)pages * (size_t)psize / 4 : (size_t)1 << 30;
   if ((rc = tc_open(cfg ? cfg->dbpath : NULL, &e->db, err))) goto fail;
+  if ((rc = te_cluster_open(e, cfg, err))) {
+    te_cluster_close(e);
+    tc_close(&e->db);
+    goto fail;
+  }
   tk_set_blas_threads(1);
   /* Chunk buffers are a few MiB each and every statement allocates and
   ** frees many of them.  glibc would serve each from a fresh mmap, so every
@@ -52,6 +57,7 @@ fail:
 
 void te_close(te_engine **pe) {
   if (!pe || !*pe) return;
+  te_cluster_close(*pe);
   tc_close(&(*pe)->db);
   free(*pe);
   *pe = NULL;
@@ -136,34 +142,7 @@ static int s_set_chunk(const te_stmt *s, tc_tensor *t, tr_err *err) {
   return TR_OK;
 }
 
-/* ---- chunk loops shared by LOAD, SAVE, FILL ----------------------------- */
-
-/* What a per-chunk task of LOAD, SAVE or FILL needs. */
-typedef struct s_loop {
-  te_engine *e;            /* engine */
-  const te_stmt *st;       /* the statement */
-  tc_tensor t;             /* tensor written or read */
-  tc_write *w;             /* LOAD, FILL: the new version */
-  tc_reader *r;            /* SAVE: the chunks */
-  tc_array *a;             /* LOAD, SAVE: the user's file */
-  uint64_t seed;           /* FILL: seed in effect */
-  pthread_mutex_t mu;      /* guards err */
-  tr_err err;              /* first failure */
-} s_loop;
-
-static int s_loop_fail(s_loop *L, const tr_err *e) {
-  pthread_mutex_lock(&L->mu);
-  if (!L->err.code) L->err = *e;
-  pthread_mutex_unlock(&L->mu);
-  return e->code ? e->code : TR_ERR;
-}
-
-/* Offset in elements of origin in an array with element strides. */
-static int64_t s_offset(int rank, const int64_t *origin, const int64_t *stride) {
-  int64_t o = 0;
-  for (int d = 0; d < rank; d++) o += origin[d] * stride[d];
-  return o;
-}
+/* ---- chunks between user files and the workers ---------------------------- */
 
 static void s_row_major(int rank, const int64_t *ext, int64_t *stride) {
   int64_t s = 1;
@@ -173,128 +152,66 @@ static void s_row_major(int rank, const int64_t *ext, int64_t *stride) {
   }
 }
 
-/* Copy between a chunk (row-major, type t->dtype) and the array box at
-** origin (type a->dtype), in either direction. */
-static int s_chunk_array_copy(s_loop *L, void *chunk, const int64_t *origin,
-                              const int64_t *ext, int64_t n, int to_array) {
-  tc_array *a = L->a;
-  int64_t cs[TR_MAX_RANK];
-  s_row_major(L->t.rank, ext, cs);
+/* Copy between chunk lin of t (row-major, type t->dtype) and its box in
+** the user's array a (type a->dtype), in either direction. */
+static int s_chunk_array_copy(const tk_backend *kt, const tc_tensor *t, tc_array *a, int64_t lin,
+                              void *chunk, int to_array) {
+  int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK], cs[TR_MAX_RANK], off = 0;
+  tc_key_from_linear(t, lin, key);
+  int64_t n = tc_chunk_extent(t, key, ext);
+  s_row_major(t->rank, ext, cs);
+  for (int d = 0; d < t->rank; d++) off += key[d] * t->chunk[d] * a->stride[d];
   size_t asz = tr_dtype_size(a->dtype);
-  char *abase = (char *)a->data + (size_t)s_offset(a->rank, origin, a->stride) * asz;
+  char *abase = (char *)a->data + (size_t)off * asz;
   void *tmp = chunk;
-  if (a->dtype != L->t.dtype) {
+  if (a->dtype != t->dtype) {
     tmp = tr_alloc_aligned((size_t)n * asz);
     if (!tmp) return TR_ENOMEM;
-    if (to_array) te_convert(tmp, a->dtype, chunk, L->t.dtype, n);
+    if (to_array) te_convert(tmp, a->dtype, chunk, t->dtype, n);
   }
   int rc = TR_OK;
-  if (L->t.rank == 0)
+  if (t->rank == 0)
     memcpy(to_array ? (void *)abase : tmp, to_array ? tmp : (void *)abase, asz);
   else if (to_array)
-    rc = L->e->kt->copy(a->dtype, a->rank, ext, abase, a->stride, tmp, cs);
+    rc = kt->copy(a->dtype, a->rank, ext, abase, a->stride, tmp, cs);
   else
-    rc = L->e->kt->copy(a->dtype, a->rank, ext, tmp, cs, abase, a->stride);
-  if (!rc && !to_array && tmp != chunk) te_convert(chunk, L->t.dtype, tmp, a->dtype, n);
+    rc = kt->copy(a->dtype, a->rank, ext, tmp, cs, abase, a->stride);
+  if (!rc && !to_array && tmp != chunk) te_convert(chunk, t->dtype, tmp, a->dtype, n);
   if (tmp != chunk) tr_free_aligned(tmp);
   return rc;
 }
 
-/* Chunk lin of a tensor as a task handles it. */
-typedef struct s_piece {
-  int64_t key[TR_MAX_RANK];    /* chunk key */
-  int64_t ext[TR_MAX_RANK];    /* its extent */
-  int64_t origin[TR_MAX_RANK]; /* global index of its first element */
-  int64_t n;                   /* elements */
-  size_t bytes;                /* payload bytes */
-  void *buf;                   /* payload buffer (tr_free_aligned) */
-} s_piece;
-
-static int s_piece_new(const tc_tensor *t, int64_t lin, s_piece *pc) {
-  tc_key_from_linear(t, lin, pc->key);
-  pc->n = tc_chunk_extent(t, pc->key, pc->ext);
-  for (int d = 0; d < t->rank; d++) pc->origin[d] = pc->key[d] * t->chunk[d];
-  pc->bytes = (size_t)pc->n * tr_dtype_size(t->dtype);
-  pc->buf = tr_alloc_aligned(pc->bytes);
-  return pc->buf ? TR_OK : TR_ENOMEM;
-}
-
-static int s_load_task(void *arg, int64_t lin) {
-  s_loop *L = arg;
-  s_piece pc;
-  tr_err err;
-  tr_clearerr(&err);
-  if (s_piece_new(&L->t, lin, &pc)) return s_loop_fail(L, &(tr_err){TR_ENOMEM, "out of memory"});
-  int rc = s_chunk_array_copy(L, pc.buf, pc.origin, pc.ext, pc.n, 0);
-  if (rc) tr_seterr(&err, rc, "copy from '%s' failed", L->st->path);
-  if (!rc) rc = tc_write_chunk(L->w, pc.key, pc.buf, pc.bytes, &err);
-  tr_free_aligned(pc.buf);
-  return rc ? s_loop_fail(L, &err) : TR_OK;
-}
-
-static int s_save_task(void *arg, int64_t lin) {
-  s_loop *L = arg;
-  s_piece pc;
-  tr_err err;
-  tr_clearerr(&err);
-  if (s_piece_new(&L->t, lin, &pc)) return s_loop_fail(L, &(tr_err){TR_ENOMEM, "out of memory"});
-  int rc = tc_reader_read(L->r, pc.key, pc.buf, pc.bytes, &err);
-  if (!rc) {
-    rc = s_chunk_array_copy(L, pc.buf, pc.origin, pc.ext, pc.n, 1);
-    if (rc) tr_seterr(&err, rc, "copy to '%s' failed", L->st->path);
-  }
-  tr_free_aligned(pc.buf);
-  return rc ? s_loop_fail(L, &err) : TR_OK;
-}
-
-static int s_fill_task(void *arg, int64_t lin) {
-  s_loop *L = arg;
-  const tc_tensor *t = &L->t;
-  s_piece pc;
-  tr_err err;
-  tr_clearerr(&err);
-  if (s_piece_new(t, lin, &pc)) return s_loop_fail(L, &(tr_err){TR_ENOMEM, "out of memory"});
-  int64_t n = pc.n, *ext = pc.ext, *origin = pc.origin;
-  void *buf = pc.buf;
-  int rc = TR_OK;
-  switch (L->st->fill) {
-  case TE_FILL_UNIFORM:
-  case TE_FILL_NORMAL:
-    rc = L->e->kt->fill_random(t->dtype, L->st->fill == TE_FILL_UNIFORM ? TK_FILL_UNIFORM : TK_FILL_NORMAL,
-                               L->st->p0, L->st->p1, L->seed, t->rank, t->shape, origin, ext, buf);
-    if (rc) tr_seterr(&err, rc, "fill kernel failed (status %d)", rc);
-    break;
-  default: {
-    double one = L->st->fill == TE_FILL_ONES ? 1.0 : 0.0;
-    int64_t idx[TR_MAX_RANK] = {0};
-    for (int64_t i = 0; i < n; i++) {
-      double v = one;
-      if (L->st->fill == TE_FILL_IDENTITY) {
-        v = 1.0;
-        for (int d = 1; d < t->rank; d++)
-          if (origin[d] + idx[d] != origin[0] + idx[0]) v = 0.0;
-      }
-      if (t->dtype == TR_F64) ((double *)buf)[i] = v;
-      else ((float *)buf)[i] = (float)v;
-      for (int d = t->rank - 1; d >= 0 && ++idx[d] == ext[d]; d--) idx[d] = 0;
+int te_fill_chunk(const tk_backend *kt, const tc_tensor *t, const te_fill *f, int64_t lin,
+                  void *buf) {
+  int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK], origin[TR_MAX_RANK];
+  tc_key_from_linear(t, lin, key);
+  int64_t n = tc_chunk_extent(t, key, ext);
+  for (int d = 0; d < t->rank; d++) origin[d] = key[d] * t->chunk[d];
+  if (f->kind == TE_FILL_UNIFORM || f->kind == TE_FILL_NORMAL)
+    return kt->fill_random(t->dtype, f->kind == TE_FILL_UNIFORM ? TK_FILL_UNIFORM : TK_FILL_NORMAL,
+                           f->p0, f->p1, f->seed, t->rank, t->shape, origin, ext, buf);
+  double one = f->kind == TE_FILL_ONES ? 1.0 : 0.0;
+  int64_t idx[TR_MAX_RANK] = {0};
+  for (int64_t i = 0; i < n; i++) {
+    double v = one;
+    if (f->kind == TE_FILL_IDENTITY) {
+      v = 1.0;
+      for (int d = 1; d < t->rank; d++)
+        if (origin[d] + idx[d] != origin[0] + idx[0]) v = 0.0;
     }
+    if (t->dtype == TR_F64) ((double *)buf)[i] = v;
+    else ((float *)buf)[i] = (float)v;
+    for (int d = t->rank - 1; d >= 0 && ++idx[d] == ext[d]; d--) idx[d] = 0;
   }
-  }
-  if (!rc) rc = tc_write_chunk(L->w, pc.key, buf, pc.bytes, &err);
-  tr_free_aligned(buf);
-  return rc ? s_loop_fail(L, &err) : TR_OK;
+  return TR_OK;
 }
 
-/* Run fn over every chunk of L->t; on failure the first task error. */
-static int s_loop_run(s_loop *L, tr_task_fn fn, tr_err *err) {
-  pthread_mutex_init(&L->mu, NULL);
-  int rc = tr_parallel_for(L->e->threads, tc_nchunks(&L->t), fn, L);
-  pthread_mutex_destroy(&L->mu);
-  if (rc) {
-    if (L->err.code) *err = L->err;
-    else tr_seterr(err, rc, rc == TR_EINTR ? "interrupted" : "statement failed (status %d)", rc);
-  }
-  return rc;
+/* Every chunk number of t, 0..n-1 (caller frees). */
+static int64_t *s_all_lins(const tc_tensor *t) {
+  int64_t n = tc_nchunks(t);
+  int64_t *v = malloc(sizeof *v * (size_t)(n + 1));
+  for (int64_t i = 0; v && i < n; i++) v[i] = i;
+  return v;
 }
 
 /* ---- statements ------------------------------------------------------------ */
@@ -311,80 +228,101 @@ static int s_create(te_engine *e, const te_stmt *s, tr_err *err) {
 }
 
 static int s_load(te_engine *e, const te_stmt *s, tr_err *err) {
-  s_loop L;
+  tc_tensor t;
   tc_array a;
-  memset(&L, 0, sizeof L);
-  L.e = e;
-  L.st = s;
-  int exists = tc_tensor_get(e->db, s->name, &L.t, NULL) == TR_OK;
-  tr_dtype csv_dt = s->has_type ? s->dtype : exists ? L.t.dtype : TR_F32;
+  te_pwrite *w = NULL;
+  void *buf = NULL;
+  int exists = tc_tensor_get(e->db, s->name, &t, NULL) == TR_OK;
+  tr_dtype csv_dt = s->has_type ? s->dtype : exists ? t.dtype : TR_F32;
   int rc = tc_array_open(s->path, csv_dt, &a, err);
   if (rc) return rc;
-  L.a = &a;
   if (exists) {
-    int same = a.rank == L.t.rank;
-    for (int d = 0; same && d < a.rank; d++) same = a.shape[d] == L.t.shape[d];
+    int same = a.rank == t.rank;
+    for (int d = 0; same && d < a.rank; d++) same = a.shape[d] == t.shape[d];
     if (!same) {
       char hv[256], fv[256];
-      s_dims_text(hv, sizeof hv, L.t.rank, L.t.shape, " x ");
+      s_dims_text(hv, sizeof hv, t.rank, t.shape, " x ");
       s_dims_text(fv, sizeof fv, a.rank, a.shape, " x ");
       rc = tr_seterr(err, TR_ESHAPE, "shape mismatch: %s is %s but '%s' holds %s", s->name,
-                     L.t.rank ? hv : "a scalar", s->path, a.rank ? fv : "a scalar");
+                     t.rank ? hv : "a scalar", s->path, a.rank ? fv : "a scalar");
       goto done;
     }
-    if (s->has_type && s->dtype != L.t.dtype) {
+    if (s->has_type && s->dtype != t.dtype) {
       rc = tr_seterr(err, TR_ETYPE, "type mismatch: %s is %s, not %s", s->name,
-                     tr_dtype_name(L.t.dtype), tr_dtype_name(s->dtype));
+                     tr_dtype_name(t.dtype), tr_dtype_name(s->dtype));
       goto done;
     }
-    if (s->has_chunk && (rc = s_set_chunk(s, &L.t, err))) goto done;
+    if (s->has_chunk && (rc = s_set_chunk(s, &t, err))) goto done;
   } else {
-    memset(&L.t, 0, sizeof L.t);
-    snprintf(L.t.name, sizeof L.t.name, "%s", s->name);
-    L.t.dtype = s->has_type ? s->dtype : a.dtype;
-    L.t.rank = a.rank;
-    memcpy(L.t.shape, a.shape, sizeof L.t.shape);
+    memset(&t, 0, sizeof t);
+    snprintf(t.name, sizeof t.name, "%s", s->name);
+    t.dtype = s->has_type ? s->dtype : a.dtype;
+    t.rank = a.rank;
+    memcpy(t.shape, a.shape, sizeof t.shape);
     for (int d = 0; d < a.rank; d++)
       if (a.shape[d] == 0) {
         rc = tr_seterr(err, TR_ESHAPE, "'%s' is empty (dimension %d has size 0)", s->path, d);
         goto done;
       }
-    if ((rc = s_set_chunk(s, &L.t, err))) goto done;
+    if ((rc = s_set_chunk(s, &t, err))) goto done;
   }
-  if ((rc = tc_write_begin(e->db, &L.t, &L.w, err))) goto done;
-  if ((rc = s_loop_run(&L, s_load_task, err))) goto done;
-  rc = tc_write_commit(&L.w, NULL, err);
+  if ((rc = te_pwrite_begin(e, &t, &w, err))) goto done;
+  int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK];
+  size_t cap = (size_t)tc_chunk_extent(&t, (int64_t[TR_MAX_RANK]){0}, ext) * tr_dtype_size(t.dtype);
+  if (!(buf = tr_alloc_aligned(cap))) {
+    rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+    goto done;
+  }
+  for (int64_t lin = 0; lin < tc_nchunks(&t) && !rc; lin++) {
+    tc_key_from_linear(&t, lin, key);
+    size_t bytes = (size_t)tc_chunk_extent(&t, key, ext) * tr_dtype_size(t.dtype);
+    if ((rc = s_chunk_array_copy(e->kt, &t, &a, lin, buf, 0)))
+      tr_seterr(err, rc, "copy from '%s' failed", s->path);
+    else
+      rc = te_pwrite_chunk(w, lin, buf, bytes, err);
+    if (!rc && tr_interrupted) rc = tr_seterr(err, TR_EINTR, "interrupted");
+  }
+  if (!rc) rc = te_pwrite_commit(w, err);
 done:
-  tc_write_abort(&L.w);
+  tr_free_aligned(buf);
+  te_pwrite_free(&w);
   tc_array_close(&a);
   return rc;
 }
 
+/* SAVE: each chunk read from a worker goes into its box of the file. */
+typedef struct s_save_ctx {
+  te_engine *e;     /* engine */
+  tc_tensor *t;     /* tensor */
+  tc_array *a;      /* destination */
+} s_save_ctx;
+
+static int s_save_chunk(void *ctx, int64_t lin, const void *buf, size_t bytes, tr_err *err) {
+  s_save_ctx *c = ctx;
+  (void)bytes;
+  int rc = s_chunk_array_copy(c->e->kt, c->t, c->a, lin, (void *)buf, 1);
+  return rc ? tr_seterr(err, rc, "copy to the output file failed") : TR_OK;
+}
+
 static int s_save(te_engine *e, const te_stmt *s, tr_err *err) {
-  s_loop L;
+  tc_tensor t;
   tc_array a;
-  memset(&L, 0, sizeof L);
-  L.e = e;
-  L.st = s;
-  int rc = tc_tensor_get(e->db, s->name, &L.t, err);
+  int rc = tc_tensor_get(e->db, s->name, &t, err);
   if (rc) return rc;
-  if ((rc = tc_array_create(s->path, L.t.dtype, L.t.rank, L.t.shape, &a, err))) return rc;
-  L.a = &a;
-  if ((rc = tc_reader_open(e->db, &L.t, &L.r, err))) goto done;
-  if ((rc = s_loop_run(&L, s_save_task, err))) goto done;
-  rc = tc_array_commit(&a, err);
-done:
-  tc_reader_close(&L.r);
+  if ((rc = tc_array_create(s->path, t.dtype, t.rank, t.shape, &a, err))) return rc;
+  s_save_ctx c = {e, &t, &a};
+  int64_t *lins = s_all_lins(&t);
+  rc = lins ? te_pread(e, &t, lins, tc_nchunks(&t), s_save_chunk, &c, err)
+            : tr_seterr(err, TR_ENOMEM, "out of memory");
+  free(lins);
+  if (!rc) rc = tc_array_commit(&a, err);
   tc_array_close(&a);
   return rc;
 }
 
 static int s_fill(te_engine *e, const te_stmt *s, tr_err *err) {
-  s_loop L;
-  memset(&L, 0, sizeof L);
-  L.e = e;
-  L.st = s;
-  int rc = tc_tensor_get(e->db, s->name, &L.t, err);
+  tc_tensor t;
+  int rc = tc_tensor_get(e->db, s->name, &t, err);
   if (rc == TR_ENOTFOUND)
     return tr_seterr(err, TR_ENAME, "no such tensor: %s (declare it with CREATE TENSOR)", s->name);
   if (rc) return rc;
@@ -392,13 +330,10 @@ static int s_fill(te_engine *e, const te_stmt *s, tr_err *err) {
     return tr_seterr(err, TR_EINVAL, "UNIFORM(lo, hi) needs lo < hi");
   if (s->fill == TE_FILL_NORMAL && !(s->p1 >= 0))
     return tr_seterr(err, TR_EINVAL, "NORMAL(mu, sd) needs sd >= 0");
-  L.seed = s->seed;
-  if (!s->has_seed && getrandom(&L.seed, sizeof L.seed, 0) != (ssize_t)sizeof L.seed)
-    L.seed = (uint64_t)(tr_now() * 1e9);
-  if ((rc = tc_write_begin(e->db, &L.t, &L.w, err))) return rc;
-  if (!(rc = s_loop_run(&L, s_fill_task, err))) rc = tc_write_commit(&L.w, NULL, err);
-  tc_write_abort(&L.w);
-  return rc;
+  te_fill f = {s->fill, s->p0, s->p1, s->seed};
+  if (!s->has_seed && getrandom(&f.seed, sizeof f.seed, 0) != (ssize_t)sizeof f.seed)
+    f.seed = (uint64_t)(tr_now() * 1e9);
+  return te_dist_fill(e, &t, &f, err);
 }
 
 static int s_show(te_engine *e, te_result **res, tr_err *err) {
@@ -453,9 +388,39 @@ static int s_describe(te_engine *e, const te_stmt *s, te_result **res, tr_err *e
   return TR_OK;
 }
 
+/* PRINT: values of each chunk that fall in the slice go to the result. */
+typedef struct s_print_ctx {
+  const tc_tensor *t;  /* tensor */
+  te_result *r;        /* result being filled */
+} s_print_ctx;
+
+static int s_print_chunk(void *ctx, int64_t lin, const void *cb, size_t bytes, tr_err *err) {
+  s_print_ctx *c = ctx;
+  const tc_tensor *t = c->t;
+  te_result *r = c->r;
+  int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK], idx[TR_MAX_RANK] = {0}, vs[TR_MAX_RANK];
+  (void)bytes;
+  (void)err;
+  tc_key_from_linear(t, lin, key);
+  int64_t n = tc_chunk_extent(t, key, ext);
+  s_row_major(t->rank, r->shape, vs);
+  for (int64_t i = 0; i < n; i++) {
+    int inside = 1;
+    int64_t off = 0;
+    for (int d = 0; d < t->rank; d++) {
+      int64_t gpos = key[d] * t->chunk[d] + idx[d] - r->origin[d];
+      if (gpos < 0 || gpos >= r->shape[d]) inside = 0;
+      off += gpos * vs[d];
+    }
+    if (inside) r->values[off] = t->dtype == TR_F64 ? ((const double *)cb)[i] : (double)((const float *)cb)[i];
+    for (int d = t->rank - 1; d >= 0 && ++idx[d] == ext[d]; d--) idx[d] = 0;
+  }
+  return TR_OK;
+}
+
 static int s_print(te_engine *e, const te_stmt *s, te_result **res, tr_err *err) {
   tc_tensor t;
-  tc_reader *rd = NULL;
+  int64_t *lins = NULL, nl = 0;
   int rc = tc_tensor_get(e->db, s->name, &t, err);
   if (rc) return rc;
   if (s->nranges && s->nranges != t.rank)
@@ -474,7 +439,7 @@ static int s_print(te_engine *e, const te_stmt *s, te_result **res, tr_err *err)
     if (lo >= hi || hi > t.shape[d]) {
       rc = tr_seterr(err, TR_ESHAPE, "range %lld:%lld out of bounds for dimension %d of %s (size %lld)",
                      (long long)lo, (long long)hi, d, t.name, (long long)t.shape[d]);
-      goto fail;
+      goto done;
     }
     r->origin[d] = lo;
     r->shape[d] = hi - lo;
@@ -483,49 +448,23 @@ static int s_print(te_engine *e, const te_stmt *s, te_result **res, tr_err *err)
   if (total > S_PRINT_MAX) {
     rc = tr_seterr(err, TR_EINVAL, "PRINT %s would show %lld values (at most %d): print a slice, e.g. PRINT %s[0:10%s]",
                    t.name, (long long)total, S_PRINT_MAX, t.name, t.rank > 1 ? ", 0:10" : "");
-    goto fail;
+    goto done;
   }
   r->values = malloc(sizeof(double) * (size_t)total);
-  if (!r->values) {
+  lins = malloc(sizeof *lins * (size_t)(tc_nchunks(&t) + 1));
+  if (!r->values || !lins) {
     rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-    goto fail;
+    goto done;
   }
-  if ((rc = tc_reader_open(e->db, &t, &rd, err))) goto fail;
-  /* Walk the chunks overlapping the slice. */
-  int64_t first[TR_MAX_RANK], last[TR_MAX_RANK], key[TR_MAX_RANK], vs[TR_MAX_RANK];
-  s_row_major(t.rank, r->shape, vs);
+  /* The chunks overlapping the slice. */
+  int64_t first[TR_MAX_RANK], last[TR_MAX_RANK], key[TR_MAX_RANK];
   for (int d = 0; d < t.rank; d++) {
     first[d] = r->origin[d] / t.chunk[d];
     last[d] = (r->origin[d] + r->shape[d] - 1) / t.chunk[d];
     key[d] = first[d];
   }
   for (;;) {
-    int64_t ext[TR_MAX_RANK], cs[TR_MAX_RANK], idx[TR_MAX_RANK];
-    int64_t n = tc_chunk_extent(&t, key, ext);
-    void *cb = tr_alloc_aligned((size_t)n * tr_dtype_size(t.dtype));
-    if (!cb) {
-      rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-      goto fail;
-    }
-    if ((rc = tc_reader_read(rd, key, cb, (size_t)n * tr_dtype_size(t.dtype), err))) {
-      tr_free_aligned(cb);
-      goto fail;
-    }
-    s_row_major(t.rank, ext, cs);
-    memset(idx, 0, sizeof idx);
-    for (int64_t i = 0; i < n; i++) {
-      int inside = 1;
-      int64_t off = 0;
-      for (int d = 0; d < t.rank; d++) {
-        int64_t gpos = key[d] * t.chunk[d] + idx[d] - r->origin[d];
-        if (gpos < 0 || gpos >= r->shape[d]) inside = 0;
-        off += gpos * vs[d];
-      }
-      if (inside)
-        r->values[off] = t.dtype == TR_F64 ? ((double *)cb)[i] : (double)((float *)cb)[i];
-      for (int d = t.rank - 1; d >= 0 && ++idx[d] == ext[d]; d--) idx[d] = 0;
-    }
-    tr_free_aligned(cb);
+    lins[nl++] = tc_key_linear(&t, key);
     int d = t.rank - 1;
     while (d >= 0 && ++key[d] > last[d]) {
       key[d] = first[d];
@@ -533,32 +472,36 @@ static int s_print(te_engine *e, const te_stmt *s, te_result **res, tr_err *err)
     }
     if (d < 0) break;
   }
-  tc_reader_close(&rd);
-  *res = r;
-  return TR_OK;
-fail:
-  tc_reader_close(&rd);
-  te_result_free(&r);
+  s_print_ctx c = {&t, r};
+  rc = te_pread(e, &t, lins, nl, s_print_chunk, &c, err);
+done:
+  free(lins);
+  if (rc) te_result_free(&r);
+  else *res = r;
   return rc;
 }
 
 static int s_assign(te_engine *e, const te_stmt *s, te_result **res, tr_err *err) {
   te_plan *plan = calloc(1, sizeof *plan);
+  char *tra = NULL;
   if (!plan) return tr_seterr(err, TR_ENOMEM, "out of memory");
   int rc = te_compile(e, s, plan, err);
-  if (!rc && s->kind == TE_ST_EXPLAIN) {
+  if (!rc && s->kind == TE_ST_EXPLAIN && !(tra = te_plan_explain(plan)))
+    rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+  if (!rc && s->kind == TE_ST_EXPLAIN && !s->analyze) {
     te_result *r = calloc(1, sizeof *r);
-    if (r && (r->text = te_plan_explain(plan))) {
+    if (r) {
       r->kind = TE_RES_TEXT;
+      r->text = tra;
+      tra = NULL;
       *res = r;
     } else {
-      free(r);
       rc = tr_seterr(err, TR_ENOMEM, "out of memory");
     }
   } else if (!rc) {
-    rc = te_plan_run(e, plan, err);
+    rc = te_dist_run(e, plan, s->kind == TE_ST_EXPLAIN, s->json, tra, res, err);
   }
-  te_plan_release(plan);
+  free(tra);
   free(plan);
   return rc;
 }
@@ -578,12 +521,13 @@ int te_exec(te_engine *e, const char *text, size_t len, te_result **res, tr_err 
   case TE_ST_SHOW: rc = s_show(e, &r, err); break;
   case TE_ST_DESCRIBE: rc = s_describe(e, s, &r, err); break;
   case TE_ST_DROP:
-    rc = tc_tensor_drop(e->db, s->name, err);
+    rc = te_dist_drop(e, s->name, err);
     if (rc == TR_ENOTFOUND && s->if_exists) rc = TR_OK;
     break;
   case TE_ST_PRINT: rc = s_print(e, s, &r, err); break;
   case TE_ST_ASSIGN:
   case TE_ST_EXPLAIN: rc = s_assign(e, s, &r, err); break;
+  case TE_ST_SET: rc = te_dist_set(e, s->setting, s->value, err); break;
   }
   te_stmt_free(&s);
   if (rc && err && !err->code) tr_seterr(err, rc, "statement failed (status %d)", rc);

@@ -19,9 +19,31 @@ typedef struct te_engine te_engine;
 /* How to open an engine. */
 typedef struct te_config {
   const char *dbpath;  /* database directory; NULL = transient */
-  int threads;         /* worker threads for chunk tasks; 0 = all cores */
+  int threads;         /* threads per local worker; 0 = cores / workers */
   const char *backend; /* kernel backend name; NULL = "auto" */
+  const char *workers; /* comma-separated worker endpoints (--workers);
+                          NULL = those recorded in the catalog, and if
+                          there are none, local workers */
+  int local_workers;   /* local workers to start when none are configured
+                          (--local-workers); 0 = number of cores */
+  const char *keys;    /* CURVE key directory (--keys), NULL = none */
+  const char *self_exe;/* path of the tradb binary, to start local workers
+                          (NULL: /proc/self/exe) */
 } te_config;
+
+/* How to run a worker process (tradb --worker). */
+typedef struct te_worker_config {
+  const char *listen;  /* endpoint to bind (--listen) */
+  const char *data;    /* chunk store directory (--data), created if absent */
+  const char *keys;    /* CURVE key directory (--keys), NULL = none */
+  int threads;         /* kernel threads; 0 = all cores */
+  const char *backend; /* kernel backend; NULL = "auto" */
+} te_worker_config;
+
+/* Run a worker until SIGTERM or SIGINT; logs to stderr.  Returns the
+** process exit status (0 after a clean shutdown). */
+int te_worker_main(const te_worker_config *cfg);
+
 
 int te_open(const te_config *cfg, te_engine **out, tr_err *err);
 /* Close; safe on NULL and twice; a transient database is removed. */
@@ -56,6 +78,14 @@ typedef struct te_result {
 
 /* Free a result; safe on NULL and twice. */
 void te_result_free(te_result **r);
+
+/* Workers: record and connect (.worker add EP), forget (.worker remove
+** EP), and list them with state and counters (.workers): a TE_RES_ROWS
+** result with columns endpoint, state, tasks, chunks, bytes_sent,
+** bytes_received. */
+int te_worker_add(te_engine *e, const char *endpoint, tr_err *err);
+int te_worker_remove(te_engine *e, const char *endpoint, tr_err *err);
+int te_workers(te_engine *e, te_result **res, tr_err *err);
 
 /*
 ** Length of the first complete statement in text (through its ';',

@@ -50,10 +50,13 @@ typedef struct s_cache {
 
 /* What the tasks of one node share. */
 typedef struct s_run {
-  te_engine *e;      /* engine */
-  te_plan *plan;     /* plan */
-  te_node *node;     /* node being run */
-  s_cache *cache;    /* operand chunks */
+  const tk_backend *kt;                  /* kernels */
+  const te_node *node;                   /* node being run */
+  const tc_tensor *in_meta[TK_MAX_INPUTS]; /* each operand's relation */
+  const tc_tensor *out_meta;             /* the output relation */
+  const te_chunk_io *io;                 /* chunk source and sink */
+  const int64_t *lins;                   /* output chunks to compute */
+  s_cache *cache;    /* operand chunks, keyed by operand number */
   tr_dtype dt;       /* node element type (of its output) */
   size_t esz;        /* its size */
   int64_t ngroups;   /* output chunk keys */
@@ -91,20 +94,11 @@ static void s_cache_release(s_cache *c, s_entry *en) {
   pthread_mutex_unlock(&c->mu);
 }
 
-/* Read chunk lin of relation rel (stored or temporary) into buf. */
-static int s_read_rel(te_plan *p, int rel, int64_t lin, void *buf, size_t bytes, tr_err *err) {
-  te_rel *r = &p->rels[rel];
-  int64_t key[TR_MAX_RANK];
-  tc_key_from_linear(&r->meta, lin, key);
-  if (r->kind == TE_REL_STORED) return tc_reader_read(r->reader, key, buf, bytes, err);
-  return tc_write_read(r->write, key, buf, bytes, err);
-}
-
 /* Get chunk lin of rel, loading it if needed; the entry is pinned until
 ** s_cache_release. */
 static int s_cache_get(s_run *run, int rel, int64_t lin, s_entry **out, tr_err *err) {
   s_cache *c = run->cache;
-  const tc_tensor *t = &run->plan->rels[rel].meta;
+  const tc_tensor *t = run->in_meta[rel];
   unsigned h = s_hash(rel, lin);
   pthread_mutex_lock(&c->mu);
   for (s_entry *en = c->bucket[h]; en; en = en->next)
@@ -137,7 +131,7 @@ static int s_cache_get(s_run *run, int rel, int64_t lin, s_entry **out, tr_err *
   tc_key_from_linear(t, lin, key);
   size_t bytes = (size_t)tc_chunk_extent(t, key, ext) * tr_dtype_size(t->dtype);
   void *buf = tr_alloc_aligned(bytes);
-  int rc = buf ? s_read_rel(run->plan, rel, lin, buf, bytes, err)
+  int rc = buf ? run->io->read(run->io->ctx, rel, lin, buf, bytes, err)
                : tr_seterr(err, TR_ENOMEM, "out of memory");
   pthread_mutex_lock(&c->mu);
   if (rc) {
@@ -221,11 +215,11 @@ static void s_row_major(int rank, const int64_t *ext, int64_t *stride) {
   }
 }
 
-/* Fetch operand o's chunk whose node-label keys are lkey[]. */
-static int s_fetch(s_run *run, const te_operand *o, const int64_t *lkey, s_chunk *ch,
-                   tr_err *err) {
+/* Fetch operand oi's chunk whose node-label keys are lkey[]. */
+static int s_fetch(s_run *run, int oi, const int64_t *lkey, s_chunk *ch, tr_err *err) {
   const te_node *n = run->node;
-  const tc_tensor *t = &run->plan->rels[o->rel].meta;
+  const te_operand *o = &n->in[oi];
+  const tc_tensor *t = run->in_meta[oi];
   int64_t lo[TR_MAX_RANK], n_el = 1, key[TR_MAX_RANK];
   int same = 1, rc;
   memset(ch, 0, sizeof *ch);
@@ -239,7 +233,7 @@ static int s_fetch(s_run *run, const te_operand *o, const int64_t *lkey, s_chunk
     key[d] = lkey[l];
   }
   if (same) {
-    if ((rc = s_cache_get(run, o->rel, tc_key_linear(t, key), &ch->pin, err))) return rc;
+    if ((rc = s_cache_get(run, oi, tc_key_linear(t, key), &ch->pin, err))) return rc;
     if (t->dtype == run->dt) {
       ch->data = ch->pin->buf;
       return TR_OK;
@@ -271,7 +265,7 @@ static int s_fetch(s_run *run, const te_operand *o, const int64_t *lkey, s_chunk
   void *conv = NULL;
   for (;;) {
     s_entry *en;
-    if ((rc = s_cache_get(run, o->rel, tc_key_linear(t, sk), &en, err))) break;
+    if ((rc = s_cache_get(run, oi, tc_key_linear(t, sk), &en, err))) break;
     int64_t sext[TR_MAX_RANK], sstride[TR_MAX_RANK], box[TR_MAX_RANK];
     int64_t soff = 0, doff = 0, nbox = 1;
     tc_chunk_extent(t, sk, sext);
@@ -301,7 +295,7 @@ static int s_fetch(s_run *run, const te_operand *o, const int64_t *lkey, s_chunk
       src = (const char *)conv + (size_t)soff * run->esz;
     }
     if (nbox > 0)
-      rc = run->e->kt->copy(run->dt, o->rank, box, (char *)dst + (size_t)doff * run->esz,
+      rc = run->kt->copy(run->dt, o->rank, box, (char *)dst + (size_t)doff * run->esz,
                             dstride, src, sstride);
     s_cache_release(run->cache, en);
     if (rc) break;
@@ -421,9 +415,9 @@ static int s_canon(s_run *run, const void *src, const int64_t *ls, const int64_t
     op.out = *out;
     op.prog.n = 1;
     op.prog.code[0].op = TK_OP_INPUT;
-    return run->e->kt->contract(&op);
+    return run->kt->contract(&op);
   }
-  return run->e->kt->copy(run->dt, norder, e2, *out, ds, src, ss);
+  return run->kt->copy(run->dt, norder, e2, *out, ds, src, ss);
 }
 
 /* Concatenate up to three label groups into ord; returns the count. */
@@ -505,7 +499,7 @@ static int s_gemm_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void 
     cb = M * N;
   }
   sc = cb;
-  rc = run->e->kt->gemm(run->dt, ta, tb, M, N, K, 1.0, a, lda, sa, b, ldb, sb,
+  rc = run->kt->gemm(run->dt, ta, tb, M, N, K, 1.0, a, lda, sa, b, ldb, sb,
                         (first || c == bufc) ? 0.0 : 1.0, c, ldc, sc, B);
   if (!rc && c == bufc) {
     /* out (+)= scratch, through the contract kernel's strided add. */
@@ -531,7 +525,7 @@ static int s_gemm_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void 
     op.prog.code[0].op = TK_OP_INPUT;
     op.agg = TK_AGG_SUM;
     op.accumulate = !first;
-    rc = run->e->kt->contract(&op);
+    rc = run->kt->contract(&op);
   }
 done:
   tr_free_aligned(bufa);
@@ -560,7 +554,7 @@ static int s_contract_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, v
   op.prog = n->prog;
   op.agg = n->agg;
   op.accumulate = !first;
-  return run->e->kt->contract(&op);
+  return run->kt->contract(&op);
 }
 
 /* ---- Node tasks ------------------------------------------------------------ */
@@ -572,26 +566,27 @@ static int s_fail(s_run *run, const tr_err *err) {
   return err->code ? err->code : TR_ERR;
 }
 
-/* Task g: compute output chunk g of the node. */
-static int s_node_task(void *arg, int64_t g) {
+/* Task t: compute output chunk lins[t] of the node. */
+static int s_node_task(void *arg, int64_t t) {
   s_run *run = arg;
   const te_node *n = run->node;
-  te_rel *outr = &run->plan->rels[n->out];
+  const tc_tensor *om = run->out_meta;
+  int64_t g = run->lins ? run->lins[t] : t;
   tr_err err;
   tr_clearerr(&err);
   int64_t lkey[TK_MAX_LABELS], ext[TK_MAX_LABELS], okey[TR_MAX_RANK], oext[TR_MAX_RANK];
   int64_t ols[TK_MAX_LABELS] = {0}, nel = 1;
   int rc = TR_OK;
   /* Output key from g; aggregated label keys start at 0. */
-  tc_key_from_linear(&outr->meta, g, okey);
-  nel = tc_chunk_extent(&outr->meta, okey, oext);
+  tc_key_from_linear(om, g, okey);
+  nel = tc_chunk_extent(om, okey, oext);
   for (int l = 0; l < n->nlabels; l++) lkey[l] = l < n->nout ? okey[l] : 0;
   s_row_major(n->nout, oext, ols);
   void *out = tr_alloc_aligned((size_t)nel * run->esz);
   if (!out) return s_fail(run, &(tr_err){TR_ENOMEM, "out of memory"});
   s_chunk ch[TK_MAX_INPUTS];
   memset(ch, 0, sizeof ch);
-  for (int64_t t = 0; t < run->ntuples; t++) {
+  for (int64_t tu = 0; tu < run->ntuples; tu++) {
     if (tr_interrupted) {
       rc = tr_seterr(&err, TR_EINTR, "interrupted");
       break;
@@ -602,11 +597,11 @@ static int s_node_task(void *arg, int64_t g) {
     }
     int i;
     for (i = 0; i < n->ninputs; i++)
-      if ((rc = s_fetch(run, &n->in[i], lkey, &ch[i], &err))) break;
+      if ((rc = s_fetch(run, i, lkey, &ch[i], &err))) break;
     if (!rc) {
-      rc = n->gemm ? s_gemm_tuple(run, ch, ext, out, ols, t == 0)
-                   : s_contract_tuple(run, ch, ext, out, ols, t == 0);
-      if (rc) tr_seterr(&err, rc, "kernel failed in %s (status %d)", outr->meta.name, rc);
+      rc = n->gemm ? s_gemm_tuple(run, ch, ext, out, ols, tu == 0)
+                   : s_contract_tuple(run, ch, ext, out, ols, tu == 0);
+      if (rc) tr_seterr(&err, rc, "kernel failed in %s (status %d)", om->name, rc);
     }
     for (int j = 0; j < i; j++) s_chunk_done(run, &ch[j]);
     if (rc) break;
@@ -618,30 +613,41 @@ static int s_node_task(void *arg, int64_t g) {
     }
   }
   if (!rc && n->post.n) {
-    rc = run->e->kt->map(run->dt, &n->post, out, nel);
-    if (rc) tr_seterr(&err, rc, "kernel failed in %s (status %d)", outr->meta.name, rc);
+    rc = run->kt->map(run->dt, &n->post, out, nel);
+    if (rc) tr_seterr(&err, rc, "kernel failed in %s (status %d)", om->name, rc);
   }
-  if (!rc) rc = tc_write_chunk(outr->write, okey, out, (size_t)nel * run->esz, &err);
+  if (!rc) rc = run->io->write(run->io->ctx, g, out, (size_t)nel * run->esz, &err);
   tr_free_aligned(out);
   return rc ? s_fail(run, &err) : TR_OK;
 }
 
-static int s_run_node(te_engine *e, te_plan *p, te_node *n, s_cache *cache, tr_err *err) {
+int te_node_run(const tk_backend *kt, int threads, size_t cache_budget, const te_node *n,
+                const tc_tensor *const *in_meta, const tc_tensor *out_meta,
+                const te_chunk_io *io, const int64_t *lins, int64_t nlins, tr_err *err) {
   s_run run;
   memset(&run, 0, sizeof run);
-  run.e = e;
-  run.plan = p;
+  run.kt = kt;
   run.node = n;
-  run.cache = cache;
-  run.dt = p->rels[n->out].meta.dtype;
+  for (int i = 0; i < n->ninputs; i++) run.in_meta[i] = in_meta[i];
+  run.out_meta = out_meta;
+  run.io = io;
+  run.lins = lins;
+  run.dt = out_meta->dtype;
   run.esz = tr_dtype_size(run.dt);
-  run.ngroups = tc_nchunks(&p->rels[n->out].meta);
+  run.ngroups = lins ? nlins : tc_nchunks(out_meta);
   run.ntuples = 1;
   for (int l = n->nout; l < n->nlabels; l++) run.ntuples *= (n->size[l] + n->chunk[l] - 1) / n->chunk[l];
+  if (run.ngroups == 0) return TR_OK;
+  s_cache *cache = calloc(1, sizeof *cache);
+  if (!cache) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  pthread_mutex_init(&cache->mu, NULL);
+  pthread_cond_init(&cache->cv, NULL);
+  cache->budget = cache_budget;
+  run.cache = cache;
   pthread_mutex_init(&run.mu, NULL);
   /* Parallel over output chunks; BLAS gets the cores only when there are
   ** fewer chunks than threads. */
-  int threads = e->threads;
+  if (threads < 1) threads = 1;
   if (run.ngroups >= threads) {
     tk_set_blas_threads(1);
   } else {
@@ -655,34 +661,6 @@ static int s_run_node(te_engine *e, te_plan *p, te_node *n, s_cache *cache, tr_e
   }
   tk_set_blas_threads(1);
   pthread_mutex_destroy(&run.mu);
-  return rc;
-}
-
-int te_plan_run(te_engine *e, te_plan *p, tr_err *err) {
-  int rc = TR_OK;
-  s_cache *cache = calloc(1, sizeof *cache);
-  if (!cache) return tr_seterr(err, TR_ENOMEM, "out of memory");
-  pthread_mutex_init(&cache->mu, NULL);
-  pthread_cond_init(&cache->cv, NULL);
-  cache->budget = e->cache_budget;
-  for (int i = 0; i < p->nrels && !rc; i++) {
-    te_rel *r = &p->rels[i];
-    if (r->kind == TE_REL_STORED)
-      rc = tc_reader_open(e->db, &r->meta, &r->reader, err);
-    else
-      rc = tc_write_begin(e->db, &r->meta, &r->write, err);
-  }
-  for (int k = 0; k < p->nnodes && !rc; k++) rc = s_run_node(e, p, &p->nodes[k], cache, err);
   s_cache_free(cache);
-  for (int i = 0; i < p->nrels && !rc; i++)
-    if (p->rels[i].kind == TE_REL_OUTPUT) rc = tc_write_commit(&p->rels[i].write, NULL, err);
-  te_plan_release(p);
   return rc;
-}
-
-void te_plan_release(te_plan *p) {
-  for (int i = 0; i < p->nrels; i++) {
-    tc_reader_close(&p->rels[i].reader);
-    tc_write_abort(&p->rels[i].write);
-  }
 }

@@ -55,7 +55,8 @@ const char *const te_keyword_list[] = {
     "CREATE", "TENSOR", "CHUNK", "TYPE", "LOAD", "FROM", "SAVE", "TO",
     "FILL", "ZEROS", "ONES", "IDENTITY", "UNIFORM", "NORMAL", "SEED",
     "SHOW", "TENSORS", "DESCRIBE", "DROP", "IF", "EXISTS", "PRINT",
-    "EXPLAIN", "SUM", "MAX", "MIN",
+    "EXPLAIN", "ANALYZE", "FORMAT", "JSON", "TEXT", "SET",
+    "SUM", "MAX", "MIN",
     "relu", "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "neg",
     "f32", "f64", NULL};
 
@@ -921,6 +922,117 @@ static int s_print(s_parser *p, te_stmt *st) {
   }
 }
 
+/* ---- EXPLAIN options ----------------------------------------------------- */
+
+/* FORMAT TEXT | JSON */
+static int s_opt_format(s_parser *p, te_stmt *st) {
+  const s_tok *v = s_peek(p, 0);
+  if (s_is_kw(v, "TEXT")) {
+    st->json = 0;
+  } else if (s_is_kw(v, "JSON")) {
+    st->json = 1;
+  } else {
+    return s_fail(p, v, "expected TEXT or JSON after FORMAT");
+  }
+  s_next(p);
+  return TR_OK;
+}
+
+/* The options EXPLAIN knows, each with the parser of its value (which
+** consumes the value and sets the statement's fields): a new option is
+** one entry here and one such function. */
+static const struct {
+  const char *name;
+  int (*value)(s_parser *p, te_stmt *st);
+} s_explain_opts[] = {{"FORMAT", s_opt_format}};
+
+#define S_NEXPLAIN_OPTS (sizeof s_explain_opts / sizeof s_explain_opts[0])
+
+/* '(' NAME value [, NAME value]... ')' after EXPLAIN [ANALYZE]; p is at
+** the '('.  Each option may be given once. */
+static int s_explain_options(s_parser *p, te_stmt *st) {
+  int seen[S_NEXPLAIN_OPTS] = {0}, rc;
+  char tok[64];
+  s_next(p); /* '(' */
+  for (;;) {
+    const s_tok *t = s_peek(p, 0);
+    size_t i;
+    if (t->type != S_IDENT) return s_fail(p, t, "expected an EXPLAIN option");
+    for (i = 0; i < S_NEXPLAIN_OPTS && !s_is_kw(t, s_explain_opts[i].name); i++)
+      continue;
+    if (i == S_NEXPLAIN_OPTS) {
+      s_show(t, tok, sizeof tok);
+      return s_fail2(p, t, "unknown EXPLAIN option '%s'", tok);
+    }
+    if (seen[i])
+      return s_fail(p, t, "EXPLAIN option %s given twice",
+                    s_explain_opts[i].name);
+    seen[i] = 1;
+    s_next(p);
+    if ((rc = s_explain_opts[i].value(p, st)) != TR_OK) return rc;
+    t = s_peek(p, 0);
+    if (s_is_punct(t, ')')) {
+      s_next(p);
+      return TR_OK;
+    }
+    if (!s_is_punct(t, ',')) return s_fail(p, t, "expected ',' or ')'");
+    s_next(p);
+  }
+}
+
+/* EXPLAIN [ANALYZE] [(options)] assignment; p is after EXPLAIN.  Keywords
+** are not reserved, so ANALYZE followed by '[' is the assignment's tensor. */
+static int s_explain(s_parser *p, te_stmt *st) {
+  const s_tok *a;
+  int rc;
+  st->kind = TE_ST_EXPLAIN;
+  if (s_is_kw(s_peek(p, 0), "ANALYZE") && !s_is_punct(s_peek(p, 1), '[')) {
+    s_next(p);
+    st->analyze = 1;
+  }
+  if (s_is_punct(s_peek(p, 0), '(') &&
+      (rc = s_explain_options(p, st)) != TR_OK)
+    return rc;
+  a = s_peek(p, 0);
+  if (a->type != S_IDENT || !s_is_punct(s_peek(p, 1), '['))
+    return s_fail(p, a, "expected an assignment after EXPLAIN");
+  return s_assign(p, st);
+}
+
+/* SET name = value; p is after SET.  The name is lower-cased (settings
+** are case-insensitive); the value, a number with an optional sign or a
+** name, is kept as written (the sign joined to the number) for the
+** engine to interpret. */
+static int s_set(s_parser *p, te_stmt *st) {
+  const s_tok *v, *sign = NULL;
+  char *c;
+  size_t n;
+  int rc;
+  st->kind = TE_ST_SET;
+  if ((rc = s_ident(p, st->setting, "setting name")) != TR_OK ||
+      (rc = s_expect(p, '=')) != TR_OK)
+    return rc;
+  for (c = st->setting; *c; c++) *c = (char)tolower((unsigned char)*c);
+  v = s_peek(p, 0);
+  if (s_is_punct(v, '-') || s_is_punct(v, '+')) {
+    sign = v;
+    s_next(p);
+    v = s_peek(p, 0);
+    if (v->type != S_NUM) return s_fail(p, v, "expected a number");
+  } else if (v->type != S_NUM && v->type != S_IDENT) {
+    return s_fail(p, v, "expected a value (a number or a name)");
+  }
+  n = (sign ? 1 : 0) + v->n;
+  if (n >= TE_NAME_MAX)
+    return s_fail(p, v, "value too long (at most %d characters)",
+                  TE_NAME_MAX - 1);
+  if (sign) st->value[0] = (char)sign->ch;
+  memcpy(st->value + (sign ? 1 : 0), v->p, v->n);
+  st->value[n] = '\0';
+  s_next(p);
+  return TR_OK;
+}
+
 /* One statement of any kind; p is at its first token. */
 static int s_statement(s_parser *p, te_stmt *st) {
   const s_tok *t = s_peek(p, 0), *t1 = s_peek(p, 1);
@@ -967,13 +1079,12 @@ static int s_statement(s_parser *p, te_stmt *st) {
     return s_print(p, st);
   }
   if (s_is_kw(t, "EXPLAIN")) {
-    const s_tok *a;
     s_next(p);
-    a = s_peek(p, 0);
-    if (a->type != S_IDENT || !s_is_punct(s_peek(p, 1), '['))
-      return s_fail(p, a, "expected an assignment after EXPLAIN");
-    st->kind = TE_ST_EXPLAIN;
-    return s_assign(p, st);
+    return s_explain(p, st);
+  }
+  if (s_is_kw(t, "SET")) {
+    s_next(p);
+    return s_set(p, st);
   }
   s_show(t, tok, sizeof tok);
   if (s_is_punct(t1, '='))

@@ -1,14 +1,198 @@
 /*
-** net/net.h - the ZeroMQ protocol between the coordinator (the shell's
+** net/net.h - the wire protocol between the coordinator (the shell's
 ** engine) and `tradb --worker` processes, and between workers.
 **
-** Not built yet: the foundation runs every plan in the shell's own process.
-** The distributed stage fills this folder; the catalog already records,
-** for every chunk, the sites (workers) that hold a replica.
+** Transport: ZeroMQ.  Every worker binds one ROUTER socket at its endpoint;
+** the coordinator and the other workers connect DEALER sockets to it.  A
+** message is a multipart ZeroMQ message:
+**
+**   [routing id]   only as seen on a ROUTER socket (tn_recv strips it)
+**   header         16 bytes: magic "TR", version, type, flags (u16),
+**                  reserved (u16), request id (u64), all little-endian
+**   body           a field sequence written with tn_wbuf, read with tn_rbuf
+**   data...        zero or more raw payload frames (chunk bytes), sent and
+**                  received without copying where ZeroMQ allows
+**
+** A message with a bad magic, an unknown version or type, a truncated or
+** oversized frame, or a body that does not decode is rejected by tn_recv /
+** the caller with a TR_E* code and a message; it never crashes the peer.
+**
+** Security: with a key directory (tradb --gen-keys DIR) every socket uses
+** CURVE with the cluster key pair: a peer without it completes no
+** handshake and receives nothing.
 */
 #ifndef TRADB_NET_H
 #define TRADB_NET_H
 
+#include <stddef.h>
+#include <stdint.h>
+#include <zmq.h>
+#include "util/util.h"
+
 #define TN_PROTOCOL_VERSION 1
+#define TN_HEADER_SIZE 16
+#define TN_MAX_BODY (16u << 20)    /* largest body frame accepted */
+#define TN_MAX_DATA (1u << 30)     /* largest data frame accepted */
+#define TN_MAX_FRAMES 4096         /* most data frames in one message */
+#define TN_HEARTBEAT_MS 500        /* heartbeat interval, both ways */
+#define TN_LIVENESS 3              /* silent intervals before "down" */
+
+/* Message types.  Requests carry a request id that the reply echoes. */
+typedef enum tn_type {
+  TN_HELLO = 1,  /* coord -> worker: body {str coordinator} */
+  TN_HELLO_OK,   /* worker -> coord: body {str endpoint, u32 threads, str backend} */
+  TN_HEARTBEAT,  /* either way; body empty; any message counts as life */
+  TN_PUT,        /* -> worker: store chunks; body {u32 n, n x chunk meta}, data n frames */
+  TN_PUT_OK,     /* reply: body {u32 n} */
+  TN_GET,        /* coord -> worker: body {u32 n, n x u64 chunk id}; */
+  TN_DATA,       /* reply: body {u32 n, n x chunk meta}, data n frames */
+  TN_SEND,       /* coord -> worker: push chunks to peers; body {u32 n, n x
+                    (u64 chunk id, str peer endpoint)} */
+  TN_SEND_OK,    /* reply once every peer confirmed: body {u64 bytes sent} */
+  TN_TASK,       /* coord -> worker: run kernel tasks; body: engine-encoded */
+  TN_TASK_OK,    /* reply: body engine-encoded results (chunk metas, stats) */
+  TN_SYNC,       /* coord -> worker: make chunks durable; body {u32 n, n x u64} */
+  TN_SYNC_OK,    /* reply: body {u32 n} */
+  TN_DROP,       /* coord -> worker: forget chunks; body {u32 n, n x u64} */
+  TN_DROP_OK,    /* reply: body {u32 n} */
+  TN_KEEP,       /* coord -> worker: drop every chunk not listed (rejoin
+                    clean-up); body {u32 n, n x u64} */
+  TN_KEEP_OK,    /* reply: body {u32 dropped, u32 n, n x u64 listed ids the
+                    worker does not hold (lost: the coordinator forgets them)} */
+  TN_STATS,      /* coord -> worker: body empty */
+  TN_STATS_OK,   /* reply: body {u64 tasks, u64 chunks, u64 bytes held,
+                    u64 bytes sent, u64 bytes received, str backend} */
+  TN_ERROR,      /* reply to any request: body {i32 code, str message} */
+  TN_TYPE_END    /* one past the last type */
+} tn_type;
+
+/* Name of a message type ("PUT"), "?" if unknown. */
+const char *tn_type_name(int type);
+
+/* ---- Bodies: bounds-checked little-endian field sequences ---------------- */
+
+/* A growing write buffer.  Writers never fail: an allocation failure sets
+** oom, which tn_send reports. */
+typedef struct tn_wbuf {
+  uint8_t *p;  /* bytes */
+  size_t n;    /* used */
+  size_t cap;  /* allocated */
+  int oom;     /* an allocation failed */
+} tn_wbuf;
+
+void tn_wbuf_free(tn_wbuf *b);
+void tn_put_u8(tn_wbuf *b, uint8_t v);
+void tn_put_u32(tn_wbuf *b, uint32_t v);
+void tn_put_u64(tn_wbuf *b, uint64_t v);
+void tn_put_i64(tn_wbuf *b, int64_t v);
+void tn_put_f64(tn_wbuf *b, double v);
+void tn_put_bytes(tn_wbuf *b, const void *p, size_t n); /* u32 length + bytes */
+void tn_put_str(tn_wbuf *b, const char *s);             /* as bytes, no NUL */
+
+/* A read cursor.  A read past the end sets bad and returns zeros; check
+** tn_rbuf_ok() once after reading every field. */
+typedef struct tn_rbuf {
+  const uint8_t *p; /* bytes */
+  size_t n;         /* length */
+  size_t off;       /* next byte */
+  int bad;          /* a read ran past the end or a value was invalid */
+} tn_rbuf;
+
+void tn_rbuf_init(tn_rbuf *r, const void *p, size_t n);
+uint8_t tn_get_u8(tn_rbuf *r);
+uint32_t tn_get_u32(tn_rbuf *r);
+uint64_t tn_get_u64(tn_rbuf *r);
+int64_t tn_get_i64(tn_rbuf *r);
+double tn_get_f64(tn_rbuf *r);
+/* Bytes field: returns a pointer into the buffer and sets *n (no copy). */
+const void *tn_get_bytes(tn_rbuf *r, size_t *n);
+/* String field copied into out (cap bytes, NUL-terminated); a longer string
+** or one holding a NUL sets bad. */
+void tn_get_str(tn_rbuf *r, char *out, size_t cap);
+/* Count field for a list whose items take at least item_min bytes each: a
+** count the remaining bytes cannot hold sets bad and returns 0. */
+uint32_t tn_get_count(tn_rbuf *r, size_t item_min);
+/* TR_OK if no read failed and every byte was consumed. */
+int tn_rbuf_ok(const tn_rbuf *r);
+
+/* ---- Chunk metadata, as carried by PUT / DATA / TASK_OK ------------------ */
+
+typedef struct tn_chunk {
+  uint64_t id;       /* cluster-wide chunk id (assigned by the coordinator) */
+  uint8_t dtype;     /* tr_dtype */
+  uint64_t nbytes;   /* payload bytes */
+  uint64_t checksum; /* XXH3_64bits of the payload */
+} tn_chunk;
+
+void tn_put_chunk(tn_wbuf *b, const tn_chunk *c);
+void tn_get_chunk(tn_rbuf *r, tn_chunk *c); /* checks dtype is known */
+
+/* ---- Messages ------------------------------------------------------------ */
+
+/* A received message.  Data frames stay ZeroMQ messages so their bytes are
+** not copied; they live until tn_in_close(). */
+typedef struct tn_in {
+  uint8_t route[256];   /* routing id (ROUTER sockets), else empty */
+  size_t route_len;     /* its length; 0 on DEALER sockets */
+  int type;             /* tn_type */
+  uint64_t req;         /* request id */
+  zmq_msg_t body;       /* body frame */
+  int ndata;            /* data frames */
+  zmq_msg_t *data;      /* ndata frames (heap array) */
+  int open_;            /* private: body initialised */
+} tn_in;
+
+/* Receive one message from sock (ROUTER when routed != 0).  Blocks unless
+** flags has ZMQ_DONTWAIT.  Returns TR_OK; TR_ENOTFOUND when nothing is
+** waiting (ZMQ_DONTWAIT); TR_EINTR when interrupted by a signal; TR_EINVAL
+** with a message in err for a malformed message (already fully read and
+** dropped: the caller logs it and carries on); TR_EIO for socket errors. */
+int tn_recv(void *sock, int routed, int flags, tn_in *in, tr_err *err);
+void tn_in_close(tn_in *in);
+
+/* Body and data frame accessors. */
+const void *tn_in_body(tn_in *in, size_t *n);
+const void *tn_in_data(tn_in *in, int i, size_t *n);
+
+/*
+** Send a message: [route] header body data...  route may be NULL (DEALER).
+** data[i] (len[i] bytes) are sent without copying: free_fn(data[i], hint)
+** is called by ZeroMQ once it is done with each (free_fn NULL: the bytes
+** are copied at once and the caller keeps them).  Returns TR_OK or TR_EIO.
+*/
+typedef void(tn_free_fn)(void *data, void *hint);
+int tn_send(void *sock, const void *route, size_t route_len, int type, uint64_t req,
+            const tn_wbuf *body, int ndata, void *const *data, const size_t *len,
+            tn_free_fn *free_fn, void *hint, tr_err *err);
+/* Reply with TN_ERROR {code, message}. */
+int tn_send_error(void *sock, const void *route, size_t route_len, uint64_t req, int code,
+                  const char *msg);
+
+/* ---- Keys -------------------------------------------------------------------- */
+
+typedef struct tn_keys {
+  int on;               /* CURVE in use */
+  char pub[41];         /* cluster public key, Z85 */
+  char sec[41];         /* cluster secret key, Z85 */
+} tn_keys;
+
+/* Make a cluster key pair in directory dir (created, mode 0700), files
+** cluster.key (secret, 0600) and cluster.pub. */
+int tn_gen_keys(const char *dir, tr_err *err);
+/* Load the key pair from dir (dir NULL: keys->on = 0). */
+int tn_load_keys(const char *dir, tn_keys *keys, tr_err *err);
+/* Configure a socket before bind (server) or connect (client).  With keys
+** off these do nothing.  A server also rejects clients whose public key is
+** not the cluster key (ZAP handler started by tn_zap_start). */
+int tn_secure_server(void *sock, const tn_keys *keys, tr_err *err);
+int tn_secure_client(void *sock, const tn_keys *keys, tr_err *err);
+/* Start / stop the ZAP authentication handler in ctx (only with keys on):
+** accepts CURVE clients holding the cluster public key, refuses others. */
+int tn_zap_start(void *ctx, const tn_keys *keys, tr_err *err);
+void tn_zap_stop(void);
+
+/* True if endpoint binds only to loopback (tcp://127.x, tcp://localhost,
+** tcp://[::1]) or is ipc:// or inproc://. */
+int tn_endpoint_is_local(const char *endpoint);
 
 #endif /* TRADB_NET_H */

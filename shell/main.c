@@ -1,23 +1,34 @@
 /*
 ** shell/main.c - `tradb [options] [DBPATH]`: parse the command line, open
 ** the shell and run it interactively (stdin is a terminal), on batch input
-** (stdin is not a terminal) or on the statements given with -c.
+** (stdin is not a terminal) or on the statements given with -c.  The same
+** binary is also a worker (`tradb --worker`, started by hand on another
+** machine or by the engine as a local worker) and makes cluster keys
+** (`tradb --gen-keys DIR`).
 */
 #include "config.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/engine.h"
 #include "kernels/kernels.h"
+#include "net/net.h"
 #include "shell/shell.h"
+
+#define S_MAX_COUNT 4096 /* largest --threads / --local-workers */
 
 /* Print the usage text on f. */
 static void s_usage(FILE *f) {
   fputs("Usage: tradb [options] [DBPATH]\n"
+        "       tradb --worker --listen ENDPOINT --data DIR [worker options]\n"
+        "       tradb --gen-keys DIR\n"
         "\n"
         "DBPATH is a database directory (created if absent); without it the\n"
         "database is transient and removed at exit.  Statements are read from\n"
@@ -27,26 +38,94 @@ static void s_usage(FILE *f) {
         "  -c 'STATEMENTS'   run STATEMENTS as batch input and exit\n"
         "  --bail            stop at the first error (like .bail on)\n"
         "  --echo            print each statement before running it\n"
-        "  --threads N       worker threads (0 = all cores, the default)\n"
+        "  --threads N       threads per local worker (0 = cores / workers,\n"
+        "                    the default)\n"
         "  --backend NAME    kernel backend: reference, openblas or auto\n"
+        "  --workers EPS     comma-separated worker endpoints, such as\n"
+        "                    tcp://host1:5555,tcp://host2:5555 (default: the\n"
+        "                    workers recorded in the database, else local ones)\n"
+        "  --local-workers N local workers to start when none are configured\n"
+        "                    (N >= 1; default: one per core)\n"
+        "  --keys DIR        cluster key directory: secure every connection\n"
+        "  --gen-keys DIR    write a new cluster key pair into DIR and exit\n"
         "  --version         print the version and the kernel backends\n"
-        "  -h, --help        print this help\n",
+        "  -h, --help        print this help\n"
+        "\n"
+        "Worker options (tradb --worker):\n"
+        "  --listen ENDPOINT endpoint to bind, such as tcp://*:5555 (required)\n"
+        "  --data DIR        chunk store directory, created if absent (required)\n"
+        "  --keys DIR        cluster key directory (as the shell's)\n"
+        "  --threads N       kernel threads (0 = all cores, the default)\n"
+        "  --backend NAME    kernel backend: reference, openblas or auto\n",
         f);
 }
 
-/* Parse a non-negative int; TR_OK or TR_EINVAL. */
-static int s_parse_threads(const char *s, int *out) {
+/* Report a command-line error and the usage on stderr; returns exit
+** status 2. */
+static int s_usage_error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+static int s_usage_error(const char *fmt, ...) {
+  va_list ap;
+  fputs("tradb: ", stderr);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  s_usage(stderr);
+  return 2;
+}
+
+/* Parse an int in [min, S_MAX_COUNT]; TR_OK or TR_EINVAL. */
+static int s_parse_count(const char *s, int min, int *out) {
   char *end;
   long v;
   errno = 0;
   v = strtol(s, &end, 10);
-  if (errno || end == s || *end || v < 0 || v > 4096) return TR_EINVAL;
+  if (errno || end == s || *end || v < min || v > S_MAX_COUNT)
+    return TR_EINVAL;
   *out = (int)v;
   return TR_OK;
 }
 
+/* The running binary's path in buf (size bytes), for the engine to start
+** local workers with the same binary even when argv[0] is not a path;
+** NULL if it cannot be had (the engine then uses /proc/self/exe). */
+static const char *s_self_exe(char *buf, size_t size) {
+  ssize_t n = readlink("/proc/self/exe", buf, size);
+  if (n <= 0 || (size_t)n >= size) return NULL;
+  buf[n] = '\0';
+  return buf;
+}
+
+/* tradb --worker: run a worker until SIGTERM or SIGINT. */
+static int s_worker(const te_worker_config *wc, const char *shell_only,
+                    int extra_args) {
+  if (shell_only)
+    return s_usage_error("%s is not a --worker option", shell_only);
+  if (extra_args) return s_usage_error("--worker takes no DBPATH");
+  if (!wc->listen || !wc->data)
+    return s_usage_error("--worker needs --listen ENDPOINT and --data DIR");
+  return te_worker_main(wc);
+}
+
+/* tradb --gen-keys DIR: make the cluster key pair. */
+static int s_gen_keys(const char *dir) {
+  tr_err err;
+  tr_clearerr(&err);
+  if (tn_gen_keys(dir, &err)) {
+    fprintf(stderr, "Error: %s\n", err.msg);
+    return 1;
+  }
+  printf("cluster keys written to %s\n", dir);
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  enum { OPT_VERSION = 256, OPT_THREADS, OPT_BACKEND, OPT_BAIL, OPT_ECHO };
+  enum {
+    OPT_VERSION = 256, OPT_THREADS, OPT_BACKEND, OPT_BAIL, OPT_ECHO,
+    OPT_WORKER, OPT_LISTEN, OPT_DATA, OPT_WORKERS, OPT_LOCAL_WORKERS,
+    OPT_KEYS, OPT_GEN_KEYS
+  };
   static const struct option longopts[] = {
       {"version", no_argument, NULL, OPT_VERSION},
       {"help", no_argument, NULL, 'h'},
@@ -54,59 +133,107 @@ int main(int argc, char **argv) {
       {"backend", required_argument, NULL, OPT_BACKEND},
       {"bail", no_argument, NULL, OPT_BAIL},
       {"echo", no_argument, NULL, OPT_ECHO},
+      {"worker", no_argument, NULL, OPT_WORKER},
+      {"listen", required_argument, NULL, OPT_LISTEN},
+      {"data", required_argument, NULL, OPT_DATA},
+      {"workers", required_argument, NULL, OPT_WORKERS},
+      {"local-workers", required_argument, NULL, OPT_LOCAL_WORKERS},
+      {"keys", required_argument, NULL, OPT_KEYS},
+      {"gen-keys", required_argument, NULL, OPT_GEN_KEYS},
       {NULL, 0, NULL, 0}};
   ts_options opt = {0};
-  const char *command = NULL;
+  te_worker_config wc = {0};
+  char exe[PATH_MAX];
+  const char *command = NULL, *gen_keys = NULL;
+  /* The first option given that only the shell takes, and the first that
+  ** only a worker takes, to refuse them in the other mode. */
+  const char *shell_only = NULL, *worker_only = NULL;
+  int worker = 0, others = 0; /* others: options besides --gen-keys */
   ts_shell *sh = NULL;
   tr_err err;
   int c, status;
 
   while ((c = getopt_long(argc, argv, "hc:", longopts, NULL)) != -1) {
+    if (c != OPT_GEN_KEYS) others++;
     switch (c) {
     case 'h':
       s_usage(stdout);
       return 0;
     case 'c':
       command = optarg;
+      if (!shell_only) shell_only = "-c";
       break;
     case OPT_VERSION:
       printf("tradb %s\nkernels: %s\n", TR_VERSION_STRING,
              tk_backends_compiled());
       return 0;
     case OPT_THREADS:
-      if (s_parse_threads(optarg, &opt.threads)) {
-        fprintf(stderr, "tradb: --threads: '%s' is not a thread count\n",
-                optarg);
-        s_usage(stderr);
-        return 2;
-      }
+      if (s_parse_count(optarg, 0, &opt.threads))
+        return s_usage_error("--threads: '%s' is not a thread count", optarg);
       break;
     case OPT_BACKEND:
       if (strcmp(optarg, "reference") && strcmp(optarg, "openblas") &&
-          strcmp(optarg, "auto")) {
-        fprintf(stderr, "tradb: --backend: unknown backend '%s'\n", optarg);
-        s_usage(stderr);
-        return 2;
-      }
+          strcmp(optarg, "auto"))
+        return s_usage_error("--backend: unknown backend '%s'", optarg);
       opt.backend = optarg;
       break;
     case OPT_BAIL:
       opt.bail = 1;
+      if (!shell_only) shell_only = "--bail";
       break;
     case OPT_ECHO:
       opt.echo = 1;
+      if (!shell_only) shell_only = "--echo";
+      break;
+    case OPT_WORKER:
+      worker = 1;
+      break;
+    case OPT_LISTEN:
+      wc.listen = optarg;
+      if (!worker_only) worker_only = "--listen";
+      break;
+    case OPT_DATA:
+      wc.data = optarg;
+      if (!worker_only) worker_only = "--data";
+      break;
+    case OPT_WORKERS:
+      if (!*optarg) return s_usage_error("--workers: no endpoint given");
+      opt.workers = optarg;
+      if (!shell_only) shell_only = "--workers";
+      break;
+    case OPT_LOCAL_WORKERS:
+      if (s_parse_count(optarg, 1, &opt.local_workers))
+        return s_usage_error("--local-workers: '%s' is not a count of at "
+                             "least 1",
+                             optarg);
+      if (!shell_only) shell_only = "--local-workers";
+      break;
+    case OPT_KEYS:
+      opt.keys = optarg;
+      break;
+    case OPT_GEN_KEYS:
+      gen_keys = optarg;
       break;
     default:
       s_usage(stderr);
       return 2;
     }
   }
-  if (argc - optind > 1) {
-    fprintf(stderr, "tradb: more than one DBPATH given\n");
-    s_usage(stderr);
-    return 2;
+  if (gen_keys) {
+    if (others || optind < argc)
+      return s_usage_error("--gen-keys takes no other option or DBPATH");
+    return s_gen_keys(gen_keys);
   }
+  if (worker) {
+    wc.keys = opt.keys;
+    wc.threads = opt.threads;
+    wc.backend = opt.backend;
+    return s_worker(&wc, shell_only, argc - optind);
+  }
+  if (worker_only) return s_usage_error("%s needs --worker", worker_only);
+  if (argc - optind > 1) return s_usage_error("more than one DBPATH given");
   opt.dbpath = optind < argc ? argv[optind] : NULL;
+  opt.self_exe = s_self_exe(exe, sizeof exe);
 
   ts_install_sigint();
   if (ts_open(&opt, &sh, &err)) {

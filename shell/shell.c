@@ -390,8 +390,9 @@ static int s_feed(ts_shell *sh, const s_source *src, s_buf *pend, long *start,
 /* A dot-command: its name, arguments and help line. */
 typedef struct s_dotcmd {
   const char *name; /* ".read" */
-  const char *args; /* usage of the arguments; "a|b" lists the choices,
-                       FILE completes file names, NAME tensor names */
+  const char *args; /* usage of the arguments, one word each; "a|b" lists
+                       the choices, FILE completes file names, NAME tensor
+                       names, ENDPOINT the workers' endpoints */
   int minargs;      /* fewest arguments */
   int maxargs;      /* most arguments */
   const char *help; /* one-line description */
@@ -409,6 +410,9 @@ static const s_dotcmd s_dots[] = {
     {".show", "", 0, 0, "show the current settings"},
     {".tables", "", 0, 0, "list the tensors"},
     {".timer", "on|off", 1, 1, "print the run time of each statement"},
+    {".worker", "add|remove ENDPOINT", 2, 2,
+     "record and connect a worker, or forget it"},
+    {".workers", "", 0, 0, "list the workers, their state and counters"},
     {NULL, NULL, 0, 0, NULL}};
 
 static const char s_statement_help[] =
@@ -417,7 +421,8 @@ static const char s_statement_help[] =
     "  CREATE TENSOR A[1000, 1000] [CHUNK [250, 250]] [TYPE f64];\n"
     "  LOAD A FROM 'a.npy' [CHUNK [..]] [TYPE f32];   SAVE A TO 'a.csv';\n"
     "  FILL A ZEROS|ONES|IDENTITY|UNIFORM(lo, hi)|NORMAL(mu, sd) [SEED n];\n"
-    "  C[i, j] = SUM(A[i, k] * B[k, j]);   EXPLAIN C[i, j] = ...;\n"
+    "  C[i, j] = SUM(A[i, k] * B[k, j]);\n"
+    "  EXPLAIN [ANALYZE] [(FORMAT TEXT|JSON)] C[i, j] = ...;   SET name = value;\n"
     "  PRINT A;   PRINT A[0:4, 0:4];   SHOW TENSORS;   DESCRIBE A;\n"
     "  DROP TENSOR [IF EXISTS] A;\n"
     "Ctrl-C cancels the running statement.\n";
@@ -504,6 +509,48 @@ static int s_dot_schema(ts_shell *sh, const s_source *src, const char *name) {
   return S_OK;
 }
 
+/* .workers */
+static int s_dot_workers(ts_shell *sh, const s_source *src) {
+  te_result *res = NULL;
+  tr_err err;
+  if (te_workers(sh->eng, &res, &err))
+    return s_report(sh, src, src->lineno, "%s", err.msg);
+  s_print_result(sh, res);
+  te_result_free(&res);
+  return S_OK;
+}
+
+/* .worker add|remove ENDPOINT */
+static int s_dot_worker(ts_shell *sh, const s_source *src, const s_dotcmd *c,
+                        char **argv) {
+  tr_err err;
+  int rc;
+  if (!strcmp(argv[1], "add"))
+    rc = te_worker_add(sh->eng, argv[2], &err);
+  else if (!strcmp(argv[1], "remove"))
+    rc = te_worker_remove(sh->eng, argv[2], &err);
+  else
+    return s_report(sh, src, src->lineno, "usage: %s %s", c->name, c->args);
+  if (rc) return s_report(sh, src, src->lineno, "%s", err.msg);
+  return S_OK;
+}
+
+/* .help: the dot-commands, their usage aligned, then the statements. */
+static void s_dot_help(void) {
+  const s_dotcmd *h;
+  int w = 0;
+  for (h = s_dots; h->name; h++) {
+    int n = (int)(strlen(h->name) + 1 + strlen(h->args));
+    if (n > w) w = n;
+  }
+  for (h = s_dots; h->name; h++) {
+    char usage[64];
+    snprintf(usage, sizeof usage, "%s %s", h->name, h->args);
+    printf("%-*s %s\n", w, usage, h->help);
+  }
+  fputs(s_statement_help, stdout);
+}
+
 /* Run the dot-command on line (which starts with '.'). */
 static int s_dot(ts_shell *sh, const s_source *src, char *line) {
   char *argv[S_MAX_ARGS + 1];
@@ -528,14 +575,10 @@ static int s_dot(ts_shell *sh, const s_source *src, char *line) {
   if (!strcmp(c->name, ".tables")) return s_dot_tables(sh, src);
   if (!strcmp(c->name, ".schema"))
     return s_dot_schema(sh, src, argc > 1 ? argv[1] : NULL);
+  if (!strcmp(c->name, ".workers")) return s_dot_workers(sh, src);
+  if (!strcmp(c->name, ".worker")) return s_dot_worker(sh, src, c, argv);
   if (!strcmp(c->name, ".help")) {
-    const s_dotcmd *h;
-    for (h = s_dots; h->name; h++) {
-      char usage[32];
-      snprintf(usage, sizeof usage, "%s %s", h->name, h->args);
-      printf("%-18s %s\n", usage, h->help);
-    }
-    fputs(s_statement_help, stdout);
+    s_dot_help();
   } else if (!strcmp(c->name, ".mode")) {
     if (argc == 1)
       printf("current output mode: %s\n", sh->csv ? "csv" : "table");
@@ -686,6 +729,60 @@ static char *s_word_breaks(void) {
   return rl_line_buffer[0] == '.' ? s_breaks_dot : s_breaks_stmt;
 }
 
+/* Endpoints of the workers starting with text to the completions. */
+static void s_cand_endpoints(const char *text) {
+  te_result *res = NULL;
+  tr_err err;
+  int i;
+  if (te_workers(s_rl_shell->eng, &res, &err)) return;
+  if (res && res->kind == TE_RES_ROWS && res->ncols > 0)
+    for (i = 0; i < res->nrows; i++) {
+      const char *ep = s_cell(res, i, 0); /* column "endpoint" */
+      if (!strncmp(ep, text, strlen(text))) s_cand_add(ep, 0);
+    }
+  te_result_free(&res);
+}
+
+/* Word k (0-based) of the blank-separated s into buf ("" if none). */
+static void s_word(const char *s, int k, char *buf, size_t size) {
+  size_t n;
+  for (;;) {
+    s += strspn(s, " \t");
+    n = strcspn(s, " \t");
+    if (!k-- || !n) break;
+    s += n;
+  }
+  snprintf(buf, size, "%.*s", (int)n, s);
+}
+
+/* Completions of argument k (1-based) of dot-command c, as its usage word
+** for that argument says: the choices a|b, FILE, [NAME] or ENDPOINT.
+** Returns 0 to let readline complete file names instead. */
+static int s_complete_arg(const s_dotcmd *c, int k, const char *text) {
+  char spec[64], first[64];
+  size_t len = strlen(text);
+  const char *p;
+  s_word(c->args, k - 1, spec, sizeof spec);
+  if (!strcmp(spec, "FILE")) return 0;
+  if (!strcmp(spec, "[NAME]")) s_cand_tensors(text);
+  if (!strcmp(spec, "ENDPOINT")) {
+    /* only a worker that is known can be removed; a new one is typed */
+    s_word(rl_line_buffer, 1, first, sizeof first);
+    if (!strcmp(first, "remove")) s_cand_endpoints(text);
+  }
+  if (strchr(spec, '|'))
+    for (p = spec; *p; p += *p == '|') { /* the choices a|b */
+      size_t n = strcspn(p, "|");
+      if (n >= len && !strncmp(p, text, len)) {
+        char word[64];
+        snprintf(word, sizeof word, "%.*s", (int)n, p);
+        s_cand_add(word, 0);
+      }
+      p += n;
+    }
+  return 1;
+}
+
 /* readline completion: dot-command names at the start of a line, their
 ** arguments after them, keywords and tensor names in statements. */
 static char **s_complete(const char *text, int start, int end) {
@@ -697,6 +794,11 @@ static char **s_complete(const char *text, int start, int end) {
   if (rl_line_buffer[0] == '.') {
     size_t cmdlen = strcspn(rl_line_buffer, " \t");
     const s_dotcmd *c;
+    int k = 0; /* the argument being completed: words before it */
+    for (p = rl_line_buffer; p < rl_line_buffer + start; p++)
+      if (!isspace((unsigned char)*p) &&
+          (p == rl_line_buffer || isspace((unsigned char)p[-1])))
+        k++;
     for (c = s_dots; c->name; c++) {
       if (start == 0) {
         if (!strncmp(c->name, text, len)) s_cand_add(c->name, 0);
@@ -704,21 +806,10 @@ static char **s_complete(const char *text, int start, int end) {
       }
       if (strlen(c->name) != cmdlen || strncmp(c->name, rl_line_buffer, cmdlen))
         continue;
-      if (!strcmp(c->args, "FILE")) {
+      if (!s_complete_arg(c, k, text)) {
         rl_attempted_completion_over = 0; /* readline completes files */
         return NULL;
       }
-      if (!strcmp(c->args, "[NAME]")) s_cand_tensors(text);
-      if (strchr(c->args, '|'))
-        for (p = c->args; *p; p += *p == '|') { /* the choices a|b */
-          size_t n = strcspn(p, "|");
-          if (n >= len && !strncmp(p, text, len)) {
-            char word[32];
-            snprintf(word, sizeof word, "%.*s", (int)n, p);
-            s_cand_add(word, 0);
-          }
-          p += n;
-        }
     }
   } else {
     const char *const *kw = te_keywords();
@@ -824,7 +915,13 @@ void ts_install_sigint(void) {
 }
 
 int ts_open(const ts_options *opt, ts_shell **out, tr_err *err) {
-  te_config cfg = {opt->dbpath, opt->threads, opt->backend};
+  te_config cfg = {.dbpath = opt->dbpath,
+                   .threads = opt->threads,
+                   .backend = opt->backend,
+                   .workers = opt->workers,
+                   .local_workers = opt->local_workers,
+                   .keys = opt->keys,
+                   .self_exe = opt->self_exe};
   ts_shell *sh = calloc(1, sizeof *sh);
   int rc;
   *out = NULL;

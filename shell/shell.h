@@ -13,8 +13,14 @@
 /* How to start a shell (from the command line). */
 typedef struct ts_options {
   const char *dbpath;  /* database directory; NULL = transient */
-  int threads;         /* engine worker threads; 0 = all cores */
+  int threads;         /* threads per local worker; 0 = cores / workers */
   const char *backend; /* kernel backend name; NULL = "auto" */
+  const char *workers; /* comma-separated worker endpoints; NULL = those
+                          in the catalog, else local workers */
+  int local_workers;   /* local workers to start; 0 = number of cores */
+  const char *keys;    /* CURVE key directory; NULL = none */
+  const char *self_exe;/* the tradb binary, for local workers; NULL =
+                          /proc/self/exe */
   int bail;            /* stop at the first error (.bail on) */
   int echo;            /* print each statement before running it */
 } ts_options;

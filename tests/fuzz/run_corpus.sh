@@ -38,4 +38,5 @@ replay() {
 
 replay parse
 replay array
+replay net
 exit $status

@@ -52,9 +52,11 @@ for tql in "$here"/*.tql; do
   if [ -d "$TOP_SRCDIR/tests/data" ]; then
     cp -R "$TOP_SRCDIR/tests/data/." "$dir/"
   fi
-  args=()
+  # TRADB_ARGS (e.g. --workers EP1,EP2) go before each case's own args,
+  # so the same cases run on the embedded default and on remote workers.
+  read -r -a args <<< "${TRADB_ARGS:-}"
   if [ -f "$base.args" ]; then
-    eval "args=($(cat "$base.args"))"
+    eval "args+=($(cat "$base.args"))"
   fi
   (cd "$dir" && "$TRADB" "${args[@]}" < "$tql" > out.raw 2> err.raw)
   echo $? > "$dir/rc.raw"

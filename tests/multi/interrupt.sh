@@ -14,12 +14,12 @@ fail() { echo "interrupt: FAIL: $*"; exit 1; }
 CREATE TENSOR A[1536, 1536] CHUNK [256, 256];
 FILL A ONES;
 EOF2
-before=$(ls "$db/chunks" | wc -l)
+before=$(find "$db/workers" -name "*.chk" | wc -l)
 printf 'C[i,j] = A[i,k] * A[k,j];\nCREATE TENSOR after[1];\n' > "$work/script.tql"
 "$TRADB" --backend reference "$db" < "$work/script.tql" 2> "$work/err" &
 pid=$!
 deadline=$((SECONDS + 60))
-while [ "$(ls "$db/chunks" | wc -l)" -le "$before" ]; do
+while [ "$(find "$db/workers" -name "*.chk" | wc -l)" -le "$before" ]; do
   kill -0 "$pid" 2>/dev/null || fail "statement ended before it could be interrupted"
   [ $SECONDS -lt $deadline ] || fail "statement did not start within 60 s"
   sleep 0.05
@@ -39,5 +39,5 @@ pid=
 grep -q "^line 1: interrupted" "$work/err" || fail "no 'interrupted' message: $(cat "$work/err")"
 out=$("$TRADB" "$db" <<<'.tables') || fail "reopen failed"
 [ "$out" = "A" ] || fail "expected only A after the interrupt, got '$out'"
-[ "$(ls "$db/chunks" | wc -l)" -eq "$before" ] || fail "interrupted statement left files"
+[ "$(find "$db/workers" -name "*.chk" | wc -l)" -eq "$before" ] || fail "interrupted statement left chunks"
 echo "interrupt: 1 passed, 0 failed"

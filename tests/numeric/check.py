@@ -62,7 +62,9 @@ SAVE s TO 's.out.npy';
 SAVE B TO 'B.out.npy';
 SAVE X TO 'X.out.npy';
 """
-run = subprocess.run([TRADB], input=script, text=True, capture_output=True)
+# TRADB_ARGS (e.g. --workers EP1,EP2) run the same checks on remote workers.
+extra = os.environ.get("TRADB_ARGS", "").split()
+run = subprocess.run([TRADB] + extra, input=script, text=True, capture_output=True)
 if run.returncode != 0:
     print(run.stdout)
     print(run.stderr)

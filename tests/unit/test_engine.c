@@ -15,7 +15,9 @@ static te_engine *s_e;
 
 static void s_open(void) {
   tr_err err;
-  te_config cfg = {NULL, 2, NULL};
+  /* The engine starts local workers: they are the tradb binary. */
+  te_config cfg = {.threads = 1, .local_workers = 2, .self_exe = getenv("TRADB")};
+  cr_assert_not_null(cfg.self_exe, "TRADB must name the tradb binary");
   cr_assert_eq(te_open(&cfg, &s_e, &err), TR_OK, "%s", err.msg);
 }
 

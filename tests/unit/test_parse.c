@@ -1,8 +1,8 @@
 /*
 ** tests/unit/test_parse.c - Criterion tests of the statement parser
-** (engine/parse.c): every statement form, expression precedence and
-** associativity, comments, line numbers, error messages, statement
-** boundaries and the keyword list.
+** (engine/parse.c): every statement form (EXPLAIN options and SET
+** included), expression precedence and associativity, comments, line
+** numbers, error messages, statement boundaries and the keyword list.
 */
 #include "config.h"
 #include "engine/engine_int.h"
@@ -605,6 +605,146 @@ Test(explain, assignment) {
   bad("EXPLAIN C[i,i] = A[i,j];", "output label 'i' repeated");
 }
 
+Test(explain, analyze_and_format) {
+  te_stmt *st = ok("EXPLAIN C[i] = A[i];");
+  cr_assert(!st->analyze && !st->json, "plain EXPLAIN: text, not run");
+  te_stmt_free(&st);
+  st = ok("EXPLAIN ANALYZE C[i,j] = A[i,k] * B[k,j];");
+  cr_assert_eq(st->kind, TE_ST_EXPLAIN);
+  cr_assert(st->analyze && !st->json);
+  cr_assert_str_eq(st->name, "C");
+  cr_assert_eq(st->nout, 2);
+  te_stmt_free(&st);
+  st = ok("EXPLAIN (FORMAT JSON) C[i] = A[i];");
+  cr_assert(!st->analyze && st->json);
+  te_stmt_free(&st);
+  st = ok("EXPLAIN ANALYZE (FORMAT JSON) C[i] = A[i];");
+  cr_assert(st->analyze && st->json);
+  te_stmt_free(&st);
+  st = ok("EXPLAIN (FORMAT TEXT) C[i] = A[i]");
+  cr_assert(!st->analyze && !st->json);
+  te_stmt_free(&st);
+  st = ok("explain analyze ( format json ) c[i] = a[i];");
+  cr_assert(st->analyze && st->json, "keywords in any case");
+  cr_assert_str_eq(st->name, "c");
+  te_stmt_free(&st);
+  st = ok("ExPlAiN AnAlYzE (FoRmAt TeXt) c[i] = a[i];");
+  cr_assert(st->analyze && !st->json);
+  te_stmt_free(&st);
+}
+
+Test(explain, keywords_not_reserved) {
+  /* ANALYZE followed by '[' is the tensor assigned to */
+  te_stmt *st = ok("EXPLAIN ANALYZE[i] = A[i];");
+  cr_assert(!st->analyze);
+  cr_assert_str_eq(st->name, "ANALYZE");
+  te_stmt_free(&st);
+  st = ok("EXPLAIN ANALYZE analyze[i] = json[i];");
+  cr_assert(st->analyze);
+  cr_assert_str_eq(st->name, "analyze");
+  cr_assert_str_eq(st->rhs->name, "json");
+  te_stmt_free(&st);
+  st = ok("EXPLAIN (FORMAT JSON) format[i] = text[i];");
+  cr_assert(st->json);
+  cr_assert_str_eq(st->name, "format");
+  te_stmt_free(&st);
+}
+
+Test(explain, option_errors) {
+  bad("EXPLAIN (FOO 1) C[i] = A[i];", "unknown EXPLAIN option 'FOO'");
+  bad("EXPLAIN (analyze) C[i] = A[i];", "unknown EXPLAIN option 'analyze'");
+  bad("EXPLAIN (FORMAT XML) C[i] = A[i];", "near 'XML'",
+      "expected TEXT or JSON");
+  bad("EXPLAIN (FORMAT) C[i] = A[i];", "expected TEXT or JSON");
+  bad("EXPLAIN (FORMAT 'json') C[i] = A[i];", "expected TEXT or JSON");
+  bad("EXPLAIN (FORMAT JSON C[i] = A[i];", "near 'C'", "expected ',' or ')'");
+  bad("EXPLAIN (FORMAT JSON,) C[i] = A[i];", "near ')'",
+      "expected an EXPLAIN option");
+  bad("EXPLAIN () C[i] = A[i];", "expected an EXPLAIN option");
+  bad("EXPLAIN (FORMAT JSON, format text) C[i] = A[i];",
+      "EXPLAIN option FORMAT given twice");
+  bad("EXPLAIN (FORMAT JSON)", "end of input", "expected an assignment");
+  bad("EXPLAIN ANALYZE;", "expected an assignment after EXPLAIN");
+  bad("EXPLAIN ANALYZE ANALYZE C[i] = A[i];", "near 'ANALYZE'",
+      "expected an assignment");
+  bad("EXPLAIN (FORMAT JSON) ANALYZE C[i] = A[i];", "near 'ANALYZE'",
+      "expected an assignment");
+  bad("EXPLAIN ANALYZE (FORMAT JSON) SHOW TENSORS;", "expected an assignment");
+  bad("EXPLAIN (FORMAT JSON) (FORMAT TEXT) C[i] = A[i];",
+      "expected an assignment");
+}
+
+/* ---- SET --------------------------------------------------------------- */
+
+Test(set, values) {
+  static const struct {
+    const char *text, *setting, *value;
+  } cases[] = {
+      {"SET threads = 4;", "threads", "4"},
+      {"set Cache_Budget = 1.5", "cache_budget", "1.5"},
+      {"SET x = -3;", "x", "-3"},
+      {"SET x = - 3;", "x", "-3"},
+      {"SET x = +.25;", "x", "+.25"},
+      {"SET x = 1e3;", "x", "1e3"},
+      {"SET x = 18446744073709551616;", "x", "18446744073709551616"},
+      {"SET Placement = RoundRobin;", "placement", "RoundRobin"},
+      {"SET debug = on;", "debug", "on"},
+      {"SET set = set;", "set", "set"},
+      {"SET x = 7 -- a comment\n;", "x", "7"},
+  };
+  size_t i;
+  for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    te_stmt *st = ok(cases[i].text);
+    cr_assert_eq(st->kind, TE_ST_SET, "%s", cases[i].text);
+    cr_assert_str_eq(st->setting, cases[i].setting, "%s", cases[i].text);
+    cr_assert_str_eq(st->value, cases[i].value, "%s", cases[i].text);
+    cr_assert_null(st->rhs);
+    te_stmt_free(&st);
+  }
+}
+
+Test(set, not_reserved) {
+  te_stmt *st = ok("SET[i] = A[i];");
+  cr_assert_eq(st->kind, TE_ST_ASSIGN, "SET followed by '[' is a tensor");
+  cr_assert_str_eq(st->name, "SET");
+  te_stmt_free(&st);
+}
+
+Test(set, errors) {
+  char text[200], name[TE_NAME_MAX + 1];
+  bad("SET x = ;", "near ';'", "expected a value (a number or a name)");
+  bad("SET x =", "end of input", "expected a value");
+  bad("SET x = 'abc';", "near ''abc''", "expected a value");
+  bad("SET x = -;", "near ';'", "expected a number");
+  bad("SET x = -on;", "near 'on'", "expected a number");
+  bad("SET x = (1);", "expected a value");
+  bad("SET x 4;", "near '4'", "expected '='");
+  bad("SET = 4;", "expected setting name");
+  bad("SET 4 = 4;", "expected setting name");
+  bad("SET;", "expected setting name");
+  bad("SET x = 4 5;", "unexpected '5' after end of statement");
+  bad("SET x = 1.2.3;", "malformed number");
+  bad("SET x = 1e999;", "number out of range");
+  memset(name, 'v', TE_NAME_MAX);
+  name[TE_NAME_MAX] = '\0';
+  snprintf(text, sizeof text, "SET x = %s;", name);
+  bad(text, "value too long");
+  snprintf(text, sizeof text, "SET x = -%.*s;", TE_NAME_MAX - 1,
+           "123456789012345678901234567890123456789012345678901234567890123");
+  bad(text, "value too long");
+  snprintf(text, sizeof text, "SET %s = 1;", name);
+  bad(text, "setting name", "too long");
+  {
+    te_stmt *st;
+    name[TE_NAME_MAX - 1] = '\0'; /* the longest that fits */
+    snprintf(text, sizeof text, "SET %s = %s;", name, name);
+    st = ok(text);
+    cr_assert_str_eq(st->setting, name);
+    cr_assert_str_eq(st->value, name);
+    te_stmt_free(&st);
+  }
+}
+
 /* ---- Lexical matters --------------------------------------------------- */
 
 Test(lex, comments_and_lines) {
@@ -769,7 +909,8 @@ Test(keywords, list) {
                                      "ZEROS", "ONES", "IDENTITY", "UNIFORM",
                                      "NORMAL", "SEED", "SHOW", "TENSORS",
                                      "DESCRIBE", "DROP", "IF", "EXISTS",
-                                     "PRINT", "EXPLAIN", "SUM", "MAX", "MIN",
+                                     "PRINT", "EXPLAIN", "ANALYZE", "FORMAT",
+                                     "JSON", "TEXT", "SET", "SUM", "MAX", "MIN",
                                      "relu", "exp", "log", "sqrt", "abs",
                                      "tanh", "sigmoid", "neg"};
   size_t i, n = 0;

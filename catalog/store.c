@@ -1,0 +1,505 @@
+/*
+** catalog/store.c - a worker's chunk store (see catalog.h): one chunk file
+** per chunk id, DIR/<16 hex digits>.chk, in the chunkfile.h format, and an
+** in-memory index id -> {type, size, checksum}.
+**
+** A chunk is written to DIR/<id>.<seq>.tmp and renamed to its final name,
+** so a crash never leaves a partial file under a final name; tc_store_open
+** removes leftover temporaries and rebuilds the index by verifying every
+** chunk file in full.  Files that do not verify are renamed to *.bad and
+** never served.  DIR/LOCK is flock'd while the store is open, so a second
+** process (or a second open) cannot remove this one's temporaries.
+**
+** Threads: the index and the files under final names change together
+** under the write lock (rename + index update, unlink + index removal);
+** reads and syncs of a file hold the read lock, so a concurrent re-put or
+** drop of the same id never makes a good chunk look missing or damaged.
+** Writing a file's bytes, the slow part of a put, takes no lock.
+*/
+#include "config.h"
+#include "catalog/catalog.h"
+#include "catalog/catalog_int.h"
+#include "catalog/chunkfile.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define S_NAME_MAX 48 /* longest name we build in DIR, '/' included */
+
+/* One indexed chunk. */
+typedef struct s_entry {
+  uint64_t id;     /* chunk id; 0 marks an empty slot */
+  uint64_t nbytes; /* payload bytes */
+  uint64_t sum;    /* payload checksum */
+  tr_dtype dtype;  /* element type */
+} s_entry;
+
+struct tc_store {
+  char *dir;                 /* the store directory */
+  int lockfd;                /* DIR/LOCK, flock'd until close; -1 if not */
+  pthread_rwlock_t lock;     /* guards the fields below and the files under
+                                final names */
+  s_entry *tab;              /* open addressing with linear probing */
+  size_t cap;                /* slots in tab: 0 or a power of two */
+  int64_t count;             /* chunks indexed */
+  int64_t bytes;             /* their payload bytes */
+  int64_t nbad;              /* files set aside as *.bad by open */
+  atomic_uint_fast64_t seq;  /* makes temporary names unique (no lock) */
+};
+
+/* ---- the index (callers hold the lock) ----------------------------------- */
+
+/* Chunk ids are random, but a stored id could be chosen by anyone: mix. */
+static size_t s_hash(uint64_t id) {
+  id ^= id >> 33;
+  id *= 0xff51afd7ed558ccdull;
+  id ^= id >> 33;
+  return (size_t)id;
+}
+
+/* The slot holding id, or the empty slot where it would go (cap > 0). */
+static size_t s_slot(const tc_store *s, uint64_t id) {
+  size_t mask = s->cap - 1, i = s_hash(id) & mask;
+  while (s->tab[i].id != 0 && s->tab[i].id != id) i = (i + 1) & mask;
+  return i;
+}
+
+static s_entry *s_find(tc_store *s, uint64_t id) {
+  if (s->cap == 0) return NULL;
+  s_entry *e = &s->tab[s_slot(s, id)];
+  return e->id == id ? e : NULL;
+}
+
+/* Make room for one more entry (load factor at most 1/2). */
+static int s_reserve(tc_store *s) {
+  if ((size_t)(s->count + 1) * 2 <= s->cap) return TR_OK;
+  size_t ncap = s->cap ? s->cap * 2 : 64;
+  s_entry *old = s->tab, *nt = calloc(ncap, sizeof *nt);
+  size_t ocap = s->cap;
+  if (!nt) return TR_ENOMEM;
+  s->tab = nt;
+  s->cap = ncap;
+  for (size_t i = 0; i < ocap; i++)
+    if (old[i].id != 0) s->tab[s_slot(s, old[i].id)] = old[i];
+  free(old);
+  return TR_OK;
+}
+
+/* Insert or replace (after s_reserve). */
+static void s_set(tc_store *s, const s_entry *e) {
+  s_entry *slot = &s->tab[s_slot(s, e->id)];
+  if (slot->id == 0)
+    s->count++;
+  else
+    s->bytes -= (int64_t)slot->nbytes;
+  *slot = *e;
+  s->bytes += (int64_t)e->nbytes;
+}
+
+/* Remove id, shifting later entries of its probe run back so lookups
+** never stop early at the hole. */
+static void s_remove(tc_store *s, uint64_t id) {
+  size_t mask = s->cap - 1, i = s_slot(s, id), j = i;
+  s->count--;
+  s->bytes -= (int64_t)s->tab[i].nbytes;
+  for (;;) {
+    j = (j + 1) & mask;
+    if (s->tab[j].id == 0) break;
+    size_t home = s_hash(s->tab[j].id) & mask;
+    /* The entry at j may fill the hole at i unless its home lies in the
+    ** cyclic range (i, j]. */
+    if (((j - home) & mask) >= ((j - i) & mask)) {
+      s->tab[i] = s->tab[j];
+      i = j;
+    }
+  }
+  s->tab[i].id = 0;
+}
+
+/* ---- files --------------------------------------------------------------- */
+
+/* DIR/<id>.chk (the length of dir was checked by tc_store_open). */
+static void s_chunk_path(const tc_store *s, uint64_t id, char *buf) {
+  snprintf(buf, CI_PATH, "%s/%016" PRIx64 ".chk", s->dir, id);
+}
+
+/* Unlink id's file and forget it (write lock held): 1 if it was indexed,
+** 0 if not, or TR_EIO (still indexed, file kept). */
+static int s_forget(tc_store *s, uint64_t id, tr_err *err) {
+  char path[CI_PATH];
+  if (!s_find(s, id)) return 0;
+  s_chunk_path(s, id, path);
+  if (unlink(path) != 0 && errno != ENOENT)
+    return tr_seterr(err, TR_EIO, "cannot remove chunk file '%s': %s", path,
+                     strerror(errno));
+  s_remove(s, id);
+  return 1;
+}
+
+/* Parse "<16 lowercase hex>" at the start of name into *id (non-zero);
+** returns the rest of the name, or NULL. */
+static const char *s_parse_id(const char *name, uint64_t *id) {
+  uint64_t v = 0;
+  for (int i = 0; i < 16; i++) {
+    char c = name[i];
+    if (c >= '0' && c <= '9')
+      v = (v << 4) | (uint64_t)(c - '0');
+    else if (c >= 'a' && c <= 'f')
+      v = (v << 4) | (uint64_t)(c - 'a' + 10);
+    else
+      return NULL;
+  }
+  *id = v;
+  return v ? name + 16 : NULL;
+}
+
+/* Is rest ".<digits>.tmp", the tail of a temporary name? */
+static int s_is_tmp(const char *rest) {
+  if (*rest++ != '.' || *rest < '0' || *rest > '9') return 0;
+  while (*rest >= '0' && *rest <= '9') rest++;
+  return strcmp(rest, ".tmp") == 0;
+}
+
+static uint64_t s_le(const unsigned char *p, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+
+/* Verify chunk file `path` in full and fill e from its header (chunkfile.h:
+** dtype at 12, payload bytes at 16, payload checksum at 24; cf_read checks
+** the rest).  *buf (*bufcap bytes) is a scratch buffer grown as needed.
+** Returns TR_OK, TR_ECORRUPT for a file to set aside, or TR_ENOMEM. */
+static int s_verify(const char *path, s_entry *e, void **buf, size_t *bufcap) {
+  unsigned char h[CF_HEADER_SIZE];
+  struct stat st;
+  size_t got = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return TR_ECORRUPT;
+  int bad = fstat(fd, &st) != 0 ||
+            tr_pread_all(fd, h, sizeof h, 0, &got) != 0 || got != sizeof h;
+  close(fd);
+  if (bad) return TR_ECORRUPT;
+  e->dtype = (tr_dtype)s_le(h + 12, 4);
+  e->nbytes = s_le(h + 16, 8);
+  e->sum = s_le(h + 24, 8);
+  if ((e->dtype != TR_F32 && e->dtype != TR_F64) ||
+      (uint64_t)st.st_size != CF_HEADER_SIZE + e->nbytes ||
+      e->nbytes > SIZE_MAX)
+    return TR_ECORRUPT;
+  if (e->nbytes > *bufcap) {
+    void *p = realloc(*buf, (size_t)e->nbytes);
+    if (!p) return TR_ENOMEM;
+    *buf = p;
+    *bufcap = (size_t)e->nbytes;
+  }
+  return cf_read(path, e->dtype, *buf, (size_t)e->nbytes, e->sum, "chunk",
+                 NULL) == TR_OK ? TR_OK : TR_ECORRUPT;
+}
+
+/* Rebuild the index from DIR: remove temporaries, verify each chunk file,
+** set aside those that fail. */
+static int s_scan(tc_store *s, tr_err *err) {
+  char path[CI_PATH], bad[CI_PATH + 8];
+  void *buf = NULL;
+  size_t bufcap = 0;
+  int rc = TR_OK, changed = 0;
+  struct dirent *de;
+  DIR *d = opendir(s->dir);
+  if (!d)
+    return tr_seterr(err, TR_EIO, "cannot read chunk store '%s': %s", s->dir,
+                     strerror(errno));
+  while ((de = readdir(d)) != NULL) {
+    struct stat sb;
+    s_entry e;
+    const char *rest = s_parse_id(de->d_name, &e.id);
+    if (!rest ||
+        fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(sb.st_mode))
+      continue;
+    if (s_is_tmp(rest)) {
+      if (unlinkat(dirfd(d), de->d_name, 0) == 0) changed = 1;
+      continue;
+    }
+    if (strcmp(rest, ".chk") != 0) continue;
+    s_chunk_path(s, e.id, path);
+    rc = s_verify(path, &e, &buf, &bufcap);
+    if (rc == TR_ECORRUPT) {
+      snprintf(bad, sizeof bad, "%s.bad", path);
+      rename(path, bad);
+      s->nbad++;
+      changed = 1;
+      rc = TR_OK;
+    } else if (rc == TR_OK && (rc = s_reserve(s)) == TR_OK) {
+      s_set(s, &e);
+    }
+    if (rc) {
+      rc = tr_seterr(err, rc, "out of memory indexing chunk store '%s'",
+                     s->dir);
+      break;
+    }
+  }
+  closedir(d);
+  free(buf);
+  if (rc == TR_OK && changed) ci_fsync_dir(s->dir);
+  return rc;
+}
+
+/* ---- the API ------------------------------------------------------------- */
+
+int tc_store_open(const char *dir, tc_store **out, tr_err *err) {
+  tc_store *s = NULL;
+  pthread_rwlockattr_t attr;
+  char path[CI_PATH];
+  struct stat st;
+  int rc = TR_OK;
+  if (!out) return tr_seterr(err, TR_EINVAL, "tc_store_open: bad argument");
+  *out = NULL;
+  if (!dir || !*dir)
+    return tr_seterr(err, TR_EINVAL, "tc_store_open: no directory");
+  if (strlen(dir) + S_NAME_MAX >= CI_PATH)
+    return tr_seterr(err, TR_EINVAL, "chunk store path too long: %.200s...",
+                     dir);
+  if (!(s = calloc(1, sizeof *s)))
+    return tr_seterr(err, TR_ENOMEM, "out of memory");
+  s->lockfd = -1;
+  atomic_init(&s->seq, 0);
+  /* Writers first: a stream of gets must not starve a put's rename. */
+  pthread_rwlockattr_init(&attr);
+  pthread_rwlockattr_setkind_np(&attr,
+                                PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+  int e = pthread_rwlock_init(&s->lock, &attr);
+  pthread_rwlockattr_destroy(&attr);
+  if (e != 0) {
+    free(s);
+    return tr_seterr(err, TR_ENOMEM, "cannot create a lock: %s", strerror(e));
+  }
+  if (!(s->dir = strdup(dir))) {
+    rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+    goto done;
+  }
+  if (mkdir(dir, 0755) == 0) {
+    snprintf(path, sizeof path, "%s/..", dir); /* make the new dir durable */
+    ci_fsync_dir(path);
+  } else if (errno != EEXIST) {
+    rc = tr_seterr(err, TR_EIO, "cannot create chunk store '%s': %s", dir,
+                   strerror(errno));
+    goto done;
+  }
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    rc = tr_seterr(err, TR_EINVAL, "chunk store '%s' is not a directory",
+                   dir);
+    goto done;
+  }
+  snprintf(path, sizeof path, "%s/LOCK", dir);
+  if ((s->lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
+    rc = tr_seterr(err, TR_EIO, "cannot open '%s': %s", path,
+                   strerror(errno));
+    goto done;
+  }
+  if (flock(s->lockfd, LOCK_EX | LOCK_NB) != 0) {
+    rc = tr_seterr(err, TR_EIO, errno == EWOULDBLOCK
+                   ? "chunk store '%s' is in use by another process"
+                   : "cannot lock chunk store '%s'", dir);
+    goto done;
+  }
+  rc = s_scan(s, err);
+done:
+  if (rc)
+    tc_store_close(&s);
+  else
+    *out = s;
+  return rc;
+}
+
+void tc_store_close(tc_store **ps) {
+  tc_store *s = ps ? *ps : NULL;
+  if (!s) return;
+  *ps = NULL;
+  if (s->lockfd >= 0) close(s->lockfd);
+  pthread_rwlock_destroy(&s->lock);
+  free(s->tab);
+  free(s->dir);
+  free(s);
+}
+
+int tc_store_put(tc_store *s, uint64_t id, tr_dtype dt, const void *data,
+                 size_t nbytes, uint64_t checksum, uint64_t *sum,
+                 tr_err *err) {
+  char tmp[CI_PATH], path[CI_PATH];
+  s_entry e;
+  int rc;
+  if (!s || id == 0 || (dt != TR_F32 && dt != TR_F64) ||
+      (!data && nbytes > 0) || nbytes % tr_dtype_size(dt) != 0)
+    return tr_seterr(err, TR_EINVAL, "tc_store_put: bad argument");
+  snprintf(tmp, sizeof tmp, "%s/%016" PRIx64 ".%" PRIu64 ".tmp", s->dir, id,
+           (uint64_t)atomic_fetch_add(&s->seq, 1));
+  s_chunk_path(s, id, path);
+  if ((rc = cf_write(tmp, dt, data ? data : "", nbytes, &e.sum, err)))
+    return rc;
+  if (checksum != 0 && e.sum != checksum) {
+    unlink(tmp);
+    return tr_seterr(err, TR_ECORRUPT, "chunk %016" PRIx64 ": checksum "
+                     "mismatch", id);
+  }
+  e.id = id;
+  e.dtype = dt;
+  e.nbytes = nbytes;
+  /* Rename and index together, so the index describes the file that won
+  ** when the same id is put twice at once. */
+  pthread_rwlock_wrlock(&s->lock);
+  if (s_reserve(s) != TR_OK)
+    rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+  else if (rename(tmp, path) != 0)
+    rc = tr_seterr(err, TR_EIO, "cannot rename chunk file '%s': %s", tmp,
+                   strerror(errno));
+  else
+    s_set(s, &e);
+  pthread_rwlock_unlock(&s->lock);
+  if (rc)
+    unlink(tmp);
+  else if (sum)
+    *sum = e.sum;
+  return rc;
+}
+
+int tc_store_stat(tc_store *s, uint64_t id, tr_dtype *dt, uint64_t *nbytes,
+                  uint64_t *sum) {
+  int rc = TR_ENOTFOUND;
+  if (!s) return TR_EINVAL;
+  pthread_rwlock_rdlock(&s->lock);
+  const s_entry *e = s_find(s, id);
+  if (e) {
+    if (dt) *dt = e->dtype;
+    if (nbytes) *nbytes = e->nbytes;
+    if (sum) *sum = e->sum;
+    rc = TR_OK;
+  }
+  pthread_rwlock_unlock(&s->lock);
+  return rc;
+}
+
+int tc_store_get(tc_store *s, uint64_t id, void *buf, size_t nbytes,
+                 tr_err *err) {
+  char path[CI_PATH], what[40];
+  int rc;
+  if (!s || (!buf && nbytes > 0))
+    return tr_seterr(err, TR_EINVAL, "tc_store_get: bad argument");
+  snprintf(what, sizeof what, "chunk %016" PRIx64, id);
+  s_chunk_path(s, id, path);
+  pthread_rwlock_rdlock(&s->lock);
+  const s_entry *e = s_find(s, id);
+  if (!e)
+    rc = tr_seterr(err, TR_ENOTFOUND, "%s is not in chunk store '%s'", what,
+                   s->dir);
+  else if (e->nbytes != nbytes)
+    rc = tr_seterr(err, TR_EINVAL, "%s holds %" PRIu64 " bytes, not %zu",
+                   what, e->nbytes, nbytes);
+  else
+    rc = cf_read(path, e->dtype, buf, nbytes, e->sum, what, err);
+  pthread_rwlock_unlock(&s->lock);
+  return rc;
+}
+
+int tc_store_sync(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err) {
+  char path[CI_PATH];
+  int rc = TR_OK, e;
+  if (!s || n < 0 || (!ids && n > 0))
+    return tr_seterr(err, TR_EINVAL, "tc_store_sync: bad argument");
+  for (int64_t i = 0; i < n && rc == TR_OK; i++) {
+    s_chunk_path(s, ids[i], path);
+    pthread_rwlock_rdlock(&s->lock);
+    if (!s_find(s, ids[i]))
+      rc = tr_seterr(err, TR_ENOTFOUND, "chunk %016" PRIx64 " is not in "
+                     "chunk store '%s'", ids[i], s->dir);
+    else
+      rc = cf_sync(path, err);
+    pthread_rwlock_unlock(&s->lock);
+  }
+  /* The renames into final names are durable once the directory is. */
+  if (rc == TR_OK && (e = ci_fsync_dir(s->dir)) != 0)
+    rc = tr_seterr(err, TR_EIO, "cannot sync '%s': %s", s->dir, strerror(e));
+  return rc;
+}
+
+int tc_store_drop(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err) {
+  int rc = TR_OK, dropped = 0;
+  if (!s || n < 0 || (!ids && n > 0))
+    return tr_seterr(err, TR_EINVAL, "tc_store_drop: bad argument");
+  pthread_rwlock_wrlock(&s->lock);
+  for (int64_t i = 0; i < n; i++) {
+    int r = s_forget(s, ids[i], rc ? NULL : err);
+    if (r > 0)
+      dropped = 1;
+    else if (r < 0 && rc == TR_OK)
+      rc = r;
+  }
+  pthread_rwlock_unlock(&s->lock);
+  if (dropped) ci_fsync_dir(s->dir);
+  return rc;
+}
+
+static int s_cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+int tc_store_keep(tc_store *s, const uint64_t *ids, int64_t n,
+                  int64_t *dropped, tr_err *err) {
+  uint64_t *keep = NULL, *gone = NULL;
+  int64_t ngone = 0, cnt = 0;
+  int rc = TR_OK;
+  if (dropped) *dropped = 0;
+  if (!s || n < 0 || (!ids && n > 0))
+    return tr_seterr(err, TR_EINVAL, "tc_store_keep: bad argument");
+  if (!(keep = malloc(n > 0 ? (size_t)n * sizeof *keep : 1)))
+    return tr_seterr(err, TR_ENOMEM, "out of memory");
+  if (n > 0) memcpy(keep, ids, (size_t)n * sizeof *keep);
+  qsort(keep, (size_t)n, sizeof *keep, s_cmp_u64);
+  pthread_rwlock_wrlock(&s->lock);
+  /* Collect first: removing shifts entries within the table. */
+  if (!(gone = malloc(s->count > 0 ? (size_t)s->count * sizeof *gone : 1))) {
+    rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+    goto done;
+  }
+  for (size_t i = 0; i < s->cap; i++)
+    if (s->tab[i].id != 0 &&
+        !bsearch(&s->tab[i].id, keep, (size_t)n, sizeof *keep, s_cmp_u64))
+      gone[ngone++] = s->tab[i].id;
+  for (int64_t i = 0; i < ngone; i++) {
+    int r = s_forget(s, gone[i], rc ? NULL : err);
+    if (r > 0)
+      cnt++;
+    else if (r < 0 && rc == TR_OK)
+      rc = r;
+  }
+done:
+  pthread_rwlock_unlock(&s->lock);
+  if (cnt) ci_fsync_dir(s->dir);
+  if (dropped) *dropped = cnt;
+  free(keep);
+  free(gone);
+  return rc;
+}
+
+void tc_store_usage(tc_store *s, int64_t *chunks, int64_t *bytes) {
+  int64_t c = 0, b = 0;
+  if (s) {
+    pthread_rwlock_rdlock(&s->lock);
+    c = s->count;
+    b = s->bytes;
+    pthread_rwlock_unlock(&s->lock);
+  }
+  if (chunks) *chunks = c;
+  if (bytes) *bytes = b;
+}

@@ -1,0 +1,982 @@
+/*
+** engine/worker.c - `tradb --worker`: a site of the implementation algebra.
+**
+** A worker holds chunks in its store (catalog/ tc_store: checksummed
+** files, durable on SYNC), runs the kernel tasks it is sent (te_node_run
+** over its own chunks), and pushes chunks straight to other workers when
+** told to (SEND): the coordinator never relays chunk data between workers.
+**
+** Threads: the main thread owns every ZeroMQ socket and never blocks on
+** work: it answers HELLO / HEARTBEAT / PUT / GET / DROP / KEEP / STATS
+** itself, and queues TASK and SYNC for the task thread, which posts the
+** reply back through an inproc pair.  So a worker keeps heartbeating while
+** it computes.  Peers are reached through one DEALER socket each, opened
+** on first use; a SEND is answered once every peer confirmed its PUT.
+**
+** Failures: a malformed message is logged and dropped; a coordinator that
+** goes away is simply no longer answered, and a new one may say HELLO.
+*/
+#include "config.h"
+#include "engine/engine_int.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define S_MAX_PEERS 64
+#define S_SEND_TIMEOUT_S 30.0 /* a peer that has not confirmed by then fails the SEND */
+
+static volatile sig_atomic_t s_stop = 0;
+
+static void s_on_signal(int sig) {
+  (void)sig;
+  s_stop = 1;
+  tr_interrupted = 1; /* running kernels stop between join tuples */
+}
+
+static const char *s_ep = "";
+
+static void s_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void s_log(const char *fmt, ...) {
+  char ts[32];
+  time_t now = time(NULL);
+  struct tm tmv;
+  strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", gmtime_r(&now, &tmv));
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "%s tradb worker %s: ", ts, s_ep);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+/* ---- Task encoding (shared with the coordinator) ------------------------- */
+
+static void s_put_prog(tn_wbuf *b, const tk_prog *p) {
+  tn_put_u32(b, (uint32_t)p->n);
+  for (int i = 0; i < p->n; i++) {
+    tn_put_u32(b, (uint32_t)p->code[i].op);
+    tn_put_u32(b, (uint32_t)p->code[i].arg);
+    tn_put_f64(b, p->code[i].c);
+  }
+}
+
+static void s_get_prog(tn_rbuf *r, tk_prog *p, int ninputs) {
+  uint32_t n = tn_get_u32(r);
+  if (n > TK_MAX_PROG) {
+    r->bad = 1;
+    return;
+  }
+  p->n = (int)n;
+  for (int i = 0; i < p->n; i++) {
+    p->code[i].op = (int)tn_get_u32(r);
+    p->code[i].arg = (int)tn_get_u32(r);
+    p->code[i].c = tn_get_f64(r);
+    if (p->code[i].op == TK_OP_INPUT && (p->code[i].arg < 0 || p->code[i].arg >= ninputs))
+      r->bad = 1;
+  }
+  if (p->n && tk_prog_depth(p) < 0) r->bad = 1;
+}
+
+static void s_put_meta(tn_wbuf *b, const tc_tensor *t) {
+  tn_put_str(b, t->name);
+  tn_put_u8(b, (uint8_t)t->dtype);
+  tn_put_u32(b, (uint32_t)t->rank);
+  for (int d = 0; d < t->rank; d++) {
+    tn_put_i64(b, t->shape[d]);
+    tn_put_i64(b, t->chunk[d]);
+  }
+}
+
+static void s_get_meta(tn_rbuf *r, tc_tensor *t) {
+  memset(t, 0, sizeof *t);
+  tn_get_str(r, t->name, sizeof t->name);
+  uint8_t dt = tn_get_u8(r);
+  uint32_t rank = tn_get_u32(r);
+  if (dt > TR_F64 || rank > TR_MAX_RANK) {
+    r->bad = 1;
+    return;
+  }
+  t->dtype = (tr_dtype)dt;
+  t->rank = (int)rank;
+  for (int d = 0; d < t->rank; d++) {
+    t->shape[d] = tn_get_i64(r);
+    t->chunk[d] = tn_get_i64(r);
+    if (t->shape[d] < 1 || t->chunk[d] < 1 || t->chunk[d] > t->shape[d]) r->bad = 1;
+  }
+}
+
+void te_task_encode(const te_task *t, tn_wbuf *b) {
+  const te_node *n = &t->node;
+  tn_put_u8(b, (uint8_t)t->fill);
+  s_put_meta(b, &t->out_meta);
+  if (t->fill) {
+    tn_put_u8(b, (uint8_t)t->f.kind);
+    tn_put_f64(b, t->f.p0);
+    tn_put_f64(b, t->f.p1);
+    tn_put_u64(b, t->f.seed);
+  } else {
+    tn_put_u32(b, (uint32_t)n->nlabels);
+    tn_put_u32(b, (uint32_t)n->nout);
+    for (int l = 0; l < n->nlabels; l++) {
+      tn_put_i64(b, n->size[l]);
+      tn_put_i64(b, n->chunk[l]);
+    }
+    tn_put_u32(b, (uint32_t)n->ninputs);
+    for (int i = 0; i < n->ninputs; i++) {
+      tn_put_u32(b, (uint32_t)n->in[i].rank);
+      for (int d = 0; d < n->in[i].rank; d++) tn_put_u32(b, (uint32_t)n->in[i].label[d]);
+      s_put_meta(b, &t->in_meta[i]);
+    }
+    s_put_prog(b, &n->prog);
+    tn_put_u8(b, (uint8_t)n->agg);
+    s_put_prog(b, &n->post);
+    tn_put_u8(b, (uint8_t)n->gemm);
+    tn_put_u32(b, (uint32_t)t->nin);
+    for (int64_t i = 0; i < t->nin; i++) {
+      tn_put_u32(b, (uint32_t)t->in_op[i]);
+      tn_put_i64(b, t->in_lin[i]);
+      tn_put_u64(b, t->in_id[i]);
+    }
+  }
+  tn_put_u32(b, (uint32_t)t->nout);
+  for (int64_t i = 0; i < t->nout; i++) {
+    tn_put_i64(b, t->out_lin[i]);
+    tn_put_u64(b, t->out_id[i]);
+  }
+}
+
+void te_task_free(te_task *t) {
+  free(t->in_op);
+  free(t->in_lin);
+  free(t->in_id);
+  free(t->out_lin);
+  free(t->out_id);
+  t->in_op = NULL;
+  t->in_lin = t->out_lin = NULL;
+  t->in_id = t->out_id = NULL;
+}
+
+int te_task_decode(const void *p, size_t len, te_task *t, tr_err *err) {
+  tn_rbuf r;
+  tn_rbuf_init(&r, p, len);
+  memset(t, 0, sizeof *t);
+  te_node *n = &t->node;
+  t->fill = tn_get_u8(&r);
+  s_get_meta(&r, &t->out_meta);
+  if (t->fill) {
+    t->f.kind = (te_fill_kind)tn_get_u8(&r);
+    t->f.p0 = tn_get_f64(&r);
+    t->f.p1 = tn_get_f64(&r);
+    t->f.seed = tn_get_u64(&r);
+    if (t->f.kind > TE_FILL_NORMAL) r.bad = 1;
+  } else if (!r.bad) {
+    uint32_t nl = tn_get_u32(&r), no = tn_get_u32(&r);
+    if (nl > TK_MAX_LABELS || no > nl || (int)no != t->out_meta.rank) goto bad;
+    n->nlabels = (int)nl;
+    n->nout = (int)no;
+    for (int l = 0; l < n->nlabels; l++) {
+      n->size[l] = tn_get_i64(&r);
+      n->chunk[l] = tn_get_i64(&r);
+      if (n->size[l] < 1 || n->chunk[l] < 1) goto bad;
+      if (l < n->nout && (n->size[l] != t->out_meta.shape[l] || n->chunk[l] != t->out_meta.chunk[l]))
+        goto bad;
+    }
+    uint32_t ni = tn_get_u32(&r);
+    if (ni > TK_MAX_INPUTS) goto bad;
+    n->ninputs = (int)ni;
+    for (int i = 0; i < n->ninputs && !r.bad; i++) {
+      uint32_t rank = tn_get_u32(&r);
+      if (rank > TR_MAX_RANK) goto bad;
+      n->in[i].rank = (int)rank;
+      for (int d = 0; d < n->in[i].rank; d++) {
+        uint32_t l = tn_get_u32(&r);
+        if (l >= nl) goto bad;
+        n->in[i].label[d] = (int)l;
+      }
+      s_get_meta(&r, &t->in_meta[i]);
+      if ((int)rank != t->in_meta[i].rank) goto bad;
+      for (int d = 0; d < n->in[i].rank; d++)
+        if (t->in_meta[i].shape[d] != n->size[n->in[i].label[d]]) goto bad;
+    }
+    s_get_prog(&r, &n->prog, n->ninputs);
+    n->agg = (tk_agg)tn_get_u8(&r);
+    s_get_prog(&r, &n->post, 1);
+    n->gemm = tn_get_u8(&r) != 0;
+    if (n->agg > TK_AGG_MIN || (n->agg == TK_AGG_NONE && n->nout != n->nlabels) || !n->prog.n)
+      goto bad;
+    if (n->gemm && n->ninputs != 2) goto bad;
+    uint32_t nin = tn_get_count(&r, 20);
+    t->nin = nin;
+    t->in_op = calloc(nin + 1, sizeof *t->in_op);
+    t->in_lin = calloc(nin + 1, sizeof *t->in_lin);
+    t->in_id = calloc(nin + 1, sizeof *t->in_id);
+    if (!t->in_op || !t->in_lin || !t->in_id) {
+      te_task_free(t);
+      return tr_seterr(err, TR_ENOMEM, "out of memory");
+    }
+    for (uint32_t i = 0; i < nin && !r.bad; i++) {
+      uint32_t op = tn_get_u32(&r);
+      t->in_lin[i] = tn_get_i64(&r);
+      t->in_id[i] = tn_get_u64(&r);
+      if (op >= ni) goto bad;
+      t->in_op[i] = (int)op;
+      if (t->in_lin[i] < 0 || t->in_lin[i] >= tc_nchunks(&t->in_meta[op])) goto bad;
+    }
+  }
+  uint32_t no = tn_get_count(&r, 16);
+  t->nout = no;
+  t->out_lin = calloc(no + 1, sizeof *t->out_lin);
+  t->out_id = calloc(no + 1, sizeof *t->out_id);
+  if (!t->out_lin || !t->out_id) {
+    te_task_free(t);
+    return tr_seterr(err, TR_ENOMEM, "out of memory");
+  }
+  for (uint32_t i = 0; i < no && !r.bad; i++) {
+    t->out_lin[i] = tn_get_i64(&r);
+    t->out_id[i] = tn_get_u64(&r);
+    if (t->out_lin[i] < 0 || t->out_lin[i] >= tc_nchunks(&t->out_meta)) goto bad;
+  }
+  if (tn_rbuf_ok(&r) == TR_OK) return TR_OK;
+bad:
+  te_task_free(t);
+  return tr_seterr(err, TR_EINVAL, "malformed task");
+}
+
+/* ---- The worker ---------------------------------------------------------- */
+
+/* A SEND waiting for its peers' confirmations. */
+typedef struct s_pending {
+  uint64_t my_req;          /* request id used towards the peers */
+  uint8_t route[256];       /* who asked */
+  size_t route_len;         /* its length */
+  uint64_t req;             /* their request id */
+  int waiting;              /* confirmations still due */
+  uint64_t bytes;           /* bytes sent */
+  double deadline;          /* when to give up */
+  int failed;               /* a peer answered with an error */
+  char why[sizeof(((tr_err *)0)->msg) + 300]; /* that error */
+  struct s_pending *next;   /* list */
+} s_pending;
+
+/* A job for the task thread, and its reply. */
+typedef struct s_job {
+  int type;                 /* TN_TASK or TN_SYNC */
+  uint8_t route[256];       /* requester */
+  size_t route_len;         /* its length */
+  uint64_t req;             /* request id */
+  void *body;               /* request body (copied) */
+  size_t body_len;          /* its length */
+  int rtype;                /* reply type (TN_ERROR: code and msg) */
+  tn_wbuf reply;            /* reply body */
+  int code;                 /* TN_ERROR: status */
+  char msg[sizeof(((tr_err *)0)->msg)]; /* TN_ERROR: message */
+  struct s_job *next;       /* queue */
+} s_job;
+
+typedef struct s_worker {
+  const te_worker_config *cfg; /* options */
+  const tk_backend *kt;        /* kernels */
+  int threads;                 /* kernel threads */
+  tc_store *store;             /* chunks */
+  tn_keys keys;                /* CURVE keys */
+  void *ctx;                   /* ZeroMQ context */
+  void *router;                /* our endpoint */
+  void *notify_rx;             /* task thread -> main: "a reply is ready" */
+  int npeers;                  /* peer sockets */
+  char peer_ep[S_MAX_PEERS][TC_ENDPOINT_MAX]; /* their endpoints */
+  void *peer[S_MAX_PEERS];     /* DEALER sockets */
+  s_pending *pending;          /* SENDs in flight */
+  uint64_t next_req;           /* request ids towards peers */
+  uint8_t coord[256];          /* last coordinator's route, for heartbeats */
+  size_t coord_len;            /* its length (0: none yet) */
+  /* counters (.workers) */
+  uint64_t tasks, bytes_sent, bytes_recv;
+  /* task thread */
+  pthread_t tid;               /* the thread */
+  pthread_mutex_t mu;          /* guards the queues */
+  pthread_cond_t cv;           /* work arrived or stop */
+  s_job *todo, *todo_tail;     /* jobs waiting */
+  s_job *done;                 /* replies ready */
+  int quit;                    /* stop the task thread */
+} s_worker;
+
+static int s_reply(s_worker *w, const uint8_t *route, size_t rl, int type, uint64_t req,
+                   const tn_wbuf *body, int ndata, void *const *data, const size_t *len,
+                   tn_free_fn *fr) {
+  tr_err err;
+  int rc = tn_send(w->router, route, rl, type, req, body, ndata, data, len, fr, NULL, &err);
+  if (rc) s_log("cannot reply %s: %s", tn_type_name(type), err.msg);
+  return rc;
+}
+
+static void s_free_buf(void *data, void *hint) {
+  (void)hint;
+  free(data);
+}
+
+/* Chunk source and sink of a node task over the store. */
+typedef struct s_taskio {
+  s_worker *w;        /* worker */
+  const te_task *t;   /* task */
+  uint64_t *sum;      /* checksum of each output chunk made */
+  uint64_t *bytes;    /* its size */
+} s_taskio;
+
+static int s_task_read(void *ctx, int operand, int64_t lin, void *buf, size_t bytes,
+                       tr_err *err) {
+  s_taskio *io = ctx;
+  const te_task *t = io->t;
+  for (int64_t i = 0; i < t->nin; i++)
+    if (t->in_op[i] == operand && t->in_lin[i] == lin)
+      return tc_store_get(io->w->store, t->in_id[i], buf, bytes, err);
+  return tr_seterr(err, TR_ENOTFOUND, "chunk %lld of operand %d (%s) is not on this worker",
+                   (long long)lin, operand, t->in_meta[operand].name);
+}
+
+static int s_task_write(void *ctx, int64_t lin, const void *buf, size_t bytes, tr_err *err) {
+  s_taskio *io = ctx;
+  const te_task *t = io->t;
+  for (int64_t i = 0; i < t->nout; i++)
+    if (t->out_lin[i] == lin) {
+      io->bytes[i] = bytes;
+      return tc_store_put(io->w->store, t->out_id[i], t->out_meta.dtype, buf, bytes, 0,
+                          &io->sum[i], err);
+    }
+  return tr_seterr(err, TR_EINVAL, "output chunk %lld is not this worker's", (long long)lin);
+}
+
+/* Fill tasks: chunk i of the list. */
+typedef struct s_fillrun {
+  s_taskio *io;   /* task */
+  tr_err err;     /* first failure */
+  pthread_mutex_t mu; /* guards err */
+} s_fillrun;
+
+static int s_fill_one(void *arg, int64_t i) {
+  s_fillrun *fr = arg;
+  const te_task *t = fr->io->t;
+  int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK];
+  tc_key_from_linear(&t->out_meta, t->out_lin[i], key);
+  size_t bytes = (size_t)tc_chunk_extent(&t->out_meta, key, ext) * tr_dtype_size(t->out_meta.dtype);
+  void *buf = tr_alloc_aligned(bytes);
+  tr_err err;
+  int rc = buf ? te_fill_chunk(fr->io->w->kt, &t->out_meta, &t->f, t->out_lin[i], buf)
+               : tr_seterr(&err, TR_ENOMEM, "out of memory");
+  if (buf && rc) tr_seterr(&err, rc, "fill kernel failed (status %d)", rc);
+  if (!rc) rc = s_task_write(fr->io, t->out_lin[i], buf, bytes, &err);
+  tr_free_aligned(buf);
+  if (rc) {
+    pthread_mutex_lock(&fr->mu);
+    if (!fr->err.code) fr->err = err;
+    pthread_mutex_unlock(&fr->mu);
+  }
+  return rc;
+}
+
+static void s_fail_job(s_job *j, int code, const char *msg) {
+  j->rtype = TN_ERROR;
+  j->code = code;
+  snprintf(j->msg, sizeof j->msg, "%s", msg);
+}
+
+/* Run one TASK; fills the reply: TASK_OK {u32 n, n x chunk meta, f64 s,
+** str backend} or an error. */
+static void s_run_task(s_worker *w, s_job *j) {
+  te_task t;
+  tr_err err;
+  tr_clearerr(&err);
+  double t0 = tr_now();
+  int rc = te_task_decode(j->body, j->body_len, &t, &err);
+  if (rc) {
+    s_fail_job(j, rc, err.msg);
+    s_log("rejected task: %s", err.msg);
+    return;
+  }
+  s_taskio io = {w, &t, calloc((size_t)t.nout + 1, 8), calloc((size_t)t.nout + 1, 8)};
+  if (!io.sum || !io.bytes) {
+    rc = tr_seterr(&err, TR_ENOMEM, "out of memory");
+  } else if (t.fill) {
+    s_fillrun fr = {&io, {0, ""}, PTHREAD_MUTEX_INITIALIZER};
+    rc = tr_parallel_for(w->threads, t.nout, s_fill_one, &fr);
+    if (rc) err = fr.err.code ? fr.err : err;
+  } else {
+    te_chunk_io cio = {&io, s_task_read, s_task_write};
+    const tc_tensor *in_meta[TK_MAX_INPUTS];
+    for (int i = 0; i < t.node.ninputs; i++) in_meta[i] = &t.in_meta[i];
+    rc = te_node_run(w->kt, w->threads, (size_t)1 << 30, &t.node, in_meta, &t.out_meta, &cio,
+                     t.out_lin, t.nout, &err);
+  }
+  if (rc) {
+    s_fail_job(j, rc, err.msg[0] ? err.msg : "task failed");
+  } else {
+    j->rtype = TN_TASK_OK;
+    tn_put_u32(&j->reply, (uint32_t)t.nout);
+    for (int64_t i = 0; i < t.nout; i++) {
+      tn_chunk c = {t.out_id[i], (uint8_t)t.out_meta.dtype, io.bytes[i], io.sum[i]};
+      tn_put_chunk(&j->reply, &c);
+    }
+    tn_put_f64(&j->reply, tr_now() - t0);
+    tn_put_str(&j->reply, w->kt->name);
+  }
+  free(io.sum);
+  free(io.bytes);
+  te_task_free(&t);
+}
+
+static void s_run_sync(s_worker *w, s_job *j) {
+  tn_rbuf r;
+  tr_err err;
+  tn_rbuf_init(&r, j->body, j->body_len);
+  uint32_t n = tn_get_count(&r, 8);
+  uint64_t *ids = calloc(n + 1, sizeof *ids);
+  for (uint32_t i = 0; ids && i < n; i++) ids[i] = tn_get_u64(&r);
+  int rc = !ids ? TR_ENOMEM : tn_rbuf_ok(&r) ? TR_EINVAL : tc_store_sync(w->store, ids, n, &err);
+  if (rc == TR_EINVAL && !ids) tr_seterr(&err, rc, "out of memory");
+  else if (rc == TR_EINVAL) tr_seterr(&err, rc, "malformed SYNC");
+  if (rc) {
+    s_fail_job(j, rc, err.msg);
+  } else {
+    j->rtype = TN_SYNC_OK;
+    tn_put_u32(&j->reply, n);
+  }
+  free(ids);
+}
+
+static void *s_task_thread(void *arg) {
+  s_worker *w = arg;
+  void *tx = zmq_socket(w->ctx, ZMQ_PAIR);
+  zmq_connect(tx, "inproc://tradb-worker-done");
+  for (;;) {
+    pthread_mutex_lock(&w->mu);
+    while (!w->todo && !w->quit) pthread_cond_wait(&w->cv, &w->mu);
+    if (w->quit) {
+      pthread_mutex_unlock(&w->mu);
+      break;
+    }
+    s_job *j = w->todo;
+    w->todo = j->next;
+    if (!w->todo) w->todo_tail = NULL;
+    pthread_mutex_unlock(&w->mu);
+    if (j->type == TN_TASK) s_run_task(w, j);
+    else s_run_sync(w, j);
+    pthread_mutex_lock(&w->mu);
+    j->next = w->done;
+    w->done = j;
+    pthread_mutex_unlock(&w->mu);
+    zmq_send(tx, "", 0, 0);
+  }
+  zmq_close(tx);
+  return NULL;
+}
+
+static void s_queue(s_worker *w, tn_in *in) {
+  size_t n;
+  const void *body = tn_in_body(in, &n);
+  s_job *j = calloc(1, sizeof *j);
+  if (!j || !(j->body = malloc(n + 1))) {
+    free(j);
+    tn_send_error(w->router, in->route, in->route_len, in->req, TR_ENOMEM, "out of memory");
+    return;
+  }
+  memcpy(j->body, body, n);
+  j->body_len = n;
+  j->type = in->type;
+  memcpy(j->route, in->route, in->route_len);
+  j->route_len = in->route_len;
+  j->req = in->req;
+  pthread_mutex_lock(&w->mu);
+  if (w->todo_tail) w->todo_tail->next = j;
+  else w->todo = j;
+  w->todo_tail = j;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
+static void s_flush_done(s_worker *w) {
+  pthread_mutex_lock(&w->mu);
+  s_job *j = w->done;
+  w->done = NULL;
+  pthread_mutex_unlock(&w->mu);
+  while (j) {
+    s_job *nx = j->next;
+    if (j->type == TN_TASK && j->rtype == TN_TASK_OK) w->tasks++;
+    if (j->rtype == TN_ERROR) {
+      tn_send_error(w->router, j->route, j->route_len, j->req, j->code, j->msg);
+    } else {
+      s_reply(w, j->route, j->route_len, j->rtype, j->req, &j->reply, 0, NULL, NULL, NULL);
+    }
+    tn_wbuf_free(&j->reply);
+    free(j->body);
+    free(j);
+    j = nx;
+  }
+}
+
+/* A DEALER socket to peer ep, opened on first use. */
+static void *s_peer(s_worker *w, const char *ep, tr_err *err) {
+  for (int i = 0; i < w->npeers; i++)
+    if (!strcmp(w->peer_ep[i], ep)) return w->peer[i];
+  if (w->npeers >= S_MAX_PEERS) {
+    tr_seterr(err, TR_EINVAL, "too many peers");
+    return NULL;
+  }
+  void *s = zmq_socket(w->ctx, ZMQ_DEALER);
+  int linger = 0, hwm = 0, tmo = 30000;
+  zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof hwm);
+  zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof hwm);
+  zmq_setsockopt(s, ZMQ_SNDTIMEO, &tmo, sizeof tmo);
+  if (tn_secure_client(s, &w->keys, err) || zmq_connect(s, ep) != 0) {
+    if (!err->code) tr_seterr(err, TR_EIO, "cannot connect to %s: %s", ep, zmq_strerror(errno));
+    zmq_close(s);
+    return NULL;
+  }
+  snprintf(w->peer_ep[w->npeers], TC_ENDPOINT_MAX, "%s", ep);
+  w->peer[w->npeers++] = s;
+  return s;
+}
+
+/* SEND {n x (u64 id, str peer)}: push each chunk to its peer as a PUT. */
+static void s_on_send(s_worker *w, tn_in *in) {
+  size_t blen;
+  const void *body = tn_in_body(in, &blen);
+  tn_rbuf r;
+  tr_err err;
+  tr_clearerr(&err);
+  tn_rbuf_init(&r, body, blen);
+  uint32_t n = tn_get_count(&r, 12);
+  s_pending *pd = calloc(1, sizeof *pd);
+  if (!pd) {
+    tn_send_error(w->router, in->route, in->route_len, in->req, TR_ENOMEM, "out of memory");
+    return;
+  }
+  pd->my_req = ++w->next_req;
+  memcpy(pd->route, in->route, in->route_len);
+  pd->route_len = in->route_len;
+  pd->req = in->req;
+  pd->deadline = tr_now() + S_SEND_TIMEOUT_S;
+  for (uint32_t i = 0; i < n && !r.bad; i++) {
+    char ep[TC_ENDPOINT_MAX];
+    uint64_t id = tn_get_u64(&r);
+    tn_get_str(&r, ep, sizeof ep);
+    if (r.bad) break;
+    tr_dtype dt;
+    uint64_t nbytes, sum;
+    if (tc_store_stat(w->store, id, &dt, &nbytes, &sum)) {
+      pd->failed = 1;
+      snprintf(pd->why, sizeof pd->why, "chunk %016llx is not on worker %s",
+               (unsigned long long)id, s_ep);
+      break;
+    }
+    void *buf = malloc(nbytes ? nbytes : 1);
+    void *peer = buf ? s_peer(w, ep, &err) : NULL;
+    if (!buf || !peer || tc_store_get(w->store, id, buf, nbytes, &err)) {
+      free(buf);
+      pd->failed = 1;
+      snprintf(pd->why, sizeof pd->why, "%s", buf ? err.msg : "out of memory");
+      break;
+    }
+    tn_wbuf b = {0};
+    tn_put_u32(&b, 1);
+    tn_chunk c = {id, (uint8_t)dt, nbytes, sum};
+    tn_put_chunk(&b, &c);
+    size_t len = nbytes;
+    int rc = tn_send(peer, NULL, 0, TN_PUT, pd->my_req, &b, 1, &buf, &len, s_free_buf, NULL, &err);
+    tn_wbuf_free(&b);
+    if (rc) {
+      pd->failed = 1;
+      snprintf(pd->why, sizeof pd->why, "send to %s failed: %s", ep, err.msg);
+      break;
+    }
+    pd->waiting++;
+    pd->bytes += nbytes;
+    w->bytes_sent += nbytes;
+  }
+  if (r.bad || tn_rbuf_ok(&r) != TR_OK) {
+    if (!pd->failed) snprintf(pd->why, sizeof pd->why, "malformed SEND");
+    pd->failed = 1;
+  }
+  pd->next = w->pending;
+  w->pending = pd;
+}
+
+/* Answer SENDs whose peers all confirmed (or failed, or timed out). */
+static void s_settle(s_worker *w) {
+  double now = tr_now();
+  for (s_pending **pp = &w->pending; *pp;) {
+    s_pending *pd = *pp;
+    if (pd->waiting > 0 && now < pd->deadline && !pd->failed) {
+      pp = &pd->next;
+      continue;
+    }
+    if (pd->failed || pd->waiting > 0) {
+      /* Late confirmations find no pending entry and are ignored. */
+      if (!pd->failed) snprintf(pd->why, sizeof pd->why, "peers did not confirm %d chunk(s)", pd->waiting);
+      tn_send_error(w->router, pd->route, pd->route_len, pd->req, TR_EIO, pd->why);
+    } else {
+      tn_wbuf b = {0};
+      tn_put_u64(&b, pd->bytes);
+      s_reply(w, pd->route, pd->route_len, TN_SEND_OK, pd->req, &b, 0, NULL, NULL, NULL);
+      tn_wbuf_free(&b);
+    }
+    *pp = pd->next;
+    free(pd);
+  }
+}
+
+/* A reply from a peer (to one of our PUTs). */
+static void s_on_peer_reply(s_worker *w, tn_in *in) {
+  for (s_pending *pd = w->pending; pd; pd = pd->next)
+    if (pd->my_req == in->req) {
+      if (in->type == TN_PUT_OK) {
+        pd->waiting--;
+      } else if (in->type == TN_ERROR) {
+        size_t n;
+        const void *b = tn_in_body(in, &n);
+        tn_rbuf r;
+        tn_rbuf_init(&r, b, n);
+        (void)tn_get_u64(&r);
+        char msg[200];
+        tn_get_str(&r, msg, sizeof msg);
+        pd->failed = 1;
+        snprintf(pd->why, sizeof pd->why, "peer refused a chunk: %s", msg);
+      }
+      return;
+    }
+}
+
+/* PUT {n x chunk meta} + n data frames. */
+static void s_on_put(s_worker *w, tn_in *in) {
+  size_t blen;
+  const void *body = tn_in_body(in, &blen);
+  tn_rbuf r;
+  tr_err err;
+  tr_clearerr(&err);
+  tn_rbuf_init(&r, body, blen);
+  uint32_t n = tn_get_count(&r, 25);
+  int rc = TR_OK;
+  if (n != (uint32_t)in->ndata) rc = tr_seterr(&err, TR_EINVAL, "PUT lists %u chunks but carries %d", n, in->ndata);
+  for (uint32_t i = 0; i < n && !rc; i++) {
+    tn_chunk c;
+    size_t len;
+    tn_get_chunk(&r, &c);
+    const void *data = tn_in_data(in, (int)i, &len);
+    if (r.bad || len != c.nbytes) {
+      rc = tr_seterr(&err, TR_EINVAL, "malformed PUT");
+      break;
+    }
+    rc = tc_store_put(w->store, c.id, (tr_dtype)c.dtype, data, len, c.checksum, NULL, &err);
+    if (!rc) w->bytes_recv += len;
+  }
+  if (!rc && tn_rbuf_ok(&r) != TR_OK) rc = tr_seterr(&err, TR_EINVAL, "malformed PUT");
+  if (rc) {
+    s_log("PUT refused: %s", err.msg);
+    tn_send_error(w->router, in->route, in->route_len, in->req, rc, err.msg);
+    return;
+  }
+  tn_wbuf b = {0};
+  tn_put_u32(&b, n);
+  s_reply(w, in->route, in->route_len, TN_PUT_OK, in->req, &b, 0, NULL, NULL, NULL);
+  tn_wbuf_free(&b);
+}
+
+/* GET {n x u64 id} -> DATA {n x chunk meta} + frames. */
+static void s_on_get(s_worker *w, tn_in *in) {
+  size_t blen;
+  const void *body = tn_in_body(in, &blen);
+  tn_rbuf r;
+  tr_err err;
+  tr_clearerr(&err);
+  tn_rbuf_init(&r, body, blen);
+  uint32_t n = tn_get_count(&r, 8);
+  void **bufs = calloc(n + 1, sizeof *bufs);
+  size_t *lens = calloc(n + 1, sizeof *lens);
+  tn_wbuf b = {0};
+  int rc = bufs && lens ? TR_OK : tr_seterr(&err, TR_ENOMEM, "out of memory");
+  uint32_t got = 0;
+  tn_put_u32(&b, n);
+  for (; got < n && !rc; got++) {
+    uint64_t id = tn_get_u64(&r);
+    tn_chunk c = {id, 0, 0, 0};
+    tr_dtype dt;
+    if (r.bad) {
+      rc = tr_seterr(&err, TR_EINVAL, "malformed GET");
+      break;
+    }
+    if (tc_store_stat(w->store, id, &dt, &c.nbytes, &c.checksum)) {
+      rc = tr_seterr(&err, TR_ENOTFOUND, "chunk %016llx is not on worker %s", (unsigned long long)id, s_ep);
+      break;
+    }
+    c.dtype = (uint8_t)dt;
+    bufs[got] = malloc(c.nbytes ? c.nbytes : 1);
+    lens[got] = c.nbytes;
+    if (!bufs[got]) rc = tr_seterr(&err, TR_ENOMEM, "out of memory");
+    else rc = tc_store_get(w->store, id, bufs[got], c.nbytes, &err);
+    tn_put_chunk(&b, &c);
+    if (rc) {
+      got++;
+      break;
+    }
+  }
+  if (!rc && tn_rbuf_ok(&r) != TR_OK) rc = tr_seterr(&err, TR_EINVAL, "malformed GET");
+  if (rc) {
+    for (uint32_t i = 0; i < got; i++) free(bufs ? bufs[i] : NULL);
+    tn_send_error(w->router, in->route, in->route_len, in->req, rc, err.msg);
+  } else {
+    for (uint32_t i = 0; i < n; i++) w->bytes_sent += lens[i];
+    s_reply(w, in->route, in->route_len, TN_DATA, in->req, &b, (int)n, bufs, lens, s_free_buf);
+  }
+  tn_wbuf_free(&b);
+  free(bufs);
+  free(lens);
+}
+
+/* DROP / KEEP {n x u64 id}. */
+static void s_on_ids(s_worker *w, tn_in *in) {
+  size_t blen;
+  const void *body = tn_in_body(in, &blen);
+  tn_rbuf r;
+  tr_err err;
+  tr_clearerr(&err);
+  tn_rbuf_init(&r, body, blen);
+  uint32_t n = tn_get_count(&r, 8);
+  uint64_t *ids = calloc(n + 1, sizeof *ids);
+  int64_t dropped = 0;
+  int rc = ids ? TR_OK : tr_seterr(&err, TR_ENOMEM, "out of memory");
+  for (uint32_t i = 0; !rc && i < n; i++) ids[i] = tn_get_u64(&r);
+  if (!rc && tn_rbuf_ok(&r) != TR_OK) rc = tr_seterr(&err, TR_EINVAL, "malformed %s", tn_type_name(in->type));
+  if (!rc)
+    rc = in->type == TN_DROP ? tc_store_drop(w->store, ids, n, &err)
+                             : tc_store_keep(w->store, ids, n, &dropped, &err);
+  if (rc) {
+    free(ids);
+    tn_send_error(w->router, in->route, in->route_len, in->req, rc, err.msg);
+    return;
+  }
+  tn_wbuf b = {0};
+  tn_put_u32(&b, in->type == TN_DROP ? n : (uint32_t)dropped);
+  if (in->type == TN_KEEP) {
+    /* Listed chunks this worker does not have (lost, or set aside as
+    ** damaged when the store was opened): the coordinator forgets them. */
+    uint32_t nmiss = 0;
+    tr_dtype dt;
+    uint64_t nb, sum;
+    for (uint32_t i = 0; i < n; i++) nmiss += tc_store_stat(w->store, ids[i], &dt, &nb, &sum) != TR_OK;
+    tn_put_u32(&b, nmiss);
+    for (uint32_t i = 0; i < n; i++)
+      if (tc_store_stat(w->store, ids[i], &dt, &nb, &sum) != TR_OK) tn_put_u64(&b, ids[i]);
+    if (dropped) s_log("dropped %lld chunk(s) no longer in the catalog", (long long)dropped);
+    if (nmiss) s_log("%u chunk(s) the catalog lists here are missing", nmiss);
+  }
+  free(ids);
+  s_reply(w, in->route, in->route_len, in->type == TN_DROP ? TN_DROP_OK : TN_KEEP_OK, in->req, &b,
+          0, NULL, NULL, NULL);
+  tn_wbuf_free(&b);
+}
+
+static void s_on_request(s_worker *w, tn_in *in) {
+  tn_wbuf b = {0};
+  /* Remember who coordinates us, for heartbeats. */
+  if (in->type == TN_HELLO || in->type == TN_HEARTBEAT || in->type == TN_TASK) {
+    memcpy(w->coord, in->route, in->route_len);
+    w->coord_len = in->route_len;
+  }
+  switch (in->type) {
+  case TN_HELLO: {
+    size_t n;
+    const void *body = tn_in_body(in, &n);
+    tn_rbuf r;
+    char who[128];
+    tn_rbuf_init(&r, body, n);
+    tn_get_str(&r, who, sizeof who);
+    s_log("hello from %s", tn_rbuf_ok(&r) == TR_OK ? who : "?");
+    tn_put_str(&b, w->cfg->listen);
+    tn_put_u32(&b, (uint32_t)w->threads);
+    tn_put_str(&b, w->kt->name);
+    s_reply(w, in->route, in->route_len, TN_HELLO_OK, in->req, &b, 0, NULL, NULL, NULL);
+    break;
+  }
+  case TN_HEARTBEAT:
+    break;
+  case TN_PUT: s_on_put(w, in); break;
+  case TN_GET: s_on_get(w, in); break;
+  case TN_SEND: s_on_send(w, in); break;
+  case TN_TASK:
+  case TN_SYNC: s_queue(w, in); break;
+  case TN_DROP:
+  case TN_KEEP: s_on_ids(w, in); break;
+  case TN_STATS: {
+    int64_t chunks, bytes;
+    tc_store_usage(w->store, &chunks, &bytes);
+    tn_put_u64(&b, w->tasks);
+    tn_put_u64(&b, (uint64_t)chunks);
+    tn_put_u64(&b, (uint64_t)bytes);
+    tn_put_u64(&b, w->bytes_sent);
+    tn_put_u64(&b, w->bytes_recv);
+    tn_put_str(&b, w->kt->name);
+    s_reply(w, in->route, in->route_len, TN_STATS_OK, in->req, &b, 0, NULL, NULL, NULL);
+    break;
+  }
+  default:
+    s_log("dropped unexpected %s message", tn_type_name(in->type));
+    tn_send_error(w->router, in->route, in->route_len, in->req, TR_EINVAL, "unexpected message");
+  }
+  tn_wbuf_free(&b);
+}
+
+int te_worker_main(const te_worker_config *cfg) {
+  s_worker w;
+  tr_err err;
+  int status = 1;
+  memset(&w, 0, sizeof w);
+  w.cfg = cfg;
+  s_ep = cfg->listen;
+  tr_clearerr(&err);
+  w.kt = tk_backend_get(cfg->backend ? cfg->backend : "auto");
+  w.threads = cfg->threads > 0 ? cfg->threads : tr_ncores();
+  if (!w.kt) {
+    s_log("unknown kernel backend '%s'", cfg->backend);
+    return 2;
+  }
+  if (tn_load_keys(cfg->keys, &w.keys, &err)) {
+    s_log("%s", err.msg);
+    return 2;
+  }
+  if (!w.keys.on && !tn_endpoint_is_local(cfg->listen)) {
+    s_log("listening on %s needs --keys (CURVE): only loopback and ipc endpoints may be open",
+          cfg->listen);
+    return 2;
+  }
+  /* A predecessor on the same store may still be shutting down (its
+  ** shell was killed): give it a few seconds to let go. */
+  for (double end = tr_now() + 5.0;;) {
+    if (tc_store_open(cfg->data, &w.store, &err) == TR_OK) break;
+    if (tr_now() > end || !strstr(err.msg, "in use")) {
+      s_log("%s", err.msg);
+      return 1;
+    }
+    usleep(50000);
+  }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = s_on_signal;
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  w.ctx = zmq_ctx_new();
+  pthread_mutex_init(&w.mu, NULL);
+  pthread_cond_init(&w.cv, NULL);
+  w.router = zmq_socket(w.ctx, ZMQ_ROUTER);
+  w.notify_rx = zmq_socket(w.ctx, ZMQ_PAIR);
+  int linger = 0, hwm = 0, tmo = 30000;
+  zmq_setsockopt(w.router, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt(w.router, ZMQ_SNDHWM, &hwm, sizeof hwm);
+  zmq_setsockopt(w.router, ZMQ_RCVHWM, &hwm, sizeof hwm);
+  zmq_setsockopt(w.router, ZMQ_SNDTIMEO, &tmo, sizeof tmo);
+  zmq_setsockopt(w.notify_rx, ZMQ_LINGER, &linger, sizeof linger);
+  if ((w.keys.on && (tn_zap_start(w.ctx, &w.keys, &err) || tn_secure_server(w.router, &w.keys, &err))) ||
+      zmq_bind(w.notify_rx, "inproc://tradb-worker-done") != 0) {
+    s_log("%s", err.msg[0] ? err.msg : zmq_strerror(errno));
+    goto done;
+  }
+  if (zmq_bind(w.router, cfg->listen) != 0) {
+    s_log("cannot listen on %s: %s", cfg->listen, zmq_strerror(errno));
+    goto done;
+  }
+  if (pthread_create(&w.tid, NULL, s_task_thread, &w) != 0) {
+    s_log("cannot start the task thread");
+    goto done;
+  }
+  {
+    int64_t chunks, bytes;
+    tc_store_usage(w.store, &chunks, &bytes);
+    s_log("listening (data %s, %lld chunks, %d threads, kernels %s%s)", cfg->data,
+          (long long)chunks, w.threads, w.kt->name, w.keys.on ? ", CURVE" : "");
+  }
+  double next_beat = tr_now();
+  while (!s_stop) {
+    zmq_pollitem_t items[2 + S_MAX_PEERS];
+    items[0] = (zmq_pollitem_t){w.router, 0, ZMQ_POLLIN, 0};
+    items[1] = (zmq_pollitem_t){w.notify_rx, 0, ZMQ_POLLIN, 0};
+    for (int i = 0; i < w.npeers; i++) items[2 + i] = (zmq_pollitem_t){w.peer[i], 0, ZMQ_POLLIN, 0};
+    int rc = zmq_poll(items, 2 + w.npeers, TN_HEARTBEAT_MS / 2);
+    if (rc < 0 && errno != EINTR) {
+      s_log("poll failed: %s", zmq_strerror(errno));
+      break;
+    }
+    if (rc > 0 && (items[0].revents & ZMQ_POLLIN)) {
+      for (int k = 0; k < 256; k++) { /* drain, bounded so replies keep flowing */
+        tn_in in;
+        int r = tn_recv(w.router, 1, ZMQ_DONTWAIT, &in, &err);
+        if (r == TR_ENOTFOUND || r == TR_EINTR) break;
+        if (r == TR_EINVAL) {
+          s_log("dropped malformed message: %s", err.msg);
+          continue;
+        }
+        if (r) {
+          s_log("receive failed: %s", err.msg);
+          break;
+        }
+        s_on_request(&w, &in);
+        tn_in_close(&in);
+      }
+    }
+    if (rc > 0 && (items[1].revents & ZMQ_POLLIN)) {
+      char c;
+      while (zmq_recv(w.notify_rx, &c, 1, ZMQ_DONTWAIT) >= 0) {
+      }
+      s_flush_done(&w);
+    }
+    for (int i = 0; rc > 0 && i < w.npeers; i++)
+      if (items[2 + i].revents & ZMQ_POLLIN) {
+        tn_in in;
+        while (tn_recv(w.peer[i], 0, ZMQ_DONTWAIT, &in, &err) == TR_OK) {
+          s_on_peer_reply(&w, &in);
+          tn_in_close(&in);
+        }
+      }
+    s_settle(&w);
+    if (tr_now() >= next_beat) {
+      next_beat = tr_now() + TN_HEARTBEAT_MS / 1000.0;
+      /* Best effort: a coordinator that went away is not an error (the
+      ** ROUTER drops messages for routes it no longer knows). */
+      if (w.coord_len)
+        tn_send(w.router, w.coord, w.coord_len, TN_HEARTBEAT, 0, NULL, 0, NULL, NULL, NULL, NULL, &err);
+    }
+  }
+  s_log("stopping");
+  status = 0;
+  pthread_mutex_lock(&w.mu);
+  w.quit = 1;
+  pthread_cond_broadcast(&w.cv);
+  pthread_mutex_unlock(&w.mu);
+  pthread_join(w.tid, NULL);
+done:
+  s_flush_done(&w);
+  while (w.pending) {
+    s_pending *nx = w.pending->next;
+    free(w.pending);
+    w.pending = nx;
+  }
+  for (s_job *j = w.todo, *nx; j; j = nx) {
+    nx = j->next;
+    free(j->body);
+    free(j);
+  }
+  for (int i = 0; i < w.npeers; i++) zmq_close(w.peer[i]);
+  zmq_close(w.router);
+  zmq_close(w.notify_rx);
+  if (w.keys.on) tn_zap_stop();
+  zmq_ctx_term(w.ctx);
+  tc_store_close(&w.store);
+  pthread_mutex_destroy(&w.mu);
+  pthread_cond_destroy(&w.cv);
+  return status;
+}

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Three `tradb --worker` processes on loopback: the golden and numeric
+# suites give the same results on them as on the embedded default; a worker
+# killed with SIGKILL in the middle of a statement fails that statement
+# naming it, within a bounded time; stored tensors stay readable from
+# replicas and the next statement runs on the survivors; the restarted
+# worker rejoins; garbage sent to a worker's port leaves it serving; a
+# worker with CURVE keys refuses a peer without them and stays up.
+# Polls with deadlines; never sleeps a fixed time to wait for a state.
+set -euo pipefail
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "cluster: FAIL: $*"; for f in "$work"/w*.log; do echo "== $f"; tail -5 "$f"; done; exit 1; }
+passed=0
+ok() { passed=$((passed + 1)); }
+
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# start_worker N [extra args]: worker N on a fresh port; sets ep[N], pid[N]
+declare -a ep wpid
+start_worker() {
+  local n=$1; shift
+  local port; port=$(free_port)
+  ep[$n]="tcp://127.0.0.1:$port"
+  "$TRADB" --worker --listen "${ep[$n]}" --data "$work/w$n" "$@" 2>> "$work/w$n.log" &
+  wpid[$n]=$!
+  pids+=("${wpid[$n]}")
+  local deadline=$((SECONDS + 20))
+  until grep -q "listening" "$work/w$n.log" 2>/dev/null; do
+    kill -0 "${wpid[$n]}" 2>/dev/null || fail "worker $n did not start"
+    [ $SECONDS -lt $deadline ] || fail "worker $n not listening within 20 s"
+    sleep 0.05
+  done
+}
+
+for n in 0 1 2; do start_worker $n --threads 1; done
+workers="${ep[0]},${ep[1]},${ep[2]}"
+
+# The same suites, on the three workers.
+TRADB_ARGS="--workers $workers" bash "$TOP_SRCDIR/tests/golden/run.sh" > "$work/golden.out" 2>&1 \
+  || { cat "$work/golden.out"; fail "golden suite differs on workers"; }
+ok
+if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+  mkdir "$work/num"
+  TRADB_ARGS="--workers $workers" /usr/bin/python3 "$TOP_SRCDIR/tests/numeric/check.py" "$TRADB" \
+    "$work/num" > "$work/numeric.out" 2>&1 || { cat "$work/numeric.out"; fail "numeric suite differs on workers"; }
+  ok
+fi
+
+# Kill one worker in the middle of a statement.
+db=$work/db
+"$TRADB" --workers "$workers" "$db" <<'EOF2' || fail "set-up failed"
+CREATE TENSOR A[1536, 1536] CHUNK [256, 256];
+FILL A ONES;
+EOF2
+before=$(find "$work"/w0 "$work"/w1 "$work"/w2 -name '*.chk' | wc -l)
+"$TRADB" --workers "$workers" --backend reference "$db" \
+  <<<'C[i,j] = SUM(A[i,k] * A[k,j] * A[k,j]);' > "$work/kill.out" 2> "$work/kill.err" &
+shell=$!
+pids+=("$shell")
+deadline=$((SECONDS + 60))
+until [ "$(find "$work"/w0 "$work"/w1 "$work"/w2 -name '*.chk' | wc -l)" -gt "$before" ] \
+      && grep -q "hello" "$work/w1.log"; do
+  kill -0 "$shell" 2>/dev/null || fail "statement ended before the worker could be killed"
+  [ $SECONDS -lt $deadline ] || fail "statement did not start within 60 s"
+  sleep 0.05
+done
+kill -9 "${wpid[1]}"
+wait "${wpid[1]}" 2>/dev/null || true
+deadline=$((SECONDS + 60))
+while kill -0 "$shell" 2>/dev/null; do
+  [ $SECONDS -lt $deadline ] || fail "shell still running 60 s after the worker died"
+  sleep 0.05
+done
+set +e; wait "$shell"; rc=$?; set -e
+if [ $rc -ne 0 ]; then
+  grep -q "${ep[1]}" "$work/kill.err" || fail "the error does not name the dead worker: $(cat "$work/kill.err")"
+fi
+ok
+
+# Stored data survives on the replicas; the next statement runs on the survivors.
+out=$("$TRADB" --workers "$workers" "$db" <<<'s[] = SUM(A[i,j]); PRINT s; B[i,j] = A[i,j] * 3; PRINT B[0:1, 0:2];') \
+  || fail "statements after the failure did not run on the survivors"
+[ "$out" = $'s[] (f32)\n2.3593e+06\nB[0:1, 0:2] (f32)\n3  3' ] \
+  || fail "wrong results on the survivors: '$out'"
+ok
+
+# The restarted worker rejoins.
+port=${ep[1]##*:}
+"$TRADB" --worker --listen "${ep[1]}" --data "$work/w1" --threads 1 2>> "$work/w1.log" &
+wpid[1]=$!
+pids+=("${wpid[1]}")
+deadline=$((SECONDS + 30))
+until "$TRADB" --workers "$workers" "$db" <<<'.workers' | grep -q "127.0.0.1:$port  *up"; do
+  [ $SECONDS -lt $deadline ] || fail "restarted worker did not rejoin"
+  sleep 0.2
+done
+ok
+
+# Garbage on a worker's port: it keeps serving.
+port0=${ep[0]##*:}
+for i in 1 2 3; do
+  (exec 3<>"/dev/tcp/127.0.0.1/$port0"; head -c 4096 /dev/urandom >&3; exec 3>&-) 2>/dev/null || true
+done
+out=$("$TRADB" --workers "$workers" "$db" <<<'PRINT B[0:1, 0:1];') || fail "worker stopped serving after garbage"
+[ "$out" = $'B[0:1, 0:1] (f32)\n3' ] || fail "wrong result after garbage: '$out'"
+kill -0 "${wpid[0]}" || fail "worker died on garbage"
+ok
+
+# CURVE: a worker with the cluster keys refuses a shell without them.
+"$TRADB" --gen-keys "$work/keys" > /dev/null || fail "--gen-keys failed"
+start_worker 3 --keys "$work/keys" --threads 1
+set +e
+"$TRADB" --workers "${ep[3]}" <<<'SHOW TENSORS;' > "$work/nokey.out" 2> "$work/nokey.err"
+rc=$?
+set -e
+[ $rc -ne 0 ] || fail "a shell without keys was served"
+kill -0 "${wpid[3]}" || fail "secured worker died"
+out=$("$TRADB" --keys "$work/keys" --workers "${ep[3]}" <<<'CREATE TENSOR k[2]; FILL k ONES; PRINT k;') \
+  || fail "a shell with the keys was refused"
+[ "$out" = $'k[0:2] (f32)\n1  1' ] || fail "wrong result over CURVE: '$out'"
+ok
+
+echo "cluster: $passed passed, 0 failed"

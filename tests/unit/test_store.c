@@ -1,0 +1,857 @@
+/*
+** tests/unit/test_store.c - distributed storage in catalog/: a worker's
+** chunk store (put/get/stat/sync/drop/keep, index rebuilt on reopen,
+** damaged and leftover files, locking, threads) and the catalog's placed
+** tensors (sites, chunk locations, replacing and dropping, settings).
+*/
+#include "config.h"
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+#include "catalog/catalog.h"
+
+/* ---- fixtures ------------------------------------------------------------ */
+
+static char s_tmp[256]; /* per-test scratch directory */
+static char s_dir[300]; /* the store or database directory inside it */
+
+static int s_rm(const char *p, const struct stat *st, int f, struct FTW *w) {
+  (void)st;
+  (void)f;
+  (void)w;
+  remove(p);
+  return 0;
+}
+
+static void s_setup(void) {
+  const char *t = getenv("TMPDIR");
+  snprintf(s_tmp, sizeof s_tmp, "%s/tstest-XXXXXX", t && *t ? t : "/tmp");
+  cr_assert_not_null(mkdtemp(s_tmp));
+  snprintf(s_dir, sizeof s_dir, "%s/d", s_tmp);
+}
+
+static void s_teardown(void) { nftw(s_tmp, s_rm, 16, FTW_DEPTH | FTW_PHYS); }
+
+TestSuite(store, .init = s_setup, .fini = s_teardown);
+TestSuite(placed, .init = s_setup, .fini = s_teardown);
+
+/* ---- store helpers ------------------------------------------------------- */
+
+/* n floats derived from seed. */
+static void s_data(float *v, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++) v[i] = (float)(seed * 1000u + i) * 0.25f;
+}
+
+static tc_store *s_open(void) {
+  tc_store *s = NULL;
+  tr_err err;
+  cr_assert_eq(tc_store_open(s_dir, &s, &err), TR_OK, "%s", err.msg);
+  cr_assert_not_null(s);
+  return s;
+}
+
+/* Put n floats of seed under id; returns the checksum. */
+static uint64_t s_put(tc_store *s, uint64_t id, size_t n, unsigned seed) {
+  float v[256];
+  uint64_t sum = 0;
+  tr_err err;
+  cr_assert(n <= 256);
+  s_data(v, n, seed);
+  cr_assert_eq(tc_store_put(s, id, TR_F32, v, n * 4, 0, &sum, &err), TR_OK,
+               "%s", err.msg);
+  cr_assert_eq(sum, (uint64_t)XXH3_64bits(v, n * 4));
+  return sum;
+}
+
+/* Get id and compare with n floats of seed. */
+static void s_expect(tc_store *s, uint64_t id, size_t n, unsigned seed) {
+  float want[256], got[256];
+  tr_err err;
+  s_data(want, n, seed);
+  cr_assert_eq(tc_store_get(s, id, got, n * 4, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(memcmp(got, want, n * 4), 0, "chunk %016llx differs",
+               (unsigned long long)id);
+}
+
+static int s_exists(const char *name) {
+  char p[512];
+  struct stat st;
+  snprintf(p, sizeof p, "%s/%s", s_dir, name);
+  return stat(p, &st) == 0;
+}
+
+/* Number of directory entries whose name ends with suffix. */
+static int s_count_suffix(const char *suffix) {
+  DIR *d = opendir(s_dir);
+  struct dirent *e;
+  int n = 0;
+  size_t ls = strlen(suffix);
+  cr_assert_not_null(d);
+  while ((e = readdir(d)) != NULL) {
+    size_t l = strlen(e->d_name);
+    if (l >= ls && strcmp(e->d_name + l - ls, suffix) == 0) n++;
+  }
+  closedir(d);
+  return n;
+}
+
+/* Flip one byte of a file at offset off. */
+static void s_flip(const char *name, off_t off) {
+  char p[512];
+  unsigned char c;
+  snprintf(p, sizeof p, "%s/%s", s_dir, name);
+  int fd = open(p, O_RDWR);
+  cr_assert(fd >= 0);
+  cr_assert_eq(pread(fd, &c, 1, off), 1);
+  c ^= 0x40;
+  cr_assert_eq(pwrite(fd, &c, 1, off), 1);
+  close(fd);
+}
+
+/* ---- store --------------------------------------------------------------- */
+
+Test(store, put_get_stat_usage) {
+  tc_store *s = s_open();
+  tr_err err;
+  tr_dtype dt = TR_F64;
+  uint64_t nb = 0, sum = 0;
+  int64_t chunks = -1, bytes = -1;
+  float buf[16];
+  tc_store_usage(s, &chunks, &bytes);
+  cr_assert_eq(chunks, 0);
+  cr_assert_eq(bytes, 0);
+  uint64_t s1 = s_put(s, 0x1234abcdull, 10, 1);
+  s_put(s, 0xfedcba9876543210ull, 3, 2);
+  cr_assert_eq(tc_store_stat(s, 0x1234abcdull, &dt, &nb, &sum), TR_OK);
+  cr_assert_eq(dt, TR_F32);
+  cr_assert_eq(nb, 40);
+  cr_assert_eq(sum, s1);
+  s_expect(s, 0x1234abcdull, 10, 1);
+  s_expect(s, 0xfedcba9876543210ull, 3, 2);
+  cr_assert(s_exists("000000001234abcd.chk"));
+  cr_assert(s_exists("fedcba9876543210.chk"));
+  cr_assert_eq(s_count_suffix(".tmp"), 0);
+  tc_store_usage(s, &chunks, &bytes);
+  cr_assert_eq(chunks, 2);
+  cr_assert_eq(bytes, 52);
+  /* Absent ids, wrong sizes, id 0. */
+  cr_assert_eq(tc_store_stat(s, 77, NULL, NULL, NULL), TR_ENOTFOUND);
+  cr_assert_eq(tc_store_get(s, 77, buf, 4, &err), TR_ENOTFOUND);
+  cr_assert_eq(tc_store_get(s, 0x1234abcdull, buf, 36, &err), TR_EINVAL);
+  cr_assert_eq(tc_store_put(s, 0, TR_F32, buf, 4, 0, NULL, &err), TR_EINVAL);
+  cr_assert_eq(tc_store_put(s, 5, TR_F64, buf, 12, 0, NULL, &err), TR_EINVAL);
+  tc_store_close(&s);
+  cr_assert_null(s);
+  tc_store_close(&s);
+}
+
+Test(store, reput_replaces) {
+  tc_store *s = s_open();
+  int64_t chunks, bytes;
+  s_put(s, 42, 8, 1);
+  uint64_t s2 = s_put(s, 42, 4, 2);
+  uint64_t sum = 0, nb = 0;
+  cr_assert_eq(tc_store_stat(s, 42, NULL, &nb, &sum), TR_OK);
+  cr_assert_eq(nb, 16);
+  cr_assert_eq(sum, s2);
+  s_expect(s, 42, 4, 2);
+  tc_store_usage(s, &chunks, &bytes);
+  cr_assert_eq(chunks, 1);
+  cr_assert_eq(bytes, 16);
+  tc_store_close(&s);
+}
+
+Test(store, checksum_mismatch_on_put_is_rejected) {
+  tc_store *s = s_open();
+  float v[8];
+  uint64_t sum = 0;
+  tr_err err;
+  s_data(v, 8, 3);
+  uint64_t good = (uint64_t)XXH3_64bits(v, sizeof v);
+  cr_assert_eq(tc_store_put(s, 0xabcull, TR_F32, v, sizeof v, good ^ 1, &sum,
+                            &err), TR_ECORRUPT);
+  cr_assert_str_eq(err.msg, "chunk 0000000000000abc: checksum mismatch");
+  cr_assert_eq(tc_store_stat(s, 0xabcull, NULL, NULL, NULL), TR_ENOTFOUND);
+  cr_assert_eq(s_count_suffix(".chk"), 0);
+  cr_assert_eq(s_count_suffix(".tmp"), 0);
+  /* The right checksum is accepted. */
+  cr_assert_eq(tc_store_put(s, 0xabcull, TR_F32, v, sizeof v, good, &sum,
+                            &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(sum, good);
+  s_expect(s, 0xabcull, 8, 3);
+  tc_store_close(&s);
+}
+
+Test(store, sync) {
+  tc_store *s = s_open();
+  uint64_t ids[] = {11, 12};
+  tr_err err;
+  s_put(s, 11, 4, 1);
+  s_put(s, 12, 4, 2);
+  cr_assert_eq(tc_store_sync(s, ids, 2, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_store_sync(s, NULL, 0, &err), TR_OK, "%s", err.msg);
+  uint64_t missing[] = {11, 13};
+  cr_assert_eq(tc_store_sync(s, missing, 2, &err), TR_ENOTFOUND);
+  cr_assert(strstr(err.msg, "000000000000000d") != NULL, "%s", err.msg);
+  tc_store_close(&s);
+}
+
+Test(store, drop_and_keep) {
+  tc_store *s = s_open();
+  tr_err err;
+  int64_t chunks, bytes, dropped = -1;
+  for (uint64_t id = 1; id <= 6; id++) s_put(s, id, 2 * id, (unsigned)id);
+  uint64_t drop[] = {2, 99};
+  cr_assert_eq(tc_store_drop(s, drop, 2, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_store_stat(s, 2, NULL, NULL, NULL), TR_ENOTFOUND);
+  cr_assert_not(s_exists("0000000000000002.chk"));
+  tc_store_usage(s, &chunks, &bytes);
+  cr_assert_eq(chunks, 5);
+  cr_assert_eq(bytes, 4 * 2 * (1 + 3 + 4 + 5 + 6));
+  /* Keep 1, 5 and an id the store never had: 3, 4 and 6 go. */
+  uint64_t keep[] = {5, 1000, 1};
+  cr_assert_eq(tc_store_keep(s, keep, 3, &dropped, &err), TR_OK, "%s",
+               err.msg);
+  cr_assert_eq(dropped, 3);
+  for (uint64_t id = 1; id <= 6; id++)
+    cr_assert_eq(tc_store_stat(s, id, NULL, NULL, NULL),
+                 id == 1 || id == 5 ? TR_OK : TR_ENOTFOUND, "id %d", (int)id);
+  cr_assert_eq(s_count_suffix(".chk"), 2);
+  s_expect(s, 1, 2, 1);
+  s_expect(s, 5, 10, 5);
+  tc_store_usage(s, &chunks, &bytes);
+  cr_assert_eq(chunks, 2);
+  cr_assert_eq(bytes, 4 * 2 * (1 + 5));
+  cr_assert_eq(tc_store_keep(s, NULL, 0, &dropped, &err), TR_OK);
+  cr_assert_eq(dropped, 2);
+  cr_assert_eq(s_count_suffix(".chk"), 0);
+  tc_store_close(&s);
+}
+
+/* Many random ids (as chunk ids are), every other one dropped: lookups of
+** the rest must survive the removals shifting entries in the index. */
+Test(store, index_survives_many_removals) {
+  tc_store *s = s_open();
+  tr_err err;
+  float v[1] = {1.0f};
+  enum { N = 2000 };
+  static uint64_t ids[N], odd[N / 2];
+  uint64_t x = 88172645463325252ull; /* xorshift64 */
+  for (int i = 0; i < N; i++) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    ids[i] = x;
+    cr_assert_eq(tc_store_put(s, ids[i], TR_F32, v, 4, 0, NULL, &err), TR_OK,
+                 "%s", err.msg);
+    if (i % 2) odd[i / 2] = ids[i];
+  }
+  cr_assert_eq(tc_store_drop(s, odd, N / 2, &err), TR_OK, "%s", err.msg);
+  for (int i = 0; i < N; i++)
+    cr_assert_eq(tc_store_stat(s, ids[i], NULL, NULL, NULL),
+                 i % 2 ? TR_ENOTFOUND : TR_OK, "id %d", i);
+  int64_t chunks;
+  tc_store_usage(s, &chunks, NULL);
+  cr_assert_eq(chunks, N / 2);
+  tc_store_close(&s);
+}
+
+Test(store, reopen_rebuilds_index_and_removes_temporaries) {
+  tc_store *s = s_open();
+  tr_err err;
+  double d[3] = {1.5, -2.5, 3.25}, got[3];
+  uint64_t sums[4], sum;
+  tr_dtype dt;
+  uint64_t nb;
+  for (unsigned i = 0; i < 4; i++) sums[i] = s_put(s, 100 + i, 5 + i, i);
+  cr_assert_eq(tc_store_put(s, 200, TR_F64, d, sizeof d, 0, &sum, &err),
+               TR_OK, "%s", err.msg);
+  tc_store_close(&s);
+  /* Leftovers of a crash, and a file that is not ours. */
+  char p[512];
+  snprintf(p, sizeof p, "%s/0000000000000064.7.tmp", s_dir);
+  FILE *f = fopen(p, "w");
+  cr_assert_not_null(f);
+  fputs("partial", f);
+  fclose(f);
+  snprintf(p, sizeof p, "%s/notes.txt", s_dir);
+  f = fopen(p, "w");
+  cr_assert_not_null(f);
+  fclose(f);
+  s = s_open();
+  cr_assert_not(s_exists("0000000000000064.7.tmp"));
+  cr_assert(s_exists("notes.txt"));
+  int64_t chunks, bytes;
+  tc_store_usage(s, &chunks, &bytes);
+  cr_assert_eq(chunks, 5);
+  cr_assert_eq(bytes, 4 * (5 + 6 + 7 + 8) + 24);
+  for (unsigned i = 0; i < 4; i++) {
+    cr_assert_eq(tc_store_stat(s, 100 + i, &dt, &nb, &sum), TR_OK);
+    cr_assert_eq(dt, TR_F32);
+    cr_assert_eq(nb, 4 * (5 + i));
+    cr_assert_eq(sum, sums[i]);
+    s_expect(s, 100 + i, 5 + i, i);
+  }
+  cr_assert_eq(tc_store_stat(s, 200, &dt, &nb, NULL), TR_OK);
+  cr_assert_eq(dt, TR_F64);
+  cr_assert_eq(nb, 24);
+  cr_assert_eq(tc_store_get(s, 200, got, sizeof got, &err), TR_OK, "%s",
+               err.msg);
+  cr_assert_eq(memcmp(got, d, sizeof d), 0);
+  tc_store_close(&s);
+}
+
+Test(store, corrupted_file_is_not_served_after_reopen) {
+  tc_store *s = s_open();
+  tr_err err;
+  float buf[16];
+  s_put(s, 7, 16, 1);
+  s_put(s, 8, 16, 2);
+  s_put(s, 9, 16, 3);
+  tc_store_close(&s);
+  s_flip("0000000000000007.chk", 64 + 10); /* payload */
+  s_flip("0000000000000009.chk", 20);      /* header: size field */
+  s = s_open();
+  cr_assert_eq(tc_store_stat(s, 7, NULL, NULL, NULL), TR_ENOTFOUND);
+  cr_assert_eq(tc_store_get(s, 7, buf, sizeof buf, &err), TR_ENOTFOUND);
+  cr_assert_eq(tc_store_stat(s, 9, NULL, NULL, NULL), TR_ENOTFOUND);
+  cr_assert(s_exists("0000000000000007.chk.bad"));
+  cr_assert(s_exists("0000000000000009.chk.bad"));
+  cr_assert_not(s_exists("0000000000000007.chk"));
+  s_expect(s, 8, 16, 2);
+  int64_t chunks;
+  tc_store_usage(s, &chunks, NULL);
+  cr_assert_eq(chunks, 1);
+  tc_store_close(&s);
+  /* Set aside for good: a further reopen does not bring them back. */
+  s = s_open();
+  cr_assert_eq(tc_store_stat(s, 7, NULL, NULL, NULL), TR_ENOTFOUND);
+  tc_store_close(&s);
+}
+
+Test(store, damage_while_open_fails_get) {
+  tc_store *s = s_open();
+  tr_err err;
+  float buf[16];
+  s_put(s, 7, 16, 1);
+  s_flip("0000000000000007.chk", 64 + 3);
+  cr_assert_eq(tc_store_get(s, 7, buf, sizeof buf, &err), TR_ECORRUPT);
+  cr_assert(strstr(err.msg, "chunk 0000000000000007") != NULL, "%s", err.msg);
+  tc_store_close(&s);
+}
+
+Test(store, second_open_is_locked_out) {
+  tc_store *s = s_open(), *t = NULL;
+  tr_err err;
+  cr_assert_eq(tc_store_open(s_dir, &t, &err), TR_EIO);
+  cr_assert_null(t);
+  cr_assert(strstr(err.msg, "in use") != NULL, "%s", err.msg);
+  tc_store_close(&s);
+  t = s_open();
+  tc_store_close(&t);
+}
+
+/* Threads putting distinct ids, all putting one shared id, and reading. */
+enum { S_THREADS = 6, S_PER = 150 };
+static tc_store *s_shared;
+
+static void *s_worker(void *arg) {
+  unsigned t = (unsigned)(uintptr_t)arg;
+  float v[64], got[64];
+  tr_err err;
+  for (unsigned i = 0; i < S_PER; i++) {
+    uint64_t id = ((uint64_t)(t + 1) << 32) | i;
+    s_data(v, 64, t * S_PER + i);
+    if (tc_store_put(s_shared, id, TR_F32, v, sizeof v, 0, NULL, &err))
+      return (void *)1;
+    if (tc_store_get(s_shared, id, got, sizeof got, &err) ||
+        memcmp(got, v, sizeof v) != 0)
+      return (void *)2;
+    /* Everyone writes the same 64 values under id 1; any reader must see
+    ** a whole, verified chunk. */
+    s_data(v, 64, 9999);
+    if (tc_store_put(s_shared, 1, TR_F32, v, sizeof v, 0, NULL, &err) ||
+        tc_store_get(s_shared, 1, got, sizeof got, &err) ||
+        memcmp(got, v, sizeof v) != 0)
+      return (void *)3;
+  }
+  return NULL;
+}
+
+Test(store, concurrent_puts) {
+  pthread_t th[S_THREADS];
+  s_shared = s_open();
+  for (unsigned t = 0; t < S_THREADS; t++)
+    cr_assert_eq(pthread_create(&th[t], NULL, s_worker,
+                                (void *)(uintptr_t)t), 0);
+  for (unsigned t = 0; t < S_THREADS; t++) {
+    void *r;
+    pthread_join(th[t], &r);
+    cr_assert_null(r, "thread %u failed with %p", t, r);
+  }
+  int64_t chunks, bytes;
+  tc_store_usage(s_shared, &chunks, &bytes);
+  cr_assert_eq(chunks, S_THREADS * S_PER + 1);
+  cr_assert_eq(bytes, (S_THREADS * S_PER + 1) * 256);
+  cr_assert_eq(s_count_suffix(".tmp"), 0);
+  tc_store_close(&s_shared);
+  s_shared = s_open();
+  tc_store_usage(s_shared, &chunks, NULL);
+  cr_assert_eq(chunks, S_THREADS * S_PER + 1);
+  for (unsigned t = 0; t < S_THREADS; t++)
+    for (unsigned i = 0; i < S_PER; i += 37)
+      s_expect(s_shared, ((uint64_t)(t + 1) << 32) | i, 64, t * S_PER + i);
+  tc_store_close(&s_shared);
+}
+
+/* ---- placed tensors ------------------------------------------------------ */
+
+static tc_db *s_db(void) {
+  tc_db *db = NULL;
+  tr_err err;
+  cr_assert_eq(tc_open(s_dir, &db, &err), TR_OK, "%s", err.msg);
+  return db;
+}
+
+/* A 5x6 f32 tensor in 2x4 chunks: a 3x2 grid whose chunk sizes in bytes
+** are, by lin: 32, 16, 32, 16, 16, 8. */
+static const uint64_t s_nb[6] = {32, 16, 32, 16, 16, 8};
+
+static tc_tensor s_meta(const char *name) {
+  tc_tensor t;
+  memset(&t, 0, sizeof t);
+  snprintf(t.name, sizeof t.name, "%s", name);
+  t.dtype = TR_F32;
+  t.rank = 2;
+  t.shape[0] = 5;
+  t.shape[1] = 6;
+  t.chunk[0] = 2;
+  t.chunk[1] = 4;
+  return t;
+}
+
+/* Locations for s_meta: chunk lin has id base + lin, checksum ~id, and
+** replicas on sites a and (if b >= 0) b, listed b first. */
+static void s_locs(tc_chunkloc *l, uint64_t base, int64_t a, int64_t b) {
+  for (int lin = 0; lin < 6; lin++) {
+    memset(&l[lin], 0, sizeof l[lin]);
+    l[lin].lin = lin;
+    l[lin].chunk_id = base + (uint64_t)lin;
+    l[lin].nbytes = s_nb[lin];
+    l[lin].checksum = ~(base + (uint64_t)lin);
+    l[lin].nsites = 0;
+    if (b >= 0) l[lin].site[l[lin].nsites++] = b;
+    l[lin].site[l[lin].nsites++] = a;
+  }
+}
+
+/* Check what tc_chunk_locations says against s_locs(base, a, b), a < b. */
+static void s_check_locs(tc_db *db, const char *name, uint64_t base,
+                         int64_t a, int64_t b) {
+  tc_tensor t;
+  tc_chunkloc *l = NULL;
+  int64_t n = -1;
+  tr_err err;
+  cr_assert_eq(tc_tensor_get(db, name, &t, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_chunk_locations(db, &t, &l, &n, &err), TR_OK, "%s",
+               err.msg);
+  cr_assert_eq(n, 6);
+  for (int lin = 0; lin < 6; lin++) {
+    cr_assert_eq(l[lin].lin, lin);
+    cr_assert_eq(l[lin].chunk_id, base + (uint64_t)lin);
+    cr_assert_eq(l[lin].nbytes, s_nb[lin]);
+    cr_assert_eq(l[lin].checksum, ~(base + (uint64_t)lin));
+    cr_assert_eq(l[lin].nsites, b >= 0 ? 2 : 1);
+    cr_assert_eq(l[lin].site[0], a);
+    if (b >= 0) cr_assert_eq(l[lin].site[1], b);
+  }
+  free(l);
+}
+
+static int s_has(const uint64_t *v, int64_t n, uint64_t x) {
+  for (int64_t i = 0; i < n; i++)
+    if (v[i] == x) return 1;
+  return 0;
+}
+
+Test(placed, sites_add_list_remove) {
+  tc_db *db = s_db();
+  tr_err err;
+  int64_t a = 0, b = 0, again = 0;
+  tc_site *v = NULL;
+  int n = -1;
+  char longep[TC_ENDPOINT_MAX + 1];
+  cr_assert_eq(tc_site_list(db, &v, &n, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(n, 0);
+  free(v);
+  cr_assert_eq(tc_site_add(db, "tcp://w1:5555", &a, &err), TR_OK, "%s",
+               err.msg);
+  cr_assert_eq(tc_site_add(db, "tcp://w2:5555", &b, &err), TR_OK, "%s",
+               err.msg);
+  cr_assert(a > 0 && b > 0 && a != b);
+  cr_assert_eq(tc_site_add(db, "tcp://w1:5555", &again, &err), TR_OK);
+  cr_assert_eq(again, a);
+  cr_assert_eq(tc_site_add(db, "local", &again, &err), TR_EINVAL);
+  cr_assert_eq(tc_site_add(db, "", &again, &err), TR_EINVAL);
+  memset(longep, 'x', TC_ENDPOINT_MAX);
+  longep[TC_ENDPOINT_MAX] = '\0';
+  cr_assert_eq(tc_site_add(db, longep, &again, &err), TR_EINVAL);
+  longep[TC_ENDPOINT_MAX - 1] = '\0'; /* 255 characters: fits */
+  cr_assert_eq(tc_site_add(db, longep, &again, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_site_remove(db, longep, &err), TR_OK, "%s", err.msg);
+  tc_close(&db);
+  db = s_db();
+  cr_assert_eq(tc_site_list(db, &v, &n, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(n, 2);
+  cr_assert_eq(v[0].id, a < b ? a : b);
+  cr_assert_str_eq(v[0].endpoint, a < b ? "tcp://w1:5555" : "tcp://w2:5555");
+  cr_assert_eq(v[1].id, a < b ? b : a);
+  free(v);
+  cr_assert_eq(tc_site_remove(db, "tcp://w1:5555", &err), TR_OK, "%s",
+               err.msg);
+  cr_assert_eq(tc_site_remove(db, "tcp://w1:5555", &err), TR_ENOTFOUND);
+  cr_assert_eq(tc_site_remove(db, "local", &err), TR_ENOTFOUND);
+  cr_assert_eq(tc_site_list(db, &v, &n, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(n, 1);
+  cr_assert_eq(v[0].id, b);
+  cr_assert_str_eq(v[0].endpoint, "tcp://w2:5555");
+  free(v);
+  tc_close(&db);
+}
+
+Test(placed, commit_and_locations_round_trip) {
+  tc_db *db = s_db();
+  tr_err err;
+  int64_t a, b, nold = -1, bytes = 0;
+  tc_chunkloc l[6], shuffled[6];
+  tc_tensor t = s_meta("P"), res, got;
+  uint64_t *old = (uint64_t *)1;
+  cr_assert_eq(tc_site_add(db, "tcp://a", &a, &err), TR_OK);
+  cr_assert_eq(tc_site_add(db, "tcp://b", &b, &err), TR_OK);
+  cr_assert(a < b);
+  s_locs(l, 0x8000000000000100ull, a, b); /* ids above INT64_MAX */
+  for (int i = 0; i < 6; i++) shuffled[i] = l[(i * 5 + 2) % 6];
+  cr_assert_eq(tc_commit_placed(db, &t, shuffled, 6, &res, &old, &nold, &err),
+               TR_OK, "%s", err.msg);
+  cr_assert_eq(nold, 0);
+  free(old);
+  cr_assert(res.id > 0);
+  cr_assert_eq(res.version, 1);
+  cr_assert_str_eq(res.format, "tile");
+  cr_assert_eq(tc_tensor_get(db, "P", &got, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(got.id, res.id);
+  cr_assert_eq(got.version, 1);
+  cr_assert_eq(got.shape[1], 6);
+  cr_assert_eq(got.chunk[1], 4);
+  cr_assert_eq(tc_tensor_bytes(db, &got, &bytes, &err), TR_OK);
+  cr_assert_eq(bytes, 120);
+  s_check_locs(db, "P", 0x8000000000000100ull, a, b);
+  /* A placed tensor is not read from local chunk files. */
+  tc_reader *r = NULL;
+  cr_assert_eq(tc_reader_open(db, &got, &r, &err), TR_EINVAL);
+  cr_assert_null(r);
+  tc_close(&db);
+  db = s_db();
+  s_check_locs(db, "P", 0x8000000000000100ull, a, b);
+  tc_tensor *list = NULL;
+  int n = 0;
+  cr_assert_eq(tc_tensor_list(db, &list, &n, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(n, 1);
+  cr_assert_str_eq(list[0].name, "P");
+  free(list);
+  /* A stale description is refused; a declared tensor has no chunks. */
+  tc_chunkloc *lv = NULL;
+  int64_t nl = -1;
+  got.version = 7;
+  cr_assert_eq(tc_chunk_locations(db, &got, &lv, &nl, &err), TR_ENOTFOUND);
+  tc_tensor d = s_meta("D");
+  cr_assert_eq(tc_tensor_create(db, &d, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_chunk_locations(db, &d, &lv, &nl, &err), TR_OK, "%s",
+               err.msg);
+  cr_assert_eq(nl, 0);
+  free(lv);
+  tc_close(&db);
+}
+
+Test(placed, bad_commit_changes_nothing) {
+  tc_db *db = s_db();
+  tr_err err;
+  int64_t a, b;
+  tc_chunkloc l[6], bad[6];
+  tc_tensor t = s_meta("P");
+  cr_assert_eq(tc_site_add(db, "tcp://a", &a, &err), TR_OK);
+  cr_assert_eq(tc_site_add(db, "tcp://b", &b, &err), TR_OK);
+  s_locs(l, 1000, a, b);
+  cr_assert_eq(tc_commit_placed(db, &t, l, 6, NULL, NULL, NULL, &err), TR_OK,
+               "%s", err.msg);
+  s_locs(l, 2000, a, -1);
+  /* A missing lin (5 given twice instead of 4). */
+  memcpy(bad, l, sizeof bad);
+  bad[4] = l[5];
+  cr_assert_eq(tc_commit_placed(db, &t, bad, 6, NULL, NULL, NULL, &err),
+               TR_EINVAL);
+  /* Too few locations. */
+  cr_assert_eq(tc_commit_placed(db, &t, l, 5, NULL, NULL, NULL, &err),
+               TR_EINVAL);
+  /* No replica. */
+  memcpy(bad, l, sizeof bad);
+  bad[2].nsites = 0;
+  cr_assert_eq(tc_commit_placed(db, &t, bad, 6, NULL, NULL, NULL, &err),
+               TR_EINVAL);
+  /* A site twice. */
+  memcpy(bad, l, sizeof bad);
+  bad[2].nsites = 2;
+  bad[2].site[1] = a;
+  cr_assert_eq(tc_commit_placed(db, &t, bad, 6, NULL, NULL, NULL, &err),
+               TR_EINVAL);
+  /* A wrong size. */
+  memcpy(bad, l, sizeof bad);
+  bad[5].nbytes = 32;
+  cr_assert_eq(tc_commit_placed(db, &t, bad, 6, NULL, NULL, NULL, &err),
+               TR_EINVAL);
+  /* Chunk id 0. */
+  memcpy(bad, l, sizeof bad);
+  bad[0].chunk_id = 0;
+  cr_assert_eq(tc_commit_placed(db, &t, bad, 6, NULL, NULL, NULL, &err),
+               TR_EINVAL);
+  /* A site the catalog does not know: found inside the transaction. */
+  memcpy(bad, l, sizeof bad);
+  bad[5].site[0] = b + 100;
+  cr_assert_eq(tc_commit_placed(db, &t, bad, 6, NULL, NULL, NULL, &err),
+               TR_EINVAL);
+  cr_assert(strstr(err.msg, "no site") != NULL, "%s", err.msg);
+  /* Still version 1 with its locations. */
+  tc_tensor got;
+  cr_assert_eq(tc_tensor_get(db, "P", &got, &err), TR_OK);
+  cr_assert_eq(got.version, 1);
+  s_check_locs(db, "P", 1000, a, b);
+  /* A bad first commit leaves no tensor behind. */
+  tc_tensor q = s_meta("Q");
+  cr_assert_eq(tc_commit_placed(db, &q, bad, 6, NULL, NULL, NULL, &err),
+               TR_EINVAL);
+  cr_assert_eq(tc_tensor_get(db, "Q", &got, &err), TR_ENOTFOUND);
+  tc_close(&db);
+}
+
+Test(placed, replace_returns_old_ids) {
+  tc_db *db = s_db();
+  tr_err err;
+  int64_t a, b, nold = -1;
+  uint64_t *old = NULL;
+  tc_chunkloc l[6];
+  tc_tensor t = s_meta("P"), res;
+  cr_assert_eq(tc_site_add(db, "tcp://a", &a, &err), TR_OK);
+  cr_assert_eq(tc_site_add(db, "tcp://b", &b, &err), TR_OK);
+  s_locs(l, 1000, a, b);
+  cr_assert_eq(tc_commit_placed(db, &t, l, 6, NULL, NULL, NULL, &err), TR_OK,
+               "%s", err.msg);
+  /* Version 2 keeps chunk 3 (id 1003), the rest are new. */
+  s_locs(l, 2000, b, -1);
+  l[3].chunk_id = 1003;
+  cr_assert_eq(tc_commit_placed(db, &t, l, 6, &res, &old, &nold, &err), TR_OK,
+               "%s", err.msg);
+  cr_assert_eq(res.version, 2);
+  cr_assert_eq(nold, 5);
+  for (uint64_t id = 1000; id < 1006; id++)
+    cr_assert_eq(s_has(old, nold, id), id != 1003, "id %d", (int)id);
+  free(old);
+  /* A different shape replaces too. */
+  tc_tensor one = s_meta("P");
+  one.shape[0] = 2;
+  one.shape[1] = 4;
+  tc_chunkloc l1;
+  memset(&l1, 0, sizeof l1);
+  l1.chunk_id = 3000;
+  l1.nbytes = 32;
+  l1.nsites = 1;
+  l1.site[0] = a;
+  cr_assert_eq(tc_commit_placed(db, &one, &l1, 1, &res, &old, &nold, &err),
+               TR_OK, "%s", err.msg);
+  cr_assert_eq(res.version, 3);
+  cr_assert_str_eq(res.format, "single");
+  cr_assert_eq(nold, 6);
+  cr_assert(s_has(old, nold, 1003));
+  cr_assert(s_has(old, nold, 2005));
+  free(old);
+  tc_close(&db);
+}
+
+Test(placed, drop_placed_returns_ids) {
+  tc_db *db = s_db();
+  tr_err err;
+  int64_t a, b, n = -1;
+  uint64_t *ids = NULL;
+  tc_chunkloc l[6];
+  tc_tensor t = s_meta("P"), u = s_meta("U"), got;
+  cr_assert_eq(tc_site_add(db, "tcp://a", &a, &err), TR_OK);
+  cr_assert_eq(tc_site_add(db, "tcp://b", &b, &err), TR_OK);
+  s_locs(l, 1000, a, b);
+  cr_assert_eq(tc_commit_placed(db, &t, l, 6, NULL, NULL, NULL, &err), TR_OK,
+               "%s", err.msg);
+  /* U shares chunk 1002 with P. */
+  s_locs(l, 5000, a, -1);
+  l[2].chunk_id = 1002;
+  cr_assert_eq(tc_commit_placed(db, &u, l, 6, NULL, NULL, NULL, &err), TR_OK,
+               "%s", err.msg);
+  cr_assert_eq(tc_tensor_drop_placed(db, "P", &ids, &n, &err), TR_OK, "%s",
+               err.msg);
+  cr_assert_eq(n, 5);
+  for (uint64_t id = 1000; id < 1006; id++)
+    cr_assert_eq(s_has(ids, n, id), id != 1002, "id %d", (int)id);
+  free(ids);
+  cr_assert_eq(tc_tensor_get(db, "P", &got, &err), TR_ENOTFOUND);
+  cr_assert_eq(tc_tensor_drop_placed(db, "P", &ids, &n, &err), TR_ENOTFOUND);
+  cr_assert_eq(tc_site_chunks(db, b, &ids, &n, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(n, 0);
+  free(ids);
+  cr_assert_eq(tc_tensor_drop_placed(db, "U", &ids, &n, &err), TR_OK, "%s",
+               err.msg);
+  cr_assert_eq(n, 6);
+  cr_assert(s_has(ids, n, 1002));
+  free(ids);
+  /* The plain drop works on a placed tensor as well. */
+  s_locs(l, 7000, a, -1);
+  cr_assert_eq(tc_commit_placed(db, &t, l, 6, NULL, NULL, NULL, &err), TR_OK,
+               "%s", err.msg);
+  cr_assert_eq(tc_tensor_drop(db, "P", &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_tensor_get(db, "P", &got, &err), TR_ENOTFOUND);
+  tc_close(&db);
+}
+
+Test(placed, site_chunks_and_site_removal) {
+  tc_db *db = s_db();
+  tr_err err;
+  int64_t a, b, n = -1;
+  uint64_t *ids = NULL;
+  tc_chunkloc l[6];
+  tc_tensor t = s_meta("P"), u = s_meta("U");
+  cr_assert_eq(tc_site_add(db, "tcp://a", &a, &err), TR_OK);
+  cr_assert_eq(tc_site_add(db, "tcp://b", &b, &err), TR_OK);
+  s_locs(l, 1000, a, b);
+  cr_assert_eq(tc_commit_placed(db, &t, l, 6, NULL, NULL, NULL, &err), TR_OK,
+               "%s", err.msg);
+  s_locs(l, 2000, b, -1);
+  cr_assert_eq(tc_commit_placed(db, &u, l, 6, NULL, NULL, NULL, &err), TR_OK,
+               "%s", err.msg);
+  cr_assert_eq(tc_site_chunks(db, a, &ids, &n, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(n, 6);
+  for (uint64_t id = 1000; id < 1006; id++) cr_assert(s_has(ids, n, id));
+  free(ids);
+  cr_assert_eq(tc_site_chunks(db, b, &ids, &n, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(n, 12);
+  for (uint64_t id = 1000; id < 1006; id++) {
+    cr_assert(s_has(ids, n, id));
+    cr_assert(s_has(ids, n, id + 1000));
+  }
+  free(ids);
+  /* Forgetting b leaves P on a alone and U's chunks without replicas. */
+  cr_assert_eq(tc_site_remove(db, "tcp://b", &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_site_chunks(db, b, &ids, &n, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(n, 0);
+  free(ids);
+  s_check_locs(db, "P", 1000, a, -1);
+  tc_tensor got;
+  tc_chunkloc *lv = NULL;
+  cr_assert_eq(tc_tensor_get(db, "U", &got, &err), TR_OK);
+  cr_assert_eq(tc_chunk_locations(db, &got, &lv, &n, &err), TR_OK, "%s",
+               err.msg);
+  cr_assert_eq(n, 6);
+  for (int i = 0; i < 6; i++) {
+    cr_assert_eq(lv[i].nsites, 0);
+    cr_assert_eq(lv[i].chunk_id, 2000 + (uint64_t)i);
+  }
+  free(lv);
+  tc_close(&db);
+}
+
+Test(placed, replacing_a_local_tensor_removes_its_files) {
+  tc_db *db = s_db();
+  tr_err err;
+  tc_tensor t = s_meta("L"), res;
+  tc_write *w = NULL;
+  float buf[8] = {0};
+  int64_t a, nold = -1;
+  uint64_t *old = NULL;
+  cr_assert_eq(tc_write_begin(db, &t, &w, &err), TR_OK, "%s", err.msg);
+  for (int64_t lin = 0; lin < 6; lin++) {
+    int64_t key[2];
+    tc_key_from_linear(&t, lin, key);
+    cr_assert_eq(tc_write_chunk(w, key, buf, s_nb[lin], &err), TR_OK, "%s",
+                 err.msg);
+  }
+  cr_assert_eq(tc_write_commit(&w, &res, &err), TR_OK, "%s", err.msg);
+  /* A local tensor's chunks show up on site 0 without chunk ids. */
+  tc_chunkloc *lv = NULL;
+  int64_t n = 0;
+  cr_assert_eq(tc_chunk_locations(db, &res, &lv, &n, &err), TR_OK, "%s",
+               err.msg);
+  cr_assert_eq(n, 6);
+  cr_assert_eq(lv[5].chunk_id, 0);
+  cr_assert_eq(lv[5].nsites, 1);
+  cr_assert_eq(lv[5].site[0], TC_SITE_LOCAL);
+  cr_assert_eq(lv[5].checksum, (uint64_t)XXH3_64bits(buf, 8));
+  free(lv);
+  char chunks[512];
+  snprintf(chunks, sizeof chunks, "%s/chunks", s_dir);
+  DIR *d = opendir(chunks);
+  int files = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) files += e->d_name[0] != '.';
+  closedir(d);
+  cr_assert_eq(files, 6);
+  tc_chunkloc l[6];
+  cr_assert_eq(tc_site_add(db, "tcp://a", &a, &err), TR_OK);
+  s_locs(l, 1000, a, -1);
+  cr_assert_eq(tc_commit_placed(db, &t, l, 6, &res, &old, &nold, &err), TR_OK,
+               "%s", err.msg);
+  cr_assert_eq(nold, 0);
+  free(old);
+  cr_assert_eq(res.version, 2);
+  d = opendir(chunks);
+  files = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) files += e->d_name[0] != '.';
+  closedir(d);
+  cr_assert_eq(files, 0);
+  tc_close(&db);
+}
+
+Test(placed, settings_persist) {
+  tc_db *db = s_db();
+  tr_err err;
+  char v[16];
+  cr_assert_eq(tc_setting_get(db, "replicas", v, sizeof v, &err),
+               TR_ENOTFOUND);
+  cr_assert_eq(tc_setting_set(db, "replicas", "3", &err), TR_OK, "%s",
+               err.msg);
+  cr_assert_eq(tc_setting_set(db, "replicas", "2", &err), TR_OK, "%s",
+               err.msg);
+  cr_assert_eq(tc_setting_set(db, "workers", "tcp://a,tcp://b", &err), TR_OK,
+               "%s", err.msg);
+  tc_close(&db);
+  db = s_db();
+  cr_assert_eq(tc_setting_get(db, "replicas", v, sizeof v, &err), TR_OK, "%s",
+               err.msg);
+  cr_assert_str_eq(v, "2");
+  cr_assert_eq(tc_setting_get(db, "workers", v, sizeof v, &err), TR_OK, "%s",
+               err.msg);
+  cr_assert_str_eq(v, "tcp://a,tcp://b");
+  cr_assert_eq(tc_setting_get(db, "workers", v, 8, &err), TR_EINVAL);
+  tc_close(&db);
+}
+
+Test(placed, new_chunk_ids_differ) {
+  enum { N = 2000 };
+  static uint64_t v[N];
+  for (int i = 0; i < N; i++) {
+    v[i] = tc_new_chunk_id();
+    cr_assert_neq(v[i], 0);
+    for (int j = 0; j < i; j++) cr_assert_neq(v[i], v[j]);
+  }
+}
