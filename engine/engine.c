@@ -481,6 +481,22 @@ done:
   return rc;
 }
 
+/* text as a JSON object {"tra": "..."} (caller frees), NULL on failure. */
+static char *s_json_tra(const char *text) {
+  size_t n = strlen(text), o = 0;
+  char *out = malloc(n * 6 + 32);
+  if (!out) return NULL;
+  o += (size_t)sprintf(out, "{\"tra\": \"");
+  for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+    if (*p == '"' || *p == '\\') o += (size_t)sprintf(out + o, "\\%c", *p);
+    else if (*p == '\n') o += (size_t)sprintf(out + o, "\\n");
+    else if (*p < 0x20) o += (size_t)sprintf(out + o, "\\u%04x", *p);
+    else out[o++] = (char)*p;
+  }
+  sprintf(out + o, "\"}\n");
+  return out;
+}
+
 static int s_assign(te_engine *e, const te_stmt *s, te_result **res, tr_err *err) {
   te_plan *plan = calloc(1, sizeof *plan);
   char *tra = NULL;
@@ -490,10 +506,15 @@ static int s_assign(te_engine *e, const te_stmt *s, te_result **res, tr_err *err
     rc = tr_seterr(err, TR_ENOMEM, "out of memory");
   if (!rc && s->kind == TE_ST_EXPLAIN && !s->analyze) {
     te_result *r = calloc(1, sizeof *r);
-    if (r) {
-      r->kind = TE_RES_TEXT;
+    if (r && s->json && !(r->text = s_json_tra(tra))) {
+      free(r);
+      r = NULL;
+    } else if (r && !s->json) {
       r->text = tra;
       tra = NULL;
+    }
+    if (r) {
+      r->kind = TE_RES_TEXT;
       *res = r;
     } else {
       rc = tr_seterr(err, TR_ENOMEM, "out of memory");

@@ -107,6 +107,13 @@ SAVE B TO '$scratch/b.npy';
 EOF
 "$tradb" --bail "$db" <"$scratch/setup.tql" >>"$log" 2>&1 ||
   die "tradb setup failed (see $log)"
+# The same tensors in a database served by ONE local worker using every
+# core: the single-site baseline that the embedded default (one local worker
+# per core, chunks moved between them) is measured against.
+db1=$scratch/db1
+tradb1=("$tradb" --local-workers 1 --threads "$(nproc)")
+grep -v '^SAVE' "$scratch/setup.tql" | "${tradb1[@]}" --bail "$db1" >>"$log" 2>&1 ||
+  die "tradb (one worker) setup failed (see $log)"
 
 # ---- the rounds -------------------------------------------------------------
 # shellcheck disable=SC2094  # both appends to the log, nothing reads it
@@ -116,22 +123,24 @@ run_sgemm() {
     die "bench_sgemm failed (see $log)"
 }
 
-run_tradb() { # $1: round number
-  local script=$scratch/round$1.tql out=$scratch/round$1.out n
+run_tradb() { # $1: round number, $2: system name, $3: database, rest: tradb command
+  local round=$1 name=$2 dbdir=$3 n
+  shift 3
+  local script=$scratch/$name$round.tql out=$scratch/$name$round.out
   {
     echo ".timer on"
     for ((i = 0; i <= reps; i++)); do echo "C[i,j] = A[i,k] * B[k,j];"; done
     echo ".timer off"
-    echo "SAVE C TO '$scratch/c$1.npy';"
+    echo "SAVE C TO '$scratch/$name-c$round.npy';"
   } >"$script"
-  "$tradb" --bail "$db" <"$script" >"$out" 2>>"$log" ||
-    { cat "$out" >>"$log"; die "tradb failed in round $1 (see $log)"; }
+  "$@" --bail "$dbdir" <"$script" >"$out" 2>>"$log" ||
+    { cat "$out" >>"$log"; die "$name failed in round $round (see $log)"; }
   cat "$out" >>"$log"
   n=$(grep -c '^Run Time: real ' "$out" || true)
   [ "$n" -eq $((reps + 1)) ] ||
-    die "round $1: expected $((reps + 1)) 'Run Time' lines from tradb, got $n"
+    die "round $round: expected $((reps + 1)) 'Run Time' lines from $name, got $n"
   # the first statement is the warm-up
-  awk '/^Run Time: real / { if (seen++) print "tradb", $4 }' "$out" >>"$samples"
+  awk -v s="$name" '/^Run Time: real / { if (seen++) print s, $4 }' "$out" >>"$samples"
 }
 
 # shellcheck disable=SC2094
@@ -146,7 +155,9 @@ for ((r = 1; r <= rounds; r++)); do
   echo "bench.sh: round $r/$rounds: sgemm" >&2
   run_sgemm
   echo "bench.sh: round $r/$rounds: tradb" >&2
-  run_tradb "$r"
+  run_tradb "$r" tradb "$db" "$tradb"
+  echo "bench.sh: round $r/$rounds: tradb, one worker" >&2
+  run_tradb "$r" tradb-1worker "$db1" "${tradb1[@]}"
   echo "bench.sh: round $r/$rounds: dask, numpy" >&2
   run_dask
 done
@@ -164,21 +175,21 @@ assert a.dtype == np.float32 and b.dtype == np.float32, (a.dtype, b.dtype)
 ref = np.matmul(a, b)
 scale = float(np.max(np.abs(ref)))
 ok = True
-for r in range(1, rounds + 1):
-    c = np.load("%s/c%d.npy" % (d, r))
+for r, name in [(r, name) for r in range(1, rounds + 1) for name in ("tradb", "tradb-1worker")]:
+    c = np.load("%s/%s-c%d.npy" % (d, name, r))
     if c.shape != ref.shape or c.dtype != np.float32:
         print("round %d: C has shape %s dtype %s" % (r, c.shape, c.dtype))
         ok = False
         continue
     err = float(np.max(np.abs(c.astype(np.float64) - ref)))
     good = np.isfinite(err) and err <= 1e-3 * scale
-    print("round %d: tradb C vs numpy: max abs error %.3g, max |C| %.3g: %s"
-          % (r, err, scale, "ok" if good else "WRONG"))
+    print("round %d: %s C vs numpy: max abs error %.3g, max |C| %.3g: %s"
+          % (r, name, err, scale, "ok" if good else "WRONG"))
     ok = ok and good
 sys.exit(0 if ok else 1)
 EOF
-  { tail -n "$rounds" "$log" >&2; die "tradb's C is wrong: no times reported"; }
-tail -n "$rounds" "$log" >&2
+  { tail -n $((2 * rounds)) "$log" >&2; die "tradb's C is wrong: no times reported"; }
+tail -n $((2 * rounds)) "$log" >&2
 
 # ---- the table --------------------------------------------------------------
 median() { # $1: system name -> "MEDIAN COUNT" (empty if no samples)
@@ -189,11 +200,12 @@ median() { # $1: system name -> "MEDIAN COUNT" (empty if no samples)
       printf "%.6f %d\n", m, NR }'
 }
 want=$((reps * rounds))
-for s in tradb openblas-sgemm numpy dask-threads; do
+for s in tradb tradb-1worker openblas-sgemm numpy dask-threads; do
   got=$(awk -v s="$s" '$1 == s' "$samples" | wc -l)
   [ "$got" -eq "$want" ] || die "expected $want samples for $s, got $got (see $log)"
 done
 read -r t_tradb n_tradb < <(median tradb)
+read -r t_one n_one < <(median tradb-1worker)
 read -r t_sgemm n_sgemm < <(median openblas-sgemm)
 read -r t_numpy n_numpy < <(median numpy)
 read -r t_dask n_dask < <(median dask-threads)
@@ -205,6 +217,8 @@ verdict() { # $1 ratio, $2 limit, $3 "le" | "lt"
 r_sgemm=$(ratio "$t_tradb" "$t_sgemm")
 r_dask=$(ratio "$t_tradb" "$t_dask")
 r_numpy=$(ratio "$t_tradb" "$t_numpy")
+r_one=$(ratio "$t_tradb" "$t_one")
+v_one=$(verdict "$r_one" 1.15 le)
 v_sgemm=$(verdict "$r_sgemm" 1.25 le)
 v_dask=$(verdict "$r_dask" 1 lt)
 
@@ -227,12 +241,14 @@ ver=$("$tradb" --version 2>/dev/null | paste -sd ' ' || true)
   echo "|---|---|---|---|---|---|"
   w='C[i,j] = A[i,k] * B[k,j]'
   echo "| $w | ${size}x${size} | openblas-sgemm | $(printf %.3f "$t_sgemm") | $n_sgemm | $r_sgemm |"
-  echo "| $w | ${size}x${size}, chunk ${chunk} | tradb | $(printf %.3f "$t_tradb") | $n_tradb | 1.00 |"
+  echo "| $w | ${size}x${size}, chunk ${chunk} | tradb ($(nproc) local workers) | $(printf %.3f "$t_tradb") | $n_tradb | 1.00 |"
+  echo "| $w | ${size}x${size}, chunk ${chunk} | tradb (1 local worker, $(nproc) threads) | $(printf %.3f "$t_one") | $n_one | $r_one |"
   echo "| $w | ${size}x${size} | numpy | $(printf %.3f "$t_numpy") | $n_numpy | $r_numpy |"
   echo "| $w | ${size}x${size}, chunk ${chunk} | dask-threads | $(printf %.3f "$t_dask") | $n_dask | $r_dask |"
   echo
   echo "- **tradb/sgemm = $r_sgemm** (requirement <= 1.25): $v_sgemm"
   echo "- **tradb/dask = $r_dask** (requirement < 1): $v_dask"
+  echo "- **tradb ($(nproc) workers) / tradb (1 worker) = $r_one** (requirement <= 1.15): $v_one"
   echo "- correctness: tradb's C matches numpy's A @ B (max abs error <= 1e-3 * max |C|) in every round"
 } >"$outdir/results.md"
 cat "$outdir/results.md"
