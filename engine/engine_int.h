@@ -245,6 +245,9 @@ typedef struct te_task {
   int64_t nout;                       /* output chunks to make here */
   int64_t *out_lin;                   /* their chunk numbers */
   uint64_t *out_id;                   /* their chunk ids */
+  int nrep;                           /* workers each output chunk is also
+                                         pushed to as soon as it is made */
+  char rep[TC_MAX_REPLICAS][TC_ENDPOINT_MAX]; /* their endpoints */
 } te_task;
 
 void te_task_encode(const te_task *t, tn_wbuf *b);

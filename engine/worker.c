@@ -20,8 +20,10 @@
 #include "engine/engine_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,6 +152,8 @@ void te_task_encode(const te_task *t, tn_wbuf *b) {
     tn_put_i64(b, t->out_lin[i]);
     tn_put_u64(b, t->out_id[i]);
   }
+  tn_put_u32(b, (uint32_t)t->nrep);
+  for (int i = 0; i < t->nrep; i++) tn_put_str(b, t->rep[i]);
 }
 
 void te_task_free(te_task *t) {
@@ -243,6 +247,10 @@ int te_task_decode(const void *p, size_t len, te_task *t, tr_err *err) {
     t->out_id[i] = tn_get_u64(&r);
     if (t->out_lin[i] < 0 || t->out_lin[i] >= tc_nchunks(&t->out_meta)) goto bad;
   }
+  uint32_t nrep = tn_get_u32(&r);
+  if (nrep > TC_MAX_REPLICAS) goto bad;
+  t->nrep = (int)nrep;
+  for (int i = 0; i < t->nrep; i++) tn_get_str(&r, t->rep[i], sizeof t->rep[i]);
   if (tn_rbuf_ok(&r) == TR_OK) return TR_OK;
 bad:
   te_task_free(t);
@@ -251,8 +259,11 @@ bad:
 
 /* ---- The worker ---------------------------------------------------------- */
 
-/* A SEND waiting for its peers' confirmations. */
+struct s_job;
+
+/* A SEND (or a task's replica push) waiting for its peers' confirmations. */
 typedef struct s_pending {
+  struct s_job *job;        /* replica push: the task it belongs to; NULL: a SEND */
   uint64_t my_req;          /* request id used towards the peers */
   uint8_t route[256];       /* who asked */
   size_t route_len;         /* its length */
@@ -275,8 +286,12 @@ typedef struct s_job {
   size_t body_len;          /* its length */
   int rtype;                /* reply type (TN_ERROR: code and msg) */
   tn_wbuf reply;            /* reply body */
+  atomic_int pushing;       /* replica pushes not yet confirmed: raised by
+                               kernel threads, lowered by the main loop */
+  int push_failed;          /* a replica push failed */
+  char push_why[sizeof(((tr_err *)0)->msg) + 300]; /* why */
   int code;                 /* TN_ERROR: status */
-  char msg[sizeof(((tr_err *)0)->msg)]; /* TN_ERROR: message */
+  char msg[sizeof(((tr_err *)0)->msg) + 300]; /* TN_ERROR: message */
   struct s_job *next;       /* queue */
 } s_job;
 
@@ -305,7 +320,21 @@ typedef struct s_worker {
   s_job *todo, *todo_tail;     /* jobs waiting */
   s_job *done;                 /* replies ready */
   int quit;                    /* stop the task thread */
+  /* replica pushes: kernel threads queue output chunks, the main loop
+  ** sends them (it owns the sockets); a pipe wakes it up */
+  struct s_push *pushq;        /* queued pushes (under mu) */
+  int wake[2];                 /* pipe: kernel threads -> main loop */
+  s_job *held;                 /* finished tasks waiting for their pushes */
 } s_worker;
+
+/* An output chunk to push to the task's replica workers. */
+typedef struct s_push {
+  uint64_t id;                 /* chunk */
+  s_job *job;                  /* task it belongs to */
+  int nrep;                    /* peers */
+  char rep[TC_MAX_REPLICAS][TC_ENDPOINT_MAX]; /* their endpoints */
+  struct s_push *next;         /* queue */
+} s_push;
 
 static int s_reply(s_worker *w, const uint8_t *route, size_t rl, int type, uint64_t req,
                    const tn_wbuf *body, int ndata, void *const *data, const size_t *len,
@@ -324,6 +353,7 @@ static void s_free_buf(void *data, void *hint) {
 /* Chunk source and sink of a node task over the store. */
 typedef struct s_taskio {
   s_worker *w;        /* worker */
+  s_job *job;         /* the TASK being run */
   const te_task *t;   /* task */
   uint64_t *sum;      /* checksum of each output chunk made */
   uint64_t *bytes;    /* its size */
@@ -346,8 +376,25 @@ static int s_task_write(void *ctx, int64_t lin, const void *buf, size_t bytes, t
   for (int64_t i = 0; i < t->nout; i++)
     if (t->out_lin[i] == lin) {
       io->bytes[i] = bytes;
-      return tc_store_put(io->w->store, t->out_id[i], t->out_meta.dtype, buf, bytes, 0,
-                          &io->sum[i], err);
+      int rc = tc_store_put(io->w->store, t->out_id[i], t->out_meta.dtype, buf, bytes, 0,
+                            &io->sum[i], err);
+      if (!rc && t->nrep) {
+        /* Replicate it now, while the other chunks are still computed. */
+        s_push *p = malloc(sizeof *p);
+        if (!p) return tr_seterr(err, TR_ENOMEM, "out of memory");
+        p->id = t->out_id[i];
+        p->job = io->job;
+        p->nrep = t->nrep;
+        memcpy(p->rep, t->rep, sizeof p->rep);
+        pthread_mutex_lock(&io->w->mu);
+        p->next = io->w->pushq;
+        io->w->pushq = p;
+        io->job->pushing += p->nrep;
+        pthread_mutex_unlock(&io->w->mu);
+        if (write(io->w->wake[1], "", 1) < 0) { /* full pipe: already awake */
+        }
+      }
+      return rc;
     }
   return tr_seterr(err, TR_EINVAL, "output chunk %lld is not this worker's", (long long)lin);
 }
@@ -399,7 +446,7 @@ static void s_run_task(s_worker *w, s_job *j) {
     s_log("rejected task: %s", err.msg);
     return;
   }
-  s_taskio io = {w, &t, calloc((size_t)t.nout + 1, 8), calloc((size_t)t.nout + 1, 8)};
+  s_taskio io = {w, j, &t, calloc((size_t)t.nout + 1, 8), calloc((size_t)t.nout + 1, 8)};
   if (!io.sum || !io.bytes) {
     rc = tr_seterr(&err, TR_ENOMEM, "out of memory");
   } else if (t.fill) {
@@ -506,6 +553,13 @@ static void s_flush_done(s_worker *w) {
   pthread_mutex_unlock(&w->mu);
   while (j) {
     s_job *nx = j->next;
+    if (j->pushing > 0) { /* answered once its replica pushes are confirmed */
+      j->next = w->held;
+      w->held = j;
+      j = nx;
+      continue;
+    }
+    if (j->push_failed) s_fail_job(j, TR_EIO, j->push_why);
     if (j->type == TN_TASK && j->rtype == TN_TASK_OK) w->tasks++;
     if (j->rtype == TN_ERROR) {
       tn_send_error(w->router, j->route, j->route_len, j->req, j->code, j->msg);
@@ -616,7 +670,14 @@ static void s_settle(s_worker *w) {
       pp = &pd->next;
       continue;
     }
-    if (pd->failed || pd->waiting > 0) {
+    if (pd->job) {
+      if (pd->failed || pd->waiting > 0) {
+        if (!pd->failed) snprintf(pd->why, sizeof pd->why, "replica peers did not confirm in time");
+        pd->job->push_failed = 1;
+        snprintf(pd->job->push_why, sizeof pd->job->push_why, "%s", pd->why);
+        pd->job->pushing -= pd->waiting;
+      }
+    } else if (pd->failed || pd->waiting > 0) {
       /* Late confirmations find no pending entry and are ignored. */
       if (!pd->failed) snprintf(pd->why, sizeof pd->why, "peers did not confirm %d chunk(s)", pd->waiting);
       tn_send_error(w->router, pd->route, pd->route_len, pd->req, TR_EIO, pd->why);
@@ -631,12 +692,98 @@ static void s_settle(s_worker *w) {
   }
 }
 
+/* Send the queued replica pushes: one PUT per chunk and peer. */
+static void s_send_pushes(s_worker *w) {
+  char c[64];
+  while (read(w->wake[0], c, sizeof c) > 0) {
+  }
+  pthread_mutex_lock(&w->mu);
+  s_push *q = w->pushq;
+  w->pushq = NULL;
+  pthread_mutex_unlock(&w->mu);
+  while (q) {
+    s_push *p = q;
+    q = q->next;
+    s_pending *pd = calloc(1, sizeof *pd);
+    tr_err err;
+    tr_dtype dt;
+    uint64_t nbytes, sum;
+    tr_clearerr(&err);
+    if (!pd || tc_store_stat(w->store, p->id, &dt, &nbytes, &sum)) {
+      pthread_mutex_lock(&w->mu);
+      p->job->push_failed = 1;
+      p->job->pushing -= p->nrep;
+      snprintf(p->job->push_why, sizeof p->job->push_why, "cannot replicate chunk %016llx",
+               (unsigned long long)p->id);
+      pthread_mutex_unlock(&w->mu);
+      free(pd);
+      free(p);
+      continue;
+    }
+    pd->job = p->job;
+    pd->my_req = ++w->next_req;
+    pd->deadline = tr_now() + S_SEND_TIMEOUT_S;
+    pd->waiting = p->nrep;
+    for (int k = 0; k < p->nrep; k++) {
+      void *buf = malloc(nbytes ? nbytes : 1);
+      void *peer = buf ? s_peer(w, p->rep[k], &err) : NULL;
+      tn_wbuf b = {0};
+      tn_chunk ch = {p->id, (uint8_t)dt, nbytes, sum};
+      size_t len = nbytes;
+      if (!buf || !peer || tc_store_get(w->store, p->id, buf, nbytes, &err)) {
+        free(buf);
+        pd->failed = 1;
+        snprintf(pd->why, sizeof pd->why, "cannot replicate to %s: %s", p->rep[k], err.msg);
+        break;
+      }
+      tn_put_u32(&b, 1);
+      tn_put_chunk(&b, &ch);
+      if (tn_send(peer, NULL, 0, TN_PUT, pd->my_req, &b, 1, &buf, &len, s_free_buf, NULL, &err)) {
+        pd->failed = 1;
+        snprintf(pd->why, sizeof pd->why, "cannot replicate to %s: %s", p->rep[k], err.msg);
+      } else {
+        w->bytes_sent += nbytes;
+      }
+      tn_wbuf_free(&b);
+      if (pd->failed) break;
+    }
+    pd->next = w->pending;
+    w->pending = pd;
+    free(p);
+  }
+}
+
+/* Answer the held tasks whose replica pushes are all confirmed. */
+static void s_release_held(s_worker *w) {
+  s_job *keep = NULL, *ready = NULL;
+  for (s_job *j = w->held, *nx; j; j = nx) {
+    nx = j->next;
+    if (j->pushing > 0) {
+      j->next = keep;
+      keep = j;
+    } else {
+      j->next = ready;
+      ready = j;
+    }
+  }
+  w->held = keep;
+  if (!ready) return;
+  pthread_mutex_lock(&w->mu);
+  s_job *tail = ready;
+  while (tail->next) tail = tail->next;
+  tail->next = w->done;
+  w->done = ready;
+  pthread_mutex_unlock(&w->mu);
+  s_flush_done(w);
+}
+
 /* A reply from a peer (to one of our PUTs). */
 static void s_on_peer_reply(s_worker *w, tn_in *in) {
   for (s_pending *pd = w->pending; pd; pd = pd->next)
     if (pd->my_req == in->req) {
       if (in->type == TN_PUT_OK) {
         pd->waiting--;
+        if (pd->job) pd->job->pushing--;
       } else if (in->type == TN_ERROR) {
         size_t n;
         const void *b = tn_in_body(in, &n);
@@ -870,6 +1017,11 @@ int te_worker_main(const te_worker_config *cfg) {
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGINT, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
+  if (pipe2(w.wake, O_NONBLOCK | O_CLOEXEC) != 0) {
+    s_log("cannot make a pipe: %s", strerror(errno));
+    tc_store_close(&w.store);
+    return 1;
+  }
   w.ctx = zmq_ctx_new();
   pthread_mutex_init(&w.mu, NULL);
   pthread_cond_init(&w.cv, NULL);
@@ -902,11 +1054,13 @@ int te_worker_main(const te_worker_config *cfg) {
   }
   double next_beat = tr_now();
   while (!s_stop) {
-    zmq_pollitem_t items[2 + S_MAX_PEERS];
+    zmq_pollitem_t items[3 + S_MAX_PEERS];
     items[0] = (zmq_pollitem_t){w.router, 0, ZMQ_POLLIN, 0};
     items[1] = (zmq_pollitem_t){w.notify_rx, 0, ZMQ_POLLIN, 0};
     for (int i = 0; i < w.npeers; i++) items[2 + i] = (zmq_pollitem_t){w.peer[i], 0, ZMQ_POLLIN, 0};
-    int rc = zmq_poll(items, 2 + w.npeers, TN_HEARTBEAT_MS / 2);
+    items[2 + w.npeers] = (zmq_pollitem_t){NULL, w.wake[0], ZMQ_POLLIN, 0};
+    int rc = zmq_poll(items, 3 + w.npeers, TN_HEARTBEAT_MS / 2);
+    if (rc > 0 && (items[2 + w.npeers].revents & ZMQ_POLLIN)) s_send_pushes(&w);
     if (rc < 0 && errno != EINTR) {
       s_log("poll failed: %s", zmq_strerror(errno));
       break;
@@ -932,6 +1086,7 @@ int te_worker_main(const te_worker_config *cfg) {
       char c;
       while (zmq_recv(w.notify_rx, &c, 1, ZMQ_DONTWAIT) >= 0) {
       }
+      s_send_pushes(&w); /* a finished task's last pushes go out first */
       s_flush_done(&w);
     }
     for (int i = 0; rc > 0 && i < w.npeers; i++)
@@ -943,6 +1098,7 @@ int te_worker_main(const te_worker_config *cfg) {
         }
       }
     s_settle(&w);
+    s_release_held(&w);
     if (tr_now() >= next_beat) {
       next_beat = tr_now() + TN_HEARTBEAT_MS / 1000.0;
       /* Best effort: a coordinator that went away is not an error (the
@@ -976,6 +1132,18 @@ done:
   if (w.keys.on) tn_zap_stop();
   zmq_ctx_term(w.ctx);
   tc_store_close(&w.store);
+  for (s_push *p = w.pushq, *nx; p; p = nx) {
+    nx = p->next;
+    free(p);
+  }
+  for (s_job *j = w.held, *nx; j; j = nx) {
+    nx = j->next;
+    tn_wbuf_free(&j->reply);
+    free(j->body);
+    free(j);
+  }
+  close(w.wake[0]);
+  close(w.wake[1]);
   pthread_mutex_destroy(&w.mu);
   pthread_cond_destroy(&w.cv);
   return status;

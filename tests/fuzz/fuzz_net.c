@@ -93,6 +93,22 @@ static void s_count_free(void *data, void *hint) {
   s_freed++;
 }
 
+/* Signals (libFuzzer's SIGALRM timer among them) interrupt ZeroMQ calls
+** with EINTR; the harness retries them, as a caller of the library would. */
+static int s_zsend(void *s, const void *p, size_t n, int flags) {
+  int rc;
+  while ((rc = zmq_send(s, p, n, flags)) < 0 && zmq_errno() == EINTR) {
+  }
+  return rc;
+}
+
+static int s_recv(void *s, int routed, tn_in *in, tr_err *err) {
+  int rc;
+  while ((rc = tn_recv(s, routed, 0, in, err)) == TR_EINTR) {
+  }
+  return rc;
+}
+
 /*
 ** Decode a body the way the engine does for its type, re-encoding into w
 ** what was read.  Returns tn_rbuf_ok(); on TR_OK w must equal the body.
@@ -187,13 +203,16 @@ static void s_echo(void *rx, void *tx, int send_route, tn_in *in) {
   const void *body = tn_in_body(in, &bn), *body2;
   /* tn_send only reads the body: point a wbuf at the received bytes. */
   tn_wbuf b = {(uint8_t *)(uintptr_t)body, bn, bn, 0};
-  int nd = in->ndata;
+  int nd = in->ndata, rc;
   if (nd > 8) return; /* bounded arrays; the frame loop is covered above */
   for (int i = 0; i < nd; i++) dp[i] = (void *)(uintptr_t)tn_in_data(in, i, &dl[i]);
-  s_freed = 0;
-  S_CHECK(tn_send(rx, send_route ? in->route : NULL, send_route ? in->route_len : 0, in->type,
-                  in->req, &b, nd, dp, dl, s_count_free, &s_freed, &err) == TR_OK);
-  S_CHECK(tn_recv(tx, 0, 0, &back, &err) == TR_OK);
+  do { /* TR_EINTR: nothing sent and every frame freed; try again */
+    s_freed = 0;
+    rc = tn_send(rx, send_route ? in->route : NULL, send_route ? in->route_len : 0, in->type,
+                 in->req, &b, nd, dp, dl, s_count_free, &s_freed, &err);
+    S_CHECK(rc == TR_OK || (rc == TR_EINTR && s_freed == nd));
+  } while (rc == TR_EINTR);
+  S_CHECK(s_recv(tx, 0, &back, &err) == TR_OK);
   S_CHECK(back.type == in->type && back.req == in->req && back.ndata == nd);
   body2 = tn_in_body(&back, &bn2);
   S_CHECK(bn2 == bn && (bn == 0 || memcmp(body, body2, bn) == 0));
@@ -245,10 +264,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       }
       len = want < size - off ? want : size - off;
     }
-    S_CHECK(zmq_send(tx, data + off, len, last ? 0 : ZMQ_SNDMORE) >= 0);
+    S_CHECK(s_zsend(tx, data + off, len, last ? 0 : ZMQ_SNDMORE) >= 0);
     off += len;
   }
-  for (int i = 0; i < pad; i++) S_CHECK(zmq_send(tx, "", 0, i + 1 < pad ? ZMQ_SNDMORE : 0) >= 0);
+  for (int i = 0; i < pad; i++) S_CHECK(s_zsend(tx, "", 0, i + 1 < pad ? ZMQ_SNDMORE : 0) >= 0);
 
   /* A sentinel right behind it. */
   s_seq++;
@@ -260,7 +279,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (int i = 0; i < 8; i++) hdr[8 + i] = (uint8_t)(s_seq >> (8 * i));
 
   memset(&err, 0, sizeof err);
-  rc = tn_recv(rx, routed, 0, &in, &err);
+  rc = s_recv(rx, routed, &in, &err);
   S_CHECK(rc == TR_OK || rc == TR_EINVAL);
   if (rc == TR_OK) {
     tn_rbuf r;
@@ -286,10 +305,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   tn_in_close(&in);
 
   /* The sentinel must be next: the input was read or drained completely. */
-  if (routed && tx == s_pa) S_CHECK(zmq_send(tx, "r", 1, ZMQ_SNDMORE) >= 0);
-  S_CHECK(zmq_send(tx, hdr, sizeof hdr, ZMQ_SNDMORE) >= 0);
-  S_CHECK(zmq_send(tx, "", 0, 0) >= 0);
-  S_CHECK(tn_recv(rx, routed, 0, &in, &err) == TR_OK);
+  if (routed && tx == s_pa) S_CHECK(s_zsend(tx, "r", 1, ZMQ_SNDMORE) >= 0);
+  S_CHECK(s_zsend(tx, hdr, sizeof hdr, ZMQ_SNDMORE) >= 0);
+  S_CHECK(s_zsend(tx, "", 0, 0) >= 0);
+  S_CHECK(s_recv(rx, routed, &in, &err) == TR_OK);
   S_CHECK(in.type == TN_HEARTBEAT && in.req == s_seq && in.ndata == 0);
   tn_in_close(&in);
   return 0;
