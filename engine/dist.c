@@ -895,6 +895,37 @@ static void s_note_reps(s_run *R, int u, tc_chunkloc *loc, tr_dtype dt, s_opstat
   }
 }
 
+/* Apply the TASK_OK replies of ph to the chunks of pr: sizes, checksums,
+** and with `replicate` the replicas each worker pushed (counted in rs). */
+static void s_task_results(s_run *R, s_phase *ph, s_prel *pr, tr_dtype dt, int replicate,
+                           s_opstat *rs) {
+  te_engine *e = R->e;
+  for (int i = 0; i < ph->n; i++) {
+    tn_rbuf r;
+    int u = 0;
+    while (R->up[u] != ph->out[i].site) u++;
+    s_reply_body(ph, i, &r);
+    uint32_t cnt = tn_get_count(&r, 25);
+    int64_t hint = 0;
+    for (uint32_t j = 0; j < cnt; j++) {
+      tn_chunk c;
+      tn_get_chunk(&r, &c);
+      /* replies list chunks in task order: search on from the last one */
+      for (int64_t k = 0; k < pr->n; k++) {
+        tc_chunkloc *loc = &pr->locs[(hint + k) % pr->n];
+        if (loc->chunk_id != c.id) continue;
+        loc->nbytes = c.nbytes;
+        loc->checksum = c.checksum;
+        if (replicate) s_note_reps(R, u, loc, dt, rs);
+        hint = (hint + k + 1) % pr->n;
+        break;
+      }
+    }
+    e->sites[ph->out[i].site].busy_s += tn_get_f64(&r);
+    e->sites[ph->out[i].site].tasks++;
+  }
+}
+
 /* Run FILL tasks: chunk lin of t on site up[lin % m]. */
 static int s_fill_tasks(s_run *R, const tc_tensor *t, const te_fill *f, s_prel *pr, int replicate,
                         tr_err *err) {
@@ -933,23 +964,7 @@ static int s_fill_tasks(s_run *R, const tc_tensor *t, const te_fill *f, s_prel *
     te_task_free(&task);
   }
   if (!rc) rc = s_wait(&ph, err);
-  for (int i = 0; !rc && i < ph.n; i++) {
-    tn_rbuf r;
-    s_reply_body(&ph, i, &r);
-    uint32_t k = tn_get_count(&r, 25);
-    for (uint32_t j = 0; j < k; j++) {
-      tn_chunk c;
-      tn_get_chunk(&r, &c);
-      for (int64_t lin = 0; lin < n; lin++)
-        if (pr->locs[lin].chunk_id == c.id) {
-          pr->locs[lin].nbytes = c.nbytes;
-          pr->locs[lin].checksum = c.checksum;
-          if (replicate) s_note_reps(R, (int)(lin % R->m), &pr->locs[lin], t->dtype, NULL);
-          break;
-        }
-    }
-    e->sites[ph.out[i].site].tasks++;
-  }
+  if (!rc) s_task_results(R, &ph, pr, t->dtype, replicate, NULL);
   s_phase_free(&ph);
   return rc;
 }
@@ -1154,29 +1169,9 @@ static int s_run_node(s_run *R, int k, int final, tr_err *err) {
     te_task_free(&task);
   }
   if (!rc) rc = s_wait(&ph, err);
-  for (int i = 0; !rc && i < ph.n; i++) {
-    tn_rbuf r;
-    s_reply_body(&ph, i, &r);
-    uint32_t cnt = tn_get_count(&r, 25);
-    for (uint32_t j = 0; j < cnt; j++) {
-      tn_chunk c;
-      tn_get_chunk(&r, &c);
-      for (int64_t lin = 0; lin < nout; lin++)
-        if (po->locs[lin].chunk_id == c.id) {
-          po->locs[lin].nbytes = c.nbytes;
-          po->locs[lin].checksum = c.checksum;
-          if (final) {
-            int u = 0;
-            while (R->up[u] != ph.out[i].site) u++;
-            s_note_reps(R, u, &po->locs[lin], om->dtype, rs);
-          }
-          break;
-        }
-    }
-    double secs = tn_get_f64(&r);
-    e->sites[ph.out[i].site].tasks++;
-    e->sites[ph.out[i].site].busy_s += secs;
-    js->tasks++;
+  if (!rc) {
+    s_task_results(R, &ph, po, om->dtype, final, rs);
+    js->tasks += ph.n;
   }
   s_phase_free(&ph);
   js->seconds = tr_now() - t0;

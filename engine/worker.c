@@ -597,14 +597,19 @@ static void *s_peer(s_worker *w, const char *ep, tr_err *err) {
   return s;
 }
 
+/* A request's body as a read cursor, and a clear error buffer. */
+static void s_request_body(tn_in *in, tn_rbuf *r, tr_err *err) {
+  size_t n;
+  const void *body = tn_in_body(in, &n);
+  tn_rbuf_init(r, body, n);
+  tr_clearerr(err);
+}
+
 /* SEND {n x (u64 id, str peer)}: push each chunk to its peer as a PUT. */
 static void s_on_send(s_worker *w, tn_in *in) {
-  size_t blen;
-  const void *body = tn_in_body(in, &blen);
   tn_rbuf r;
   tr_err err;
-  tr_clearerr(&err);
-  tn_rbuf_init(&r, body, blen);
+  s_request_body(in, &r, &err);
   uint32_t n = tn_get_count(&r, 12);
   s_pending *pd = calloc(1, sizeof *pd);
   if (!pd) {
@@ -801,12 +806,9 @@ static void s_on_peer_reply(s_worker *w, tn_in *in) {
 
 /* PUT {n x chunk meta} + n data frames. */
 static void s_on_put(s_worker *w, tn_in *in) {
-  size_t blen;
-  const void *body = tn_in_body(in, &blen);
   tn_rbuf r;
   tr_err err;
-  tr_clearerr(&err);
-  tn_rbuf_init(&r, body, blen);
+  s_request_body(in, &r, &err);
   uint32_t n = tn_get_count(&r, 25);
   int rc = TR_OK;
   if (n != (uint32_t)in->ndata) rc = tr_seterr(&err, TR_EINVAL, "PUT lists %u chunks but carries %d", n, in->ndata);
@@ -836,12 +838,9 @@ static void s_on_put(s_worker *w, tn_in *in) {
 
 /* GET {n x u64 id} -> DATA {n x chunk meta} + frames. */
 static void s_on_get(s_worker *w, tn_in *in) {
-  size_t blen;
-  const void *body = tn_in_body(in, &blen);
   tn_rbuf r;
   tr_err err;
-  tr_clearerr(&err);
-  tn_rbuf_init(&r, body, blen);
+  s_request_body(in, &r, &err);
   uint32_t n = tn_get_count(&r, 8);
   void **bufs = calloc(n + 1, sizeof *bufs);
   size_t *lens = calloc(n + 1, sizeof *lens);
@@ -887,12 +886,9 @@ static void s_on_get(s_worker *w, tn_in *in) {
 
 /* DROP / KEEP {n x u64 id}. */
 static void s_on_ids(s_worker *w, tn_in *in) {
-  size_t blen;
-  const void *body = tn_in_body(in, &blen);
   tn_rbuf r;
   tr_err err;
-  tr_clearerr(&err);
-  tn_rbuf_init(&r, body, blen);
+  s_request_body(in, &r, &err);
   uint32_t n = tn_get_count(&r, 8);
   uint64_t *ids = calloc(n + 1, sizeof *ids);
   int64_t dropped = 0;
