@@ -820,12 +820,18 @@ typedef struct s_prel {
 } s_prel;
 
 /* One IA operator as measured, for EXPLAIN ANALYZE. */
+#define S_OP_SITES 64 /* sites broken down per operator */
 typedef struct s_opstat {
-  char op[16];          /* bcast, shuffle, local_join, replicate */
-  char what[96];        /* operand or node */
+  char op[16];          /* bcast, shuffle, local_filter, local_map, local_join,
+                           local_agg, replicate, commit */
+  char what[96];        /* relation, and for fused steps what they do */
+  int fused;            /* runs inside the local_join task: not timed apart */
   int64_t floats;       /* moved */
   int64_t tasks;        /* tasks run */
   double seconds;       /* wall time of the phase */
+  int64_t site_in[S_OP_SITES], site_out[S_OP_SITES]; /* floats per site */
+  int64_t site_tasks[S_OP_SITES];                    /* tasks per site */
+  double site_s[S_OP_SITES];                         /* task time per site */
 } s_opstat;
 
 typedef struct s_run {
@@ -833,12 +839,31 @@ typedef struct s_run {
   te_plan *p;                   /* plan */
   s_prel rel[TE_MAX_RELS];      /* placement of every relation */
   int up[256], m;               /* live sites */
-  s_opstat ops[TE_MAX_NODES * (TK_MAX_INPUTS + 2) + 4]; /* measured operators */
+  s_opstat ops[TE_MAX_NODES * (3 * TK_MAX_INPUTS + 4) + 2]; /* measured operators */
   int nops;                     /* used */
   uint64_t *drop;               /* ids to drop at the end (per site in drop_site) */
   int *drop_site;               /* site of each (-1: every site) */
   int64_t ndrop, capdrop;       /* count, allocated */
 } s_run;
+
+static s_opstat *s_op(s_run *R, const char *op, const char *what, int fused) {
+  s_opstat *os = &R->ops[R->nops++];
+  memset(os, 0, sizeof *os);
+  snprintf(os->op, sizeof os->op, "%s", op);
+  snprintf(os->what, sizeof os->what, "%s", what);
+  os->fused = fused;
+  return os;
+}
+
+/* Count floats moved from site src to site dst by operator os. */
+static void s_moved(s_run *R, s_opstat *os, int src, int dst, int64_t fl) {
+  R->e->sites[src].floats_out += fl;
+  R->e->sites[dst].floats_in += fl;
+  if (!os) return;
+  os->floats += fl;
+  if (src < S_OP_SITES) os->site_out[src] += fl;
+  if (dst < S_OP_SITES) os->site_in[dst] += fl;
+}
 
 static int s_note_drop(s_run *R, int site, uint64_t id) {
   if (R->ndrop == R->capdrop) {
@@ -889,16 +914,14 @@ static void s_note_reps(s_run *R, int u, tc_chunkloc *loc, tr_dtype dt, s_opstat
   for (int j = 1; j < r; j++) {
     int dst = R->up[(u + j) % R->m];
     loc->site[loc->nsites++] = e->sites[dst].id;
-    e->sites[R->up[u]].floats_out += fl;
-    e->sites[dst].floats_in += fl;
-    if (os) os->floats += fl;
+    s_moved(R, os, R->up[u], dst, fl);
   }
 }
 
 /* Apply the TASK_OK replies of ph to the chunks of pr: sizes, checksums,
 ** and with `replicate` the replicas each worker pushed (counted in rs). */
 static void s_task_results(s_run *R, s_phase *ph, s_prel *pr, tr_dtype dt, int replicate,
-                           s_opstat *rs) {
+                           s_opstat *rs, s_opstat *js) {
   te_engine *e = R->e;
   for (int i = 0; i < ph->n; i++) {
     tn_rbuf r;
@@ -921,8 +944,17 @@ static void s_task_results(s_run *R, s_phase *ph, s_prel *pr, tr_dtype dt, int r
         break;
       }
     }
-    e->sites[ph->out[i].site].busy_s += tn_get_f64(&r);
-    e->sites[ph->out[i].site].tasks++;
+    double secs = tn_get_f64(&r);
+    int st = ph->out[i].site;
+    e->sites[st].busy_s += secs;
+    e->sites[st].tasks++;
+    if (js) {
+      js->tasks++;
+      if (st < S_OP_SITES) {
+        js->site_tasks[st]++;
+        js->site_s[st] += secs;
+      }
+    }
   }
 }
 
@@ -964,7 +996,7 @@ static int s_fill_tasks(s_run *R, const tc_tensor *t, const te_fill *f, s_prel *
     te_task_free(&task);
   }
   if (!rc) rc = s_wait(&ph, err);
-  if (!rc) s_task_results(R, &ph, pr, t->dtype, replicate, NULL);
+  if (!rc) s_task_results(R, &ph, pr, t->dtype, replicate, NULL, NULL);
   s_phase_free(&ph);
   return rc;
 }
@@ -1071,17 +1103,26 @@ static int s_run_node(s_run *R, int k, int final, tr_err *err) {
   for (int i = 0; !rc && i < n->ninputs; i++) {
     const te_operand *o = &n->in[i];
     s_prel *pr = &R->rel[o->rel];
-    s_opstat *os = &R->ops[R->nops++];
-    int shuf = dmask != 0;
+    const tc_tensor *it = &p->rels[o->rel].meta;
+    int shuf = dmask != 0, diag = 0, rechunk = 0;
     for (int d = 0; d < om->rank; d++)
       if (dmask & (1u << d)) {
         int has = 0;
         for (int dd = 0; dd < o->rank; dd++) has |= o->label[dd] == d;
         shuf &= has;
       }
-    memset(os, 0, sizeof *os);
-    snprintf(os->op, sizeof os->op, "%s", shuf ? "shuffle" : "bcast");
-    snprintf(os->what, sizeof os->what, "%s", p->rels[o->rel].meta.name);
+    for (int d = 0; d < o->rank; d++) {
+      rechunk |= it->chunk[d] != n->chunk[o->label[d]];
+      for (int d2 = d + 1; d2 < o->rank; d2++) diag |= o->label[d] == o->label[d2];
+    }
+    /* The IA steps on this operand, in plan order; the filter and the
+    ** re-chunking map run fused in the join task, after the move. */
+    char what[96];
+    s_opstat *os = s_op(R, shuf ? "shuffle" : "bcast", it->name, 0);
+    snprintf(what, sizeof what, "%s (diagonal keys)", it->name);
+    if (diag) s_op(R, "local_filter", what, 1);
+    snprintf(what, sizeof what, "%s (re-chunk: tile + concat)", it->name);
+    if (rechunk) s_op(R, "local_map", what, 1);
     if (!pr->copy && !(pr->copy = calloc((size_t)e->nsites * (size_t)pr->n + 1, 1))) {
       rc = tr_seterr(err, TR_ENOMEM, "out of memory");
       break;
@@ -1101,29 +1142,24 @@ static int s_run_node(s_run *R, int k, int final, tr_err *err) {
         tn_put_u64(&sends[src], loc->chunk_id);
         tn_put_str(&sends[src], e->sites[su].ep);
         nsend[src]++;
-        int64_t fl = (int64_t)(loc->nbytes / tr_dtype_size(p->rels[o->rel].meta.dtype));
-        e->sites[src].floats_out += fl;
-        e->sites[su].floats_in += fl;
-        os->floats += fl;
+        s_moved(R, os, src, su, (int64_t)(loc->nbytes / tr_dtype_size(it->dtype)));
         if (s_note_drop(R, su, loc->chunk_id)) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
       }
     }
   }
   rc = s_flush_sends(e, sends, nsend, rc, err);
-  for (int i = opbase; i < R->nops; i++) R->ops[i].seconds = tr_now() - t0;
+  for (int i = opbase; i < R->nops; i++)
+    if (!R->ops[i].fused) R->ops[i].seconds = tr_now() - t0;
   /* The fused local join + aggregation + map: one task per site. */
   t0 = tr_now();
-  s_opstat *js = &R->ops[R->nops++];
-  memset(js, 0, sizeof *js);
-  snprintf(js->op, sizeof js->op, "local_join");
-  snprintf(js->what, sizeof js->what, "%s", om->name);
-  s_opstat *rs = NULL;
-  if (final && s_replication(e, m) > 1) {
-    rs = &R->ops[R->nops++];
-    memset(rs, 0, sizeof *rs);
-    snprintf(rs->op, sizeof rs->op, "replicate");
-    snprintf(rs->what, sizeof rs->what, "%s", om->name);
-  }
+  s_opstat *js = s_op(R, "local_join", om->name, 0);
+  char what[96];
+  snprintf(what, sizeof what, "%s (%s)", om->name,
+           n->agg == TK_AGG_MAX ? "MAX" : n->agg == TK_AGG_MIN ? "MIN" : "SUM");
+  if (n->agg != TK_AGG_NONE) s_op(R, "local_agg", what, 1);
+  snprintf(what, sizeof what, "%s (fused transform)", om->name);
+  if (n->post.n) s_op(R, "local_map", what, 1);
+  s_opstat *rs = final && s_replication(e, m) > 1 ? s_op(R, "replicate", om->name, 0) : NULL;
   s_phase_init(&ph, e);
   for (int u = 0; !rc && u < m; u++) {
     te_task task;
@@ -1169,10 +1205,7 @@ static int s_run_node(s_run *R, int k, int final, tr_err *err) {
     te_task_free(&task);
   }
   if (!rc) rc = s_wait(&ph, err);
-  if (!rc) {
-    s_task_results(R, &ph, po, om->dtype, final, rs);
-    js->tasks += ph.n;
-  }
+  if (!rc) s_task_results(R, &ph, po, om->dtype, final, rs, js);
   s_phase_free(&ph);
   js->seconds = tr_now() - t0;
   if (rs) rs->seconds = js->seconds; /* overlapped with the join */
@@ -1183,20 +1216,31 @@ static int s_run_node(s_run *R, int k, int final, tr_err *err) {
 /* EXPLAIN ANALYZE output, text or JSON. */
 static char *s_analyze_text(const s_run *R, const char *tra, double elapsed, int json) {
   const te_engine *e = R->e;
-  size_t cap = 4096 + (size_t)R->nops * 256 + (size_t)e->nsites * 256 + (tra ? strlen(tra) * 2 : 0);
+  size_t cap = 8192 + (size_t)R->nops * (512 + (size_t)e->nsites * 200) + (size_t)e->nsites * 512 +
+               (tra ? strlen(tra) * 2 : 0);
   char *out = malloc(cap);
   size_t o = 0;
   int64_t total = 0;
+  int ns = e->nsites < S_OP_SITES ? e->nsites : S_OP_SITES;
   if (!out) return NULL;
   for (int i = 0; i < R->nops; i++) total += R->ops[i].floats;
 #define PUT(...) o += (size_t)snprintf(out + o, o < cap ? cap - o : 0, __VA_ARGS__)
   if (json) {
     PUT("{\"elapsed_s\": %.6f, \"measured_transfer_floats\": %lld, \"operators\": [", elapsed,
         (long long)total);
-    for (int i = 0; i < R->nops; i++)
-      PUT("%s{\"op\": \"%s\", \"relation\": \"%s\", \"floats\": %lld, \"tasks\": %lld, \"time_s\": %.6f}",
-          i ? ", " : "", R->ops[i].op, R->ops[i].what, (long long)R->ops[i].floats,
-          (long long)R->ops[i].tasks, R->ops[i].seconds);
+    for (int i = 0; i < R->nops; i++) {
+      const s_opstat *op = &R->ops[i];
+      PUT("%s{\"op\": \"%s\", \"relation\": \"%s\", \"fused\": %s, \"floats\": %lld, "
+          "\"tasks\": %lld, \"time_s\": %.6f, \"per_site\": [",
+          i ? ", " : "", op->op, op->what, op->fused ? "true" : "false", (long long)op->floats,
+          (long long)op->tasks, op->seconds);
+      for (int s = 0; s < ns; s++)
+        PUT("%s{\"site\": %d, \"floats_in\": %lld, \"floats_out\": %lld, \"tasks\": %lld, "
+            "\"time_s\": %.6f}",
+            s ? ", " : "", s, (long long)op->site_in[s], (long long)op->site_out[s],
+            (long long)op->site_tasks[s], op->site_s[s]);
+      PUT("]}");
+    }
     PUT("], \"per_site\": [");
     for (int s = 0; s < e->nsites; s++)
       PUT("%s{\"site\": %d, \"endpoint\": \"%s\", \"state\": \"%s\", \"tasks\": %lld, \"floats_in\": %lld, "
@@ -1206,10 +1250,22 @@ static char *s_analyze_text(const s_run *R, const char *tra, double elapsed, int
     PUT("]}\n");
   } else {
     PUT("%s", tra ? tra : "");
-    PUT("IA operators run:\n");
-    for (int i = 0; i < R->nops; i++)
-      PUT("  %-10s %-12s floats moved %12lld  tasks %4lld  time %.3f s\n", R->ops[i].op,
-          R->ops[i].what, (long long)R->ops[i].floats, (long long)R->ops[i].tasks, R->ops[i].seconds);
+    PUT("IA operators run (fused ones run inside the local_join task):\n");
+    for (int i = 0; i < R->nops; i++) {
+      const s_opstat *op = &R->ops[i];
+      PUT("  %-12s %-34s", op->op, op->what);
+      if (op->fused) {
+        PUT(" fused\n");
+        continue;
+      }
+      PUT(" floats moved %12lld  tasks %4lld  time %.3f s\n", (long long)op->floats,
+          (long long)op->tasks, op->seconds);
+      for (int s = 0; s < ns; s++)
+        if (op->site_in[s] || op->site_out[s] || op->site_tasks[s])
+          PUT("      site %d: floats in %12lld  out %12lld  tasks %4lld  task time %.3f s\n", s,
+              (long long)op->site_in[s], (long long)op->site_out[s], (long long)op->site_tasks[s],
+              op->site_s[s]);
+    }
     PUT("Sites:\n");
     for (int s = 0; s < e->nsites; s++)
       PUT("  %d %-40s %-4s tasks %4lld  floats in %12lld  out %12lld  task time %.3f s\n", s,
@@ -1294,11 +1350,7 @@ int te_dist_run(te_engine *e, te_plan *p, int analyze, int json, const char *tra
   if (!rc) {
     /* Not an IA operator, but where durability costs show: fdatasync on
     ** the workers and the catalog transaction. */
-    s_opstat *cs = &R->ops[R->nops++];
-    memset(cs, 0, sizeof *cs);
-    snprintf(cs->op, sizeof cs->op, "commit");
-    snprintf(cs->what, sizeof cs->what, "%s", p->rels[out].meta.name);
-    cs->seconds = tr_now() - tc0;
+    s_op(R, "commit", p->rels[out].meta.name, 0)->seconds = tr_now() - tc0;
   }
   s_cleanup(R, rc != TR_OK);
   if (!rc && analyze && res) {

@@ -127,4 +127,24 @@ out=$("$TRADB" --keys "$work/keys" --workers "${ep[3]}" <<<'CREATE TENSOR k[2]; 
 [ "$out" = $'k[0:2] (f32)\n1  1' ] || fail "wrong result over CURVE: '$out'"
 ok
 
+# Without keys a worker only listens on loopback or ipc endpoints.
+set +e
+"$TRADB" --worker --listen "tcp://0.0.0.0:$(free_port)" --data "$work/open" 2> "$work/open.err"
+rc=$?
+set -e
+[ $rc -ne 0 ] && grep -q -- "--keys" "$work/open.err" || fail "a worker listened on all interfaces without keys"
+ok
+
+# SIGTERM: a clean exit, status 0, within a bounded time.
+kill -TERM "${wpid[2]}"
+deadline=$((SECONDS + 10))
+while kill -0 "${wpid[2]}" 2>/dev/null; do
+  [ $SECONDS -lt $deadline ] || fail "worker still running 10 s after SIGTERM"
+  sleep 0.05
+done
+set +e; wait "${wpid[2]}"; rc=$?; set -e
+[ $rc -eq 0 ] || fail "worker exited with status $rc on SIGTERM"
+grep -q "stopping" "$work/w2.log" || fail "worker did not log its shutdown"
+ok
+
 echo "cluster: $passed passed, 0 failed"

@@ -337,7 +337,9 @@ Test(engine, explain_analyze_counts_transfers) {
   int sites = 0;
   for (const char *q2 = p; (q2 = strstr(q2, "\"endpoint\": ")); q2++) sites++;
   cr_assert_eq(sites, 2, "%s", r->text);
-  cr_assert(strstr(r->text, "\"op\": \"replicate\", \"relation\": \"G\", \"floats\": 256"), "%s", r->text);
+  cr_assert(strstr(r->text, "\"op\": \"replicate\", \"relation\": \"G\", \"fused\": false, \"floats\": 256"),
+            "%s", r->text);
+  cr_assert(strstr(r->text, "\"op\": \"local_agg\", \"relation\": \"G (SUM)\", \"fused\": true"), "%s", r->text);
   te_result_free(&r);
   te_result *g = s_get("G"); /* the statement ran: G = A A^T = 12 everywhere */
   for (int i = 0; i < 256; i++) cr_assert_eq(g->values[i], 12.0);
