@@ -21,6 +21,15 @@
 
 #define S_PRINT_MAX 1000000 /* elements PRINT shows at most */
 
+void te_reuse_chunk_buffers(void) {
+  /* Chunk buffers are a few MiB each and every statement allocates and
+  ** frees many of them.  glibc would serve each from a fresh mmap, so every
+  ** statement would fault in and zero its buffers again (measured: about 5%
+  ** of a 4096^3 product).  Keep such blocks in the heap for reuse. */
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+}
+
 int te_open(const te_config *cfg, te_engine **out, tr_err *err) {
   te_engine *e = calloc(1, sizeof *e);
   int rc;
@@ -42,12 +51,7 @@ int te_open(const te_config *cfg, te_engine **out, tr_err *err) {
     goto fail;
   }
   tk_set_blas_threads(1);
-  /* Chunk buffers are a few MiB each and every statement allocates and
-  ** frees many of them.  glibc would serve each from a fresh mmap, so every
-  ** statement would fault in and zero its buffers again (measured: about 5%
-  ** of a 4096^3 product).  Keep such blocks in the heap for reuse. */
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  te_reuse_chunk_buffers();
   *out = e;
   return TR_OK;
 fail:

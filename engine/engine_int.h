@@ -283,6 +283,10 @@ int te_pread(te_engine *e, const tc_tensor *t, const int64_t *lins, int64_t n,
              int (*fn)(void *ctx, int64_t lin, const void *buf, size_t bytes, tr_err *err),
              void *ctx, tr_err *err);
 
+/* Let freed chunk-sized buffers be reused instead of returned to the
+** system (process-wide; the shell and every worker call it). */
+void te_reuse_chunk_buffers(void);
+
 /* Default chunk shape for a tensor of this shape and type: chunks of at
 ** most about 4 MiB, splitting the largest dimension first. */
 void te_default_chunk(int rank, const int64_t *shape, tr_dtype dt, int64_t *chunk);

@@ -984,6 +984,7 @@ int te_worker_main(const te_worker_config *cfg) {
   tr_clearerr(&err);
   w.kt = tk_backend_get(cfg->backend ? cfg->backend : "auto");
   w.threads = cfg->threads > 0 ? cfg->threads : tr_ncores();
+  te_reuse_chunk_buffers();
   if (!w.kt) {
     s_log("unknown kernel backend '%s'", cfg->backend);
     return 2;
