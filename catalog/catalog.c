@@ -1,19 +1,17 @@
 /*
 ** catalog/catalog.c - the SQLite catalog of a tradb database: opening and
-** locking the database directory, tensor entries, the write path (chunk
-** files first, then one transaction), readers, and the chunk-grid helpers.
+** locking the database directory, the schema, tensor entries (declaring,
+** looking up, replacing and deleting them), and the chunk-grid helpers.
+** Chunk placement (sites, replicas, commits of new versions) is placed.c.
 **
 ** One process holds a database at a time: the connection runs in SQLite's
 ** EXCLUSIVE locking mode, so a second process gets "in use" after the busy
-** timeout.  That is also what makes it safe for tc_open() to delete chunk
-** files that no row refers to: no other live process can be writing them.
+** timeout.
 */
 #include "config.h"
 #include "catalog/catalog.h"
 #include "catalog/catalog_int.h"
-#include "catalog/chunkfile.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -32,31 +30,6 @@
 #include <unistd.h>
 
 #define S_BUSY_MS 2000     /* how long to wait for another process's lock */
-
-struct tc_write {
-  tc_db *db;           /* database the write commits into */
-  tc_tensor meta;      /* complete description of the new version */
-  char id[17];         /* random hex id: the prefix of this write's files */
-  int64_t nchunks;     /* chunks in the new version's grid */
-  pthread_mutex_t mu;  /* guards have, sum and seq */
-  unsigned char *have; /* have[lin] != 0: chunk lin is on disk */
-  uint64_t *sum;       /* sum[lin]: payload checksum of chunk lin */
-  uint64_t seq;        /* counter that makes temporary names unique */
-};
-
-/* One chunk as the catalog recorded it when a reader was opened. */
-typedef struct s_rchunk {
-  char file[CI_FILE]; /* file name in chunks/, "" if the catalog has no row */
-  uint64_t sum;      /* payload checksum */
-  int64_t nbytes;    /* payload bytes */
-} s_rchunk;
-
-struct tc_reader {
-  tc_tensor t;        /* the tensor being read */
-  char *chunkdir;     /* where its files are */
-  int64_t nchunks;    /* chunks in its grid */
-  s_rchunk *chunks;   /* indexed by linear chunk number; NULL at version 0 */
-};
 
 /* ---- grid helpers -------------------------------------------------------- */
 
@@ -127,17 +100,6 @@ int ci_path(char *buf, size_t size, tr_err *err, const char *fmt, ...) {
   return TR_OK;
 }
 
-/* "[k0,k1,...]" for messages. */
-static void s_key_str(char *buf, size_t size, int rank, const int64_t *key) {
-  size_t len = 0;
-  buf[0] = '\0';
-  len += (size_t)snprintf(buf, size, "[");
-  for (int d = 0; d < rank && len < size; d++)
-    len += (size_t)snprintf(buf + len, size - len, d ? ",%" PRId64 : "%" PRId64,
-                            key[d]);
-  if (len < size) snprintf(buf + len, size - len, "]");
-}
-
 /* "4096,4096" ("" for rank 0): how shapes are stored. */
 void ci_dims_str(char *buf, size_t size, int rank, const int64_t *v) {
   size_t len = 0;
@@ -171,23 +133,6 @@ static int s_is_hex(char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
 }
 
-/* Is `name` one of ours in chunks/: "<16 hex>-<lin>.chk" (a committed or
-** pending chunk) or "<16 hex>-<lin>.<seq>.tmp" (a chunk being written)?
-** Only such names are ever read or removed, so a damaged catalog cannot
-** point us outside chunks/ and a stray user file is never deleted. */
-static int s_our_name(const char *name, int allow_tmp) {
-  const char *p = name;
-  for (int i = 0; i < 16; i++, p++)
-    if (!s_is_hex(*p)) return 0;
-  if (*p++ != '-') return 0;
-  if (*p < '0' || *p > '9') return 0;
-  while (*p >= '0' && *p <= '9') p++;
-  if (strcmp(p, ".chk") == 0) return (size_t)(p - name) + 4 < CI_FILE;
-  if (!allow_tmp || *p++ != '.') return 0;
-  if (*p < '0' || *p > '9') return 0;
-  while (*p >= '0' && *p <= '9') p++;
-  return strcmp(p, ".tmp") == 0;
-}
 
 static int s_name_ok(const char *name) {
   size_t n = strnlen(name, TC_NAME_MAX);
@@ -283,7 +228,7 @@ static int s_rm_entry(const char *path, const struct stat *st, int flag,
   return 0;
 }
 
-/* 64 random bits: write ids and cluster-wide chunk ids. */
+/* 64 random bits: cluster-wide chunk ids. */
 uint64_t ci_random64(void) {
   static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
   static uint64_t counter;
@@ -303,11 +248,6 @@ uint64_t ci_random64(void) {
         ((uint64_t)getpid() << 40) ^ (c * 0x9E3779B97F4A7C15ull);
   }
   return v;
-}
-
-/* 64 random bits as 16 hex digits: the id of a write. */
-static void s_random_id(char out[17]) {
-  snprintf(out, 17, "%016" PRIx64, ci_random64());
 }
 
 /* ---- SQLite helpers ------------------------------------------------------ */
@@ -393,56 +333,6 @@ int ci_sum_parse(const char *s, uint64_t *out) {
   return 0;
 }
 
-/* The names of a tensor's chunk files (to unlink after a commit that
-** forgets them), as one malloc'd array of fixed-size names. */
-int ci_tensor_files(tc_db *db, int64_t id, char (**files)[CI_FILE],
-                    int64_t *n, tr_err *err) {
-  sqlite3_stmt *st = NULL;
-  char(*v)[CI_FILE] = NULL;
-  int64_t cnt = 0, cap = 0;
-  int rc = ci_prepare(db, "SELECT file FROM chunks WHERE tensor_id = ?1", &st,
-                      err);
-  if (rc) goto done;
-  sqlite3_bind_int64(st, 1, id);
-  int s;
-  while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-    const char *f = (const char *)sqlite3_column_text(st, 0);
-    if (!f || !s_our_name(f, 0)) continue; /* never unlink a foreign name */
-    if (cnt == cap) {
-      int64_t ncap = cap ? cap * 2 : 64;
-      void *p = realloc(v, (size_t)ncap * CI_FILE);
-      if (!p) {
-        rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-        goto done;
-      }
-      v = p;
-      cap = ncap;
-    }
-    snprintf(v[cnt++], CI_FILE, "%s", f);
-  }
-  if (s != SQLITE_DONE) rc = ci_sqlfail(db, err, "listing chunk files");
-done:
-  sqlite3_finalize(st);
-  if (rc) {
-    free(v);
-    v = NULL;
-    cnt = 0;
-  }
-  *files = v;
-  *n = cnt;
-  return rc;
-}
-
-/* Unlink files in chunks/ after a commit made them unreferenced; a failure
-** only leaves garbage that the next tc_open() removes. */
-void ci_unlink_files(tc_db *db, char (*files)[CI_FILE], int64_t n) {
-  char path[CI_PATH];
-  for (int64_t i = 0; i < n; i++)
-    if (ci_path(path, sizeof path, NULL, "%s/%s", db->chunkdir, files[i]) == 0)
-      unlink(path);
-  if (n > 0) ci_fsync_dir(db->chunkdir);
-}
-
 /* ---- open / close -------------------------------------------------------- */
 
 static const char *const s_schema_sql =
@@ -451,8 +341,8 @@ static const char *const s_schema_sql =
     " dtype TEXT, rank INT, shape TEXT, chunk TEXT, format TEXT,"
     " version INT);"
     "CREATE TABLE chunks(tensor_id INT REFERENCES tensors(id) ON DELETE"
-    " CASCADE, key TEXT, lin INT, nbytes INT, checksum TEXT, file TEXT,"
-    " chunk_id INTEGER, PRIMARY KEY(tensor_id, lin));"
+    " CASCADE, key TEXT, lin INT, nbytes INT, checksum TEXT,"
+    " chunk_id INTEGER NOT NULL, PRIMARY KEY(tensor_id, lin));"
     "CREATE INDEX chunks_by_id ON chunks(chunk_id);"
     "CREATE TABLE sites(id INTEGER PRIMARY KEY, endpoint TEXT UNIQUE,"
     " state TEXT);"
@@ -462,8 +352,7 @@ static const char *const s_schema_sql =
     " FOREIGN KEY(tensor_id, lin) REFERENCES chunks(tensor_id, lin)"
     " ON DELETE CASCADE);"
     "CREATE INDEX replicas_by_site ON chunk_replicas(site_id);"
-    "CREATE TABLE settings(name TEXT PRIMARY KEY, value TEXT);"
-    "INSERT INTO sites(id, endpoint, state) VALUES(0, 'local', 'up');";
+    "CREATE TABLE settings(name TEXT PRIMARY KEY, value TEXT);";
 
 /* Create the schema in an empty catalog, or check the version of an
 ** existing one.  Runs in one write transaction, which also takes the
@@ -544,64 +433,6 @@ done:
   return rc;
 }
 
-static int s_cmp_name(const void *a, const void *b) {
-  return strcmp((const char *)a, (const char *)b);
-}
-
-/* Remove files in chunks/ that no row refers to: chunks of writes that a
-** killed process never committed or aborted, and temporaries. */
-static int s_cleanup(tc_db *db, tr_err *err) {
-  sqlite3_stmt *st = NULL;
-  char(*v)[CI_FILE] = NULL;
-  size_t cnt = 0, cap = 0;
-  DIR *d = NULL;
-  int rc, s, removed = 0;
-  if ((rc = ci_prepare(db, "SELECT file FROM chunks", &st, err))) goto done;
-  while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-    const char *f = (const char *)sqlite3_column_text(st, 0);
-    if (!f || strlen(f) >= CI_FILE) continue;
-    if (cnt == cap) {
-      size_t ncap = cap ? cap * 2 : 256;
-      void *p = realloc(v, ncap * CI_FILE);
-      if (!p) {
-        rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-        goto done;
-      }
-      v = p;
-      cap = ncap;
-    }
-    snprintf(v[cnt++], CI_FILE, "%s", f);
-  }
-  if (s != SQLITE_DONE) {
-    rc = ci_sqlfail(db, err, "listing chunk files");
-    goto done;
-  }
-  if (cnt) qsort(v, cnt, CI_FILE, s_cmp_name);
-  if (!(d = opendir(db->chunkdir))) {
-    rc = tr_seterr(err, TR_EIO, "cannot read '%s': %s", db->chunkdir,
-                   strerror(errno));
-    goto done;
-  }
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    struct stat sb;
-    if (!s_our_name(e->d_name, 1)) continue;
-    if (cnt && strlen(e->d_name) < CI_FILE &&
-        bsearch(e->d_name, v, cnt, CI_FILE, s_cmp_name))
-      continue;
-    if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
-        !S_ISREG(sb.st_mode))
-      continue;
-    if (unlinkat(dirfd(d), e->d_name, 0) == 0) removed++;
-  }
-  if (removed) fsync(dirfd(d));
-done:
-  if (d) closedir(d);
-  sqlite3_finalize(st);
-  free(v);
-  return rc;
-}
-
 int tc_open(const char *dir, tc_db **out, tr_err *err) {
   tc_db *db = NULL;
   char path[CI_PATH];
@@ -633,23 +464,6 @@ int tc_open(const char *dir, tc_db **out, tr_err *err) {
     goto fail;
   }
   /* dir may point into path (transient database): use the copy. */
-  if ((rc = ci_path(path, sizeof path, err, "%s/chunks", db->dir))) goto fail;
-  if (!(db->chunkdir = strdup(path))) {
-    rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-    goto fail;
-  }
-  if (mkdir(db->chunkdir, 0755) == 0) {
-    ci_fsync_dir(db->dir); /* a new database: make chunks/ durable */
-  } else if (errno != EEXIST) {
-    rc = tr_seterr(err, TR_EIO, "cannot create '%s': %s", db->chunkdir,
-                   strerror(errno));
-    goto fail;
-  }
-  if (stat(db->chunkdir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-    rc = tr_seterr(err, TR_EINVAL, "'%s' is not a tradb database ('%s' is "
-                   "not a directory)", db->dir, db->chunkdir);
-    goto fail;
-  }
   if ((rc = ci_path(path, sizeof path, err, "%s/catalog.db", db->dir)))
     goto fail;
   if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
@@ -676,7 +490,7 @@ int tc_open(const char *dir, tc_db **out, tr_err *err) {
       (rc = ci_exec(db, "PRAGMA journal_mode = WAL", err)) ||
       (rc = ci_exec(db, "PRAGMA synchronous = FULL", err)) ||
       (rc = ci_exec(db, "PRAGMA foreign_keys = ON", err)) ||
-      (rc = s_schema(db, err)) || (rc = s_cleanup(db, err)))
+      (rc = s_schema(db, err)))
     goto fail;
   *out = db;
   return TR_OK;
@@ -693,7 +507,6 @@ void tc_close(tc_db **pdb) {
   if (db->transient && db->dir)
     nftw(db->dir, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
   free(db->dir);
-  free(db->chunkdir);
   free(db);
 }
 
@@ -796,43 +609,28 @@ int tc_tensor_create(tc_db *db, tc_tensor *t, tr_err *err) {
   return rc;
 }
 
-int ci_tensor_delete(tc_db *db, int64_t id, tr_err *err) {
-  /* Explicit deletes, children first, rather than relying on cascades. */
+/* Delete the replica and chunk rows of tensor id and, if also_entry, its
+** tensors row: explicit deletes, children first, rather than relying on
+** cascades. */
+static int s_delete_rows(tc_db *db, int64_t id, int also_entry,
+                         const char *what, tr_err *err) {
   static const char *const del[] = {
       "DELETE FROM chunk_replicas WHERE tensor_id = ?1",
       "DELETE FROM chunks WHERE tensor_id = ?1",
       "DELETE FROM tensors WHERE id = ?1"};
   int rc = TR_OK;
-  for (size_t i = 0; i < sizeof del / sizeof del[0] && rc == TR_OK; i++) {
+  for (size_t i = 0; i < (also_entry ? 3u : 2u) && rc == TR_OK; i++) {
     sqlite3_stmt *st;
     if ((rc = ci_prepare(db, del[i], &st, err))) break;
     sqlite3_bind_int64(st, 1, id);
-    if (sqlite3_step(st) != SQLITE_DONE)
-      rc = ci_sqlfail(db, err, "dropping a tensor");
+    if (sqlite3_step(st) != SQLITE_DONE) rc = ci_sqlfail(db, err, what);
     sqlite3_finalize(st);
   }
   return rc;
 }
 
-int tc_tensor_drop(tc_db *db, const char *name, tr_err *err) {
-  char(*files)[CI_FILE] = NULL;
-  int64_t nfiles = 0;
-  tc_tensor t;
-  int rc;
-  if (!db || !name)
-    return tr_seterr(err, TR_EINVAL, "tc_tensor_drop: bad argument");
-  if ((rc = ci_exec(db, "BEGIN IMMEDIATE", err))) return rc;
-  if ((rc = tc_tensor_get(db, name, &t, err))) goto done;
-  if ((rc = ci_tensor_files(db, t.id, &files, &nfiles, err))) goto done;
-  if ((rc = ci_tensor_delete(db, t.id, err))) goto done;
-  rc = ci_exec(db, "COMMIT", err);
-done:
-  if (rc)
-    ci_rollback(db);
-  else
-    ci_unlink_files(db, files, nfiles);
-  free(files);
-  return rc;
+int ci_tensor_delete(tc_db *db, int64_t id, tr_err *err) {
+  return s_delete_rows(db, id, 1, "dropping a tensor", err);
 }
 
 int tc_tensor_bytes(tc_db *db, const tc_tensor *t, int64_t *bytes,
@@ -854,47 +652,13 @@ int tc_tensor_bytes(tc_db *db, const tc_tensor *t, int64_t *bytes,
   return rc;
 }
 
-/* ---- writes -------------------------------------------------------------- */
-
-/* Check a chunk key against a grid and return its linear number, or -1. */
-static int64_t s_key_check(const tc_tensor *t, const int64_t *key) {
-  for (int d = 0; d < t->rank; d++)
-    if (key[d] < 0 || key[d] >= tc_grid(t, d)) return -1;
-  return tc_key_linear(t, key);
-}
-
-/* Validate key and buffer size for chunk I/O on tensor t; sets *lin. */
-static int s_chunk_args(const tc_tensor *t, int64_t nchunks,
-                        const int64_t *key, const void *buf, size_t nbytes,
-                        int64_t *lin, tr_err *err) {
-  char ks[CI_KEYSTR];
-  if (!key && t->rank > 0)
-    return tr_seterr(err, TR_EINVAL, "tensor %s: no chunk key", t->name);
-  *lin = s_key_check(t, key);
-  if (*lin < 0 || *lin >= nchunks) {
-    s_key_str(ks, sizeof ks, t->rank, key);
-    return tr_seterr(err, TR_EINVAL, "chunk %s is outside the grid of tensor "
-                     "%s", ks, t->name);
-  }
-  int64_t want = tc_chunk_extent(t, key, NULL) * (int64_t)tr_dtype_size(t->dtype);
-  if ((uint64_t)want != (uint64_t)nbytes || (!buf && nbytes > 0)) {
-    s_key_str(ks, sizeof ks, t->rank, key);
-    return tr_seterr(err, TR_EINVAL, "tensor %s chunk %s holds %" PRId64
-                     " bytes, not %zu", t->name, ks, want, nbytes);
-  }
-  return TR_OK;
-}
-
 int ci_tensor_replace(tc_db *db, const tc_tensor *meta, int64_t *id,
-                      int64_t *version, char (**old)[CI_FILE], int64_t *nold,
-                      tr_err *err) {
+                      int64_t *version, tr_err *err) {
   sqlite3_stmt *st = NULL;
   char shape[CI_KEYSTR * 2], chunk[CI_KEYSTR * 2];
   int rc, s;
   *id = 0;
   *version = 1;
-  *old = NULL;
-  *nold = 0;
   ci_dims_str(shape, sizeof shape, meta->rank, meta->shape);
   ci_dims_str(chunk, sizeof chunk, meta->rank, meta->chunk);
   if ((rc = ci_prepare(db, "SELECT id, version FROM tensors WHERE name = ?1",
@@ -912,20 +676,8 @@ int ci_tensor_replace(tc_db *db, const tc_tensor *meta, int64_t *id,
   sqlite3_finalize(st);
   st = NULL;
   if (*id) {
-    static const char *const del[] = {
-        "DELETE FROM chunk_replicas WHERE tensor_id = ?1",
-        "DELETE FROM chunks WHERE tensor_id = ?1"};
-    if ((rc = ci_tensor_files(db, *id, old, nold, err))) goto done;
-    for (size_t i = 0; i < 2; i++) {
-      if ((rc = ci_prepare(db, del[i], &st, err))) goto done;
-      sqlite3_bind_int64(st, 1, *id);
-      if (sqlite3_step(st) != SQLITE_DONE) {
-        rc = ci_sqlfail(db, err, "replacing a tensor");
-        goto done;
-      }
-      sqlite3_finalize(st);
-      st = NULL;
-    }
+    if ((rc = s_delete_rows(db, *id, 0, "replacing a tensor", err)))
+      goto done;
     rc = ci_prepare(db, "UPDATE tensors SET dtype = ?2, rank = ?3, shape = ?4,"
                     " chunk = ?5, format = ?6, version = ?7 WHERE id = ?1",
                     &st, err);
@@ -953,11 +705,6 @@ int ci_tensor_replace(tc_db *db, const tc_tensor *meta, int64_t *id,
   if (!*id) *id = sqlite3_last_insert_rowid(db->sql);
 done:
   sqlite3_finalize(st);
-  if (rc) {
-    free(*old);
-    *old = NULL;
-    *nold = 0;
-  }
   return rc;
 }
 
@@ -967,215 +714,6 @@ void ci_meta_normal(tc_tensor *m) {
   for (int d = m->rank; d < TR_MAX_RANK; d++) m->shape[d] = m->chunk[d] = 0;
   snprintf(m->format, sizeof m->format, "%s", tc_format_name(m));
 }
-
-int tc_write_begin(tc_db *db, const tc_tensor *meta, tc_write **out,
-                   tr_err *err) {
-  tc_write *w = NULL;
-  int rc;
-  if (!out) return tr_seterr(err, TR_EINVAL, "tc_write_begin: bad argument");
-  *out = NULL;
-  if (!db || !meta)
-    return tr_seterr(err, TR_EINVAL, "tc_write_begin: bad argument");
-  if ((rc = ci_check_meta(meta, err))) return rc;
-  if (!(w = calloc(1, sizeof *w)))
-    return tr_seterr(err, TR_ENOMEM, "out of memory");
-  w->db = db;
-  w->meta = *meta;
-  ci_meta_normal(&w->meta);
-  w->nchunks = tc_nchunks(&w->meta);
-  if (w->nchunks < 0 || (uint64_t)w->nchunks > SIZE_MAX / sizeof(uint64_t)) {
-    free(w);
-    return tr_seterr(err, TR_ESHAPE, "tensor %s has too many chunks",
-                     meta->name);
-  }
-  size_t n = w->nchunks > 0 ? (size_t)w->nchunks : 1;
-  w->have = calloc(n, 1);
-  w->sum = calloc(n, sizeof *w->sum);
-  if (!w->have || !w->sum) {
-    int64_t nchunks = w->nchunks;
-    free(w->have);
-    free(w->sum);
-    free(w);
-    return tr_seterr(err, TR_ENOMEM, "out of memory for the chunk table of "
-                     "tensor %s (%" PRId64 " chunks)", meta->name, nchunks);
-  }
-  pthread_mutex_init(&w->mu, NULL);
-  s_random_id(w->id);
-  *out = w;
-  return TR_OK;
-}
-
-int tc_write_chunk(tc_write *w, const int64_t *key, const void *data,
-                   size_t nbytes, tr_err *err) {
-  char tmp[CI_PATH], final[CI_PATH];
-  int64_t lin;
-  uint64_t sum = 0, seq;
-  int rc;
-  if (!w) return tr_seterr(err, TR_EINVAL, "tc_write_chunk: no write");
-  if ((rc = s_chunk_args(&w->meta, w->nchunks, key, data, nbytes, &lin, err)))
-    return rc;
-  pthread_mutex_lock(&w->mu);
-  seq = w->seq++;
-  pthread_mutex_unlock(&w->mu);
-  if ((rc = ci_path(final, sizeof final, err, "%s/%s-%" PRId64 ".chk",
-                    w->db->chunkdir, w->id, lin)) ||
-      (rc = ci_path(tmp, sizeof tmp, err, "%s/%s-%" PRId64 ".%" PRIu64 ".tmp",
-                    w->db->chunkdir, w->id, lin, seq)))
-    return rc;
-  /* The slow part, outside the lock: write and sync a temporary file. */
-  if ((rc = cf_write(tmp, w->meta.dtype, data ? data : "", nbytes, &sum, err)))
-    return rc;
-  /* Rename and record together, so that the checksum in the table is the
-  ** one of the file that won if the same chunk is written twice at once. */
-  pthread_mutex_lock(&w->mu);
-  if (rename(tmp, final) != 0) {
-    rc = tr_seterr(err, TR_EIO, "cannot rename chunk file '%s': %s", tmp,
-                   strerror(errno));
-    unlink(tmp);
-  } else {
-    w->have[lin] = 1;
-    w->sum[lin] = sum;
-  }
-  pthread_mutex_unlock(&w->mu);
-  return rc;
-}
-
-int tc_write_read(tc_write *w, const int64_t *key, void *buf, size_t nbytes,
-                  tr_err *err) {
-  char path[CI_PATH], ks[CI_KEYSTR], what[CI_KEYSTR + TC_NAME_MAX + 40];
-  int64_t lin;
-  uint64_t sum;
-  int have, rc;
-  if (!w) return tr_seterr(err, TR_EINVAL, "tc_write_read: no write");
-  if ((rc = s_chunk_args(&w->meta, w->nchunks, key, buf, nbytes, &lin, err)))
-    return rc;
-  s_key_str(ks, sizeof ks, w->meta.rank, key);
-  pthread_mutex_lock(&w->mu);
-  have = w->have[lin];
-  sum = w->sum[lin];
-  pthread_mutex_unlock(&w->mu);
-  if (!have)
-    return tr_seterr(err, TR_ERR, "internal: chunk %s of uncommitted tensor "
-                     "%s was not written", ks, w->meta.name);
-  if ((rc = ci_path(path, sizeof path, err, "%s/%s-%" PRId64 ".chk",
-                    w->db->chunkdir, w->id, lin)))
-    return rc;
-  snprintf(what, sizeof what, "uncommitted tensor %s chunk %s", w->meta.name,
-           ks);
-  return cf_read(path, w->meta.dtype, buf, nbytes, sum, what, err);
-}
-
-/* Unlink this write's chunk files and free it. */
-static void s_write_free(tc_write *w, int unlink_files) {
-  char path[CI_PATH];
-  if (unlink_files) {
-    int any = 0;
-    for (int64_t lin = 0; lin < w->nchunks; lin++) {
-      if (!w->have[lin]) continue;
-      if (ci_path(path, sizeof path, NULL, "%s/%s-%" PRId64 ".chk",
-                  w->db->chunkdir, w->id, lin) == 0)
-        unlink(path);
-      any = 1;
-    }
-    if (any) ci_fsync_dir(w->db->chunkdir);
-  }
-  pthread_mutex_destroy(&w->mu);
-  free(w->have);
-  free(w->sum);
-  free(w);
-}
-
-int tc_write_commit(tc_write **pw, tc_tensor *result, tr_err *err) {
-  tc_write *w = pw ? *pw : NULL;
-  sqlite3_stmt *ins = NULL, *rep = NULL;
-  char(*old)[CI_FILE] = NULL;
-  int64_t nold = 0, id = 0, version = 1;
-  tc_db *db;
-  int rc = TR_OK, e;
-  if (!w) return tr_seterr(err, TR_EINVAL, "tc_write_commit: no write");
-  *pw = NULL;
-  db = w->db;
-  for (int64_t lin = 0; lin < w->nchunks; lin++)
-    if (!w->have[lin]) {
-      rc = tr_seterr(err, TR_ERR, "internal: chunk %" PRId64 " of %s missing",
-                     lin, w->meta.name);
-      goto done;
-    }
-  /* The chunk files and their renames into final names must be durable
-  ** before the catalog refers to them. */
-  for (int64_t lin = 0; lin < w->nchunks; lin++) {
-    char path[CI_PATH];
-    if ((rc = ci_path(path, sizeof path, err, "%s/%s-%" PRId64 ".chk",
-                      db->chunkdir, w->id, lin)) ||
-        (rc = cf_sync(path, err)))
-      goto done;
-  }
-  if ((e = ci_fsync_dir(db->chunkdir)) != 0) {
-    rc = tr_seterr(err, TR_EIO, "cannot sync '%s': %s", db->chunkdir,
-                   strerror(e));
-    goto done;
-  }
-  if ((rc = ci_exec(db, "BEGIN IMMEDIATE", err)) ||
-      (rc = ci_tensor_replace(db, &w->meta, &id, &version, &old, &nold, err)))
-    goto done;
-  if ((rc = ci_prepare(db, "INSERT INTO chunks(tensor_id, key, lin, nbytes, "
-                       "checksum, file) VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
-                       &ins, err)) ||
-      (rc = ci_prepare(db, "INSERT INTO chunk_replicas(tensor_id, lin, "
-                       "site_id) VALUES(?1, ?2, 0)", &rep, err)))
-    goto done;
-  for (int64_t lin = 0; lin < w->nchunks; lin++) {
-    int64_t key[TR_MAX_RANK];
-    char ks[CI_KEYSTR], sum[17], file[CI_FILE];
-    tc_key_from_linear(&w->meta, lin, key);
-    ci_dims_str(ks, sizeof ks, w->meta.rank, key);
-    snprintf(sum, sizeof sum, "%016" PRIx64, w->sum[lin]);
-    snprintf(file, sizeof file, "%s-%" PRId64 ".chk", w->id, lin);
-    int64_t nb = tc_chunk_extent(&w->meta, key, NULL) *
-                 (int64_t)tr_dtype_size(w->meta.dtype);
-    sqlite3_reset(ins);
-    sqlite3_reset(rep);
-    sqlite3_bind_int64(ins, 1, id);
-    sqlite3_bind_text(ins, 2, ks, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(ins, 3, lin);
-    sqlite3_bind_int64(ins, 4, nb);
-    sqlite3_bind_text(ins, 5, sum, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(ins, 6, file, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(rep, 1, id);
-    sqlite3_bind_int64(rep, 2, lin);
-    if (sqlite3_step(ins) != SQLITE_DONE || sqlite3_step(rep) != SQLITE_DONE) {
-      rc = ci_sqlfail(db, err, "recording chunks");
-      goto done;
-    }
-  }
-  if ((rc = ci_exec(db, "COMMIT", err))) goto done;
-  if (result) {
-    *result = w->meta;
-    result->id = id;
-    result->version = version;
-  }
-done:
-  sqlite3_finalize(ins);
-  sqlite3_finalize(rep);
-  if (rc) {
-    ci_rollback(db);
-    s_write_free(w, 1);
-  } else {
-    ci_unlink_files(db, old, nold);
-    s_write_free(w, 0);
-  }
-  free(old);
-  return rc;
-}
-
-void tc_write_abort(tc_write **pw) {
-  tc_write *w = pw ? *pw : NULL;
-  if (!w) return;
-  *pw = NULL;
-  s_write_free(w, 1);
-}
-
-/* ---- readers ------------------------------------------------------------- */
 
 int ci_tensor_current(tc_db *db, const tc_tensor *t, tr_err *err) {
   sqlite3_stmt *st = NULL;
@@ -1208,110 +746,4 @@ int ci_tensor_current(tc_db *db, const tc_tensor *t, tr_err *err) {
 done:
   sqlite3_finalize(st);
   return rc;
-}
-
-int tc_reader_open(tc_db *db, const tc_tensor *t, tc_reader **out,
-                   tr_err *err) {
-  tc_reader *r = NULL;
-  sqlite3_stmt *st = NULL;
-  int rc, s;
-  if (!out) return tr_seterr(err, TR_EINVAL, "tc_reader_open: bad argument");
-  *out = NULL;
-  if (!db || !t) return tr_seterr(err, TR_EINVAL, "tc_reader_open: bad "
-                                  "argument");
-  if ((rc = ci_check_meta(t, err))) return rc;
-  if (!(r = calloc(1, sizeof *r)) || !(r->chunkdir = strdup(db->chunkdir))) {
-    rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-    goto done;
-  }
-  r->t = *t;
-  r->nchunks = tc_nchunks(t);
-  if (r->nchunks < 0) {
-    rc = tr_seterr(err, TR_ESHAPE, "tensor %s has too many chunks", t->name);
-    goto done;
-  }
-  if (t->id == 0) {
-    /* Never stored: only a bare declaration (version 0) makes sense. */
-    if (t->version != 0)
-      rc = tr_seterr(err, TR_EINVAL, "tensor %s: version %" PRId64
-                     " without a catalog id", t->name, t->version);
-    goto done;
-  }
-  /* The description must be the current one. */
-  if ((rc = ci_tensor_current(db, t, err))) goto done;
-  if (t->version == 0) goto done; /* declared only: reads as zeros */
-  if (!(r->chunks = calloc(r->nchunks > 0 ? (size_t)r->nchunks : 1,
-                           sizeof *r->chunks))) {
-    rc = tr_seterr(err, TR_ENOMEM, "out of memory for the chunk index of "
-                   "tensor %s", t->name);
-    goto done;
-  }
-  if ((rc = ci_prepare(db, "SELECT lin, file, checksum, nbytes, chunk_id "
-                       "FROM chunks WHERE tensor_id = ?1", &st, err)))
-    goto done;
-  sqlite3_bind_int64(st, 1, t->id);
-  while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-    int64_t lin = sqlite3_column_int64(st, 0);
-    const char *f = (const char *)sqlite3_column_text(st, 1);
-    uint64_t sum;
-    if (sqlite3_column_type(st, 4) != SQLITE_NULL) {
-      rc = tr_seterr(err, TR_EINVAL, "tensor %s is stored on workers, not in "
-                     "this database's chunk files", t->name);
-      goto done;
-    }
-    if (lin < 0 || lin >= r->nchunks || !f || !s_our_name(f, 0) ||
-        ci_sum_parse((const char *)sqlite3_column_text(st, 2), &sum) != 0) {
-      rc = tr_seterr(err, TR_ECORRUPT, "catalog %s/catalog.db: malformed "
-                     "chunk entry %" PRId64 " of tensor %s", db->dir, lin,
-                     t->name);
-      goto done;
-    }
-    s_rchunk *c = &r->chunks[lin];
-    snprintf(c->file, sizeof c->file, "%s", f);
-    c->sum = sum;
-    c->nbytes = sqlite3_column_int64(st, 3);
-  }
-  if (s != SQLITE_DONE) rc = ci_sqlfail(db, err, "reading the chunk index");
-done:
-  sqlite3_finalize(st);
-  if (rc)
-    tc_reader_close(&r);
-  else
-    *out = r;
-  return rc;
-}
-
-int tc_reader_read(tc_reader *r, const int64_t *key, void *buf, size_t nbytes,
-                   tr_err *err) {
-  char path[CI_PATH], ks[CI_KEYSTR], what[CI_KEYSTR + TC_NAME_MAX + 40];
-  int64_t lin;
-  int rc;
-  if (!r) return tr_seterr(err, TR_EINVAL, "tc_reader_read: no reader");
-  if ((rc = s_chunk_args(&r->t, r->nchunks, key, buf, nbytes, &lin, err)))
-    return rc;
-  if (!r->chunks) {
-    if (nbytes) memset(buf, 0, nbytes);
-    return TR_OK;
-  }
-  s_key_str(ks, sizeof ks, r->t.rank, key);
-  snprintf(what, sizeof what, "tensor %s chunk %s", r->t.name, ks);
-  const s_rchunk *c = &r->chunks[lin];
-  if (!c->file[0])
-    return tr_seterr(err, TR_ECORRUPT, "%s is missing from the catalog",
-                     what);
-  if ((uint64_t)c->nbytes != (uint64_t)nbytes)
-    return tr_seterr(err, TR_ECORRUPT, "catalog size of %s is %" PRId64
-                     " bytes, expected %zu", what, c->nbytes, nbytes);
-  if ((rc = ci_path(path, sizeof path, err, "%s/%s", r->chunkdir, c->file)))
-    return rc;
-  return cf_read(path, r->t.dtype, buf, nbytes, c->sum, what, err);
-}
-
-void tc_reader_close(tc_reader **pr) {
-  tc_reader *r = pr ? *pr : NULL;
-  if (!r) return;
-  *pr = NULL;
-  free(r->chunks);
-  free(r->chunkdir);
-  free(r);
 }

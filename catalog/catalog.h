@@ -1,20 +1,24 @@
 /*
-** catalog/catalog.h - where tensors live: the SQLite catalog, checksummed
-** chunk files, and the dense array files users load and save (.npy, .csv).
+** catalog/catalog.h - where tensors live: the SQLite catalog of a
+** database, the workers' chunk stores, and the dense array files users
+** load and save (.npy, .csv).
 **
-** A database is a directory:
-**     DBPATH/catalog.db     SQLite: schema version, tensors, chunks,
-**                           chunk replicas (chunk -> site), sites
-**     DBPATH/chunks/        one file per stored chunk (header + payload)
+** A database is a directory holding DBPATH/catalog.db (SQLite): the schema
+** version, settings, the sites (workers), the tensors, and for every chunk
+** of a tensor its cluster-wide chunk id, size, checksum and the sites that
+** hold a replica.  Chunk bytes are not in the database directory: they
+** live in the workers' chunk stores (tc_store below).
 **
-** Durability: chunk files of a write are written and fsync'd first; then
-** one SQLite transaction makes the new version of the tensor visible and
-** forgets the old one; only then are the old files unlinked.  A process
-** killed at any point leaves either the old or the new version, and files
-** no row refers to are removed by the next tc_open.
+** Durability: the chunks of a new version are written to the workers'
+** stores and synced (tc_store_sync) first; then tc_commit_placed() makes
+** the new version visible and forgets the old one in one SQLite
+** transaction, and only then are the old version's chunks dropped from the
+** stores.  A process killed at any point leaves either the old or the new
+** version; chunks no row refers to are removed later, when the
+** coordinator tells each worker to keep only the chunks tc_site_chunks()
+** lists for it (tc_store_keep).
 **
-** Threads: a tc_db is used from one thread, except tc_reader_read() and
-** tc_write_chunk(), which may be called from many threads at once.
+** Threads: a tc_db is used from one thread; a tc_store from many.
 */
 #ifndef TRADB_CATALOG_H
 #define TRADB_CATALOG_H
@@ -25,7 +29,6 @@
 
 #define TC_NAME_MAX 64     /* tensor names: [A-Za-z_][A-Za-z0-9_]*, < 64 */
 #define TC_SCHEMA_VERSION 1
-#define TC_SITE_LOCAL 0    /* site id of the coordinator's own store */
 
 typedef struct tc_db tc_db;
 
@@ -57,8 +60,9 @@ const char *tc_format_name(const tc_tensor *t);
 
 /* Open (creating if needed) the database in directory `dir`.  If dir is
 ** NULL a transient database is made in a fresh temporary directory and
-** removed by tc_close().  Leftover chunk files are cleaned up.  Returns
-** TR_OK and *out, or an error (and *out = NULL). */
+** removed, with everything in it, by tc_close().  Another process holding
+** the database is TR_EIO "... in use by another process".  Returns TR_OK
+** and *out, or an error (and *out = NULL). */
 int tc_open(const char *dir, tc_db **out, tr_err *err);
 /* Close; safe on NULL and twice (sets *db to NULL). */
 void tc_close(tc_db **db);
@@ -73,60 +77,19 @@ int tc_tensor_list(tc_db *db, tc_tensor **out, int *n, tr_err *err);
 /* Declare a new tensor with no content (version 0).  TR_ENAME if the name
 ** exists.  t->id and t->format are filled in. */
 int tc_tensor_create(tc_db *db, tc_tensor *t, tr_err *err);
-/* Remove a tensor and its chunks (files unlinked after the commit). */
-int tc_tensor_drop(tc_db *db, const char *name, tr_err *err);
 /* Total bytes of a tensor's stored chunks. */
 int tc_tensor_bytes(tc_db *db, const tc_tensor *t, int64_t *bytes, tr_err *err);
 
 /*
-** Writing a new version of a tensor.  tc_write_begin() takes the complete
-** new description (name, dtype, rank, shape, chunk); the tensor is created
-** at commit if absent and replaced (shape and chunking too) if present.
-** Every chunk of the new version must be written before commit.
-** A write that is never committed can serve as a temporary relation:
-** tc_write_read() reads its chunks back.  tc_write_abort() removes its files.
-*/
-typedef struct tc_write tc_write;
-int tc_write_begin(tc_db *db, const tc_tensor *meta, tc_write **out, tr_err *err);
-/* Store one chunk: its file is written now (write-back started) and made
-** durable by tc_write_commit() before the catalog refers to it.  Thread-safe. */
-int tc_write_chunk(tc_write *w, const int64_t *key, const void *data,
-                   size_t nbytes, tr_err *err);
-/* Read back a chunk of this write (checksum verified).  Thread-safe. */
-int tc_write_read(tc_write *w, const int64_t *key, void *buf, size_t nbytes,
-                  tr_err *err);
-/* Make the write visible atomically; *result (may be NULL) receives the new
-** catalog entry.  Fails with TR_ERR if a chunk is missing.  *w is freed
-** and set to NULL whatever the outcome (on failure the files are removed). */
-int tc_write_commit(tc_write **w, tc_tensor *result, tr_err *err);
-/* Discard; safe on NULL and twice. */
-void tc_write_abort(tc_write **w);
-
-/*
-** Reading a tensor's chunks.  tc_reader_open() snapshots the chunk index
-** (main thread); tc_reader_read() is thread-safe and verifies each chunk's
-** checksum against the catalog: a mismatch is TR_ECORRUPT with a message
-** naming the tensor and chunk key.  A tensor at version 0 has no chunks:
-** tc_reader_read() fills zeros.
-*/
-typedef struct tc_reader tc_reader;
-int tc_reader_open(tc_db *db, const tc_tensor *t, tc_reader **out, tr_err *err);
-int tc_reader_read(tc_reader *r, const int64_t *key, void *buf, size_t nbytes,
-                   tr_err *err);
-void tc_reader_close(tc_reader **r);
-
-/*
-** Sites (workers) and chunk placement.  When tensors live on workers, the
-** catalog records for every chunk a cluster-wide chunk id, its size and
-** checksum, and the sites holding a replica (table chunk_replicas).  A
-** placed tensor's chunks are not files of this database: they are in the
-** workers' stores (tc_store below).
+** Sites (workers) and chunk placement: for every chunk the catalog records
+** a cluster-wide chunk id, its size and checksum, and the sites holding a
+** replica (table chunk_replicas); the bytes are in those workers' stores.
 */
 #define TC_MAX_REPLICAS 8
 #define TC_ENDPOINT_MAX 256
 
 typedef struct tc_site {
-  int64_t id;                       /* row id (> 0; 0 is the local site) */
+  int64_t id;                       /* row id (> 0) */
   char endpoint[TC_ENDPOINT_MAX];   /* ZeroMQ endpoint */
 } tc_site;
 

@@ -1,7 +1,7 @@
 /*
 ** catalog/catalog_int.h - private to catalog/: the tc_db structure and the
-** helpers that catalog.c (open, tensors, local writes and reads) shares
-** with placed.c (sites, chunk placement, settings) and store.c (a worker's
+** helpers that catalog.c (open, schema, tensor entries) shares with
+** placed.c (sites, chunk placement, settings) and store.c (a worker's
 ** chunk store).  All are defined in catalog.c.
 */
 #ifndef TRADB_CATALOG_CATALOG_INT_H
@@ -11,13 +11,11 @@
 #include "catalog/catalog.h"
 
 #define CI_PATH 4096  /* longest path we build */
-#define CI_FILE 48    /* a chunk file name: 16 hex, '-', lin, ".chk" */
-#define CI_KEYSTR 200 /* "[k0,...,k7]" */
+#define CI_KEYSTR 200 /* "k0,...,k7": a stored shape or chunk key */
 
 struct tc_db {
   sqlite3 *sql;   /* catalog connection, EXCLUSIVE locking mode */
   char *dir;      /* database directory as given (or the temporary one) */
-  char *chunkdir; /* dir + "/chunks" */
   int transient;  /* remove dir recursively on close */
 };
 
@@ -45,24 +43,15 @@ int ci_exec(tc_db *db, const char *sql, tr_err *err);
 int ci_prepare(tc_db *db, const char *sql, sqlite3_stmt **st, tr_err *err);
 void ci_rollback(tc_db *db);
 
-/* The local chunk files of tensor `id` (placed chunks have none), as one
-** malloc'd array of names, to unlink with ci_unlink_files() once a commit
-** has made them unreferenced. */
-int ci_tensor_files(tc_db *db, int64_t id, char (**files)[CI_FILE],
-                    int64_t *n, tr_err *err);
-void ci_unlink_files(tc_db *db, char (*files)[CI_FILE], int64_t n);
-
 /* Normalize a new version's description: id and version 0, extents past
 ** the rank zeroed, format from tc_format_name(). */
 void ci_meta_normal(tc_tensor *m);
 /* Inside an open transaction: make meta (normalized) the new version of
 ** the tensor of that name.  Looks it up, forgets the old version's chunk
-** and replica rows (*old, *nold: its local chunk files, for
-** ci_unlink_files() after the commit) and updates the tensors row, or
-** inserts one.  *id and *version receive the entry's. */
+** and replica rows and updates the tensors row, or inserts one.  *id and
+** *version receive the entry's. */
 int ci_tensor_replace(tc_db *db, const tc_tensor *meta, int64_t *id,
-                      int64_t *version, char (**old)[CI_FILE], int64_t *nold,
-                      tr_err *err);
+                      int64_t *version, tr_err *err);
 /* Inside an open transaction: delete tensor `id` with its chunk and
 ** replica rows. */
 int ci_tensor_delete(tc_db *db, int64_t id, tr_err *err);

@@ -3,12 +3,11 @@
 ** (workers) a database knows, where each chunk of a placed tensor lives
 ** (chunk ids, sizes, checksums and replica sites), and persistent settings.
 **
-** A placed chunk is a row of `chunks` with file '' and a cluster-wide
-** chunk_id (stored in SQLite's signed 64-bit INTEGER, cast back to
-** unsigned), plus one chunk_replicas row per site that holds it.  A chunk
-** id handed back for dropping is one no chunk row refers to any more, so a
-** coordinator that shares a chunk between versions or tensors never drops
-** one still in use.
+** A chunk is a row of `chunks` with a cluster-wide chunk_id (stored in
+** SQLite's signed 64-bit INTEGER, cast back to unsigned), plus one
+** chunk_replicas row per site that holds it.  A chunk id handed back for
+** dropping is one no chunk row refers to any more, so a coordinator that
+** shares a chunk between versions or tensors never drops one still in use.
 */
 #include "config.h"
 #include "catalog/catalog.h"
@@ -58,8 +57,8 @@ static int s_tensor_ids(tc_db *db, const char *name, uint64_t **ids,
                         int64_t *n, tr_err *err) {
   sqlite3_stmt *st = NULL;
   int rc = ci_prepare(db, "SELECT DISTINCT c.chunk_id FROM chunks c JOIN "
-                      "tensors t ON t.id = c.tensor_id WHERE t.name = ?1 AND"
-                      " c.chunk_id IS NOT NULL", &st, err);
+                      "tensors t ON t.id = c.tensor_id WHERE t.name = ?1",
+                      &st, err);
   if (rc) {
     *ids = NULL;
     *n = 0;
@@ -153,8 +152,8 @@ static int s_insert_locs(tc_db *db, const tc_tensor *m, int64_t id,
   sqlite3_stmt *ins = NULL, *rep = NULL;
   int rc;
   if ((rc = ci_prepare(db, "INSERT INTO chunks(tensor_id, key, lin, nbytes, "
-                       "checksum, file, chunk_id) VALUES(?1, ?2, ?3, ?4, ?5,"
-                       " '', ?6)", &ins, err)) ||
+                       "checksum, chunk_id) VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+                       &ins, err)) ||
       (rc = ci_prepare(db, "INSERT INTO chunk_replicas(tensor_id, lin, "
                        "site_id) VALUES(?1, ?2, ?3)", &rep, err)))
     goto done;
@@ -206,6 +205,19 @@ static void s_give_ids(uint64_t *ids, int64_t n, uint64_t **out,
   if (nout) *nout = n;
 }
 
+/* End a transaction that forgot chunk ids: on failure (rc != TR_OK) roll
+** it back and free ids, else hand them out.  Returns rc. */
+static int s_end(tc_db *db, int rc, uint64_t *ids, int64_t n, uint64_t **out,
+                 int64_t *nout) {
+  if (rc) {
+    ci_rollback(db);
+    free(ids);
+  } else {
+    s_give_ids(ids, n, out, nout);
+  }
+  return rc;
+}
+
 /* ---- sites --------------------------------------------------------------- */
 
 /* An endpoint fit for the sites table: non-empty and short enough. */
@@ -226,8 +238,8 @@ int tc_site_list(tc_db *db, tc_site **out, int *n, tr_err *err) {
     return tr_seterr(err, TR_EINVAL, "tc_site_list: bad argument");
   *out = NULL;
   *n = 0;
-  if ((rc = ci_prepare(db, "SELECT id, endpoint FROM sites WHERE id > 0 "
-                       "ORDER BY id", &st, err)))
+  if ((rc = ci_prepare(db, "SELECT id, endpoint FROM sites ORDER BY id",
+                       &st, err)))
     return rc;
   while ((s = sqlite3_step(st)) == SQLITE_ROW) {
     const char *ep = (const char *)sqlite3_column_text(st, 1);
@@ -287,11 +299,6 @@ int tc_site_add(tc_db *db, const char *endpoint, int64_t *id, tr_err *err) {
     goto done;
   }
   *id = sqlite3_column_int64(st, 0);
-  if (*id == TC_SITE_LOCAL) {
-    *id = 0;
-    rc = tr_seterr(err, TR_EINVAL, "site endpoint '%s' is reserved for the "
-                   "local store", endpoint);
-  }
 done:
   sqlite3_finalize(st);
   return rc;
@@ -304,8 +311,8 @@ int tc_site_remove(tc_db *db, const char *endpoint, tr_err *err) {
   if (!db || !endpoint)
     return tr_seterr(err, TR_EINVAL, "tc_site_remove: bad argument");
   if ((rc = ci_exec(db, "BEGIN IMMEDIATE", err))) return rc;
-  if ((rc = ci_prepare(db, "SELECT id FROM sites WHERE endpoint = ?1 AND "
-                       "id > 0", &st, err)))
+  if ((rc = ci_prepare(db, "SELECT id FROM sites WHERE endpoint = ?1", &st,
+                       err)))
     goto done;
   sqlite3_bind_text(st, 1, endpoint, -1, SQLITE_TRANSIENT);
   s = sqlite3_step(st);
@@ -368,7 +375,7 @@ int tc_chunk_locations(tc_db *db, const tc_tensor *t, tc_chunkloc **out,
     return tr_seterr(err, TR_ENOMEM, "out of memory for the chunk locations "
                      "of tensor %s", t->name);
   /* One row per replica (or one with a NULL site for a chunk without any),
-  ** grouped by lin.  Local chunk files have no chunk id: 0. */
+  ** grouped by lin. */
   if ((rc = ci_prepare(db, "SELECT c.lin, c.chunk_id, c.nbytes, c.checksum, "
                        "r.site_id FROM chunks c LEFT JOIN chunk_replicas r "
                        "ON r.tensor_id = c.tensor_id AND r.lin = c.lin WHERE"
@@ -427,9 +434,8 @@ int tc_commit_placed(tc_db *db, const tc_tensor *meta, const tc_chunkloc *locs,
                      int64_t n, tc_tensor *result, uint64_t **old_ids,
                      int64_t *nold, tr_err *err) {
   tc_tensor m;
-  char(*files)[CI_FILE] = NULL;
   uint64_t *ids = NULL;
-  int64_t nfiles = 0, nids = 0, id = 0, version = 0;
+  int64_t nids = 0, id = 0, version = 0;
   int rc;
   s_give_ids(NULL, 0, old_ids, nold);
   if (!db || !meta)
@@ -440,7 +446,7 @@ int tc_commit_placed(tc_db *db, const tc_tensor *meta, const tc_chunkloc *locs,
   if ((rc = s_check_locs(&m, locs, n, err))) return rc;
   if ((rc = ci_exec(db, "BEGIN IMMEDIATE", err))) return rc;
   if ((rc = s_tensor_ids(db, m.name, &ids, &nids, err)) ||
-      (rc = ci_tensor_replace(db, &m, &id, &version, &files, &nfiles, err)) ||
+      (rc = ci_tensor_replace(db, &m, &id, &version, err)) ||
       (rc = s_insert_locs(db, &m, id, locs, n, err)) ||
       (rc = s_unreferenced(db, ids, &nids, err)) ||
       (rc = ci_exec(db, "COMMIT", err)))
@@ -451,22 +457,13 @@ int tc_commit_placed(tc_db *db, const tc_tensor *meta, const tc_chunkloc *locs,
     result->version = version;
   }
 done:
-  if (rc) {
-    ci_rollback(db);
-    free(ids);
-  } else {
-    ci_unlink_files(db, files, nfiles);
-    s_give_ids(ids, nids, old_ids, nold);
-  }
-  free(files);
-  return rc;
+  return s_end(db, rc, ids, nids, old_ids, nold);
 }
 
 int tc_tensor_drop_placed(tc_db *db, const char *name, uint64_t **old_ids,
                           int64_t *nold, tr_err *err) {
-  char(*files)[CI_FILE] = NULL;
   uint64_t *ids = NULL;
-  int64_t nfiles = 0, nids = 0;
+  int64_t nids = 0;
   tc_tensor t;
   int rc;
   s_give_ids(NULL, 0, old_ids, nold);
@@ -475,19 +472,10 @@ int tc_tensor_drop_placed(tc_db *db, const char *name, uint64_t **old_ids,
   if ((rc = ci_exec(db, "BEGIN IMMEDIATE", err))) return rc;
   rc = tc_tensor_get(db, name, &t, err);
   if (rc == TR_OK) rc = s_tensor_ids(db, name, &ids, &nids, err);
-  if (rc == TR_OK) rc = ci_tensor_files(db, t.id, &files, &nfiles, err);
   if (rc == TR_OK) rc = ci_tensor_delete(db, t.id, err);
   if (rc == TR_OK) rc = s_unreferenced(db, ids, &nids, err);
   if (rc == TR_OK) rc = ci_exec(db, "COMMIT", err);
-  if (rc) {
-    ci_rollback(db);
-    free(ids);
-  } else {
-    ci_unlink_files(db, files, nfiles);
-    s_give_ids(ids, nids, old_ids, nold);
-  }
-  free(files);
-  return rc;
+  return s_end(db, rc, ids, nids, old_ids, nold);
 }
 
 int tc_site_chunks(tc_db *db, int64_t site, uint64_t **ids, int64_t *n,
@@ -501,8 +489,8 @@ int tc_site_chunks(tc_db *db, int64_t site, uint64_t **ids, int64_t *n,
   if (!db) return tr_seterr(err, TR_EINVAL, "tc_site_chunks: bad argument");
   if ((rc = ci_prepare(db, "SELECT DISTINCT c.chunk_id FROM chunk_replicas r "
                        "JOIN chunks c ON c.tensor_id = r.tensor_id AND c.lin "
-                       "= r.lin WHERE r.site_id = ?1 AND c.chunk_id IS NOT "
-                       "NULL ORDER BY c.chunk_id", &st, err)))
+                       "= r.lin WHERE r.site_id = ?1 ORDER BY c.chunk_id", &st,
+                       err)))
     return rc;
   sqlite3_bind_int64(st, 1, site);
   rc = s_collect_ids(db, st, ids, n, err);

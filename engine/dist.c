@@ -120,11 +120,10 @@ static void s_drain(te_engine *e, s_phase *ph, int timeout_ms) {
       if (rc == TR_ENOTFOUND || rc == TR_EINTR || rc == TR_EIO) break;
       if (rc) continue; /* malformed: dropped */
       e->sites[s].last_seen = tr_now();
-      e->sites[s].up = 1;
-      if (ph && in.req >= ph->base && in.req < ph->base + (uint64_t)ph->n &&
-          in.type != TN_HEARTBEAT) {
+      if (ph && in.req >= ph->base && in.req < ph->base + (uint64_t)ph->n) {
         s_out *o = &ph->out[in.req - ph->base];
-        if (!o->done && o->site == s) {
+        /* a heartbeat answers only a ping (the worker's own carry id 0) */
+        if (!o->done && o->site == s && (in.type != TN_HEARTBEAT || o->type == TN_HEARTBEAT)) {
           o->done = 1;
           o->reply = in;
           continue;
@@ -195,6 +194,36 @@ static void s_reply_body(s_phase *ph, int i, tn_rbuf *r) {
   size_t n;
   const void *b = tn_in_body(&ph->out[i].reply, &n);
   tn_rbuf_init(r, b, n);
+}
+
+static int s_keep_catalog(te_engine *e, tr_err *err);
+
+/* Before a statement: which workers are alive now?  Ping every worker and
+** wait (at most the liveness window) for the ones believed up; heartbeats
+** queued while the shell was idle prove nothing, an echoed ping does.  A
+** worker that answers after being down has rejoined: the catalog's view of
+** its chunks is sent to it (KEEP). */
+static void s_ping(te_engine *e) {
+  s_phase ph;
+  tr_err err;
+  int rejoined = 0;
+  s_drain(e, NULL, 0);
+  s_phase_init(&ph, e);
+  for (int s = 0; s < e->nsites; s++) s_request(&ph, s, TN_HEARTBEAT, NULL, 0, NULL, NULL, NULL, &err);
+  double end = tr_now() + TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0;
+  for (;;) {
+    int waiting = 0;
+    for (int i = 0; i < ph.n; i++) waiting += !ph.out[i].done && e->sites[ph.out[i].site].up;
+    if (!waiting || tr_now() >= end) break;
+    s_drain(e, &ph, 20);
+  }
+  for (int i = 0; i < ph.n; i++) {
+    te_site *st = &e->sites[ph.out[i].site];
+    if (ph.out[i].done && !st->up) rejoined = 1;
+    st->up = ph.out[i].done;
+  }
+  s_phase_free(&ph);
+  if (rejoined) s_keep_catalog(e, &err);
 }
 
 /* ---- Workers ------------------------------------------------------------- */
@@ -477,6 +506,7 @@ int te_workers(te_engine *e, te_result **res, tr_err *err) {
   static const char *const cols[] = {"endpoint", "state", "tasks", "chunks", "bytes_sent",
                                      "bytes_received", "kernels"};
   s_phase ph;
+  s_ping(e);
   s_phase_init(&ph, e);
   int rc = TR_OK;
   for (int s = 0; s < e->nsites && !rc; s++)
@@ -652,6 +682,7 @@ int te_pwrite_begin(te_engine *e, const tc_tensor *meta, te_pwrite **out, tr_err
   }
   w->e = e;
   w->meta = *meta;
+  s_ping(e);
   w->m = s_up_sites(e, w->up);
   if (!w->m) {
     free(w->locs);
@@ -750,6 +781,7 @@ int te_pread(te_engine *e, const tc_tensor *t, const int64_t *lins, int64_t n,
   int64_t nl = 0;
   int rc = tc_chunk_locations(e->db, t, &locs, &nl, err);
   if (rc) return rc;
+  s_ping(e);
   for (int64_t i0 = 0; i0 < n && !rc; i0 += 64) {
     int64_t i1 = i0 + 64 < n ? i0 + 64 : n;
     /* try[i]: replicas of chunk lins[i] tried so far */
@@ -1325,7 +1357,7 @@ int te_dist_run(te_engine *e, te_plan *p, int analyze, int json, const char *tra
   R->e = e;
   R->p = p;
   double t0 = tr_now();
-  s_drain(e, NULL, 0);
+  s_ping(e);
   for (int s = 0; s < e->nsites; s++) {
     e->sites[s].tasks = e->sites[s].floats_in = e->sites[s].floats_out = 0;
     e->sites[s].busy_s = 0;
@@ -1383,7 +1415,7 @@ int te_dist_fill(te_engine *e, const tc_tensor *t, const te_fill *f, tr_err *err
   p->rels[0].meta = *t;
   R->e = e;
   R->p = p;
-  s_drain(e, NULL, 0);
+  s_ping(e);
   R->m = s_up_sites(e, R->up);
   if (!R->m) rc = tr_seterr(err, TR_EIO, "no worker is up");
   if (!rc) rc = s_fill_tasks(R, t, f, &R->rel[0], 1, err);

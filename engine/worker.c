@@ -947,6 +947,9 @@ static void s_on_request(s_worker *w, tn_in *in) {
     break;
   }
   case TN_HEARTBEAT:
+    /* A coordinator's ping (request id set) is echoed at once, so it can
+    ** tell a live worker from heartbeats queued before one died. */
+    if (in->req) s_reply(w, in->route, in->route_len, TN_HEARTBEAT, in->req, NULL, 0, NULL, NULL, NULL);
     break;
   case TN_PUT: s_on_put(w, in); break;
   case TN_GET: s_on_get(w, in); break;

@@ -41,7 +41,8 @@
 typedef enum tn_type {
   TN_HELLO = 1,  /* coord -> worker: body {str coordinator} */
   TN_HELLO_OK,   /* worker -> coord: body {str endpoint, u32 threads, str backend} */
-  TN_HEARTBEAT,  /* either way; body empty; any message counts as life */
+  TN_HEARTBEAT,  /* either way; body empty; any message counts as life; a
+                    worker echoes a heartbeat whose request id is not 0 */
   TN_PUT,        /* -> worker: store chunks; body {u32 n, n x chunk meta}, data n frames */
   TN_PUT_OK,     /* reply: body {u32 n} */
   TN_GET,        /* coord -> worker: body {u32 n, n x u64 chunk id}; */

@@ -135,6 +135,28 @@ set -e
 [ $rc -ne 0 ] && grep -q -- "--keys" "$work/open.err" || fail "a worker listened on all interfaces without keys"
 ok
 
+# A worker that dies while a shell sits idle: that same shell's next
+# statement runs on the survivors (queued heartbeats do not fool it).
+mkfifo "$work/in"
+"$TRADB" --workers "$workers" "$db" < "$work/in" > "$work/idle.out" 2> "$work/idle.err" &
+idle=$!
+pids+=("$idle")
+exec 7> "$work/in"
+echo "PRINT B[0:1, 0:1];" >&7
+deadline=$((SECONDS + 30))
+until [ "$(wc -l < "$work/idle.out")" -ge 2 ]; do
+  [ $SECONDS -lt $deadline ] || fail "idle shell did not answer"
+  sleep 0.05
+done
+kill -9 "${wpid[0]}"
+wait "${wpid[0]}" 2>/dev/null || true
+echo "E[i,j] = B[i,j] + 1; PRINT E[0:1, 0:2];" >&7
+exec 7>&-
+set +e; wait "$idle"; rc=$?; set -e
+[ $rc -eq 0 ] || fail "statement after an idle worker death failed: $(cat "$work/idle.err")"
+grep -q "^4  4$" "$work/idle.out" || fail "wrong result on the survivors: $(cat "$work/idle.out")"
+ok
+
 # SIGTERM: a clean exit, status 0, within a bounded time.
 kill -TERM "${wpid[2]}"
 deadline=$((SECONDS + 10))

@@ -499,8 +499,8 @@ Test(placed, sites_add_list_remove) {
   cr_assert(a > 0 && b > 0 && a != b);
   cr_assert_eq(tc_site_add(db, "tcp://w1:5555", &again, &err), TR_OK);
   cr_assert_eq(again, a);
-  cr_assert_eq(tc_site_add(db, "local", &again, &err), TR_EINVAL);
   cr_assert_eq(tc_site_add(db, "", &again, &err), TR_EINVAL);
+  cr_assert_eq(tc_site_add(db, NULL, &again, &err), TR_EINVAL);
   memset(longep, 'x', TC_ENDPOINT_MAX);
   longep[TC_ENDPOINT_MAX] = '\0';
   cr_assert_eq(tc_site_add(db, longep, &again, &err), TR_EINVAL);
@@ -518,7 +518,6 @@ Test(placed, sites_add_list_remove) {
   cr_assert_eq(tc_site_remove(db, "tcp://w1:5555", &err), TR_OK, "%s",
                err.msg);
   cr_assert_eq(tc_site_remove(db, "tcp://w1:5555", &err), TR_ENOTFOUND);
-  cr_assert_eq(tc_site_remove(db, "local", &err), TR_ENOTFOUND);
   cr_assert_eq(tc_site_list(db, &v, &n, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(n, 1);
   cr_assert_eq(v[0].id, b);
@@ -554,10 +553,6 @@ Test(placed, commit_and_locations_round_trip) {
   cr_assert_eq(tc_tensor_bytes(db, &got, &bytes, &err), TR_OK);
   cr_assert_eq(bytes, 120);
   s_check_locs(db, "P", 0x8000000000000100ull, a, b);
-  /* A placed tensor is not read from local chunk files. */
-  tc_reader *r = NULL;
-  cr_assert_eq(tc_reader_open(db, &got, &r, &err), TR_EINVAL);
-  cr_assert_null(r);
   tc_close(&db);
   db = s_db();
   s_check_locs(db, "P", 0x8000000000000100ull, a, b);
@@ -717,12 +712,16 @@ Test(placed, drop_placed_returns_ids) {
   cr_assert_eq(n, 6);
   cr_assert(s_has(ids, n, 1002));
   free(ids);
-  /* The plain drop works on a placed tensor as well. */
+  /* The name can be used again: a new entry at version 1. */
   s_locs(l, 7000, a, -1);
-  cr_assert_eq(tc_commit_placed(db, &t, l, 6, NULL, NULL, NULL, &err), TR_OK,
+  cr_assert_eq(tc_commit_placed(db, &t, l, 6, &got, &ids, &n, &err), TR_OK,
                "%s", err.msg);
-  cr_assert_eq(tc_tensor_drop(db, "P", &err), TR_OK, "%s", err.msg);
-  cr_assert_eq(tc_tensor_get(db, "P", &got, &err), TR_ENOTFOUND);
+  cr_assert_eq(n, 0);
+  free(ids);
+  cr_assert_eq(got.version, 1);
+  tc_close(&db);
+  db = s_db();
+  s_check_locs(db, "P", 7000, a, -1);
   tc_close(&db);
 }
 
@@ -769,56 +768,6 @@ Test(placed, site_chunks_and_site_removal) {
     cr_assert_eq(lv[i].chunk_id, 2000 + (uint64_t)i);
   }
   free(lv);
-  tc_close(&db);
-}
-
-Test(placed, replacing_a_local_tensor_removes_its_files) {
-  tc_db *db = s_db();
-  tr_err err;
-  tc_tensor t = s_meta("L"), res;
-  tc_write *w = NULL;
-  float buf[8] = {0};
-  int64_t a, nold = -1;
-  uint64_t *old = NULL;
-  cr_assert_eq(tc_write_begin(db, &t, &w, &err), TR_OK, "%s", err.msg);
-  for (int64_t lin = 0; lin < 6; lin++) {
-    int64_t key[2];
-    tc_key_from_linear(&t, lin, key);
-    cr_assert_eq(tc_write_chunk(w, key, buf, s_nb[lin], &err), TR_OK, "%s",
-                 err.msg);
-  }
-  cr_assert_eq(tc_write_commit(&w, &res, &err), TR_OK, "%s", err.msg);
-  /* A local tensor's chunks show up on site 0 without chunk ids. */
-  tc_chunkloc *lv = NULL;
-  int64_t n = 0;
-  cr_assert_eq(tc_chunk_locations(db, &res, &lv, &n, &err), TR_OK, "%s",
-               err.msg);
-  cr_assert_eq(n, 6);
-  cr_assert_eq(lv[5].chunk_id, 0);
-  cr_assert_eq(lv[5].nsites, 1);
-  cr_assert_eq(lv[5].site[0], TC_SITE_LOCAL);
-  cr_assert_eq(lv[5].checksum, (uint64_t)XXH3_64bits(buf, 8));
-  free(lv);
-  char chunks[512];
-  snprintf(chunks, sizeof chunks, "%s/chunks", s_dir);
-  DIR *d = opendir(chunks);
-  int files = 0;
-  for (struct dirent *e; (e = readdir(d)) != NULL;) files += e->d_name[0] != '.';
-  closedir(d);
-  cr_assert_eq(files, 6);
-  tc_chunkloc l[6];
-  cr_assert_eq(tc_site_add(db, "tcp://a", &a, &err), TR_OK);
-  s_locs(l, 1000, a, -1);
-  cr_assert_eq(tc_commit_placed(db, &t, l, 6, &res, &old, &nold, &err), TR_OK,
-               "%s", err.msg);
-  cr_assert_eq(nold, 0);
-  free(old);
-  cr_assert_eq(res.version, 2);
-  d = opendir(chunks);
-  files = 0;
-  for (struct dirent *e; (e = readdir(d)) != NULL;) files += e->d_name[0] != '.';
-  closedir(d);
-  cr_assert_eq(files, 0);
   tc_close(&db);
 }
 
