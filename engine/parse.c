@@ -873,6 +873,21 @@ static int s_index(s_parser *p, int64_t *out) {
   return TR_OK;
 }
 
+/* After an item of a list closed by `closer`: consume ',' (returns 1: more
+** items follow) or the closer (returns TR_OK: the list is done); anything
+** else is a syntax error. */
+static int s_list_next(s_parser *p, int closer) {
+  const s_tok *t = s_peek(p, 0);
+  if (s_is_punct(t, closer)) {
+    s_next(p);
+    return TR_OK;
+  }
+  if (!s_is_punct(t, ','))
+    return s_fail(p, t, closer == ']' ? "expected ',' or ']'" : "expected ',' or ')'");
+  s_next(p);
+  return 1;
+}
+
 static int s_print(s_parser *p, te_stmt *st) {
   int rc;
   st->kind = TE_ST_PRINT;
@@ -912,13 +927,7 @@ static int s_print(s_parser *p, te_stmt *st) {
     st->lo[st->nranges] = lo;
     st->hi[st->nranges] = hi;
     st->nranges++;
-    t = s_peek(p, 0);
-    if (s_is_punct(t, ']')) {
-      s_next(p);
-      return TR_OK;
-    }
-    if (!s_is_punct(t, ',')) return s_fail(p, t, "expected ',' or ']'");
-    s_next(p);
+    if ((rc = s_list_next(p, ']')) != 1) return rc;
   }
 }
 
@@ -970,13 +979,7 @@ static int s_explain_options(s_parser *p, te_stmt *st) {
     seen[i] = 1;
     s_next(p);
     if ((rc = s_explain_opts[i].value(p, st)) != TR_OK) return rc;
-    t = s_peek(p, 0);
-    if (s_is_punct(t, ')')) {
-      s_next(p);
-      return TR_OK;
-    }
-    if (!s_is_punct(t, ',')) return s_fail(p, t, "expected ',' or ')'");
-    s_next(p);
+    if ((rc = s_list_next(p, ')')) != 1) return rc;
   }
 }
 
