@@ -326,13 +326,15 @@ static int s_spawn_local(te_engine *e, const te_config *cfg, int n, tr_err *err)
     pid_t pid = fork();
     if (pid < 0) return tr_seterr(err, TR_EIO, "cannot start a worker: %s", strerror(errno));
     if (pid == 0) {
-      /* A local worker lives and dies with its shell, even a killed one. */
+      /* A local worker lives and dies with its shell, even a killed one,
+      ** but the terminal's signals are the shell's: Ctrl-C cancels a
+      ** statement, it must not stop the workers.  Hence its own session. */
+      setsid();
       prctl(PR_SET_PDEATHSIG, SIGTERM);
       int fd = open(logf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
       if (fd >= 0) dup2(fd, 2);
       int nul = open("/dev/null", O_RDONLY);
       if (nul >= 0) dup2(nul, 0);
-      signal(SIGINT, SIG_IGN); /* Ctrl-C is the shell's: it cancels statements */
       const char *argv[16];
       int a = 0;
       argv[a++] = self;

@@ -5,7 +5,7 @@
 set -euo pipefail
 work=$(mktemp -d)
 pid=
-cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$work"; }
+cleanup() { [ -n "$pid" ] && { kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }; rm -rf "$work"; }
 trap cleanup EXIT
 db=$work/db
 fail() { echo "interrupt: FAIL: $*"; exit 1; }
@@ -16,7 +16,10 @@ FILL A ONES;
 EOF2
 before=$(find "$db/workers" -name "*.chk" | wc -l)
 printf 'C[i,j] = A[i,k] * A[k,j];\nCREATE TENSOR after[1];\n' > "$work/script.tql"
-"$TRADB" --backend reference "$db" < "$work/script.tql" 2> "$work/err" &
+# In its own process group, so that SIGINT can go to the whole group as a
+# terminal's Ctrl-C does: it must cancel the statement, not stop the
+# shell's local workers.
+setsid "$TRADB" --backend reference "$db" < "$work/script.tql" 2> "$work/err" &
 pid=$!
 deadline=$((SECONDS + 60))
 while [ "$(find "$db/workers" -name "*.chk" | wc -l)" -le "$before" ]; do
@@ -24,7 +27,10 @@ while [ "$(find "$db/workers" -name "*.chk" | wc -l)" -le "$before" ]; do
   [ $SECONDS -lt $deadline ] || fail "statement did not start within 60 s"
   sleep 0.05
 done
-kill -INT "$pid"
+for w in $(pgrep -f -- "--listen ipc://$db/workers/w"); do
+  [ "$(ps -o pgid= -p "$w" | tr -d ' ')" != "$pid" ] || fail "local worker $w is in the shell's process group"
+done
+kill -INT -- "-$pid"
 deadline=$((SECONDS + 30))
 while kill -0 "$pid" 2>/dev/null; do
   [ $SECONDS -lt $deadline ] || fail "shell still running 30 s after SIGINT"
