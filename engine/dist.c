@@ -166,7 +166,16 @@ static int s_wait_ex(s_phase *ph, int tolerant, tr_err *err) {
     }
     if (!pending) return TR_OK;
     double now = tr_now();
-    if (tr_interrupted) return tr_seterr(err, TR_EINTR, "interrupted");
+    if (tr_interrupted) {
+      /* Tell the workers still busy for this statement to stop. */
+      tr_err ignore;
+      for (int s = 0; s < e->nsites; s++) {
+        int busy = 0;
+        for (int i = 0; i < ph->n && !busy; i++) busy = !ph->out[i].done && ph->out[i].site == s;
+        if (busy) tn_send(e->sites[s].sock, NULL, 0, TN_CANCEL, 0, NULL, 0, NULL, NULL, NULL, NULL, &ignore);
+      }
+      return tr_seterr(err, TR_EINTR, "interrupted");
+    }
     if (now - start > S_CALL_TIMEOUT_S)
       return tr_seterr(err, TR_EIO, "workers did not answer within %.0f s", S_CALL_TIMEOUT_S);
     if (now >= next_beat) {

@@ -511,6 +511,9 @@ static void *s_task_thread(void *arg) {
     w->todo = j->next;
     if (!w->todo) w->todo_tail = NULL;
     pthread_mutex_unlock(&w->mu);
+    /* A CANCEL stopped the previous task through tr_interrupted; this one
+    ** starts afresh, unless the worker itself is stopping. */
+    if (!s_stop) tr_interrupted = 0;
     if (j->type == TN_TASK) s_run_task(w, j);
     else s_run_sync(w, j);
     pthread_mutex_lock(&w->mu);
@@ -958,6 +961,26 @@ static void s_on_request(s_worker *w, tn_in *in) {
   case TN_SYNC: s_queue(w, in); break;
   case TN_DROP:
   case TN_KEEP: s_on_ids(w, in); break;
+  case TN_CANCEL: {
+    /* Stop the running task between join tuples, and fail the queued
+    ** ones: their statement is gone. */
+    int dropped = 0;
+    tr_interrupted = 1;
+    pthread_mutex_lock(&w->mu);
+    s_job *q = w->todo;
+    w->todo = w->todo_tail = NULL;
+    pthread_mutex_unlock(&w->mu);
+    while (q) {
+      s_job *nx = q->next;
+      tn_send_error(w->router, q->route, q->route_len, q->req, TR_EINTR, "cancelled");
+      free(q->body);
+      free(q);
+      q = nx;
+      dropped++;
+    }
+    s_log("cancel: stopping the running task, %d queued dropped", dropped);
+    break;
+  }
   case TN_STATS: {
     int64_t chunks, bytes;
     tc_store_usage(w->store, &chunks, &bytes);

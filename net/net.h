@@ -64,6 +64,8 @@ typedef enum tn_type {
   TN_STATS_OK,   /* reply: body {u64 tasks, u64 chunks, u64 bytes held,
                     u64 bytes sent, u64 bytes received, str backend} */
   TN_ERROR,      /* reply to any request: body {i32 code, str message} */
+  TN_CANCEL,     /* coord -> worker: stop the running task and drop queued
+                    ones (the statement was cancelled); no reply */
   TN_TYPE_END    /* one past the last type */
 } tn_type;
 

@@ -103,6 +103,28 @@ until "$TRADB" --workers "$workers" "$db" <<<'.workers' | grep -q "127.0.0.1:$po
 done
 ok
 
+# Ctrl-C (SIGINT) on a shell mid-statement: the workers are told to stop.
+before=$(find "$work"/w0 "$work"/w1 "$work"/w2 -name '*.chk' | wc -l)
+cancels=$(cat "$work"/w[012].log | grep -c "cancel:" || true)
+"$TRADB" --workers "$workers" "$db" <<<'X[i,j] = SUM(A[i,k] * A[k,j] * A[k,j]);' 2> "$work/int.err" &
+shell=$!
+pids+=("$shell")
+deadline=$((SECONDS + 60))
+until [ "$(find "$work"/w0 "$work"/w1 "$work"/w2 -name '*.chk' | wc -l)" -gt "$before" ]; do
+  kill -0 "$shell" 2>/dev/null || fail "statement ended before it could be interrupted"
+  [ $SECONDS -lt $deadline ] || fail "statement did not start within 60 s"
+  sleep 0.05
+done
+kill -INT "$shell"
+set +e; wait "$shell"; rc=$?; set -e
+[ $rc -eq 1 ] && grep -q "interrupted" "$work/int.err" || fail "interrupt not reported: $(cat "$work/int.err")"
+deadline=$((SECONDS + 10))
+until [ "$(cat "$work"/w[012].log | grep -c "cancel:")" -gt "$cancels" ]; do
+  [ $SECONDS -lt $deadline ] || fail "no worker was told to cancel"
+  sleep 0.05
+done
+ok
+
 # Garbage on a worker's port: it keeps serving.
 port0=${ep[0]##*:}
 for i in 1 2 3; do
