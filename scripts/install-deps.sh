@@ -11,4 +11,4 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libsqlite3-dev libzmq3-dev libopenblas-dev libxxhash-dev libreadline-dev \
   libcriterion-dev \
   python3 python3-numpy python3-dask \
-  valgrind clang libclang-rt-14-dev >/dev/null
+  valgrind clang libclang-rt-14-dev procps >/dev/null
