@@ -268,6 +268,17 @@ int ci_sqlfail(tc_db *db, tr_err *err, const char *what) {
                    "catalog %s: %s (database '%s')", what, msg, db->dir);
 }
 
+int ci_grow(void *pv, int64_t cnt, int64_t *cap, size_t elem, tr_err *err) {
+  void **v = pv;
+  if (cnt < *cap) return TR_OK;
+  int64_t ncap = *cap ? *cap * 2 : 16;
+  void *p = realloc(*v, (size_t)ncap * elem);
+  if (!p) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  *v = p;
+  *cap = ncap;
+  return TR_OK;
+}
+
 int ci_exec(tc_db *db, const char *sql, tr_err *err) {
   if (sqlite3_exec(db->sql, sql, NULL, NULL, NULL) != SQLITE_OK)
     return ci_sqlfail(db, err, sql);
@@ -537,7 +548,8 @@ int tc_tensor_get(tc_db *db, const char *name, tc_tensor *out, tr_err *err) {
 int tc_tensor_list(tc_db *db, tc_tensor **out, int *n, tr_err *err) {
   sqlite3_stmt *st = NULL;
   tc_tensor *v = NULL;
-  int cnt = 0, cap = 0, rc, s;
+  int64_t cnt = 0, cap = 0;
+  int rc, s;
   if (!db || !out || !n)
     return tr_seterr(err, TR_EINVAL, "tc_tensor_list: bad argument");
   *out = NULL;
@@ -546,17 +558,9 @@ int tc_tensor_list(tc_db *db, tc_tensor **out, int *n, tr_err *err) {
                        &st, err)))
     return rc;
   while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-    if (cnt == cap) {
-      int ncap = cap ? cap * 2 : 16;
-      void *p = realloc(v, (size_t)ncap * sizeof *v);
-      if (!p) {
-        rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-        goto done;
-      }
-      v = p;
-      cap = ncap;
-    }
-    if ((rc = s_row_tensor(db, st, &v[cnt], err))) goto done;
+    if ((rc = ci_grow(&v, cnt, &cap, sizeof *v, err)) ||
+        (rc = s_row_tensor(db, st, &v[cnt], err)))
+      goto done;
     cnt++;
   }
   if (s != SQLITE_DONE) rc = ci_sqlfail(db, err, "listing tensors");
@@ -567,7 +571,7 @@ done:
     return rc;
   }
   *out = v;
-  *n = cnt;
+  *n = (int)cnt;
   return TR_OK;
 }
 

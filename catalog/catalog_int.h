@@ -40,6 +40,9 @@ int ci_check_meta(const tc_tensor *t, tr_err *err);
 ** failure); roll back the open transaction, if any. */
 int ci_sqlfail(tc_db *db, tr_err *err, const char *what);
 int ci_exec(tc_db *db, const char *sql, tr_err *err);
+/* Make room at index cnt of the heap array *pv (*cap elements of elem
+** bytes), doubling it when full; TR_OK or TR_ENOMEM. */
+int ci_grow(void *pv, int64_t cnt, int64_t *cap, size_t elem, tr_err *err);
 int ci_prepare(tc_db *db, const char *sql, sqlite3_stmt **st, tr_err *err);
 void ci_rollback(tc_db *db);
 

@@ -28,16 +28,7 @@ static int s_collect_ids(tc_db *db, sqlite3_stmt *st, uint64_t **ids,
   int64_t cnt = 0, cap = 0;
   int rc = TR_OK, s;
   while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-    if (cnt == cap) {
-      int64_t ncap = cap ? cap * 2 : 64;
-      void *p = realloc(v, (size_t)ncap * sizeof *v);
-      if (!p) {
-        rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-        goto done;
-      }
-      v = p;
-      cap = ncap;
-    }
+    if ((rc = ci_grow(&v, cnt, &cap, sizeof *v, err))) goto done;
     v[cnt++] = (uint64_t)sqlite3_column_int64(st, 0);
   }
   if (s != SQLITE_DONE) rc = ci_sqlfail(db, err, "listing chunk ids");
@@ -233,7 +224,8 @@ static int s_endpoint_ok(const char *endpoint, tr_err *err) {
 int tc_site_list(tc_db *db, tc_site **out, int *n, tr_err *err) {
   sqlite3_stmt *st = NULL;
   tc_site *v = NULL;
-  int cnt = 0, cap = 0, rc, s;
+  int64_t cnt = 0, cap = 0;
+  int rc, s;
   if (!db || !out || !n)
     return tr_seterr(err, TR_EINVAL, "tc_site_list: bad argument");
   *out = NULL;
@@ -243,16 +235,7 @@ int tc_site_list(tc_db *db, tc_site **out, int *n, tr_err *err) {
     return rc;
   while ((s = sqlite3_step(st)) == SQLITE_ROW) {
     const char *ep = (const char *)sqlite3_column_text(st, 1);
-    if (cnt == cap) {
-      int ncap = cap ? cap * 2 : 8;
-      void *p = realloc(v, (size_t)ncap * sizeof *v);
-      if (!p) {
-        rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-        goto done;
-      }
-      v = p;
-      cap = ncap;
-    }
+    if ((rc = ci_grow(&v, cnt, &cap, sizeof *v, err))) goto done;
     v[cnt].id = sqlite3_column_int64(st, 0);
     if (!ep || strlen(ep) >= TC_ENDPOINT_MAX) {
       rc = tr_seterr(err, TR_ECORRUPT, "catalog %s/catalog.db: malformed "
@@ -270,7 +253,7 @@ done:
     return rc;
   }
   *out = v;
-  *n = cnt;
+  *n = (int)cnt;
   return TR_OK;
 }
 

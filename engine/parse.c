@@ -1037,6 +1037,26 @@ static int s_set(s_parser *p, te_stmt *st) {
 }
 
 /* One statement of any kind; p is at its first token. */
+static int s_show_tensors(s_parser *p, te_stmt *st) {
+  st->kind = TE_ST_SHOW;
+  return s_expect_kw(p, "TENSORS");
+}
+
+static int s_describe(s_parser *p, te_stmt *st) {
+  st->kind = TE_ST_DESCRIBE;
+  return s_ident(p, st->name, "tensor name");
+}
+
+/* Statements by their first keyword; each parser starts after it. */
+static const struct {
+  const char *kw;
+  int (*parse)(s_parser *p, te_stmt *st);
+} s_statements[] = {
+  {"CREATE", s_create}, {"LOAD", s_load},          {"SAVE", s_save},
+  {"FILL", s_fill},     {"SHOW", s_show_tensors},  {"DESCRIBE", s_describe},
+  {"DROP", s_drop},     {"PRINT", s_print},        {"EXPLAIN", s_explain},
+  {"SET", s_set}};
+
 static int s_statement(s_parser *p, te_stmt *st) {
   const s_tok *t = s_peek(p, 0), *t1 = s_peek(p, 1);
   char tok[64];
@@ -1047,48 +1067,11 @@ static int s_statement(s_parser *p, te_stmt *st) {
     st->kind = TE_ST_ASSIGN;
     return s_assign(p, st);
   }
-  if (s_is_kw(t, "CREATE")) {
-    s_next(p);
-    return s_create(p, st);
-  }
-  if (s_is_kw(t, "LOAD")) {
-    s_next(p);
-    return s_load(p, st);
-  }
-  if (s_is_kw(t, "SAVE")) {
-    s_next(p);
-    return s_save(p, st);
-  }
-  if (s_is_kw(t, "FILL")) {
-    s_next(p);
-    return s_fill(p, st);
-  }
-  if (s_is_kw(t, "SHOW")) {
-    s_next(p);
-    st->kind = TE_ST_SHOW;
-    return s_expect_kw(p, "TENSORS");
-  }
-  if (s_is_kw(t, "DESCRIBE")) {
-    s_next(p);
-    st->kind = TE_ST_DESCRIBE;
-    return s_ident(p, st->name, "tensor name");
-  }
-  if (s_is_kw(t, "DROP")) {
-    s_next(p);
-    return s_drop(p, st);
-  }
-  if (s_is_kw(t, "PRINT")) {
-    s_next(p);
-    return s_print(p, st);
-  }
-  if (s_is_kw(t, "EXPLAIN")) {
-    s_next(p);
-    return s_explain(p, st);
-  }
-  if (s_is_kw(t, "SET")) {
-    s_next(p);
-    return s_set(p, st);
-  }
+  for (size_t i = 0; i < sizeof s_statements / sizeof s_statements[0]; i++)
+    if (s_is_kw(t, s_statements[i].kw)) {
+      s_next(p);
+      return s_statements[i].parse(p, st);
+    }
   s_show(t, tok, sizeof tok);
   if (s_is_punct(t1, '='))
     return s_fail2(p, t, "expected '[' after tensor name '%s'", tok);
