@@ -76,6 +76,13 @@ static int s_stored_rel(s_binder *b, const char *name, int *rel) {
   te_rel *r = &p->rels[p->nrels];
   memset(r, 0, sizeof *r);
   r->kind = TE_REL_STORED;
+  for (int i = b->e->npend - 1; i >= 0; i--)
+    if (!strcmp(b->e->pend[i].name, name)) {
+      r->meta = b->e->pend[i];
+      r->pending = 1;
+      *rel = p->nrels++;
+      return TR_OK;
+    }
   int rc = tc_tensor_get(b->e->db, name, &r->meta, b->err);
   if (rc != TR_OK) return rc == TR_ENOTFOUND ? TR_ENAME : rc;
   *rel = p->nrels++;
@@ -191,6 +198,7 @@ static int s_insn(s_binder *b, tk_prog *p, int op, int arg, double c) {
 ** label decides; others are re-chunked to match at run time.  Then the
 ** element type and whether the BLAS path applies. */
 static void s_finish_node(te_plan *p, te_node *n) {
+  n->drive = -1; /* the optimizer decides */
   for (int l = 0; l < n->nlabels; l++) {
     n->chunk[l] = 0;
     for (int i = 0; i < n->ninputs && !n->chunk[l]; i++)
@@ -388,6 +396,34 @@ int te_compile(te_engine *e, const te_stmt *s, te_plan *plan, tr_err *err) {
 done:
   free(b);
   return rc;
+}
+
+int te_plan_append(te_plan *dst, const te_plan *src, tr_err *err) {
+  int map[TE_MAX_RELS];
+  if (dst->nnodes + src->nnodes > TE_MAX_NODES)
+    return tr_seterr(err, TR_EINVAL, "block too large: at most %d aggregations in all", TE_MAX_NODES);
+  for (int i = 0; i < src->nrels; i++) {
+    const te_rel *r = &src->rels[i];
+    map[i] = -1;
+    for (int j = dst->nrels - 1; j >= 0 && map[i] < 0 && r->kind == TE_REL_STORED; j--) {
+      const te_rel *d = &dst->rels[j];
+      if (strcmp(d->meta.name, r->meta.name)) continue;
+      if (r->pending ? d->kind == TE_REL_OUTPUT : d->kind == TE_REL_STORED && !d->pending) map[i] = j;
+    }
+    if (map[i] >= 0) continue;
+    if (r->pending) return tr_seterr(err, TR_EINVAL, "block reads %s before writing it", r->meta.name);
+    if (dst->nrels >= TE_MAX_RELS)
+      return tr_seterr(err, TR_EINVAL, "block references too many tensors (at most %d)", TE_MAX_RELS);
+    dst->rels[dst->nrels] = *r;
+    map[i] = dst->nrels++;
+  }
+  for (int k = 0; k < src->nnodes; k++) {
+    te_node n = src->nodes[k];
+    for (int i = 0; i < n.ninputs; i++) n.in[i].rel = map[n.in[i].rel];
+    n.out = map[n.out];
+    dst->nodes[dst->nnodes++] = n;
+  }
+  return TR_OK;
 }
 
 /* ---- EXPLAIN ----------------------------------------------------------- */

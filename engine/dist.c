@@ -860,6 +860,7 @@ typedef struct s_prel {
   int64_t n;           /* chunks */
   uint8_t *copy;       /* [site * n + lin]: a transient copy was sent there */
   int made;            /* chunks made by this run (temporaries, output) */
+  int committed;       /* an output already made visible */
 } s_prel;
 
 /* One IA operator as measured, for EXPLAIN ANALYZE. */
@@ -881,6 +882,7 @@ typedef struct s_run {
   te_engine *e;                 /* engine */
   te_plan *p;                   /* plan */
   s_prel rel[TE_MAX_RELS];      /* placement of every relation */
+  te_placed pl[TE_MAX_RELS];    /* the same as site-position masks */
   int up[256], m;               /* live sites */
   s_opstat ops[TE_MAX_NODES * (3 * TK_MAX_INPUTS + 4) + 2]; /* measured operators */
   int nops;                     /* used */
@@ -929,16 +931,6 @@ static int s_has(const tc_chunkloc *loc, int64_t site_id) {
   return 0;
 }
 
-/* Site (index into R->up) of output chunk lin: the output is partitioned
-** on dims D (mask), row-major over their chunk keys, round robin. */
-static int s_part_site(const tc_tensor *t, unsigned dmask, int64_t lin, int m) {
-  int64_t key[TR_MAX_RANK], h = 0;
-  tc_key_from_linear(t, lin, key);
-  for (int d = 0; d < t->rank; d++)
-    if (dmask & (1u << d)) h = h * tc_grid(t, d) + key[d];
-  return (int)(h % m);
-}
-
 /* Replicas of what site position u makes: the next r-1 live sites.  The
 ** worker pushes each output chunk to them as soon as it is made, so
 ** replication overlaps the computation. */
@@ -977,7 +969,7 @@ static void s_task_results(s_run *R, s_phase *ph, s_prel *pr, tr_dtype dt, int r
       tn_chunk c;
       tn_get_chunk(&r, &c);
       /* replies list chunks in task order: search on from the last one */
-      for (int64_t k = 0; k < pr->n; k++) {
+      for (int64_t k = 0; pr && k < pr->n; k++) {
         tc_chunkloc *loc = &pr->locs[(hint + k) % pr->n];
         if (loc->chunk_id != c.id) continue;
         loc->nbytes = c.nbytes;
@@ -1015,7 +1007,7 @@ static int s_fill_tasks(s_run *R, const tc_tensor *t, const te_fill *f, s_prel *
   for (int k = 0; k < R->m && !rc; k++) {
     te_task task;
     memset(&task, 0, sizeof task);
-    task.fill = 1;
+    task.kind = TE_TASK_FILL;
     task.f = *f;
     task.out_meta = *t;
     task.out_lin = calloc((size_t)n / (size_t)R->m + 2, sizeof *task.out_lin);
@@ -1075,184 +1067,271 @@ static int s_flush_sends(te_engine *e, tn_wbuf *sends, uint32_t *nsend, int rc, 
   return rc;
 }
 
-/* Run one node: move operand chunks to the output's partitioning (SHUF or
-** BCAST per operand), then one fused join/aggregate/map task per site. */
-static int s_run_node(s_run *R, int k, int final, tr_err *err) {
+/* Send the chunks of pr that `need` says must reach sites not holding
+** them (from a live holder); each send counted in os. */
+static int s_plan_sends(s_run *R, s_prel *pr, const tc_tensor *t, const uint64_t *need,
+                        s_opstat *os, tn_wbuf *sends, uint32_t *nsend, tr_err *err) {
+  te_engine *e = R->e;
+  if (!pr->copy && !(pr->copy = calloc((size_t)e->nsites * (size_t)pr->n + 1, 1)))
+    return tr_seterr(err, TR_ENOMEM, "out of memory");
+  for (int u = 0; u < R->m; u++) {
+    int su = R->up[u];
+    for (int64_t lin = 0; lin < pr->n; lin++) {
+      if (!(need[lin] & (1ull << u))) continue;
+      tc_chunkloc *loc = &pr->locs[lin];
+      if (s_has(loc, e->sites[su].id) || pr->copy[(size_t)su * (size_t)pr->n + (size_t)lin]) continue;
+      int src = s_holder(e, loc);
+      if (src < 0) return s_unreadable(t, loc, NULL, err);
+      pr->copy[(size_t)su * (size_t)pr->n + (size_t)lin] = 1;
+      tn_put_u64(&sends[src], loc->chunk_id);
+      tn_put_str(&sends[src], e->sites[su].ep);
+      nsend[src]++;
+      s_moved(R, os, src, su, (int64_t)(loc->nbytes / tr_dtype_size(t->dtype)));
+      if (s_note_drop(R, su, loc->chunk_id)) return tr_seterr(err, TR_ENOMEM, "out of memory");
+    }
+  }
+  return TR_OK;
+}
+
+/* A task for site position u: node n (or a combine, kind) over the
+** chunks of each operand that `need` sends to u, making the output chunks
+** `mine` selects with ids ids[lin]. */
+static int s_send_task(s_run *R, s_phase *ph, int kind, const te_node *n, const tc_tensor *const *in_meta,
+                       s_prel *const *in, uint64_t *const *need, const tc_tensor *om, int64_t nout,
+                       const uint8_t *mine, const uint64_t *ids, int reps, int u, tr_err *err) {
+  te_task task;
+  int rc = TR_OK;
+  memset(&task, 0, sizeof task);
+  task.kind = kind;
+  task.node = *n;
+  task.out_meta = *om;
+  int64_t cap_in = 1;
+  for (int i = 0; i < n->ninputs; i++) {
+    task.in_meta[i] = *in_meta[i];
+    cap_in += in[i]->n;
+  }
+  task.in_op = calloc((size_t)cap_in, sizeof *task.in_op);
+  task.in_lin = calloc((size_t)cap_in, sizeof *task.in_lin);
+  task.in_id = calloc((size_t)cap_in, sizeof *task.in_id);
+  task.out_lin = calloc((size_t)nout + 1, sizeof *task.out_lin);
+  task.out_id = calloc((size_t)nout + 1, sizeof *task.out_id);
+  if (!task.in_op || !task.in_lin || !task.in_id || !task.out_lin || !task.out_id) {
+    te_task_free(&task);
+    return tr_seterr(err, TR_ENOMEM, "out of memory");
+  }
+  for (int i = 0; i < n->ninputs; i++)
+    for (int64_t lin = 0; lin < in[i]->n; lin++)
+      if (need[i][lin] & (1ull << u)) {
+        task.in_op[task.nin] = i;
+        task.in_lin[task.nin] = lin;
+        task.in_id[task.nin++] = in[i]->locs[lin].chunk_id;
+      }
+  for (int64_t lin = 0; lin < nout; lin++)
+    if (mine[lin]) {
+      task.out_lin[task.nout] = lin;
+      task.out_id[task.nout++] = ids[lin];
+    }
+  if (reps) s_task_reps(R, u, &task);
+  if (task.nout) {
+    tn_wbuf b = {0};
+    te_task_encode(&task, &b);
+    rc = s_request(ph, R->up[u], TN_TASK, &b, 0, NULL, NULL, NULL, err);
+    tn_wbuf_free(&b);
+  }
+  te_task_free(&task);
+  return rc;
+}
+
+/* Run node k as the optimizer chose: move operand chunks where the
+** choice needs them (BCAST, SHUF), one fused join/aggregate/map task per
+** site, and for a two-phase aggregation a shuffle of the partials to
+** their owners and a combine task there. */
+static int s_run_node(s_run *R, int k, const te_choice *c, tr_err *err) {
   te_engine *e = R->e;
   te_plan *p = R->p;
   te_node *n = &p->nodes[k];
   const tc_tensor *om = &p->rels[n->out].meta;
   s_prel *po = &R->rel[n->out];
+  int final = p->rels[n->out].kind == TE_REL_OUTPUT;
   int64_t nout = tc_nchunks(om);
-  int m = R->m, rc = TR_OK;
-  unsigned dmask = 0;
-  if (om->rank > 0 && tc_grid(om, 0) >= m) dmask = 1;
-  else dmask = (1u << om->rank) - 1;
+  int m = R->m, rc;
+  te_moves mv;
+  rc = te_moves_compute(p, k, c, m, s_replication(e, m), R->pl, &mv, 1, err);
+  if (rc) return rc;
   po->n = nout;
   po->made = 1;
-  if (!(po->locs = calloc((size_t)nout + 1, sizeof *po->locs))) return tr_seterr(err, TR_ENOMEM, "out of memory");
-  /* need[i][u * nchunks + lin]: operand i's chunk lin is read on site u */
-  uint8_t *need[TK_MAX_INPUTS] = {0};
-  for (int i = 0; i < n->ninputs; i++) {
-    need[i] = calloc((size_t)m * (size_t)R->rel[n->in[i].rel].n + 1, 1);
-    if (!need[i]) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+  uint64_t *pids = calloc((size_t)nout * (size_t)m + 1, sizeof *pids); /* partial ids */
+  uint8_t *mine = calloc((size_t)nout + 1, 1);
+  uint64_t *ids = calloc((size_t)nout + 1, sizeof *ids);
+  tn_wbuf *sends = calloc((size_t)e->nsites, sizeof *sends);
+  uint32_t *nsend = calloc((size_t)e->nsites, sizeof *nsend);
+  if (!(po->locs = calloc((size_t)nout + 1, sizeof *po->locs)) || !pids || !mine || !ids || !sends || !nsend) {
+    rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+    goto done;
   }
-  int64_t ntuples = 1;
-  for (int l = n->nout; l < n->nlabels; l++) ntuples *= (n->size[l] + n->chunk[l] - 1) / n->chunk[l];
-  for (int64_t lin = 0; !rc && lin < nout; lin++) {
-    int u = s_part_site(om, dmask, lin, m);
-    int64_t okey[TR_MAX_RANK], lkey[TK_MAX_LABELS];
-    tc_key_from_linear(om, lin, okey);
+  for (int64_t lin = 0; lin < nout; lin++) {
     po->locs[lin].lin = lin;
     po->locs[lin].chunk_id = tc_new_chunk_id();
     po->locs[lin].nsites = 1;
-    po->locs[lin].site[0] = e->sites[R->up[u]].id;
-    for (int l = 0; l < n->nlabels; l++) lkey[l] = l < n->nout ? okey[l] : 0;
-    for (int64_t t = 0; t < ntuples; t++) {
-      for (int i = 0; i < n->ninputs; i++) {
-        const te_operand *o = &n->in[i];
-        const tc_tensor *it = &p->rels[o->rel].meta;
-        int64_t first[TR_MAX_RANK], last[TR_MAX_RANK], sk[TR_MAX_RANK];
-        for (int d = 0; d < o->rank; d++) {
-          int64_t c = n->chunk[o->label[d]], lo = lkey[o->label[d]] * c;
-          int64_t hi = lo + c < it->shape[d] ? lo + c : it->shape[d];
-          first[d] = sk[d] = lo / it->chunk[d];
-          last[d] = (hi - 1) / it->chunk[d];
-        }
-        for (;;) {
-          need[i][(size_t)u * (size_t)R->rel[o->rel].n + (size_t)tc_key_linear(it, sk)] = 1;
-          int d = o->rank - 1;
-          while (d >= 0 && ++sk[d] > last[d]) {
-            sk[d] = first[d];
-            d--;
-          }
-          if (d < 0) break;
-        }
-      }
-      int l = n->nlabels - 1;
-      while (l >= n->nout) {
-        if (++lkey[l] * n->chunk[l] < n->size[l]) break;
-        lkey[l--] = 0;
-      }
-    }
+    po->locs[lin].site[0] = e->sites[R->up[mv.owner[lin]]].id;
   }
-  /* Move what is needed where it is not: one SEND per source site. */
+  /* The moves of the operands. */
   double t0 = tr_now();
-  s_phase ph;
-  tn_wbuf *sends = calloc((size_t)e->nsites, sizeof *sends);
-  uint32_t *nsend = calloc((size_t)e->nsites, sizeof *nsend);
   int opbase = R->nops;
-  if (!sends || !nsend) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+  const tc_tensor *in_meta[TK_MAX_INPUTS];
+  s_prel *in[TK_MAX_INPUTS];
   for (int i = 0; !rc && i < n->ninputs; i++) {
     const te_operand *o = &n->in[i];
-    s_prel *pr = &R->rel[o->rel];
     const tc_tensor *it = &p->rels[o->rel].meta;
-    int shuf = dmask != 0, diag = 0, rechunk = 0;
-    for (int d = 0; d < om->rank; d++)
-      if (dmask & (1u << d)) {
-        int has = 0;
-        for (int dd = 0; dd < o->rank; dd++) has |= o->label[dd] == d;
-        shuf &= has;
-      }
+    int diag = 0, rechunk = 0;
+    in_meta[i] = it;
+    in[i] = &R->rel[o->rel];
     for (int d = 0; d < o->rank; d++) {
       rechunk |= it->chunk[d] != n->chunk[o->label[d]];
       for (int d2 = d + 1; d2 < o->rank; d2++) diag |= o->label[d] == o->label[d2];
     }
-    /* The IA steps on this operand, in plan order; the filter and the
-    ** re-chunking map run fused in the join task, after the move. */
     char what[96];
-    s_opstat *os = s_op(R, shuf ? "shuffle" : "bcast", it->name, 0);
+    s_opstat *os = NULL;
+    if (c->mv[i] != TE_MV_KEEP) os = s_op(R, c->mv[i] == TE_MV_BCAST ? "bcast" : "shuffle", it->name, 0);
     snprintf(what, sizeof what, "%s (diagonal keys)", it->name);
     if (diag) s_op(R, "local_filter", what, 1);
     snprintf(what, sizeof what, "%s (re-chunk: tile + concat)", it->name);
     if (rechunk) s_op(R, "local_map", what, 1);
-    if (!pr->copy && !(pr->copy = calloc((size_t)e->nsites * (size_t)pr->n + 1, 1))) {
-      rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-      break;
-    }
-    for (int u = 0; !rc && u < m; u++) {
-      int su = R->up[u];
-      for (int64_t lin = 0; lin < pr->n; lin++) {
-        if (!need[i][(size_t)u * (size_t)pr->n + (size_t)lin]) continue;
-        tc_chunkloc *loc = &pr->locs[lin];
-        if (s_has(loc, e->sites[su].id) || pr->copy[(size_t)su * (size_t)pr->n + (size_t)lin]) continue;
-        int src = s_holder(e, loc);
-        if (src < 0) {
-          rc = s_unreadable(&p->rels[o->rel].meta, loc, NULL, err);
-          break;
-        }
-        pr->copy[(size_t)su * (size_t)pr->n + (size_t)lin] = 1;
-        tn_put_u64(&sends[src], loc->chunk_id);
-        tn_put_str(&sends[src], e->sites[su].ep);
-        nsend[src]++;
-        s_moved(R, os, src, su, (int64_t)(loc->nbytes / tr_dtype_size(it->dtype)));
-        if (s_note_drop(R, su, loc->chunk_id)) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-      }
-    }
+    rc = s_plan_sends(R, in[i], it, mv.need[i], os, sends, nsend, err);
   }
   rc = s_flush_sends(e, sends, nsend, rc, err);
+  sends = NULL;
+  nsend = NULL;
   for (int i = opbase; i < R->nops; i++)
     if (!R->ops[i].fused) R->ops[i].seconds = tr_now() - t0;
   /* The fused local join + aggregation + map: one task per site. */
   t0 = tr_now();
   s_opstat *js = s_op(R, "local_join", om->name, 0);
   char what[96];
-  snprintf(what, sizeof what, "%s (%s)", om->name,
-           n->agg == TK_AGG_MAX ? "MAX" : n->agg == TK_AGG_MIN ? "MIN" : "SUM");
+  snprintf(what, sizeof what, "%s (%s%s)", om->name,
+           n->agg == TK_AGG_MAX ? "MAX" : n->agg == TK_AGG_MIN ? "MIN" : "SUM",
+           c->twophase ? ", partial" : "");
   if (n->agg != TK_AGG_NONE) s_op(R, "local_agg", what, 1);
   snprintf(what, sizeof what, "%s (fused transform)", om->name);
-  if (n->post.n) s_op(R, "local_map", what, 1);
-  s_opstat *rs = final && s_replication(e, m) > 1 ? s_op(R, "replicate", om->name, 0) : NULL;
+  if (n->post.n && !c->twophase) s_op(R, "local_map", what, 1);
+  s_opstat *rs = final && !c->twophase && s_replication(e, m) > 1 ? s_op(R, "replicate", om->name, 0) : NULL;
+  te_node tn = *n;
+  tn.drive = c->drive;
+  if (c->twophase) tn.post.n = 0;
+  s_phase ph;
   s_phase_init(&ph, e);
   for (int u = 0; !rc && u < m; u++) {
-    te_task task;
-    memset(&task, 0, sizeof task);
-    task.node = *n;
-    task.out_meta = *om;
-    int64_t cap_in = 1, cap_out = nout + 1;
-    for (int i = 0; i < n->ninputs; i++) {
-      task.in_meta[i] = p->rels[n->in[i].rel].meta;
-      cap_in += R->rel[n->in[i].rel].n;
+    for (int64_t lin = 0; lin < nout; lin++) {
+      mine[lin] = (mv.osites[lin] >> u) & 1;
+      ids[lin] = c->twophase ? (pids[(size_t)lin * (size_t)m + (size_t)u] = tc_new_chunk_id())
+                             : po->locs[lin].chunk_id;
     }
-    task.in_op = calloc((size_t)cap_in, sizeof *task.in_op);
-    task.in_lin = calloc((size_t)cap_in, sizeof *task.in_lin);
-    task.in_id = calloc((size_t)cap_in, sizeof *task.in_id);
-    task.out_lin = calloc((size_t)cap_out, sizeof *task.out_lin);
-    task.out_id = calloc((size_t)cap_out, sizeof *task.out_id);
-    if (!task.in_op || !task.in_lin || !task.in_id || !task.out_lin || !task.out_id) {
-      te_task_free(&task);
-      rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-      break;
-    }
-    for (int i = 0; i < n->ninputs; i++) {
-      s_prel *pr = &R->rel[n->in[i].rel];
-      for (int64_t lin = 0; lin < pr->n; lin++)
-        if (need[i][(size_t)u * (size_t)pr->n + (size_t)lin]) {
-          task.in_op[task.nin] = i;
-          task.in_lin[task.nin] = lin;
-          task.in_id[task.nin++] = pr->locs[lin].chunk_id;
-        }
-    }
-    for (int64_t lin = 0; lin < nout; lin++)
-      if (po->locs[lin].site[0] == e->sites[R->up[u]].id) {
-        task.out_lin[task.nout] = lin;
-        task.out_id[task.nout++] = po->locs[lin].chunk_id;
-      }
-    if (final) s_task_reps(R, u, &task);
-    if (task.nout) {
-      tn_wbuf b = {0};
-      te_task_encode(&task, &b);
-      rc = s_request(&ph, R->up[u], TN_TASK, &b, 0, NULL, NULL, NULL, err);
-      tn_wbuf_free(&b);
-    }
-    te_task_free(&task);
+    rc = s_send_task(R, &ph, TE_TASK_NODE, &tn, in_meta, in, mv.need, om, nout, mine, ids,
+                     final && !c->twophase, u, err);
   }
   if (!rc) rc = s_wait(&ph, err);
-  if (!rc) s_task_results(R, &ph, po, om->dtype, final, rs, js);
+  if (!rc && !c->twophase) s_task_results(R, &ph, po, om->dtype, final, rs, js);
+  if (!rc && c->twophase) s_task_results(R, &ph, NULL, om->dtype, 0, NULL, js);
   s_phase_free(&ph);
   js->seconds = tr_now() - t0;
   if (rs) rs->seconds = js->seconds; /* overlapped with the join */
-  for (int i = 0; i < n->ninputs; i++) free(need[i]);
+  if (rc || !c->twophase) goto done;
+  /* Two-phase: partials to their owners, combined there. */
+  {
+    sends = calloc((size_t)e->nsites, sizeof *sends);
+    nsend = calloc((size_t)e->nsites, sizeof *nsend);
+    if (!sends || !nsend) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+    t0 = tr_now();
+    s_opstat *ss = rc ? NULL : s_op(R, "shuffle", "partials", 0);
+    if (ss) snprintf(ss->what, sizeof ss->what, "%s (partials)", om->name);
+    for (int64_t lin = 0; !rc && lin < nout; lin++) {
+      int own = R->up[mv.owner[lin]];
+      for (int u = 0; u < m; u++) {
+        if (!((mv.osites[lin] >> u) & 1)) continue;
+        uint64_t id = pids[(size_t)lin * (size_t)m + (size_t)u];
+        if (s_note_drop(R, -1, id)) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+        if (R->up[u] == own) continue;
+        tn_put_u64(&sends[R->up[u]], id);
+        tn_put_str(&sends[R->up[u]], e->sites[own].ep);
+        nsend[R->up[u]]++;
+        int64_t kk[TR_MAX_RANK], ext[TR_MAX_RANK];
+        tc_key_from_linear(om, lin, kk);
+        s_moved(R, ss, R->up[u], own, tc_chunk_extent(om, kk, ext));
+      }
+    }
+    rc = s_flush_sends(e, sends, nsend, rc, err);
+    sends = NULL;
+    nsend = NULL;
+    if (ss) ss->seconds = tr_now() - t0;
+    /* Combine tasks: operand 0 is the partials relation, one entry per
+    ** partial (several per output chunk). */
+    t0 = tr_now();
+    s_opstat *cs = rc ? NULL : s_op(R, "local_agg", om->name, 0);
+    if (cs) snprintf(cs->what, sizeof cs->what, "%s (combine partials%s)", om->name, n->post.n ? ", transform" : "");
+    rs = !rc && final && s_replication(e, m) > 1 ? s_op(R, "replicate", om->name, 0) : NULL;
+    s_phase_init(&ph, e);
+    for (int u = 0; !rc && u < m; u++) {
+      te_task task;
+      memset(&task, 0, sizeof task);
+      task.kind = TE_TASK_COMBINE;
+      task.node = *n;
+      task.node.drive = -1;
+      task.node.ninputs = 1;
+      task.node.in[0].rel = n->out;
+      task.node.in[0].rank = om->rank;
+      for (int d = 0; d < om->rank; d++) task.node.in[0].label[d] = d;
+      task.node.nlabels = task.node.nout = om->rank;
+      task.node.gemm = 0;
+      task.node.prog.n = 1;
+      task.node.prog.code[0].op = TK_OP_INPUT;
+      task.node.prog.code[0].arg = 0;
+      task.in_meta[0] = *om;
+      task.out_meta = *om;
+      task.in_op = calloc((size_t)nout * (size_t)m + 1, sizeof *task.in_op);
+      task.in_lin = calloc((size_t)nout * (size_t)m + 1, sizeof *task.in_lin);
+      task.in_id = calloc((size_t)nout * (size_t)m + 1, sizeof *task.in_id);
+      task.out_lin = calloc((size_t)nout + 1, sizeof *task.out_lin);
+      task.out_id = calloc((size_t)nout + 1, sizeof *task.out_id);
+      if (!task.in_op || !task.in_lin || !task.in_id || !task.out_lin || !task.out_id) {
+        te_task_free(&task);
+        rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+        break;
+      }
+      for (int64_t lin = 0; lin < nout; lin++) {
+        if (mv.owner[lin] != u) continue;
+        for (int v = 0; v < m; v++)
+          if ((mv.osites[lin] >> v) & 1) {
+            task.in_op[task.nin] = 0;
+            task.in_lin[task.nin] = lin;
+            task.in_id[task.nin++] = pids[(size_t)lin * (size_t)m + (size_t)v];
+          }
+        task.out_lin[task.nout] = lin;
+        task.out_id[task.nout++] = po->locs[lin].chunk_id;
+      }
+      if (final) s_task_reps(R, u, &task);
+      if (task.nout) {
+        tn_wbuf b = {0};
+        te_task_encode(&task, &b);
+        rc = s_request(&ph, R->up[u], TN_TASK, &b, 0, NULL, NULL, NULL, err);
+        tn_wbuf_free(&b);
+      }
+      te_task_free(&task);
+    }
+    if (!rc) rc = s_wait(&ph, err);
+    if (!rc) s_task_results(R, &ph, po, om->dtype, final, rs, cs);
+    s_phase_free(&ph);
+    if (cs) cs->seconds = tr_now() - t0;
+    if (rs) rs->seconds = cs ? cs->seconds : 0;
+  }
+done:
+  if (sends)
+    for (int s2 = 0; s2 < e->nsites; s2++) tn_wbuf_free(&sends[s2]);
+  free(sends);
+  free(nsend);
+  free(pids);
+  free(mine);
+  free(ids);
+  te_moves_free(&mv);
   return rc;
 }
 
@@ -1269,7 +1348,7 @@ static char *s_analyze_text(const s_run *R, const char *tra, double elapsed, int
   for (int i = 0; i < R->nops; i++) total += R->ops[i].floats;
 #define PUT(...) o += (size_t)snprintf(out + o, o < cap ? cap - o : 0, __VA_ARGS__)
   if (json) {
-    PUT("{\"elapsed_s\": %.6f, \"measured_transfer_floats\": %lld, \"operators\": [", elapsed,
+    PUT("\"elapsed_s\": %.6f, \"measured_transfer_floats\": %lld, \"operators\": [", elapsed,
         (long long)total);
     for (int i = 0; i < R->nops; i++) {
       const s_opstat *op = &R->ops[i];
@@ -1290,7 +1369,7 @@ static char *s_analyze_text(const s_run *R, const char *tra, double elapsed, int
           "\"floats_out\": %lld, \"task_s\": %.6f}",
           s ? ", " : "", s, e->sites[s].ep, e->sites[s].up ? "up" : "down", (long long)e->sites[s].tasks,
           (long long)e->sites[s].floats_in, (long long)e->sites[s].floats_out, e->sites[s].busy_s);
-    PUT("]}\n");
+    PUT("]");
   } else {
     PUT("%s", tra ? tra : "");
     PUT("IA operators run (fused ones run inside the local_join task):\n");
@@ -1334,7 +1413,7 @@ static void s_cleanup(s_run *R, int failed) {
   te_engine *e = R->e;
   for (int i = 0; i < R->p->nrels; i++) {
     s_prel *pr = &R->rel[i];
-    if (!pr->made || (R->p->rels[i].kind == TE_REL_OUTPUT && !failed)) continue;
+    if (!pr->made || (R->p->rels[i].kind == TE_REL_OUTPUT && (!failed || pr->committed))) continue;
     for (int64_t lin = 0; lin < pr->n; lin++)
       if (pr->locs[lin].chunk_id) s_note_drop(R, -1, pr->locs[lin].chunk_id);
   }
@@ -1360,10 +1439,83 @@ static void s_cleanup(s_run *R, int failed) {
   }
 }
 
-int te_dist_run(te_engine *e, te_plan *p, int analyze, int json, const char *tra, te_result **res,
+/* R->pl[rel] from the chunk locations of rel (site ids to positions in
+** R->up; the primary is the replica reads come from). */
+static int s_placed_from_locs(s_run *R, int rel, tr_err *err) {
+  te_placed *pl = &R->pl[rel];
+  const s_prel *pr = &R->rel[rel];
+  te_placed_free(pl);
+  pl->has = calloc((size_t)pr->n + 1, sizeof *pl->has);
+  pl->prim = calloc((size_t)pr->n + 1, 1);
+  if (!pl->has || !pl->prim) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  pl->n = pr->n;
+  for (int64_t lin = 0; lin < pr->n; lin++) {
+    const tc_chunkloc *loc = &pr->locs[lin];
+    int h = s_holder(R->e, loc);
+    pl->prim[lin] = -1;
+    for (int u = 0; u < R->m; u++) {
+      if (s_has(loc, R->e->sites[R->up[u]].id)) pl->has[lin] |= 1ull << u;
+      if (R->up[u] == h) pl->prim[lin] = (int8_t)u;
+    }
+  }
+  return TR_OK;
+}
+
+/* A declared-only tensor as FILL would place its zeros (EXPLAIN only). */
+static int s_placed_zeros(s_run *R, int rel, tr_err *err) {
+  te_placed *pl = &R->pl[rel];
+  int64_t n = tc_nchunks(&R->p->rels[rel].meta);
+  te_placed_free(pl);
+  pl->has = calloc((size_t)n + 1, sizeof *pl->has);
+  pl->prim = calloc((size_t)n + 1, 1);
+  if (!pl->has || !pl->prim) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  pl->n = n;
+  for (int64_t lin = 0; lin < n; lin++) {
+    pl->prim[lin] = (int8_t)(lin % R->m);
+    pl->has[lin] = 1ull << (lin % R->m);
+  }
+  return TR_OK;
+}
+
+static te_result *s_text_result(char *text) {
+  te_result *r = text ? calloc(1, sizeof *r) : NULL;
+  if (!r) {
+    free(text);
+    return NULL;
+  }
+  r->kind = TE_RES_TEXT;
+  r->text = text;
+  return r;
+}
+
+/* The EXPLAIN output of plan p as optimized (o), after a run when R ran. */
+static te_result *s_explain_result(s_run *R, const te_opt *o, const te_stmt *x, const char *tra,
+                                   double elapsed) {
+  char *plan = x->dot ? te_opt_dot(R->p, o) : x->json ? te_opt_json(R->p, o, tra) : te_opt_text(R->p, o, tra);
+  if (!plan || x->dot || !x->analyze) {
+    if (plan && x->json) {
+      char *j = malloc(strlen(plan) + 8);
+      if (j) sprintf(j, "{%s}\n", plan);
+      free(plan);
+      plan = j;
+    }
+    return s_text_result(plan);
+  }
+  char *run = s_analyze_text(R, NULL, elapsed, x->json);
+  char *all = run ? malloc(strlen(plan) + strlen(run) + 16) : NULL;
+  if (all && x->json) sprintf(all, "{%s, %s}\n", plan, run);
+  else if (all) sprintf(all, "%s%s", plan, run);
+  free(plan);
+  free(run);
+  return s_text_result(all);
+}
+
+int te_dist_run(te_engine *e, te_plan *p, const te_stmt *x, const char *tra, te_result **res,
                 tr_err *err) {
   s_run *R = calloc(1, sizeof *R);
-  int rc = TR_OK;
+  te_opt opt;
+  int rc = TR_OK, run = !x || x->analyze;
+  memset(&opt, 0, sizeof opt);
   if (!R) return tr_seterr(err, TR_ENOMEM, "out of memory");
   R->e = e;
   R->p = p;
@@ -1378,34 +1530,43 @@ int te_dist_run(te_engine *e, te_plan *p, int analyze, int json, const char *tra
   /* Where the stored inputs are; declared-only tensors become zeros. */
   for (int i = 0; !rc && i < p->nrels; i++) {
     te_rel *r = &p->rels[i];
-    if (r->kind != TE_REL_STORED) continue;
+    if (r->kind != TE_REL_STORED || r->pending) continue;
+    if (r->meta.version == 0 && !run) {
+      rc = s_placed_zeros(R, i, err);
+      continue;
+    }
     if (r->meta.version == 0) {
       te_fill zeros = {TE_FILL_ZEROS, 0, 0, 0};
       rc = s_fill_tasks(R, &r->meta, &zeros, &R->rel[i], 0, err);
     } else {
       rc = tc_chunk_locations(e->db, &r->meta, &R->rel[i].locs, &R->rel[i].n, err);
     }
+    if (!rc) rc = s_placed_from_locs(R, i, err);
   }
-  for (int k = 0; !rc && k < p->nnodes; k++) rc = s_run_node(R, k, k == p->nnodes - 1, err);
-  int out = p->nnodes ? p->nodes[p->nnodes - 1].out : 0;
-  double tc0 = tr_now();
-  if (!rc) rc = s_commit(e, &p->rels[out].meta, R->rel[out].locs, R->rel[out].n, err);
-  if (!rc) {
-    /* Not an IA operator, but where durability costs show: fdatasync on
-    ** the workers and the catalog transaction. */
-    s_op(R, "commit", p->rels[out].meta.name, 0)->seconds = tr_now() - tc0;
+  if (!rc) rc = te_optimize(p, R->m, s_replication(e, R->m), R->pl, x && x->plan[0] ? x->plan : NULL, &opt, err);
+  if (!rc && !run) {
+    if (res && !(*res = s_explain_result(R, &opt, x, tra, 0))) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+    goto done;
   }
-  s_cleanup(R, rc != TR_OK);
-  if (!rc && analyze && res) {
-    te_result *r = calloc(1, sizeof *r);
-    if (r && (r->text = s_analyze_text(R, json ? NULL : tra, tr_now() - t0, json))) {
-      r->kind = TE_RES_TEXT;
-      *res = r;
-    } else {
-      free(r);
-      rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+  for (int k = 0; !rc && k < p->nnodes; k++) {
+    int out = p->nodes[k].out;
+    rc = s_run_node(R, k, &opt.choice[k], err);
+    if (rc || p->rels[out].kind != TE_REL_OUTPUT) continue;
+    double tc0 = tr_now();
+    rc = s_commit(e, &p->rels[out].meta, R->rel[out].locs, R->rel[out].n, err);
+    if (!rc) {
+      R->rel[out].committed = 1;
+      /* Not an IA operator, but where durability costs show: fdatasync
+      ** on the workers and the catalog transaction. */
+      s_op(R, "commit", p->rels[out].meta.name, 0)->seconds = tr_now() - tc0;
     }
   }
+  s_cleanup(R, rc != TR_OK);
+  if (!rc && x && res && !(*res = s_explain_result(R, &opt, x, tra, tr_now() - t0)))
+    rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+done:
+  te_opt_free(&opt);
+  for (int i = 0; i < TE_MAX_RELS; i++) te_placed_free(&R->pl[i]);
   s_run_free(R);
   free(R);
   return rc;

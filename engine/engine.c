@@ -59,8 +59,11 @@ fail:
   return rc;
 }
 
+static void s_block_clear(te_engine *e);
+
 void te_close(te_engine **pe) {
   if (!pe || !*pe) return;
+  s_block_clear(*pe); /* an open block's statements never ran */
   te_cluster_close(*pe);
   tc_close(&(*pe)->db);
   free(*pe);
@@ -485,22 +488,6 @@ done:
   return rc;
 }
 
-/* text as a JSON object {"tra": "..."} (caller frees), NULL on failure. */
-static char *s_json_tra(const char *text) {
-  size_t n = strlen(text), o = 0;
-  char *out = malloc(n * 6 + 32);
-  if (!out) return NULL;
-  o += (size_t)sprintf(out, "{\"tra\": \"");
-  for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
-    if (*p == '"' || *p == '\\') o += (size_t)sprintf(out + o, "\\%c", *p);
-    else if (*p == '\n') o += (size_t)sprintf(out + o, "\\n");
-    else if (*p < 0x20) o += (size_t)sprintf(out + o, "\\u%04x", *p);
-    else out[o++] = (char)*p;
-  }
-  sprintf(out + o, "\"}\n");
-  return out;
-}
-
 static int s_assign(te_engine *e, const te_stmt *s, te_result **res, tr_err *err) {
   te_plan *plan = calloc(1, sizeof *plan);
   char *tra = NULL;
@@ -508,27 +495,108 @@ static int s_assign(te_engine *e, const te_stmt *s, te_result **res, tr_err *err
   int rc = te_compile(e, s, plan, err);
   if (!rc && s->kind == TE_ST_EXPLAIN && !(tra = te_plan_explain(plan)))
     rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-  if (!rc && s->kind == TE_ST_EXPLAIN && !s->analyze) {
-    te_result *r = calloc(1, sizeof *r);
-    if (r && s->json && !(r->text = s_json_tra(tra))) {
-      free(r);
-      r = NULL;
-    } else if (r && !s->json) {
-      r->text = tra;
-      tra = NULL;
-    }
-    if (r) {
-      r->kind = TE_RES_TEXT;
-      *res = r;
-    } else {
-      rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-    }
-  } else if (!rc) {
-    rc = te_dist_run(e, plan, s->kind == TE_ST_EXPLAIN, s->json, tra, res, err);
-  }
+  if (!rc) rc = te_dist_run(e, plan, s->kind == TE_ST_EXPLAIN ? s : NULL, tra, res, err);
   free(tra);
   free(plan);
   return rc;
+}
+
+static void s_block_clear(te_engine *e) {
+  for (int i = 0; i < e->nblock; i++) te_stmt_free(&e->block[i]);
+  e->nblock = e->npend = 0;
+  e->in_block = 0;
+}
+
+/* An assignment inside BEGIN .. COMMIT: checked now (against the block's
+** earlier outputs), run at COMMIT.  Takes *sp. */
+static int s_block_add(te_engine *e, te_stmt **sp, tr_err *err) {
+  te_plan *plan = calloc(1, sizeof *plan);
+  if (!plan) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  int rc = e->nblock >= TE_MAX_NODES
+               ? tr_seterr(err, TR_EINVAL, "block too large: at most %d statements", TE_MAX_NODES)
+               : te_compile(e, *sp, plan, err);
+  if (!rc) {
+    const te_node *last = &plan->nodes[plan->nnodes - 1];
+    e->pend[e->npend++] = plan->rels[last->out].meta;
+    e->block[e->nblock++] = *sp;
+    *sp = NULL;
+  }
+  free(plan);
+  return rc;
+}
+
+/* COMMIT (x NULL) or EXPLAIN [ANALYZE] COMMIT (x): the block's statements
+** as one plan, optimized together. */
+static int s_block_run(te_engine *e, const te_stmt *x, te_result **res, tr_err *err) {
+  te_plan *all = calloc(1, sizeof *all), *one = calloc(1, sizeof *one);
+  char *tra = NULL;
+  size_t tl = 0;
+  int rc = all && one ? TR_OK : tr_seterr(err, TR_ENOMEM, "out of memory");
+  e->npend = 0;
+  for (int i = 0; !rc && i < e->nblock; i++) {
+    rc = te_compile(e, e->block[i], one, err);
+    if (!rc) rc = te_plan_append(all, one, err);
+    if (!rc) e->pend[e->npend++] = one->rels[one->nodes[one->nnodes - 1].out].meta;
+    if (!rc && x) {
+      char *t = te_plan_explain(one);
+      char *nt = t ? realloc(tra, tl + strlen(t) + 1) : NULL;
+      if (!nt) {
+        free(t);
+        rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+        break;
+      }
+      tra = nt;
+      memcpy(tra + tl, t, strlen(t) + 1);
+      tl += strlen(t);
+      free(t);
+    }
+  }
+  /* The plan reads the block's outputs from the run, not the catalog. */
+  e->npend = 0;
+  if (!rc && all->nnodes) rc = te_dist_run(e, all, x, tra, res, err);
+  free(tra);
+  free(all);
+  free(one);
+  return rc;
+}
+
+/* Statements while a block is open. */
+static int s_in_block(te_engine *e, te_stmt **sp, te_result **res, tr_err *err) {
+  te_stmt *s = *sp;
+  int rc;
+  switch (s->kind) {
+  case TE_ST_ASSIGN: return s_block_add(e, sp, err);
+  case TE_ST_BEGIN: return tr_seterr(err, TR_EINVAL, "a block is already open (COMMIT or ROLLBACK it first)");
+  case TE_ST_ROLLBACK: s_block_clear(e); return TR_OK;
+  case TE_ST_COMMIT:
+    rc = s_block_run(e, NULL, res, err);
+    s_block_clear(e);
+    if (rc && err->code) {
+      /* say what stayed: outputs made before the failure are committed */
+      size_t l = strlen(err->msg);
+      const char *more = " (the block stopped there; outputs made before it are committed)";
+      if (l + strlen(more) < sizeof err->msg) memcpy(err->msg + l, more, strlen(more) + 1);
+    }
+    return rc;
+  case TE_ST_EXPLAIN:
+    if (!s->block)
+      return tr_seterr(err, TR_EINVAL, "EXPLAIN of one statement inside a block: use EXPLAIN [ANALYZE] COMMIT");
+    rc = s_block_run(e, s, res, err);
+    if (s->analyze) s_block_clear(e);
+    else {
+      /* the block stays open: restore its outputs for later statements */
+      e->npend = 0;
+      for (int i = 0; i < e->nblock; i++) {
+        te_plan *one = calloc(1, sizeof *one);
+        if (one && !te_compile(e, e->block[i], one, err))
+          e->pend[e->npend++] = one->rels[one->nodes[one->nnodes - 1].out].meta;
+        free(one);
+      }
+    }
+    return rc;
+  default:
+    return tr_seterr(err, TR_EINVAL, "only assignments can be in a block (BEGIN .. COMMIT); ROLLBACK leaves it");
+  }
 }
 
 int te_exec(te_engine *e, const char *text, size_t len, te_result **res, tr_err *err) {
@@ -538,7 +606,14 @@ int te_exec(te_engine *e, const char *text, size_t len, te_result **res, tr_err 
   tr_clearerr(err);
   int rc = te_parse(text, len, &s, err);
   if (rc) return rc;
+  if (e->in_block) {
+    rc = s_in_block(e, &s, &r, err);
+    goto done;
+  }
   switch (s->kind) {
+  case TE_ST_BEGIN: e->in_block = 1; break;
+  case TE_ST_COMMIT:
+  case TE_ST_ROLLBACK: rc = tr_seterr(err, TR_EINVAL, "no block is open (BEGIN starts one)"); break;
   case TE_ST_CREATE: rc = s_create(e, s, err); break;
   case TE_ST_LOAD: rc = s_load(e, s, err); break;
   case TE_ST_SAVE: rc = s_save(e, s, err); break;
@@ -550,10 +625,13 @@ int te_exec(te_engine *e, const char *text, size_t len, te_result **res, tr_err 
     if (rc == TR_ENOTFOUND && s->if_exists) rc = TR_OK;
     break;
   case TE_ST_PRINT: rc = s_print(e, s, &r, err); break;
-  case TE_ST_ASSIGN:
-  case TE_ST_EXPLAIN: rc = s_assign(e, s, &r, err); break;
+  case TE_ST_ASSIGN: rc = s_assign(e, s, &r, err); break;
+  case TE_ST_EXPLAIN:
+    rc = s->block ? tr_seterr(err, TR_EINVAL, "no block is open (BEGIN starts one)") : s_assign(e, s, &r, err);
+    break;
   case TE_ST_SET: rc = te_dist_set(e, s->setting, s->value, err); break;
   }
+done:
   te_stmt_free(&s);
   if (rc && err && !err->code) tr_seterr(err, rc, "statement failed (status %d)", rc);
   if (res) *res = r;

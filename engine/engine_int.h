@@ -49,7 +49,10 @@ typedef enum te_stmt_kind {
   TE_ST_DROP,     /* DROP TENSOR [IF EXISTS] name */
   TE_ST_PRINT,    /* PRINT name [ranges] */
   TE_ST_EXPLAIN,  /* EXPLAIN [ANALYZE] [(FORMAT TEXT|JSON)] assignment */
-  TE_ST_SET       /* SET name = value */
+  TE_ST_SET,      /* SET name = value */
+  TE_ST_BEGIN,    /* BEGIN: statements until COMMIT are one block */
+  TE_ST_COMMIT,   /* COMMIT (EXPLAIN [..] COMMIT: explain the block) */
+  TE_ST_ROLLBACK  /* ROLLBACK: forget the block's statements */
 } te_stmt_kind;
 
 typedef enum te_fill_kind {
@@ -84,6 +87,9 @@ typedef struct te_stmt {
   /* EXPLAIN */
   int analyze;                   /* EXPLAIN ANALYZE: run and measure */
   int json;                      /* (FORMAT JSON) */
+  int dot;                       /* (FORMAT DOT) */
+  char plan[TE_NAME_MAX * 4];    /* (PLAN 'name'): run that alternative */
+  int block;                     /* EXPLAIN .. COMMIT: of the open block */
   /* SET */
   char setting[TE_NAME_MAX];     /* name, lower-cased */
   char value[TE_NAME_MAX];       /* value as written (number or name) */
@@ -135,6 +141,8 @@ typedef enum te_rel_kind {
 typedef struct te_rel {
   te_rel_kind kind;   /* where its chunks come from */
   tc_tensor meta;     /* name, dtype, shape and chunk shape */
+  int pending;        /* STORED: the output of an earlier statement of the
+                         same block, not yet in the catalog */
 } te_rel;
 
 typedef struct te_operand {
@@ -156,6 +164,12 @@ typedef struct te_node {
   tk_prog post;                          /* fused transform (n == 0: none) */
   int out;                               /* relation written */
   int gemm;                              /* SUM of in0 * in1: BLAS path */
+  int drive;                             /* -1: a task computes whole output
+                                            chunks; else a join tuple is
+                                            computed only where this
+                                            operand's chunk was sent (its
+                                            chunk ids are in the task), and
+                                            output chunks may be partial */
 } te_node;
 
 typedef struct te_plan {
@@ -191,11 +205,22 @@ struct te_engine {
   te_site *sites;         /* them */
   uint64_t next_req;      /* request ids */
   char workdir[4200];     /* where local workers keep data and logs */
+  /* An open block (BEGIN .. COMMIT): its assignments, optimized and run
+  ** together at COMMIT; pend[] are their outputs so far, which later
+  ** statements of the block read (the compiler consults them first). */
+  int in_block;
+  int nblock;
+  te_stmt *block[TE_MAX_NODES];
+  int npend;
+  tc_tensor pend[TE_MAX_NODES];
 };
 
 /* Bind an assignment (TE_ST_ASSIGN or TE_ST_EXPLAIN) to the catalog and
 ** build its plan (compile.c). */
 int te_compile(te_engine *e, const te_stmt *s, te_plan *plan, tr_err *err);
+/* Append plan src (a later statement of a block) to dst: relations it
+** reads that earlier statements write become those outputs. */
+int te_plan_append(te_plan *dst, const te_plan *src, tr_err *err);
 /* The TRA expression of a plan as text (caller frees). */
 char *te_plan_explain(const te_plan *plan);
 /* Where a node's operand chunks come from and its output chunks go:
@@ -206,6 +231,9 @@ typedef struct te_chunk_io {
   void *ctx;
   int (*read)(void *ctx, int operand, int64_t lin, void *buf, size_t bytes, tr_err *err);
   int (*write)(void *ctx, int64_t lin, const void *buf, size_t bytes, tr_err *err);
+  /* With a node whose drive >= 0: is chunk lin of that operand here (so
+  ** its join tuples run here)?  NULL: every chunk is. */
+  int (*has)(void *ctx, int operand, int64_t lin);
 } te_chunk_io;
 
 /* Run node n for output chunks lins[0..nlins) (lins NULL: all of them) on
@@ -216,6 +244,115 @@ int te_node_run(const tk_backend *kt, int threads, size_t cache_budget, const te
                 const tc_tensor *const *in_meta, const tc_tensor *out_meta,
                 const te_chunk_io *io, const int64_t *lins, int64_t nlins, tr_err *err);
 
+
+/* ---- The optimizer (optimize.c) ---------------------------------------- */
+
+/*
+** How a node runs on the sites, as the optimizer chose it (the lowered
+** form of an IA plan): each operand stays where it is (KEEP), is
+** broadcast to every site (BCAST), shuffled on some of its labels (SHUF)
+** or replicated over the labels it lacks and shuffled (DUP, the RMM
+** pattern).  The join tuples run where the drive operand's chunks are
+** (drive >= 0) or where the output chunk is hashed on `part` (drive -1);
+** the other operands go where the tuples need them.  When one output
+** chunk's tuples run on several sites, each computes a partial result
+** and the partials are shuffled on `part` (output labels) and combined:
+** the two-phase aggregation of rule R2-5.
+*/
+#define TE_MAX_SITES 64  /* sites the optimizer places on (bit masks) */
+#define TE_MAX_ALTS 64   /* alternatives kept for EXPLAIN */
+
+typedef enum te_move { TE_MV_KEEP, TE_MV_BCAST, TE_MV_SHUF, TE_MV_DUP } te_move;
+
+typedef struct te_choice {
+  int drive;                  /* operand the tuples follow, -1: by output */
+  unsigned part;              /* node-label mask hashed (see above) */
+  unsigned agg_part;          /* two-phase: output labels partials go by */
+  int twophase;               /* partial aggregation, shuffle, combine */
+  int mv[TK_MAX_INPUTS];      /* te_move of each operand */
+  int late[TK_MAX_INPUTS];    /* diagonal filter after the move (R2-2 not
+                                 applied): every chunk moves */
+  char name[96];              /* e.g. "CMM[k]", "BMM[bcast B; A by i]" */
+  char ia[640];               /* the IA expression it came from */
+  char rules[160];            /* rules applied to reach it */
+} te_choice;
+
+/* Placement of a relation: per chunk, the sites (bit per live-site
+** position) holding it, and the one reads come from. */
+typedef struct te_placed {
+  int64_t n;         /* chunks; 0: not placed yet */
+  uint64_t *has;     /* holders */
+  int8_t *prim;      /* primary holder */
+} te_placed;
+
+/* The exact moves of one node under a choice. */
+typedef struct te_moves {
+  uint64_t *need[TK_MAX_INPUTS]; /* per operand chunk: sites it must reach */
+  uint64_t *osites;              /* per output chunk: sites computing it */
+  int8_t *owner;                 /* per output chunk: site of the result */
+  int64_t in_floats[TK_MAX_INPUTS]; /* floats each operand moves */
+  int64_t partial_floats;        /* floats of partials shuffled */
+  int64_t total;                 /* all of it */
+  double work_total, work_max;   /* join multiply-adds: all, busiest site */
+} te_moves;
+
+/* Plans that move the same floats can still differ in the work of their
+** busiest site (a plan on 3 of 4 sites, or all on one, moves little and
+** runs long).  The optimizer ranks by floats moved plus the idle
+** capacity m * max - total expressed in floats at this many multiply-adds
+** per float moved (about what one core does while a float crosses a
+** local socket). */
+#define TE_WORK_PER_FLOAT 64.0
+
+/* What the optimizer decided for a plan. */
+typedef struct te_opt {
+  int m;                              /* sites */
+  int repl;                           /* replication of outputs */
+  te_choice choice[TE_MAX_NODES];     /* per node */
+  int64_t node_floats[TE_MAX_NODES];  /* predicted, per node */
+  int64_t in_floats[TE_MAX_NODES][TK_MAX_INPUTS]; /* per operand move */
+  int64_t partial_floats[TE_MAX_NODES];           /* partials shuffled */
+  int64_t repl_floats;                /* replicating the outputs */
+  int64_t total;                      /* predicted transfer in floats */
+  double imbalance;                   /* idle capacity, in floats (above) */
+  int nalt;                           /* alternatives considered */
+  struct te_alt {
+    char name[400];                   /* per node names joined by " | " */
+    int64_t floats;                   /* predicted transfer */
+    double cost;                      /* floats + imbalance: the rank */
+    te_choice choice[TE_MAX_NODES];   /* the plan */
+  } *alt;                             /* cheapest first; alt[0] = chosen
+                                         unless PLAN forced another */
+  int chosen;                         /* index into alt */
+  int ntrees;                         /* IA plans the rewrites reached */
+  int fired[24];                      /* times each rule applied */
+  double ms;                          /* optimization time */
+} te_opt;
+
+/* Choose how every node of p runs on m sites with outputs replicated
+** `repl` times, from the placement of the stored inputs (pl[rel] for
+** TE_REL_STORED relations; others are filled in).  force: the name of an
+** alternative to run instead of the cheapest (EXPLAIN ... PLAN 'name'),
+** NULL for none; TR_ENOTFOUND with the names if none matches.  Caller
+** frees o->alt with te_opt_free. */
+int te_optimize(const te_plan *p, int m, int repl, te_placed *pl, const char *force, te_opt *o,
+                tr_err *err);
+void te_opt_free(te_opt *o);
+/* The moves of node k under c (pl: placement of every relation read);
+** TR_EINVAL if c is not valid for that placement (a local join that
+** would miss pairs).  Fills pl[node out] when out_pl is non-zero. */
+int te_moves_compute(const te_plan *p, int k, const te_choice *c, int m, int repl, te_placed *pl,
+                     te_moves *mv, int out_pl, tr_err *err);
+void te_moves_free(te_moves *mv);
+void te_placed_free(te_placed *pl);
+/* Hash site of a key (node-label keys) on label mask `labels`. */
+int te_hash_site(const te_node *n, unsigned labels, const int64_t *lkey, int m);
+/* EXPLAIN of an optimized plan: text (with the TRA expression tra), JSON
+** fields (no braces: "sites": .., "chosen": .., "alternatives": ..) or a
+** Graphviz graph.  Caller frees. */
+char *te_opt_text(const te_plan *p, const te_opt *o, const char *tra);
+char *te_opt_json(const te_plan *p, const te_opt *o, const char *tra);
+char *te_opt_dot(const te_plan *p, const te_opt *o);
 
 /* ---- Tasks shipped to workers (worker.c) ----------------------------- */
 
@@ -232,8 +369,15 @@ int te_fill_chunk(const tk_backend *kt, const tc_tensor *t, const te_fill *f, in
 
 /* One worker's share of a node or a FILL: what it computes from which
 ** chunk ids it holds, and the ids its output chunks get. */
+typedef enum te_task_kind {
+  TE_TASK_NODE,    /* a node's join + aggregation + map on listed chunks */
+  TE_TASK_FILL,    /* FILL chunks */
+  TE_TASK_COMBINE  /* fold the listed partials of each output chunk with
+                      the node's aggregation, then its transform */
+} te_task_kind;
+
 typedef struct te_task {
-  int fill;                           /* 1: FILL task; 0: node task */
+  int kind;                           /* a te_task_kind */
   te_fill f;                          /* FILL parameters */
   te_node node;                       /* node (kernel spec, labels) */
   tc_tensor in_meta[TK_MAX_INPUTS];   /* each operand's relation */
@@ -262,10 +406,13 @@ void te_task_free(te_task *t);
 int te_cluster_open(te_engine *e, const te_config *cfg, tr_err *err);
 /* Disconnect; stop local workers. */
 void te_cluster_close(te_engine *e);
-/* Run a compiled plan on the workers and commit its output; with analyze,
-** *res receives the measurements (text after `tra`, or JSON). */
-int te_dist_run(te_engine *e, te_plan *p, int analyze, int json, const char *tra,
-                te_result **res, tr_err *err);
+/* Optimize a compiled plan (te_optimize) and run it on the workers,
+** committing each output as it is made.  x: the EXPLAIN statement (NULL
+** for a plain run): without ANALYZE only the plan is shown, with it the
+** plan runs and *res gets plan and measurements (text after `tra`, JSON
+** or DOT). */
+int te_dist_run(te_engine *e, te_plan *p, const te_stmt *x, const char *tra, te_result **res,
+                tr_err *err);
 /* FILL t on the workers. */
 int te_dist_fill(te_engine *e, const tc_tensor *t, const te_fill *f, tr_err *err);
 /* DROP TENSOR, telling the workers to drop its chunks. */

@@ -566,6 +566,25 @@ static int s_fail(s_run *run, const tr_err *err) {
   return err->code ? err->code : TR_ERR;
 }
 
+/* Next join tuple of a group: odometer over the aggregated labels. */
+static void s_next_tuple(const te_node *n, int64_t *lkey) {
+  int l = n->nlabels - 1;
+  while (l >= n->nout) {
+    if (++lkey[l] * n->chunk[l] < n->size[l]) break;
+    lkey[l--] = 0;
+  }
+}
+
+/* Does the tuple at lkey run here: is its chunk of the drive operand one
+** this task was given?  (The drive operand is never re-chunked.) */
+static int s_drives_here(s_run *run, const int64_t *lkey) {
+  const te_node *n = run->node;
+  const te_operand *o = &n->in[n->drive];
+  int64_t key[TR_MAX_RANK];
+  for (int d = 0; d < o->rank; d++) key[d] = lkey[o->label[d]];
+  return run->io->has(run->io->ctx, n->drive, tc_key_linear(run->in_meta[n->drive], key));
+}
+
 /* Task t: compute output chunk lins[t] of the node. */
 static int s_node_task(void *arg, int64_t t) {
   s_run *run = arg;
@@ -586,10 +605,15 @@ static int s_node_task(void *arg, int64_t t) {
   if (!out) return s_fail(run, &(tr_err){TR_ENOMEM, "out of memory"});
   s_chunk ch[TK_MAX_INPUTS];
   memset(ch, 0, sizeof ch);
+  int first = 1;
   for (int64_t tu = 0; tu < run->ntuples; tu++) {
     if (tr_interrupted) {
       rc = tr_seterr(&err, TR_EINTR, "interrupted");
       break;
+    }
+    if (n->drive >= 0 && run->io->has && !s_drives_here(run, lkey)) {
+      s_next_tuple(n, lkey);
+      continue;
     }
     for (int l = 0; l < n->nlabels; l++) {
       int64_t rest = n->size[l] - lkey[l] * n->chunk[l];
@@ -599,19 +623,16 @@ static int s_node_task(void *arg, int64_t t) {
     for (i = 0; i < n->ninputs; i++)
       if ((rc = s_fetch(run, i, lkey, &ch[i], &err))) break;
     if (!rc) {
-      rc = n->gemm ? s_gemm_tuple(run, ch, ext, out, ols, tu == 0)
-                   : s_contract_tuple(run, ch, ext, out, ols, tu == 0);
+      rc = n->gemm ? s_gemm_tuple(run, ch, ext, out, ols, first)
+                   : s_contract_tuple(run, ch, ext, out, ols, first);
+      first = 0;
       if (rc) tr_seterr(&err, rc, "kernel failed in %s (status %d)", om->name, rc);
     }
     for (int j = 0; j < i; j++) s_chunk_done(run, &ch[j]);
     if (rc) break;
-    /* Next join tuple of this group: odometer over aggregated labels. */
-    int l = n->nlabels - 1;
-    while (l >= n->nout) {
-      if (++lkey[l] * n->chunk[l] < n->size[l]) break;
-      lkey[l--] = 0;
-    }
+    s_next_tuple(n, lkey);
   }
+  if (!rc && first) rc = tr_seterr(&err, TR_EINVAL, "no join tuple of output chunk %lld runs here", (long long)g);
   if (!rc && n->post.n) {
     rc = run->kt->map(run->dt, &n->post, out, nel);
     if (rc) tr_seterr(&err, rc, "kernel failed in %s (status %d)", om->name, rc);

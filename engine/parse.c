@@ -55,7 +55,8 @@ const char *const te_keyword_list[] = {
     "CREATE", "TENSOR", "CHUNK", "TYPE", "LOAD", "FROM", "SAVE", "TO",
     "FILL", "ZEROS", "ONES", "IDENTITY", "UNIFORM", "NORMAL", "SEED",
     "SHOW", "TENSORS", "DESCRIBE", "DROP", "IF", "EXISTS", "PRINT",
-    "EXPLAIN", "ANALYZE", "FORMAT", "JSON", "TEXT", "SET",
+    "EXPLAIN", "ANALYZE", "FORMAT", "JSON", "TEXT", "DOT", "PLAN", "SET",
+    "BEGIN", "COMMIT", "ROLLBACK",
     "SUM", "MAX", "MIN",
     "relu", "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "neg",
     "f32", "f64", NULL};
@@ -936,13 +937,32 @@ static int s_print(s_parser *p, te_stmt *st) {
 /* FORMAT TEXT | JSON */
 static int s_opt_format(s_parser *p, te_stmt *st) {
   const s_tok *v = s_peek(p, 0);
+  st->json = st->dot = 0;
   if (s_is_kw(v, "TEXT")) {
-    st->json = 0;
   } else if (s_is_kw(v, "JSON")) {
     st->json = 1;
+  } else if (s_is_kw(v, "DOT")) {
+    st->dot = 1;
   } else {
-    return s_fail(p, v, "expected TEXT or JSON after FORMAT");
+    return s_fail(p, v, "expected TEXT, JSON or DOT after FORMAT");
   }
+  s_next(p);
+  return TR_OK;
+}
+
+/* PLAN 'name': run the named alternative (EXPLAIN ANALYZE only). */
+static int s_opt_plan(s_parser *p, te_stmt *st) {
+  const s_tok *v = s_peek(p, 0);
+  size_t o = 0;
+  if (v->type != S_STR) return s_fail(p, v, "expected a quoted plan name after PLAN");
+  for (size_t i = 1; i + 1 < v->n; i++) {
+    char c = v->p[i];
+    if (c == '\'') i++;
+    if (o + 1 >= sizeof st->plan) return s_fail(p, v, "plan name too long");
+    st->plan[o++] = c;
+  }
+  st->plan[o] = '\0';
+  if (!o) return s_fail(p, v, "empty plan name");
   s_next(p);
   return TR_OK;
 }
@@ -953,7 +973,7 @@ static int s_opt_format(s_parser *p, te_stmt *st) {
 static const struct {
   const char *name;
   int (*value)(s_parser *p, te_stmt *st);
-} s_explain_opts[] = {{"FORMAT", s_opt_format}};
+} s_explain_opts[] = {{"FORMAT", s_opt_format}, {"PLAN", s_opt_plan}};
 
 #define S_NEXPLAIN_OPTS (sizeof s_explain_opts / sizeof s_explain_opts[0])
 
@@ -996,10 +1016,36 @@ static int s_explain(s_parser *p, te_stmt *st) {
   if (s_is_punct(s_peek(p, 0), '(') &&
       (rc = s_explain_options(p, st)) != TR_OK)
     return rc;
+  if (st->plan[0] && !st->analyze)
+    return s_fail(p, s_peek(p, 0), "PLAN needs EXPLAIN ANALYZE (it runs that plan)");
   a = s_peek(p, 0);
+  if (s_is_kw(a, "COMMIT") && !s_is_punct(s_peek(p, 1), '[')) {
+    s_next(p);
+    st->block = 1;
+    return TR_OK;
+  }
   if (a->type != S_IDENT || !s_is_punct(s_peek(p, 1), '['))
-    return s_fail(p, a, "expected an assignment after EXPLAIN");
+    return s_fail(p, a, "expected an assignment or COMMIT after EXPLAIN");
   return s_assign(p, st);
+}
+
+/* BEGIN [TRANSACTION|WORK] / COMMIT / ROLLBACK. */
+static int s_block_kw(s_parser *p) {
+  const s_tok *t = s_peek(p, 0);
+  if (s_is_kw(t, "TRANSACTION") || s_is_kw(t, "WORK")) s_next(p);
+  return TR_OK;
+}
+static int s_begin(s_parser *p, te_stmt *st) {
+  st->kind = TE_ST_BEGIN;
+  return s_block_kw(p);
+}
+static int s_commit(s_parser *p, te_stmt *st) {
+  st->kind = TE_ST_COMMIT;
+  return s_block_kw(p);
+}
+static int s_rollback(s_parser *p, te_stmt *st) {
+  st->kind = TE_ST_ROLLBACK;
+  return s_block_kw(p);
 }
 
 /* SET name = value; p is after SET.  The name is lower-cased (settings
@@ -1055,7 +1101,8 @@ static const struct {
   {"CREATE", s_create}, {"LOAD", s_load},          {"SAVE", s_save},
   {"FILL", s_fill},     {"SHOW", s_show_tensors},  {"DESCRIBE", s_describe},
   {"DROP", s_drop},     {"PRINT", s_print},        {"EXPLAIN", s_explain},
-  {"SET", s_set}};
+  {"SET", s_set},       {"BEGIN", s_begin},        {"COMMIT", s_commit},
+  {"END", s_commit},    {"ROLLBACK", s_rollback}};
 
 static int s_statement(s_parser *p, te_stmt *st) {
   const s_tok *t = s_peek(p, 0), *t1 = s_peek(p, 1);

@@ -116,9 +116,9 @@ static void s_get_meta(tn_rbuf *r, tc_tensor *t) {
 
 void te_task_encode(const te_task *t, tn_wbuf *b) {
   const te_node *n = &t->node;
-  tn_put_u8(b, (uint8_t)t->fill);
+  tn_put_u8(b, (uint8_t)t->kind);
   s_put_meta(b, &t->out_meta);
-  if (t->fill) {
+  if (t->kind == TE_TASK_FILL) {
     tn_put_u8(b, (uint8_t)t->f.kind);
     tn_put_f64(b, t->f.p0);
     tn_put_f64(b, t->f.p1);
@@ -140,6 +140,7 @@ void te_task_encode(const te_task *t, tn_wbuf *b) {
     tn_put_u8(b, (uint8_t)n->agg);
     s_put_prog(b, &n->post);
     tn_put_u8(b, (uint8_t)n->gemm);
+    tn_put_u32(b, (uint32_t)(n->drive + 1));
     tn_put_u32(b, (uint32_t)t->nin);
     for (int64_t i = 0; i < t->nin; i++) {
       tn_put_u32(b, (uint32_t)t->in_op[i]);
@@ -172,9 +173,10 @@ int te_task_decode(const void *p, size_t len, te_task *t, tr_err *err) {
   tn_rbuf_init(&r, p, len);
   memset(t, 0, sizeof *t);
   te_node *n = &t->node;
-  t->fill = tn_get_u8(&r);
+  t->kind = tn_get_u8(&r);
   s_get_meta(&r, &t->out_meta);
-  if (t->fill) {
+  if (t->kind > TE_TASK_COMBINE) goto bad;
+  if (t->kind == TE_TASK_FILL) {
     t->f.kind = (te_fill_kind)tn_get_u8(&r);
     t->f.p0 = tn_get_f64(&r);
     t->f.p1 = tn_get_f64(&r);
@@ -213,6 +215,12 @@ int te_task_decode(const void *p, size_t len, te_task *t, tr_err *err) {
     n->agg = (tk_agg)tn_get_u8(&r);
     s_get_prog(&r, &n->post, 1);
     n->gemm = tn_get_u8(&r) != 0;
+    uint32_t drive = tn_get_u32(&r);
+    if (drive > ni) goto bad;
+    n->drive = (int)drive - 1;
+    if (t->kind == TE_TASK_COMBINE &&
+        (ni != 1 || n->drive >= 0 || n->agg == TK_AGG_NONE || t->in_meta[0].rank != t->out_meta.rank))
+      goto bad;
     if (n->agg > TK_AGG_MIN || (n->agg == TK_AGG_NONE && n->nout != n->nlabels) || !n->prog.n)
       goto bad;
     if (n->gemm && n->ninputs != 2) goto bad;
@@ -370,6 +378,13 @@ static int s_task_read(void *ctx, int operand, int64_t lin, void *buf, size_t by
                    (long long)lin, operand, t->in_meta[operand].name);
 }
 
+static int s_task_has(void *ctx, int operand, int64_t lin) {
+  const te_task *t = ((s_taskio *)ctx)->t;
+  for (int64_t i = 0; i < t->nin; i++)
+    if (t->in_op[i] == operand && t->in_lin[i] == lin) return 1;
+  return 0;
+}
+
 static int s_task_write(void *ctx, int64_t lin, const void *buf, size_t bytes, tr_err *err) {
   s_taskio *io = ctx;
   const te_task *t = io->t;
@@ -427,6 +442,40 @@ static int s_fill_one(void *arg, int64_t i) {
   return rc;
 }
 
+/* Combine tasks: output chunk i from every listed partial of it. */
+static int s_combine_one(void *arg, int64_t i) {
+  s_fillrun *fr = arg;
+  const te_task *t = fr->io->t;
+  const tk_backend *kt = fr->io->w->kt;
+  int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK], lin = t->out_lin[i];
+  tc_key_from_linear(&t->out_meta, lin, key);
+  int64_t nel = tc_chunk_extent(&t->out_meta, key, ext);
+  size_t bytes = (size_t)nel * tr_dtype_size(t->out_meta.dtype);
+  void *acc = tr_alloc_aligned(bytes), *part = tr_alloc_aligned(bytes);
+  tr_err err;
+  int rc = acc && part ? TR_OK : tr_seterr(&err, TR_ENOMEM, "out of memory");
+  int first = 1;
+  for (int64_t k = 0; !rc && k < t->nin; k++) {
+    if (t->in_lin[k] != lin) continue;
+    rc = tc_store_get(fr->io->w->store, t->in_id[k], first ? acc : part, bytes, &err);
+    if (!rc && !first && (rc = kt->combine(t->out_meta.dtype, t->node.agg, acc, part, nel)))
+      tr_seterr(&err, rc, "combine kernel failed (status %d)", rc);
+    first = 0;
+  }
+  if (!rc && first) rc = tr_seterr(&err, TR_EINVAL, "no partial of output chunk %lld", (long long)lin);
+  if (!rc && t->node.post.n && (rc = kt->map(t->out_meta.dtype, &t->node.post, acc, nel)))
+    tr_seterr(&err, rc, "map kernel failed (status %d)", rc);
+  if (!rc) rc = s_task_write(fr->io, lin, acc, bytes, &err);
+  tr_free_aligned(acc);
+  tr_free_aligned(part);
+  if (rc) {
+    pthread_mutex_lock(&fr->mu);
+    if (!fr->err.code) fr->err = err;
+    pthread_mutex_unlock(&fr->mu);
+  }
+  return rc;
+}
+
 static void s_fail_job(s_job *j, int code, const char *msg) {
   j->rtype = TN_ERROR;
   j->code = code;
@@ -449,12 +498,16 @@ static void s_run_task(s_worker *w, s_job *j) {
   s_taskio io = {w, j, &t, calloc((size_t)t.nout + 1, 8), calloc((size_t)t.nout + 1, 8)};
   if (!io.sum || !io.bytes) {
     rc = tr_seterr(&err, TR_ENOMEM, "out of memory");
-  } else if (t.fill) {
+  } else if (t.kind == TE_TASK_FILL) {
     s_fillrun fr = {&io, {0, ""}, PTHREAD_MUTEX_INITIALIZER};
     rc = tr_parallel_for(w->threads, t.nout, s_fill_one, &fr);
     if (rc) err = fr.err.code ? fr.err : err;
+  } else if (t.kind == TE_TASK_COMBINE) {
+    s_fillrun fr = {&io, {0, ""}, PTHREAD_MUTEX_INITIALIZER};
+    rc = tr_parallel_for(w->threads, t.nout, s_combine_one, &fr);
+    if (rc) err = fr.err.code ? fr.err : err;
   } else {
-    te_chunk_io cio = {&io, s_task_read, s_task_write};
+    te_chunk_io cio = {&io, s_task_read, s_task_write, s_task_has};
     const tc_tensor *in_meta[TK_MAX_INPUTS];
     for (int i = 0; i < t.node.ninputs; i++) in_meta[i] = &t.in_meta[i];
     rc = te_node_run(w->kt, w->threads, (size_t)1 << 30, &t.node, in_meta, &t.out_meta, &cio,

@@ -654,9 +654,9 @@ Test(explain, option_errors) {
   bad("EXPLAIN (FOO 1) C[i] = A[i];", "unknown EXPLAIN option 'FOO'");
   bad("EXPLAIN (analyze) C[i] = A[i];", "unknown EXPLAIN option 'analyze'");
   bad("EXPLAIN (FORMAT XML) C[i] = A[i];", "near 'XML'",
-      "expected TEXT or JSON");
-  bad("EXPLAIN (FORMAT) C[i] = A[i];", "expected TEXT or JSON");
-  bad("EXPLAIN (FORMAT 'json') C[i] = A[i];", "expected TEXT or JSON");
+      "expected TEXT, JSON or DOT");
+  bad("EXPLAIN (FORMAT) C[i] = A[i];", "expected TEXT, JSON or DOT");
+  bad("EXPLAIN (FORMAT 'json') C[i] = A[i];", "expected TEXT, JSON or DOT");
   bad("EXPLAIN (FORMAT JSON C[i] = A[i];", "near 'C'", "expected ',' or ')'");
   bad("EXPLAIN (FORMAT JSON,) C[i] = A[i];", "near ')'",
       "expected an EXPLAIN option");
@@ -664,7 +664,7 @@ Test(explain, option_errors) {
   bad("EXPLAIN (FORMAT JSON, format text) C[i] = A[i];",
       "EXPLAIN option FORMAT given twice");
   bad("EXPLAIN (FORMAT JSON)", "end of input", "expected an assignment");
-  bad("EXPLAIN ANALYZE;", "expected an assignment after EXPLAIN");
+  bad("EXPLAIN ANALYZE;", "expected an assignment or COMMIT after EXPLAIN");
   bad("EXPLAIN ANALYZE ANALYZE C[i] = A[i];", "near 'ANALYZE'",
       "expected an assignment");
   bad("EXPLAIN (FORMAT JSON) ANALYZE C[i] = A[i];", "near 'ANALYZE'",
