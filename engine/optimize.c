@@ -901,6 +901,12 @@ int te_moves_compute(const te_plan *p, int k, const te_choice *c, int m, int rep
   }
   mv->total += mv->partial_floats;
   if (out_pl) {
+    /* Copies sent stay for the rest of the run: later nodes read them
+    ** where they are (the executor sends a chunk to a site once). */
+    for (int i = 0; i < n->ninputs; i++) {
+      te_placed *pi = &pl[n->in[i].rel];
+      for (int64_t l = 0; l < pi->n; l++) pi->has[l] |= mv->need[i][l];
+    }
     te_placed *po = &pl[n->out];
     te_placed_free(po);
     po->has = calloc((size_t)nout + 1, sizeof *po->has);
@@ -1407,13 +1413,11 @@ static int s_ia_ops(const te_plan *p, int k, const te_opt *o, s_iaop *ops) {
     } else if (c->mv[i] == TE_MV_SHUF || c->mv[i] == TE_MV_DUP) {
       OP("shuffle", "%s%s", nm, i == c->drive ? "" : " (to the sites its join tuples run on)");
       if (i == c->drive || c->mv[i] == TE_MV_DUP) s_label_text(&x, c->part, ops[no - 1].labels, sizeof ops[no - 1].labels);
-    } else {
-      OP(i == c->drive ? "local_map" : "local_map", "%s stays where it is%s", nm,
-         i == c->drive ? " (drives the join)" : " (co-partitioned)");
-      ops[no - 1].op = NULL; /* not an operator: a note */
     }
-    if (ops[no - 1].op) ops[no - 1].floats = o->in_floats[k][i];
-    d++;
+    if (c->mv[i] != TE_MV_KEEP) {
+      ops[no - 1].floats = o->in_floats[k][i];
+      d++;
+    }
     if (c->mv[i] == TE_MV_DUP) {
       OP("local_map", "%s duplicate over the output labels it lacks (RMM)", nm);
       d++;
@@ -1422,7 +1426,8 @@ static int s_ia_ops(const te_plan *p, int k, const te_opt *o, s_iaop *ops) {
       OP("local_filter", "%s diagonal keys (before the move)", nm);
       d++;
     }
-    OP(NULL, "%s%s", nm, p->rels[n->in[i].rel].kind == TE_REL_STORED ? "" : " (temporary)");
+    OP(NULL, "%s%s%s", nm, p->rels[n->in[i].rel].kind == TE_REL_STORED ? "" : " (temporary)",
+       c->mv[i] != TE_MV_KEEP ? "" : i == c->drive ? ", in place (drives the join)" : ", in place (co-partitioned)");
     d = base;
   }
 #undef OP
