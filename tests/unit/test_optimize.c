@@ -180,3 +180,25 @@ Test(optimize, side_conditions_checked_on_the_placement) {
   cr_assert(strstr(err.msg, "tensor A chunk [1,1]"), "%s", err.msg);
   s_unplace(pl);
 }
+
+Test(optimize, explain_formats) {
+  static te_plan p;
+  te_placed pl[TE_MAX_RELS];
+  te_opt o;
+  tr_err err;
+  s_matmul(&p, 512, 512, 512, 256, 256, 128);
+  s_place(&p, pl, 4);
+  cr_assert_eq(te_optimize(&p, 4, 1, pl, "CMM", &o, &err), TR_OK, "%s", err.msg);
+  char *t = te_opt_text(&p, &o, NULL), *j = te_opt_json(&p, &o, NULL), *d = te_opt_dot(&p, &o);
+  cr_assert(t && strstr(t, "IA plan on 4 sites: CMM[k]") && strstr(t, "<- chosen") && strstr(t, "shuffle A"), "%s", t);
+  cr_assert(j && strstr(j, "\"sites\": 4") && strstr(j, "\"chosen\": {\"name\": \"CMM[k]\"") &&
+                strstr(j, "\"op\": \"shuffle\"") && strstr(j, "\"op\": \"local_join\"") &&
+                strstr(j, "\"alternatives\": [{\"name\""),
+            "%s", j);
+  cr_assert(d && !strncmp(d, "digraph plan {", 14) && strstr(d, "->") && strstr(d, "partials of C"), "%s", d);
+  free(t);
+  free(j);
+  free(d);
+  te_opt_free(&o);
+  s_unplace(pl);
+}
