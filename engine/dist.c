@@ -4,18 +4,14 @@
 **
 ** Workers are the sites of the IA.  Every stored chunk has a cluster-wide
 ** id and lives on `replication` workers (catalog table chunk_replicas).
-** A node of a plan (TRA join + aggregation) runs as
-**
-**   LMAP(post) . LAGG(group by out) . LJOIN(kernel) ( SHUF_D(X) | BCAST(Y) ... )
-**
-** where the output is partitioned on a set D of its labels: an operand
-** holding every label of D is shuffled on D (each chunk goes to the one
-** site that needs it), any other operand is broadcast (to every site that
-** needs it).  Because the join runs where its output group lives, the
-** aggregation needs no shuffle of its own (rule R2-4).  The local join,
-** aggregation and map run fused in one task per site (exec.c on the
-** worker).  Chunks move worker to worker (SEND); the coordinator only
-** ships what it reads from or writes to user files.
+** A node of a plan (TRA join + aggregation) runs as the optimizer chose
+** (optimize.c): each operand stays, is broadcast or is shuffled to the
+** sites its join tuples run on, exactly the moves te_moves_compute
+** counted; then one fused local join + aggregation + map task per site
+** (exec.c on the worker); when an output chunk's tuples ran on several
+** sites, its partials are shuffled to the owner and combined there.
+** Chunks move worker to worker (SEND); the coordinator only ships what it
+** reads from or writes to user files.
 **
 ** Requests are pipelined: a phase sends all its requests, then waits for
 ** every reply while heartbeating.  A worker silent for TN_LIVENESS
@@ -993,6 +989,33 @@ static void s_task_results(s_run *R, s_phase *ph, s_prel *pr, tr_dtype dt, int r
   }
 }
 
+/* Room in task t for nin input and nout output chunk entries. */
+static int s_task_lists(te_task *t, int64_t nin, int64_t nout, tr_err *err) {
+  t->in_op = calloc((size_t)nin + 1, sizeof *t->in_op);
+  t->in_lin = calloc((size_t)nin + 1, sizeof *t->in_lin);
+  t->in_id = calloc((size_t)nin + 1, sizeof *t->in_id);
+  t->out_lin = calloc((size_t)nout + 1, sizeof *t->out_lin);
+  t->out_id = calloc((size_t)nout + 1, sizeof *t->out_id);
+  if (t->in_op && t->in_lin && t->in_id && t->out_lin && t->out_id) return TR_OK;
+  te_task_free(t);
+  return tr_seterr(err, TR_ENOMEM, "out of memory");
+}
+
+/* Send task t to site position u if it makes anything (with `reps`, its
+** outputs are also pushed to the replica sites); frees t's lists. */
+static int s_task_submit(s_run *R, s_phase *ph, te_task *t, int reps, int u, tr_err *err) {
+  int rc = TR_OK;
+  if (reps) s_task_reps(R, u, t);
+  if (t->nout) {
+    tn_wbuf b = {0};
+    te_task_encode(t, &b);
+    rc = s_request(ph, R->up[u], TN_TASK, &b, 0, NULL, NULL, NULL, err);
+    tn_wbuf_free(&b);
+  }
+  te_task_free(t);
+  return rc;
+}
+
 /* Run FILL tasks: chunk lin of t on site up[lin % m]. */
 static int s_fill_tasks(s_run *R, const tc_tensor *t, const te_fill *f, s_prel *pr, int replicate,
                         tr_err *err) {
@@ -1010,10 +1033,8 @@ static int s_fill_tasks(s_run *R, const tc_tensor *t, const te_fill *f, s_prel *
     task.kind = TE_TASK_FILL;
     task.f = *f;
     task.out_meta = *t;
-    task.out_lin = calloc((size_t)n / (size_t)R->m + 2, sizeof *task.out_lin);
-    task.out_id = calloc((size_t)n / (size_t)R->m + 2, sizeof *task.out_id);
-    if (!task.out_lin || !task.out_id) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-    for (int64_t lin = k; !rc && lin < n; lin += R->m) {
+    if ((rc = s_task_lists(&task, 0, n / R->m + 1, err))) break;
+    for (int64_t lin = k; lin < n; lin += R->m) {
       pr->locs[lin].lin = lin;
       pr->locs[lin].chunk_id = tc_new_chunk_id();
       pr->locs[lin].nsites = 1;
@@ -1021,14 +1042,7 @@ static int s_fill_tasks(s_run *R, const tc_tensor *t, const te_fill *f, s_prel *
       task.out_lin[task.nout] = lin;
       task.out_id[task.nout++] = pr->locs[lin].chunk_id;
     }
-    if (replicate) s_task_reps(R, k, &task);
-    if (!rc && task.nout) {
-      tn_wbuf b = {0};
-      te_task_encode(&task, &b);
-      rc = s_request(&ph, R->up[k], TN_TASK, &b, 0, NULL, NULL, NULL, err);
-      tn_wbuf_free(&b);
-    }
-    te_task_free(&task);
+    rc = s_task_submit(R, &ph, &task, replicate, k, err);
   }
   if (!rc) rc = s_wait(&ph, err);
   if (!rc) s_task_results(R, &ph, pr, t->dtype, replicate, NULL, NULL);
@@ -1093,32 +1107,24 @@ static int s_plan_sends(s_run *R, s_prel *pr, const tc_tensor *t, const uint64_t
   return TR_OK;
 }
 
-/* A task for site position u: node n (or a combine, kind) over the
+/* A node task for site position u: node n over the
 ** chunks of each operand that `need` sends to u, making the output chunks
 ** `mine` selects with ids ids[lin]. */
-static int s_send_task(s_run *R, s_phase *ph, int kind, const te_node *n, const tc_tensor *const *in_meta,
+static int s_send_task(s_run *R, s_phase *ph, const te_node *n, const tc_tensor *const *in_meta,
                        s_prel *const *in, uint64_t *const *need, const tc_tensor *om, int64_t nout,
                        const uint8_t *mine, const uint64_t *ids, int reps, int u, tr_err *err) {
   te_task task;
-  int rc = TR_OK;
+  int rc;
   memset(&task, 0, sizeof task);
-  task.kind = kind;
+  task.kind = TE_TASK_NODE;
   task.node = *n;
   task.out_meta = *om;
-  int64_t cap_in = 1;
+  int64_t cap_in = 0;
   for (int i = 0; i < n->ninputs; i++) {
     task.in_meta[i] = *in_meta[i];
     cap_in += in[i]->n;
   }
-  task.in_op = calloc((size_t)cap_in, sizeof *task.in_op);
-  task.in_lin = calloc((size_t)cap_in, sizeof *task.in_lin);
-  task.in_id = calloc((size_t)cap_in, sizeof *task.in_id);
-  task.out_lin = calloc((size_t)nout + 1, sizeof *task.out_lin);
-  task.out_id = calloc((size_t)nout + 1, sizeof *task.out_id);
-  if (!task.in_op || !task.in_lin || !task.in_id || !task.out_lin || !task.out_id) {
-    te_task_free(&task);
-    return tr_seterr(err, TR_ENOMEM, "out of memory");
-  }
+  if ((rc = s_task_lists(&task, cap_in, nout, err))) return rc;
   for (int i = 0; i < n->ninputs; i++)
     for (int64_t lin = 0; lin < in[i]->n; lin++)
       if (need[i][lin] & (1ull << u)) {
@@ -1131,15 +1137,7 @@ static int s_send_task(s_run *R, s_phase *ph, int kind, const te_node *n, const 
       task.out_lin[task.nout] = lin;
       task.out_id[task.nout++] = ids[lin];
     }
-  if (reps) s_task_reps(R, u, &task);
-  if (task.nout) {
-    tn_wbuf b = {0};
-    te_task_encode(&task, &b);
-    rc = s_request(ph, R->up[u], TN_TASK, &b, 0, NULL, NULL, NULL, err);
-    tn_wbuf_free(&b);
-  }
-  te_task_free(&task);
-  return rc;
+  return s_task_submit(R, ph, &task, reps, u, err);
 }
 
 /* Run node k as the optimizer chose: move operand chunks where the
@@ -1226,7 +1224,7 @@ static int s_run_node(s_run *R, int k, const te_choice *c, tr_err *err) {
       ids[lin] = c->twophase ? (pids[(size_t)lin * (size_t)m + (size_t)u] = tc_new_chunk_id())
                              : po->locs[lin].chunk_id;
     }
-    rc = s_send_task(R, &ph, TE_TASK_NODE, &tn, in_meta, in, mv.need, om, nout, mine, ids,
+    rc = s_send_task(R, &ph, &tn, in_meta, in, mv.need, om, nout, mine, ids,
                      final && !c->twophase, u, err);
   }
   if (!rc) rc = s_wait(&ph, err);
@@ -1287,16 +1285,7 @@ static int s_run_node(s_run *R, int k, const te_choice *c, tr_err *err) {
       task.node.prog.code[0].arg = 0;
       task.in_meta[0] = *om;
       task.out_meta = *om;
-      task.in_op = calloc((size_t)nout * (size_t)m + 1, sizeof *task.in_op);
-      task.in_lin = calloc((size_t)nout * (size_t)m + 1, sizeof *task.in_lin);
-      task.in_id = calloc((size_t)nout * (size_t)m + 1, sizeof *task.in_id);
-      task.out_lin = calloc((size_t)nout + 1, sizeof *task.out_lin);
-      task.out_id = calloc((size_t)nout + 1, sizeof *task.out_id);
-      if (!task.in_op || !task.in_lin || !task.in_id || !task.out_lin || !task.out_id) {
-        te_task_free(&task);
-        rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-        break;
-      }
+      if ((rc = s_task_lists(&task, nout * m, nout, err))) break;
       for (int64_t lin = 0; lin < nout; lin++) {
         if (mv.owner[lin] != u) continue;
         for (int v = 0; v < m; v++)
@@ -1308,14 +1297,7 @@ static int s_run_node(s_run *R, int k, const te_choice *c, tr_err *err) {
         task.out_lin[task.nout] = lin;
         task.out_id[task.nout++] = po->locs[lin].chunk_id;
       }
-      if (final) s_task_reps(R, u, &task);
-      if (task.nout) {
-        tn_wbuf b = {0};
-        te_task_encode(&task, &b);
-        rc = s_request(&ph, R->up[u], TN_TASK, &b, 0, NULL, NULL, NULL, err);
-        tn_wbuf_free(&b);
-      }
-      te_task_free(&task);
+      rc = s_task_submit(R, &ph, &task, final, u, err);
     }
     if (!rc) rc = s_wait(&ph, err);
     if (!rc) s_task_results(R, &ph, po, om->dtype, final, rs, cs);

@@ -551,8 +551,8 @@ static int s_block_run(te_engine *e, const te_stmt *x, te_result **res, tr_err *
       free(t);
     }
   }
-  /* The plan reads the block's outputs from the run, not the catalog. */
-  e->npend = 0;
+  /* e->pend now holds the block's outputs again, for an open block's
+  ** later statements (EXPLAIN .. COMMIT without ANALYZE keeps it open). */
   if (!rc && all->nnodes) rc = te_dist_run(e, all, x, tra, res, err);
   free(tra);
   free(all);
@@ -583,16 +583,6 @@ static int s_in_block(te_engine *e, te_stmt **sp, te_result **res, tr_err *err) 
       return tr_seterr(err, TR_EINVAL, "EXPLAIN of one statement inside a block: use EXPLAIN [ANALYZE] COMMIT");
     rc = s_block_run(e, s, res, err);
     if (s->analyze) s_block_clear(e);
-    else {
-      /* the block stays open: restore its outputs for later statements */
-      e->npend = 0;
-      for (int i = 0; i < e->nblock; i++) {
-        te_plan *one = calloc(1, sizeof *one);
-        if (one && !te_compile(e, e->block[i], one, err))
-          e->pend[e->npend++] = one->rels[one->nodes[one->nnodes - 1].out].meta;
-        free(one);
-      }
-    }
     return rc;
   default:
     return tr_seterr(err, TR_EINVAL, "only assignments can be in a block (BEGIN .. COMMIT); ROLLBACK leaves it");

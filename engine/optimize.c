@@ -134,14 +134,12 @@ static void s_lift(s_tree *t, int at) { t->op[at] = t->op[t->op[at].kid[0]]; }
 static void s_swap(s_tree *t, int at) {
   int c = t->op[at].kid[0];
   s_op a = t->op[at], b = t->op[c];
-  int8_t ak = a.kid[0];
   t->op[at] = b;
   t->op[c] = a;
   t->op[at].kid[0] = (int8_t)c;
   t->op[at].nk = 1;
   t->op[c].kid[0] = b.kid[0];
   t->op[c].nk = b.nk;
-  (void)ak;
 }
 
 static int s_copy(const s_tree *src, int at, s_tree *dst) {
@@ -1397,9 +1395,6 @@ static int s_ia_ops(const te_plan *p, int k, const te_opt *o, s_iaop *ops) {
     const char *nm = s_opname(&x, i);
     int base = d;
     int diag = (x.diag >> i) & 1, rech = (x.rechunk >> i) & 1;
-    if (diag && !c->late[i]) {
-      /* filter pushed below the move (R1-6, R2-2): only diagonal chunks move */
-    }
     if (c->late[i] && diag) {
       OP("local_filter", "%s diagonal keys (after the move)", nm);
       d++;

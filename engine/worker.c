@@ -414,7 +414,8 @@ static int s_task_write(void *ctx, int64_t lin, const void *buf, size_t bytes, t
   return tr_seterr(err, TR_EINVAL, "output chunk %lld is not this worker's", (long long)lin);
 }
 
-/* Fill tasks: chunk i of the list. */
+/* FILL and combine tasks: one output chunk of the list per index, on the
+** thread pool. */
 typedef struct s_fillrun {
   s_taskio *io;   /* task */
   tr_err err;     /* first failure */

@@ -345,3 +345,23 @@ Test(engine, explain_analyze_counts_transfers) {
   for (int i = 0; i < 256; i++) cr_assert_eq(g->values[i], 12.0);
   te_result_free(&g);
 }
+
+Test(engine, block_stays_open_after_explain_commit) {
+  s_ok("CREATE TENSOR A[4, 3];");
+  s_ok("FILL A ONES;");
+  s_ok("BEGIN;");
+  s_ok("C[i,j] = A[i,j] * 3;");
+  te_result *x = NULL;
+  tr_err err;
+  cr_assert_eq(te_exec(s_e, "EXPLAIN COMMIT;", 15, &x, &err), TR_OK, "%s", err.msg);
+  cr_assert(x && x->kind == TE_RES_TEXT && strstr(x->text, "Predicted transfer"), "plan of the block");
+  te_result_free(&x);
+  /* still in the block: D reads C, which only exists as the block's output */
+  s_ok("D[i,j] = C[i,j] + 1;");
+  s_ok("COMMIT;");
+  te_result *d = s_get("D");
+  double want[12];
+  for (int i = 0; i < 12; i++) want[i] = 4;
+  s_close_to(d, want, 12, 0);
+  te_result_free(&d);
+}
