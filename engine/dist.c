@@ -989,6 +989,10 @@ static void s_task_results(s_run *R, s_phase *ph, s_prel *pr, tr_dtype dt, int r
     }
     double secs = tn_get_f64(&r);
     int st = ph->out[i].site;
+    tn_get_str(&r, e->sites[st].kernels, sizeof e->sites[st].kernels);
+    e->sites[st].h2d += tn_get_u64(&r);
+    e->sites[st].d2h += tn_get_u64(&r);
+    e->sites[st].copy_s += tn_get_f64(&r);
     e->sites[st].busy_s += secs;
     e->sites[st].tasks++;
     if (js) {
@@ -1287,9 +1291,12 @@ static char *s_analyze_text(const s_run *R, const char *tra, double elapsed, int
     PUT("], \"per_site\": [");
     for (int s = 0; s < e->nsites; s++)
       PUT("%s{\"site\": %d, \"endpoint\": \"%s\", \"state\": \"%s\", \"tasks\": %lld, \"floats_in\": %lld, "
-          "\"floats_out\": %lld, \"task_s\": %.6f}",
+          "\"floats_out\": %lld, \"task_s\": %.6f, \"kernels\": \"%s\", \"gpu_h2d_bytes\": %llu, "
+          "\"gpu_d2h_bytes\": %llu, \"gpu_copy_s\": %.6f}",
           s ? ", " : "", s, e->sites[s].ep, e->sites[s].up ? "up" : "down", (long long)e->sites[s].tasks,
-          (long long)e->sites[s].floats_in, (long long)e->sites[s].floats_out, e->sites[s].busy_s);
+          (long long)e->sites[s].floats_in, (long long)e->sites[s].floats_out, e->sites[s].busy_s,
+          e->sites[s].kernels, (unsigned long long)e->sites[s].h2d,
+          (unsigned long long)e->sites[s].d2h, e->sites[s].copy_s);
     PUT("]}\n");
   } else {
     PUT("%s", tra ? tra : "");
@@ -1310,10 +1317,15 @@ static char *s_analyze_text(const s_run *R, const char *tra, double elapsed, int
               op->site_s[s]);
     }
     PUT("Sites:\n");
-    for (int s = 0; s < e->nsites; s++)
-      PUT("  %d %-40s %-4s tasks %4lld  floats in %12lld  out %12lld  task time %.3f s\n", s,
-          e->sites[s].ep, e->sites[s].up ? "up" : "down", (long long)e->sites[s].tasks,
-          (long long)e->sites[s].floats_in, (long long)e->sites[s].floats_out, e->sites[s].busy_s);
+    for (int s = 0; s < e->nsites; s++) {
+      PUT("  %d %-40s %-4s tasks %4lld  floats in %12lld  out %12lld  task time %.3f s  kernels %s\n",
+          s, e->sites[s].ep, e->sites[s].up ? "up" : "down", (long long)e->sites[s].tasks,
+          (long long)e->sites[s].floats_in, (long long)e->sites[s].floats_out, e->sites[s].busy_s,
+          e->sites[s].kernels[0] ? e->sites[s].kernels : "-");
+      if (e->sites[s].h2d || e->sites[s].d2h)
+        PUT("    gpu copies: %llu bytes in, %llu bytes out, %.3f s\n", (unsigned long long)e->sites[s].h2d,
+            (unsigned long long)e->sites[s].d2h, e->sites[s].copy_s);
+    }
     PUT("Elapsed: %.3f s, measured transfer: %lld floats\n", elapsed, (long long)total);
   }
 #undef PUT
@@ -1371,7 +1383,8 @@ int te_dist_run(te_engine *e, te_plan *p, int analyze, int json, const char *tra
   s_ping(e);
   for (int s = 0; s < e->nsites; s++) {
     e->sites[s].tasks = e->sites[s].floats_in = e->sites[s].floats_out = 0;
-    e->sites[s].busy_s = 0;
+    e->sites[s].busy_s = e->sites[s].copy_s = 0;
+    e->sites[s].h2d = e->sites[s].d2h = 0;
   }
   R->m = s_up_sites(e, R->up);
   if (!R->m) rc = tr_seterr(err, TR_EIO, "no worker is up");
