@@ -344,7 +344,7 @@ static int s_spawn_local(te_engine *e, const te_config *cfg, int n, tr_err *err)
       if (fd >= 0) dup2(fd, 2);
       int nul = open("/dev/null", O_RDONLY);
       if (nul >= 0) dup2(nul, 0);
-      const char *argv[16];
+      const char *argv[24];
       int a = 0;
       argv[a++] = self;
       argv[a++] = "--worker";
@@ -361,6 +361,14 @@ static int s_spawn_local(te_engine *e, const te_config *cfg, int n, tr_err *err)
       if (cfg->keys) {
         argv[a++] = "--keys";
         argv[a++] = cfg->keys;
+      }
+      if (cfg->device) {
+        argv[a++] = "--device";
+        argv[a++] = cfg->device;
+      }
+      if (cfg->gpu_memory) {
+        argv[a++] = "--gpu-memory";
+        argv[a++] = cfg->gpu_memory;
       }
       argv[a] = NULL;
       execv(self, (char *const *)argv);
