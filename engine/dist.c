@@ -340,7 +340,7 @@ static int s_spawn_local(te_engine *e, const te_config *cfg, int n, tr_err *err)
       if (fd >= 0) dup2(fd, 2);
       int nul = open("/dev/null", O_RDONLY);
       if (nul >= 0) dup2(nul, 0);
-      const char *argv[16];
+      const char *argv[24];
       int a = 0;
       argv[a++] = self;
       argv[a++] = "--worker";
@@ -357,6 +357,14 @@ static int s_spawn_local(te_engine *e, const te_config *cfg, int n, tr_err *err)
       if (cfg->keys) {
         argv[a++] = "--keys";
         argv[a++] = cfg->keys;
+      }
+      if (cfg->device) {
+        argv[a++] = "--device";
+        argv[a++] = cfg->device;
+      }
+      if (cfg->gpu_memory) {
+        argv[a++] = "--gpu-memory";
+        argv[a++] = cfg->gpu_memory;
       }
       argv[a] = NULL;
       execv(self, (char *const *)argv);
@@ -977,6 +985,10 @@ static void s_task_results(s_run *R, s_phase *ph, s_prel *pr, tr_dtype dt, int r
     }
     double secs = tn_get_f64(&r);
     int st = ph->out[i].site;
+    tn_get_str(&r, e->sites[st].kernels, sizeof e->sites[st].kernels);
+    e->sites[st].h2d += tn_get_u64(&r);
+    e->sites[st].d2h += tn_get_u64(&r);
+    e->sites[st].copy_s += tn_get_f64(&r);
     e->sites[st].busy_s += secs;
     e->sites[st].tasks++;
     if (js) {
@@ -1348,9 +1360,12 @@ static char *s_analyze_text(const s_run *R, const char *tra, double elapsed, int
     PUT("], \"per_site\": [");
     for (int s = 0; s < e->nsites; s++)
       PUT("%s{\"site\": %d, \"endpoint\": \"%s\", \"state\": \"%s\", \"tasks\": %lld, \"floats_in\": %lld, "
-          "\"floats_out\": %lld, \"task_s\": %.6f}",
+          "\"floats_out\": %lld, \"task_s\": %.6f, \"kernels\": \"%s\", \"gpu_h2d_bytes\": %llu, "
+          "\"gpu_d2h_bytes\": %llu, \"gpu_copy_s\": %.6f}",
           s ? ", " : "", s, e->sites[s].ep, e->sites[s].up ? "up" : "down", (long long)e->sites[s].tasks,
-          (long long)e->sites[s].floats_in, (long long)e->sites[s].floats_out, e->sites[s].busy_s);
+          (long long)e->sites[s].floats_in, (long long)e->sites[s].floats_out, e->sites[s].busy_s,
+          e->sites[s].kernels, (unsigned long long)e->sites[s].h2d,
+          (unsigned long long)e->sites[s].d2h, e->sites[s].copy_s);
     PUT("]");
   } else {
     PUT("%s", tra ? tra : "");
@@ -1371,10 +1386,15 @@ static char *s_analyze_text(const s_run *R, const char *tra, double elapsed, int
               op->site_s[s]);
     }
     PUT("Sites:\n");
-    for (int s = 0; s < e->nsites; s++)
-      PUT("  %d %-40s %-4s tasks %4lld  floats in %12lld  out %12lld  task time %.3f s\n", s,
-          e->sites[s].ep, e->sites[s].up ? "up" : "down", (long long)e->sites[s].tasks,
-          (long long)e->sites[s].floats_in, (long long)e->sites[s].floats_out, e->sites[s].busy_s);
+    for (int s = 0; s < e->nsites; s++) {
+      PUT("  %d %-40s %-4s tasks %4lld  floats in %12lld  out %12lld  task time %.3f s  kernels %s\n",
+          s, e->sites[s].ep, e->sites[s].up ? "up" : "down", (long long)e->sites[s].tasks,
+          (long long)e->sites[s].floats_in, (long long)e->sites[s].floats_out, e->sites[s].busy_s,
+          e->sites[s].kernels[0] ? e->sites[s].kernels : "-");
+      if (e->sites[s].h2d || e->sites[s].d2h)
+        PUT("    gpu copies: %llu bytes in, %llu bytes out, %.3f s\n", (unsigned long long)e->sites[s].h2d,
+            (unsigned long long)e->sites[s].d2h, e->sites[s].copy_s);
+    }
     PUT("Elapsed: %.3f s, measured transfer: %lld floats\n", elapsed, (long long)total);
   }
 #undef PUT
@@ -1505,7 +1525,8 @@ int te_dist_run(te_engine *e, te_plan *p, const te_stmt *x, const char *tra, te_
   s_ping(e);
   for (int s = 0; s < e->nsites; s++) {
     e->sites[s].tasks = e->sites[s].floats_in = e->sites[s].floats_out = 0;
-    e->sites[s].busy_s = 0;
+    e->sites[s].busy_s = e->sites[s].copy_s = 0;
+    e->sites[s].h2d = e->sites[s].d2h = 0;
   }
   R->m = s_up_sites(e, R->up);
   if (!R->m) rc = tr_seterr(err, TR_EIO, "no worker is up");

@@ -29,6 +29,10 @@ typedef struct te_config {
   const char *keys;    /* CURVE key directory (--keys), NULL = none */
   const char *self_exe;/* path of the tradb binary, to start local workers
                           (NULL: /proc/self/exe) */
+  const char *device;  /* --device for local workers ("gpu", "cpu",
+                          "auto"); NULL = auto */
+  const char *gpu_memory; /* --gpu-memory for each local worker, as given;
+                             NULL = the worker's default */
 } te_config;
 
 /* How to run a worker process (tradb --worker). */

@@ -191,6 +191,9 @@ typedef struct te_site {
   int64_t tasks;                 /* tasks run */
   int64_t floats_in, floats_out; /* floats received / sent */
   double busy_s;                 /* time in its tasks */
+  char kernels[16];              /* backend its last task ran on */
+  uint64_t h2d, d2h;             /* bytes its tasks copied to / from a GPU */
+  double copy_s;                 /* time of those copies */
 } te_site;
 
 /* The engine handle. */

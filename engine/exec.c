@@ -46,6 +46,7 @@ typedef struct s_cache {
   size_t bytes;                /* payload bytes held */
   size_t budget;               /* soft limit */
   uint64_t tick;               /* use counter */
+  const tk_backend *kt;        /* told which chunks it holds (keep/release) */
 } s_cache;
 
 /* What the tasks of one node share. */
@@ -82,6 +83,7 @@ static void s_evict(s_cache *c) {
     s_entry *v = *victim;
     *victim = v->next;
     c->bytes -= v->bytes;
+    c->kt->release(v->buf);
     tr_free_aligned(v->buf);
     free(v);
   }
@@ -133,6 +135,7 @@ static int s_cache_get(s_run *run, int rel, int64_t lin, s_entry **out, tr_err *
   void *buf = tr_alloc_aligned(bytes);
   int rc = buf ? run->io->read(run->io->ctx, rel, lin, buf, bytes, err)
                : tr_seterr(err, TR_ENOMEM, "out of memory");
+  if (!rc) run->kt->keep(buf, bytes); /* unchanged until evicted */
   pthread_mutex_lock(&c->mu);
   if (rc) {
     tr_free_aligned(buf);
@@ -603,6 +606,7 @@ static int s_node_task(void *arg, int64_t t) {
   s_row_major(n->nout, oext, ols);
   void *out = tr_alloc_aligned((size_t)nel * run->esz);
   if (!out) return s_fail(run, &(tr_err){TR_ENOMEM, "out of memory"});
+  run->kt->keep(out, (size_t)nel * run->esz); /* written by kernels only */
   s_chunk ch[TK_MAX_INPUTS];
   memset(ch, 0, sizeof ch);
   int first = 1;
@@ -638,6 +642,7 @@ static int s_node_task(void *arg, int64_t t) {
     if (rc) tr_seterr(&err, rc, "kernel failed in %s (status %d)", om->name, rc);
   }
   if (!rc) rc = run->io->write(run->io->ctx, g, out, (size_t)nel * run->esz, &err);
+  run->kt->release(out);
   tr_free_aligned(out);
   return rc ? s_fail(run, &err) : TR_OK;
 }
@@ -664,6 +669,7 @@ int te_node_run(const tk_backend *kt, int threads, size_t cache_budget, const te
   pthread_mutex_init(&cache->mu, NULL);
   pthread_cond_init(&cache->cv, NULL);
   cache->budget = cache_budget;
+  cache->kt = kt;
   run.cache = cache;
   pthread_mutex_init(&run.mu, NULL);
   /* Parallel over output chunks; BLAS gets the cores only when there are
@@ -683,5 +689,6 @@ int te_node_run(const tk_backend *kt, int threads, size_t cache_budget, const te
   tk_set_blas_threads(1);
   pthread_mutex_destroy(&run.mu);
   s_cache_free(cache);
+  kt->release(NULL); /* the plan's chunks leave the device */
   return rc;
 }

@@ -488,7 +488,9 @@ static void s_fail_job(s_job *j, int code, const char *msg) {
 static void s_run_task(s_worker *w, s_job *j) {
   te_task t;
   tr_err err;
+  tk_device_stats d0, d1;
   tr_clearerr(&err);
+  tk_device_stats_get(&d0);
   double t0 = tr_now();
   int rc = te_task_decode(j->body, j->body_len, &t, &err);
   if (rc) {
@@ -525,6 +527,11 @@ static void s_run_task(s_worker *w, s_job *j) {
     }
     tn_put_f64(&j->reply, tr_now() - t0);
     tn_put_str(&j->reply, w->kt->name);
+    /* What the task copied to and from the GPU (one task at a time here). */
+    tk_device_stats_get(&d1);
+    tn_put_u64(&j->reply, d1.h2d_bytes - d0.h2d_bytes);
+    tn_put_u64(&j->reply, d1.d2h_bytes - d0.d2h_bytes);
+    tn_put_f64(&j->reply, d1.copy_s - d0.copy_s);
   }
   free(io.sum);
   free(io.bytes);

@@ -15,6 +15,7 @@
 #ifndef TRADB_KERNELS_H
 #define TRADB_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "util/util.h"
 
@@ -139,23 +140,72 @@ typedef struct tk_backend {
   int (*fill_random)(tr_dtype dt, tk_dist dist, double p0, double p1,
                      uint64_t seed, int rank, const int64_t *shape,
                      const int64_t *origin, const int64_t *extent, void *out);
+
+  /* Residency hints, for backends with memory of their own (a GPU); no-ops
+  ** elsewhere.  keep(p, bytes): until release(p), the host buffer p changes
+  ** only through this backend's entries (an operand chunk of a plan, or
+  ** the chunk a task computes), so a copy of it on the device may serve
+  ** later calls without copying it again.  release(p): p is about to be
+  ** freed or reused.  release(NULL): the plan ends; drop every copy. */
+  void (*keep)(const void *p, size_t bytes);
+  void (*release)(const void *p);
 } tk_backend;
 
 /* The reference backend: every entry, portable C. */
 const tk_backend *tk_reference(void);
 
-/* A backend by name ("reference", "openblas", "auto" = best compiled in),
+/* A backend by name ("reference", "openblas", "cuda" where compiled in,
+** "auto" = the best one for the device chosen with tk_device_select()),
 ** with missing entries completed from the reference; NULL if unknown. */
 const tk_backend *tk_backend_get(const char *name);
 
-/* Names of the backends compiled in, space-separated ("reference openblas"). */
+/* Names of the backends compiled in, space-separated ("reference openblas"
+** or "reference openblas cuda"). */
 const char *tk_backends_compiled(void);
+
+/*
+** The accelerator (a CUDA GPU, device 0 of those CUDA_VISIBLE_DEVICES
+** shows).  Without CUDA compiled in there is none.  The "cuda" backend runs
+** on the host when there is none, so it is always safe to call.
+*/
+typedef struct tk_device_stats {
+  uint64_t h2d_bytes; /* bytes copied host to device */
+  uint64_t d2h_bytes; /* bytes copied device to host */
+  double copy_s;      /* time the device spent in those copies */
+  uint64_t gpu_calls; /* kernel calls run on the device */
+  uint64_t cpu_calls; /* "cuda" calls run on the host (small, no fit) */
+} tk_device_stats;
+
+/* 1 if a device can be used, else 0.  buf (size bytes, may be NULL)
+** receives its description ("NVIDIA H100 80GB HBM3, 79.2 GiB") or why
+** there is none ("none (no CUDA-capable device is detected)"). */
+int tk_device_info(char *buf, size_t size);
+
+/* Which kernels "auto" picks: "gpu" (TR_ENOTFOUND if no device can be
+** used), "cpu", or "auto" (the GPU when there is one, the default);
+** TR_EINVAL for another word.  Call before the first tk_backend_get. */
+int tk_device_select(const char *mode);
+
+/* Device memory this process may hold for chunks and scratch (bytes;
+** 0 = most of what is free when the device is first used).  Calls whose
+** chunks do not fit run in pieces or on the host; they never fail for it. */
+void tk_device_set_memory(size_t bytes);
+
+/* Counters since the process started (all zero without a device). */
+void tk_device_stats_get(tk_device_stats *out);
+
+/* Smallest work (multiply-adds, program steps) a "cuda" call sends to the
+** device, and the smallest buffer keep() holds there; 0 sends everything
+** (tests).  Default: about a 256^3 product, 1 MiB. */
+void tk_device_set_offload(int64_t min_work);
 
 /* Internal to kernels/: partial tables that tk_backend_get() layers over
 ** the reference.  tk_fast(): portable optimized contract, combine, map and
-** copy (kernels/fast.c); tk_openblas(): gemm through cblas (kernels/blas.c). */
+** copy (kernels/fast.c); tk_openblas(): gemm through cblas (kernels/blas.c).
+** tk_cuda(): cuBLAS gemm and CUDA contract, combine, map and copy. */
 const tk_backend *tk_fast(void);
 const tk_backend *tk_openblas(void);
+const tk_backend *tk_cuda(void); /* only where compiled in */
 
 /* Let BLAS use nthreads threads in its own calls (1 while the engine runs
 ** chunk tasks in parallel; all cores for a single large task). */

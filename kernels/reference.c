@@ -228,6 +228,14 @@ static int s_fill_random(tr_dtype dt, tk_dist dist, double p0, double p1,
   return TR_OK;
 }
 
+/* Host memory is the only memory here: nothing to keep. */
+static void s_keep(const void *p, size_t bytes) {
+  (void)p;
+  (void)bytes;
+}
+
+static void s_release(const void *p) { (void)p; }
+
 static const tk_backend s_reference = {
     .name = "reference",
     .gemm = s_gemm,
@@ -236,6 +244,8 @@ static const tk_backend s_reference = {
     .map = s_map,
     .copy = s_copy,
     .fill_random = s_fill_random,
+    .keep = s_keep,
+    .release = s_release,
 };
 
 const tk_backend *tk_reference(void) { return &s_reference; }

@@ -1,19 +1,29 @@
 /*
 ** kernels/table.c - backends by name.  A backend's table may leave entries
 ** NULL; the table handed out fills each from the next layer down (for
-** openblas: its gemm, then the portable fast kernels, then the reference),
-** so callers never test for missing entries.
+** openblas: its gemm, then the portable fast kernels, then the reference;
+** for cuda: its entries, then openblas's), so callers never test for
+** missing entries.  Also which backend "auto" means: the device choice of
+** tk_device_select(), and the device entry points of a build without CUDA.
 */
 #include "config.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
 
 /* The completed tables, built once; never written afterwards. */
 static tk_backend s_openblas;
+#ifdef HAVE_CUDA
+static tk_backend s_cuda;
+#endif
 static pthread_once_t s_once = PTHREAD_ONCE_INIT;
+
+/* What "auto" picks (tk_device_select). */
+enum { S_AUTO, S_CPU, S_GPU };
+static int s_mode = S_AUTO;
 
 /* Fill the NULL entries of t from lower. */
 static void s_complete(tk_backend *t, const tk_backend *lower) {
@@ -23,21 +33,59 @@ static void s_complete(tk_backend *t, const tk_backend *lower) {
   if (!t->map) t->map = lower->map;
   if (!t->copy) t->copy = lower->copy;
   if (!t->fill_random) t->fill_random = lower->fill_random;
+  if (!t->keep) t->keep = lower->keep;
+  if (!t->release) t->release = lower->release;
 }
 
 static void s_build(void) {
   s_openblas = *tk_openblas();
   s_complete(&s_openblas, tk_fast());
   s_complete(&s_openblas, tk_reference());
+#ifdef HAVE_CUDA
+  s_cuda = *tk_cuda();
+  s_complete(&s_cuda, &s_openblas);
+#endif
 }
 
 const tk_backend *tk_backend_get(const char *name) {
+  pthread_once(&s_once, s_build);
   if (!strcmp(name, "reference")) return tk_reference();
-  if (!strcmp(name, "openblas") || !strcmp(name, "auto")) {
-    pthread_once(&s_once, s_build);
-    return &s_openblas;
-  }
+  if (!strcmp(name, "openblas")) return &s_openblas;
+#ifdef HAVE_CUDA
+  if (!strcmp(name, "cuda")) return &s_cuda;
+  if (!strcmp(name, "auto"))
+    return s_mode != S_CPU && tk_device_info(NULL, 0) ? &s_cuda : &s_openblas;
+#else
+  if (!strcmp(name, "auto")) return &s_openblas;
+#endif
   return NULL;
 }
 
-const char *tk_backends_compiled(void) { return "reference openblas"; }
+const char *tk_backends_compiled(void) {
+#ifdef HAVE_CUDA
+  return "reference openblas cuda";
+#else
+  return "reference openblas";
+#endif
+}
+
+int tk_device_select(const char *mode) {
+  if (!strcmp(mode, "auto")) s_mode = S_AUTO;
+  else if (!strcmp(mode, "cpu")) s_mode = S_CPU;
+  else if (!strcmp(mode, "gpu")) s_mode = S_GPU;
+  else return TR_EINVAL;
+  return s_mode == S_GPU && !tk_device_info(NULL, 0) ? TR_ENOTFOUND : TR_OK;
+}
+
+#ifndef HAVE_CUDA
+int tk_device_info(char *buf, size_t size) {
+  if (buf && size) snprintf(buf, size, "none (built without CUDA)");
+  return 0;
+}
+
+void tk_device_set_memory(size_t bytes) { (void)bytes; }
+
+void tk_device_stats_get(tk_device_stats *out) { memset(out, 0, sizeof *out); }
+
+void tk_device_set_offload(int64_t min_work) { (void)min_work; }
+#endif

@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # Builds tradb from a clean or configured tree and runs every test
 # (`make check`): Criterion unit tests, fuzz-corpus replays, golden shell
-# tests and numeric tests.  Prints one closing line
+# tests and numeric tests; with the CUDA backend where nvcc is installed.
+# Prints one closing line
 #   check: N passed, M failed, K skipped
 # and exits non-zero if anything failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -x configure ]; then autoreconf -fi || exit 1; fi
-if [ ! -f Makefile ]; then ./configure || exit 1; fi
+if [ ! -f Makefile ]; then
+  # Where there is nvcc the CUDA backend must build (and its tests run, or
+  # skip without a GPU): --with-cuda fails instead of quietly leaving it out.
+  cuda=
+  if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then cuda=--with-cuda; fi
+  ./configure $cuda || exit 1
+fi
 make -j"$(nproc)" || exit 1
+./tradb --version | sed 1d # the kernels compiled in, and the GPU found
 make -j"$(nproc)" check
 status=$?
 pass=0 fail=0 skip=0

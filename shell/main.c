@@ -40,7 +40,15 @@ static void s_usage(FILE *f) {
         "  --echo            print each statement before running it\n"
         "  --threads N       threads per local worker (0 = cores / workers,\n"
         "                    the default)\n"
-        "  --backend NAME    kernel backend: reference, openblas or auto\n"
+        "  --backend NAME    kernel backend: reference, openblas, cuda (where\n"
+        "                    built with CUDA) or auto, the default: cuda on a\n"
+        "                    GPU, else openblas\n"
+        "  --device WHERE    gpu, cpu or auto (the default): where auto runs\n"
+        "                    kernels, here and in local workers; gpu fails\n"
+        "                    without a usable GPU\n"
+        "  --gpu-memory SIZE device memory each worker may use for chunks, in\n"
+        "                    bytes or with K, M, G (default: most of what is\n"
+        "                    free); chunks that do not fit go through the host\n"
         "  --workers EPS     comma-separated worker endpoints, such as\n"
         "                    tcp://host1:5555,tcp://host2:5555 (default: the\n"
         "                    workers recorded in the database, else local ones)\n"
@@ -48,7 +56,7 @@ static void s_usage(FILE *f) {
         "                    (N >= 1; default: one per core)\n"
         "  --keys DIR        cluster key directory: secure every connection\n"
         "  --gen-keys DIR    write a new cluster key pair into DIR and exit\n"
-        "  --version         print the version and the kernel backends\n"
+        "  --version         print the version, the kernel backends and the GPU\n"
         "  -h, --help        print this help\n"
         "\n"
         "Worker options (tradb --worker):\n"
@@ -56,7 +64,9 @@ static void s_usage(FILE *f) {
         "  --data DIR        chunk store directory, created if absent (required)\n"
         "  --keys DIR        cluster key directory (as the shell's)\n"
         "  --threads N       kernel threads (0 = all cores, the default)\n"
-        "  --backend NAME    kernel backend: reference, openblas or auto\n",
+        "  --backend NAME    kernel backend (as the shell's)\n"
+        "  --device WHERE    gpu, cpu or auto (as the shell's)\n"
+        "  --gpu-memory SIZE device memory this worker may use (as the shell's)\n",
         f);
 }
 
@@ -85,6 +95,47 @@ static int s_parse_count(const char *s, int min, int *out) {
     return TR_EINVAL;
   *out = (int)v;
   return TR_OK;
+}
+
+/* Parse a byte count with an optional K, M, G or T suffix (powers of
+** 1024, "KiB" and "KB" alike); TR_OK or TR_EINVAL. */
+static int s_parse_size(const char *s, size_t *out) {
+  static const char units[] = "KMGT";
+  char *end;
+  double v;
+  errno = 0;
+  v = strtod(s, &end);
+  if (errno || end == s || v < 0) return TR_EINVAL;
+  const char *u = *end ? strchr(units, *end & ~0x20) : NULL;
+  if (u) {
+    for (const char *k = units; k <= u; k++) v *= 1024;
+    end++;
+    if (*end == 'i') end++;
+    if (*end == 'B' || *end == 'b') end++;
+  } else if (*end == 'B' || *end == 'b') {
+    end++;
+  }
+  if (*end || v >= 0x1p63) return TR_EINVAL;
+  *out = (size_t)v;
+  return TR_OK;
+}
+
+/* Where kernels run (--device) and how much GPU memory they may take
+** (--gpu-memory); 0 or an exit status. */
+static int s_device(const char *device, const char *gpu_memory) {
+  size_t bytes = 0;
+  char what[320];
+  if (gpu_memory && (s_parse_size(gpu_memory, &bytes) || bytes == 0))
+    return s_usage_error("--gpu-memory: '%s' is not a size such as 8G", gpu_memory);
+  tk_device_set_memory(bytes);
+  int rc = device ? tk_device_select(device) : TR_OK;
+  if (rc == TR_EINVAL) return s_usage_error("--device: '%s' is not gpu, cpu or auto", device);
+  if (rc == TR_ENOTFOUND) {
+    tk_device_info(what, sizeof what);
+    fprintf(stderr, "tradb: --device gpu: no usable GPU: %s\n", what);
+    return 1;
+  }
+  return 0;
 }
 
 /* The running binary's path in buf (size bytes), for the engine to start
@@ -124,7 +175,7 @@ int main(int argc, char **argv) {
   enum {
     OPT_VERSION = 256, OPT_THREADS, OPT_BACKEND, OPT_BAIL, OPT_ECHO,
     OPT_WORKER, OPT_LISTEN, OPT_DATA, OPT_WORKERS, OPT_LOCAL_WORKERS,
-    OPT_KEYS, OPT_GEN_KEYS
+    OPT_KEYS, OPT_GEN_KEYS, OPT_DEVICE, OPT_GPU_MEMORY
   };
   static const struct option longopts[] = {
       {"version", no_argument, NULL, OPT_VERSION},
@@ -140,10 +191,12 @@ int main(int argc, char **argv) {
       {"local-workers", required_argument, NULL, OPT_LOCAL_WORKERS},
       {"keys", required_argument, NULL, OPT_KEYS},
       {"gen-keys", required_argument, NULL, OPT_GEN_KEYS},
+      {"device", required_argument, NULL, OPT_DEVICE},
+      {"gpu-memory", required_argument, NULL, OPT_GPU_MEMORY},
       {NULL, 0, NULL, 0}};
   ts_options opt = {0};
   te_worker_config wc = {0};
-  char exe[PATH_MAX];
+  char exe[PATH_MAX], gpu[320];
   const char *command = NULL, *gen_keys = NULL;
   /* The first option given that only the shell takes, and the first that
   ** only a worker takes, to refuse them in the other mode. */
@@ -164,17 +217,18 @@ int main(int argc, char **argv) {
       if (!shell_only) shell_only = "-c";
       break;
     case OPT_VERSION:
-      printf("tradb %s\nkernels: %s\n", TR_VERSION_STRING,
-             tk_backends_compiled());
+      tk_device_info(gpu, sizeof gpu);
+      printf("tradb %s\nkernels: %s\ncuda device: %s\n", TR_VERSION_STRING,
+             tk_backends_compiled(), gpu);
       return 0;
     case OPT_THREADS:
       if (s_parse_count(optarg, 0, &opt.threads))
         return s_usage_error("--threads: '%s' is not a thread count", optarg);
       break;
     case OPT_BACKEND:
-      if (strcmp(optarg, "reference") && strcmp(optarg, "openblas") &&
-          strcmp(optarg, "auto"))
-        return s_usage_error("--backend: unknown backend '%s'", optarg);
+      if (strcmp(optarg, "auto") && !tk_backend_get(optarg))
+        return s_usage_error("--backend: unknown backend '%s' (compiled in: %s)",
+                             optarg, tk_backends_compiled());
       opt.backend = optarg;
       break;
     case OPT_BAIL:
@@ -214,6 +268,12 @@ int main(int argc, char **argv) {
     case OPT_GEN_KEYS:
       gen_keys = optarg;
       break;
+    case OPT_DEVICE:
+      opt.device = optarg;
+      break;
+    case OPT_GPU_MEMORY:
+      opt.gpu_memory = optarg;
+      break;
     default:
       s_usage(stderr);
       return 2;
@@ -224,6 +284,7 @@ int main(int argc, char **argv) {
       return s_usage_error("--gen-keys takes no other option or DBPATH");
     return s_gen_keys(gen_keys);
   }
+  if ((status = s_device(opt.device, opt.gpu_memory))) return status;
   if (worker) {
     wc.keys = opt.keys;
     wc.threads = opt.threads;

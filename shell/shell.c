@@ -921,7 +921,9 @@ int ts_open(const ts_options *opt, ts_shell **out, tr_err *err) {
                    .workers = opt->workers,
                    .local_workers = opt->local_workers,
                    .keys = opt->keys,
-                   .self_exe = opt->self_exe};
+                   .self_exe = opt->self_exe,
+                   .device = opt->device,
+                   .gpu_memory = opt->gpu_memory};
   ts_shell *sh = calloc(1, sizeof *sh);
   int rc;
   *out = NULL;

@@ -21,6 +21,9 @@ typedef struct ts_options {
   const char *keys;    /* CURVE key directory; NULL = none */
   const char *self_exe;/* the tradb binary, for local workers; NULL =
                           /proc/self/exe */
+  const char *device;  /* --device for local workers; NULL = auto */
+  const char *gpu_memory; /* --gpu-memory for each local worker; NULL =
+                             the default */
   int bail;            /* stop at the first error (.bail on) */
   int echo;            /* print each statement before running it */
 } ts_options;

@@ -337,6 +337,12 @@ Test(engine, explain_analyze_counts_transfers) {
   int sites = 0;
   for (const char *q2 = p; (q2 = strstr(q2, "\"endpoint\": ")); q2++) sites++;
   cr_assert_eq(sites, 2, "%s", r->text);
+  /* Each site says which kernels ran its tasks, and what its GPU copied. */
+  const char *k = strstr(p, "\"kernels\": \"");
+  cr_assert_not_null(k, "%s", r->text);
+  k += strlen("\"kernels\": \"");
+  cr_assert(!strncmp(k, "openblas\"", 9) || !strncmp(k, "cuda\"", 5), "%s", r->text);
+  cr_assert(strstr(p, "\"gpu_copy_s\": "), "%s", r->text);
   cr_assert(strstr(r->text, "\"op\": \"replicate\", \"relation\": \"G\", \"fused\": false, \"floats\": 256"),
             "%s", r->text);
   cr_assert(strstr(r->text, "\"op\": \"local_agg\", \"relation\": \"G (SUM)\", \"fused\": true"), "%s", r->text);

@@ -4,6 +4,11 @@
 ** reference on random chunks of ragged sizes, both dtypes; the reference is
 ** checked against hand-computed values; fill_random against its contract
 ** (determinism, independence from chunking, distribution).
+**
+** tests/unit/test_cuda.c includes this file with S_UNDER_TEST defined and
+** its own s_blas(), the cuda backend: every comparison with the reference
+** then runs on the GPU.  The tests of this file that do not depend on the
+** backend under test run here only.
 */
 #include "config.h"
 
@@ -90,7 +95,10 @@ static void s_expect_close(tr_dtype dt, const void *got, const void *want,
 }
 
 static const tk_backend *s_ref(void) { return tk_backend_get("reference"); }
+#ifndef S_UNDER_TEST
+/* The backend compared with the reference. */
 static const tk_backend *s_blas(void) { return tk_backend_get("openblas"); }
+#endif
 
 /* A program from postfix text: digits are inputs, #c a constant, and
 ** + - * / ^ neg relu exp log sqrt abs tanh sig the operators. */
@@ -235,6 +243,7 @@ static const tr_dtype s_dtypes[] = {TR_F32, TR_F64};
 
 /* ---- programs --------------------------------------------------------------- */
 
+#ifndef S_UNDER_TEST
 Test(prog, depth_of_valid_programs) {
   tk_prog p = s_prog("0 1 + 2 * #3 ^");
   cr_expect_eq(tk_prog_depth(&p), 2);
@@ -301,13 +310,21 @@ Test(backend, lookup_and_completion) {
   cr_assert_null(tk_backend_get("nope"));
   cr_assert_str_eq(s_ref()->name, "reference");
   cr_assert_str_eq(s_blas()->name, "openblas");
-  cr_assert_eq(tk_backend_get("auto"), s_blas());
+  /* auto is cuda where a GPU can be used, else openblas. */
+  cr_assert_eq(tk_backend_get("auto"),
+               tk_device_info(NULL, 0) ? tk_backend_get("cuda") : s_blas());
   cr_assert_eq(s_ref(), tk_reference());
+#ifdef HAVE_CUDA
+  cr_assert_str_eq(tk_backends_compiled(), "reference openblas cuda");
+  cr_assert_str_eq(tk_backend_get("cuda")->name, "cuda");
+#else
   cr_assert_str_eq(tk_backends_compiled(), "reference openblas");
+  cr_assert_null(tk_backend_get("cuda"));
+#endif
   for (int i = 0; i < 3; i++) {
     const tk_backend *b = names[i];
     cr_assert(b->gemm && b->contract && b->combine && b->map && b->copy &&
-              b->fill_random);
+              b->fill_random && b->keep && b->release);
   }
   /* openblas serves gemm itself and the rest from fast.c. */
   cr_assert_neq(s_blas()->gemm, s_ref()->gemm);
@@ -315,6 +332,7 @@ Test(backend, lookup_and_completion) {
   cr_assert_eq(s_blas()->contract, tk_fast()->contract);
   cr_assert_eq(s_blas()->fill_random, s_ref()->fill_random);
 }
+#endif /* S_UNDER_TEST */
 
 /* ---- contract: hand-computed values ----------------------------------------- */
 
