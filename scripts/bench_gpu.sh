@@ -13,7 +13,7 @@
 #      EXPLAIN ANALYZE's per-site gpu_copy_s).
 #
 # Usage: scripts/bench_gpu.sh [--size N] [--big M] [--chunk C] [--reps R]
-#   defaults: N 8192, M 16384, C 4096, R 5.  `make bench-gpu BENCH_ARGS='...'`
+#   defaults: N 8192, M 16384, C 4096, R 5.  `make bench-gpu BENCH_GPU_ARGS='...'`
 #   from a build configured with CUDA (./configure finds nvcc by itself, or
 #   ./configure --with-cuda=/usr/local/cuda).
 # Environment: TRADB (default ./tradb), BENCH_GPU (default
