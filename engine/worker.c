@@ -7,10 +7,14 @@
 ** told to (SEND): the coordinator never relays chunk data between workers.
 **
 ** Threads: the main thread owns every ZeroMQ socket and never blocks on
-** work: it answers HELLO / HEARTBEAT / PUT / GET / DROP / KEEP / STATS
-** itself, and queues TASK and SYNC for the task thread, which posts the
-** reply back through an inproc pair.  So a worker keeps heartbeating while
-** it computes.  Peers are reached through one DEALER socket each, opened
+** work: it answers HELLO / HEARTBEAT / GET / DROP / KEEP / STATS itself,
+** queues TASK and SYNC for the task thread, which posts the reply back
+** through an inproc pair, and hands PUT's frames (no copy) to the store
+** thread, which writes them and wakes the main loop through the push
+** pipe.  So a worker keeps heartbeating while it computes, and while a
+** write waits on the disk: with hundreds of megabytes of dirty pages the
+** kernel throttles a writer for seconds, longer than the coordinator's
+** liveness window.  Peers are reached through one DEALER socket each, opened
 ** on first use; a SEND is answered once every peer confirmed its PUT.
 **
 ** Failures: a malformed message is logged and dropped; a coordinator that
@@ -284,9 +288,11 @@ typedef struct s_pending {
   struct s_pending *next;   /* list */
 } s_pending;
 
-/* A job for the task thread, and its reply. */
+/* A job for the task or store thread, and its reply. */
 typedef struct s_job {
-  int type;                 /* TN_TASK or TN_SYNC */
+  int type;                 /* TN_TASK, TN_SYNC or TN_PUT */
+  tn_in in;                 /* TN_PUT: the request's frames (moved) */
+  uint64_t recv;            /* TN_PUT: bytes stored */
   uint8_t route[256];       /* requester */
   size_t route_len;         /* its length */
   uint64_t req;             /* request id */
@@ -327,7 +333,13 @@ typedef struct s_worker {
   pthread_cond_t cv;           /* work arrived or stop */
   s_job *todo, *todo_tail;     /* jobs waiting */
   s_job *done;                 /* replies ready */
-  int quit;                    /* stop the task thread */
+  int quit;                    /* stop the task and store threads */
+  /* store thread: PUTs, so a slow disk does not stall the main loop */
+  pthread_t io_tid;            /* the thread */
+  int io_started;              /* it runs */
+  pthread_cond_t io_cv;        /* a PUT arrived or stop */
+  int slow_store_ms;           /* TRADB_TEST_SLOW_STORE_MS: a slow disk, for tests */
+  s_job *io_todo, *io_tail;    /* PUTs waiting (under mu) */
   /* replica pushes: kernel threads queue output chunks, the main loop
   ** sends them (it owns the sockets); a pipe wakes it up */
   struct s_push *pushq;        /* queued pushes (under mu) */
@@ -483,6 +495,13 @@ static void s_fail_job(s_job *j, int code, const char *msg) {
   snprintf(j->msg, sizeof j->msg, "%s", msg);
 }
 
+static void s_job_free(s_job *j) {
+  tn_wbuf_free(&j->reply);
+  if (j->type == TN_PUT) tn_in_close(&j->in);
+  free(j->body);
+  free(j);
+}
+
 /* Run one TASK; fills the reply: TASK_OK {u32 n, n x chunk meta, f64 s,
 ** str backend} or an error. */
 static void s_run_task(s_worker *w, s_job *j) {
@@ -625,14 +644,13 @@ static void s_flush_done(s_worker *w) {
     }
     if (j->push_failed) s_fail_job(j, TR_EIO, j->push_why);
     if (j->type == TN_TASK && j->rtype == TN_TASK_OK) w->tasks++;
+    w->bytes_recv += j->recv;
     if (j->rtype == TN_ERROR) {
       tn_send_error(w->router, j->route, j->route_len, j->req, j->code, j->msg);
     } else {
       s_reply(w, j->route, j->route_len, j->rtype, j->req, &j->reply, 0, NULL, NULL, NULL);
     }
-    tn_wbuf_free(&j->reply);
-    free(j->body);
-    free(j);
+    s_job_free(j);
     j = nx;
   }
 }
@@ -869,9 +887,15 @@ static void s_on_peer_reply(s_worker *w, tn_in *in) {
 }
 
 /* PUT {n x chunk meta} + n data frames. */
-static void s_on_put(s_worker *w, tn_in *in) {
+/* PUT {n x chunk meta} + n frames -> PUT_OK {u32 n}: stores the chunks,
+** on the store thread. */
+static void s_run_put(s_worker *w, s_job *j) {
+  tn_in *in = &j->in;
   tn_rbuf r;
   tr_err err;
+  tr_clearerr(&err);
+  if (w->slow_store_ms > 0)
+    nanosleep(&(struct timespec){w->slow_store_ms / 1000, (w->slow_store_ms % 1000) * 1000000L}, NULL);
   s_request_body(in, &r, &err);
   uint32_t n = tn_get_count(&r, 25);
   int rc = TR_OK;
@@ -886,18 +910,57 @@ static void s_on_put(s_worker *w, tn_in *in) {
       break;
     }
     rc = tc_store_put(w->store, c.id, (tr_dtype)c.dtype, data, len, c.checksum, NULL, &err);
-    if (!rc) w->bytes_recv += len;
+    if (!rc) j->recv += len;
   }
   if (!rc && tn_rbuf_ok(&r) != TR_OK) rc = tr_seterr(&err, TR_EINVAL, "malformed PUT");
   if (rc) {
     s_log("PUT refused: %s", err.msg);
-    tn_send_error(w->router, in->route, in->route_len, in->req, rc, err.msg);
+    s_fail_job(j, rc, err.msg);
     return;
   }
-  tn_wbuf b = {0};
-  tn_put_u32(&b, n);
-  s_reply(w, in->route, in->route_len, TN_PUT_OK, in->req, &b, 0, NULL, NULL, NULL);
-  tn_wbuf_free(&b);
+  j->rtype = TN_PUT_OK;
+  tn_put_u32(&j->reply, n);
+}
+
+static void *s_store_thread(void *arg) {
+  s_worker *w = arg;
+  pthread_mutex_lock(&w->mu);
+  for (;;) {
+    while (!w->io_todo && !w->quit) pthread_cond_wait(&w->io_cv, &w->mu);
+    if (w->quit) break;
+    s_job *j = w->io_todo;
+    w->io_todo = j->next;
+    if (!w->io_todo) w->io_tail = NULL;
+    pthread_mutex_unlock(&w->mu);
+    s_run_put(w, j);
+    pthread_mutex_lock(&w->mu);
+    j->next = w->done;
+    w->done = j;
+    if (write(w->wake[1], "", 1) < 0) { /* full pipe: already awake */
+    }
+  }
+  pthread_mutex_unlock(&w->mu);
+  return NULL;
+}
+
+/* Hand a PUT to the store thread, its frames moved, not copied. */
+static void s_queue_put(s_worker *w, tn_in *in) {
+  s_job *j = calloc(1, sizeof *j);
+  if (!j) {
+    tn_send_error(w->router, in->route, in->route_len, in->req, TR_ENOMEM, "out of memory");
+    return;
+  }
+  j->type = TN_PUT;
+  tn_in_move(&j->in, in);
+  memcpy(j->route, in->route, in->route_len);
+  j->route_len = in->route_len;
+  j->req = in->req;
+  pthread_mutex_lock(&w->mu);
+  if (w->io_tail) w->io_tail->next = j;
+  else w->io_todo = j;
+  w->io_tail = j;
+  pthread_cond_signal(&w->io_cv);
+  pthread_mutex_unlock(&w->mu);
 }
 
 /* GET {n x u64 id} -> DATA {n x chunk meta} + frames. */
@@ -1015,7 +1078,7 @@ static void s_on_request(s_worker *w, tn_in *in) {
     ** tell a live worker from heartbeats queued before one died. */
     if (in->req) s_reply(w, in->route, in->route_len, TN_HEARTBEAT, in->req, NULL, 0, NULL, NULL, NULL);
     break;
-  case TN_PUT: s_on_put(w, in); break;
+  case TN_PUT: s_queue_put(w, in); break;
   case TN_GET: s_on_get(w, in); break;
   case TN_SEND: s_on_send(w, in); break;
   case TN_TASK:
@@ -1034,8 +1097,7 @@ static void s_on_request(s_worker *w, tn_in *in) {
     while (q) {
       s_job *nx = q->next;
       tn_send_error(w->router, q->route, q->route_len, q->req, TR_EINTR, "cancelled");
-      free(q->body);
-      free(q);
+      s_job_free(q);
       q = nx;
       dropped++;
     }
@@ -1109,6 +1171,9 @@ int te_worker_main(const te_worker_config *cfg) {
   w.ctx = zmq_ctx_new();
   pthread_mutex_init(&w.mu, NULL);
   pthread_cond_init(&w.cv, NULL);
+  pthread_cond_init(&w.io_cv, NULL);
+  const char *slow = getenv("TRADB_TEST_SLOW_STORE_MS");
+  w.slow_store_ms = slow ? atoi(slow) : 0;
   w.router = zmq_socket(w.ctx, ZMQ_ROUTER);
   w.notify_rx = zmq_socket(w.ctx, ZMQ_PAIR);
   int linger = 0, hwm = 0, tmo = 30000;
@@ -1126,6 +1191,11 @@ int te_worker_main(const te_worker_config *cfg) {
     s_log("cannot listen on %s: %s", cfg->listen, zmq_strerror(errno));
     goto done;
   }
+  if (pthread_create(&w.io_tid, NULL, s_store_thread, &w) != 0) {
+    s_log("cannot start the store thread");
+    goto done;
+  }
+  w.io_started = 1;
   if (pthread_create(&w.tid, NULL, s_task_thread, &w) != 0) {
     s_log("cannot start the task thread");
     goto done;
@@ -1144,7 +1214,10 @@ int te_worker_main(const te_worker_config *cfg) {
     for (int i = 0; i < w.npeers; i++) items[2 + i] = (zmq_pollitem_t){w.peer[i], 0, ZMQ_POLLIN, 0};
     items[2 + w.npeers] = (zmq_pollitem_t){NULL, w.wake[0], ZMQ_POLLIN, 0};
     int rc = zmq_poll(items, 3 + w.npeers, TN_HEARTBEAT_MS / 2);
-    if (rc > 0 && (items[2 + w.npeers].revents & ZMQ_POLLIN)) s_send_pushes(&w);
+    if (rc > 0 && (items[2 + w.npeers].revents & ZMQ_POLLIN)) {
+      s_send_pushes(&w);
+      s_flush_done(&w); /* stored PUTs */
+    }
     if (rc < 0 && errno != EINTR) {
       s_log("poll failed: %s", zmq_strerror(errno));
       break;
@@ -1199,6 +1272,13 @@ int te_worker_main(const te_worker_config *cfg) {
   pthread_mutex_unlock(&w.mu);
   pthread_join(w.tid, NULL);
 done:
+  if (w.io_started) { /* after the task thread, or when it never started */
+    pthread_mutex_lock(&w.mu);
+    w.quit = 1;
+    pthread_cond_broadcast(&w.io_cv);
+    pthread_mutex_unlock(&w.mu);
+    pthread_join(w.io_tid, NULL);
+  }
   s_flush_done(&w);
   while (w.pending) {
     s_pending *nx = w.pending->next;
@@ -1207,8 +1287,11 @@ done:
   }
   for (s_job *j = w.todo, *nx; j; j = nx) {
     nx = j->next;
-    free(j->body);
-    free(j);
+    s_job_free(j);
+  }
+  for (s_job *j = w.io_todo, *nx; j; j = nx) {
+    nx = j->next;
+    s_job_free(j);
   }
   for (int i = 0; i < w.npeers; i++) zmq_close(w.peer[i]);
   zmq_close(w.router);
@@ -1222,13 +1305,12 @@ done:
   }
   for (s_job *j = w.held, *nx; j; j = nx) {
     nx = j->next;
-    tn_wbuf_free(&j->reply);
-    free(j->body);
-    free(j);
+    s_job_free(j);
   }
   close(w.wake[0]);
   close(w.wake[1]);
   pthread_mutex_destroy(&w.mu);
   pthread_cond_destroy(&w.cv);
+  pthread_cond_destroy(&w.io_cv);
   return status;
 }

@@ -152,6 +152,9 @@ typedef struct tn_in {
 ** dropped: the caller logs it and carries on); TR_EIO for socket errors. */
 int tn_recv(void *sock, int routed, int flags, tn_in *in, tr_err *err);
 void tn_in_close(tn_in *in);
+/* Move src's frames into dst (uninitialised), leaving src empty: hands a
+** received message to another thread without copying its data. */
+void tn_in_move(tn_in *dst, tn_in *src);
 
 /* Body and data frame accessors. */
 const void *tn_in_body(tn_in *in, size_t *n);

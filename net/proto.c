@@ -262,6 +262,24 @@ void tn_in_close(tn_in *in) {
   in->ndata = 0;
 }
 
+void tn_in_move(tn_in *dst, tn_in *src) {
+  memcpy(dst->route, src->route, src->route_len);
+  dst->route_len = src->route_len;
+  dst->type = src->type;
+  dst->req = src->req;
+  dst->open_ = src->open_;
+  if (src->open_) {
+    zmq_msg_init(&dst->body);
+    zmq_msg_move(&dst->body, &src->body);
+    zmq_msg_close(&src->body);
+  }
+  src->open_ = 0;
+  dst->ndata = src->ndata; /* the frame array is on the heap: its pointer moves */
+  dst->data = src->data;
+  src->ndata = 0;
+  src->data = NULL;
+}
+
 /* Grow in->data to hold at least want frames.  The frames already there are
 ** moved with zmq_msg_move (not realloc'd) so no assumption is made about
 ** zmq_msg_t being relocatable by memcpy. */

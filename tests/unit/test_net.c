@@ -503,6 +503,44 @@ Test(net, copied_data_and_empty_body) {
   s_pair_close(&p);
 }
 
+/* A received message moved to another tn_in keeps its route, header, body
+** and frames (same memory: no copy); the source is left empty, and closing
+** both frees each frame once. */
+Test(net, in_move_hands_frames_over) {
+  s_pair p;
+  tn_in in, mv;
+  tr_err err;
+  char a[5] = "data", b[3] = "xy";
+  void *data[2] = {a, b};
+  size_t len[2] = {4, 2};
+  tn_wbuf body = {0};
+  tn_put_u32(&body, 77);
+  s_pair_open(&p);
+  cr_assert_eq(tn_send(p.dealer, NULL, 0, TN_PUT, 9, &body, 2, data, len, NULL, NULL, &err), TR_OK);
+  cr_assert_eq(s_recv_within(p.router, 1, &in, &err, 5000), TR_OK, "%s", err.msg);
+  size_t n0, n1;
+  const void *d0 = tn_in_data(&in, 0, &n0);
+  tn_in_move(&mv, &in);
+  cr_assert_eq(mv.type, TN_PUT);
+  cr_assert_eq(mv.req, 9);
+  cr_assert_eq(mv.route_len, in.route_len);
+  cr_assert_eq(memcmp(mv.route, in.route, in.route_len), 0);
+  cr_assert_eq(in.ndata, 0);
+  cr_assert_null(tn_in_body(&in, &n1));
+  const void *m0 = tn_in_data(&mv, 0, &n1);
+  cr_assert_eq(m0, d0);
+  cr_assert_eq(n1, 4);
+  cr_assert_eq(memcmp(tn_in_data(&mv, 1, &n1), "xy", 2), 0);
+  tn_rbuf r;
+  const void *bd = tn_in_body(&mv, &n1);
+  tn_rbuf_init(&r, bd, n1);
+  cr_assert_eq(tn_get_u32(&r), 77);
+  tn_in_close(&in);
+  tn_in_close(&mv);
+  tn_wbuf_free(&body);
+  s_pair_close(&p);
+}
+
 Test(net, failed_send_frees_every_frame_once, .timeout = 20) {
   void *ctx = zmq_ctx_new();
   void *dealer = s_sock(ctx, ZMQ_DEALER), *router = s_sock(ctx, ZMQ_ROUTER);
