@@ -295,6 +295,8 @@ static int s_hello_all(te_engine *e, double timeout_s, tr_err *err) {
     up += e->sites[ph.out[i].site].up;
   }
   s_phase_free(&ph);
+  /* Ctrl-C while waiting is the answer, not a silent cluster. */
+  if (!rc && !up && e->nsites && tr_interrupted) rc = tr_seterr(err, TR_EINTR, "interrupted");
   if (!rc && !up && e->nsites)
     rc = tr_seterr(err, TR_EIO, "no worker answered within %.0f s (first: %s)", timeout_s,
                    e->sites[0].ep);
@@ -603,10 +605,20 @@ int te_dist_set(te_engine *e, const char *name, const char *value, tr_err *err) 
   return tc_setting_set(e->db, name, value, err);
 }
 
-/* A live site holding chunk loc, or -1. */
-static int s_holder(const te_engine *e, const tc_chunkloc *loc) {
+/* The live site that serves chunk loc of t (reads it for others, and
+** drives the joins that keep t in place), or -1.  The catalog lists a
+** chunk's holders by site id, so taking the first would put every chunk
+** of a tensor held everywhere (replication = sites, the embedded
+** default) on the lowest site, and every plan driven by it would run on
+** one worker.  The holders take turns by the chunk's row of the grid
+** instead: such a tensor is served row-block partitioned, the
+** partitioning under which a product needs no partial sums. */
+static int s_holder(const te_engine *e, const tc_tensor *t, const tc_chunkloc *loc) {
+  if (!loc->nsites) return -1;
+  int64_t g0 = tc_grid(t, 0), per_row = g0 > 0 ? tc_nchunks(t) / g0 : 1;
+  int64_t row = loc->lin / (per_row > 0 ? per_row : 1);
   for (int k = 0; k < loc->nsites; k++) {
-    int s = s_site_index(e, loc->site[k]);
+    int s = s_site_index(e, loc->site[(row + k) % loc->nsites]);
     if (s >= 0 && e->sites[s].up) return s;
   }
   return -1;
@@ -1106,7 +1118,7 @@ static int s_plan_sends(s_run *R, s_prel *pr, const tc_tensor *t, const uint64_t
       if (!(need[lin] & (1ull << u))) continue;
       tc_chunkloc *loc = &pr->locs[lin];
       if (s_has(loc, e->sites[su].id) || pr->copy[(size_t)su * (size_t)pr->n + (size_t)lin]) continue;
-      int src = s_holder(e, loc);
+      int src = s_holder(e, t, loc);
       if (src < 0) return s_unreadable(t, loc, NULL, err);
       pr->copy[(size_t)su * (size_t)pr->n + (size_t)lin] = 1;
       tn_put_u64(&sends[src], loc->chunk_id);
@@ -1453,7 +1465,7 @@ static int s_placed_from_locs(s_run *R, int rel, tr_err *err) {
   pl->n = pr->n;
   for (int64_t lin = 0; lin < pr->n; lin++) {
     const tc_chunkloc *loc = &pr->locs[lin];
-    int h = s_holder(R->e, loc);
+    int h = s_holder(R->e, &R->p->rels[rel].meta, loc);
     pl->prim[lin] = -1;
     for (int u = 0; u < R->m; u++) {
       if (s_has(loc, R->e->sites[R->up[u]].id)) pl->has[lin] |= 1ull << u;
