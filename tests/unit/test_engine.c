@@ -319,6 +319,39 @@ Test(engine, matmul_operand_needs_reordering) {
   te_result_free(&w);
 }
 
+/* With two workers and two replicas every chunk is on both, and both
+** serve it in turn: a plan that keeps its driving operand in place runs
+** on both workers, not all of it on the first. */
+Test(engine, replicated_operand_drives_on_every_site) {
+  te_result *r = NULL;
+  tr_err err;
+  s_ok("CREATE TENSOR X[64, 8] CHUNK [8, 8];");
+  s_ok("CREATE TENSOR v[8] CHUNK [8];");
+  s_ok("FILL X UNIFORM(-1, 1) SEED 3;");
+  s_ok("FILL v UNIFORM(-1, 1) SEED 4;");
+  const char *q = "EXPLAIN ANALYZE (FORMAT JSON) D[n,d] = X[n,d] - v[d];";
+  cr_assert_eq(te_exec(s_e, q, strlen(q), &r, &err), TR_OK, "%s", err.msg);
+  const char *p = strstr(r->text, "\"per_site\": [");
+  cr_assert_not_null(p, "%s", r->text);
+  int busy = 0;
+  for (const char *t = p; (t = strstr(t, "\"endpoint\": ")); t++) {
+    const char *k = strstr(t, "\"tasks\": ");
+    cr_assert_not_null(k, "%s", r->text);
+    busy += atoi(k + strlen("\"tasks\": ")) > 0;
+  }
+  cr_assert_eq(busy, 2, "both sites should run tasks: %s", r->text);
+  te_result_free(&r);
+  /* and the result is right */
+  te_result *x = s_get("X"), *v = s_get("v"), *d = s_get("D");
+  double want[512];
+  for (int i = 0; i < 64; i++)
+    for (int j = 0; j < 8; j++) want[i * 8 + j] = x->values[i * 8 + j] - v->values[j];
+  s_close_to(d, want, 512, 1e-6);
+  te_result_free(&x);
+  te_result_free(&v);
+  te_result_free(&d);
+}
+
 /* EXPLAIN ANALYZE (FORMAT JSON) runs the statement and counts every float
 ** that crossed a process boundary.  With two workers and two replicas the
 ** inputs are on both, so what moves is the output's second replica. */
