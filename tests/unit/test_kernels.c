@@ -14,6 +14,7 @@
 
 #include <criterion/criterion.h>
 #include <ctype.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -863,6 +864,44 @@ Test(combine, every_agg) {
       }
   cr_expect_eq(s_blas()->combine(TR_F32, (tk_agg)9, NULL, NULL, 0), TR_EINVAL);
   cr_expect_eq(s_ref()->combine(TR_F32, (tk_agg)9, NULL, NULL, 0), TR_EINVAL);
+}
+
+/* exp, tanh and the sigmoid in f32 (vector polynomials in the fast
+** kernels) against double-precision libm over their whole range: within 4
+** ulp where the result is a normal float, 0 or inf where it under- or
+** overflows, NaN for NaN, and the limits at the infinities. */
+Test(map, f32_exp_tanh_sigmoid_over_their_range) {
+  static const char *const progs[] = {"0 exp", "0 tanh", "0 sig"};
+  enum { N = 20000 };
+  float *x = tr_alloc_aligned(N * sizeof *x), *y = tr_alloc_aligned(N * sizeof *y);
+  cr_assert(x && y);
+  static const float special[] = {0.0f, -0.0f, 1e-6f, -1e-6f, 0.625f, -0.625f, 0.6251f, 88.5f, 88.72f,
+                                  88.73f, -87.3f, -87.4f, -103.0f, 200.0f, -200.0f};
+  const int ns = (int)(sizeof special / sizeof *special);
+  for (int p = 0; p < 3; p++) {
+    for (int i = 0; i < N; i++) x[i] = i < ns ? special[i] : -110.0f + 220.0f * (float)(i - ns) / (N - ns);
+    x[N - 3] = NAN;
+    x[N - 2] = INFINITY;
+    x[N - 1] = -INFINITY;
+    memcpy(y, x, N * sizeof *x);
+    tk_prog prog = s_prog(progs[p]);
+    cr_assert_eq(s_blas()->map(TR_F32, &prog, y, N), TR_OK);
+    for (int i = 0; i < N; i++) {
+      double v = x[i], want = p == 0 ? exp(v) : p == 1 ? tanh(v) : 1 / (1 + exp(-v));
+      if (isnan(v)) {
+        cr_assert(isnan(y[i]), "%s(nan) = %g", progs[p], y[i]);
+      } else if (want > FLT_MAX) {
+        cr_assert(isinf(y[i]) && y[i] > 0, "%s(%g) = %g, want inf", progs[p], v, y[i]);
+      } else if (fabs(want) < FLT_MIN) {
+        cr_assert(fabs(y[i]) < FLT_MIN, "%s(%g) = %g, want ~%g", progs[p], v, y[i], want);
+      } else {
+        cr_assert(fabs(y[i] - want) <= 4 * FLT_EPSILON * fabs(want), "%s(%.9g) = %.9g, want %.9g",
+                  progs[p], v, y[i], want);
+      }
+    }
+  }
+  tr_free_aligned(x);
+  tr_free_aligned(y);
 }
 
 Test(map, every_operator) {
