@@ -1164,6 +1164,86 @@ static int s_send_task(s_run *R, s_phase *ph, const te_node *n, const tc_tensor 
   return s_task_submit(R, ph, &task, reps, u, err);
 }
 
+/* The second phase of a two-phase aggregation: each partial (pids, one
+** per output chunk and site that made one) goes to its chunk's owner, and
+** combine tasks there fold them (and apply the node's transform). */
+static int s_run_combine(s_run *R, int k, const te_moves *mv, const uint64_t *pids, int final, tr_err *err) {
+  te_engine *e = R->e;
+  const te_node *n = &R->p->nodes[k];
+  const tc_tensor *om = &R->p->rels[n->out].meta;
+  s_prel *po = &R->rel[n->out];
+  int64_t nout = tc_nchunks(om);
+  int m = R->m, rc = TR_OK;
+  tn_wbuf *sends = calloc((size_t)e->nsites, sizeof *sends);
+  uint32_t *nsend = calloc((size_t)e->nsites, sizeof *nsend);
+  if (!sends || !nsend) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+  double t0 = tr_now();
+  s_opstat *ss = rc ? NULL : s_op(R, "shuffle", "partials", 0);
+  if (ss) snprintf(ss->what, sizeof ss->what, "%s (partials)", om->name);
+  for (int64_t lin = 0; !rc && lin < nout; lin++) {
+    int own = R->up[mv->owner[lin]];
+    for (int u = 0; u < m; u++) {
+      if (!((mv->osites[lin] >> u) & 1)) continue;
+      uint64_t id = pids[(size_t)lin * (size_t)m + (size_t)u];
+      if (s_note_drop(R, -1, id)) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+      if (R->up[u] == own) continue;
+      tn_put_u64(&sends[R->up[u]], id);
+      tn_put_str(&sends[R->up[u]], e->sites[own].ep);
+      nsend[R->up[u]]++;
+      int64_t kk[TR_MAX_RANK], ext[TR_MAX_RANK];
+      tc_key_from_linear(om, lin, kk);
+      s_moved(R, ss, R->up[u], own, tc_chunk_extent(om, kk, ext));
+    }
+  }
+  rc = s_flush_sends(e, sends, nsend, rc, err); /* frees sends, nsend */
+  if (ss) ss->seconds = tr_now() - t0;
+  /* Combine tasks: operand 0 is the partials relation, one entry per
+  ** partial (several per output chunk). */
+  t0 = tr_now();
+  s_opstat *cs = rc ? NULL : s_op(R, "local_agg", om->name, 0);
+  if (cs) snprintf(cs->what, sizeof cs->what, "%s (combine partials%s)", om->name, n->post.n ? ", transform" : "");
+  s_opstat *rs = !rc && final && s_replication(e, m) > 1 ? s_op(R, "replicate", om->name, 0) : NULL;
+  s_phase ph;
+  s_phase_init(&ph, e);
+  for (int u = 0; !rc && u < m; u++) {
+    te_task task;
+    memset(&task, 0, sizeof task);
+    task.kind = TE_TASK_COMBINE;
+    task.node = *n;
+    task.node.drive = -1;
+    task.node.ninputs = 1;
+    task.node.in[0].rel = n->out;
+    task.node.in[0].rank = om->rank;
+    for (int d = 0; d < om->rank; d++) task.node.in[0].label[d] = d;
+    task.node.nlabels = task.node.nout = om->rank;
+    task.node.gemm = 0;
+    task.node.prog.n = 1;
+    task.node.prog.code[0].op = TK_OP_INPUT;
+    task.node.prog.code[0].arg = 0;
+    task.in_meta[0] = *om;
+    task.out_meta = *om;
+    if ((rc = s_task_lists(&task, nout * m, nout, err))) break;
+    for (int64_t lin = 0; lin < nout; lin++) {
+      if (mv->owner[lin] != u) continue;
+      for (int v = 0; v < m; v++)
+        if ((mv->osites[lin] >> v) & 1) {
+          task.in_op[task.nin] = 0;
+          task.in_lin[task.nin] = lin;
+          task.in_id[task.nin++] = pids[(size_t)lin * (size_t)m + (size_t)v];
+        }
+      task.out_lin[task.nout] = lin;
+      task.out_id[task.nout++] = po->locs[lin].chunk_id;
+    }
+    rc = s_task_submit(R, &ph, &task, final, u, err);
+  }
+  if (!rc) rc = s_wait(&ph, err);
+  if (!rc) s_task_results(R, &ph, po, om->dtype, final, rs, cs);
+  s_phase_free(&ph);
+  if (cs) cs->seconds = tr_now() - t0;
+  if (rs) rs->seconds = cs ? cs->seconds : 0;
+  return rc;
+}
+
 /* Run node k as the optimizer chose: move operand chunks where the
 ** choice needs them (BCAST, SHUF), one fused join/aggregate/map task per
 ** site, and for a two-phase aggregation a shuffle of the partials to
@@ -1257,78 +1337,7 @@ static int s_run_node(s_run *R, int k, const te_choice *c, tr_err *err) {
   s_phase_free(&ph);
   js->seconds = tr_now() - t0;
   if (rs) rs->seconds = js->seconds; /* overlapped with the join */
-  if (rc || !c->twophase) goto done;
-  /* Two-phase: partials to their owners, combined there. */
-  {
-    sends = calloc((size_t)e->nsites, sizeof *sends);
-    nsend = calloc((size_t)e->nsites, sizeof *nsend);
-    if (!sends || !nsend) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-    t0 = tr_now();
-    s_opstat *ss = rc ? NULL : s_op(R, "shuffle", "partials", 0);
-    if (ss) snprintf(ss->what, sizeof ss->what, "%s (partials)", om->name);
-    for (int64_t lin = 0; !rc && lin < nout; lin++) {
-      int own = R->up[mv.owner[lin]];
-      for (int u = 0; u < m; u++) {
-        if (!((mv.osites[lin] >> u) & 1)) continue;
-        uint64_t id = pids[(size_t)lin * (size_t)m + (size_t)u];
-        if (s_note_drop(R, -1, id)) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-        if (R->up[u] == own) continue;
-        tn_put_u64(&sends[R->up[u]], id);
-        tn_put_str(&sends[R->up[u]], e->sites[own].ep);
-        nsend[R->up[u]]++;
-        int64_t kk[TR_MAX_RANK], ext[TR_MAX_RANK];
-        tc_key_from_linear(om, lin, kk);
-        s_moved(R, ss, R->up[u], own, tc_chunk_extent(om, kk, ext));
-      }
-    }
-    rc = s_flush_sends(e, sends, nsend, rc, err);
-    sends = NULL;
-    nsend = NULL;
-    if (ss) ss->seconds = tr_now() - t0;
-    /* Combine tasks: operand 0 is the partials relation, one entry per
-    ** partial (several per output chunk). */
-    t0 = tr_now();
-    s_opstat *cs = rc ? NULL : s_op(R, "local_agg", om->name, 0);
-    if (cs) snprintf(cs->what, sizeof cs->what, "%s (combine partials%s)", om->name, n->post.n ? ", transform" : "");
-    rs = !rc && final && s_replication(e, m) > 1 ? s_op(R, "replicate", om->name, 0) : NULL;
-    s_phase_init(&ph, e);
-    for (int u = 0; !rc && u < m; u++) {
-      te_task task;
-      memset(&task, 0, sizeof task);
-      task.kind = TE_TASK_COMBINE;
-      task.node = *n;
-      task.node.drive = -1;
-      task.node.ninputs = 1;
-      task.node.in[0].rel = n->out;
-      task.node.in[0].rank = om->rank;
-      for (int d = 0; d < om->rank; d++) task.node.in[0].label[d] = d;
-      task.node.nlabels = task.node.nout = om->rank;
-      task.node.gemm = 0;
-      task.node.prog.n = 1;
-      task.node.prog.code[0].op = TK_OP_INPUT;
-      task.node.prog.code[0].arg = 0;
-      task.in_meta[0] = *om;
-      task.out_meta = *om;
-      if ((rc = s_task_lists(&task, nout * m, nout, err))) break;
-      for (int64_t lin = 0; lin < nout; lin++) {
-        if (mv.owner[lin] != u) continue;
-        for (int v = 0; v < m; v++)
-          if ((mv.osites[lin] >> v) & 1) {
-            task.in_op[task.nin] = 0;
-            task.in_lin[task.nin] = lin;
-            task.in_id[task.nin++] = pids[(size_t)lin * (size_t)m + (size_t)v];
-          }
-        task.out_lin[task.nout] = lin;
-        task.out_id[task.nout++] = po->locs[lin].chunk_id;
-      }
-      rc = s_task_submit(R, &ph, &task, final, u, err);
-    }
-    if (!rc) rc = s_wait(&ph, err);
-    if (!rc) s_task_results(R, &ph, po, om->dtype, final, rs, cs);
-    s_phase_free(&ph);
-    if (cs) cs->seconds = tr_now() - t0;
-    if (rs) rs->seconds = cs ? cs->seconds : 0;
-  }
+  if (!rc && c->twophase) rc = s_run_combine(R, k, &mv, pids, final, err);
 done:
   if (sends)
     for (int s2 = 0; s2 < e->nsites; s2++) tn_wbuf_free(&sends[s2]);
