@@ -7,14 +7,15 @@
 ** told to (SEND): the coordinator never relays chunk data between workers.
 **
 ** Threads: the main thread owns every ZeroMQ socket and never blocks on
-** work: it answers HELLO / HEARTBEAT / GET / DROP / KEEP / STATS itself,
-** queues TASK and SYNC for the task thread, which posts the reply back
-** through an inproc pair, and hands PUT's frames (no copy) to the store
-** thread, which writes them and wakes the main loop through the push
-** pipe.  So a worker keeps heartbeating while it computes, and while a
-** write waits on the disk: with hundreds of megabytes of dirty pages the
-** kernel throttles a writer for seconds, longer than the coordinator's
-** liveness window.  Peers are reached through one DEALER socket each, opened
+** work and never touches the disk: it answers HELLO / HEARTBEAT / DROP /
+** KEEP / STATS itself, queues TASK and SYNC for the task thread, which
+** posts the reply back through an inproc pair, and hands PUT, GET and SEND
+** (their frames moved, not copied) to the store thread, which writes or
+** reads their chunks and wakes the main loop through the push pipe to
+** send what it read.  So a worker keeps heartbeating while it computes,
+** and while its disk is slow: with hundreds of megabytes of dirty pages
+** the kernel throttles a writer for seconds, longer than the
+** coordinator's liveness window.  Peers are reached through one DEALER socket each, opened
 ** on first use; a SEND is answered once every peer confirmed its PUT.
 **
 ** Failures: a malformed message is logged and dropped; a coordinator that
@@ -288,11 +289,20 @@ typedef struct s_pending {
   struct s_pending *next;   /* list */
 } s_pending;
 
+/* A chunk read from the store to be sent (GET, SEND). */
+typedef struct s_out_chunk {
+  tn_chunk c;               /* id, dtype, size, checksum */
+  void *data;               /* its bytes (malloc), until handed to ZeroMQ */
+  char ep[TC_ENDPOINT_MAX]; /* SEND: the peer it goes to */
+} s_out_chunk;
+
 /* A job for the task or store thread, and its reply. */
 typedef struct s_job {
-  int type;                 /* TN_TASK, TN_SYNC or TN_PUT */
-  tn_in in;                 /* TN_PUT: the request's frames (moved) */
+  int type;                 /* TN_TASK, TN_SYNC, or TN_PUT / TN_GET / TN_SEND */
+  tn_in in;                 /* store jobs: the request's frames (moved) */
   uint64_t recv;            /* TN_PUT: bytes stored */
+  s_out_chunk *out;         /* TN_GET, TN_SEND: the chunks read */
+  uint32_t nout;            /* their number */
   uint8_t route[256];       /* requester */
   size_t route_len;         /* its length */
   uint64_t req;             /* request id */
@@ -350,6 +360,11 @@ typedef struct s_worker {
 /* An output chunk to push to the task's replica workers. */
 typedef struct s_push {
   uint64_t id;                 /* chunk */
+  void *data;                  /* a copy of its bytes (malloc): the main
+                                  loop sends it without reading the store */
+  size_t nbytes;               /* their length */
+  uint64_t sum;                /* their checksum */
+  tr_dtype dt;                 /* their type */
   s_job *job;                  /* task it belongs to */
   int nrep;                    /* peers */
   char rep[TC_MAX_REPLICAS][TC_ENDPOINT_MAX]; /* their endpoints */
@@ -408,8 +423,17 @@ static int s_task_write(void *ctx, int64_t lin, const void *buf, size_t bytes, t
       if (!rc && t->nrep) {
         /* Replicate it now, while the other chunks are still computed. */
         s_push *p = malloc(sizeof *p);
-        if (!p) return tr_seterr(err, TR_ENOMEM, "out of memory");
+        void *copy = p ? malloc(bytes ? bytes : 1) : NULL;
+        if (!copy) {
+          free(p);
+          return tr_seterr(err, TR_ENOMEM, "out of memory");
+        }
+        memcpy(copy, buf, bytes);
         p->id = t->out_id[i];
+        p->data = copy;
+        p->nbytes = bytes;
+        p->sum = io->sum[i];
+        p->dt = t->out_meta.dtype;
         p->job = io->job;
         p->nrep = t->nrep;
         memcpy(p->rep, t->rep, sizeof p->rep);
@@ -497,7 +521,9 @@ static void s_fail_job(s_job *j, int code, const char *msg) {
 
 static void s_job_free(s_job *j) {
   tn_wbuf_free(&j->reply);
-  if (j->type == TN_PUT) tn_in_close(&j->in);
+  tn_in_close(&j->in); /* jobs are zeroed: closes nothing if not moved in */
+  for (uint32_t i = 0; i < j->nout; i++) free(j->out[i].data);
+  free(j->out);
   free(j->body);
   free(j);
 }
@@ -629,6 +655,28 @@ static void s_queue(s_worker *w, tn_in *in) {
   pthread_mutex_unlock(&w->mu);
 }
 
+/* GET, second half (main loop): the chunks the store thread read, as the
+** reply's frames. */
+static void s_reply_data(s_worker *w, s_job *j) {
+  void **bufs = calloc(j->nout + 1, sizeof *bufs);
+  size_t *lens = calloc(j->nout + 1, sizeof *lens);
+  if (!bufs || !lens) {
+    tn_send_error(w->router, j->route, j->route_len, j->req, TR_ENOMEM, "out of memory");
+  } else {
+    for (uint32_t i = 0; i < j->nout; i++) {
+      bufs[i] = j->out[i].data;
+      lens[i] = j->out[i].c.nbytes;
+      j->out[i].data = NULL; /* tn_send frees them, sent or not */
+      w->bytes_sent += lens[i];
+    }
+    s_reply(w, j->route, j->route_len, TN_DATA, j->req, &j->reply, (int)j->nout, bufs, lens, s_free_buf);
+  }
+  free(bufs);
+  free(lens);
+}
+
+static void s_send_out(s_worker *w, s_job *j);
+
 static void s_flush_done(s_worker *w) {
   pthread_mutex_lock(&w->mu);
   s_job *j = w->done;
@@ -647,6 +695,10 @@ static void s_flush_done(s_worker *w) {
     w->bytes_recv += j->recv;
     if (j->rtype == TN_ERROR) {
       tn_send_error(w->router, j->route, j->route_len, j->req, j->code, j->msg);
+    } else if (j->type == TN_SEND) {
+      s_send_out(w, j);
+    } else if (j->type == TN_GET) {
+      s_reply_data(w, j);
     } else {
       s_reply(w, j->route, j->route_len, j->rtype, j->req, &j->reply, 0, NULL, NULL, NULL);
     }
@@ -687,62 +739,45 @@ static void s_request_body(tn_in *in, tn_rbuf *r, tr_err *err) {
   tr_clearerr(err);
 }
 
-/* SEND {n x (u64 id, str peer)}: push each chunk to its peer as a PUT. */
-static void s_on_send(s_worker *w, tn_in *in) {
-  tn_rbuf r;
-  tr_err err;
-  s_request_body(in, &r, &err);
-  uint32_t n = tn_get_count(&r, 12);
+/* SEND, second half (main loop): PUT each chunk the store thread read to
+** its peer; the SEND is answered (s_settle) once every peer confirmed. */
+static void s_send_out(s_worker *w, s_job *j) {
   s_pending *pd = calloc(1, sizeof *pd);
   if (!pd) {
-    tn_send_error(w->router, in->route, in->route_len, in->req, TR_ENOMEM, "out of memory");
+    tn_send_error(w->router, j->route, j->route_len, j->req, TR_ENOMEM, "out of memory");
     return;
   }
   pd->my_req = ++w->next_req;
-  memcpy(pd->route, in->route, in->route_len);
-  pd->route_len = in->route_len;
-  pd->req = in->req;
+  memcpy(pd->route, j->route, j->route_len);
+  pd->route_len = j->route_len;
+  pd->req = j->req;
   pd->deadline = tr_now() + S_SEND_TIMEOUT_S;
-  for (uint32_t i = 0; i < n && !r.bad; i++) {
-    char ep[TC_ENDPOINT_MAX];
-    uint64_t id = tn_get_u64(&r);
-    tn_get_str(&r, ep, sizeof ep);
-    if (r.bad) break;
-    tr_dtype dt;
-    uint64_t nbytes, sum;
-    if (tc_store_stat(w->store, id, &dt, &nbytes, &sum)) {
+  for (uint32_t i = 0; i < j->nout; i++) {
+    s_out_chunk *o = &j->out[i];
+    tr_err err;
+    tr_clearerr(&err);
+    void *peer = s_peer(w, o->ep, &err);
+    if (!peer) {
       pd->failed = 1;
-      snprintf(pd->why, sizeof pd->why, "chunk %016llx is not on worker %s",
-               (unsigned long long)id, s_ep);
-      break;
-    }
-    void *buf = malloc(nbytes ? nbytes : 1);
-    void *peer = buf ? s_peer(w, ep, &err) : NULL;
-    if (!buf || !peer || tc_store_get(w->store, id, buf, nbytes, &err)) {
-      free(buf);
-      pd->failed = 1;
-      snprintf(pd->why, sizeof pd->why, "%s", buf ? err.msg : "out of memory");
+      snprintf(pd->why, sizeof pd->why, "%s", err.msg);
       break;
     }
     tn_wbuf b = {0};
     tn_put_u32(&b, 1);
-    tn_chunk c = {id, (uint8_t)dt, nbytes, sum};
-    tn_put_chunk(&b, &c);
-    size_t len = nbytes;
+    tn_put_chunk(&b, &o->c);
+    size_t len = o->c.nbytes;
+    void *buf = o->data;
+    o->data = NULL; /* tn_send frees it, sent or not */
     int rc = tn_send(peer, NULL, 0, TN_PUT, pd->my_req, &b, 1, &buf, &len, s_free_buf, NULL, &err);
     tn_wbuf_free(&b);
     if (rc) {
       pd->failed = 1;
-      snprintf(pd->why, sizeof pd->why, "send to %s failed: %s", ep, err.msg);
+      snprintf(pd->why, sizeof pd->why, "send to %s failed: %s", o->ep, err.msg);
       break;
     }
     pd->waiting++;
-    pd->bytes += nbytes;
-    w->bytes_sent += nbytes;
-  }
-  if (r.bad || tn_rbuf_ok(&r) != TR_OK) {
-    if (!pd->failed) snprintf(pd->why, sizeof pd->why, "malformed SEND");
-    pd->failed = 1;
+    pd->bytes += len;
+    w->bytes_sent += len;
   }
   pd->next = w->pending;
   w->pending = pd;
@@ -779,7 +814,9 @@ static void s_settle(s_worker *w) {
   }
 }
 
-/* Send the queued replica pushes: one PUT per chunk and peer. */
+/* Send the queued replica pushes: one PUT per chunk and peer, the copy the
+** task made to the last peer and copies of it to the others (ZeroMQ frees
+** a buffer once sent, so those are made first). */
 static void s_send_pushes(s_worker *w) {
   char c[64];
   while (read(w->wake[0], c, sizeof c) > 0) {
@@ -793,17 +830,15 @@ static void s_send_pushes(s_worker *w) {
     q = q->next;
     s_pending *pd = calloc(1, sizeof *pd);
     tr_err err;
-    tr_dtype dt;
-    uint64_t nbytes, sum;
     tr_clearerr(&err);
-    if (!pd || tc_store_stat(w->store, p->id, &dt, &nbytes, &sum)) {
+    if (!pd) {
       pthread_mutex_lock(&w->mu);
       p->job->push_failed = 1;
       p->job->pushing -= p->nrep;
-      snprintf(p->job->push_why, sizeof p->job->push_why, "cannot replicate chunk %016llx",
+      snprintf(p->job->push_why, sizeof p->job->push_why, "cannot replicate chunk %016llx: out of memory",
                (unsigned long long)p->id);
       pthread_mutex_unlock(&w->mu);
-      free(pd);
+      free(p->data);
       free(p);
       continue;
     }
@@ -811,29 +846,33 @@ static void s_send_pushes(s_worker *w) {
     pd->my_req = ++w->next_req;
     pd->deadline = tr_now() + S_SEND_TIMEOUT_S;
     pd->waiting = p->nrep;
-    for (int k = 0; k < p->nrep; k++) {
-      void *buf = malloc(nbytes ? nbytes : 1);
+    for (int k = p->nrep - 1; k >= 0; k--) {
+      void *buf = k ? malloc(p->nbytes ? p->nbytes : 1) : p->data;
+      if (!k) p->data = NULL; /* tn_send below frees it, sent or not */
       void *peer = buf ? s_peer(w, p->rep[k], &err) : NULL;
-      tn_wbuf b = {0};
-      tn_chunk ch = {p->id, (uint8_t)dt, nbytes, sum};
-      size_t len = nbytes;
-      if (!buf || !peer || tc_store_get(w->store, p->id, buf, nbytes, &err)) {
+      if (!buf || !peer) {
         free(buf);
         pd->failed = 1;
-        snprintf(pd->why, sizeof pd->why, "cannot replicate to %s: %s", p->rep[k], err.msg);
+        snprintf(pd->why, sizeof pd->why, "cannot replicate to %s: %s", p->rep[k],
+                 buf ? err.msg : "out of memory");
         break;
       }
+      if (k) memcpy(buf, p->data, p->nbytes);
+      tn_wbuf b = {0};
+      tn_chunk ch = {p->id, (uint8_t)p->dt, p->nbytes, p->sum};
+      size_t len = p->nbytes;
       tn_put_u32(&b, 1);
       tn_put_chunk(&b, &ch);
       if (tn_send(peer, NULL, 0, TN_PUT, pd->my_req, &b, 1, &buf, &len, s_free_buf, NULL, &err)) {
         pd->failed = 1;
         snprintf(pd->why, sizeof pd->why, "cannot replicate to %s: %s", p->rep[k], err.msg);
       } else {
-        w->bytes_sent += nbytes;
+        w->bytes_sent += p->nbytes;
       }
       tn_wbuf_free(&b);
       if (pd->failed) break;
     }
+    free(p->data); /* left when a copy or a peer failed */
     pd->next = w->pending;
     w->pending = pd;
     free(p);
@@ -887,6 +926,56 @@ static void s_on_peer_reply(s_worker *w, tn_in *in) {
 }
 
 /* PUT {n x chunk meta} + n data frames. */
+/* TRADB_TEST_SLOW_STORE_MS: every store access of the store thread takes
+** that long (tests: a slow disk). */
+static void s_slow_store(const s_worker *w) {
+  if (w->slow_store_ms > 0)
+    nanosleep(&(struct timespec){w->slow_store_ms / 1000, (w->slow_store_ms % 1000) * 1000000L}, NULL);
+}
+
+/* Read chunk id into o (store thread). */
+static int s_read_out(s_worker *w, uint64_t id, s_out_chunk *o, tr_err *err) {
+  tr_dtype dt;
+  s_slow_store(w);
+  o->c.id = id;
+  if (tc_store_stat(w->store, id, &dt, &o->c.nbytes, &o->c.checksum))
+    return tr_seterr(err, TR_ENOTFOUND, "chunk %016llx is not on worker %s", (unsigned long long)id, s_ep);
+  o->c.dtype = (uint8_t)dt;
+  if (!(o->data = malloc(o->c.nbytes ? o->c.nbytes : 1))) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  return tc_store_get(w->store, id, o->data, o->c.nbytes, err);
+}
+
+/* GET {n x u64 id} -> DATA {n x chunk meta} + frames, and SEND {n x (u64
+** id, str peer)}: the store thread reads the chunks, the main loop sends
+** them (s_reply_data, s_send_out). */
+static void s_run_read(s_worker *w, s_job *j) {
+  int send = j->type == TN_SEND;
+  tn_rbuf r;
+  tr_err err;
+  tr_clearerr(&err);
+  s_request_body(&j->in, &r, &err);
+  uint32_t n = tn_get_count(&r, send ? 12 : 8);
+  int rc = (j->out = calloc(n + 1, sizeof *j->out)) ? TR_OK : tr_seterr(&err, TR_ENOMEM, "out of memory");
+  for (uint32_t i = 0; i < n && !rc; i++) {
+    uint64_t id = tn_get_u64(&r);
+    if (send) tn_get_str(&r, j->out[i].ep, sizeof j->out[i].ep);
+    if (r.bad) break;
+    j->nout = i + 1;
+    rc = s_read_out(w, id, &j->out[i], &err);
+  }
+  if (!rc && (r.bad || tn_rbuf_ok(&r) != TR_OK))
+    rc = tr_seterr(&err, TR_EINVAL, send ? "malformed SEND" : "malformed GET");
+  if (rc) {
+    s_fail_job(j, rc, err.msg);
+    return;
+  }
+  j->rtype = send ? TN_SEND_OK : TN_DATA;
+  if (!send) {
+    tn_put_u32(&j->reply, n);
+    for (uint32_t i = 0; i < n; i++) tn_put_chunk(&j->reply, &j->out[i].c);
+  }
+}
+
 /* PUT {n x chunk meta} + n frames -> PUT_OK {u32 n}: stores the chunks,
 ** on the store thread. */
 static void s_run_put(s_worker *w, s_job *j) {
@@ -894,8 +983,7 @@ static void s_run_put(s_worker *w, s_job *j) {
   tn_rbuf r;
   tr_err err;
   tr_clearerr(&err);
-  if (w->slow_store_ms > 0)
-    nanosleep(&(struct timespec){w->slow_store_ms / 1000, (w->slow_store_ms % 1000) * 1000000L}, NULL);
+  s_slow_store(w);
   s_request_body(in, &r, &err);
   uint32_t n = tn_get_count(&r, 25);
   int rc = TR_OK;
@@ -932,7 +1020,8 @@ static void *s_store_thread(void *arg) {
     w->io_todo = j->next;
     if (!w->io_todo) w->io_tail = NULL;
     pthread_mutex_unlock(&w->mu);
-    s_run_put(w, j);
+    if (j->type == TN_PUT) s_run_put(w, j);
+    else s_run_read(w, j);
     pthread_mutex_lock(&w->mu);
     j->next = w->done;
     w->done = j;
@@ -943,14 +1032,15 @@ static void *s_store_thread(void *arg) {
   return NULL;
 }
 
-/* Hand a PUT to the store thread, its frames moved, not copied. */
-static void s_queue_put(s_worker *w, tn_in *in) {
+/* Hand a PUT, GET or SEND to the store thread, its frames moved, not
+** copied. */
+static void s_queue_store(s_worker *w, tn_in *in) {
   s_job *j = calloc(1, sizeof *j);
   if (!j) {
     tn_send_error(w->router, in->route, in->route_len, in->req, TR_ENOMEM, "out of memory");
     return;
   }
-  j->type = TN_PUT;
+  j->type = in->type;
   tn_in_move(&j->in, in);
   memcpy(j->route, in->route, in->route_len);
   j->route_len = in->route_len;
@@ -961,54 +1051,6 @@ static void s_queue_put(s_worker *w, tn_in *in) {
   w->io_tail = j;
   pthread_cond_signal(&w->io_cv);
   pthread_mutex_unlock(&w->mu);
-}
-
-/* GET {n x u64 id} -> DATA {n x chunk meta} + frames. */
-static void s_on_get(s_worker *w, tn_in *in) {
-  tn_rbuf r;
-  tr_err err;
-  s_request_body(in, &r, &err);
-  uint32_t n = tn_get_count(&r, 8);
-  void **bufs = calloc(n + 1, sizeof *bufs);
-  size_t *lens = calloc(n + 1, sizeof *lens);
-  tn_wbuf b = {0};
-  int rc = bufs && lens ? TR_OK : tr_seterr(&err, TR_ENOMEM, "out of memory");
-  uint32_t got = 0;
-  tn_put_u32(&b, n);
-  for (; got < n && !rc; got++) {
-    uint64_t id = tn_get_u64(&r);
-    tn_chunk c = {id, 0, 0, 0};
-    tr_dtype dt;
-    if (r.bad) {
-      rc = tr_seterr(&err, TR_EINVAL, "malformed GET");
-      break;
-    }
-    if (tc_store_stat(w->store, id, &dt, &c.nbytes, &c.checksum)) {
-      rc = tr_seterr(&err, TR_ENOTFOUND, "chunk %016llx is not on worker %s", (unsigned long long)id, s_ep);
-      break;
-    }
-    c.dtype = (uint8_t)dt;
-    bufs[got] = malloc(c.nbytes ? c.nbytes : 1);
-    lens[got] = c.nbytes;
-    if (!bufs[got]) rc = tr_seterr(&err, TR_ENOMEM, "out of memory");
-    else rc = tc_store_get(w->store, id, bufs[got], c.nbytes, &err);
-    tn_put_chunk(&b, &c);
-    if (rc) {
-      got++;
-      break;
-    }
-  }
-  if (!rc && tn_rbuf_ok(&r) != TR_OK) rc = tr_seterr(&err, TR_EINVAL, "malformed GET");
-  if (rc) {
-    for (uint32_t i = 0; i < got; i++) free(bufs ? bufs[i] : NULL);
-    tn_send_error(w->router, in->route, in->route_len, in->req, rc, err.msg);
-  } else {
-    for (uint32_t i = 0; i < n; i++) w->bytes_sent += lens[i];
-    s_reply(w, in->route, in->route_len, TN_DATA, in->req, &b, (int)n, bufs, lens, s_free_buf);
-  }
-  tn_wbuf_free(&b);
-  free(bufs);
-  free(lens);
 }
 
 /* DROP / KEEP {n x u64 id}. */
@@ -1078,9 +1120,9 @@ static void s_on_request(s_worker *w, tn_in *in) {
     ** tell a live worker from heartbeats queued before one died. */
     if (in->req) s_reply(w, in->route, in->route_len, TN_HEARTBEAT, in->req, NULL, 0, NULL, NULL, NULL);
     break;
-  case TN_PUT: s_queue_put(w, in); break;
-  case TN_GET: s_on_get(w, in); break;
-  case TN_SEND: s_on_send(w, in); break;
+  case TN_PUT:
+  case TN_GET:
+  case TN_SEND: s_queue_store(w, in); break;
   case TN_TASK:
   case TN_SYNC: s_queue(w, in); break;
   case TN_DROP:
@@ -1301,6 +1343,7 @@ done:
   tc_store_close(&w.store);
   for (s_push *p = w.pushq, *nx; p; p = nx) {
     nx = p->next;
+    free(p->data);
     free(p);
   }
   for (s_job *j = w.held, *nx; j; j = nx) {
