@@ -15,8 +15,9 @@
 ** send what it read.  So a worker keeps heartbeating while it computes,
 ** and while its disk is slow: with hundreds of megabytes of dirty pages
 ** the kernel throttles a writer for seconds, longer than the
-** coordinator's liveness window.  Peers are reached through one DEALER socket each, opened
-** on first use; a SEND is answered once every peer confirmed its PUT.
+** coordinator's liveness window.  Peers are reached through one DEALER
+** socket each, opened on first use; a SEND is answered once every peer
+** confirmed its PUT.
 **
 ** Failures: a malformed message is logged and dropped; a coordinator that
 ** goes away is simply no longer answered, and a new one may say HELLO.
@@ -344,12 +345,13 @@ typedef struct s_worker {
   s_job *todo, *todo_tail;     /* jobs waiting */
   s_job *done;                 /* replies ready */
   int quit;                    /* stop the task and store threads */
-  /* store thread: PUTs, so a slow disk does not stall the main loop */
+  /* store thread: PUT, GET and SEND, so a slow disk does not stall the
+  ** main loop */
   pthread_t io_tid;            /* the thread */
   int io_started;              /* it runs */
-  pthread_cond_t io_cv;        /* a PUT arrived or stop */
+  pthread_cond_t io_cv;        /* a store job arrived, or stop */
   int slow_store_ms;           /* TRADB_TEST_SLOW_STORE_MS: a slow disk, for tests */
-  s_job *io_todo, *io_tail;    /* PUTs waiting (under mu) */
+  s_job *io_todo, *io_tail;    /* store jobs waiting (under mu) */
   /* replica pushes: kernel threads queue output chunks, the main loop
   ** sends them (it owns the sockets); a pipe wakes it up */
   struct s_push *pushq;        /* queued pushes (under mu) */
@@ -925,7 +927,6 @@ static void s_on_peer_reply(s_worker *w, tn_in *in) {
     }
 }
 
-/* PUT {n x chunk meta} + n data frames. */
 /* TRADB_TEST_SLOW_STORE_MS: every store access of the store thread takes
 ** that long (tests: a slow disk). */
 static void s_slow_store(const s_worker *w) {
