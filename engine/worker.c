@@ -7,12 +7,12 @@
 ** told to (SEND): the coordinator never relays chunk data between workers.
 **
 ** Threads: the main thread owns every ZeroMQ socket and never blocks on
-** work and never touches the disk: it answers HELLO / HEARTBEAT / DROP /
-** KEEP / STATS itself, queues TASK and SYNC for the task thread, which
-** posts the reply back through an inproc pair, and hands PUT, GET and SEND
-** (their frames moved, not copied) to the store thread, which writes or
-** reads their chunks and wakes the main loop through the push pipe to
-** send what it read.  So a worker keeps heartbeating while it computes,
+** work and never touches the disk: it answers HELLO / HEARTBEAT / STATS
+** itself, queues TASK and SYNC for the task thread, which posts the reply
+** back through an inproc pair, and hands PUT, GET, SEND, DROP and KEEP
+** (their frames moved, not copied) to the store thread, which writes,
+** reads or removes their chunks and wakes the main loop through the push
+** pipe to send what it read.  So a worker keeps heartbeating while it computes,
 ** and while its disk is slow: with hundreds of megabytes of dirty pages
 ** the kernel throttles a writer for seconds, longer than the
 ** coordinator's liveness window.  Peers are reached through one DEALER
@@ -345,8 +345,8 @@ typedef struct s_worker {
   s_job *todo, *todo_tail;     /* jobs waiting */
   s_job *done;                 /* replies ready */
   int quit;                    /* stop the task and store threads */
-  /* store thread: PUT, GET and SEND, so a slow disk does not stall the
-  ** main loop */
+  /* store thread: PUT, GET, SEND, DROP and KEEP, so a slow disk does not
+  ** stall the main loop */
   pthread_t io_tid;            /* the thread */
   int io_started;              /* it runs */
   pthread_cond_t io_cv;        /* a store job arrived, or stop */
@@ -1011,6 +1011,47 @@ static void s_run_put(s_worker *w, s_job *j) {
   tn_put_u32(&j->reply, n);
 }
 
+/* DROP / KEEP {n x u64 id} (store thread: they unlink files and sync the
+** directory). */
+static void s_run_ids(s_worker *w, s_job *j) {
+  tn_in *in = &j->in;
+  tn_rbuf r;
+  tr_err err;
+  s_slow_store(w);
+  s_request_body(in, &r, &err);
+  uint32_t n = tn_get_count(&r, 8);
+  uint64_t *ids = calloc(n + 1, sizeof *ids);
+  int64_t dropped = 0;
+  int rc = ids ? TR_OK : tr_seterr(&err, TR_ENOMEM, "out of memory");
+  for (uint32_t i = 0; !rc && i < n; i++) ids[i] = tn_get_u64(&r);
+  if (!rc && tn_rbuf_ok(&r) != TR_OK) rc = tr_seterr(&err, TR_EINVAL, "malformed %s", tn_type_name(in->type));
+  if (!rc)
+    rc = in->type == TN_DROP ? tc_store_drop(w->store, ids, n, &err)
+                             : tc_store_keep(w->store, ids, n, &dropped, &err);
+  if (rc) {
+    free(ids);
+    s_fail_job(j, rc, err.msg);
+    return;
+  }
+  tn_wbuf *b = &j->reply;
+  tn_put_u32(b, in->type == TN_DROP ? n : (uint32_t)dropped);
+  if (in->type == TN_KEEP) {
+    /* Listed chunks this worker does not have (lost, or set aside as
+    ** damaged when the store was opened): the coordinator forgets them. */
+    uint32_t nmiss = 0;
+    tr_dtype dt;
+    uint64_t nb, sum;
+    for (uint32_t i = 0; i < n; i++) nmiss += tc_store_stat(w->store, ids[i], &dt, &nb, &sum) != TR_OK;
+    tn_put_u32(b, nmiss);
+    for (uint32_t i = 0; i < n; i++)
+      if (tc_store_stat(w->store, ids[i], &dt, &nb, &sum) != TR_OK) tn_put_u64(b, ids[i]);
+    if (dropped) s_log("dropped %lld chunk(s) no longer in the catalog", (long long)dropped);
+    if (nmiss) s_log("%u chunk(s) the catalog lists here are missing", nmiss);
+  }
+  free(ids);
+  j->rtype = in->type == TN_DROP ? TN_DROP_OK : TN_KEEP_OK;
+}
+
 static void *s_store_thread(void *arg) {
   s_worker *w = arg;
   pthread_mutex_lock(&w->mu);
@@ -1022,7 +1063,8 @@ static void *s_store_thread(void *arg) {
     if (!w->io_todo) w->io_tail = NULL;
     pthread_mutex_unlock(&w->mu);
     if (j->type == TN_PUT) s_run_put(w, j);
-    else s_run_read(w, j);
+    else if (j->type == TN_GET || j->type == TN_SEND) s_run_read(w, j);
+    else s_run_ids(w, j);
     pthread_mutex_lock(&w->mu);
     j->next = w->done;
     w->done = j;
@@ -1033,8 +1075,8 @@ static void *s_store_thread(void *arg) {
   return NULL;
 }
 
-/* Hand a PUT, GET or SEND to the store thread, its frames moved, not
-** copied. */
+/* Hand a store request (PUT, GET, SEND, DROP, KEEP) to the store thread,
+** its frames moved, not copied. */
 static void s_queue_store(s_worker *w, tn_in *in) {
   s_job *j = calloc(1, sizeof *j);
   if (!j) {
@@ -1052,46 +1094,6 @@ static void s_queue_store(s_worker *w, tn_in *in) {
   w->io_tail = j;
   pthread_cond_signal(&w->io_cv);
   pthread_mutex_unlock(&w->mu);
-}
-
-/* DROP / KEEP {n x u64 id}. */
-static void s_on_ids(s_worker *w, tn_in *in) {
-  tn_rbuf r;
-  tr_err err;
-  s_request_body(in, &r, &err);
-  uint32_t n = tn_get_count(&r, 8);
-  uint64_t *ids = calloc(n + 1, sizeof *ids);
-  int64_t dropped = 0;
-  int rc = ids ? TR_OK : tr_seterr(&err, TR_ENOMEM, "out of memory");
-  for (uint32_t i = 0; !rc && i < n; i++) ids[i] = tn_get_u64(&r);
-  if (!rc && tn_rbuf_ok(&r) != TR_OK) rc = tr_seterr(&err, TR_EINVAL, "malformed %s", tn_type_name(in->type));
-  if (!rc)
-    rc = in->type == TN_DROP ? tc_store_drop(w->store, ids, n, &err)
-                             : tc_store_keep(w->store, ids, n, &dropped, &err);
-  if (rc) {
-    free(ids);
-    tn_send_error(w->router, in->route, in->route_len, in->req, rc, err.msg);
-    return;
-  }
-  tn_wbuf b = {0};
-  tn_put_u32(&b, in->type == TN_DROP ? n : (uint32_t)dropped);
-  if (in->type == TN_KEEP) {
-    /* Listed chunks this worker does not have (lost, or set aside as
-    ** damaged when the store was opened): the coordinator forgets them. */
-    uint32_t nmiss = 0;
-    tr_dtype dt;
-    uint64_t nb, sum;
-    for (uint32_t i = 0; i < n; i++) nmiss += tc_store_stat(w->store, ids[i], &dt, &nb, &sum) != TR_OK;
-    tn_put_u32(&b, nmiss);
-    for (uint32_t i = 0; i < n; i++)
-      if (tc_store_stat(w->store, ids[i], &dt, &nb, &sum) != TR_OK) tn_put_u64(&b, ids[i]);
-    if (dropped) s_log("dropped %lld chunk(s) no longer in the catalog", (long long)dropped);
-    if (nmiss) s_log("%u chunk(s) the catalog lists here are missing", nmiss);
-  }
-  free(ids);
-  s_reply(w, in->route, in->route_len, in->type == TN_DROP ? TN_DROP_OK : TN_KEEP_OK, in->req, &b,
-          0, NULL, NULL, NULL);
-  tn_wbuf_free(&b);
 }
 
 static void s_on_request(s_worker *w, tn_in *in) {
@@ -1123,11 +1125,11 @@ static void s_on_request(s_worker *w, tn_in *in) {
     break;
   case TN_PUT:
   case TN_GET:
-  case TN_SEND: s_queue_store(w, in); break;
+  case TN_SEND:
+  case TN_DROP:
+  case TN_KEEP: s_queue_store(w, in); break;
   case TN_TASK:
   case TN_SYNC: s_queue(w, in); break;
-  case TN_DROP:
-  case TN_KEEP: s_on_ids(w, in); break;
   case TN_CANCEL: {
     /* Stop the running task between join tuples, and fail the queued
     ** ones: their statement is gone. */

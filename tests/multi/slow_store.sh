@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A worker whose disk is slow keeps heartbeating: the chunks it is sent
-# (PUT), asked for (GET) and told to send to another worker (SEND) are
-# written and read on its store thread, so a disk access that takes longer
+# (PUT), asked for (GET), told to send to another worker (SEND), to drop
+# (DROP) or to keep (KEEP, when a shell opens the database) are written,
+# read and removed on its store thread, so a disk access that takes longer
 # than the coordinator's liveness window (1.5 s) does not make the worker
 # look down.  TRADB_TEST_SLOW_STORE_MS makes every such access take that
 # long (the local workers inherit it).
