@@ -153,7 +153,7 @@ static int s_nkeeps, s_capkeeps;
 void tk_device_set_memory(size_t bytes) {
   pthread_mutex_lock(&s_mu);
   s_want = bytes;
-  if (s_budget) s_budget = bytes ? bytes : s_budget;
+  s_budget = bytes; /* 0: s_ready works the default out again */
   pthread_mutex_unlock(&s_mu);
 }
 
@@ -624,6 +624,17 @@ static int s_kept(s_ctx *c, const char *p, size_t bytes, int write_all, s_buf *b
   }
   k->refs++;
   while (k->loading) pthread_cond_wait(&s_loaded, &s_mu);
+  /* Kept again with a larger size while a call used it: the block is too
+  ** small.  Replace it if no other call holds it, else go without. */
+  if (k->mem && k->mem->cap < k->bytes) {
+    if (k->refs > 1) {
+      k->refs--;
+      pthread_mutex_unlock(&s_mu);
+      return 0;
+    }
+    s_mem_free(k->mem);
+  }
+  size_t kbytes = k->bytes; /* keep() may change it once s_mu is let go */
   if (!k->mem) {
     s_mem *m = s_alloc(k->bytes);
     if (!m) {
@@ -646,7 +657,7 @@ static int s_kept(s_ctx *c, const char *p, size_t bytes, int write_all, s_buf *b
   k->loading = 1;
   pthread_mutex_unlock(&s_mu);
   /* Copied up once for every call that will use it: the others wait. */
-  int rc = s_up(c, c->st[0], (s_xfer){(char *)k->host, k->bytes, k->mem->dev, k->bytes, k->bytes, 1});
+  int rc = s_up(c, c->st[0], (s_xfer){(char *)k->host, kbytes, k->mem->dev, kbytes, kbytes, 1});
   if (!rc && cudaStreamSynchronize(c->st[0]) != cudaSuccess) rc = S_EDEV;
   pthread_mutex_lock(&s_mu);
   k->loading = 0;

@@ -122,6 +122,33 @@ Test(cuda, tiny_budget_falls_back) {
   tr_free_aligned(want);
 }
 
+/* tk_device_set_memory(0) goes back to the default budget: a product that
+** ran in pieces under 1 MiB runs as one device call again. */
+Test(cuda, budget_back_to_default) {
+  const tk_backend *g = s_blas();
+  enum { M = 700, N = 300, K = 500 };
+  tk_device_stats s0, s1, s2;
+  s_seed(25);
+  float *a = s_buf(TR_F32, M * K, -1, 1), *b = s_buf(TR_F32, K * N, -1, 1);
+  float *c = s_buf(TR_F32, M * N, 0, 0), *want = s_ref_product(a, b, M, N, K);
+  tk_device_set_memory(1 << 20);
+  tk_device_stats_get(&s0);
+  cr_assert_eq(g->gemm(TR_F32, 0, 0, M, N, K, 1, a, K, 0, b, N, 0, 0, c, N, 0, 1), TR_OK);
+  tk_device_stats_get(&s1);
+  tk_device_set_memory(0);
+  cr_assert_eq(g->gemm(TR_F32, 0, 0, M, N, K, 1, a, K, 0, b, N, 0, 0, c, N, 0, 1), TR_OK);
+  tk_device_stats_get(&s2);
+  s_expect_close(TR_F32, c, want, M * N, "product with the default budget");
+  cr_expect_gt(s1.cpu_calls + s1.gpu_calls, s0.cpu_calls + s0.gpu_calls + 1, "1 MiB: in pieces");
+  cr_expect_eq(s2.gpu_calls - s1.gpu_calls, 1, "default budget: one device call");
+  cr_expect_eq(s2.cpu_calls, s1.cpu_calls, "default budget: nothing on the host");
+  g->release(NULL);
+  tr_free_aligned(a);
+  tr_free_aligned(b);
+  tr_free_aligned(c);
+  tr_free_aligned(want);
+}
+
 /* Products large enough to run in row panels (C copied back while later
 ** panels compute), with padded rows whose gaps must survive, beta != 0,
 ** both dtypes and a transposed operand. */
