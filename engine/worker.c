@@ -361,12 +361,9 @@ typedef struct s_worker {
 
 /* An output chunk to push to the task's replica workers. */
 typedef struct s_push {
-  uint64_t id;                 /* chunk */
+  tn_chunk c;                  /* the chunk: id, dtype, size, checksum */
   void *data;                  /* a copy of its bytes (malloc): the main
                                   loop sends it without reading the store */
-  size_t nbytes;               /* their length */
-  uint64_t sum;                /* their checksum */
-  tr_dtype dt;                 /* their type */
   s_job *job;                  /* task it belongs to */
   int nrep;                    /* peers */
   char rep[TC_MAX_REPLICAS][TC_ENDPOINT_MAX]; /* their endpoints */
@@ -431,11 +428,8 @@ static int s_task_write(void *ctx, int64_t lin, const void *buf, size_t bytes, t
           return tr_seterr(err, TR_ENOMEM, "out of memory");
         }
         memcpy(copy, buf, bytes);
-        p->id = t->out_id[i];
+        p->c = (tn_chunk){t->out_id[i], (uint8_t)t->out_meta.dtype, bytes, io->sum[i]};
         p->data = copy;
-        p->nbytes = bytes;
-        p->sum = io->sum[i];
-        p->dt = t->out_meta.dtype;
         p->job = io->job;
         p->nrep = t->nrep;
         memcpy(p->rep, t->rep, sizeof p->rep);
@@ -634,27 +628,45 @@ static void *s_task_thread(void *arg) {
   return NULL;
 }
 
-static void s_queue(s_worker *w, tn_in *in) {
-  size_t n;
-  const void *body = tn_in_body(in, &n);
+/* A zeroed job answering request in (its type, route and request id), or
+** NULL after answering ENOMEM. */
+static s_job *s_job_for(s_worker *w, const tn_in *in) {
   s_job *j = calloc(1, sizeof *j);
-  if (!j || !(j->body = malloc(n + 1))) {
-    free(j);
+  if (!j) {
     tn_send_error(w->router, in->route, in->route_len, in->req, TR_ENOMEM, "out of memory");
-    return;
+    return NULL;
   }
-  memcpy(j->body, body, n);
-  j->body_len = n;
   j->type = in->type;
   memcpy(j->route, in->route, in->route_len);
   j->route_len = in->route_len;
   j->req = in->req;
+  return j;
+}
+
+/* Append j to the queue (*head, *tail) and wake the thread waiting on cv. */
+static void s_enqueue(s_worker *w, s_job **head, s_job **tail, pthread_cond_t *cv, s_job *j) {
   pthread_mutex_lock(&w->mu);
-  if (w->todo_tail) w->todo_tail->next = j;
-  else w->todo = j;
-  w->todo_tail = j;
-  pthread_cond_signal(&w->cv);
+  if (*tail) (*tail)->next = j;
+  else *head = j;
+  *tail = j;
+  pthread_cond_signal(cv);
   pthread_mutex_unlock(&w->mu);
+}
+
+/* Hand a TASK or SYNC to the task thread, its body copied. */
+static void s_queue(s_worker *w, tn_in *in) {
+  size_t n;
+  const void *body = tn_in_body(in, &n);
+  s_job *j = s_job_for(w, in);
+  if (!j) return;
+  if (!(j->body = malloc(n + 1))) {
+    tn_send_error(w->router, in->route, in->route_len, in->req, TR_ENOMEM, "out of memory");
+    free(j);
+    return;
+  }
+  memcpy(j->body, body, n);
+  j->body_len = n;
+  s_enqueue(w, &w->todo, &w->todo_tail, &w->cv, j);
 }
 
 /* GET, second half (main loop): the chunks the store thread read, as the
@@ -741,6 +753,19 @@ static void s_request_body(tn_in *in, tn_rbuf *r, tr_err *err) {
   tr_clearerr(err);
 }
 
+/* PUT chunk c to peer as request my_req; buf (malloc) is handed over,
+** freed once sent or at once on failure. */
+static int s_put_peer(s_worker *w, void *peer, uint64_t my_req, const tn_chunk *c, void *buf, tr_err *err) {
+  tn_wbuf b = {0};
+  size_t len = c->nbytes;
+  tn_put_u32(&b, 1);
+  tn_put_chunk(&b, c);
+  int rc = tn_send(peer, NULL, 0, TN_PUT, my_req, &b, 1, &buf, &len, s_free_buf, NULL, err);
+  tn_wbuf_free(&b);
+  if (!rc) w->bytes_sent += c->nbytes;
+  return rc;
+}
+
 /* SEND, second half (main loop): PUT each chunk the store thread read to
 ** its peer; the SEND is answered (s_settle) once every peer confirmed. */
 static void s_send_out(s_worker *w, s_job *j) {
@@ -764,22 +789,15 @@ static void s_send_out(s_worker *w, s_job *j) {
       snprintf(pd->why, sizeof pd->why, "%s", err.msg);
       break;
     }
-    tn_wbuf b = {0};
-    tn_put_u32(&b, 1);
-    tn_put_chunk(&b, &o->c);
-    size_t len = o->c.nbytes;
     void *buf = o->data;
-    o->data = NULL; /* tn_send frees it, sent or not */
-    int rc = tn_send(peer, NULL, 0, TN_PUT, pd->my_req, &b, 1, &buf, &len, s_free_buf, NULL, &err);
-    tn_wbuf_free(&b);
-    if (rc) {
+    o->data = NULL; /* s_put_peer frees it, sent or not */
+    if (s_put_peer(w, peer, pd->my_req, &o->c, buf, &err)) {
       pd->failed = 1;
       snprintf(pd->why, sizeof pd->why, "send to %s failed: %s", o->ep, err.msg);
       break;
     }
     pd->waiting++;
-    pd->bytes += len;
-    w->bytes_sent += len;
+    pd->bytes += o->c.nbytes;
   }
   pd->next = w->pending;
   w->pending = pd;
@@ -838,7 +856,7 @@ static void s_send_pushes(s_worker *w) {
       p->job->push_failed = 1;
       p->job->pushing -= p->nrep;
       snprintf(p->job->push_why, sizeof p->job->push_why, "cannot replicate chunk %016llx: out of memory",
-               (unsigned long long)p->id);
+               (unsigned long long)p->c.id);
       pthread_mutex_unlock(&w->mu);
       free(p->data);
       free(p);
@@ -849,8 +867,8 @@ static void s_send_pushes(s_worker *w) {
     pd->deadline = tr_now() + S_SEND_TIMEOUT_S;
     pd->waiting = p->nrep;
     for (int k = p->nrep - 1; k >= 0; k--) {
-      void *buf = k ? malloc(p->nbytes ? p->nbytes : 1) : p->data;
-      if (!k) p->data = NULL; /* tn_send below frees it, sent or not */
+      void *buf = k ? malloc(p->c.nbytes ? p->c.nbytes : 1) : p->data;
+      if (!k) p->data = NULL; /* s_put_peer below frees it, sent or not */
       void *peer = buf ? s_peer(w, p->rep[k], &err) : NULL;
       if (!buf || !peer) {
         free(buf);
@@ -859,20 +877,12 @@ static void s_send_pushes(s_worker *w) {
                  buf ? err.msg : "out of memory");
         break;
       }
-      if (k) memcpy(buf, p->data, p->nbytes);
-      tn_wbuf b = {0};
-      tn_chunk ch = {p->id, (uint8_t)p->dt, p->nbytes, p->sum};
-      size_t len = p->nbytes;
-      tn_put_u32(&b, 1);
-      tn_put_chunk(&b, &ch);
-      if (tn_send(peer, NULL, 0, TN_PUT, pd->my_req, &b, 1, &buf, &len, s_free_buf, NULL, &err)) {
+      if (k) memcpy(buf, p->data, p->c.nbytes);
+      if (s_put_peer(w, peer, pd->my_req, &p->c, buf, &err)) {
         pd->failed = 1;
         snprintf(pd->why, sizeof pd->why, "cannot replicate to %s: %s", p->rep[k], err.msg);
-      } else {
-        w->bytes_sent += p->nbytes;
+        break;
       }
-      tn_wbuf_free(&b);
-      if (pd->failed) break;
     }
     free(p->data); /* left when a copy or a peer failed */
     pd->next = w->pending;
@@ -1078,22 +1088,10 @@ static void *s_store_thread(void *arg) {
 /* Hand a store request (PUT, GET, SEND, DROP, KEEP) to the store thread,
 ** its frames moved, not copied. */
 static void s_queue_store(s_worker *w, tn_in *in) {
-  s_job *j = calloc(1, sizeof *j);
-  if (!j) {
-    tn_send_error(w->router, in->route, in->route_len, in->req, TR_ENOMEM, "out of memory");
-    return;
-  }
-  j->type = in->type;
+  s_job *j = s_job_for(w, in);
+  if (!j) return;
   tn_in_move(&j->in, in);
-  memcpy(j->route, in->route, in->route_len);
-  j->route_len = in->route_len;
-  j->req = in->req;
-  pthread_mutex_lock(&w->mu);
-  if (w->io_tail) w->io_tail->next = j;
-  else w->io_todo = j;
-  w->io_tail = j;
-  pthread_cond_signal(&w->io_cv);
-  pthread_mutex_unlock(&w->mu);
+  s_enqueue(w, &w->io_todo, &w->io_tail, &w->io_cv, j);
 }
 
 static void s_on_request(s_worker *w, tn_in *in) {
