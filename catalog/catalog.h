@@ -158,10 +158,14 @@ int tc_store_stat(tc_store *s, uint64_t id, tr_dtype *dt, uint64_t *nbytes, uint
 int tc_store_get(tc_store *s, uint64_t id, void *buf, size_t nbytes, tr_err *err);
 /* Make chunks durable (fdatasync each, then the directory). */
 int tc_store_sync(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err);
-/* Forget chunks (unlink); unknown ids are ignored. */
+/* Forget chunks; unknown ids are ignored.  Files of 256 KiB or more are
+** kept for later puts to overwrite (see store.c), up to a budget of disk
+** bytes: 1/16 of memory, at most 1 GiB, unless set. */
 int tc_store_drop(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err);
 /* Forget every chunk not in ids; *dropped receives how many went. */
 int tc_store_keep(tc_store *s, const uint64_t *ids, int64_t n, int64_t *dropped, tr_err *err);
+/* Set the budget for kept files (0: keep none); files beyond it go. */
+void tc_store_set_recycle(tc_store *s, int64_t bytes);
 /* Chunks held and their total bytes. */
 void tc_store_usage(tc_store *s, int64_t *chunks, int64_t *bytes);
 

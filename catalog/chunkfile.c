@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -37,12 +38,37 @@ static uint64_t s_get64(const unsigned char *p) {
   return v;
 }
 
+/* Write h then data at the file offset, retrying short writes: one writev
+** so the first page is filled in one go (a recycled file's page that is no
+** longer cached is then not read back from disk just to be overwritten). */
+static int s_write2(int fd, const void *h, size_t hn, const void *data,
+                    size_t n) {
+  struct iovec iov[2] = {{(void *)h, hn}, {(void *)data, n}};
+  int i = 0;
+  while (i < 2) {
+    ssize_t k = writev(fd, iov + i, 2 - i);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (k == 0) return EIO;
+    size_t left = (size_t)k;
+    while (i < 2 && left >= iov[i].iov_len) left -= iov[i++].iov_len;
+    if (i < 2) {
+      iov[i].iov_base = (char *)iov[i].iov_base + left;
+      iov[i].iov_len -= left;
+    }
+  }
+  return 0;
+}
+
 int cf_write(const char *path, tr_dtype dtype, const void *data,
              size_t nbytes, uint64_t *sum, tr_err *err) {
   unsigned char h[CF_HEADER_SIZE];
+  struct stat st;
   int rc = TR_OK, e;
   uint64_t s = cf_checksum(data, nbytes);
-  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0)
     return tr_seterr(err, TR_EIO, "cannot create chunk file '%s': %s", path,
                      strerror(errno));
@@ -53,8 +79,12 @@ int cf_write(const char *path, tr_dtype dtype, const void *data,
   s_put64(h + 16, (uint64_t)nbytes);
   s_put64(h + 24, s);
   s_put64(h + 56, cf_checksum(h, 56));
-  if ((e = tr_write_all(fd, h, sizeof h)) != 0 ||
-      (e = tr_write_all(fd, data, nbytes)) != 0) {
+  off_t len = (off_t)(sizeof h + nbytes);
+  e = s_write2(fd, h, sizeof h, data, nbytes);
+  if (e == 0 && fstat(fd, &st) == 0 && st.st_size > len &&
+      ftruncate(fd, len) != 0)
+    e = errno;
+  if (e != 0) {
     rc = tr_seterr(err, TR_EIO, "cannot write chunk file '%s': %s", path,
                    strerror(e));
     goto done;

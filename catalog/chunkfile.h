@@ -25,10 +25,12 @@
 /* The checksum stored for a payload. */
 uint64_t cf_checksum(const void *data, size_t nbytes);
 
-/* Create `path` (which must not exist), write header and payload, start
-** its write-back and close it; it is durable only after cf_sync().  *sum
-** receives the payload checksum.  On failure nothing is left at `path` and
-** err says why. */
+/* Write header and payload to `path`, start its write-back and close it;
+** it is durable only after cf_sync().  A file already at `path` (a
+** recycled chunk file) is overwritten in place and cut to the new length:
+** rewriting pages the page cache still holds is a copy, where a new file
+** needs fresh pages and blocks.  *sum receives the payload checksum.  On
+** failure nothing is left at `path` and err says why. */
 int cf_write(const char *path, tr_dtype dtype, const void *data,
              size_t nbytes, uint64_t *sum, tr_err *err);
 

@@ -10,6 +10,15 @@
 ** never served.  DIR/LOCK is flock'd while the store is open, so a second
 ** process (or a second open) cannot remove this one's temporaries.
 **
+** Recycling: a dropped chunk file of S_RECYCLE_MIN bytes or more is not
+** unlinked but renamed to DIR/<seq>.free, and the next put takes such a
+** file (the closest in size) and overwrites it in place.  Statements that
+** replace tensors of the same shape, as a workload's steps do, then write
+** into pages the page cache already holds instead of allocating fresh
+** pages and disk blocks for every chunk (a fresh file was written at
+** 0.3-2.6 GB/s here, a recycled one at 4.3-5.1 GB/s).  The files kept
+** stay under a budget (tc_store_set_recycle); open and close remove them.
+**
 ** Threads: the index and the files under final names change together
 ** under the write lock (rename + index update, unlink + index removal);
 ** reads and syncs of a file hold the read lock, so a concurrent re-put or
@@ -35,6 +44,9 @@
 #include <unistd.h>
 
 #define S_NAME_MAX 48 /* longest name we build in DIR, '/' included */
+#define S_RECYCLE_MIN (256 << 10) /* smaller files are simply unlinked */
+#define S_RECYCLE_FILES 64        /* recycled files kept at most */
+#define S_RECYCLE_MAX ((int64_t)1 << 30) /* their bytes at most, by default */
 
 /* One indexed chunk. */
 typedef struct s_entry {
@@ -55,6 +67,14 @@ struct tc_store {
   int64_t bytes;             /* their payload bytes */
   int64_t nbad;              /* files set aside as *.bad by open */
   atomic_uint_fast64_t seq;  /* makes temporary names unique (no lock) */
+  pthread_mutex_t free_mu;   /* guards the four below; taken after lock */
+  struct {
+    uint64_t seq;            /* the file is DIR/<seq>.free */
+    int64_t size;            /* its length */
+  } free[S_RECYCLE_FILES];   /* recycled files, oldest first */
+  int nfree;
+  int64_t free_bytes;        /* their total length */
+  int64_t free_max;          /* the budget for free_bytes; 0: recycle none */
 };
 
 /* ---- the index (callers hold the lock) ----------------------------------- */
@@ -133,12 +153,83 @@ static void s_chunk_path(const tc_store *s, uint64_t id, char *buf) {
   snprintf(buf, CI_PATH, "%s/%016" PRIx64 ".chk", s->dir, id);
 }
 
-/* Unlink id's file and forget it (write lock held): 1 if it was indexed,
-** 0 if not, or TR_EIO (still indexed, file kept). */
+/* DIR/<seq>.free */
+static void s_free_path(const tc_store *s, uint64_t seq, char *buf) {
+  snprintf(buf, CI_PATH, "%s/%016" PRIx64 ".free", s->dir, seq);
+}
+
+/* Take entry i out of the recycled files (free_mu held); the path of its
+** file goes to path, which the caller unlinks or renames. */
+static void s_free_take(tc_store *s, int i, char *path) {
+  s_free_path(s, s->free[i].seq, path);
+  s->free_bytes -= s->free[i].size;
+  s->nfree--;
+  memmove(s->free + i, s->free + i + 1,
+          (size_t)(s->nfree - i) * sizeof s->free[0]);
+}
+
+/* Keep the chunk file at path, size bytes long, for a later put: 1 if it
+** was renamed into the recycled files, 0 if the caller should unlink it.
+** The oldest go first when the budget is full. */
+static int s_recycle(tc_store *s, const char *path, int64_t size) {
+  char dst[CI_PATH];
+  int kept = 0;
+  if (size < S_RECYCLE_MIN) return 0;
+  pthread_mutex_lock(&s->free_mu);
+  if (size <= s->free_max) {
+    while (s->nfree > 0 && (s->nfree == S_RECYCLE_FILES ||
+                            s->free_bytes + size > s->free_max)) {
+      s_free_take(s, 0, dst);
+      unlink(dst);
+    }
+    uint64_t seq = (uint64_t)atomic_fetch_add(&s->seq, 1) + 1;
+    s_free_path(s, seq, dst);
+    if (rename(path, dst) == 0) {
+      s->free[s->nfree].seq = seq;
+      s->free[s->nfree++].size = size;
+      s->free_bytes += size;
+      kept = 1;
+    }
+  }
+  pthread_mutex_unlock(&s->free_mu);
+  return kept;
+}
+
+/* Is a recycled file of a bytes a better home for size bytes than one of
+** b?  One that holds them beats one that must grow; then the closer. */
+static int s_fits_better(int64_t a, int64_t b, int64_t size) {
+  if ((a >= size) != (b >= size)) return a >= size;
+  return a >= size ? a < b : a > b;
+}
+
+/* Move the recycled file that best fits size bytes, newest first among
+** equals (its pages are the likeliest to be cached), to tmp for cf_write
+** to overwrite.  With none, or if the rename fails, cf_write creates tmp. */
+static void s_reuse(tc_store *s, int64_t size, const char *tmp) {
+  char path[CI_PATH];
+  int best = -1;
+  pthread_mutex_lock(&s->free_mu);
+  for (int i = s->nfree - 1; i >= 0; i--)
+    if (best < 0 || s_fits_better(s->free[i].size, s->free[best].size, size))
+      best = i;
+  if (best >= 0) {
+    s_free_take(s, best, path);
+    rename(path, tmp);
+  }
+  pthread_mutex_unlock(&s->free_mu);
+}
+
+/* Recycle or unlink id's file and forget it (write lock held): 1 if it was
+** indexed, 0 if not, or TR_EIO (still indexed, file kept). */
 static int s_forget(tc_store *s, uint64_t id, tr_err *err) {
   char path[CI_PATH];
-  if (!s_find(s, id)) return 0;
+  const s_entry *e = s_find(s, id);
+  if (!e) return 0;
   s_chunk_path(s, id, path);
+  if (s_recycle(s, path, (int64_t)e->nbytes + CF_HEADER_SIZE)) {
+    s_remove(s, id);
+    return 1;
+  }
   if (unlink(path) != 0 && errno != ENOENT)
     return tr_seterr(err, TR_EIO, "cannot remove chunk file '%s': %s", path,
                      strerror(errno));
@@ -207,8 +298,8 @@ static int s_verify(const char *path, s_entry *e, void **buf, size_t *bufcap) {
                  NULL) == TR_OK ? TR_OK : TR_ECORRUPT;
 }
 
-/* Rebuild the index from DIR: remove temporaries, verify each chunk file,
-** set aside those that fail. */
+/* Rebuild the index from DIR: remove temporaries and recycled files,
+** verify each chunk file, set aside those that fail. */
 static int s_scan(tc_store *s, tr_err *err) {
   char path[CI_PATH], bad[CI_PATH + 8];
   void *buf = NULL;
@@ -227,7 +318,7 @@ static int s_scan(tc_store *s, tr_err *err) {
         fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
         !S_ISREG(sb.st_mode))
       continue;
-    if (s_is_tmp(rest)) {
+    if (s_is_tmp(rest) || strcmp(rest, ".free") == 0) {
       if (unlinkat(dirfd(d), de->d_name, 0) == 0) changed = 1;
       continue;
     }
@@ -274,6 +365,10 @@ int tc_store_open(const char *dir, tc_store **out, tr_err *err) {
     return tr_seterr(err, TR_ENOMEM, "out of memory");
   s->lockfd = -1;
   atomic_init(&s->seq, 0);
+  pthread_mutex_init(&s->free_mu, NULL);
+  long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+  s->free_max = pages > 0 && psize > 0 ? (int64_t)pages * psize / 16 : 0;
+  if (s->free_max > S_RECYCLE_MAX) s->free_max = S_RECYCLE_MAX;
   /* Writers first: a stream of gets must not starve a put's rename. */
   pthread_rwlockattr_init(&attr);
   pthread_rwlockattr_setkind_np(&attr,
@@ -326,7 +421,9 @@ void tc_store_close(tc_store **ps) {
   tc_store *s = ps ? *ps : NULL;
   if (!s) return;
   *ps = NULL;
+  tc_store_set_recycle(s, 0); /* no one else uses the store now */
   if (s->lockfd >= 0) close(s->lockfd);
+  pthread_mutex_destroy(&s->free_mu);
   pthread_rwlock_destroy(&s->lock);
   free(s->tab);
   free(s->dir);
@@ -345,6 +442,7 @@ int tc_store_put(tc_store *s, uint64_t id, tr_dtype dt, const void *data,
   snprintf(tmp, sizeof tmp, "%s/%016" PRIx64 ".%" PRIu64 ".tmp", s->dir, id,
            (uint64_t)atomic_fetch_add(&s->seq, 1));
   s_chunk_path(s, id, path);
+  s_reuse(s, (int64_t)nbytes + CF_HEADER_SIZE, tmp);
   if ((rc = cf_write(tmp, dt, data ? data : "", nbytes, &e.sum, err)))
     return rc;
   if (checksum != 0 && e.sum != checksum) {
@@ -490,6 +588,18 @@ done:
   free(keep);
   free(gone);
   return rc;
+}
+
+void tc_store_set_recycle(tc_store *s, int64_t bytes) {
+  char path[CI_PATH];
+  if (!s) return;
+  pthread_mutex_lock(&s->free_mu);
+  s->free_max = bytes > 0 ? bytes : 0;
+  while (s->free_bytes > s->free_max) {
+    s_free_take(s, 0, path);
+    unlink(path);
+  }
+  pthread_mutex_unlock(&s->free_mu);
 }
 
 void tc_store_usage(tc_store *s, int64_t *chunks, int64_t *bytes) {

@@ -88,6 +88,16 @@ static int s_exists(const char *name) {
   return stat(p, &st) == 0;
 }
 
+/* Create the file name in the store with text in it. */
+static void s_write_file(const char *name, const char *text) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/%s", s_dir, name);
+  FILE *f = fopen(p, "w");
+  cr_assert_not_null(f, "%s", p);
+  fputs(text, f);
+  fclose(f);
+}
+
 /* Number of directory entries whose name ends with suffix. */
 static int s_count_suffix(const char *suffix) {
   DIR *d = opendir(s_dir);
@@ -276,16 +286,8 @@ Test(store, reopen_rebuilds_index_and_removes_temporaries) {
                TR_OK, "%s", err.msg);
   tc_store_close(&s);
   /* Leftovers of a crash, and a file that is not ours. */
-  char p[512];
-  snprintf(p, sizeof p, "%s/0000000000000064.7.tmp", s_dir);
-  FILE *f = fopen(p, "w");
-  cr_assert_not_null(f);
-  fputs("partial", f);
-  fclose(f);
-  snprintf(p, sizeof p, "%s/notes.txt", s_dir);
-  f = fopen(p, "w");
-  cr_assert_not_null(f);
-  fclose(f);
+  s_write_file("0000000000000064.7.tmp", "partial");
+  s_write_file("notes.txt", "");
   s = s_open();
   cr_assert_not(s_exists("0000000000000064.7.tmp"));
   cr_assert(s_exists("notes.txt"));
@@ -359,9 +361,160 @@ Test(store, second_open_is_locked_out) {
   tc_store_close(&t);
 }
 
+/* ---- recycled chunk files ------------------------------------------------ */
+
+static tc_store *s_shared; /* the store a test's threads share */
+
+enum { S_BIG = 1 << 18 }; /* floats in a chunk big enough to be recycled */
+
+/* Put n floats of seed under id (n up to S_BIG). */
+static void s_put_big(tc_store *s, uint64_t id, size_t n, unsigned seed) {
+  static float v[S_BIG];
+  tr_err err;
+  s_data(v, n, seed);
+  cr_assert_eq(tc_store_put(s, id, TR_F32, v, n * 4, 0, NULL, &err), TR_OK,
+               "%s", err.msg);
+}
+
+static void s_expect_big(tc_store *s, uint64_t id, size_t n, unsigned seed) {
+  static float want[S_BIG], got[S_BIG];
+  tr_err err;
+  s_data(want, n, seed);
+  cr_assert_eq(tc_store_get(s, id, got, n * 4, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(memcmp(got, want, n * 4), 0, "chunk %016llx differs",
+               (unsigned long long)id);
+}
+
+/* Inode and length of a file in the store. */
+static void s_inode(const char *name, ino_t *ino, off_t *size) {
+  char p[512];
+  struct stat st;
+  snprintf(p, sizeof p, "%s/%s", s_dir, name);
+  cr_assert_eq(stat(p, &st), 0, "%s", name);
+  *ino = st.st_ino;
+  *size = st.st_size;
+}
+
+Test(store, dropped_files_are_overwritten_by_later_puts) {
+  tc_store *s = s_open();
+  tr_err err;
+  ino_t ino1, ino;
+  off_t size;
+  s_put_big(s, 1, S_BIG, 1);
+  s_inode("0000000000000001.chk", &ino1, &size);
+  cr_assert_eq(size, 64 + 4 * S_BIG);
+  uint64_t id = 1;
+  cr_assert_eq(tc_store_drop(s, &id, 1, &err), TR_OK, "%s", err.msg);
+  cr_assert_not(s_exists("0000000000000001.chk"));
+  cr_assert_eq(s_count_suffix(".free"), 1);
+  /* The next put of the same size takes that file. */
+  s_put_big(s, 2, S_BIG, 2);
+  s_inode("0000000000000002.chk", &ino, &size);
+  cr_assert_eq(ino, ino1);
+  cr_assert_eq(size, 64 + 4 * S_BIG);
+  cr_assert_eq(s_count_suffix(".free"), 0);
+  s_expect_big(s, 2, S_BIG, 2);
+  /* A smaller chunk in a recycled file: the file is cut to its length
+  ** (else it would not verify on reopen), and KEEP recycles too. */
+  int64_t dropped;
+  cr_assert_eq(tc_store_keep(s, NULL, 0, &dropped, &err), TR_OK);
+  cr_assert_eq(dropped, 1);
+  cr_assert_eq(s_count_suffix(".free"), 1);
+  s_put_big(s, 3, S_BIG / 3, 3);
+  s_inode("0000000000000003.chk", &ino, &size);
+  cr_assert_eq(ino, ino1);
+  cr_assert_eq(size, 64 + 4 * (S_BIG / 3));
+  /* A chunk with no recycled file left gets a new one. */
+  s_put_big(s, 4, S_BIG, 4);
+  s_inode("0000000000000004.chk", &ino, &size);
+  cr_assert_neq(ino, ino1);
+  tc_store_close(&s);
+  s = s_open();
+  s_expect_big(s, 3, S_BIG / 3, 3);
+  s_expect_big(s, 4, S_BIG, 4);
+  int64_t chunks;
+  tc_store_usage(s, &chunks, NULL);
+  cr_assert_eq(chunks, 2);
+  tc_store_close(&s);
+}
+
+Test(store, recycled_files_stay_within_budget_and_go_at_close) {
+  tc_store *s = s_open();
+  tr_err err;
+  uint64_t ids[] = {1, 2, 3, 4, 5};
+  tc_store_set_recycle(s, (int64_t)(2.5 * 4 * S_BIG));
+  for (int i = 0; i < 4; i++) s_put_big(s, ids[i], S_BIG, (unsigned)i);
+  s_put(s, 5, 16, 5); /* small files are unlinked, never recycled */
+  cr_assert_eq(tc_store_drop(s, ids, 5, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(s_count_suffix(".chk"), 0);
+  cr_assert_eq(s_count_suffix(".free"), 2);
+  tc_store_set_recycle(s, 0);
+  cr_assert_eq(s_count_suffix(".free"), 0);
+  s_put_big(s, 6, S_BIG, 6);
+  uint64_t six = 6;
+  cr_assert_eq(tc_store_drop(s, &six, 1, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(s_count_suffix(".free"), 0);
+  /* Kept files are removed when the store closes, and leftovers of a
+  ** crash when it opens; neither is ever served. */
+  tc_store_set_recycle(s, 1 << 30);
+  s_put_big(s, 7, S_BIG, 7);
+  uint64_t seven = 7;
+  cr_assert_eq(tc_store_drop(s, &seven, 1, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(s_count_suffix(".free"), 1);
+  tc_store_close(&s);
+  cr_assert_eq(s_count_suffix(".free"), 0);
+  s_write_file("0000000000000007.free", "left over");
+  s = s_open();
+  cr_assert_eq(s_count_suffix(".free"), 0);
+  cr_assert_eq(tc_store_stat(s, 7, NULL, NULL, NULL), TR_ENOTFOUND);
+  tc_store_close(&s);
+}
+
+/* Threads putting, reading and dropping big chunks: each put takes
+** whichever file another thread dropped last, and must read back whole. */
+static void *s_recycler(void *arg) {
+  unsigned t = (unsigned)(uintptr_t)arg;
+  enum { N = S_BIG / 2 };
+  float *v = malloc(N * 4), *got = malloc(N * 4);
+  tr_err err;
+  void *bad = NULL;
+  for (unsigned i = 0; i < 40 && !bad; i++) {
+    uint64_t id = ((uint64_t)(t + 1) << 32) | (i + 1);
+    size_t n = N - (size_t)(i % 3) * 1000; /* sizes differ a little */
+    s_data(v, n, t * 100 + i);
+    if (tc_store_put(s_shared, id, TR_F32, v, n * 4, 0, NULL, &err))
+      bad = (void *)1;
+    else if (tc_store_get(s_shared, id, got, n * 4, &err) ||
+             memcmp(got, v, n * 4) != 0)
+      bad = (void *)2;
+    else if (tc_store_drop(s_shared, &id, 1, &err))
+      bad = (void *)3;
+  }
+  free(v);
+  free(got);
+  return bad;
+}
+
+Test(store, concurrent_recycling) {
+  pthread_t th[4];
+  s_shared = s_open();
+  for (unsigned t = 0; t < 4; t++)
+    cr_assert_eq(pthread_create(&th[t], NULL, s_recycler,
+                                (void *)(uintptr_t)t), 0);
+  for (unsigned t = 0; t < 4; t++) {
+    void *r;
+    pthread_join(th[t], &r);
+    cr_assert_null(r, "thread %u failed with %p", t, r);
+  }
+  int64_t chunks;
+  tc_store_usage(s_shared, &chunks, NULL);
+  cr_assert_eq(chunks, 0);
+  cr_assert_leq(s_count_suffix(".free"), 4);
+  tc_store_close(&s_shared);
+}
+
 /* Threads putting distinct ids, all putting one shared id, and reading. */
 enum { S_THREADS = 6, S_PER = 150 };
-static tc_store *s_shared;
 
 static void *s_worker(void *arg) {
   unsigned t = (unsigned)(uintptr_t)arg;
