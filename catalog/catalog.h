@@ -152,6 +152,12 @@ void tc_store_close(tc_store **s);
 ** *sum (may be NULL) receives the payload checksum. */
 int tc_store_put(tc_store *s, uint64_t id, tr_dtype dt, const void *data, size_t nbytes,
                  uint64_t checksum, uint64_t *sum, tr_err *err);
+/* Store a scratch chunk, one that is dropped before anything commits it
+** (a statement's intermediates): held in memory while the store's budget
+** for them (1/8 of memory) lasts, else put as tc_store_put does.  Served
+** as any chunk; tc_store_sync refuses it while in memory. */
+int tc_store_put_scratch(tc_store *s, uint64_t id, tr_dtype dt, const void *data,
+                         size_t nbytes, uint64_t checksum, uint64_t *sum, tr_err *err);
 /* Size and checksum of a chunk: TR_ENOTFOUND if absent. */
 int tc_store_stat(tc_store *s, uint64_t id, tr_dtype *dt, uint64_t *nbytes, uint64_t *sum);
 /* Read a chunk (checksum verified) into buf of exactly its size. */
@@ -164,6 +170,8 @@ int tc_store_sync(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err);
 int tc_store_drop(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err);
 /* Forget every chunk not in ids; *dropped receives how many went. */
 int tc_store_keep(tc_store *s, const uint64_t *ids, int64_t n, int64_t *dropped, tr_err *err);
+/* Set the budget for scratch chunks held in memory, for later puts. */
+void tc_store_set_scratch(tc_store *s, int64_t bytes);
 /* Set the budget for kept files (0: keep none); files beyond it go. */
 void tc_store_set_recycle(tc_store *s, int64_t bytes);
 /* Chunks held and their total bytes. */

@@ -19,6 +19,13 @@
 ** 0.3-2.6 GB/s here, a recycled one at 4.3-5.1 GB/s).  The files kept
 ** stay under a budget (tc_store_set_recycle); open and close remove them.
 **
+** Scratch chunks (tc_store_put_scratch): a statement's intermediates and
+** partial results, dropped when it ends, are held in memory instead of a
+** file, up to a budget (1/8 of memory; beyond it they go to files as any
+** chunk).  They are served as others are, never synced (asking is an
+** error: only committed chunks are made durable), and gone after a crash,
+** as the statement that made them is.
+**
 ** Threads: the index and the files under final names change together
 ** under the write lock (rename + index update, unlink + index removal);
 ** reads and syncs of a file hold the read lock, so a concurrent re-put or
@@ -54,6 +61,7 @@ typedef struct s_entry {
   uint64_t nbytes; /* payload bytes */
   uint64_t sum;    /* payload checksum */
   tr_dtype dtype;  /* element type */
+  void *mem;       /* a scratch chunk's bytes (malloc); NULL: in its file */
 } s_entry;
 
 struct tc_store {
@@ -66,6 +74,8 @@ struct tc_store {
   int64_t count;             /* chunks indexed */
   int64_t bytes;             /* their payload bytes */
   int64_t nbad;              /* files set aside as *.bad by open */
+  atomic_int_fast64_t mem_bytes; /* bytes of scratch chunks held */
+  int64_t mem_max;           /* their budget */
   atomic_uint_fast64_t seq;  /* makes temporary names unique (no lock) */
   pthread_mutex_t free_mu;   /* guards the four below; taken after lock */
   struct {
@@ -115,6 +125,14 @@ static int s_reserve(tc_store *s) {
   return TR_OK;
 }
 
+/* Release a scratch chunk's bytes (lock held). */
+static void s_free_mem(tc_store *s, s_entry *e) {
+  if (!e->mem) return;
+  free(e->mem);
+  e->mem = NULL;
+  atomic_fetch_sub(&s->mem_bytes, (int_fast64_t)e->nbytes);
+}
+
 /* Insert or replace (after s_reserve). */
 static void s_set(tc_store *s, const s_entry *e) {
   s_entry *slot = &s->tab[s_slot(s, e->id)];
@@ -132,6 +150,7 @@ static void s_remove(tc_store *s, uint64_t id) {
   size_t mask = s->cap - 1, i = s_slot(s, id), j = i;
   s->count--;
   s->bytes -= (int64_t)s->tab[i].nbytes;
+  s_free_mem(s, &s->tab[i]);
   for (;;) {
     j = (j + 1) & mask;
     if (s->tab[j].id == 0) break;
@@ -143,7 +162,7 @@ static void s_remove(tc_store *s, uint64_t id) {
       i = j;
     }
   }
-  s->tab[i].id = 0;
+  memset(&s->tab[i], 0, sizeof s->tab[i]);
 }
 
 /* ---- files --------------------------------------------------------------- */
@@ -225,6 +244,10 @@ static int s_forget(tc_store *s, uint64_t id, tr_err *err) {
   char path[CI_PATH];
   const s_entry *e = s_find(s, id);
   if (!e) return 0;
+  if (e->mem) {
+    s_remove(s, id);
+    return 1;
+  }
   s_chunk_path(s, id, path);
   if (s_recycle(s, path, (int64_t)e->nbytes + CF_HEADER_SIZE)) {
     s_remove(s, id);
@@ -312,7 +335,7 @@ static int s_scan(tc_store *s, tr_err *err) {
                      strerror(errno));
   while ((de = readdir(d)) != NULL) {
     struct stat sb;
-    s_entry e;
+    s_entry e = {0};
     const char *rest = s_parse_id(de->d_name, &e.id);
     if (!rest ||
         fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
@@ -369,6 +392,8 @@ int tc_store_open(const char *dir, tc_store **out, tr_err *err) {
   long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
   s->free_max = pages > 0 && psize > 0 ? (int64_t)pages * psize / 16 : 0;
   if (s->free_max > S_RECYCLE_MAX) s->free_max = S_RECYCLE_MAX;
+  s->mem_max = pages > 0 && psize > 0 ? (int64_t)pages * psize / 8 : 0;
+  atomic_init(&s->mem_bytes, 0);
   /* Writers first: a stream of gets must not starve a put's rename. */
   pthread_rwlockattr_init(&attr);
   pthread_rwlockattr_setkind_np(&attr,
@@ -422,6 +447,8 @@ void tc_store_close(tc_store **ps) {
   if (!s) return;
   *ps = NULL;
   tc_store_set_recycle(s, 0); /* no one else uses the store now */
+  for (size_t i = 0; i < s->cap; i++)
+    if (s->tab[i].id) s_free_mem(s, &s->tab[i]);
   if (s->lockfd >= 0) close(s->lockfd);
   pthread_mutex_destroy(&s->free_mu);
   pthread_rwlock_destroy(&s->lock);
@@ -430,45 +457,86 @@ void tc_store_close(tc_store **ps) {
   free(s);
 }
 
-int tc_store_put(tc_store *s, uint64_t id, tr_dtype dt, const void *data,
-                 size_t nbytes, uint64_t checksum, uint64_t *sum,
+/* Count n more bytes of scratch chunks: 0 (nothing counted) if that
+** would pass the budget. */
+static int s_take_mem(tc_store *s, size_t n) {
+  int_fast64_t was = atomic_fetch_add(&s->mem_bytes, (int_fast64_t)n);
+  if (was + (int_fast64_t)n <= s->mem_max) return 1;
+  atomic_fetch_sub(&s->mem_bytes, (int_fast64_t)n);
+  return 0;
+}
+
+/* tc_store_put and tc_store_put_scratch. */
+static int s_put(tc_store *s, uint64_t id, tr_dtype dt, const void *data,
+                 size_t nbytes, uint64_t checksum, uint64_t *sum, int scratch,
                  tr_err *err) {
   char tmp[CI_PATH], path[CI_PATH];
   s_entry e;
-  int rc;
+  int rc = TR_OK;
   if (!s || id == 0 || (dt != TR_F32 && dt != TR_F64) ||
       (!data && nbytes > 0) || nbytes % tr_dtype_size(dt) != 0)
     return tr_seterr(err, TR_EINVAL, "tc_store_put: bad argument");
-  snprintf(tmp, sizeof tmp, "%s/%016" PRIx64 ".%" PRIu64 ".tmp", s->dir, id,
-           (uint64_t)atomic_fetch_add(&s->seq, 1));
+  memset(&e, 0, sizeof e);
+  if (!data) data = "";
   s_chunk_path(s, id, path);
-  s_reuse(s, (int64_t)nbytes + CF_HEADER_SIZE, tmp);
-  if ((rc = cf_write(tmp, dt, data ? data : "", nbytes, &e.sum, err)))
-    return rc;
-  if (checksum != 0 && e.sum != checksum) {
-    unlink(tmp);
-    return tr_seterr(err, TR_ECORRUPT, "chunk %016" PRIx64 ": checksum "
-                     "mismatch", id);
+  if (scratch && s_take_mem(s, nbytes)) {
+    if (!(e.mem = malloc(nbytes ? nbytes : 1))) {
+      atomic_fetch_sub(&s->mem_bytes, (int_fast64_t)nbytes);
+      return tr_seterr(err, TR_ENOMEM, "out of memory");
+    }
+    memcpy(e.mem, data, nbytes);
+    e.sum = cf_checksum(data, nbytes);
+  } else {
+    snprintf(tmp, sizeof tmp, "%s/%016" PRIx64 ".%" PRIu64 ".tmp", s->dir,
+             id, (uint64_t)atomic_fetch_add(&s->seq, 1));
+    s_reuse(s, (int64_t)nbytes + CF_HEADER_SIZE, tmp);
+    if ((rc = cf_write(tmp, dt, data, nbytes, &e.sum, err))) return rc;
   }
   e.id = id;
   e.dtype = dt;
   e.nbytes = nbytes;
+  if (checksum != 0 && e.sum != checksum)
+    rc = tr_seterr(err, TR_ECORRUPT, "chunk %016" PRIx64 ": checksum "
+                   "mismatch", id);
   /* Rename and index together, so the index describes the file that won
   ** when the same id is put twice at once. */
   pthread_rwlock_wrlock(&s->lock);
-  if (s_reserve(s) != TR_OK)
+  if (rc)
+    ;
+  else if (s_reserve(s) != TR_OK)
     rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-  else if (rename(tmp, path) != 0)
+  else if (!e.mem && rename(tmp, path) != 0)
     rc = tr_seterr(err, TR_EIO, "cannot rename chunk file '%s': %s", tmp,
                    strerror(errno));
-  else
+  else {
+    s_entry *old = s_find(s, id);
+    if (old && old->mem)
+      s_free_mem(s, old);
+    else if (old && e.mem)
+      unlink(path); /* the file the scratch copy replaces */
     s_set(s, &e);
+  }
   pthread_rwlock_unlock(&s->lock);
-  if (rc)
+  if (rc == TR_OK) {
+    if (sum) *sum = e.sum;
+  } else if (e.mem) {
+    s_free_mem(s, &e);
+  } else {
     unlink(tmp);
-  else if (sum)
-    *sum = e.sum;
+  }
   return rc;
+}
+
+int tc_store_put(tc_store *s, uint64_t id, tr_dtype dt, const void *data,
+                 size_t nbytes, uint64_t checksum, uint64_t *sum,
+                 tr_err *err) {
+  return s_put(s, id, dt, data, nbytes, checksum, sum, 0, err);
+}
+
+int tc_store_put_scratch(tc_store *s, uint64_t id, tr_dtype dt,
+                         const void *data, size_t nbytes, uint64_t checksum,
+                         uint64_t *sum, tr_err *err) {
+  return s_put(s, id, dt, data, nbytes, checksum, sum, 1, err);
 }
 
 int tc_store_stat(tc_store *s, uint64_t id, tr_dtype *dt, uint64_t *nbytes,
@@ -503,7 +571,10 @@ int tc_store_get(tc_store *s, uint64_t id, void *buf, size_t nbytes,
   else if (e->nbytes != nbytes)
     rc = tr_seterr(err, TR_EINVAL, "%s holds %" PRIu64 " bytes, not %zu",
                    what, e->nbytes, nbytes);
-  else
+  else if (e->mem) {
+    memcpy(buf, e->mem, nbytes);
+    rc = TR_OK;
+  } else
     rc = cf_read(path, e->dtype, buf, nbytes, e->sum, what, err);
   pthread_rwlock_unlock(&s->lock);
   return rc;
@@ -517,9 +588,13 @@ int tc_store_sync(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err) {
   for (int64_t i = 0; i < n && rc == TR_OK; i++) {
     s_chunk_path(s, ids[i], path);
     pthread_rwlock_rdlock(&s->lock);
-    if (!s_find(s, ids[i]))
+    const s_entry *en = s_find(s, ids[i]);
+    if (!en)
       rc = tr_seterr(err, TR_ENOTFOUND, "chunk %016" PRIx64 " is not in "
                      "chunk store '%s'", ids[i], s->dir);
+    else if (en->mem)
+      rc = tr_seterr(err, TR_EINVAL, "chunk %016" PRIx64 " is scratch, held "
+                     "in memory only: it cannot be made durable", ids[i]);
     else
       rc = cf_sync(path, err);
     pthread_rwlock_unlock(&s->lock);
@@ -600,6 +675,13 @@ void tc_store_set_recycle(tc_store *s, int64_t bytes) {
     unlink(path);
   }
   pthread_mutex_unlock(&s->free_mu);
+}
+
+void tc_store_set_scratch(tc_store *s, int64_t bytes) {
+  if (!s) return;
+  pthread_rwlock_wrlock(&s->lock);
+  s->mem_max = bytes > 0 ? bytes : 0;
+  pthread_rwlock_unlock(&s->lock);
 }
 
 void tc_store_usage(tc_store *s, int64_t *chunks, int64_t *bytes) {

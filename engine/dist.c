@@ -1029,7 +1029,12 @@ static int s_task_lists(te_task *t, int64_t nin, int64_t nout, tr_err *err) {
 ** outputs are also pushed to the replica sites); frees t's lists. */
 static int s_task_submit(s_run *R, s_phase *ph, te_task *t, int reps, int u, tr_err *err) {
   int rc = TR_OK;
-  if (reps) s_task_reps(R, u, t);
+  /* What is not replicated is not committed either: partials, a plan's
+  ** intermediates, zeros standing in for declared-only tensors. */
+  if (reps)
+    s_task_reps(R, u, t);
+  else
+    t->scratch = 1;
   if (t->nout) {
     tn_wbuf b = {0};
     te_task_encode(t, &b);

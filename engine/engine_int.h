@@ -395,6 +395,9 @@ typedef struct te_task {
   int nrep;                           /* workers each output chunk is also
                                          pushed to as soon as it is made */
   char rep[TC_MAX_REPLICAS][TC_ENDPOINT_MAX]; /* their endpoints */
+  int scratch;                        /* outputs are dropped before anything
+                                         commits them (intermediates,
+                                         partials): tc_store_put_scratch */
 } te_task;
 
 void te_task_encode(const te_task *t, tn_wbuf *b);

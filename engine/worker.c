@@ -161,6 +161,7 @@ void te_task_encode(const te_task *t, tn_wbuf *b) {
   }
   tn_put_u32(b, (uint32_t)t->nrep);
   for (int i = 0; i < t->nrep; i++) tn_put_str(b, t->rep[i]);
+  tn_put_u8(b, (uint8_t)t->scratch);
 }
 
 void te_task_free(te_task *t) {
@@ -265,6 +266,9 @@ int te_task_decode(const void *p, size_t len, te_task *t, tr_err *err) {
   if (nrep > TC_MAX_REPLICAS) goto bad;
   t->nrep = (int)nrep;
   for (int i = 0; i < t->nrep; i++) tn_get_str(&r, t->rep[i], sizeof t->rep[i]);
+  uint8_t scratch = tn_get_u8(&r);
+  if (scratch > 1 || (scratch && t->nrep)) goto bad; /* a scratch chunk has no replicas */
+  t->scratch = scratch;
   if (tn_rbuf_ok(&r) == TR_OK) return TR_OK;
 bad:
   te_task_free(t);
@@ -417,8 +421,8 @@ static int s_task_write(void *ctx, int64_t lin, const void *buf, size_t bytes, t
   for (int64_t i = 0; i < t->nout; i++)
     if (t->out_lin[i] == lin) {
       io->bytes[i] = bytes;
-      int rc = tc_store_put(io->w->store, t->out_id[i], t->out_meta.dtype, buf, bytes, 0,
-                            &io->sum[i], err);
+      int rc = (t->scratch ? tc_store_put_scratch : tc_store_put)(
+          io->w->store, t->out_id[i], t->out_meta.dtype, buf, bytes, 0, &io->sum[i], err);
       if (!rc && t->nrep) {
         /* Replicate it now, while the other chunks are still computed. */
         s_push *p = malloc(sizeof *p);

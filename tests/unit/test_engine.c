@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "engine/engine.h"
+#include "engine/engine_int.h"
 
 static te_engine *s_e;
 
@@ -403,4 +404,63 @@ Test(engine, block_stays_open_after_explain_commit) {
   for (int i = 0; i < 12; i++) want[i] = 4;
   s_close_to(d, want, 12, 0);
   te_result_free(&d);
+}
+
+/* ---- the task message ---------------------------------------------------- */
+
+/* A FILL task for 2 chunks of a 4 x 3 tensor, scratch or replicated. */
+static void s_fill_task(te_task *t, int scratch, int nrep) {
+  static int64_t lin[2] = {0, 1};
+  static uint64_t ids[2] = {11, 12};
+  memset(t, 0, sizeof *t);
+  t->kind = TE_TASK_FILL;
+  t->f = (te_fill){TE_FILL_UNIFORM, -1, 1, 7};
+  snprintf(t->out_meta.name, sizeof t->out_meta.name, "T");
+  t->out_meta.dtype = TR_F32;
+  t->out_meta.rank = 2;
+  t->out_meta.shape[0] = 4;
+  t->out_meta.shape[1] = 3;
+  t->out_meta.chunk[0] = 2;
+  t->out_meta.chunk[1] = 3;
+  t->nout = 2;
+  t->out_lin = lin;
+  t->out_id = ids;
+  t->nrep = nrep;
+  if (nrep) snprintf(t->rep[0], sizeof t->rep[0], "ipc:///tmp/peer");
+  t->scratch = scratch;
+}
+
+/* Whether the task's outputs are scratch (kept in the worker's memory,
+** never committed) travels with it; a scratch task with replicas, or any
+** other value, is refused as malformed. */
+Test(task, scratch_flag_round_trips_and_is_checked) {
+  for (int scratch = 0; scratch < 2; scratch++) {
+    te_task t, got;
+    tn_wbuf b = {0};
+    tr_err err;
+    s_fill_task(&t, scratch, !scratch);
+    te_task_encode(&t, &b);
+    cr_assert_eq(te_task_decode(b.p, b.n, &got, &err), TR_OK, "%s", err.msg);
+    cr_assert_eq(got.scratch, scratch);
+    cr_assert_eq(got.nrep, !scratch);
+    cr_assert_eq(got.nout, 2);
+    cr_assert_eq(got.out_id[1], 12);
+    te_task_free(&got);
+    /* cut short: the flag is the last byte */
+    cr_assert_eq(te_task_decode(b.p, b.n - 1, &got, &err), TR_EINVAL);
+    tn_wbuf_free(&b);
+  }
+  te_task t, got;
+  tn_wbuf b = {0};
+  tr_err err;
+  s_fill_task(&t, 1, 1);
+  te_task_encode(&t, &b);
+  cr_assert_eq(te_task_decode(b.p, b.n, &got, &err), TR_EINVAL);
+  cr_assert(strstr(err.msg, "malformed task") != NULL, "%s", err.msg);
+  s_fill_task(&t, 0, 0);
+  tn_wbuf_free(&b);
+  te_task_encode(&t, &b);
+  b.p[b.n - 1] = 2;
+  cr_assert_eq(te_task_decode(b.p, b.n, &got, &err), TR_EINVAL);
+  tn_wbuf_free(&b);
 }
