@@ -223,14 +223,21 @@ static int s_fits_better(int64_t a, int64_t b, int64_t size) {
 
 /* Move the recycled file that best fits size bytes, newest first among
 ** equals (its pages are the likeliest to be cached), to tmp for cf_write
-** to overwrite.  With none, or if the rename fails, cf_write creates tmp. */
+** to overwrite.  Only files within a factor of 2 of size are taken: a
+** small chunk would throw most of a big file's pages away, and a big one
+** in a small file would need mostly fresh pages anyway.  With none, or if
+** the rename fails, cf_write creates tmp. */
 static void s_reuse(tc_store *s, int64_t size, const char *tmp) {
   char path[CI_PATH];
   int best = -1;
+  if (size < S_RECYCLE_MIN) return;
   pthread_mutex_lock(&s->free_mu);
-  for (int i = s->nfree - 1; i >= 0; i--)
-    if (best < 0 || s_fits_better(s->free[i].size, s->free[best].size, size))
+  for (int i = s->nfree - 1; i >= 0; i--) {
+    int64_t z = s->free[i].size;
+    if (z <= 2 * size && 2 * z >= size &&
+        (best < 0 || s_fits_better(z, s->free[best].size, size)))
       best = i;
+  }
   if (best >= 0) {
     s_free_take(s, best, path);
     rename(path, tmp);

@@ -420,21 +420,29 @@ Test(store, dropped_files_are_overwritten_by_later_puts) {
   cr_assert_eq(tc_store_keep(s, NULL, 0, &dropped, &err), TR_OK);
   cr_assert_eq(dropped, 1);
   cr_assert_eq(s_count_suffix(".free"), 1);
-  s_put_big(s, 3, S_BIG / 3, 3);
+  /* Chunks much smaller than the file do not take it (they would throw
+  ** its pages away), whatever their size, small or not. */
+  s_put(s, 5, 16, 5);
+  s_put_big(s, 6, S_BIG / 3, 6);
+  cr_assert_eq(s_count_suffix(".free"), 1);
+  s_put_big(s, 3, S_BIG * 2 / 3, 3);
   s_inode("0000000000000003.chk", &ino, &size);
   cr_assert_eq(ino, ino1);
-  cr_assert_eq(size, 64 + 4 * (S_BIG / 3));
+  cr_assert_eq(size, 64 + 4 * (S_BIG * 2 / 3));
+  cr_assert_eq(s_count_suffix(".free"), 0);
   /* A chunk with no recycled file left gets a new one. */
   s_put_big(s, 4, S_BIG, 4);
   s_inode("0000000000000004.chk", &ino, &size);
   cr_assert_neq(ino, ino1);
   tc_store_close(&s);
   s = s_open();
-  s_expect_big(s, 3, S_BIG / 3, 3);
+  s_expect_big(s, 3, S_BIG * 2 / 3, 3);
   s_expect_big(s, 4, S_BIG, 4);
+  s_expect_big(s, 6, S_BIG / 3, 6);
+  s_expect(s, 5, 16, 5);
   int64_t chunks;
   tc_store_usage(s, &chunks, NULL);
-  cr_assert_eq(chunks, 2);
+  cr_assert_eq(chunks, 4);
   tc_store_close(&s);
 }
 
