@@ -174,6 +174,8 @@ int tc_store_keep(tc_store *s, const uint64_t *ids, int64_t n, int64_t *dropped,
 void tc_store_set_scratch(tc_store *s, int64_t bytes);
 /* Set the budget for kept files (0: keep none); files beyond it go. */
 void tc_store_set_recycle(tc_store *s, int64_t bytes);
+/* The budgets for scratch chunks in memory and for kept files. */
+void tc_store_budgets(tc_store *s, int64_t *scratch, int64_t *recycle);
 /* Chunks held and their total bytes. */
 void tc_store_usage(tc_store *s, int64_t *chunks, int64_t *bytes);
 

@@ -75,7 +75,7 @@ struct tc_store {
   int64_t bytes;             /* their payload bytes */
   int64_t nbad;              /* files set aside as *.bad by open */
   atomic_int_fast64_t mem_bytes; /* bytes of scratch chunks held */
-  int64_t mem_max;           /* their budget */
+  atomic_int_fast64_t mem_max; /* their budget */
   atomic_uint_fast64_t seq;  /* makes temporary names unique (no lock) */
   pthread_mutex_t free_mu;   /* guards the four below; taken after lock */
   struct {
@@ -399,7 +399,7 @@ int tc_store_open(const char *dir, tc_store **out, tr_err *err) {
   long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
   s->free_max = pages > 0 && psize > 0 ? (int64_t)pages * psize / 16 : 0;
   if (s->free_max > S_RECYCLE_MAX) s->free_max = S_RECYCLE_MAX;
-  s->mem_max = pages > 0 && psize > 0 ? (int64_t)pages * psize / 8 : 0;
+  atomic_init(&s->mem_max, pages > 0 && psize > 0 ? (int64_t)pages * psize / 8 : 0);
   atomic_init(&s->mem_bytes, 0);
   /* Writers first: a stream of gets must not starve a put's rename. */
   pthread_rwlockattr_init(&attr);
@@ -468,7 +468,7 @@ void tc_store_close(tc_store **ps) {
 ** would pass the budget. */
 static int s_take_mem(tc_store *s, size_t n) {
   int_fast64_t was = atomic_fetch_add(&s->mem_bytes, (int_fast64_t)n);
-  if (was + (int_fast64_t)n <= s->mem_max) return 1;
+  if (was + (int_fast64_t)n <= atomic_load(&s->mem_max)) return 1;
   atomic_fetch_sub(&s->mem_bytes, (int_fast64_t)n);
   return 0;
 }
@@ -685,10 +685,19 @@ void tc_store_set_recycle(tc_store *s, int64_t bytes) {
 }
 
 void tc_store_set_scratch(tc_store *s, int64_t bytes) {
-  if (!s) return;
-  pthread_rwlock_wrlock(&s->lock);
-  s->mem_max = bytes > 0 ? bytes : 0;
-  pthread_rwlock_unlock(&s->lock);
+  if (s) atomic_store(&s->mem_max, bytes > 0 ? bytes : 0);
+}
+
+void tc_store_budgets(tc_store *s, int64_t *scratch, int64_t *recycle) {
+  int64_t m = 0, r = 0;
+  if (s) {
+    m = atomic_load(&s->mem_max);
+    pthread_mutex_lock(&s->free_mu);
+    r = s->free_max;
+    pthread_mutex_unlock(&s->free_mu);
+  }
+  if (scratch) *scratch = m;
+  if (recycle) *recycle = r;
 }
 
 void tc_store_usage(tc_store *s, int64_t *chunks, int64_t *bytes) {

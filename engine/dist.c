@@ -319,6 +319,12 @@ static int s_spawn_local(te_engine *e, const te_config *cfg, int n, tr_err *err)
   int per = tr_ncores() / n;
   if (cfg->threads > 0) per = cfg->threads;
   if (per < 1) per = 1;
+  /* A worker holds scratch chunks in up to 1/8 of the machine's memory by
+  ** default; local workers share one machine, so they share that. */
+  char memory[32];
+  long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+  int64_t share = pages > 0 && psize > 0 ? (int64_t)pages * psize / 8 / n : 0;
+  snprintf(memory, sizeof memory, "%lld", (long long)(share > (1 << 20) ? share : 1 << 20));
   for (int i = 0; i < n; i++) {
     te_site *st = &e->sites[e->nsites];
     char data[4200], logf[4200], threads[16];
@@ -368,6 +374,8 @@ static int s_spawn_local(te_engine *e, const te_config *cfg, int n, tr_err *err)
         argv[a++] = "--gpu-memory";
         argv[a++] = cfg->gpu_memory;
       }
+      argv[a++] = "--memory";
+      argv[a++] = memory;
       argv[a] = NULL;
       execv(self, (char *const *)argv);
       _exit(127);

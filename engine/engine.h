@@ -42,6 +42,8 @@ typedef struct te_worker_config {
   const char *keys;    /* CURVE key directory (--keys), NULL = none */
   int threads;         /* kernel threads; 0 = all cores */
   const char *backend; /* kernel backend; NULL = "auto" */
+  int64_t memory;      /* bytes for scratch chunks (--memory); 0 = 1/8 of
+                          the machine's memory */
 } te_worker_config;
 
 /* Run a worker until SIGTERM or SIGINT; logs to stderr.  Returns the

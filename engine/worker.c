@@ -1248,10 +1248,16 @@ int te_worker_main(const te_worker_config *cfg) {
     goto done;
   }
   {
-    int64_t chunks, bytes;
+    int64_t chunks, bytes, scratch, recycle;
+    if (cfg->memory > 0) {
+      /* the files kept for reuse follow the same share, as by default */
+      tc_store_set_scratch(w.store, cfg->memory);
+      tc_store_set_recycle(w.store, cfg->memory / 2 < ((int64_t)1 << 30) ? cfg->memory / 2 : (int64_t)1 << 30);
+    }
     tc_store_usage(w.store, &chunks, &bytes);
-    s_log("listening (data %s, %lld chunks, %d threads, kernels %s%s)", cfg->data,
-          (long long)chunks, w.threads, w.kt->name, w.keys.on ? ", CURVE" : "");
+    tc_store_budgets(w.store, &scratch, &recycle);
+    s_log("listening (data %s, %lld chunks, %d threads, kernels %s, memory %lld MiB%s)", cfg->data,
+          (long long)chunks, w.threads, w.kt->name, (long long)(scratch >> 20), w.keys.on ? ", CURVE" : "");
   }
   double next_beat = tr_now();
   while (!s_stop) {

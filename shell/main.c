@@ -66,7 +66,10 @@ static void s_usage(FILE *f) {
         "  --threads N       kernel threads (0 = all cores, the default)\n"
         "  --backend NAME    kernel backend (as the shell's)\n"
         "  --device WHERE    gpu, cpu or auto (as the shell's)\n"
-        "  --gpu-memory SIZE device memory this worker may use (as the shell's)\n",
+        "  --gpu-memory SIZE device memory this worker may use (as the shell's)\n"
+        "  --memory SIZE     memory for statements' intermediates held in this\n"
+        "                    worker (default: 1/8 of the machine's; a shell's\n"
+        "                    N local workers get 1/N of that each)\n",
         f);
 }
 
@@ -175,7 +178,7 @@ int main(int argc, char **argv) {
   enum {
     OPT_VERSION = 256, OPT_THREADS, OPT_BACKEND, OPT_BAIL, OPT_ECHO,
     OPT_WORKER, OPT_LISTEN, OPT_DATA, OPT_WORKERS, OPT_LOCAL_WORKERS,
-    OPT_KEYS, OPT_GEN_KEYS, OPT_DEVICE, OPT_GPU_MEMORY
+    OPT_KEYS, OPT_GEN_KEYS, OPT_DEVICE, OPT_GPU_MEMORY, OPT_MEMORY
   };
   static const struct option longopts[] = {
       {"version", no_argument, NULL, OPT_VERSION},
@@ -193,6 +196,7 @@ int main(int argc, char **argv) {
       {"gen-keys", required_argument, NULL, OPT_GEN_KEYS},
       {"device", required_argument, NULL, OPT_DEVICE},
       {"gpu-memory", required_argument, NULL, OPT_GPU_MEMORY},
+      {"memory", required_argument, NULL, OPT_MEMORY},
       {NULL, 0, NULL, 0}};
   ts_options opt = {0};
   te_worker_config wc = {0};
@@ -274,6 +278,14 @@ int main(int argc, char **argv) {
     case OPT_GPU_MEMORY:
       opt.gpu_memory = optarg;
       break;
+    case OPT_MEMORY: {
+      size_t bytes;
+      if (s_parse_size(optarg, &bytes) || bytes == 0)
+        return s_usage_error("--memory: '%s' is not a size such as 2G", optarg);
+      wc.memory = (int64_t)bytes;
+      if (!worker_only) worker_only = "--memory";
+      break;
+    }
     default:
       s_usage(stderr);
       return 2;

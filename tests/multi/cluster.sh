@@ -39,7 +39,11 @@ start_worker() {
   done
 }
 
-for n in 0 1 2; do start_worker $n --threads 1; done
+# Worker 2 may hold only 1 MiB of intermediates in memory: the suites
+# below then also run with scratch chunks overflowing into files there.
+for n in 0 1; do start_worker $n --threads 1; done
+start_worker 2 --threads 1 --memory 1M
+grep -q "memory 1 MiB" "$work/w2.log" || fail "--memory 1M not in effect"
 workers="${ep[0]},${ep[1]},${ep[2]}"
 
 # The same suites, on the three workers.
@@ -189,6 +193,14 @@ done
 set +e; wait "${wpid[2]}"; rc=$?; set -e
 [ $rc -eq 0 ] || fail "worker exited with status $rc on SIGTERM"
 grep -q "stopping" "$work/w2.log" || fail "worker did not log its shutdown"
+ok
+
+# Local workers share the default 1/8 of memory for intermediates.
+"$TRADB" --local-workers 2 "$work/local" -c "CREATE TENSOR Z[2];" || fail "local workers"
+share=$(( $(getconf _PHYS_PAGES) * $(getconf PAGESIZE) / 8 / 2 / 1048576 ))
+for n in 0 1; do
+  grep -q "memory $share MiB" "$work/local/workers/w$n.log" || fail "local worker $n: not memory $share MiB"
+done
 ok
 
 echo "cluster: $passed passed, 0 failed"
