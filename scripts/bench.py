@@ -686,7 +686,7 @@ def profile_workload(w, d, args, tradb, workers, outdir, logname):
         rep.append("\n".join(x for x in r.stdout.splitlines() if x and not x.startswith("#")))
     # inclusive time under each system call and in page faults
     rep[2] = "\n".join(x for x in rep[2].splitlines()
-                       if re.search(r"\] (__x64_sys_\w+|ksys_\w+|exc_page_fault)$", x))
+                       if re.search(r"\] (__x64_sys_\w+|ksys_\w+|do_writev|exc_page_fault)$", x))
     path = "%s/profile-%s.txt" % (outdir, w.name)
     with open(path, "w") as f:
         f.write("%s (%s), %s: %d tradb workers (--workers), %d timed passes\n\n"
