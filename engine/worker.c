@@ -1256,8 +1256,10 @@ int te_worker_main(const te_worker_config *cfg) {
     }
     tc_store_usage(w.store, &chunks, &bytes);
     tc_store_budgets(w.store, &scratch, &recycle);
-    s_log("listening (data %s, %lld chunks, %d threads, kernels %s, memory %lld MiB%s)", cfg->data,
-          (long long)chunks, w.threads, w.kt->name, (long long)(scratch >> 20), w.keys.on ? ", CURVE" : "");
+    int mib = scratch >= (1 << 20);
+    s_log("listening (data %s, %lld chunks, %d threads, kernels %s, memory %lld %s%s)", cfg->data,
+          (long long)chunks, w.threads, w.kt->name, (long long)(scratch >> (mib ? 20 : 10)),
+          mib ? "MiB" : "KiB", w.keys.on ? ", CURVE" : "");
   }
   double next_beat = tr_now();
   while (!s_stop) {
