@@ -27,6 +27,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -39,6 +40,7 @@
 
 #define S_MAX_PEERS 64
 #define S_SEND_TIMEOUT_S 30.0 /* a peer that has not confirmed by then fails the SEND */
+#define S_TRIM_IDLE_S 2.0     /* idle this long, a worker returns free memory */
 
 static volatile sig_atomic_t s_stop = 0;
 
@@ -361,7 +363,24 @@ typedef struct s_worker {
   struct s_push *pushq;        /* queued pushes (under mu) */
   int wake[2];                 /* pipe: kernel threads -> main loop */
   s_job *held;                 /* finished tasks waiting for their pushes */
+  double last_busy;            /* when the last request came or work ended */
+  int trimmed;                 /* free memory given back since then */
 } s_worker;
+
+/* Note activity: the worker is not idle. */
+static void s_busy(s_worker *w) {
+  w->last_busy = tr_now();
+  w->trimmed = 0;
+}
+
+/* Give free heap memory back to the system once the worker has been idle
+** for S_TRIM_IDLE_S: between statements the heap is kept (the next one
+** reuses it), but a worker left idle should not hold its peak. */
+static void s_trim_when_idle(s_worker *w) {
+  if (w->trimmed || tr_now() - w->last_busy < S_TRIM_IDLE_S) return;
+  malloc_trim(0);
+  w->trimmed = 1;
+}
 
 /* An output chunk to push to the task's replica workers. */
 typedef struct s_push {
@@ -1100,6 +1119,7 @@ static void s_queue_store(s_worker *w, tn_in *in) {
 
 static void s_on_request(s_worker *w, tn_in *in) {
   tn_wbuf b = {0};
+  if (in->type != TN_HEARTBEAT) s_busy(w);
   /* Remember who coordinates us, for heartbeats. */
   if (in->type == TN_HELLO || in->type == TN_HEARTBEAT || in->type == TN_TASK) {
     memcpy(w->coord, in->route, in->route_len);
@@ -1181,6 +1201,13 @@ int te_worker_main(const te_worker_config *cfg) {
   w.kt = tk_backend_get(cfg->backend ? cfg->backend : "auto");
   w.threads = cfg->threads > 0 ? cfg->threads : tr_ncores();
   te_reuse_chunk_buffers();
+  /* Chunks of 32 MiB and more (the most glibc lets M_MMAP_THRESHOLD be)
+  ** would still be fresh mappings, faulted in on every use: serve every
+  ** block from the heap (measured on the large bench sizes, chunks of
+  ** 48 MB: nn-large 3.2M page faults and 35-36 s of CPU, against 0.5M and
+  ** 26-27 s).  What a big statement leaves free is given back once the
+  ** worker is idle (s_trim_when_idle). */
+  mallopt(M_MMAP_MAX, 0);
   if (!w.kt) {
     s_log("unknown kernel backend '%s'", cfg->backend);
     return 2;
@@ -1270,6 +1297,7 @@ int te_worker_main(const te_worker_config *cfg) {
     items[2 + w.npeers] = (zmq_pollitem_t){NULL, w.wake[0], ZMQ_POLLIN, 0};
     int rc = zmq_poll(items, 3 + w.npeers, TN_HEARTBEAT_MS / 2);
     if (rc > 0 && (items[2 + w.npeers].revents & ZMQ_POLLIN)) {
+      s_busy(&w);
       s_send_pushes(&w);
       s_flush_done(&w); /* stored PUTs */
     }
@@ -1298,6 +1326,7 @@ int te_worker_main(const te_worker_config *cfg) {
       char c;
       while (zmq_recv(w.notify_rx, &c, 1, ZMQ_DONTWAIT) >= 0) {
       }
+      s_busy(&w);
       s_send_pushes(&w); /* a finished task's last pushes go out first */
       s_flush_done(&w);
     }
@@ -1311,6 +1340,7 @@ int te_worker_main(const te_worker_config *cfg) {
       }
     s_settle(&w);
     s_release_held(&w);
+    s_trim_when_idle(&w);
     if (tr_now() >= next_beat) {
       next_beat = tr_now() + TN_HEARTBEAT_MS / 1000.0;
       /* Best effort: a coordinator that went away is not an error (the
