@@ -508,14 +508,12 @@ static int s_put(tc_store *s, uint64_t id, tr_dtype dt, const void *data,
   /* Rename and index together, so the index describes the file that won
   ** when the same id is put twice at once. */
   pthread_rwlock_wrlock(&s->lock);
-  if (rc)
-    ;
-  else if (s_reserve(s) != TR_OK)
+  if (rc == TR_OK && s_reserve(s) != TR_OK)
     rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-  else if (!e.mem && rename(tmp, path) != 0)
+  if (rc == TR_OK && !e.mem && rename(tmp, path) != 0)
     rc = tr_seterr(err, TR_EIO, "cannot rename chunk file '%s': %s", tmp,
                    strerror(errno));
-  else {
+  if (rc == TR_OK) {
     s_entry *old = s_find(s, id);
     if (old && old->mem)
       s_free_mem(s, old);

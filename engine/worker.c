@@ -1275,14 +1275,14 @@ int te_worker_main(const te_worker_config *cfg) {
     goto done;
   }
   {
-    int64_t chunks, bytes, scratch, recycle;
+    int64_t chunks, bytes, scratch;
     if (cfg->memory > 0) {
       /* the files kept for reuse follow the same share, as by default */
       tc_store_set_scratch(w.store, cfg->memory);
       tc_store_set_recycle(w.store, cfg->memory / 2 < ((int64_t)1 << 30) ? cfg->memory / 2 : (int64_t)1 << 30);
     }
     tc_store_usage(w.store, &chunks, &bytes);
-    tc_store_budgets(w.store, &scratch, &recycle);
+    tc_store_budgets(w.store, &scratch, NULL);
     int mib = scratch >= (1 << 20);
     s_log("listening (data %s, %lld chunks, %d threads, kernels %s, memory %lld %s%s)", cfg->data,
           (long long)chunks, w.threads, w.kt->name, (long long)(scratch >> (mib ? 20 : 10)),
