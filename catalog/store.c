@@ -396,10 +396,9 @@ int tc_store_open(const char *dir, tc_store **out, tr_err *err) {
   s->lockfd = -1;
   atomic_init(&s->seq, 0);
   pthread_mutex_init(&s->free_mu, NULL);
-  long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
-  s->free_max = pages > 0 && psize > 0 ? (int64_t)pages * psize / 16 : 0;
-  if (s->free_max > S_RECYCLE_MAX) s->free_max = S_RECYCLE_MAX;
-  atomic_init(&s->mem_max, pages > 0 && psize > 0 ? (int64_t)pages * psize / 8 : 0);
+  int64_t mem = tr_phys_memory();
+  s->free_max = mem / 16 < S_RECYCLE_MAX ? mem / 16 : S_RECYCLE_MAX;
+  atomic_init(&s->mem_max, mem / 8);
   atomic_init(&s->mem_bytes, 0);
   /* Writers first: a stream of gets must not starve a put's rename. */
   pthread_rwlockattr_init(&attr);

@@ -322,8 +322,7 @@ static int s_spawn_local(te_engine *e, const te_config *cfg, int n, tr_err *err)
   /* A worker holds scratch chunks in up to 1/8 of the machine's memory by
   ** default; local workers share one machine, so they share that. */
   char memory[32];
-  long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
-  int64_t share = pages > 0 && psize > 0 ? (int64_t)pages * psize / 8 / n : 0;
+  int64_t share = tr_phys_memory() / 8 / n;
   snprintf(memory, sizeof memory, "%lld", (long long)(share > (1 << 20) ? share : 1 << 20));
   for (int i = 0; i < n; i++) {
     te_site *st = &e->sites[e->nsites];

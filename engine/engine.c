@@ -49,8 +49,8 @@ int te_open(const te_config *cfg, te_engine **out, tr_err *err) {
     goto fail;
   }
   e->threads = cfg && cfg->threads > 0 ? cfg->threads : tr_ncores();
-  long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
-  e->cache_budget = pages > 0 && psize > 0 ? (size_t)pages * (size_t)psize / 4 : (size_t)1 << 30;
+  int64_t mem = tr_phys_memory();
+  e->cache_budget = mem > 0 ? (size_t)mem / 4 : (size_t)1 << 30;
   if ((rc = tc_open(cfg ? cfg->dbpath : NULL, &e->db, err))) goto fail;
   if ((rc = te_cluster_open(e, cfg, err))) {
     te_cluster_close(e);

@@ -104,6 +104,11 @@ int tr_ncores(void) {
   return n > 0 ? (int)n : 1;
 }
 
+int64_t tr_phys_memory(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+  return pages > 0 && psize > 0 ? (int64_t)pages * psize : 0;
+}
+
 /* Shared state of one tr_parallel_for call. */
 typedef struct pool_job {
   pthread_mutex_t mu; /* guards next and status */

@@ -70,6 +70,8 @@ extern volatile sig_atomic_t tr_interrupted;
 
 /* Number of online cores (at least 1). */
 int tr_ncores(void);
+/* Bytes of physical memory; 0 if the system does not say. */
+int64_t tr_phys_memory(void);
 
 /*
 ** Thread pool: run fn(arg, i) for i in [0, n) on up to nthreads threads
