@@ -365,6 +365,29 @@ static const char *const s_schema_sql =
     "CREATE INDEX replicas_by_site ON chunk_replicas(site_id);"
     "CREATE TABLE settings(name TEXT PRIMARY KEY, value TEXT);";
 
+/* Read the database id into db->id, making one for a new catalog (and
+** for one made before databases had ids).  Inside s_schema's transaction. */
+static int s_db_id(tc_db *db, tr_err *err) {
+  sqlite3_stmt *st = NULL;
+  int rc = ci_prepare(db, "SELECT value FROM meta WHERE key = 'db_id'", &st, err);
+  if (rc) return rc;
+  int s = sqlite3_step(st);
+  const char *v = s == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+  if (v && (ci_sum_parse(v, &db->id) != 0 || db->id == 0))
+    rc = tr_seterr(err, TR_ECORRUPT, "'%s/catalog.db' has a malformed database id '%.40s'",
+                   db->dir, v);
+  else if (s != SQLITE_ROW && s != SQLITE_DONE)
+    rc = ci_sqlfail(db, err, "reading the database id");
+  sqlite3_finalize(st);
+  if (rc || v) return rc;
+  char sql[128];
+  do db->id = ci_random64();
+  while (db->id == 0);
+  snprintf(sql, sizeof sql, "INSERT INTO meta(key, value) VALUES('db_id', '%016" PRIx64 "')",
+           db->id);
+  return ci_exec(db, sql, err);
+}
+
 /* Create the schema in an empty catalog, or check the version of an
 ** existing one.  Runs in one write transaction, which also takes the
 ** exclusive lock that keeps other processes out until tc_close(). */
@@ -437,11 +460,39 @@ static int s_schema(tc_db *db, tr_err *err) {
       goto done;
     }
   }
+  sqlite3_finalize(st);
+  st = NULL;
+  if ((rc = s_db_id(db, err))) goto done;
   rc = ci_exec(db, "COMMIT", err);
 done:
   sqlite3_finalize(st);
   if (rc) ci_rollback(db);
   return rc;
+}
+
+/* Is there a chunk file anywhere below DIR/workers (nftw callback)? */
+static int s_chunk_file(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  size_t n = strlen(path);
+  (void)ftw;
+  return flag == FTW_F && S_ISREG(st->st_mode) && n > 4 && !strcmp(path + n - 4, ".chk");
+}
+
+/* A catalog that is missing or empty is made afresh, unless the local
+** workers' stores under dir hold chunks: then they are this database's
+** data, and a new catalog would make every one of them a leftover. */
+static int s_check_fresh(const char *dir, const char *catalog, tr_err *err) {
+  char wdir[CI_PATH];
+  struct stat st;
+  int exists = stat(catalog, &st) == 0;
+  if (exists && st.st_size > 0) return TR_OK;
+  if (ci_path(wdir, sizeof wdir, NULL, "%s/" TC_LOCAL_WORKERS_DIR, dir) ||
+      nftw(wdir, s_chunk_file, 16, FTW_PHYS) != 1)
+    return TR_OK;
+  return tr_seterr(err, TR_ECORRUPT,
+                   "database '%s': its catalog (catalog.db) is %s, but its local workers hold "
+                   "chunk files in '%s'; tradb will not start a new catalog over them (put "
+                   "catalog.db back, or move '%s' away to start an empty database)",
+                   dir, exists ? "empty" : "missing", wdir, wdir);
 }
 
 int tc_open(const char *dir, tc_db **out, tr_err *err) {
@@ -482,6 +533,7 @@ int tc_open(const char *dir, tc_db **out, tr_err *err) {
                    "not a file)", db->dir, path);
     goto fail;
   }
+  if (!db->transient && (rc = s_check_fresh(db->dir, path, err))) goto fail;
   if (sqlite3_open_v2(path, &db->sql,
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
                           SQLITE_OPEN_NOMUTEX,
@@ -522,6 +574,8 @@ void tc_close(tc_db **pdb) {
 }
 
 const char *tc_dir(const tc_db *db) { return db ? db->dir : NULL; }
+
+uint64_t tc_db_id(const tc_db *db) { return db ? db->id : 0; }
 
 /* ---- tensors ------------------------------------------------------------- */
 

@@ -68,6 +68,16 @@ int tc_open(const char *dir, tc_db **out, tr_err *err);
 void tc_close(tc_db **db);
 /* The database directory (borrowed). */
 const char *tc_dir(const tc_db *db);
+/* The database id: 64 random bits made with the catalog and kept in it.
+** Every message to a worker carries it, and a worker keeps each
+** database's chunks apart by it. */
+uint64_t tc_db_id(const tc_db *db);
+
+/* Where local workers keep their stores and logs, under the database
+** directory.  tc_open refuses to make a new catalog where this holds chunk
+** files: a catalog that is missing or empty over existing data is an
+** error, never a fresh start that would orphan the data. */
+#define TC_LOCAL_WORKERS_DIR "workers"
 
 /* Look a tensor up by name: TR_OK, or TR_ENOTFOUND with the message
 ** "no such tensor: NAME". */
@@ -130,6 +140,34 @@ int tc_tensor_drop_placed(tc_db *db, const char *name, uint64_t **old_ids, int64
 int tc_site_chunks(tc_db *db, int64_t site, uint64_t **ids, int64_t *n, tr_err *err);
 /* Forget that site holds these chunks (it reported them lost). */
 int tc_replica_remove(tc_db *db, int64_t site, const uint64_t *ids, int64_t n, tr_err *err);
+/* Record that site holds these chunks too (a copy made by a repair, or one
+** a worker turned out to hold), in one transaction: every chunk row with
+** such an id gets a replica row for site.  Ids no chunk row refers to are
+** skipped. */
+int tc_replica_add(tc_db *db, int64_t site, const uint64_t *ids, int64_t n, tr_err *err);
+/* The sites holding chunk id (at most TC_MAX_REPLICAS, in site[]); *n = 0
+** for an id no chunk row refers to. */
+int tc_chunk_sites(tc_db *db, uint64_t id, int64_t *site, int *n, tr_err *err);
+/* Which of chunks ids[0..n) (with the sizes and checksums a worker
+** reported) the catalog refers to: known[i] = 1 when a chunk row has that
+** id, size and checksum, else 0. */
+int tc_chunks_known(tc_db *db, const uint64_t *ids, const uint64_t *nbytes, const uint64_t *sums,
+                    int64_t n, int *known, tr_err *err);
+
+/* A chunk with the name of a tensor it belongs to. */
+typedef struct tc_chunkref {
+  char tensor[TC_NAME_MAX]; /* tensor name */
+  tc_chunkloc loc;          /* the chunk (lin within that tensor) and its holders */
+} tc_chunkref;
+/* Chunks with a replica on `site` (site > 0), or with fewer than `below`
+** replicas (site 0), ordered by tensor name and chunk; *out is the
+** caller's. */
+int tc_chunks_select(tc_db *db, int64_t site, int below, tc_chunkref **out, int64_t *n,
+                     tr_err *err);
+/* Of tensor t's chunks: the fewest replicas any has, and how many have
+** fewer than `target` (both 0 for a tensor with no chunks stored). */
+int tc_tensor_replicas(tc_db *db, const tc_tensor *t, int target, int *fewest, int64_t *under,
+                       tr_err *err);
 /* A fresh cluster-wide chunk id (random 64-bit, never 0). */
 uint64_t tc_new_chunk_id(void);
 
@@ -160,7 +198,9 @@ int tc_store_put_scratch(tc_store *s, uint64_t id, tr_dtype dt, const void *data
                          size_t nbytes, uint64_t checksum, uint64_t *sum, tr_err *err);
 /* Size and checksum of a chunk: TR_ENOTFOUND if absent. */
 int tc_store_stat(tc_store *s, uint64_t id, tr_dtype *dt, uint64_t *nbytes, uint64_t *sum);
-/* Read a chunk (checksum verified) into buf of exactly its size. */
+/* Read a chunk (checksum verified) into buf of exactly its size.  A file
+** that fails its checksum is set aside (renamed *.bad, forgotten) and the
+** read fails with TR_ECORRUPT saying so. */
 int tc_store_get(tc_store *s, uint64_t id, void *buf, size_t nbytes, tr_err *err);
 /* Make chunks durable (fdatasync each, then the directory). */
 int tc_store_sync(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err);
@@ -168,8 +208,19 @@ int tc_store_sync(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err);
 ** kept for later puts to overwrite (see store.c), up to a budget of disk
 ** bytes: 1/16 of memory, at most 1 GiB, unless set. */
 int tc_store_drop(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err);
-/* Forget every chunk not in ids; *dropped receives how many went. */
-int tc_store_keep(tc_store *s, const uint64_t *ids, int64_t n, int64_t *dropped, tr_err *err);
+/* What the store holds: id, size, checksum and type of every chunk;
+** *out is the caller's. */
+typedef struct tc_stored {
+  uint64_t id;     /* chunk id */
+  uint64_t nbytes; /* payload bytes */
+  uint64_t sum;    /* payload checksum */
+  tr_dtype dtype;  /* element type */
+} tc_stored;
+int tc_store_list(tc_store *s, tc_stored **out, int64_t *n, tr_err *err);
+/* Move chunk id's file from store src to store dst (same file system):
+** how a worker hands chunks kept in the layout before per-database stores
+** to the database that lists them. */
+int tc_store_move(tc_store *dst, tc_store *src, uint64_t id, tr_err *err);
 /* Set the budget for scratch chunks held in memory, for later puts. */
 void tc_store_set_scratch(tc_store *s, int64_t bytes);
 /* Set the budget for kept files (0: keep none); files beyond it go. */

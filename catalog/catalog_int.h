@@ -17,6 +17,7 @@ struct tc_db {
   sqlite3 *sql;   /* catalog connection, EXCLUSIVE locking mode */
   char *dir;      /* database directory as given (or the temporary one) */
   int transient;  /* remove dir recursively on close */
+  uint64_t id;    /* the database id (meta 'db_id'), never 0 */
 };
 
 /* snprintf into a path buffer; TR_EINVAL if it does not fit. */

@@ -497,7 +497,151 @@ int tc_replica_remove(tc_db *db, int64_t site, const uint64_t *ids, int64_t n, t
   }
   sqlite3_finalize(st);
   if (!rc) rc = ci_exec(db, "COMMIT", err);
-  else ci_exec(db, "ROLLBACK", NULL);
+  else ci_rollback(db);
+  return rc;
+}
+
+int tc_replica_add(tc_db *db, int64_t site, const uint64_t *ids, int64_t n, tr_err *err) {
+  sqlite3_stmt *st = NULL;
+  int rc;
+  if (!db || (n && !ids)) return tr_seterr(err, TR_EINVAL, "tc_replica_add: bad argument");
+  if (!n) return TR_OK;
+  if ((rc = ci_exec(db, "BEGIN IMMEDIATE", err))) return rc;
+  rc = ci_prepare(db, "INSERT OR IGNORE INTO chunk_replicas(tensor_id, lin, site_id) "
+                      "SELECT tensor_id, lin, ?1 FROM chunks WHERE chunk_id = ?2", &st, err);
+  for (int64_t i = 0; !rc && i < n; i++) {
+    sqlite3_bind_int64(st, 1, site);
+    sqlite3_bind_int64(st, 2, (sqlite3_int64)ids[i]);
+    if (sqlite3_step(st) != SQLITE_DONE) rc = ci_sqlfail(db, err, "recording a replica");
+    sqlite3_reset(st);
+  }
+  sqlite3_finalize(st);
+  if (!rc) rc = ci_exec(db, "COMMIT", err);
+  else ci_rollback(db);
+  return rc;
+}
+
+int tc_chunk_sites(tc_db *db, uint64_t id, int64_t *site, int *n, tr_err *err) {
+  sqlite3_stmt *st = NULL;
+  int rc, s;
+  *n = 0;
+  if (!db || !site) return tr_seterr(err, TR_EINVAL, "tc_chunk_sites: bad argument");
+  if ((rc = ci_prepare(db, "SELECT DISTINCT r.site_id FROM chunks c JOIN chunk_replicas r ON "
+                       "r.tensor_id = c.tensor_id AND r.lin = c.lin WHERE c.chunk_id = ?1 "
+                       "ORDER BY r.site_id", &st, err)))
+    return rc;
+  sqlite3_bind_int64(st, 1, (sqlite3_int64)id);
+  while ((s = sqlite3_step(st)) == SQLITE_ROW)
+    if (*n < TC_MAX_REPLICAS) site[(*n)++] = sqlite3_column_int64(st, 0);
+  if (s != SQLITE_DONE) rc = ci_sqlfail(db, err, "looking up a chunk's replicas");
+  sqlite3_finalize(st);
+  return rc;
+}
+
+int tc_chunks_known(tc_db *db, const uint64_t *ids, const uint64_t *nbytes, const uint64_t *sums,
+                    int64_t n, int *known, tr_err *err) {
+  sqlite3_stmt *st = NULL;
+  int rc;
+  if (!db || (n && (!ids || !nbytes || !sums || !known)))
+    return tr_seterr(err, TR_EINVAL, "tc_chunks_known: bad argument");
+  if ((rc = ci_prepare(db, "SELECT nbytes, checksum FROM chunks WHERE chunk_id = ?1", &st, err)))
+    return rc;
+  for (int64_t i = 0; !rc && i < n; i++) {
+    int s;
+    known[i] = 0;
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)ids[i]);
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+      uint64_t sum;
+      if ((uint64_t)sqlite3_column_int64(st, 0) == nbytes[i] &&
+          ci_sum_parse((const char *)sqlite3_column_text(st, 1), &sum) == 0 && sum == sums[i])
+        known[i] = 1;
+    }
+    if (s != SQLITE_DONE) rc = ci_sqlfail(db, err, "looking chunks up");
+    sqlite3_reset(st);
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
+int tc_chunks_select(tc_db *db, int64_t site, int below, tc_chunkref **out, int64_t *n,
+                     tr_err *err) {
+  sqlite3_stmt *st = NULL;
+  tc_chunkref *v = NULL;
+  int64_t cnt = 0, cap = 0, last_tid = -1, last_lin = -1;
+  int rc, s;
+  if (!out || !n) return tr_seterr(err, TR_EINVAL, "tc_chunks_select: bad argument");
+  *out = NULL;
+  *n = 0;
+  if (!db) return tr_seterr(err, TR_EINVAL, "tc_chunks_select: bad argument");
+  /* One row per replica (a NULL site for a chunk with none), grouped by
+  ** chunk. */
+  if ((rc = ci_prepare(db, "SELECT t.name, c.tensor_id, c.lin, c.chunk_id, c.nbytes, c.checksum, "
+                       "r.site_id FROM chunks c JOIN tensors t ON t.id = c.tensor_id LEFT JOIN "
+                       "chunk_replicas r ON r.tensor_id = c.tensor_id AND r.lin = c.lin WHERE "
+                       "CASE WHEN ?1 > 0 THEN EXISTS (SELECT 1 FROM chunk_replicas q WHERE "
+                       "q.tensor_id = c.tensor_id AND q.lin = c.lin AND q.site_id = ?1) ELSE "
+                       "(SELECT count(*) FROM chunk_replicas q WHERE q.tensor_id = c.tensor_id "
+                       "AND q.lin = c.lin) < ?2 END ORDER BY t.name, c.lin, r.site_id",
+                       &st, err)))
+    return rc;
+  sqlite3_bind_int64(st, 1, site);
+  sqlite3_bind_int(st, 2, below);
+  while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+    int64_t tid = sqlite3_column_int64(st, 1), lin = sqlite3_column_int64(st, 2);
+    const char *name = (const char *)sqlite3_column_text(st, 0);
+    if (tid != last_tid || lin != last_lin) {
+      if ((rc = ci_grow(&v, cnt, &cap, sizeof *v, err))) goto done;
+      tc_chunkref *c = &v[cnt++];
+      memset(c, 0, sizeof *c);
+      snprintf(c->tensor, sizeof c->tensor, "%s", name ? name : "?");
+      c->loc.lin = lin;
+      c->loc.chunk_id = (uint64_t)sqlite3_column_int64(st, 3);
+      c->loc.nbytes = (uint64_t)sqlite3_column_int64(st, 4);
+      if (ci_sum_parse((const char *)sqlite3_column_text(st, 5), &c->loc.checksum) != 0) {
+        rc = tr_seterr(err, TR_ECORRUPT, "catalog %s/catalog.db: malformed chunk entry %" PRId64
+                       " of tensor %s", db->dir, lin, c->tensor);
+        goto done;
+      }
+      last_tid = tid;
+      last_lin = lin;
+    }
+    tc_chunkloc *c = &v[cnt - 1].loc;
+    if (sqlite3_column_type(st, 6) != SQLITE_NULL && c->nsites < TC_MAX_REPLICAS)
+      c->site[c->nsites++] = sqlite3_column_int64(st, 6);
+  }
+  if (s != SQLITE_DONE) rc = ci_sqlfail(db, err, "listing chunks");
+done:
+  sqlite3_finalize(st);
+  if (rc) {
+    free(v);
+    return rc;
+  }
+  *out = v;
+  *n = cnt;
+  return TR_OK;
+}
+
+int tc_tensor_replicas(tc_db *db, const tc_tensor *t, int target, int *fewest, int64_t *under,
+                       tr_err *err) {
+  sqlite3_stmt *st = NULL;
+  int rc;
+  *fewest = 0;
+  *under = 0;
+  if (!db || !t) return tr_seterr(err, TR_EINVAL, "tc_tensor_replicas: bad argument");
+  if (t->id == 0) return TR_OK;
+  if ((rc = ci_prepare(db, "SELECT min(k), sum(k < ?2) FROM (SELECT count(r.site_id) AS k FROM "
+                       "chunks c LEFT JOIN chunk_replicas r ON r.tensor_id = c.tensor_id AND "
+                       "r.lin = c.lin WHERE c.tensor_id = ?1 GROUP BY c.lin)", &st, err)))
+    return rc;
+  sqlite3_bind_int64(st, 1, t->id);
+  sqlite3_bind_int(st, 2, target);
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    *fewest = sqlite3_column_int(st, 0);
+    *under = sqlite3_column_int64(st, 1);
+  } else {
+    rc = ci_sqlfail(db, err, "counting replicas");
+  }
+  sqlite3_finalize(st);
   return rc;
 }
 

@@ -559,9 +559,29 @@ int tc_store_stat(tc_store *s, uint64_t id, tr_dtype *dt, uint64_t *nbytes,
   return rc;
 }
 
+/* Set aside id's file, which failed its checksum on a read: renamed to
+** *.bad (never served, kept for inspection) and forgotten, so the worker
+** reports it missing and a good replica can take its place.  Only if the
+** entry is still the file that was read (a re-put may have replaced it). */
+static void s_set_aside(tc_store *s, uint64_t id, uint64_t sum) {
+  char path[CI_PATH], bad[CI_PATH + 8];
+  pthread_rwlock_wrlock(&s->lock);
+  const s_entry *e = s_find(s, id);
+  if (e && !e->mem && e->sum == sum) {
+    s_chunk_path(s, id, path);
+    snprintf(bad, sizeof bad, "%s.bad", path);
+    if (rename(path, bad) != 0) unlink(path);
+    s_remove(s, id);
+    s->nbad++;
+  }
+  pthread_rwlock_unlock(&s->lock);
+  ci_fsync_dir(s->dir);
+}
+
 int tc_store_get(tc_store *s, uint64_t id, void *buf, size_t nbytes,
                  tr_err *err) {
   char path[CI_PATH], what[40];
+  uint64_t sum = 0;
   int rc;
   if (!s || (!buf && nbytes > 0))
     return tr_seterr(err, TR_EINVAL, "tc_store_get: bad argument");
@@ -578,9 +598,19 @@ int tc_store_get(tc_store *s, uint64_t id, void *buf, size_t nbytes,
   else if (e->mem) {
     memcpy(buf, e->mem, nbytes);
     rc = TR_OK;
-  } else
+  } else {
+    sum = e->sum;
     rc = cf_read(path, e->dtype, buf, nbytes, e->sum, what, err);
+  }
   pthread_rwlock_unlock(&s->lock);
+  if (rc == TR_ECORRUPT) {
+    s_set_aside(s, id, sum);
+    if (err) {
+      char why[sizeof err->msg];
+      snprintf(why, sizeof why, "%s", err->msg);
+      tr_seterr(err, TR_ECORRUPT, "%s (set aside as damaged)", why);
+    }
+  }
   return rc;
 }
 
@@ -626,46 +656,55 @@ int tc_store_drop(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err) {
   return rc;
 }
 
-static int s_cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return (x > y) - (x < y);
+int tc_store_list(tc_store *s, tc_stored **out, int64_t *n, tr_err *err) {
+  tc_stored *v = NULL;
+  int64_t k = 0;
+  *out = NULL;
+  *n = 0;
+  if (!s) return tr_seterr(err, TR_EINVAL, "tc_store_list: bad argument");
+  pthread_rwlock_rdlock(&s->lock);
+  if ((v = malloc(((size_t)s->count + 1) * sizeof *v)))
+    for (size_t i = 0; i < s->cap; i++)
+      if (s->tab[i].id != 0)
+        v[k++] = (tc_stored){s->tab[i].id, s->tab[i].nbytes, s->tab[i].sum, s->tab[i].dtype};
+  pthread_rwlock_unlock(&s->lock);
+  if (!v) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  *out = v;
+  *n = k;
+  return TR_OK;
 }
 
-int tc_store_keep(tc_store *s, const uint64_t *ids, int64_t n,
-                  int64_t *dropped, tr_err *err) {
-  uint64_t *keep = NULL, *gone = NULL;
-  int64_t ngone = 0, cnt = 0;
+int tc_store_move(tc_store *dst, tc_store *src, uint64_t id, tr_err *err) {
+  char from[CI_PATH], to[CI_PATH];
   int rc = TR_OK;
-  if (dropped) *dropped = 0;
-  if (!s || n < 0 || (!ids && n > 0))
-    return tr_seterr(err, TR_EINVAL, "tc_store_keep: bad argument");
-  if (!(keep = malloc(n > 0 ? (size_t)n * sizeof *keep : 1)))
-    return tr_seterr(err, TR_ENOMEM, "out of memory");
-  if (n > 0) memcpy(keep, ids, (size_t)n * sizeof *keep);
-  qsort(keep, (size_t)n, sizeof *keep, s_cmp_u64);
-  pthread_rwlock_wrlock(&s->lock);
-  /* Collect first: removing shifts entries within the table. */
-  if (!(gone = malloc(s->count > 0 ? (size_t)s->count * sizeof *gone : 1))) {
+  if (!dst || !src || dst == src) return tr_seterr(err, TR_EINVAL, "tc_store_move: bad argument");
+  s_chunk_path(src, id, from);
+  s_chunk_path(dst, id, to);
+  pthread_rwlock_wrlock(&src->lock);
+  pthread_rwlock_wrlock(&dst->lock);
+  const s_entry *e = s_find(src, id);
+  s_entry moved;
+  if (!e)
+    rc = tr_seterr(err, TR_ENOTFOUND, "chunk %016" PRIx64 " is not in chunk store '%s'", id,
+                   src->dir);
+  else if (e->mem)
+    rc = tr_seterr(err, TR_EINVAL, "chunk %016" PRIx64 " is scratch: it does not move", id);
+  else if (s_reserve(dst) != TR_OK)
     rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-    goto done;
+  else if (rename(from, to) != 0)
+    rc = tr_seterr(err, TR_EIO, "cannot move chunk file '%s' to '%s': %s", from, to,
+                   strerror(errno));
+  if (rc == TR_OK) {
+    moved = *e;
+    s_remove(src, id);
+    s_set(dst, &moved);
   }
-  for (size_t i = 0; i < s->cap; i++)
-    if (s->tab[i].id != 0 &&
-        !bsearch(&s->tab[i].id, keep, (size_t)n, sizeof *keep, s_cmp_u64))
-      gone[ngone++] = s->tab[i].id;
-  for (int64_t i = 0; i < ngone; i++) {
-    int r = s_forget(s, gone[i], rc ? NULL : err);
-    if (r > 0)
-      cnt++;
-    else if (r < 0 && rc == TR_OK)
-      rc = r;
+  pthread_rwlock_unlock(&dst->lock);
+  pthread_rwlock_unlock(&src->lock);
+  if (rc == TR_OK) {
+    ci_fsync_dir(dst->dir);
+    ci_fsync_dir(src->dir);
   }
-done:
-  pthread_rwlock_unlock(&s->lock);
-  if (cnt) ci_fsync_dir(s->dir);
-  if (dropped) *dropped = cnt;
-  free(keep);
-  free(gone);
   return rc;
 }
 

@@ -37,6 +37,8 @@
 #define S_HELLO_TIMEOUT_S 10.0   /* workers must answer HELLO by then */
 #define S_CALL_TIMEOUT_S 600.0   /* longest wait for one phase */
 #define S_INFLIGHT_BYTES (256u << 20) /* PUT data in flight before waiting */
+#define S_REJOIN_GRACE_S 0.03  /* a ping waits this long for workers believed down */
+#define S_IDLE_PING_S 1.0      /* te_maintain pings at most this often */
 
 /* ---- Requests ------------------------------------------------------------ */
 
@@ -88,8 +90,8 @@ static int s_request(s_phase *ph, int s, int type, const tn_wbuf *body, int ndat
   memset(o, 0, sizeof *o);
   o->site = s;
   o->type = type;
-  int rc = tn_send(e->sites[s].sock, NULL, 0, type, ph->base + (uint64_t)ph->n, body, ndata,
-                   data, len, fr, NULL, err);
+  int rc = tn_send(e->sites[s].sock, NULL, 0, type, ph->base + (uint64_t)ph->n, e->db_id, body,
+                   ndata, data, len, fr, NULL, err);
   if (rc) return tr_seterr(err, rc, "cannot send to worker %s: %s", e->sites[s].ep, err->msg);
   ph->n++;
   return TR_OK;
@@ -98,7 +100,8 @@ static int s_request(s_phase *ph, int s, int type, const tn_wbuf *body, int ndat
 static void s_heartbeat_all(te_engine *e) {
   tr_err err;
   for (int s = 0; s < e->nsites; s++)
-    tn_send(e->sites[s].sock, NULL, 0, TN_HEARTBEAT, 0, NULL, 0, NULL, NULL, NULL, NULL, &err);
+    tn_send(e->sites[s].sock, NULL, 0, TN_HEARTBEAT, 0, e->db_id, NULL, 0, NULL, NULL, NULL, NULL,
+            &err);
 }
 
 /* Read what the sites sent; replies of ph (may be NULL) are stored. */
@@ -149,15 +152,15 @@ static int s_wait_ex(s_phase *ph, int tolerant, tr_err *err) {
         continue;
       }
       if (o->reply.type == TN_ERROR && !tolerant) {
-        size_t n;
-        const void *b = tn_in_body(&o->reply, &n);
-        tn_rbuf r;
         char msg[600];
-        tn_rbuf_init(&r, b, n);
-        int code = (int)(int64_t)tn_get_u64(&r);
-        tn_get_str(&r, msg, sizeof msg);
-        return tr_seterr(err, code < 0 ? code : TR_ERR, "worker %s: %s", e->sites[o->site].ep,
-                         tn_rbuf_ok(&r) == TR_OK ? msg : "malformed error reply");
+        int code;
+        uint64_t chunk;
+        tn_get_error(&o->reply, &code, &chunk, msg, sizeof msg);
+        if (code == TR_ECORRUPT && chunk) {
+          e->bad_site = o->site;
+          e->bad_chunk = chunk;
+        }
+        return tr_seterr(err, code, "worker %s: %s", e->sites[o->site].ep, msg);
       }
     }
     if (!pending) return TR_OK;
@@ -168,7 +171,9 @@ static int s_wait_ex(s_phase *ph, int tolerant, tr_err *err) {
       for (int s = 0; s < e->nsites; s++) {
         int busy = 0;
         for (int i = 0; i < ph->n && !busy; i++) busy = !ph->out[i].done && ph->out[i].site == s;
-        if (busy) tn_send(e->sites[s].sock, NULL, 0, TN_CANCEL, 0, NULL, 0, NULL, NULL, NULL, NULL, &ignore);
+        if (busy)
+          tn_send(e->sites[s].sock, NULL, 0, TN_CANCEL, 0, e->db_id, NULL, 0, NULL, NULL, NULL, NULL,
+                  &ignore);
       }
       return tr_seterr(err, TR_EINTR, "interrupted");
     }
@@ -201,13 +206,57 @@ static void s_reply_body(s_phase *ph, int i, tn_rbuf *r) {
   tn_rbuf_init(r, b, n);
 }
 
-static int s_keep_catalog(te_engine *e, tr_err *err);
+/* Tell site `only` (-1: every live site) to drop ids (best effort:
+** cleanup never fails a statement). */
+static void s_drop_ids(te_engine *e, int only, const uint64_t *ids, int64_t n) {
+  if (!n) return;
+  s_phase ph;
+  tr_err err;
+  s_phase_init(&ph, e);
+  tn_wbuf b = {0};
+  tn_put_u32(&b, (uint32_t)n);
+  for (int64_t i = 0; i < n; i++) tn_put_u64(&b, ids[i]);
+  for (int s = 0; s < e->nsites; s++)
+    if (e->sites[s].up && (only < 0 || s == only)) s_request(&ph, s, TN_DROP, &b, 0, NULL, NULL, NULL, &err);
+  tn_wbuf_free(&b);
+  s_wait(&ph, &err);
+  s_phase_free(&ph);
+}
+
+/* Remember that site id lost its copy of chunk (for s_repair). */
+static void s_note_lost(te_engine *e, int64_t site, uint64_t chunk) {
+  if (e->nlost == e->caplost) {
+    int64_t cap = e->caplost ? 2 * e->caplost : 64;
+    struct te_lost *l = realloc(e->lost, sizeof *l * (size_t)cap);
+    if (!l) return; /* only a hint */
+    e->lost = l;
+    e->caplost = cap;
+  }
+  e->lost[e->nlost++] = (struct te_lost){chunk, site};
+  e->repair = 1;
+}
+
+static int s_cmp_lost(const void *a, const void *b) {
+  uint64_t x = ((const struct te_lost *)a)->chunk, y = ((const struct te_lost *)b)->chunk;
+  return (x > y) - (x < y);
+}
+
+/* The site that lost its copy of chunk (0: none known); e->lost sorted
+** by s_cmp_lost. */
+static int64_t s_lost_on(const te_engine *e, uint64_t chunk) {
+  struct te_lost key = {chunk, 0};
+  const struct te_lost *l = e->nlost ? bsearch(&key, e->lost, (size_t)e->nlost, sizeof key, s_cmp_lost) : NULL;
+  return l ? l->site : 0;
+}
+
+static int s_inventory(te_engine *e, int only, tr_err *err);
 
 /* Before a statement: which workers are alive now?  Ping every worker and
 ** wait (at most the liveness window) for the ones believed up; heartbeats
 ** queued while the shell was idle prove nothing, an echoed ping does.  A
-** worker that answers after being down has rejoined: the catalog's view of
-** its chunks is sent to it (KEEP). */
+** worker that answers after being down has rejoined: its inventory is
+** reconciled with the catalog, and the replicas chunks lack may now be
+** made (te_maintain). */
 static void s_ping(te_engine *e) {
   s_phase ph;
   tr_err err;
@@ -215,20 +264,27 @@ static void s_ping(te_engine *e) {
   s_drain(e, NULL, 0);
   s_phase_init(&ph, e);
   for (int s = 0; s < e->nsites; s++) s_request(&ph, s, TN_HEARTBEAT, NULL, 0, NULL, NULL, NULL, &err);
-  double end = tr_now() + TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0;
+  /* A worker believed down gets a short grace too: one that came back
+  ** answers within it, and is seen rejoining now rather than by chance. */
+  double t0 = tr_now(), end = t0 + TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0;
   for (;;) {
-    int waiting = 0;
-    for (int i = 0; i < ph.n; i++) waiting += !ph.out[i].done && e->sites[ph.out[i].site].up;
+    int waiting = 0, grace = tr_now() < t0 + S_REJOIN_GRACE_S;
+    for (int i = 0; i < ph.n; i++)
+      waiting += !ph.out[i].done && (grace || e->sites[ph.out[i].site].up);
     if (!waiting || tr_now() >= end) break;
-    s_drain(e, &ph, 20);
+    s_drain(e, &ph, 5);
   }
+  e->last_ping = tr_now();
   for (int i = 0; i < ph.n; i++) {
     te_site *st = &e->sites[ph.out[i].site];
     if (ph.out[i].done && !st->up) rejoined = 1;
     st->up = ph.out[i].done;
   }
   s_phase_free(&ph);
-  if (rejoined) s_keep_catalog(e, &err);
+  if (rejoined) {
+    s_inventory(e, -1, &err);
+    e->repair = 1;
+  }
 }
 
 /* ---- Workers ------------------------------------------------------------- */
@@ -242,14 +298,66 @@ static int s_site_open(te_engine *e, te_site *st, tr_err *err) {
   zmq_setsockopt(st->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
   zmq_setsockopt(st->sock, ZMQ_SNDTIMEO, &tmo, sizeof tmo);
   zmq_setsockopt(st->sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
+  /* Watch its handshakes: a worker that refuses our CURVE key (or our
+  ** lack of one) is otherwise just silence until a timeout. */
+  static unsigned seq;
+  char mon[64];
+  snprintf(mon, sizeof mon, "inproc://tradb-monitor-%u", ++seq);
+  if (zmq_socket_monitor(st->sock, mon, ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                                            ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                            ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) == 0 &&
+      (st->mon = zmq_socket(e->zctx, ZMQ_PAIR)) != NULL) {
+    zmq_setsockopt(st->mon, ZMQ_LINGER, &linger, sizeof linger);
+    if (zmq_connect(st->mon, mon) != 0) {
+      zmq_close(st->mon);
+      st->mon = NULL;
+    }
+  }
   int rc = tn_secure_client(st->sock, &e->keys, err);
   if (!rc && zmq_connect(st->sock, st->ep) != 0)
     rc = tr_seterr(err, TR_EIO, "cannot connect to worker %s: %s", st->ep, zmq_strerror(errno));
   return rc;
 }
 
+/* Read site st's handshake failures (its socket monitor's events): a
+** refusal is kept in st->refused.  Returns 1 if it was refused. */
+static int s_refused(te_site *st, const tn_keys *keys) {
+  for (;;) {
+    zmq_msg_t m;
+    uint16_t ev = 0;
+    uint32_t val = 0;
+    int more;
+    if (!st->mon) break;
+    zmq_msg_init(&m);
+    if (zmq_msg_recv(&m, st->mon, ZMQ_DONTWAIT) < 0) {
+      zmq_msg_close(&m);
+      break;
+    }
+    if (zmq_msg_size(&m) >= 6) {
+      memcpy(&ev, zmq_msg_data(&m), 2);
+      memcpy(&val, (const char *)zmq_msg_data(&m) + 2, 4);
+    }
+    more = zmq_msg_more(&m);
+    zmq_msg_close(&m);
+    while (more) { /* the endpoint frame */
+      zmq_msg_init(&m);
+      more = zmq_msg_recv(&m, st->mon, 0) >= 0 && zmq_msg_more(&m);
+      zmq_msg_close(&m);
+    }
+    if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+      snprintf(st->refused, sizeof st->refused, "it refused this shell's CURVE key (status %u): "
+               "--keys must name the cluster's key pair", val);
+    else if (ev)
+      snprintf(st->refused, sizeof st->refused, "%s", keys->on
+               ? "the CURVE handshake failed: does it use the same cluster keys (--keys)?"
+               : "the handshake failed: it may require CURVE keys (give --keys)");
+  }
+  return st->refused[0] != 0;
+}
+
 /* Say HELLO to every site and wait for the answers (sites that do not
-** answer in time stay down; it is an error only if none answers). */
+** answer in time stay down; it is an error only if none answers).  A site
+** that refuses our credentials is known at once, not at the timeout. */
 static int s_hello_all(te_engine *e, double timeout_s, tr_err *err) {
   s_phase ph;
   s_phase_init(&ph, e);
@@ -261,7 +369,8 @@ static int s_hello_all(te_engine *e, double timeout_s, tr_err *err) {
   double end = tr_now() + timeout_s, resend = tr_now() + TN_HEARTBEAT_MS / 1000.0;
   while (!rc && tr_now() < end && !tr_interrupted) {
     int pending = 0;
-    for (int i = 0; i < ph.n; i++) pending += !ph.out[i].done;
+    for (int i = 0; i < ph.n; i++)
+      pending += !ph.out[i].done && !s_refused(&e->sites[ph.out[i].site], &e->keys);
     if (!pending) break;
     s_drain(e, &ph, 50);
     /* A HELLO can be lost with a connection that closes under it (a local
@@ -273,7 +382,7 @@ static int s_hello_all(te_engine *e, double timeout_s, tr_err *err) {
       tn_put_str(&hb, "tradb shell");
       for (int i = 0; i < ph.n; i++)
         if (!ph.out[i].done)
-          tn_send(e->sites[ph.out[i].site].sock, NULL, 0, TN_HELLO, ph.base + (uint64_t)i, &hb, 0,
+          tn_send(e->sites[ph.out[i].site].sock, NULL, 0, TN_HELLO, ph.base + (uint64_t)i, e->db_id, &hb, 0,
                   NULL, NULL, NULL, NULL, &ignore);
       tn_wbuf_free(&hb);
       resend = tr_now() + TN_HEARTBEAT_MS / 1000.0;
@@ -297,16 +406,74 @@ static int s_hello_all(te_engine *e, double timeout_s, tr_err *err) {
   s_phase_free(&ph);
   /* Ctrl-C while waiting is the answer, not a silent cluster. */
   if (!rc && !up && e->nsites && tr_interrupted) rc = tr_seterr(err, TR_EINTR, "interrupted");
+  for (int s = 0; !rc && !up && s < e->nsites; s++)
+    if (e->sites[s].refused[0])
+      rc = tr_seterr(err, TR_EIO, "cannot use worker %s: %s", e->sites[s].ep, e->sites[s].refused);
   if (!rc && !up && e->nsites)
     rc = tr_seterr(err, TR_EIO, "no worker answered within %.0f s (first: %s)", timeout_s,
                    e->sites[0].ep);
   return rc;
 }
 
-/* Start n local workers under workdir; their endpoints are ipc sockets
-** there and their logs go to workdir/wN.log. */
-static int s_spawn_local(te_engine *e, const te_config *cfg, int n, tr_err *err) {
-  char exe[4096];
+/* A new zeroed site at the end of e->sites for endpoint ep, or NULL. */
+static te_site *s_site_new(te_engine *e, const char *ep, tr_err *err) {
+  te_site *ns = realloc(e->sites, sizeof *ns * (size_t)(e->nsites + 1));
+  if (!ns) {
+    tr_seterr(err, TR_ENOMEM, "out of memory");
+    return NULL;
+  }
+  e->sites = ns;
+  te_site *st = &e->sites[e->nsites];
+  memset(st, 0, sizeof *st);
+  if (snprintf(st->ep, sizeof st->ep, "%s", ep) >= (int)sizeof st->ep) {
+    tr_seterr(err, TR_EINVAL, "endpoint too long: %s", ep);
+    return NULL;
+  }
+  return st;
+}
+
+/* Wait for local worker pid, told to stop: it stops within a poll
+** interval, but is not waited for forever. */
+static void s_reap(pid_t pid) {
+  int st;
+  double end = tr_now() + 5;
+  while (waitpid(pid, &st, WNOHANG) == 0) {
+    if (tr_now() > end) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      break;
+    }
+    usleep(10000);
+  }
+}
+
+/* Disconnect site index k (stopping it if it is a local worker) and take
+** it out of e->sites, keeping the others in order. */
+static void s_site_drop(te_engine *e, int k) {
+  te_site *st = &e->sites[k];
+  zmq_close(st->sock);
+  if (st->mon) zmq_close(st->mon);
+  if (st->pid > 0) {
+    kill(st->pid, SIGTERM);
+    s_reap(st->pid);
+  }
+  memmove(st, st + 1, sizeof *st * (size_t)(e->nsites - k - 1));
+  e->nsites--;
+}
+
+/* Record site st (made by s_site_new) and connect to it. */
+static int s_site_join(te_engine *e, te_site *st, tr_err *err) {
+  int rc = tc_site_add(e->db, st->ep, &st->id, err);
+  if (!rc) rc = s_site_open(e, st, err);
+  if (!rc || st->sock) e->nsites++;
+  return rc;
+}
+
+/* Start local worker number idx, one of `of` sharing this machine: its
+** endpoint is an ipc socket under workdir, its store workdir/w<idx>, its
+** log workdir/w<idx>.log. */
+static int s_spawn_local(te_engine *e, const te_config *cfg, int idx, int of, tr_err *err) {
+  char exe[4096], ep[TC_ENDPOINT_MAX];
   const char *self = cfg->self_exe;
   if (!self) {
     ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -316,76 +483,70 @@ static int s_spawn_local(te_engine *e, const te_config *cfg, int n, tr_err *err)
   }
   if (mkdir(e->workdir, 0755) != 0 && errno != EEXIST)
     return tr_seterr(err, TR_EIO, "cannot create '%s': %s", e->workdir, strerror(errno));
-  int per = tr_ncores() / n;
+  int per = tr_ncores() / of;
   if (cfg->threads > 0) per = cfg->threads;
   if (per < 1) per = 1;
   /* A worker holds scratch chunks in up to 1/8 of the machine's memory by
   ** default; local workers share one machine, so they share that. */
   char memory[32];
-  int64_t share = tr_phys_memory() / 8 / n;
+  int64_t share = tr_phys_memory() / 8 / of;
   snprintf(memory, sizeof memory, "%lld", (long long)(share > (1 << 20) ? share : 1 << 20));
-  for (int i = 0; i < n; i++) {
-    te_site *st = &e->sites[e->nsites];
-    char data[4200], logf[4200], threads[16];
-    memset(st, 0, sizeof *st);
-    if (snprintf(st->ep, sizeof st->ep, "ipc://%s/w%d.ipc", e->workdir, i) >= (int)sizeof st->ep ||
-        strlen(e->workdir) > 90)
-      return tr_seterr(err, TR_EINVAL, "database path too long for local worker sockets: %s",
-                       e->workdir);
-    snprintf(data, sizeof data, "%s/w%d", e->workdir, i);
-    snprintf(logf, sizeof logf, "%s/w%d.log", e->workdir, i);
-    snprintf(threads, sizeof threads, "%d", per);
-    pid_t pid = fork();
-    if (pid < 0) return tr_seterr(err, TR_EIO, "cannot start a worker: %s", strerror(errno));
-    if (pid == 0) {
-      /* A local worker lives and dies with its shell, even a killed one,
-      ** but the terminal's signals are the shell's: Ctrl-C cancels a
-      ** statement, it must not stop the workers.  Hence its own session. */
-      setsid();
-      prctl(PR_SET_PDEATHSIG, SIGTERM);
-      int fd = open(logf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-      if (fd >= 0) dup2(fd, 2);
-      int nul = open("/dev/null", O_RDONLY);
-      if (nul >= 0) dup2(nul, 0);
-      const char *argv[24];
-      int a = 0;
-      argv[a++] = self;
-      argv[a++] = "--worker";
-      argv[a++] = "--listen";
-      argv[a++] = st->ep;
-      argv[a++] = "--data";
-      argv[a++] = data;
-      argv[a++] = "--threads";
-      argv[a++] = threads;
-      if (cfg->backend) {
-        argv[a++] = "--backend";
-        argv[a++] = cfg->backend;
-      }
-      if (cfg->keys) {
-        argv[a++] = "--keys";
-        argv[a++] = cfg->keys;
-      }
-      if (cfg->device) {
-        argv[a++] = "--device";
-        argv[a++] = cfg->device;
-      }
-      if (cfg->gpu_memory) {
-        argv[a++] = "--gpu-memory";
-        argv[a++] = cfg->gpu_memory;
-      }
-      argv[a++] = "--memory";
-      argv[a++] = memory;
-      argv[a] = NULL;
-      execv(self, (char *const *)argv);
-      _exit(127);
+  if (snprintf(ep, sizeof ep, "ipc://%s/w%d.ipc", e->workdir, idx) >= (int)sizeof ep ||
+      strlen(e->workdir) > 90)
+    return tr_seterr(err, TR_EINVAL, "database path too long for local worker sockets: %s",
+                     e->workdir);
+  te_site *st = s_site_new(e, ep, err);
+  if (!st) return err->code;
+  char data[4200], logf[4200], threads[16];
+  snprintf(data, sizeof data, "%s/w%d", e->workdir, idx);
+  snprintf(logf, sizeof logf, "%s/w%d.log", e->workdir, idx);
+  snprintf(threads, sizeof threads, "%d", per);
+  pid_t pid = fork();
+  if (pid < 0) return tr_seterr(err, TR_EIO, "cannot start a worker: %s", strerror(errno));
+  if (pid == 0) {
+    /* A local worker lives and dies with its shell, even a killed one,
+    ** but the terminal's signals are the shell's: Ctrl-C cancels a
+    ** statement, it must not stop the workers.  Hence its own session. */
+    setsid();
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    int fd = open(logf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) dup2(fd, 2);
+    int nul = open("/dev/null", O_RDONLY);
+    if (nul >= 0) dup2(nul, 0);
+    const char *argv[24];
+    int a = 0;
+    argv[a++] = self;
+    argv[a++] = "--worker";
+    argv[a++] = "--listen";
+    argv[a++] = st->ep;
+    argv[a++] = "--data";
+    argv[a++] = data;
+    argv[a++] = "--threads";
+    argv[a++] = threads;
+    if (cfg->backend) {
+      argv[a++] = "--backend";
+      argv[a++] = cfg->backend;
     }
-    st->pid = pid;
-    int rc = tc_site_add(e->db, st->ep, &st->id, err);
-    if (!rc) rc = s_site_open(e, st, err);
-    e->nsites++;
-    if (rc) return rc;
+    if (cfg->keys) {
+      argv[a++] = "--keys";
+      argv[a++] = cfg->keys;
+    }
+    if (cfg->device) {
+      argv[a++] = "--device";
+      argv[a++] = cfg->device;
+    }
+    if (cfg->gpu_memory) {
+      argv[a++] = "--gpu-memory";
+      argv[a++] = cfg->gpu_memory;
+    }
+    argv[a++] = "--memory";
+    argv[a++] = memory;
+    argv[a] = NULL;
+    execv(self, (char *const *)argv);
+    _exit(127);
   }
-  return TR_OK;
+  st->pid = pid;
+  return s_site_join(e, st, err);
 }
 
 /* Is endpoint one of this database's local workers? */
@@ -397,55 +558,115 @@ static int s_is_local_ep(const te_engine *e, const char *ep) {
 static int s_add_site(te_engine *e, const char *ep, tr_err *err) {
   for (int s = 0; s < e->nsites; s++)
     if (!strcmp(e->sites[s].ep, ep)) return TR_OK;
-  te_site *ns = realloc(e->sites, sizeof *ns * (size_t)(e->nsites + 1));
-  if (!ns) return tr_seterr(err, TR_ENOMEM, "out of memory");
-  e->sites = ns;
-  te_site *st = &e->sites[e->nsites];
-  memset(st, 0, sizeof *st);
-  if (snprintf(st->ep, sizeof st->ep, "%s", ep) >= (int)sizeof st->ep)
-    return tr_seterr(err, TR_EINVAL, "endpoint too long: %s", ep);
-  int rc = tc_site_add(e->db, ep, &st->id, err);
-  if (!rc) rc = s_site_open(e, st, err);
-  if (!rc || st->sock) e->nsites++;
-  return rc;
+  te_site *st = s_site_new(e, ep, err);
+  return st ? s_site_join(e, st, err) : err->code;
 }
 
-/* Tell every live worker to drop the chunks the catalog does not list on
-** it: what a killed or failed statement left behind. */
-static int s_keep_catalog(te_engine *e, tr_err *err) {
+/* Reconcile what live workers hold (site `only`, or all with -1) with
+** the catalog: each is sent the chunk ids the catalog lists on it and
+** answers with the ones it lacks (lost, or set aside as damaged: the
+** catalog forgets those replicas) and the chunks of this database it holds
+** that are not listed there.  Of those, a chunk the catalog knows (same
+** id, size and checksum) is a good copy and is recorded as a replica (a
+** worker removed while down and added back, a copy made before a failure
+** was recorded); anything else is what a killed or failed statement left,
+** and is dropped.  A worker never drops a chunk on its own. */
+static int s_inventory(te_engine *e, int only, tr_err *err) {
   s_phase ph;
+  uint64_t **drop = calloc((size_t)e->nsites + 1, sizeof *drop); /* per site: to drop */
+  int64_t *ndrop = calloc((size_t)e->nsites + 1, sizeof *ndrop);
+  int rc = drop && ndrop ? TR_OK : tr_seterr(err, TR_ENOMEM, "out of memory");
   s_phase_init(&ph, e);
-  int rc = TR_OK;
   for (int s = 0; s < e->nsites && !rc; s++) {
     uint64_t *ids = NULL;
     int64_t n = 0;
-    if (!e->sites[s].up) continue;
+    if (!e->sites[s].up || (only >= 0 && s != only)) continue;
     if ((rc = tc_site_chunks(e->db, e->sites[s].id, &ids, &n, err))) break;
     tn_wbuf b = {0};
     tn_put_u32(&b, (uint32_t)n);
     for (int64_t i = 0; i < n; i++) tn_put_u64(&b, ids[i]);
     free(ids);
-    rc = s_request(&ph, s, TN_KEEP, &b, 0, NULL, NULL, NULL, err);
+    rc = s_request(&ph, s, TN_INVENTORY, &b, 0, NULL, NULL, NULL, err);
     tn_wbuf_free(&b);
   }
   if (!rc) rc = s_wait(&ph, err);
   for (int i = 0; !rc && i < ph.n; i++) {
+    int s = ph.out[i].site;
     tn_rbuf r;
     s_reply_body(&ph, i, &r);
-    (void)tn_get_u32(&r);
     uint32_t nmiss = tn_get_count(&r, 8);
     uint64_t *miss = calloc(nmiss + 1, sizeof *miss);
     for (uint32_t k = 0; miss && k < nmiss; k++) miss[k] = tn_get_u64(&r);
-    if (miss && tn_rbuf_ok(&r) == TR_OK)
-      rc = tc_replica_remove(e->db, e->sites[ph.out[i].site].id, miss, nmiss, err);
+    uint32_t nx = tn_get_count(&r, 25);
+    uint64_t *xid = calloc(nx + 1, sizeof *xid), *xlen = calloc(nx + 1, sizeof *xlen),
+             *xsum = calloc(nx + 1, sizeof *xsum);
+    int *known = calloc(nx + 1, sizeof *known);
+    int64_t nadopt = 0;
+    drop[s] = calloc(nx + 1, sizeof *drop[s]);
+    if (!miss || !xid || !xlen || !xsum || !known || !drop[s])
+      rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+    for (uint32_t k = 0; !rc && k < nx; k++) {
+      tn_chunk c;
+      tn_get_chunk(&r, &c);
+      xid[k] = c.id;
+      xlen[k] = c.nbytes;
+      xsum[k] = c.checksum;
+    }
+    if (!rc && tn_rbuf_ok(&r) != TR_OK)
+      rc = tr_seterr(err, TR_EINVAL, "worker %s: malformed INVENTORY reply", e->sites[s].ep);
+    if (!rc && nmiss) rc = tc_replica_remove(e->db, e->sites[s].id, miss, nmiss, err);
+    for (uint32_t k = 0; !rc && k < nmiss; k++) s_note_lost(e, e->sites[s].id, miss[k]);
+    if (!rc) rc = tc_chunks_known(e->db, xid, xlen, xsum, nx, known, err);
+    for (uint32_t k = 0; !rc && k < nx; k++)
+      if (known[k])
+        xid[nadopt++] = xid[k];
+      else
+        drop[s][ndrop[s]++] = xid[k];
+    if (!rc) rc = tc_replica_add(e->db, e->sites[s].id, xid, nadopt, err);
     free(miss);
+    free(xid);
+    free(xlen);
+    free(xsum);
+    free(known);
   }
   s_phase_free(&ph);
+  for (int s = 0; !rc && s < e->nsites; s++)
+    if (ndrop[s]) s_drop_ids(e, s, drop[s], ndrop[s]);
+  for (int s = 0; drop && s < e->nsites; s++) free(drop[s]);
+  free(drop);
+  free(ndrop);
   return rc;
 }
 
+/* The number of local worker endpoint ep (ipc://WORKDIR/w<idx>.ipc), or
+** -1 for another endpoint. */
+static int s_local_index(const te_engine *e, const char *ep) {
+  int idx, end = 0;
+  if (!s_is_local_ep(e, ep) ||
+      sscanf(ep + 6 + strlen(e->workdir), "/w%d.ipc%n", &idx, &end) != 1 || !end ||
+      ep[6 + strlen(e->workdir) + (size_t)end] || idx < 0 || idx >= 4096)
+    return -1;
+  return idx;
+}
+
+/* Does the catalog list chunks on site id? */
+static int s_site_holds(te_engine *e, int64_t id) {
+  uint64_t *ids = NULL;
+  int64_t n = 0;
+  tr_err ignore;
+  tc_site_chunks(e->db, id, &ids, &n, &ignore);
+  free(ids);
+  return n > 0;
+}
+
+/* Connect the workers: those of --workers, or else the remote workers
+** recorded in the catalog; recorded workers that hold chunks in any case,
+** so every stored chunk stays reachable however the workers were named;
+** local workers when there is no other, and those holding chunks. */
 int te_cluster_open(te_engine *e, const te_config *cfg, tr_err *err) {
-  int rc;
+  tc_site *rec = NULL;
+  int nrec = 0, rc;
+  e->db_id = tc_db_id(e->db);
   e->zctx = zmq_ctx_new();
   if (!e->zctx) return tr_seterr(err, TR_EIO, "cannot start ZeroMQ");
   if ((rc = tn_load_keys(cfg->keys, &e->keys, err))) return rc;
@@ -453,77 +674,58 @@ int te_cluster_open(te_engine *e, const te_config *cfg, tr_err *err) {
   ** the directory the shell was started from. */
   char absdir[4096];
   if (!realpath(tc_dir(e->db), absdir)) snprintf(absdir, sizeof absdir, "%s", tc_dir(e->db));
-  snprintf(e->workdir, sizeof e->workdir, "%s/workers", absdir);
+  snprintf(e->workdir, sizeof e->workdir, "%s/" TC_LOCAL_WORKERS_DIR, absdir);
+  if ((rc = tc_site_list(e->db, &rec, &nrec, err))) return rc;
   if (cfg->workers && *cfg->workers) {
     char *list = strdup(cfg->workers), *save = NULL;
-    if (!list) return tr_seterr(err, TR_ENOMEM, "out of memory");
-    rc = TR_OK;
-    for (char *ep = strtok_r(list, ",", &save); ep && !rc; ep = strtok_r(NULL, ",", &save))
+    if (!list) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+    for (char *ep = list ? strtok_r(list, ",", &save) : NULL; ep && !rc; ep = strtok_r(NULL, ",", &save))
       if (*ep) rc = s_add_site(e, ep, err);
     free(list);
-    if (rc) return rc;
-  } else {
-    tc_site *rec = NULL;
-    int n = 0;
-    if ((rc = tc_site_list(e->db, &rec, &n, err))) return rc;
-    for (int i = 0; i < n && !rc; i++)
-      if (!s_is_local_ep(e, rec[i].endpoint)) rc = s_add_site(e, rec[i].endpoint, err);
-    free(rec);
-    if (rc) return rc;
   }
-  if (e->nsites == 0) {
-    int n = cfg->local_workers > 0 ? cfg->local_workers : tr_ncores();
-    e->sites = calloc((size_t)n, sizeof *e->sites);
-    if (!e->sites) return tr_seterr(err, TR_ENOMEM, "out of memory");
-    if ((rc = s_spawn_local(e, cfg, n, err))) return rc;
+  for (int i = 0; i < nrec && !rc; i++)
+    if (!s_is_local_ep(e, rec[i].endpoint) && (!cfg->workers || !*cfg->workers || s_site_holds(e, rec[i].id)))
+      rc = s_add_site(e, rec[i].endpoint, err);
+  /* Local workers: w0..w<n-1> when no other worker is configured, and any
+  ** recorded one that holds chunks. */
+  int nlocal = e->nsites || rc ? 0 : cfg->local_workers > 0 ? cfg->local_workers : tr_ncores();
+  int top = nlocal, *want = NULL;
+  for (int i = 0; i < nrec; i++) {
+    int idx = s_local_index(e, rec[i].endpoint);
+    if (idx + 1 > top && s_site_holds(e, rec[i].id)) top = idx + 1;
   }
+  if (!rc && top && !(want = calloc((size_t)top, sizeof *want))) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+  for (int i = 0; want && i < top; i++) want[i] = i < nlocal;
+  for (int i = 0; want && i < nrec; i++) {
+    int idx = s_local_index(e, rec[i].endpoint);
+    if (idx >= 0 && idx < top && s_site_holds(e, rec[i].id)) want[idx] = 1;
+  }
+  int of = 0;
+  for (int i = 0; want && i < top; i++) of += want[i];
+  for (int i = 0; want && i < top && !rc; i++)
+    if (want[i]) rc = s_spawn_local(e, cfg, i, of, err);
+  free(want);
+  free(rec);
+  if (rc) return rc;
   if ((rc = s_hello_all(e, S_HELLO_TIMEOUT_S, err))) return rc;
-  return s_keep_catalog(e, err);
+  e->repair = 1; /* te_maintain checks once after opening */
+  return s_inventory(e, -1, err);
 }
 
 void te_cluster_close(te_engine *e) {
   for (int s = 0; s < e->nsites; s++) {
     if (e->sites[s].sock) zmq_close(e->sites[s].sock);
+    if (e->sites[s].mon) zmq_close(e->sites[s].mon);
     if (e->sites[s].pid > 0) kill(e->sites[s].pid, SIGTERM);
   }
   for (int s = 0; s < e->nsites; s++)
-    if (e->sites[s].pid > 0) {
-      /* A worker stops within a poll interval; do not wait forever. */
-      int st;
-      double end = tr_now() + 5;
-      while (waitpid(e->sites[s].pid, &st, WNOHANG) == 0) {
-        if (tr_now() > end) {
-          kill(e->sites[s].pid, SIGKILL);
-          waitpid(e->sites[s].pid, &st, 0);
-          break;
-        }
-        usleep(10000);
-      }
-    }
+    if (e->sites[s].pid > 0) s_reap(e->sites[s].pid);
   free(e->sites);
   e->sites = NULL;
   e->nsites = 0;
   if (e->zctx) zmq_ctx_term(e->zctx);
   e->zctx = NULL;
   if (e->keys.on) tn_zap_stop();
-}
-
-int te_worker_add(te_engine *e, const char *ep, tr_err *err) {
-  int rc = s_add_site(e, ep, err);
-  return rc ? rc : s_hello_all(e, 5.0, err);
-}
-
-int te_worker_remove(te_engine *e, const char *ep, tr_err *err) {
-  int rc = tc_site_remove(e->db, ep, err);
-  if (rc) return rc;
-  for (int s = 0; s < e->nsites; s++)
-    if (!strcmp(e->sites[s].ep, ep)) {
-      zmq_close(e->sites[s].sock);
-      if (e->sites[s].pid > 0) kill(e->sites[s].pid, SIGTERM);
-      e->sites[s] = e->sites[--e->nsites];
-      break;
-    }
-  return TR_OK;
 }
 
 int te_workers(te_engine *e, te_result **res, tr_err *err) {
@@ -593,6 +795,13 @@ static int s_site_index(const te_engine *e, int64_t id) {
   return -1;
 }
 
+/* Does loc list site_id as a holder? */
+static int s_has(const tc_chunkloc *loc, int64_t site_id) {
+  for (int k = 0; k < loc->nsites; k++)
+    if (loc->site[k] == site_id) return 1;
+  return 0;
+}
+
 /* Replication factor in effect: the setting (default 2), at most m. */
 static int s_replication(te_engine *e, int m) {
   char v[64];
@@ -602,6 +811,8 @@ static int s_replication(te_engine *e, int m) {
   return r < m ? r : m;
 }
 
+int te_dist_target(te_engine *e) { return s_replication(e, e->nsites); }
+
 int te_dist_set(te_engine *e, const char *name, const char *value, tr_err *err) {
   if (strcmp(name, "replication"))
     return tr_seterr(err, TR_ENAME, "unknown setting '%s' (settings: replication)", name);
@@ -609,7 +820,15 @@ int te_dist_set(te_engine *e, const char *name, const char *value, tr_err *err) 
   long k = strtol(value, &end, 10);
   if (*end || k < 1 || k > TC_MAX_REPLICAS)
     return tr_seterr(err, TR_EINVAL, "replication must be an integer from 1 to %d", TC_MAX_REPLICAS);
-  return tc_setting_set(e->db, name, value, err);
+  int rc = tc_setting_set(e->db, name, value, err);
+  if (rc) return rc;
+  /* Chunks stored before may now have too few: te_maintain copies them. */
+  e->repair = 1;
+  if (k > e->nsites)
+    te_notice(e, "replication = %ld is kept, but this database has %d worker%s: each chunk gets "
+              "%d replica%s until more workers join", k, e->nsites, e->nsites == 1 ? "" : "s",
+              e->nsites, e->nsites == 1 ? "" : "s");
+  return TR_OK;
 }
 
 /* The live site that serves chunk loc of t (reads it for others, and
@@ -645,21 +864,6 @@ static int s_unreadable(const tc_tensor *t, const tc_chunkloc *loc, const char *
   return tr_seterr(err, TR_ECORRUPT, "cannot read tensor %s chunk [%s]: %s", t->name, ks, why);
 }
 
-/* Tell sites to drop ids (best effort: cleanup never fails a statement). */
-static void s_drop_ids(te_engine *e, const uint64_t *ids, int64_t n) {
-  if (!n) return;
-  s_phase ph;
-  tr_err err;
-  s_phase_init(&ph, e);
-  tn_wbuf b = {0};
-  tn_put_u32(&b, (uint32_t)n);
-  for (int64_t i = 0; i < n; i++) tn_put_u64(&b, ids[i]);
-  for (int s = 0; s < e->nsites; s++)
-    if (e->sites[s].up) s_request(&ph, s, TN_DROP, &b, 0, NULL, NULL, NULL, &err);
-  tn_wbuf_free(&b);
-  s_wait(&ph, &err);
-  s_phase_free(&ph);
-}
 
 /* SYNC every chunk of locs on the sites holding it. */
 static int s_sync(te_engine *e, const tc_chunkloc *locs, int64_t n, tr_err *err) {
@@ -684,15 +888,307 @@ static int s_sync(te_engine *e, const tc_chunkloc *locs, int64_t n, tr_err *err)
   return rc;
 }
 
+/* After a commit: say when its chunks got fewer replicas than wanted
+** (workers were down), and mark them for repair. */
+static void s_note_replicas(te_engine *e, const tc_tensor *meta, const tc_chunkloc *locs, int64_t n) {
+  int want = te_dist_target(e), fewest = want, up = 0;
+  int64_t under = 0;
+  for (int64_t i = 0; i < n; i++) {
+    under += locs[i].nsites < want;
+    if (locs[i].nsites < fewest) fewest = locs[i].nsites;
+  }
+  for (int s = 0; s < e->nsites; s++) up += e->sites[s].up;
+  if (!under) return;
+  e->repair = 1;
+  te_notice(e, "%s: %lld of its %lld chunks have %d replica%s, fewer than the %d wanted (%d of %d "
+            "workers up); the missing replicas are made when workers return",
+            meta->name, (long long)under, (long long)n, fewest, fewest == 1 ? "" : "s", want, up,
+            e->nsites);
+}
+
 /* Make a written version visible: sync, commit, drop the old version. */
 static int s_commit(te_engine *e, const tc_tensor *meta, tc_chunkloc *locs, int64_t n, tr_err *err) {
   uint64_t *old = NULL;
   int64_t nold = 0;
   int rc = s_sync(e, locs, n, err);
   if (!rc) rc = tc_commit_placed(e->db, meta, locs, n, NULL, &old, &nold, err);
-  if (!rc) s_drop_ids(e, old, nold);
+  if (!rc) s_note_replicas(e, meta, locs, n);
+  if (!rc) s_drop_ids(e, -1, old, nold);
   free(old);
   return rc;
+}
+
+/* ---- Replicas ----------------------------------------------------------- */
+
+static int s_flush_sends(te_engine *e, tn_wbuf *sends, uint32_t *nsend, int rc, tr_err *err);
+
+/* A copy to make: chunk id from site index src to site index dst. */
+typedef struct s_copy {
+  uint64_t id;     /* chunk */
+  uint64_t bytes;  /* its size */
+  int src, dst;    /* site indexes */
+} s_copy;
+
+/* Forget site s's copy of chunk id: it failed its checksum there (the
+** worker has set it aside).  The chunk then lacks a replica, which
+** te_maintain restores, on s again if it can. */
+static void s_forget_bad(te_engine *e, int s, uint64_t id) {
+  tr_err ignore;
+  tc_replica_remove(e->db, e->sites[s].id, &id, 1, &ignore);
+  s_note_lost(e, e->sites[s].id, id);
+}
+
+/* Make copies c[0..n): each source pushes its chunks to their
+** destinations (SEND), the destinations make them durable (SYNC), and
+** only then does the catalog record the new replicas.  A source whose
+** copy turns out damaged is forgotten as a holder (the failure is
+** returned; a later round copies from another). */
+static int s_copy_chunks(te_engine *e, const s_copy *c, int64_t n, tr_err *err) {
+  tn_wbuf *sends = calloc((size_t)e->nsites + 1, sizeof *sends);
+  uint32_t *nsend = calloc((size_t)e->nsites + 1, sizeof *nsend);
+  tc_chunkloc *locs = calloc((size_t)n + 1, sizeof *locs);
+  int rc = sends && nsend && locs ? TR_OK : tr_seterr(err, TR_ENOMEM, "out of memory");
+  for (int64_t i = 0; !rc && i < n; i++) {
+    tn_put_u64(&sends[c[i].src], c[i].id);
+    tn_put_str(&sends[c[i].src], e->sites[c[i].dst].ep);
+    nsend[c[i].src]++;
+    locs[i] = (tc_chunkloc){.chunk_id = c[i].id, .nbytes = c[i].bytes, .nsites = 1};
+    locs[i].site[0] = e->sites[c[i].dst].id;
+  }
+  e->bad_chunk = 0;
+  if (!sends || !nsend) {
+    free(sends);
+    free(nsend);
+  } else {
+    rc = s_flush_sends(e, sends, nsend, rc, err); /* frees sends, nsend */
+  }
+  if (rc == TR_ECORRUPT && e->bad_chunk) s_forget_bad(e, e->bad_site, e->bad_chunk);
+  if (!rc) rc = s_sync(e, locs, n, err);
+  uint64_t *ids = rc ? NULL : malloc(((size_t)n + 1) * sizeof *ids);
+  if (!rc && !ids) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+  for (int s = 0; !rc && s < e->nsites; s++) {
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++)
+      if (c[i].dst == s) ids[k++] = c[i].id;
+    rc = tc_replica_add(e->db, e->sites[s].id, ids, k, err);
+  }
+  free(ids);
+  free(locs);
+  return rc;
+}
+
+/* Repair site s's copy of chunk id, which failed its checksum there: the
+** catalog forgets it, and a live holder copies a good one back. */
+static int s_fix_bad(te_engine *e, int s, uint64_t id, tr_err *err) {
+  int64_t site[TC_MAX_REPLICAS];
+  int n = 0, src = -1;
+  s_forget_bad(e, s, id);
+  int rc = tc_chunk_sites(e->db, id, site, &n, err);
+  for (int k = 0; !rc && k < n && src < 0; k++) {
+    int h = s_site_index(e, site[k]);
+    if (h >= 0 && h != s && e->sites[h].up) src = h;
+  }
+  if (rc) return rc;
+  if (src < 0)
+    return tr_seterr(err, TR_ECORRUPT, "chunk %016llx: no other live worker holds a copy",
+                     (unsigned long long)id);
+  s_copy c = {id, 0, src, s};
+  return s_copy_chunks(e, &c, 1, err);
+}
+
+#define S_REPAIR_BYTES ((uint64_t)256 << 20) /* copied per round of repair */
+
+/* One round of restoring replication: chunks with fewer replicas than
+** the setting (at most the live workers) get copies from a live holder on
+** the live workers that lack them, spread by chunk.  Returns 1 if chunks
+** are left for another round, 0 if none (chunks no live worker holds wait
+** for a holder to return), or a TR_E* code. */
+static int s_repair(te_engine *e, tr_err *err) {
+  int up[256], m = s_up_sites(e, up);
+  tc_chunkref *refs = NULL;
+  int64_t n = 0, nc = 0, i;
+  if (m == 0) return 0;
+  int target = s_replication(e, m), rc = tc_chunks_select(e->db, 0, target, &refs, &n, err);
+  s_copy *c = rc ? NULL : malloc(((size_t)n * TC_MAX_REPLICAS + 1) * sizeof *c);
+  uint64_t bytes = 0;
+  if (!rc && !c) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+  if (e->nlost) qsort(e->lost, (size_t)e->nlost, sizeof *e->lost, s_cmp_lost);
+  for (i = 0; !rc && i < n && bytes < S_REPAIR_BYTES; i++) {
+    const tc_chunkloc *l = &refs[i].loc;
+    int src = -1;
+    for (int k = 0; k < l->nsites && src < 0; k++) {
+      int h = s_site_index(e, l->site[(i + k) % l->nsites]);
+      if (h >= 0 && e->sites[h].up) src = h;
+    }
+    /* The worker that lost a copy gets it back first; then by chunk. */
+    int back = src >= 0 ? s_site_index(e, s_lost_on(e, l->chunk_id)) : -1;
+    for (int u = -1, need = target - l->nsites; src >= 0 && u < m && need > 0; u++) {
+      int d = u < 0 ? back : up[(i + u) % m];
+      if (d < 0 || !e->sites[d].up || s_has(l, e->sites[d].id) || (u >= 0 && d == back)) continue;
+      c[nc++] = (s_copy){l->chunk_id, l->nbytes, src, d};
+      bytes += l->nbytes;
+      need--;
+    }
+  }
+  if (!rc && nc) rc = s_copy_chunks(e, c, nc, err);
+  if (!rc && i == n) e->nlost = 0; /* every chunk looked at: the hints are spent */
+  free(c);
+  free(refs);
+  return rc ? rc : i < n;
+}
+
+int te_maintain(te_engine *e, double budget_s, tr_err *err) {
+  double end = tr_now() + budget_s;
+  /* A returning worker is noticed by a ping (which then reconciles it);
+  ** right after a statement, its own ping is recent enough. */
+  if (tr_now() - e->last_ping >= S_IDLE_PING_S) s_ping(e);
+  while (e->repair) {
+    int rc = s_repair(e, err);
+    if (rc < 0) return rc; /* stays set: tried again later */
+    if (rc == 0) e->repair = 0;
+    if (tr_now() >= end) break;
+  }
+  return e->repair;
+}
+
+
+/* ---- Adding and removing workers --------------------------------------- */
+
+int te_worker_add(te_engine *e, const char *ep, te_result **res, tr_err *err) {
+  int rc = s_add_site(e, ep, err), s = -1;
+  if (!rc) rc = s_hello_all(e, 5.0, err);
+  for (int k = 0; k < e->nsites; k++)
+    if (!strcmp(e->sites[k].ep, ep)) s = k;
+  if (!rc && s >= 0 && !e->sites[s].up)
+    te_notice(e, "worker %s is recorded but does not answer: it joins when it does", ep);
+  /* What it holds of this database counts again (s_inventory adopts it). */
+  if (!rc && s >= 0 && e->sites[s].up && !(rc = s_inventory(e, s, err))) {
+    uint64_t *ids = NULL;
+    int64_t n = 0;
+    if (!tc_site_chunks(e->db, e->sites[s].id, &ids, &n, err) && n)
+      te_notice(e, "worker %s holds %lld chunks of this database: they are kept as replicas", ep,
+                (long long)n);
+    free(ids);
+  }
+  /* Local workers are the default for a database with no other worker:
+  ** once one is added, those holding nothing stop (the next open would
+  ** not start them), and those holding chunks stay, and say so. */
+  int nlocal = 0;
+  for (int k = e->nsites - 1; !rc && s >= 0 && e->sites[s].pid <= 0 && k >= 0; k--) {
+    if (e->sites[k].pid <= 0) continue;
+    if (s_site_holds(e, e->sites[k].id)) {
+      nlocal++;
+      continue;
+    }
+    tr_err ignore;
+    tc_site_remove(e->db, e->sites[k].ep, &ignore);
+    s_site_drop(e, k);
+    if (k < s) s--;
+  }
+  if (nlocal)
+    te_notice(e, "the %d local workers keep their chunks and start with this database while "
+              "they hold any; `.worker remove` of a local worker moves its chunks to the others",
+              nlocal);
+  e->repair = 1; /* chunks may now get the replicas they lack */
+  if (res) *res = te_take_notice(e, NULL);
+  return rc;
+}
+
+/* Plan the copies that removing site `gone` (index, or -1 if not
+** connected) with catalog id `sid` needs: every chunk it holds gets, on the
+** live workers left, the replicas it would lack (up to the setting, at
+** least one).  A chunk whose only copies are on `gone` and cannot be read
+** from it (it is down) or go nowhere (no other worker is up) is lost:
+** *lost counts them and names their tensors. */
+static int s_removal_copies(te_engine *e, int gone, int64_t sid, s_copy **out, int64_t *nout,
+                            int64_t *lost, char *names, size_t cap, tr_err *err) {
+  int up[256], m = 0;
+  tc_chunkref *refs = NULL;
+  int64_t n = 0, nc = 0;
+  *out = NULL;
+  *nout = *lost = 0;
+  names[0] = '\0';
+  for (int s = 0; s < e->nsites; s++)
+    if (e->sites[s].up && s != gone && m < 256) up[m++] = s;
+  int target = m ? s_replication(e, m) : 0, rc = tc_chunks_select(e->db, sid, 0, &refs, &n, err);
+  s_copy *c = rc ? NULL : malloc(((size_t)n * TC_MAX_REPLICAS + 1) * sizeof *c);
+  if (!rc && !c) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+  for (int64_t i = 0; !rc && i < n; i++) {
+    const tc_chunkloc *l = &refs[i].loc;
+    int others = l->nsites - 1, src = gone >= 0 && e->sites[gone].up ? gone : -1;
+    for (int k = 0; k < l->nsites; k++) {
+      int h = s_site_index(e, l->site[k]);
+      if (h >= 0 && h != gone && e->sites[h].up) src = h;
+    }
+    if (others == 0 && (src < 0 || !m)) {
+      if (!strstr(names, refs[i].tensor) && strlen(names) + strlen(refs[i].tensor) + 3 < cap)
+        snprintf(names + strlen(names), cap - strlen(names), "%s%s", names[0] ? ", " : "", refs[i].tensor);
+      (*lost)++;
+      continue;
+    }
+    for (int u = 0, need = target - others; src >= 0 && u < m && need > 0; u++) {
+      int d = up[(i + u) % m];
+      if (s_has(l, e->sites[d].id)) continue;
+      c[nc++] = (s_copy){l->chunk_id, l->nbytes, src, d};
+      need--;
+    }
+  }
+  free(refs);
+  if (rc) {
+    free(c);
+    return rc;
+  }
+  *out = c;
+  *nout = nc;
+  return TR_OK;
+}
+
+int te_worker_remove(te_engine *e, const char *ep, te_result **res, tr_err *err) {
+  tc_site *rec = NULL;
+  int nrec = 0, gone = -1, rc = tc_site_list(e->db, &rec, &nrec, err);
+  int64_t sid = 0, lost = 0, nc = 0;
+  s_copy *c = NULL;
+  char names[400];
+  for (int i = 0; !rc && i < nrec; i++)
+    if (!strcmp(rec[i].endpoint, ep)) sid = rec[i].id;
+  free(rec);
+  if (rc) return rc;
+  if (!sid) return tr_seterr(err, TR_ENOTFOUND, "no such worker: %s", ep);
+  for (int s = 0; s < e->nsites; s++)
+    if (e->sites[s].id == sid) gone = s;
+  s_ping(e);
+  if ((rc = s_removal_copies(e, gone, sid, &c, &nc, &lost, names, sizeof names, err))) return rc;
+  if (lost) {
+    free(c);
+    return tr_seterr(err, TR_EINVAL,
+                     "cannot remove worker %s: it holds the only copy of %lld chunks (of %s) and %s; "
+                     "nothing was changed (start it again%s, or DROP those tensors first)",
+                     ep, (long long)lost, names,
+                     gone >= 0 && e->sites[gone].up ? "no other worker is up" : "it is down",
+                     gone >= 0 && e->sites[gone].up ? " with another worker" : "");
+  }
+  if (nc && (rc = s_copy_chunks(e, c, nc, err))) {
+    free(c);
+    return tr_seterr(err, rc, "cannot remove worker %s: copying its chunks to the other workers "
+                     "failed, and it stays: %.600s", ep, err->msg);
+  }
+  free(c);
+  /* Its copies of this database's chunks go from the catalog, then from it. */
+  uint64_t *ids = NULL;
+  int64_t nids = 0;
+  if ((rc = tc_site_chunks(e->db, sid, &ids, &nids, err)) || (rc = tc_site_remove(e->db, ep, err))) {
+    free(ids);
+    return rc;
+  }
+  if (gone >= 0) {
+    s_drop_ids(e, gone, ids, nids);
+    s_site_drop(e, gone);
+  }
+  free(ids);
+  te_notice(e, "worker %s removed; %lld cop%s of its chunks made on the other workers first", ep,
+            (long long)nc, nc == 1 ? "y" : "ies");
+  if (res) *res = te_take_notice(e, NULL);
+  return TR_OK;
 }
 
 /* ---- Writing chunks from the coordinator (LOAD) ---------------------------- */
@@ -790,9 +1286,11 @@ static int s_check_data(te_engine *e, s_phase *ph, int k, const tc_tensor *t, co
   s_reply_body(ph, k, &r);
   if (o->reply.type == TN_ERROR) {
     char msg[512];
-    (void)tn_get_u64(&r);
-    tn_get_str(&r, msg, sizeof msg);
+    int code;
+    uint64_t chunk;
+    tn_get_error(&o->reply, &code, &chunk, msg, sizeof msg);
     snprintf(why, cap, "worker %s: %s", e->sites[o->site].ep, msg);
+    if (code == TR_ECORRUPT && chunk == loc->chunk_id) return TR_ECORRUPT;
     return TR_EIO;
   }
   tn_chunk c;
@@ -857,17 +1355,29 @@ int te_pread(te_engine *e, const tc_tensor *t, const int64_t *lins, int64_t n,
         which[nreq++] = i;
       }
       if (!rc && nreq) rc = s_wait_ex(&ph, 1, err);
+      int nbad = 0, bad_site[64];
+      uint64_t bad_id[64];
       for (int k = 0; !rc && k < nreq; k++) {
         int64_t i = which[k], lin = lins[i];
         const void *data;
         size_t len;
-        if (s_check_data(e, &ph, k, t, &locs[lin], &data, &len, why[i - i0], sizeof why[i - i0]))
-          continue; /* next round tries the next replica */
+        int why_rc = s_check_data(e, &ph, k, t, &locs[lin], &data, &len, why[i - i0], sizeof why[i - i0]);
+        if (why_rc == TR_ECORRUPT && ph.out[k].done == 1 && ph.out[k].reply.type == TN_ERROR) {
+          bad_site[nbad] = ph.out[k].site;
+          bad_id[nbad++] = locs[lin].chunk_id;
+        }
+        if (why_rc) continue; /* next round tries the next replica */
         e->sites[ph.out[k].site].floats_out += (int64_t)(len / tr_dtype_size(t->dtype));
         ok[i - i0] = 1;
         rc = fn(ctx, lin, data, len, err);
       }
       s_phase_free(&ph);
+      /* A copy the worker found damaged: repaired from a good one now
+      ** (after the phase: phases do not nest). */
+      for (int k = 0; k < nbad; k++) {
+        tr_err ignore;
+        s_fix_bad(e, bad_site[k], bad_id[k], &ignore);
+      }
       if (!nreq) break;
     }
   }
@@ -948,11 +1458,6 @@ static int s_note_drop(s_run *R, int site, uint64_t id) {
   return TR_OK;
 }
 
-static int s_has(const tc_chunkloc *loc, int64_t site_id) {
-  for (int k = 0; k < loc->nsites; k++)
-    if (loc->site[k] == site_id) return 1;
-  return 0;
-}
 
 /* Replicas of what site position u makes: the next r-1 live sites.  The
 ** worker pushes each output chunk to them as soon as it is made, so
@@ -1197,7 +1702,6 @@ static int s_run_combine(s_run *R, int k, const te_moves *mv, const uint64_t *pi
     for (int u = 0; u < m; u++) {
       if (!((mv->osites[lin] >> u) & 1)) continue;
       uint64_t id = pids[(size_t)lin * (size_t)m + (size_t)u];
-      if (s_note_drop(R, -1, id)) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
       if (R->up[u] == own) continue;
       tn_put_u64(&sends[R->up[u]], id);
       tn_put_str(&sends[R->up[u]], e->sites[own].ep);
@@ -1339,9 +1843,13 @@ static int s_run_node(s_run *R, int k, const te_choice *c, tr_err *err) {
       mine[lin] = (mv.osites[lin] >> u) & 1;
       ids[lin] = c->twophase ? (pids[(size_t)lin * (size_t)m + (size_t)u] = tc_new_chunk_id())
                              : po->locs[lin].chunk_id;
+      /* partials go when the run ends, even if it fails before combining */
+      if (c->twophase && mine[lin] && s_note_drop(R, -1, ids[lin]))
+        rc = tr_seterr(err, TR_ENOMEM, "out of memory");
     }
-    rc = s_send_task(R, &ph, &tn, in_meta, in, mv.need, om, nout, mine, ids,
-                     final && !c->twophase, u, err);
+    if (!rc)
+      rc = s_send_task(R, &ph, &tn, in_meta, in, mv.need, om, nout, mine, ids,
+                       final && !c->twophase, u, err);
   }
   if (!rc) rc = s_wait(&ph, err);
   if (!rc && !c->twophase) s_task_results(R, &ph, po, om->dtype, final, rs, js);
@@ -1360,6 +1868,50 @@ done:
   free(ids);
   te_moves_free(&mv);
   return rc;
+}
+
+/* The error for damaged chunk id that could not be repaired: names the
+** tensor and chunk it belongs to, keeping the worker's message. */
+static int s_name_bad(s_run *R, uint64_t id, tr_err *err) {
+  for (int r = 0; r < R->p->nrels; r++)
+    for (int64_t lin = 0; R->rel[r].locs && lin < R->rel[r].n; lin++)
+      if (R->rel[r].locs[lin].chunk_id == id) {
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        s_unreadable(&R->p->rels[r].meta, &R->rel[r].locs[lin], why, err);
+        return TR_ECORRUPT;
+      }
+  return TR_ECORRUPT;
+}
+
+/* Run node k; when a task or a move meets a damaged copy of a stored
+** chunk (a checksum failure that names it), that copy is repaired from a
+** good replica and the node runs again: what the failed attempt made is
+** dropped, and the copies it sent are sent again.  Each attempt repairs
+** one more copy, so at most one per input chunk is needed. */
+static int s_run_node_safe(s_run *R, int k, const te_choice *c, tr_err *err) {
+  te_engine *e = R->e;
+  const te_node *n = &R->p->nodes[k];
+  int64_t attempts = 1;
+  for (int i = 0; i < n->ninputs; i++) attempts += R->rel[n->in[i].rel].n;
+  for (int64_t attempt = 1;; attempt++) {
+    e->bad_chunk = 0;
+    int rc = s_run_node(R, k, c, err);
+    if (rc != TR_ECORRUPT || !e->bad_chunk || attempt >= attempts) return rc;
+    int site = e->bad_site;
+    uint64_t id = e->bad_chunk;
+    s_prel *po = &R->rel[n->out];
+    for (int64_t lin = 0; po->locs && lin < po->n; lin++)
+      if (po->locs[lin].chunk_id) s_note_drop(R, -1, po->locs[lin].chunk_id);
+    free(po->locs);
+    po->locs = NULL;
+    for (int i = 0; i < n->ninputs; i++) {
+      free(R->rel[n->in[i].rel].copy);
+      R->rel[n->in[i].rel].copy = NULL;
+    }
+    tr_err ferr;
+    if (s_fix_bad(e, site, id, &ferr)) return s_name_bad(R, id, err);
+  }
 }
 
 /* EXPLAIN ANALYZE output, text or JSON. */
@@ -1448,7 +2000,8 @@ static void s_cleanup(s_run *R, int failed) {
   te_engine *e = R->e;
   for (int i = 0; i < R->p->nrels; i++) {
     s_prel *pr = &R->rel[i];
-    if (!pr->made || (R->p->rels[i].kind == TE_REL_OUTPUT && (!failed || pr->committed))) continue;
+    if (!pr->made || !pr->locs || (R->p->rels[i].kind == TE_REL_OUTPUT && (!failed || pr->committed)))
+      continue;
     for (int64_t lin = 0; lin < pr->n; lin++)
       if (pr->locs[lin].chunk_id) s_note_drop(R, -1, pr->locs[lin].chunk_id);
   }
@@ -1458,18 +2011,7 @@ static void s_cleanup(s_run *R, int failed) {
     if (!ids) return;
     for (int64_t i = 0; i < R->ndrop; i++)
       if (R->drop_site[i] == s || R->drop_site[i] == -1) ids[k++] = R->drop[i];
-    if (k && e->sites[s].up) {
-      s_phase ph;
-      tr_err err;
-      tn_wbuf b = {0};
-      s_phase_init(&ph, e);
-      tn_put_u32(&b, (uint32_t)k);
-      for (int64_t i = 0; i < k; i++) tn_put_u64(&b, ids[i]);
-      s_request(&ph, s, TN_DROP, &b, 0, NULL, NULL, NULL, &err);
-      tn_wbuf_free(&b);
-      s_wait(&ph, &err);
-      s_phase_free(&ph);
-    }
+    s_drop_ids(e, s, ids, k);
     free(ids);
   }
 }
@@ -1586,7 +2128,7 @@ int te_dist_run(te_engine *e, te_plan *p, const te_stmt *x, const char *tra, te_
   }
   for (int k = 0; !rc && k < p->nnodes; k++) {
     int out = p->nodes[k].out;
-    rc = s_run_node(R, k, &opt.choice[k], err);
+    rc = s_run_node_safe(R, k, &opt.choice[k], err);
     if (rc || p->rels[out].kind != TE_REL_OUTPUT) continue;
     double tc0 = tr_now();
     rc = s_commit(e, &p->rels[out].meta, R->rel[out].locs, R->rel[out].n, err);
@@ -1639,7 +2181,7 @@ int te_dist_drop(te_engine *e, const char *name, tr_err *err) {
   uint64_t *ids = NULL;
   int64_t n = 0;
   int rc = tc_tensor_drop_placed(e->db, name, &ids, &n, err);
-  if (!rc) s_drop_ids(e, ids, n);
+  if (!rc) s_drop_ids(e, -1, ids, n);
   free(ids);
   return rc;
 }

@@ -12,6 +12,7 @@
 #include "engine/engine_int.h"
 
 #include <malloc.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +74,8 @@ void te_close(te_engine **pe) {
   s_block_clear(*pe); /* an open block's statements never ran */
   te_cluster_close(*pe);
   tc_close(&(*pe)->db);
+  free((*pe)->notice);
+  free((*pe)->lost);
   free(*pe);
   *pe = NULL;
 }
@@ -88,8 +91,31 @@ void te_result_free(te_result **pr) {
   free(r->cells);
   free(r->values);
   free(r->text);
+  free(r->notice);
   free(r);
   *pr = NULL;
+}
+
+void te_notice(te_engine *e, const char *fmt, ...) {
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  size_t old = e->notice ? strlen(e->notice) : 0;
+  char *n = realloc(e->notice, old + strlen(line) + 2);
+  if (!n) return; /* a warning lost to a failed allocation is no error */
+  sprintf(n + old, "%s\n", line);
+  e->notice = n;
+}
+
+te_result *te_take_notice(te_engine *e, te_result *r) {
+  if (!e->notice) return r;
+  if (!r && !(r = calloc(1, sizeof *r))) return NULL;
+  free(r->notice); /* only this function sets it */
+  r->notice = e->notice;
+  e->notice = NULL;
+  return r;
 }
 
 void te_default_chunk(int rank, const int64_t *shape, tr_dtype dt, int64_t *chunk) {
@@ -351,25 +377,36 @@ static int s_fill(te_engine *e, const te_stmt *s, tr_err *err) {
 }
 
 static int s_show(te_engine *e, te_result **res, tr_err *err) {
-  static const char *const cols[] = {"name", "shape", "chunk", "type", "format", "chunks"};
+  static const char *const cols[] = {"name",  "shape",  "chunk",    "type",
+                                     "format", "chunks", "replicas", "under_replicated"};
   tc_tensor *ts = NULL;
-  int n = 0, rc = tc_tensor_list(e->db, &ts, &n, err);
+  int n = 0, rc = tc_tensor_list(e->db, &ts, &n, err), target = te_dist_target(e);
   if (rc) return rc;
-  te_result *r = s_rows_new(6, cols);
+  te_result *r = s_rows_new(8, cols);
   if (!r) {
     free(ts);
     return tr_seterr(err, TR_ENOMEM, "out of memory");
   }
-  for (int i = 0; i < n; i++) {
-    char shape[256], chunk[256], nch[32];
+  for (int i = 0; i < n && !rc; i++) {
+    char shape[256], chunk[256], nch[32], reps[32], under[32];
+    int fewest;
+    int64_t nunder;
+    if ((rc = tc_tensor_replicas(e->db, &ts[i], target, &fewest, &nunder, err))) break;
     s_dims_text(shape, sizeof shape, ts[i].rank, ts[i].shape, " x ");
     s_dims_text(chunk, sizeof chunk, ts[i].rank, ts[i].chunk, " x ");
     snprintf(nch, sizeof nch, "%lld", (long long)tc_nchunks(&ts[i]));
+    snprintf(reps, sizeof reps, "%d", fewest);
+    snprintf(under, sizeof under, "%lld", (long long)nunder);
+    if (!ts[i].version) strcpy(reps, "-"), strcpy(under, "-"); /* declared only: nothing stored */
     const char *cells[] = {ts[i].name, ts[i].rank ? shape : "scalar", ts[i].rank ? chunk : "-",
-                           tr_dtype_name(ts[i].dtype), ts[i].format, nch};
+                           tr_dtype_name(ts[i].dtype), ts[i].format, nch, reps, under};
     s_rows_add(r, cells);
   }
   free(ts);
+  if (rc) {
+    te_result_free(&r);
+    return rc;
+  }
   *res = r;
   return TR_OK;
 }
@@ -631,6 +668,9 @@ int te_exec(te_engine *e, const char *text, size_t len, te_result **res, tr_err 
 done:
   te_stmt_free(&s);
   if (rc && err && !err->code) tr_seterr(err, rc, "statement failed (status %d)", rc);
+  if (!rc) r = te_take_notice(e, r);
+  free(e->notice); /* a failed statement's error says what matters */
+  e->notice = NULL;
   if (res) *res = r;
   else te_result_free(&r);
   return rc;

@@ -80,6 +80,10 @@ typedef struct te_result {
   double *values;              /* row-major, prod(shape) values */
   /* TE_RES_TEXT */
   char *text;                  /* NUL-terminated, ends with a newline */
+  /* any kind */
+  char *notice;                /* warnings about what the statement did
+                                  (it succeeded), one per line ending in a
+                                  newline; NULL: none */
 } te_result;
 
 /* Free a result; safe on NULL and twice. */
@@ -88,10 +92,23 @@ void te_result_free(te_result **r);
 /* Workers: record and connect (.worker add EP), forget (.worker remove
 ** EP), and list them with state and counters (.workers): a TE_RES_ROWS
 ** result with columns endpoint, state, tasks, chunks, bytes_sent,
-** bytes_received. */
-int te_worker_add(te_engine *e, const char *endpoint, tr_err *err);
-int te_worker_remove(te_engine *e, const char *endpoint, tr_err *err);
+** bytes_received, kernels.  Adding a worker that holds chunks of this
+** database keeps them (they count as replicas).  Removing one first copies
+** what it holds to the other workers, up to the replication setting, and
+** is refused (nothing changes) when that would lose a chunk: the worker
+** is down and holds the only copy, or no other worker is up.  *res (may
+** be NULL) gets a TE_RES_NONE result whose notice says what was done. */
+int te_worker_add(te_engine *e, const char *endpoint, te_result **res, tr_err *err);
+int te_worker_remove(te_engine *e, const char *endpoint, te_result **res, tr_err *err);
 int te_workers(te_engine *e, te_result **res, tr_err *err);
+
+/* Work the engine does between statements: copying the replicas that
+** chunks lack (after a worker came back or joined, a damaged copy, or a
+** higher replication setting), for about budget_s seconds.  Returns 1 if
+** work is left, 0 if none, a TR_E* code on failure.  The shell calls it
+** while it waits for input; the engine also does some before each
+** statement that finds a worker returned. */
+int te_maintain(te_engine *e, double budget_s, tr_err *err);
 
 /*
 ** Length of the first complete statement in text (through its ';',

@@ -187,6 +187,9 @@ typedef struct te_site {
   int up;                        /* answered within the liveness window */
   double last_seen;              /* last message from it (tr_now) */
   int pid;                       /* local worker process, 0 if remote */
+  void *mon;                     /* PAIR socket reading its socket's
+                                    handshake failures (CURVE refused) */
+  char refused[160];             /* why its handshake failed ("" if not) */
   /* measured by the coordinator, reset per statement (EXPLAIN ANALYZE) */
   int64_t tasks;                 /* tasks run */
   int64_t floats_in, floats_out; /* floats received / sent */
@@ -199,6 +202,7 @@ typedef struct te_site {
 /* The engine handle. */
 struct te_engine {
   tc_db *db;              /* catalog */
+  uint64_t db_id;         /* tc_db_id(db): every message carries it */
   const tk_backend *kt;   /* kernel table (coordinator-side work) */
   int threads;            /* threads for local chunk loops */
   size_t cache_budget;    /* bytes of chunks kept in memory per plan */
@@ -216,7 +220,27 @@ struct te_engine {
   te_stmt *block[TE_MAX_NODES];
   int npend;
   tc_tensor pend[TE_MAX_NODES];
+  /* Replicas: a chunk a worker reported damaged in the last failed phase
+  ** (site index and chunk id, for the retry), and whether some chunks may
+  ** have fewer replicas than the setting (te_maintain's work). */
+  int bad_site;
+  uint64_t bad_chunk;
+  int repair;
+  /* Copies workers lost (damaged, missing): a repair puts the chunk back
+  ** on the same worker when it can, so placement stays as it was. */
+  struct te_lost { uint64_t chunk; int64_t site; } *lost;
+  int64_t nlost, caplost;
+  double last_ping;       /* when s_ping last asked who is alive (tr_now) */
+  /* Warnings for the running statement's result (te_result.notice),
+  ** collected by te_notice; heap text, one per line. */
+  char *notice;
 };
+
+/* Add a line to the running statement's warnings. */
+void te_notice(te_engine *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Hand the warnings collected so far to result r (a TE_RES_NONE result is
+** made when r is NULL and there are any); returns r. */
+te_result *te_take_notice(te_engine *e, te_result *r);
 
 /* Bind an assignment (TE_ST_ASSIGN or TE_ST_EXPLAIN) to the catalog and
 ** build its plan (compile.c). */
@@ -425,6 +449,9 @@ int te_dist_fill(te_engine *e, const tc_tensor *t, const te_fill *f, tr_err *err
 int te_dist_drop(te_engine *e, const char *name, tr_err *err);
 /* SET name = value (replication). */
 int te_dist_set(te_engine *e, const char *name, const char *value, tr_err *err);
+/* The replicas each chunk should have now: the setting, at most the
+** number of workers recorded. */
+int te_dist_target(te_engine *e);
 /* Write a new version of a tensor from the coordinator (LOAD). */
 typedef struct te_pwrite te_pwrite;
 int te_pwrite_begin(te_engine *e, const tc_tensor *meta, te_pwrite **out, tr_err *err);

@@ -9,7 +9,7 @@
 ** Threads: the main thread owns every ZeroMQ socket and never blocks on
 ** work and never touches the disk: it answers HELLO / HEARTBEAT / STATS
 ** itself, queues TASK and SYNC for the task thread, which posts the reply
-** back through an inproc pair, and hands PUT, GET, SEND, DROP and KEEP
+** back through an inproc pair, and hands PUT, GET, SEND, DROP and INVENTORY
 ** (their frames moved, not copied) to the store thread, which writes,
 ** reads or removes their chunks and wakes the main loop through the push
 ** pipe to send what it read.  So a worker keeps heartbeating while it computes,
@@ -19,14 +19,27 @@
 ** socket each, opened on first use; a SEND is answered once every peer
 ** confirmed its PUT.
 **
+** Databases: every request names its database (the id of its catalog),
+** and each database's chunks live in a store of their own,
+** DATA/db-<16 hex digits>, opened on first use: one worker serves several
+** databases, and a coordinator sees and drops only its own database's
+** chunks.  Chunk files in DATA itself (the layout before per-database
+** stores) are served to no one until a database's INVENTORY lists them:
+** they then move into that database's store.  The worker never drops a
+** chunk on its own; the coordinator decides from what INVENTORY reports.
+**
 ** Failures: a malformed message is logged and dropped; a coordinator that
 ** goes away is simply no longer answered, and a new one may say HELLO.
+** A chunk that fails its checksum when read is set aside by the store
+** and the error reply names it, so the coordinator can forget that
+** replica, repair it from a good one and retry.
 */
 #include "config.h"
 #include "engine/engine_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
@@ -35,10 +48,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #define S_MAX_PEERS 64
+#define S_MAX_DBS 64          /* databases one worker serves */
 #define S_SEND_TIMEOUT_S 30.0 /* a peer that has not confirmed by then fails the SEND */
 #define S_TRIM_IDLE_S 2.0     /* idle this long, a worker returns free memory */
 
@@ -288,6 +303,7 @@ typedef struct s_pending {
   uint8_t route[256];       /* who asked */
   size_t route_len;         /* its length */
   uint64_t req;             /* their request id */
+  uint64_t db;              /* database the chunks belong to */
   int waiting;              /* confirmations still due */
   uint64_t bytes;           /* bytes sent */
   double deadline;          /* when to give up */
@@ -313,6 +329,8 @@ typedef struct s_job {
   uint8_t route[256];       /* requester */
   size_t route_len;         /* its length */
   uint64_t req;             /* request id */
+  uint64_t db;              /* database (the request's) */
+  tc_store *store;          /* its store (NULL: it has none here yet) */
   void *body;               /* request body (copied) */
   size_t body_len;          /* its length */
   int rtype;                /* reply type (TN_ERROR: code and msg) */
@@ -323,6 +341,7 @@ typedef struct s_job {
   char push_why[sizeof(((tr_err *)0)->msg) + 300]; /* why */
   int code;                 /* TN_ERROR: status */
   char msg[sizeof(((tr_err *)0)->msg) + 300]; /* TN_ERROR: message */
+  _Atomic uint64_t bad;     /* TN_ERROR: a chunk that failed its checksum */
   struct s_job *next;       /* queue */
 } s_job;
 
@@ -330,7 +349,15 @@ typedef struct s_worker {
   const te_worker_config *cfg; /* options */
   const tk_backend *kt;        /* kernels */
   int threads;                 /* kernel threads */
-  tc_store *store;             /* chunks */
+  tc_store *root;              /* DATA itself: holds the directory lock, and
+                                  chunk files of the layout before
+                                  per-database stores */
+  pthread_mutex_t db_mu;       /* guards the two below */
+  int ndbs;                    /* databases seen */
+  struct {
+    uint64_t id;               /* database id */
+    tc_store *store;           /* its store, DATA/db-<id> */
+  } dbs[S_MAX_DBS];
   tn_keys keys;                /* CURVE keys */
   void *ctx;                   /* ZeroMQ context */
   void *router;                /* our endpoint */
@@ -351,7 +378,7 @@ typedef struct s_worker {
   s_job *todo, *todo_tail;     /* jobs waiting */
   s_job *done;                 /* replies ready */
   int quit;                    /* stop the task and store threads */
-  /* store thread: PUT, GET, SEND, DROP and KEEP, so a slow disk does not
+  /* store thread: PUT, GET, SEND, DROP and INVENTORY, so a slow disk does not
   ** stall the main loop */
   pthread_t io_tid;            /* the thread */
   int io_started;              /* it runs */
@@ -366,6 +393,48 @@ typedef struct s_worker {
   double last_busy;            /* when the last request came or work ended */
   int trimmed;                 /* free memory given back since then */
 } s_worker;
+
+/* How s_store_for finds a database's store. */
+enum {
+  S_OPEN_NONE,   /* only one already open (the main thread: opening reads
+                    every chunk file) */
+  S_OPEN_EXISTS, /* open it if its directory exists */
+  S_OPEN_CREATE  /* open or create it (a request that writes) */
+};
+
+/* The store of database db, DATA/db-<id>, found or opened as `how` says.
+** NULL with err set when there is none or it cannot be opened.  Stores
+** stay open until the worker stops, so the pointer may be kept. */
+static tc_store *s_store_for(s_worker *w, uint64_t db, int how, tr_err *err) {
+  char dir[4200];
+  struct stat st;
+  tc_store *found = NULL;
+  if (!db) {
+    tr_seterr(err, TR_EINVAL, "request names no database");
+    return NULL;
+  }
+  pthread_mutex_lock(&w->db_mu);
+  for (int i = 0; i < w->ndbs && !found; i++)
+    if (w->dbs[i].id == db) found = w->dbs[i].store;
+  snprintf(dir, sizeof dir, "%s/db-%016" PRIx64, w->cfg->data, db);
+  if (found) {
+  } else if (how == S_OPEN_NONE || (how == S_OPEN_EXISTS && stat(dir, &st) != 0)) {
+    tr_seterr(err, TR_ENOTFOUND, "worker %s holds nothing of database %016" PRIx64, s_ep, db);
+  } else if (w->ndbs == S_MAX_DBS) {
+    tr_seterr(err, TR_EINVAL, "worker %s already serves %d databases", s_ep, S_MAX_DBS);
+  } else if (tc_store_open(dir, &found, err) == TR_OK) {
+    if (w->cfg->memory > 0) {
+      /* the files kept for reuse follow the same share, as by default */
+      int64_t m = w->cfg->memory;
+      tc_store_set_scratch(found, m);
+      tc_store_set_recycle(found, m / 2 < ((int64_t)1 << 30) ? m / 2 : (int64_t)1 << 30);
+    }
+    w->dbs[w->ndbs].id = db;
+    w->dbs[w->ndbs++].store = found;
+  }
+  pthread_mutex_unlock(&w->db_mu);
+  return found;
+}
 
 /* Note activity: the worker is not idle. */
 static void s_busy(s_worker *w) {
@@ -387,17 +456,17 @@ typedef struct s_push {
   tn_chunk c;                  /* the chunk: id, dtype, size, checksum */
   void *data;                  /* a copy of its bytes (malloc): the main
                                   loop sends it without reading the store */
-  s_job *job;                  /* task it belongs to */
+  s_job *job;                  /* task it belongs to (and its database) */
   int nrep;                    /* peers */
   char rep[TC_MAX_REPLICAS][TC_ENDPOINT_MAX]; /* their endpoints */
   struct s_push *next;         /* queue */
 } s_push;
 
 static int s_reply(s_worker *w, const uint8_t *route, size_t rl, int type, uint64_t req,
-                   const tn_wbuf *body, int ndata, void *const *data, const size_t *len,
-                   tn_free_fn *fr) {
+                   uint64_t db, const tn_wbuf *body, int ndata, void *const *data,
+                   const size_t *len, tn_free_fn *fr) {
   tr_err err;
-  int rc = tn_send(w->router, route, rl, type, req, body, ndata, data, len, fr, NULL, &err);
+  int rc = tn_send(w->router, route, rl, type, req, db, body, ndata, data, len, fr, NULL, &err);
   if (rc) s_log("cannot reply %s: %s", tn_type_name(type), err.msg);
   return rc;
 }
@@ -416,13 +485,21 @@ typedef struct s_taskio {
   uint64_t *bytes;    /* its size */
 } s_taskio;
 
+/* Read chunk id of the job's store; a checksum failure names the chunk in
+** the job's error reply. */
+static int s_job_get(s_job *j, uint64_t id, void *buf, size_t bytes, tr_err *err) {
+  int rc = tc_store_get(j->store, id, buf, bytes, err);
+  if (rc == TR_ECORRUPT) j->bad = id;
+  return rc;
+}
+
 static int s_task_read(void *ctx, int operand, int64_t lin, void *buf, size_t bytes,
                        tr_err *err) {
   s_taskio *io = ctx;
   const te_task *t = io->t;
   for (int64_t i = 0; i < t->nin; i++)
     if (t->in_op[i] == operand && t->in_lin[i] == lin)
-      return tc_store_get(io->w->store, t->in_id[i], buf, bytes, err);
+      return s_job_get(io->job, t->in_id[i], buf, bytes, err);
   return tr_seterr(err, TR_ENOTFOUND, "chunk %lld of operand %d (%s) is not on this worker",
                    (long long)lin, operand, t->in_meta[operand].name);
 }
@@ -441,7 +518,7 @@ static int s_task_write(void *ctx, int64_t lin, const void *buf, size_t bytes, t
     if (t->out_lin[i] == lin) {
       io->bytes[i] = bytes;
       int rc = (t->scratch ? tc_store_put_scratch : tc_store_put)(
-          io->w->store, t->out_id[i], t->out_meta.dtype, buf, bytes, 0, &io->sum[i], err);
+          io->job->store, t->out_id[i], t->out_meta.dtype, buf, bytes, 0, &io->sum[i], err);
       if (!rc && t->nrep) {
         /* Replicate it now, while the other chunks are still computed. */
         s_push *p = malloc(sizeof *p);
@@ -513,7 +590,7 @@ static int s_combine_one(void *arg, int64_t i) {
   int first = 1;
   for (int64_t k = 0; !rc && k < t->nin; k++) {
     if (t->in_lin[k] != lin) continue;
-    rc = tc_store_get(fr->io->w->store, t->in_id[k], first ? acc : part, bytes, &err);
+    rc = s_job_get(fr->io->job, t->in_id[k], first ? acc : part, bytes, &err);
     if (!rc && !first && (rc = kt->combine(t->out_meta.dtype, t->node.agg, acc, part, nel)))
       tr_seterr(&err, rc, "combine kernel failed (status %d)", rc);
     first = 0;
@@ -562,6 +639,11 @@ static void s_run_task(s_worker *w, s_job *j) {
     s_log("rejected task: %s", err.msg);
     return;
   }
+  if (!(j->store = s_store_for(w, j->db, S_OPEN_CREATE, &err))) {
+    s_fail_job(j, err.code, err.msg);
+    te_task_free(&t);
+    return;
+  }
   s_taskio io = {w, j, &t, calloc((size_t)t.nout + 1, 8), calloc((size_t)t.nout + 1, 8)};
   if (!io.sum || !io.bytes) {
     rc = tr_seterr(&err, TR_ENOMEM, "out of memory");
@@ -608,10 +690,16 @@ static void s_run_sync(s_worker *w, s_job *j) {
   tn_rbuf_init(&r, j->body, j->body_len);
   uint32_t n = tn_get_count(&r, 8);
   uint64_t *ids = calloc(n + 1, sizeof *ids);
+  int rc = TR_OK;
   for (uint32_t i = 0; ids && i < n; i++) ids[i] = tn_get_u64(&r);
-  int rc = !ids ? TR_ENOMEM : tn_rbuf_ok(&r) ? TR_EINVAL : tc_store_sync(w->store, ids, n, &err);
-  if (rc == TR_EINVAL && !ids) tr_seterr(&err, rc, "out of memory");
-  else if (rc == TR_EINVAL) tr_seterr(&err, rc, "malformed SYNC");
+  if (!ids)
+    rc = tr_seterr(&err, TR_ENOMEM, "out of memory");
+  else if (tn_rbuf_ok(&r) != TR_OK)
+    rc = tr_seterr(&err, TR_EINVAL, "malformed SYNC");
+  else if (n && !(j->store = s_store_for(w, j->db, S_OPEN_EXISTS, &err)))
+    rc = err.code;
+  else if (n)
+    rc = tc_store_sync(j->store, ids, n, &err);
   if (rc) {
     s_fail_job(j, rc, err.msg);
   } else {
@@ -656,13 +744,14 @@ static void *s_task_thread(void *arg) {
 static s_job *s_job_for(s_worker *w, const tn_in *in) {
   s_job *j = calloc(1, sizeof *j);
   if (!j) {
-    tn_send_error(w->router, in->route, in->route_len, in->req, TR_ENOMEM, "out of memory");
+    tn_send_error(w->router, in->route, in->route_len, in->req, in->db, TR_ENOMEM, 0, "out of memory");
     return NULL;
   }
   j->type = in->type;
   memcpy(j->route, in->route, in->route_len);
   j->route_len = in->route_len;
   j->req = in->req;
+  j->db = in->db;
   return j;
 }
 
@@ -683,7 +772,7 @@ static void s_queue(s_worker *w, tn_in *in) {
   s_job *j = s_job_for(w, in);
   if (!j) return;
   if (!(j->body = malloc(n + 1))) {
-    tn_send_error(w->router, in->route, in->route_len, in->req, TR_ENOMEM, "out of memory");
+    tn_send_error(w->router, in->route, in->route_len, in->req, in->db, TR_ENOMEM, 0, "out of memory");
     free(j);
     return;
   }
@@ -698,7 +787,7 @@ static void s_reply_data(s_worker *w, s_job *j) {
   void **bufs = calloc(j->nout + 1, sizeof *bufs);
   size_t *lens = calloc(j->nout + 1, sizeof *lens);
   if (!bufs || !lens) {
-    tn_send_error(w->router, j->route, j->route_len, j->req, TR_ENOMEM, "out of memory");
+    tn_send_error(w->router, j->route, j->route_len, j->req, j->db, TR_ENOMEM, 0, "out of memory");
   } else {
     for (uint32_t i = 0; i < j->nout; i++) {
       bufs[i] = j->out[i].data;
@@ -706,7 +795,8 @@ static void s_reply_data(s_worker *w, s_job *j) {
       j->out[i].data = NULL; /* tn_send frees them, sent or not */
       w->bytes_sent += lens[i];
     }
-    s_reply(w, j->route, j->route_len, TN_DATA, j->req, &j->reply, (int)j->nout, bufs, lens, s_free_buf);
+    s_reply(w, j->route, j->route_len, TN_DATA, j->req, j->db, &j->reply, (int)j->nout, bufs, lens,
+            s_free_buf);
   }
   free(bufs);
   free(lens);
@@ -731,13 +821,13 @@ static void s_flush_done(s_worker *w) {
     if (j->type == TN_TASK && j->rtype == TN_TASK_OK) w->tasks++;
     w->bytes_recv += j->recv;
     if (j->rtype == TN_ERROR) {
-      tn_send_error(w->router, j->route, j->route_len, j->req, j->code, j->msg);
+      tn_send_error(w->router, j->route, j->route_len, j->req, j->db, j->code, j->bad, j->msg);
     } else if (j->type == TN_SEND) {
       s_send_out(w, j);
     } else if (j->type == TN_GET) {
       s_reply_data(w, j);
     } else {
-      s_reply(w, j->route, j->route_len, j->rtype, j->req, &j->reply, 0, NULL, NULL, NULL);
+      s_reply(w, j->route, j->route_len, j->rtype, j->req, j->db, &j->reply, 0, NULL, NULL, NULL);
     }
     s_job_free(j);
     j = nx;
@@ -776,14 +866,15 @@ static void s_request_body(tn_in *in, tn_rbuf *r, tr_err *err) {
   tr_clearerr(err);
 }
 
-/* PUT chunk c to peer as request my_req; buf (malloc) is handed over,
-** freed once sent or at once on failure. */
-static int s_put_peer(s_worker *w, void *peer, uint64_t my_req, const tn_chunk *c, void *buf, tr_err *err) {
+/* PUT chunk c of database db to peer as request my_req; buf (malloc) is
+** handed over, freed once sent or at once on failure. */
+static int s_put_peer(s_worker *w, void *peer, uint64_t my_req, uint64_t db, const tn_chunk *c,
+                      void *buf, tr_err *err) {
   tn_wbuf b = {0};
   size_t len = c->nbytes;
   tn_put_u32(&b, 1);
   tn_put_chunk(&b, c);
-  int rc = tn_send(peer, NULL, 0, TN_PUT, my_req, &b, 1, &buf, &len, s_free_buf, NULL, err);
+  int rc = tn_send(peer, NULL, 0, TN_PUT, my_req, db, &b, 1, &buf, &len, s_free_buf, NULL, err);
   tn_wbuf_free(&b);
   if (!rc) w->bytes_sent += c->nbytes;
   return rc;
@@ -794,13 +885,14 @@ static int s_put_peer(s_worker *w, void *peer, uint64_t my_req, const tn_chunk *
 static void s_send_out(s_worker *w, s_job *j) {
   s_pending *pd = calloc(1, sizeof *pd);
   if (!pd) {
-    tn_send_error(w->router, j->route, j->route_len, j->req, TR_ENOMEM, "out of memory");
+    tn_send_error(w->router, j->route, j->route_len, j->req, j->db, TR_ENOMEM, 0, "out of memory");
     return;
   }
   pd->my_req = ++w->next_req;
   memcpy(pd->route, j->route, j->route_len);
   pd->route_len = j->route_len;
   pd->req = j->req;
+  pd->db = j->db;
   pd->deadline = tr_now() + S_SEND_TIMEOUT_S;
   for (uint32_t i = 0; i < j->nout; i++) {
     s_out_chunk *o = &j->out[i];
@@ -814,7 +906,7 @@ static void s_send_out(s_worker *w, s_job *j) {
     }
     void *buf = o->data;
     o->data = NULL; /* s_put_peer frees it, sent or not */
-    if (s_put_peer(w, peer, pd->my_req, &o->c, buf, &err)) {
+    if (s_put_peer(w, peer, pd->my_req, pd->db, &o->c, buf, &err)) {
       pd->failed = 1;
       snprintf(pd->why, sizeof pd->why, "send to %s failed: %s", o->ep, err.msg);
       break;
@@ -845,11 +937,11 @@ static void s_settle(s_worker *w) {
     } else if (pd->failed || pd->waiting > 0) {
       /* Late confirmations find no pending entry and are ignored. */
       if (!pd->failed) snprintf(pd->why, sizeof pd->why, "peers did not confirm %d chunk(s)", pd->waiting);
-      tn_send_error(w->router, pd->route, pd->route_len, pd->req, TR_EIO, pd->why);
+      tn_send_error(w->router, pd->route, pd->route_len, pd->req, pd->db, TR_EIO, 0, pd->why);
     } else {
       tn_wbuf b = {0};
       tn_put_u64(&b, pd->bytes);
-      s_reply(w, pd->route, pd->route_len, TN_SEND_OK, pd->req, &b, 0, NULL, NULL, NULL);
+      s_reply(w, pd->route, pd->route_len, TN_SEND_OK, pd->req, pd->db, &b, 0, NULL, NULL, NULL);
       tn_wbuf_free(&b);
     }
     *pp = pd->next;
@@ -901,7 +993,7 @@ static void s_send_pushes(s_worker *w) {
         break;
       }
       if (k) memcpy(buf, p->data, p->c.nbytes);
-      if (s_put_peer(w, peer, pd->my_req, &p->c, buf, &err)) {
+      if (s_put_peer(w, peer, pd->my_req, p->job->db, &p->c, buf, &err)) {
         pd->failed = 1;
         snprintf(pd->why, sizeof pd->why, "cannot replicate to %s: %s", p->rep[k], err.msg);
         break;
@@ -946,13 +1038,10 @@ static void s_on_peer_reply(s_worker *w, tn_in *in) {
         pd->waiting--;
         if (pd->job) pd->job->pushing--;
       } else if (in->type == TN_ERROR) {
-        size_t n;
-        const void *b = tn_in_body(in, &n);
-        tn_rbuf r;
-        tn_rbuf_init(&r, b, n);
-        (void)tn_get_u64(&r);
         char msg[200];
-        tn_get_str(&r, msg, sizeof msg);
+        int code;
+        uint64_t chunk;
+        tn_get_error(in, &code, &chunk, msg, sizeof msg);
         pd->failed = 1;
         snprintf(pd->why, sizeof pd->why, "peer refused a chunk: %s", msg);
       }
@@ -968,15 +1057,15 @@ static void s_slow_store(const s_worker *w) {
 }
 
 /* Read chunk id into o (store thread). */
-static int s_read_out(s_worker *w, uint64_t id, s_out_chunk *o, tr_err *err) {
+static int s_read_out(s_worker *w, s_job *j, uint64_t id, s_out_chunk *o, tr_err *err) {
   tr_dtype dt;
   s_slow_store(w);
   o->c.id = id;
-  if (tc_store_stat(w->store, id, &dt, &o->c.nbytes, &o->c.checksum))
+  if (tc_store_stat(j->store, id, &dt, &o->c.nbytes, &o->c.checksum))
     return tr_seterr(err, TR_ENOTFOUND, "chunk %016llx is not on worker %s", (unsigned long long)id, s_ep);
   o->c.dtype = (uint8_t)dt;
   if (!(o->data = malloc(o->c.nbytes ? o->c.nbytes : 1))) return tr_seterr(err, TR_ENOMEM, "out of memory");
-  return tc_store_get(w->store, id, o->data, o->c.nbytes, err);
+  return s_job_get(j, id, o->data, o->c.nbytes, err);
 }
 
 /* GET {n x u64 id} -> DATA {n x chunk meta} + frames, and SEND {n x (u64
@@ -990,12 +1079,13 @@ static void s_run_read(s_worker *w, s_job *j) {
   s_request_body(&j->in, &r, &err);
   uint32_t n = tn_get_count(&r, send ? 12 : 8);
   int rc = (j->out = calloc(n + 1, sizeof *j->out)) ? TR_OK : tr_seterr(&err, TR_ENOMEM, "out of memory");
+  if (!rc && n && !(j->store = s_store_for(w, j->db, S_OPEN_EXISTS, &err))) rc = err.code;
   for (uint32_t i = 0; i < n && !rc; i++) {
     uint64_t id = tn_get_u64(&r);
     if (send) tn_get_str(&r, j->out[i].ep, sizeof j->out[i].ep);
     if (r.bad) break;
     j->nout = i + 1;
-    rc = s_read_out(w, id, &j->out[i], &err);
+    rc = s_read_out(w, j, id, &j->out[i], &err);
   }
   if (!rc && (r.bad || tn_rbuf_ok(&r) != TR_OK))
     rc = tr_seterr(&err, TR_EINVAL, send ? "malformed SEND" : "malformed GET");
@@ -1022,6 +1112,7 @@ static void s_run_put(s_worker *w, s_job *j) {
   uint32_t n = tn_get_count(&r, 25);
   int rc = TR_OK;
   if (n != (uint32_t)in->ndata) rc = tr_seterr(&err, TR_EINVAL, "PUT lists %u chunks but carries %d", n, in->ndata);
+  if (!rc && n && !(j->store = s_store_for(w, j->db, S_OPEN_CREATE, &err))) rc = err.code;
   for (uint32_t i = 0; i < n && !rc; i++) {
     tn_chunk c;
     size_t len;
@@ -1031,7 +1122,7 @@ static void s_run_put(s_worker *w, s_job *j) {
       rc = tr_seterr(&err, TR_EINVAL, "malformed PUT");
       break;
     }
-    rc = tc_store_put(w->store, c.id, (tr_dtype)c.dtype, data, len, c.checksum, NULL, &err);
+    rc = tc_store_put(j->store, c.id, (tr_dtype)c.dtype, data, len, c.checksum, NULL, &err);
     if (!rc) j->recv += len;
   }
   if (!rc && tn_rbuf_ok(&r) != TR_OK) rc = tr_seterr(&err, TR_EINVAL, "malformed PUT");
@@ -1044,8 +1135,60 @@ static void s_run_put(s_worker *w, s_job *j) {
   tn_put_u32(&j->reply, n);
 }
 
-/* DROP / KEEP {n x u64 id} (store thread: they unlink files and sync the
-** directory). */
+static int s_cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* INVENTORY (second half of s_run_ids): the listed ids this worker does
+** not hold, after moving any it holds in the old layout (DATA itself) into
+** the database's store; then what the store holds that is not listed. */
+static void s_inventory(s_worker *w, s_job *j, const uint64_t *ids, uint32_t n) {
+  tn_wbuf *b = &j->reply;
+  tc_stored *held = NULL;
+  int64_t nheld = 0, moved = 0;
+  uint32_t nmiss = 0, nextra = 0;
+  tr_err err;
+  for (uint32_t i = 0; i < n; i++)
+    if ((!j->store || tc_store_stat(j->store, ids[i], NULL, NULL, NULL) != TR_OK) &&
+        tc_store_stat(w->root, ids[i], NULL, NULL, NULL) == TR_OK &&
+        (j->store || (j->store = s_store_for(w, j->db, S_OPEN_CREATE, &err))) &&
+        tc_store_move(j->store, w->root, ids[i], &err) == TR_OK)
+      moved++;
+  for (uint32_t i = 0; i < n; i++)
+    nmiss += !j->store || tc_store_stat(j->store, ids[i], NULL, NULL, NULL) != TR_OK;
+  tn_put_u32(b, nmiss);
+  for (uint32_t i = 0; i < n; i++)
+    if (!j->store || tc_store_stat(j->store, ids[i], NULL, NULL, NULL) != TR_OK)
+      tn_put_u64(b, ids[i]);
+  if (j->store && tc_store_list(j->store, &held, &nheld, &err) != TR_OK) {
+    s_fail_job(j, err.code, err.msg);
+    return;
+  }
+  uint64_t *sorted = malloc(((size_t)n + 1) * sizeof *sorted);
+  if (!sorted) {
+    free(held);
+    s_fail_job(j, TR_ENOMEM, "out of memory");
+    return;
+  }
+  memcpy(sorted, ids, (size_t)n * sizeof *sorted);
+  qsort(sorted, n, sizeof *sorted, s_cmp_u64);
+  for (int64_t k = 0; k < nheld; k++)
+    if (!bsearch(&held[k].id, sorted, n, sizeof *sorted, s_cmp_u64)) held[nextra++] = held[k];
+  tn_put_u32(b, nextra);
+  for (uint32_t k = 0; k < nextra; k++) {
+    tn_chunk c = {held[k].id, (uint8_t)held[k].dtype, held[k].nbytes, held[k].sum};
+    tn_put_chunk(b, &c);
+  }
+  free(sorted);
+  free(held);
+  if (moved) s_log("moved %lld chunk(s) of database %016" PRIx64 " into its own store", (long long)moved, j->db);
+  if (nmiss) s_log("%u chunk(s) database %016" PRIx64 " lists here are missing", nmiss, j->db);
+  j->rtype = TN_INVENTORY_OK;
+}
+
+/* DROP / INVENTORY {n x u64 id} (store thread: they unlink files, sync
+** the directory, move files). */
 static void s_run_ids(s_worker *w, s_job *j) {
   tn_in *in = &j->in;
   tn_rbuf r;
@@ -1054,35 +1197,25 @@ static void s_run_ids(s_worker *w, s_job *j) {
   s_request_body(in, &r, &err);
   uint32_t n = tn_get_count(&r, 8);
   uint64_t *ids = calloc(n + 1, sizeof *ids);
-  int64_t dropped = 0;
   int rc = ids ? TR_OK : tr_seterr(&err, TR_ENOMEM, "out of memory");
   for (uint32_t i = 0; !rc && i < n; i++) ids[i] = tn_get_u64(&r);
   if (!rc && tn_rbuf_ok(&r) != TR_OK) rc = tr_seterr(&err, TR_EINVAL, "malformed %s", tn_type_name(in->type));
-  if (!rc)
-    rc = in->type == TN_DROP ? tc_store_drop(w->store, ids, n, &err)
-                             : tc_store_keep(w->store, ids, n, &dropped, &err);
+  if (!rc && !j->db) rc = tr_seterr(&err, TR_EINVAL, "%s names no database", tn_type_name(in->type));
+  /* A database with no store here has nothing to drop or report. */
+  if (!rc) j->store = s_store_for(w, j->db, S_OPEN_EXISTS, &err);
+  if (!rc && in->type == TN_DROP && j->store) rc = tc_store_drop(j->store, ids, n, &err);
   if (rc) {
     free(ids);
     s_fail_job(j, rc, err.msg);
     return;
   }
-  tn_wbuf *b = &j->reply;
-  tn_put_u32(b, in->type == TN_DROP ? n : (uint32_t)dropped);
-  if (in->type == TN_KEEP) {
-    /* Listed chunks this worker does not have (lost, or set aside as
-    ** damaged when the store was opened): the coordinator forgets them. */
-    uint32_t nmiss = 0;
-    tr_dtype dt;
-    uint64_t nb, sum;
-    for (uint32_t i = 0; i < n; i++) nmiss += tc_store_stat(w->store, ids[i], &dt, &nb, &sum) != TR_OK;
-    tn_put_u32(b, nmiss);
-    for (uint32_t i = 0; i < n; i++)
-      if (tc_store_stat(w->store, ids[i], &dt, &nb, &sum) != TR_OK) tn_put_u64(b, ids[i]);
-    if (dropped) s_log("dropped %lld chunk(s) no longer in the catalog", (long long)dropped);
-    if (nmiss) s_log("%u chunk(s) the catalog lists here are missing", nmiss);
+  if (in->type == TN_DROP) {
+    tn_put_u32(&j->reply, n);
+    j->rtype = TN_DROP_OK;
+  } else {
+    s_inventory(w, j, ids, n);
   }
   free(ids);
-  j->rtype = in->type == TN_DROP ? TN_DROP_OK : TN_KEEP_OK;
 }
 
 static void *s_store_thread(void *arg) {
@@ -1108,7 +1241,7 @@ static void *s_store_thread(void *arg) {
   return NULL;
 }
 
-/* Hand a store request (PUT, GET, SEND, DROP, KEEP) to the store thread,
+/* Hand a store request (PUT, GET, SEND, DROP, INVENTORY) to the store thread,
 ** its frames moved, not copied. */
 static void s_queue_store(s_worker *w, tn_in *in) {
   s_job *j = s_job_for(w, in);
@@ -1137,19 +1270,20 @@ static void s_on_request(s_worker *w, tn_in *in) {
     tn_put_str(&b, w->cfg->listen);
     tn_put_u32(&b, (uint32_t)w->threads);
     tn_put_str(&b, w->kt->name);
-    s_reply(w, in->route, in->route_len, TN_HELLO_OK, in->req, &b, 0, NULL, NULL, NULL);
+    s_reply(w, in->route, in->route_len, TN_HELLO_OK, in->req, in->db, &b, 0, NULL, NULL, NULL);
     break;
   }
   case TN_HEARTBEAT:
     /* A coordinator's ping (request id set) is echoed at once, so it can
     ** tell a live worker from heartbeats queued before one died. */
-    if (in->req) s_reply(w, in->route, in->route_len, TN_HEARTBEAT, in->req, NULL, 0, NULL, NULL, NULL);
+    if (in->req)
+      s_reply(w, in->route, in->route_len, TN_HEARTBEAT, in->req, in->db, NULL, 0, NULL, NULL, NULL);
     break;
   case TN_PUT:
   case TN_GET:
   case TN_SEND:
   case TN_DROP:
-  case TN_KEEP: s_queue_store(w, in); break;
+  case TN_INVENTORY: s_queue_store(w, in); break;
   case TN_TASK:
   case TN_SYNC: s_queue(w, in); break;
   case TN_CANCEL: {
@@ -1163,7 +1297,7 @@ static void s_on_request(s_worker *w, tn_in *in) {
     pthread_mutex_unlock(&w->mu);
     while (q) {
       s_job *nx = q->next;
-      tn_send_error(w->router, q->route, q->route_len, q->req, TR_EINTR, "cancelled");
+      tn_send_error(w->router, q->route, q->route_len, q->req, q->db, TR_EINTR, 0, "cancelled");
       s_job_free(q);
       q = nx;
       dropped++;
@@ -1172,20 +1306,24 @@ static void s_on_request(s_worker *w, tn_in *in) {
     break;
   }
   case TN_STATS: {
-    int64_t chunks, bytes;
-    tc_store_usage(w->store, &chunks, &bytes);
+    /* The requesting database's chunks (none if its store is not open:
+    ** every coordinator sends INVENTORY, which opens it, first). */
+    int64_t chunks = 0, bytes = 0;
+    tr_err err;
+    tc_store_usage(s_store_for(w, in->db, S_OPEN_NONE, &err), &chunks, &bytes);
     tn_put_u64(&b, w->tasks);
     tn_put_u64(&b, (uint64_t)chunks);
     tn_put_u64(&b, (uint64_t)bytes);
     tn_put_u64(&b, w->bytes_sent);
     tn_put_u64(&b, w->bytes_recv);
     tn_put_str(&b, w->kt->name);
-    s_reply(w, in->route, in->route_len, TN_STATS_OK, in->req, &b, 0, NULL, NULL, NULL);
+    s_reply(w, in->route, in->route_len, TN_STATS_OK, in->req, in->db, &b, 0, NULL, NULL, NULL);
     break;
   }
   default:
     s_log("dropped unexpected %s message", tn_type_name(in->type));
-    tn_send_error(w->router, in->route, in->route_len, in->req, TR_EINVAL, "unexpected message");
+    tn_send_error(w->router, in->route, in->route_len, in->req, in->db, TR_EINVAL, 0,
+                  "unexpected message");
   }
   tn_wbuf_free(&b);
 }
@@ -1224,7 +1362,7 @@ int te_worker_main(const te_worker_config *cfg) {
   /* A predecessor on the same store may still be shutting down (its
   ** shell was killed): give it a few seconds to let go. */
   for (double end = tr_now() + 5.0;;) {
-    if (tc_store_open(cfg->data, &w.store, &err) == TR_OK) break;
+    if (tc_store_open(cfg->data, &w.root, &err) == TR_OK) break;
     if (tr_now() > end || !strstr(err.msg, "in use")) {
       s_log("%s", err.msg);
       return 1;
@@ -1239,11 +1377,12 @@ int te_worker_main(const te_worker_config *cfg) {
   signal(SIGPIPE, SIG_IGN);
   if (pipe2(w.wake, O_NONBLOCK | O_CLOEXEC) != 0) {
     s_log("cannot make a pipe: %s", strerror(errno));
-    tc_store_close(&w.store);
+    tc_store_close(&w.root);
     return 1;
   }
   w.ctx = zmq_ctx_new();
   pthread_mutex_init(&w.mu, NULL);
+  pthread_mutex_init(&w.db_mu, NULL);
   pthread_cond_init(&w.cv, NULL);
   pthread_cond_init(&w.io_cv, NULL);
   const char *slow = getenv("TRADB_TEST_SLOW_STORE_MS");
@@ -1275,18 +1414,18 @@ int te_worker_main(const te_worker_config *cfg) {
     goto done;
   }
   {
-    int64_t chunks, bytes, scratch;
-    if (cfg->memory > 0) {
-      /* the files kept for reuse follow the same share, as by default */
-      tc_store_set_scratch(w.store, cfg->memory);
-      tc_store_set_recycle(w.store, cfg->memory / 2 < ((int64_t)1 << 30) ? cfg->memory / 2 : (int64_t)1 << 30);
-    }
-    tc_store_usage(w.store, &chunks, &bytes);
-    tc_store_budgets(w.store, &scratch, NULL);
+    /* Each database's store gets the budget (s_store_for); the default is
+    ** a store's own, which the root store shows. */
+    int64_t legacy, bytes, scratch = cfg->memory;
+    tc_store_usage(w.root, &legacy, &bytes);
+    if (scratch <= 0) tc_store_budgets(w.root, &scratch, NULL);
     int mib = scratch >= (1 << 20);
-    s_log("listening (data %s, %lld chunks, %d threads, kernels %s, memory %lld %s%s)", cfg->data,
-          (long long)chunks, w.threads, w.kt->name, (long long)(scratch >> (mib ? 20 : 10)),
-          mib ? "MiB" : "KiB", w.keys.on ? ", CURVE" : "");
+    s_log("listening (data %s, %d threads, kernels %s, memory %lld %s%s)", cfg->data, w.threads,
+          w.kt->name, (long long)(scratch >> (mib ? 20 : 10)), mib ? "MiB" : "KiB",
+          w.keys.on ? ", CURVE" : "");
+    if (legacy)
+      s_log("%lld chunk(s) in %s are kept for the database that lists them", (long long)legacy,
+            cfg->data);
   }
   double next_beat = tr_now();
   while (!s_stop) {
@@ -1346,7 +1485,8 @@ int te_worker_main(const te_worker_config *cfg) {
       /* Best effort: a coordinator that went away is not an error (the
       ** ROUTER drops messages for routes it no longer knows). */
       if (w.coord_len)
-        tn_send(w.router, w.coord, w.coord_len, TN_HEARTBEAT, 0, NULL, 0, NULL, NULL, NULL, NULL, &err);
+        tn_send(w.router, w.coord, w.coord_len, TN_HEARTBEAT, 0, 0, NULL, 0, NULL, NULL, NULL, NULL,
+                &err);
     }
   }
   s_log("stopping");
@@ -1383,7 +1523,8 @@ done:
   zmq_close(w.notify_rx);
   if (w.keys.on) tn_zap_stop();
   zmq_ctx_term(w.ctx);
-  tc_store_close(&w.store);
+  for (int i = 0; i < w.ndbs; i++) tc_store_close(&w.dbs[i].store);
+  tc_store_close(&w.root);
   for (s_push *p = w.pushq, *nx; p; p = nx) {
     nx = p->next;
     free(p->data);
@@ -1396,6 +1537,7 @@ done:
   close(w.wake[0]);
   close(w.wake[1]);
   pthread_mutex_destroy(&w.mu);
+  pthread_mutex_destroy(&w.db_mu);
   pthread_cond_destroy(&w.cv);
   pthread_cond_destroy(&w.io_cv);
   return status;

@@ -7,8 +7,9 @@
 ** message is a multipart ZeroMQ message:
 **
 **   [routing id]   only as seen on a ROUTER socket (tn_recv strips it)
-**   header         16 bytes: magic "TR", version, type, flags (u16),
-**                  reserved (u16), request id (u64), all little-endian
+**   header         24 bytes: magic "TR", version, type, flags (u16),
+**                  reserved (u16), request id (u64), database id (u64),
+**                  all little-endian
 **   body           a field sequence written with tn_wbuf, read with tn_rbuf
 **   data...        zero or more raw payload frames (chunk bytes), sent and
 **                  received without copying where ZeroMQ allows
@@ -16,6 +17,12 @@
 ** A message with a bad magic, an unknown version or type, a truncated or
 ** oversized frame, or a body that does not decode is rejected by tn_recv /
 ** the caller with a TR_E* code and a message; it never crashes the peer.
+**
+** Databases: every message names the database it is about (the id in
+** its catalog, tc_db_id), so one worker serves several databases and
+** keeps their chunks apart; a worker's replies and pushes to other
+** workers carry the id of the request they answer.  0 is "no database"
+** (HELLO, HEARTBEAT).
 **
 ** Security: with a key directory (tradb --gen-keys DIR) every socket uses
 ** CURVE with the cluster key pair: a peer without it completes no
@@ -29,8 +36,8 @@
 #include <zmq.h>
 #include "util/util.h"
 
-#define TN_PROTOCOL_VERSION 1
-#define TN_HEADER_SIZE 16
+#define TN_PROTOCOL_VERSION 2
+#define TN_HEADER_SIZE 24
 #define TN_MAX_BODY (16u << 20)    /* largest body frame accepted */
 #define TN_MAX_DATA (1u << 30)     /* largest data frame accepted */
 #define TN_MAX_FRAMES 4096         /* most data frames in one message */
@@ -56,14 +63,20 @@ typedef enum tn_type {
   TN_SYNC_OK,    /* reply: body {u32 n} */
   TN_DROP,       /* coord -> worker: forget chunks; body {u32 n, n x u64} */
   TN_DROP_OK,    /* reply: body {u32 n} */
-  TN_KEEP,       /* coord -> worker: drop every chunk not listed (rejoin
-                    clean-up); body {u32 n, n x u64} */
-  TN_KEEP_OK,    /* reply: body {u32 dropped, u32 n, n x u64 listed ids the
-                    worker does not hold (lost: the coordinator forgets them)} */
+  TN_INVENTORY,  /* coord -> worker: what the catalog lists on it (at open
+                    and rejoin); body {u32 n, n x u64 chunk id}; the worker
+                    drops nothing */
+  TN_INVENTORY_OK, /* reply: body {u32 n, n x u64 listed ids it does not
+                    hold (lost or set aside as damaged), u32 k, k x chunk
+                    meta: what it holds that is not listed (leftovers, or
+                    copies the catalog forgot: the coordinator adopts or
+                    drops each)} */
   TN_STATS,      /* coord -> worker: body empty */
   TN_STATS_OK,   /* reply: body {u64 tasks, u64 chunks, u64 bytes held,
                     u64 bytes sent, u64 bytes received, str backend} */
-  TN_ERROR,      /* reply to any request: body {i32 code, str message} */
+  TN_ERROR,      /* reply to any request: body {i32 code, str message,
+                    u64 chunk id the failure is about (a chunk that failed
+                    its checksum), 0 if none} */
   TN_CANCEL,     /* coord -> worker: stop the running task and drop queued
                     ones (the statement was cancelled); no reply */
   TN_TYPE_END    /* one past the last type */
@@ -139,6 +152,7 @@ typedef struct tn_in {
   size_t route_len;     /* its length; 0 on DEALER sockets */
   int type;             /* tn_type */
   uint64_t req;         /* request id */
+  uint64_t db;          /* database id (0: none) */
   zmq_msg_t body;       /* body frame */
   int ndata;            /* data frames */
   zmq_msg_t *data;      /* ndata frames (heap array) */
@@ -161,18 +175,24 @@ const void *tn_in_body(tn_in *in, size_t *n);
 const void *tn_in_data(tn_in *in, int i, size_t *n);
 
 /*
-** Send a message: [route] header body data...  route may be NULL (DEALER).
+** Send a message: [route] header body data...  route may be NULL (DEALER);
+** db is the database the message is about (0: none).
 ** data[i] (len[i] bytes) are sent without copying: free_fn(data[i], hint)
 ** is called by ZeroMQ once it is done with each (free_fn NULL: the bytes
 ** are copied at once and the caller keeps them).  Returns TR_OK or TR_EIO.
 */
 typedef void(tn_free_fn)(void *data, void *hint);
 int tn_send(void *sock, const void *route, size_t route_len, int type, uint64_t req,
-            const tn_wbuf *body, int ndata, void *const *data, const size_t *len,
+            uint64_t db, const tn_wbuf *body, int ndata, void *const *data, const size_t *len,
             tn_free_fn *free_fn, void *hint, tr_err *err);
-/* Reply with TN_ERROR {code, message}. */
-int tn_send_error(void *sock, const void *route, size_t route_len, uint64_t req, int code,
-                  const char *msg);
+/* Reply with TN_ERROR {code, message, chunk} (chunk: the id of a chunk
+** that failed its checksum, else 0). */
+int tn_send_error(void *sock, const void *route, size_t route_len, uint64_t req, uint64_t db,
+                  int code, uint64_t chunk, const char *msg);
+/* Decode a TN_ERROR reply: *code (a TR_E* value; TR_ERR for one that is
+** not), *chunk and the message (cap bytes).  TR_EINVAL if it does not
+** decode, with msg saying so. */
+int tn_get_error(tn_in *in, int *code, uint64_t *chunk, char *msg, size_t cap);
 
 /* ---- Keys -------------------------------------------------------------------- */
 

@@ -8,6 +8,7 @@
 #include "net/net.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,7 +20,7 @@ static const char *const s_type_names[TN_TYPE_END] = {
     [TN_DATA] = "DATA",           [TN_SEND] = "SEND",         [TN_SEND_OK] = "SEND_OK",
     [TN_TASK] = "TASK",           [TN_TASK_OK] = "TASK_OK",   [TN_SYNC] = "SYNC",
     [TN_SYNC_OK] = "SYNC_OK",     [TN_DROP] = "DROP",         [TN_DROP_OK] = "DROP_OK",
-    [TN_KEEP] = "KEEP",           [TN_KEEP_OK] = "KEEP_OK",   [TN_STATS] = "STATS",
+    [TN_INVENTORY] = "INVENTORY", [TN_INVENTORY_OK] = "INVENTORY_OK", [TN_STATS] = "STATS",
     [TN_STATS_OK] = "STATS_OK",   [TN_ERROR] = "ERROR",
     [TN_CANCEL] = "CANCEL",
 };
@@ -355,7 +356,7 @@ int tn_recv(void *sock, int routed, int flags, tn_in *in, tr_err *err) {
     hdr_open = 1;
   }
 
-  /* Header: "TR", version, type, flags, reserved, request id. */
+  /* Header: "TR", version, type, flags, reserved, request id, database. */
   h = zmq_msg_data(&hdr);
   hlen = zmq_msg_size(&hdr);
   if (hlen != TN_HEADER_SIZE) {
@@ -374,10 +375,11 @@ int tn_recv(void *sock, int routed, int flags, tn_in *in, tr_err *err) {
     rc = tr_seterr(err, TR_EINVAL, "unknown message type %u", (unsigned)h[3]);
     goto fail;
   }
-  /* Flags (bytes 4-5) and reserved (6-7) are ignored: version 1 defines
+  /* Flags (bytes 4-5) and reserved (6-7) are ignored: version 2 defines
   ** none, and a later minor use of them should not break older peers. */
   in->type = h[3];
   in->req = s_from_le(h + 8, 8);
+  in->db = s_from_le(h + 16, 8);
   zmq_msg_close(&hdr);
   hdr_open = 0;
 
@@ -428,6 +430,7 @@ fail:
   in->route_len = 0;
   in->type = 0;
   in->req = 0;
+  in->db = 0;
   return rc;
 }
 
@@ -485,7 +488,7 @@ static void s_end_message(void *sock) {
 ** memory can never cut a message short on the wire.
 */
 int tn_send(void *sock, const void *route, size_t route_len, int type, uint64_t req,
-            const tn_wbuf *body, int ndata, void *const *data, const size_t *len,
+            uint64_t db, const tn_wbuf *body, int ndata, void *const *data, const size_t *len,
             tn_free_fn *free_fn, void *hint, tr_err *err) {
   uint8_t hdr[TN_HEADER_SIZE];
   zmq_msg_t local[S_LOCAL_FRAMES], *msgs = local;
@@ -524,6 +527,7 @@ int tn_send(void *sock, const void *route, size_t route_len, int type, uint64_t 
   s_le(hdr + 4, 0, 2); /* flags */
   s_le(hdr + 6, 0, 2); /* reserved */
   s_le(hdr + 8, req, 8);
+  s_le(hdr + 16, db, 8);
 
   /* Route (if any), header, body: nf counts the frames initialised, which
   ** are the ones the cleanup must close. */
@@ -576,15 +580,35 @@ done:
   return rc;
 }
 
-int tn_send_error(void *sock, const void *route, size_t route_len, uint64_t req, int code,
-                  const char *msg) {
+int tn_send_error(void *sock, const void *route, size_t route_len, uint64_t req, uint64_t db,
+                  int code, uint64_t chunk, const char *msg) {
   tn_wbuf b = {0};
   int rc;
-  /* i32 on the wire: the two's complement bits in a u32 field; readers
-  ** convert back with (int32_t)tn_get_u32(). */
+  /* i32 on the wire: the two's complement bits in a u32 field; tn_get_error
+  ** converts back. */
   tn_put_u32(&b, (uint32_t)(int32_t)code);
   tn_put_str(&b, msg ? msg : "");
-  rc = tn_send(sock, route, route_len, TN_ERROR, req, &b, 0, NULL, NULL, NULL, NULL, NULL);
+  tn_put_u64(&b, chunk);
+  rc = tn_send(sock, route, route_len, TN_ERROR, req, db, &b, 0, NULL, NULL, NULL, NULL, NULL);
   tn_wbuf_free(&b);
   return rc;
+}
+
+int tn_get_error(tn_in *in, int *code, uint64_t *chunk, char *msg, size_t cap) {
+  size_t n;
+  const void *body = tn_in_body(in, &n);
+  tn_rbuf r;
+  tn_rbuf_init(&r, body, n);
+  int32_t c = (int32_t)tn_get_u32(&r);
+  tn_get_str(&r, msg, cap);
+  *chunk = tn_get_u64(&r);
+  if (in->type != TN_ERROR || tn_rbuf_ok(&r) != TR_OK) {
+    *code = TR_EINVAL;
+    *chunk = 0;
+    snprintf(msg, cap, "malformed error reply");
+    return TR_EINVAL;
+  }
+  /* A peer's code outside the TR_E* range is still a failure. */
+  *code = c < 0 && c >= TR_E_LOWEST ? c : TR_ERR;
+  return TR_OK;
 }

@@ -65,6 +65,7 @@
 #define S_READ_DEPTH 16     /* .read nesting limit */
 #define S_MAX_ARGS 8        /* words in a dot-command */
 #define S_HISTORY_LINES 1000 /* lines kept in the history file */
+#define S_MAINTAIN_S 0.2    /* seconds of replica repair per idle tick or statement */
 
 /* What to do after a line, statement or dot-command. */
 enum {
@@ -146,6 +147,24 @@ static int s_report(ts_shell *sh, const s_source *src, long line,
   fputc('\n', stderr);
   sh->nfail++;
   return S_FAIL;
+}
+
+/* Print a result's warnings (one per line) on stderr, placed as errors
+** are ("Warning: ..." on a terminal, "line N: warning: ..." in batch); they
+** do not count as failures. */
+static void s_warn(const s_source *src, long line, const char *notice) {
+  fflush(stdout);
+  for (const char *p = notice; p && *p;) {
+    size_t n = strcspn(p, "\n");
+    if (!src->in)
+      fputs("Warning: ", stderr);
+    else if (src->name)
+      fprintf(stderr, "%s:%ld: warning: ", src->name, line);
+    else
+      fprintf(stderr, "line %ld: warning: ", line);
+    fprintf(stderr, "%.*s\n", (int)n, p);
+    p += n + (p[n] == '\n');
+  }
 }
 
 /* Display width of UTF-8 text (code points; good enough for alignment). */
@@ -335,6 +354,7 @@ static int s_exec(ts_shell *sh, const s_source *src, char *text, size_t len,
   rc = te_exec(sh->eng, text, len, &res, &err);
   if (rc == TR_OK) {
     s_print_result(sh, res);
+    if (res) s_warn(src, line, res->notice);
   } else if (rc == TR_EINTR) {
     s_report(sh, src, line, "interrupted");
     flow = S_STOP;
@@ -350,6 +370,9 @@ static int s_exec(ts_shell *sh, const s_source *src, char *text, size_t len,
   }
   fflush(stdout);
   te_result_free(&res);
+  /* Between statements of a script there is no idle time: restoring
+  ** replicas (if any are missing) gets a short slice here instead. */
+  if (src->in && flow == S_OK) te_maintain(sh->eng, S_MAINTAIN_S, &err);
 done:
   text[len] = saved;
   return flow;
@@ -523,15 +546,18 @@ static int s_dot_workers(ts_shell *sh, const s_source *src) {
 /* .worker add|remove ENDPOINT */
 static int s_dot_worker(ts_shell *sh, const s_source *src, const s_dotcmd *c,
                         char **argv) {
+  te_result *res = NULL;
   tr_err err;
   int rc;
   if (!strcmp(argv[1], "add"))
-    rc = te_worker_add(sh->eng, argv[2], &err);
+    rc = te_worker_add(sh->eng, argv[2], &res, &err);
   else if (!strcmp(argv[1], "remove"))
-    rc = te_worker_remove(sh->eng, argv[2], &err);
+    rc = te_worker_remove(sh->eng, argv[2], &res, &err);
   else
     return s_report(sh, src, src->lineno, "usage: %s %s", c->name, c->args);
   if (rc) return s_report(sh, src, src->lineno, "%s", err.msg);
+  if (res) s_warn(src, src->lineno, res->notice);
+  te_result_free(&res);
   return S_OK;
 }
 
@@ -648,11 +674,17 @@ static int s_readline(const char *prompt, char **out) {
   pfd.fd = fileno(rl_instream ? rl_instream : stdin);
   pfd.events = POLLIN;
   while (!s_rl_got && !tr_interrupted) {
-    int n = ppoll(&pfd, 1, NULL, &orig);
-    if (n > 0)
+    /* Idle at the prompt: the engine restores missing replicas meanwhile. */
+    struct timespec idle = {1, 0};
+    int n = ppoll(&pfd, 1, &idle, &orig);
+    if (n > 0) {
       rl_callback_read_char();
-    else if (n < 0 && errno != EINTR)
+    } else if (n == 0 && s_rl_shell) {
+      tr_err ignore;
+      te_maintain(s_rl_shell->eng, S_MAINTAIN_S, &ignore);
+    } else if (n < 0 && errno != EINTR) {
       break;
+    }
   }
   if (!s_rl_got) { /* Ctrl-C, or the terminal failed */
     rc = tr_interrupted ? S_CANCEL : S_EOF;

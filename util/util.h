@@ -30,6 +30,7 @@ enum {
   TR_EINVAL = -10,  /* bad argument */
   TR_ENOTFOUND = -11 /* lookup found nothing (not always an error) */
 };
+#define TR_E_LOWEST TR_ENOTFOUND /* the lowest code: a new code goes below */
 
 /* The message that travels with a failing status. */
 typedef struct tr_err {

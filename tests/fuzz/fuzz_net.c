@@ -132,7 +132,7 @@ static int s_decode(int type, tn_rbuf *r, tn_wbuf *w, int ndata) {
   case TN_GET:
   case TN_SYNC:
   case TN_DROP:
-  case TN_KEEP:
+  case TN_INVENTORY:
     n = tn_get_count(r, 8);
     tn_put_u32(w, n);
     for (uint32_t i = 0; i < n; i++) tn_put_u64(w, tn_get_u64(r));
@@ -160,8 +160,18 @@ static int s_decode(int type, tn_rbuf *r, tn_wbuf *w, int ndata) {
   case TN_PUT_OK:
   case TN_SYNC_OK:
   case TN_DROP_OK:
-  case TN_KEEP_OK:
     tn_put_u32(w, tn_get_u32(r));
+    break;
+  case TN_INVENTORY_OK:
+    n = tn_get_count(r, 8);
+    tn_put_u32(w, n);
+    for (uint32_t i = 0; i < n; i++) tn_put_u64(w, tn_get_u64(r));
+    n = tn_get_count(r, 25);
+    tn_put_u32(w, n);
+    for (uint32_t i = 0; i < n; i++) {
+      tn_get_chunk(r, &c);
+      tn_put_chunk(w, &c);
+    }
     break;
   case TN_SEND_OK:
     tn_put_u64(w, tn_get_u64(r));
@@ -175,6 +185,7 @@ static int s_decode(int type, tn_rbuf *r, tn_wbuf *w, int ndata) {
     tn_put_u32(w, (uint32_t)(int32_t)tn_get_u32(r));
     tn_get_str(r, s, sizeof s);
     tn_put_str(w, s);
+    tn_put_u64(w, tn_get_u64(r));
     break;
   case TN_TASK: { /* engine-encoded: exercise the remaining readers */
     size_t bn;
@@ -209,11 +220,11 @@ static void s_echo(void *rx, void *tx, int send_route, tn_in *in) {
   do { /* TR_EINTR: nothing sent and every frame freed; try again */
     s_freed = 0;
     rc = tn_send(rx, send_route ? in->route : NULL, send_route ? in->route_len : 0, in->type,
-                 in->req, &b, nd, dp, dl, s_count_free, &s_freed, &err);
+                 in->req, in->db, &b, nd, dp, dl, s_count_free, &s_freed, &err);
     S_CHECK(rc == TR_OK || (rc == TR_EINTR && s_freed == nd));
   } while (rc == TR_EINTR);
   S_CHECK(s_recv(tx, 0, &back, &err) == TR_OK);
-  S_CHECK(back.type == in->type && back.req == in->req && back.ndata == nd);
+  S_CHECK(back.type == in->type && back.req == in->req && back.db == in->db && back.ndata == nd);
   body2 = tn_in_body(&back, &bn2);
   S_CHECK(bn2 == bn && (bn == 0 || memcmp(body, body2, bn) == 0));
   for (int i = 0; i < nd; i++) {

@@ -54,7 +54,9 @@ for tql in "$here"/*.tql; do
   fi
   # TRADB_ARGS (e.g. --workers EP1,EP2) go before each case's own args,
   # so the same cases run on the embedded default and on remote workers.
-  read -r -a args <<< "${TRADB_ARGS:-}"
+  # The default is two local workers whatever the machine's cores, so that
+  # what depends on the number of workers (replicas) prints the same.
+  read -r -a args <<< "${TRADB_ARGS:---local-workers 2}"
   if [ -f "$base.args" ]; then
     eval "args+=($(cat "$base.args"))"
   fi

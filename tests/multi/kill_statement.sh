@@ -42,7 +42,7 @@ after=$(nchunks)
 [ "$after" -eq "$before" ] || fail "leftover chunks not dropped ($after files, expected $before)"
 
 # Damage one replica of every chunk on worker 0: reads go to worker 1.
-for f in "$db"/workers/w0/*.chk; do
+for f in $(find "$db/workers/w0" -name '*.chk'); do
   printf '\x55' | dd of="$f" bs=1 seek=100 conv=notrunc status=none
 done
 out=$("$TRADB" "$db" <<<'s[] = SUM(C[i,j]); PRINT s;') || fail "replica not used after damage"
@@ -53,7 +53,7 @@ out=$("$TRADB" "$db" <<<'s[] = SUM(C[i,j]); PRINT s;') || fail "replica not used
 SET replication = 1;
 D[i,j] = A[i,j] + 1;
 EOF2
-for f in "$db"/workers/w*/*.chk; do
+for f in $(find "$db/workers" -name '*.chk'); do
   printf '\x55' | dd of="$f" bs=1 seek=100 conv=notrunc status=none
 done
 set +e

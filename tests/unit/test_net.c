@@ -420,7 +420,7 @@ Test(net, router_dealer_round_trip_zero_copy, .timeout = 20) {
     c.nbytes = len[i];
     tn_put_chunk(&b, &c);
   }
-  cr_assert_eq(tn_send(p.dealer, NULL, 0, TN_PUT, 77, &b, 3, data, len, s_count_free, &s_freed,
+  cr_assert_eq(tn_send(p.dealer, NULL, 0, TN_PUT, 77, 0x1122334455667788ull, &b, 3, data, len, s_count_free, &s_freed,
                        &err),
                TR_OK, "%s", err.msg);
   tn_wbuf_free(&b);
@@ -428,6 +428,7 @@ Test(net, router_dealer_round_trip_zero_copy, .timeout = 20) {
   cr_assert_eq(s_recv_within(p.router, 1, &in, &err, 5000), TR_OK, "%s", err.msg);
   cr_assert_eq(in.type, TN_PUT);
   cr_assert_eq(in.req, 77);
+  cr_assert_eq(in.db, 0x1122334455667788ull, "the database id travels in the header");
   cr_assert_gt(in.route_len, 0);
   cr_assert_eq(in.ndata, 3);
   size_t bn;
@@ -454,7 +455,7 @@ Test(net, router_dealer_round_trip_zero_copy, .timeout = 20) {
 
   /* reply routed back by the route */
   tn_put_u32(&b, 3);
-  cr_assert_eq(tn_send(p.router, in.route, in.route_len, TN_PUT_OK, in.req, &b, 0, NULL, NULL,
+  cr_assert_eq(tn_send(p.router, in.route, in.route_len, TN_PUT_OK, in.req, 0, &b, 0, NULL, NULL,
                        NULL, NULL, &err),
                TR_OK, "%s", err.msg);
   tn_wbuf_free(&b);
@@ -486,7 +487,7 @@ Test(net, copied_data_and_empty_body) {
   size_t len[1] = {3};
   s_pair_open(&p);
   /* free_fn NULL: copied at once, the caller may reuse its buffer */
-  cr_assert_eq(tn_send(p.dealer, NULL, 0, TN_HEARTBEAT, 1, NULL, 1, data, len, NULL, NULL, &err),
+  cr_assert_eq(tn_send(p.dealer, NULL, 0, TN_HEARTBEAT, 1, 0, NULL, 1, data, len, NULL, NULL, &err),
                TR_OK);
   buf[0] = 'X';
   cr_assert_eq(s_recv_within(p.router, 1, &in, &err, 5000), TR_OK, "%s", err.msg);
@@ -516,7 +517,7 @@ Test(net, in_move_hands_frames_over) {
   tn_wbuf body = {0};
   tn_put_u32(&body, 77);
   s_pair_open(&p);
-  cr_assert_eq(tn_send(p.dealer, NULL, 0, TN_PUT, 9, &body, 2, data, len, NULL, NULL, &err), TR_OK);
+  cr_assert_eq(tn_send(p.dealer, NULL, 0, TN_PUT, 9, 0, &body, 2, data, len, NULL, NULL, &err), TR_OK);
   cr_assert_eq(s_recv_within(p.router, 1, &in, &err, 5000), TR_OK, "%s", err.msg);
   size_t n0, n1;
   const void *d0 = tn_in_data(&in, 0, &n0);
@@ -555,7 +556,7 @@ Test(net, failed_send_frees_every_frame_once, .timeout = 20) {
   zmq_setsockopt(dealer, ZMQ_SNDTIMEO, &zero, sizeof zero);
   atomic_store(&s_freed, 0);
   for (int i = 0; i < 3; i++) data[i] = malloc(len[i]);
-  cr_assert_eq(tn_send(dealer, NULL, 0, TN_PUT, 1, &b, 3, data, len, s_count_free, &s_freed,
+  cr_assert_eq(tn_send(dealer, NULL, 0, TN_PUT, 1, 0, &b, 3, data, len, s_count_free, &s_freed,
                        &err),
                TR_EIO);
   cr_assert(strstr(err.msg, "timed out"), "%s", err.msg);
@@ -565,7 +566,7 @@ Test(net, failed_send_frees_every_frame_once, .timeout = 20) {
   zmq_setsockopt(router, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
   atomic_store(&s_freed, 0);
   for (int i = 0; i < 3; i++) data[i] = malloc(len[i]);
-  cr_assert_eq(tn_send(router, "nobody", 6, TN_PUT, 1, &b, 3, data, len, s_count_free,
+  cr_assert_eq(tn_send(router, "nobody", 6, TN_PUT, 1, 0, &b, 3, data, len, s_count_free,
                        &s_freed, &err),
                TR_EIO);
   cr_assert_eq(atomic_load(&s_freed), 3);
@@ -573,13 +574,13 @@ Test(net, failed_send_frees_every_frame_once, .timeout = 20) {
   /* refused before sending: bad type, body out of memory */
   atomic_store(&s_freed, 0);
   for (int i = 0; i < 3; i++) data[i] = malloc(len[i]);
-  cr_assert_eq(tn_send(dealer, NULL, 0, 0, 1, &b, 3, data, len, s_count_free, &s_freed, &err),
+  cr_assert_eq(tn_send(dealer, NULL, 0, 0, 1, 0, &b, 3, data, len, s_count_free, &s_freed, &err),
                TR_EINVAL);
   cr_assert_eq(atomic_load(&s_freed), 3);
   b.oom = 1;
   atomic_store(&s_freed, 0);
   for (int i = 0; i < 3; i++) data[i] = malloc(len[i]);
-  cr_assert_eq(tn_send(dealer, NULL, 0, TN_PUT, 1, &b, 3, data, len, s_count_free, &s_freed,
+  cr_assert_eq(tn_send(dealer, NULL, 0, TN_PUT, 1, 0, &b, 3, data, len, s_count_free, &s_freed,
                        &err),
                TR_ENOMEM);
   cr_assert_eq(atomic_load(&s_freed), 3);
@@ -616,7 +617,7 @@ Test(net, blocking_recv_interrupted, .timeout = 10) {
   pthread_join(th, NULL);
   tn_in_close(&in);
   /* nothing was consumed: the socket still works */
-  cr_assert_eq(tn_send(p.dealer, NULL, 0, TN_STATS, 5, NULL, 0, NULL, NULL, NULL, NULL, &err), 0);
+  cr_assert_eq(tn_send(p.dealer, NULL, 0, TN_STATS, 5, 0, NULL, 0, NULL, NULL, NULL, NULL, &err), 0);
   cr_assert_eq(tn_recv(p.router, 1, 0, &in, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(in.req, 5);
   tn_in_close(&in);
@@ -628,19 +629,41 @@ Test(net, error_reply) {
   tn_in in;
   tr_err err;
   char msg[64];
+  int code;
+  uint64_t chunk;
   s_pair_open(&p);
-  cr_assert_eq(tn_send_error(p.dealer, NULL, 0, 9, TR_ENAME, "no chunk 12"), TR_OK);
+  /* Every code a worker sends reaches the reader as itself: the reader
+  ** once took the i32 for a u64 and reported "malformed error reply". */
+  static const int codes[] = {TR_ENAME, TR_EIO, TR_ENOMEM, TR_ECORRUPT, TR_EINTR, TR_ENOTFOUND};
+  for (size_t k = 0; k < sizeof codes / sizeof codes[0]; k++) {
+    cr_assert_eq(tn_send_error(p.dealer, NULL, 0, 9, 42, codes[k], k == 3 ? 0xabcull : 0,
+                               "no chunk 12"), TR_OK);
+    cr_assert_eq(s_recv_within(p.router, 1, &in, &err, 5000), TR_OK);
+    cr_assert_eq(in.type, TN_ERROR);
+    cr_assert_eq(in.req, 9);
+    cr_assert_eq(in.db, 42);
+    cr_assert_eq(tn_get_error(&in, &code, &chunk, msg, sizeof msg), TR_OK);
+    cr_assert_eq(code, codes[k]);
+    cr_assert_eq(chunk, k == 3 ? 0xabcull : 0);
+    cr_assert_str_eq(msg, "no chunk 12");
+    tn_in_close(&in);
+  }
+  /* A code outside the TR_E* range is still a failure. */
+  cr_assert_eq(tn_send_error(p.dealer, NULL, 0, 9, 42, 7, 0, "odd"), TR_OK);
   cr_assert_eq(s_recv_within(p.router, 1, &in, &err, 5000), TR_OK);
-  cr_assert_eq(in.type, TN_ERROR);
-  cr_assert_eq(in.req, 9);
-  size_t bn;
-  const void *body = tn_in_body(&in, &bn);
-  tn_rbuf r;
-  tn_rbuf_init(&r, body, bn);
-  cr_assert_eq((int32_t)tn_get_u32(&r), TR_ENAME);
-  tn_get_str(&r, msg, sizeof msg);
-  cr_assert_eq(tn_rbuf_ok(&r), TR_OK);
-  cr_assert_str_eq(msg, "no chunk 12");
+  cr_assert_eq(tn_get_error(&in, &code, &chunk, msg, sizeof msg), TR_OK);
+  cr_assert_eq(code, TR_ERR);
+  tn_in_close(&in);
+  /* A body without the chunk field does not decode. */
+  tn_wbuf b = {0};
+  tn_put_u32(&b, (uint32_t)TR_EIO);
+  tn_put_str(&b, "short");
+  cr_assert_eq(tn_send(p.dealer, NULL, 0, TN_ERROR, 9, 42, &b, 0, NULL, NULL, NULL, NULL, &err), TR_OK);
+  tn_wbuf_free(&b);
+  cr_assert_eq(s_recv_within(p.router, 1, &in, &err, 5000), TR_OK);
+  cr_assert_eq(tn_get_error(&in, &code, &chunk, msg, sizeof msg), TR_EINVAL);
+  cr_assert_eq(code, TR_EINVAL);
+  cr_assert_str_eq(msg, "malformed error reply");
   tn_in_close(&in);
   s_pair_close(&p);
 }
@@ -746,7 +769,7 @@ Test(net, dealer_side_header_checks) {
   uint8_t h[TN_HEADER_SIZE];
   s_pair_open(&p);
   tn_wbuf b = {0};
-  cr_assert_eq(tn_send(p.dealer, NULL, 0, TN_HELLO, 1, &b, 0, NULL, NULL, NULL, NULL, &err), 0);
+  cr_assert_eq(tn_send(p.dealer, NULL, 0, TN_HELLO, 1, 0, &b, 0, NULL, NULL, NULL, NULL, &err), 0);
   cr_assert_eq(s_recv_within(p.router, 1, &in, &err, 5000), TR_OK);
   s_header(h, TN_HELLO_OK, 2);
   h[0] = 't';
@@ -754,7 +777,7 @@ Test(net, dealer_side_header_checks) {
   cr_assert(zmq_send(p.router, h, sizeof h, ZMQ_SNDMORE) >= 0);
   cr_assert(zmq_send(p.router, "", 0, 0) >= 0);
   h[0] = 'T';
-  cr_assert_eq(tn_send(p.router, in.route, in.route_len, TN_HELLO_OK, 3, &b, 0, NULL, NULL, NULL,
+  cr_assert_eq(tn_send(p.router, in.route, in.route_len, TN_HELLO_OK, 3, 0, &b, 0, NULL, NULL, NULL,
                        NULL, &err),
                0);
   tn_in_close(&in);
@@ -894,7 +917,7 @@ static int s_gets_through(void *server, void *client, uint64_t req, int ms) {
   zmq_setsockopt(client, ZMQ_SNDTIMEO, &zero, sizeof zero);
   /* A DEALER queues before the handshake completes; a refused one may
   ** report EAGAIN instead: either way nothing may reach the server. */
-  tn_send(client, NULL, 0, TN_HELLO, req, NULL, 0, NULL, NULL, NULL, NULL, &err);
+  tn_send(client, NULL, 0, TN_HELLO, req, 0, NULL, 0, NULL, NULL, NULL, NULL, &err);
   rc = s_recv_within(server, 1, &in, &err, ms);
   if (rc == TR_OK) {
     cr_assert_eq(in.req, req);
@@ -952,11 +975,11 @@ Test(net, curve_admits_only_cluster_members, .timeout = 30) {
   cr_assert_eq(zmq_connect(member, ep), 0);
   int t = 5000;
   zmq_setsockopt(member, ZMQ_SNDTIMEO, &t, sizeof t);
-  cr_assert_eq(tn_send(member, NULL, 0, TN_HELLO, 4, NULL, 0, NULL, NULL, NULL, NULL, &err), 0,
+  cr_assert_eq(tn_send(member, NULL, 0, TN_HELLO, 4, 0, NULL, 0, NULL, NULL, NULL, NULL, &err), 0,
                "%s", err.msg);
   cr_assert_eq(s_recv_within(server, 1, &in, &err, 5000), TR_OK, "member refused: %s", err.msg);
   cr_assert_eq(in.req, 4);
-  cr_assert_eq(tn_send(server, in.route, in.route_len, TN_HELLO_OK, 4, NULL, 0, NULL, NULL, NULL,
+  cr_assert_eq(tn_send(server, in.route, in.route_len, TN_HELLO_OK, 4, 0, NULL, 0, NULL, NULL, NULL,
                        NULL, &err),
                0);
   tn_in_close(&in);

@@ -214,10 +214,11 @@ Test(store, sync) {
   tc_store_close(&s);
 }
 
-Test(store, drop_and_keep) {
+Test(store, drop_and_list) {
   tc_store *s = s_open();
   tr_err err;
-  int64_t chunks, bytes, dropped = -1;
+  int64_t chunks, bytes, nheld = -1;
+  tc_stored *held = NULL;
   for (uint64_t id = 1; id <= 6; id++) s_put(s, id, 2 * id, (unsigned)id);
   uint64_t drop[] = {2, 99};
   cr_assert_eq(tc_store_drop(s, drop, 2, &err), TR_OK, "%s", err.msg);
@@ -226,23 +227,91 @@ Test(store, drop_and_keep) {
   tc_store_usage(s, &chunks, &bytes);
   cr_assert_eq(chunks, 5);
   cr_assert_eq(bytes, 4 * 2 * (1 + 3 + 4 + 5 + 6));
-  /* Keep 1, 5 and an id the store never had: 3, 4 and 6 go. */
-  uint64_t keep[] = {5, 1000, 1};
-  cr_assert_eq(tc_store_keep(s, keep, 3, &dropped, &err), TR_OK, "%s",
-               err.msg);
-  cr_assert_eq(dropped, 3);
-  for (uint64_t id = 1; id <= 6; id++)
-    cr_assert_eq(tc_store_stat(s, id, NULL, NULL, NULL),
-                 id == 1 || id == 5 ? TR_OK : TR_ENOTFOUND, "id %d", (int)id);
-  cr_assert_eq(s_count_suffix(".chk"), 2);
-  s_expect(s, 1, 2, 1);
-  s_expect(s, 5, 10, 5);
-  tc_store_usage(s, &chunks, &bytes);
-  cr_assert_eq(chunks, 2);
-  cr_assert_eq(bytes, 4 * 2 * (1 + 5));
-  cr_assert_eq(tc_store_keep(s, NULL, 0, &dropped, &err), TR_OK);
-  cr_assert_eq(dropped, 2);
+  /* The list says what is held: ids, sizes, checksums, types. */
+  cr_assert_eq(tc_store_list(s, &held, &nheld, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(nheld, 5);
+  for (int64_t i = 0; i < nheld; i++) {
+    uint64_t nb, sum;
+    tr_dtype dt;
+    cr_assert(held[i].id >= 1 && held[i].id <= 6 && held[i].id != 2);
+    cr_assert_eq(tc_store_stat(s, held[i].id, &dt, &nb, &sum), TR_OK);
+    cr_assert_eq(held[i].nbytes, nb);
+    cr_assert_eq(held[i].nbytes, 4 * 2 * held[i].id);
+    cr_assert_eq(held[i].sum, sum);
+    cr_assert_eq(held[i].dtype, dt);
+  }
+  free(held);
+  uint64_t rest[] = {1, 3, 4, 5, 6};
+  cr_assert_eq(tc_store_drop(s, rest, 5, &err), TR_OK);
   cr_assert_eq(s_count_suffix(".chk"), 0);
+  cr_assert_eq(tc_store_list(s, &held, &nheld, &err), TR_OK);
+  cr_assert_eq(nheld, 0);
+  free(held);
+  tc_store_close(&s);
+}
+
+/* A file that fails its checksum on a read is set aside at once: named
+** *.bad, no longer listed or served, so the worker reports it missing. */
+Test(store, damaged_file_is_set_aside_on_read) {
+  tc_store *s = s_open();
+  tr_err err;
+  float buf[16];
+  tc_stored *held = NULL;
+  int64_t nheld;
+  s_put(s, 7, 16, 1);
+  s_put(s, 8, 16, 2);
+  s_flip("0000000000000007.chk", 64 + 3);
+  cr_assert_eq(tc_store_get(s, 7, buf, sizeof buf, &err), TR_ECORRUPT);
+  cr_assert(strstr(err.msg, "set aside") != NULL, "%s", err.msg);
+  cr_assert(s_exists("0000000000000007.chk.bad"));
+  cr_assert_not(s_exists("0000000000000007.chk"));
+  cr_assert_eq(tc_store_stat(s, 7, NULL, NULL, NULL), TR_ENOTFOUND);
+  cr_assert_eq(tc_store_get(s, 7, buf, sizeof buf, &err), TR_ENOTFOUND);
+  cr_assert_eq(tc_store_list(s, &held, &nheld, &err), TR_OK);
+  cr_assert_eq(nheld, 1);
+  cr_assert_eq(held[0].id, 8);
+  free(held);
+  /* A good copy put again takes its place. */
+  s_put(s, 7, 16, 1);
+  s_expect(s, 7, 16, 1);
+  s_expect(s, 8, 16, 2);
+  tc_store_close(&s);
+}
+
+/* Chunks move between stores (a worker hands files of the layout before
+** per-database stores to the database that lists them). */
+Test(store, move_between_stores) {
+  tc_store *s = s_open(), *t = NULL;
+  tr_err err;
+  char sub[400];
+  int64_t chunks;
+  s_put(s, 0x21, 16, 3);
+  s_put(s, 0x22, 16, 4);
+  snprintf(sub, sizeof sub, "%s/db-1", s_dir);
+  cr_assert_eq(tc_store_open(sub, &t, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_store_move(t, s, 0x21, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_store_stat(s, 0x21, NULL, NULL, NULL), TR_ENOTFOUND);
+  cr_assert_not(s_exists("0000000000000021.chk"));
+  cr_assert_eq(tc_store_move(t, s, 0x21, &err), TR_ENOTFOUND);
+  cr_assert_eq(tc_store_move(s, s, 0x22, &err), TR_EINVAL);
+  float want[16], got[16];
+  s_data(want, 16, 3);
+  cr_assert_eq(tc_store_get(t, 0x21, got, sizeof got, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(memcmp(want, got, sizeof got), 0);
+  tc_store_usage(t, &chunks, NULL);
+  cr_assert_eq(chunks, 1);
+  tc_store_usage(s, &chunks, NULL);
+  cr_assert_eq(chunks, 1);
+  tc_store_close(&t);
+  /* The outer store skips the inner one's directory when it reopens. */
+  tc_store_close(&s);
+  s = s_open();
+  tc_store_usage(s, &chunks, NULL);
+  cr_assert_eq(chunks, 1);
+  cr_assert_eq(tc_store_open(sub, &t, &err), TR_OK, "%s", err.msg);
+  tc_store_usage(t, &chunks, NULL);
+  cr_assert_eq(chunks, 1);
+  tc_store_close(&t);
   tc_store_close(&s);
 }
 
@@ -415,10 +484,9 @@ Test(store, dropped_files_are_overwritten_by_later_puts) {
   cr_assert_eq(s_count_suffix(".free"), 0);
   s_expect_big(s, 2, S_BIG, 2);
   /* A smaller chunk in a recycled file: the file is cut to its length
-  ** (else it would not verify on reopen), and KEEP recycles too. */
-  int64_t dropped;
-  cr_assert_eq(tc_store_keep(s, NULL, 0, &dropped, &err), TR_OK);
-  cr_assert_eq(dropped, 1);
+  ** (else it would not verify on reopen). */
+  id = 2;
+  cr_assert_eq(tc_store_drop(s, &id, 1, &err), TR_OK);
   cr_assert_eq(s_count_suffix(".free"), 1);
   /* Chunks much smaller than the file do not take it (they would throw
   ** its pages away), whatever their size, small or not. */
@@ -524,12 +592,11 @@ Test(store, scratch_chunks_are_held_in_memory) {
   s_put_scratch(s, 1, 20, 12);
   cr_assert_eq(s_count_suffix(".chk"), 0);
   s_expect(s, 1, 20, 12);
-  /* DROP and KEEP forget them. */
-  cr_assert_eq(tc_store_drop(s, &one, 1, &err), TR_OK);
+  /* DROP forgets them. */
+  uint64_t both[] = {1, 2};
+  cr_assert_eq(tc_store_drop(s, both, 2, &err), TR_OK);
   cr_assert_eq(tc_store_stat(s, 1, NULL, NULL, NULL), TR_ENOTFOUND);
-  int64_t dropped;
-  cr_assert_eq(tc_store_keep(s, NULL, 0, &dropped, &err), TR_OK);
-  cr_assert_eq(dropped, 1);
+  cr_assert_eq(tc_store_stat(s, 2, NULL, NULL, NULL), TR_ENOTFOUND);
   tc_store_usage(s, &chunks, &bytes);
   cr_assert_eq(chunks, 0);
   cr_assert_eq(bytes, 0);
@@ -1023,6 +1090,124 @@ Test(placed, site_chunks_and_site_removal) {
   }
   free(lv);
   tc_close(&db);
+}
+
+/* Replicas recorded and forgotten by chunk id; the chunks that lack
+** replicas, or sit on a site; which ids the catalog knows. */
+Test(placed, replicas_by_chunk_id) {
+  tc_db *db = s_db();
+  tr_err err;
+  int64_t a, b, c, n = -1, site[TC_MAX_REPLICAS], under;
+  int ns, fewest;
+  tc_chunkloc l[6];
+  tc_chunkref *refs = NULL;
+  tc_tensor t = s_meta("P"), got;
+  cr_assert_eq(tc_site_add(db, "tcp://a", &a, &err), TR_OK);
+  cr_assert_eq(tc_site_add(db, "tcp://b", &b, &err), TR_OK);
+  cr_assert_eq(tc_site_add(db, "tcp://c", &c, &err), TR_OK);
+  s_locs(l, 1000, a, -1);
+  cr_assert_eq(tc_commit_placed(db, &t, l, 6, NULL, NULL, NULL, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_tensor_get(db, "P", &got, &err), TR_OK);
+  cr_assert_eq(tc_tensor_replicas(db, &got, 2, &fewest, &under, &err), TR_OK);
+  cr_assert_eq(fewest, 1);
+  cr_assert_eq(under, 6);
+  /* Every chunk lacks a second replica. */
+  cr_assert_eq(tc_chunks_select(db, 0, 2, &refs, &n, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(n, 6);
+  for (int i = 0; i < 6; i++) {
+    cr_assert_str_eq(refs[i].tensor, "P");
+    cr_assert_eq(refs[i].loc.lin, i);
+    cr_assert_eq(refs[i].loc.chunk_id, 1000 + (uint64_t)i);
+    cr_assert_eq(refs[i].loc.nbytes, s_nb[i]);
+    cr_assert_eq(refs[i].loc.nsites, 1);
+    cr_assert_eq(refs[i].loc.site[0], a);
+  }
+  free(refs);
+  /* b gets copies of 1000..1002; c of 1001 and an unknown id (skipped). */
+  uint64_t three[] = {1000, 1001, 1002}, two[] = {1001, 777};
+  cr_assert_eq(tc_replica_add(db, b, three, 3, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_replica_add(db, c, two, 2, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_replica_add(db, c, two, 2, &err), TR_OK, "twice is once");
+  cr_assert_eq(tc_chunk_sites(db, 1001, site, &ns, &err), TR_OK);
+  cr_assert_eq(ns, 3);
+  cr_assert_eq(tc_chunk_sites(db, 777, site, &ns, &err), TR_OK);
+  cr_assert_eq(ns, 0);
+  cr_assert_eq(tc_tensor_replicas(db, &got, 2, &fewest, &under, &err), TR_OK);
+  cr_assert_eq(fewest, 1);
+  cr_assert_eq(under, 3);
+  cr_assert_eq(tc_chunks_select(db, 0, 2, &refs, &n, &err), TR_OK);
+  cr_assert_eq(n, 3);
+  cr_assert_eq(refs[0].loc.chunk_id, 1003);
+  free(refs);
+  /* On site c: chunk 1001 alone, with all three holders. */
+  cr_assert_eq(tc_chunks_select(db, c, 0, &refs, &n, &err), TR_OK);
+  cr_assert_eq(n, 1);
+  cr_assert_eq(refs[0].loc.chunk_id, 1001);
+  cr_assert_eq(refs[0].loc.nsites, 3);
+  free(refs);
+  /* Forgetting a replica by id. */
+  cr_assert_eq(tc_replica_remove(db, b, three, 3, &err), TR_OK);
+  cr_assert_eq(tc_chunk_sites(db, 1000, site, &ns, &err), TR_OK);
+  cr_assert_eq(ns, 1);
+  /* Known: same id, size and checksum. */
+  uint64_t ids[] = {1000, 1001, 55}, nb[] = {s_nb[0], s_nb[1] + 4, 8}, sums[3];
+  int known[3];
+  sums[0] = l[0].checksum;
+  sums[1] = l[1].checksum;
+  sums[2] = 0;
+  cr_assert_eq(tc_chunks_known(db, ids, nb, sums, 3, known, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(known[0], 1);
+  cr_assert_eq(known[1], 0, "a different size is not the same chunk");
+  cr_assert_eq(known[2], 0);
+  tc_close(&db);
+}
+
+/* Every catalog has a database id of its own, kept across opens. */
+Test(placed, database_id) {
+  tc_db *db = s_db(), *other = NULL;
+  tr_err err;
+  char dir2[400];
+  uint64_t id = tc_db_id(db);
+  cr_assert_neq(id, 0);
+  tc_close(&db);
+  db = s_db();
+  cr_assert_eq(tc_db_id(db), id);
+  snprintf(dir2, sizeof dir2, "%s/other", s_tmp);
+  cr_assert_eq(tc_open(dir2, &other, &err), TR_OK, "%s", err.msg);
+  cr_assert_neq(tc_db_id(other), id);
+  tc_close(&other);
+  tc_close(&db);
+}
+
+/* A missing or empty catalog over local workers' chunk files is an
+** error, and makes nothing. */
+Test(placed, no_fresh_catalog_over_worker_data) {
+  tc_db *db = s_db();
+  tr_err err;
+  char path[600];
+  tc_close(&db);
+  snprintf(path, sizeof path, "%s/workers", s_dir);
+  cr_assert_eq(mkdir(path, 0700), 0);
+  snprintf(path, sizeof path, "%s/workers/w0", s_dir);
+  cr_assert_eq(mkdir(path, 0700), 0);
+  snprintf(path, sizeof path, "%s/workers/w0/00000000000000aa.chk", s_dir);
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fputs("x", f);
+  fclose(f);
+  db = s_db(); /* an intact catalog opens */
+  tc_close(&db);
+  snprintf(path, sizeof path, "%s/catalog.db", s_dir);
+  cr_assert_eq(truncate(path, 0), 0);
+  cr_assert_eq(tc_open(s_dir, &db, &err), TR_ECORRUPT);
+  cr_assert(strstr(err.msg, "empty") != NULL, "%s", err.msg);
+  struct stat st;
+  cr_assert_eq(stat(path, &st), 0);
+  cr_assert_eq(st.st_size, 0, "nothing was written over it");
+  cr_assert_eq(unlink(path), 0);
+  cr_assert_eq(tc_open(s_dir, &db, &err), TR_ECORRUPT);
+  cr_assert(strstr(err.msg, "missing") != NULL, "%s", err.msg);
+  cr_assert_neq(stat(path, &st), 0, "no new catalog was made");
 }
 
 Test(placed, settings_persist) {

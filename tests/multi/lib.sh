@@ -1,0 +1,74 @@
+# Helpers shared by the multi-process tests (sourced, not run).
+#   TEST=name; source "$TOP_SRCDIR/tests/multi/lib.sh"
+# gives: $work (scratch directory, removed at exit with every process
+# started through start_worker or track), fail, ok, free_port,
+# start_worker N [args] (sets ep[N] and wpid[N]), stop_worker N,
+# wait_until DEADLINE_S DESCRIPTION COMMAND... (polls, never a fixed sleep),
+# and finish (prints the summary); a path added to mounts is unmounted
+# at exit.
+set -euo pipefail
+work=$(mktemp -d)
+pids=()
+mounts=()
+passed=0
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  for m in "${mounts[@]}"; do umount "$m" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() {
+  echo "$TEST: FAIL: $*"
+  for f in "$work"/w*.log "$work"/*/workers/w*.log; do
+    [ -f "$f" ] && { echo "== $f"; tail -8 "$f"; }
+  done
+  exit 1
+}
+ok() { passed=$((passed + 1)); }
+finish() { echo "$TEST: $passed passed, 0 failed"; }
+track() { pids+=("$@"); }
+
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# count PATTERN FILE: lines of FILE matching PATTERN (0 if there is no FILE)
+count() { local c; c=$(grep -c -- "$1" "$2" 2>/dev/null) || true; echo "${c:-0}"; }
+
+# wait_until SECONDS WHAT CMD...: run CMD until it succeeds, failing with
+# WHAT after SECONDS.  CMD is run again each time: give a function, not
+# an argument with $(...) in it (that is expanded once, at the call).
+wait_until() {
+  local limit=$1 what=$2; shift 2
+  local deadline=$((SECONDS + limit))
+  until "$@"; do
+    [ $SECONDS -lt $deadline ] || fail "$what (not within $limit s)"
+    sleep 0.05
+  done
+}
+
+# start_worker N [extra args]: worker N on a fresh loopback port (or the
+# port of ep[N] if set), data in $work/wN; sets ep[N] and wpid[N].
+declare -a ep wpid
+start_worker() {
+  local n=$1; shift
+  if [ -z "${ep[$n]:-}" ]; then ep[$n]="tcp://127.0.0.1:$(free_port)"; fi
+  local lines; lines=$(count "listening" "$work/w$n.log")
+  "$TRADB" --worker --listen "${ep[$n]}" --data "$work/w$n" "$@" 2>> "$work/w$n.log" &
+  wpid[$n]=$!
+  track "${wpid[$n]}"
+  local deadline=$((SECONDS + 20))
+  until [ "$(count "listening" "$work/w$n.log")" -gt "$lines" ]; do
+    kill -0 "${wpid[$n]}" 2>/dev/null || fail "worker $n did not start"
+    [ $SECONDS -lt $deadline ] || fail "worker $n not listening within 20 s"
+    sleep 0.05
+  done
+}
+
+# stop_worker N [SIGNAL]: kill worker N (default SIGKILL) and reap it.
+stop_worker() {
+  kill "-${2:-9}" "${wpid[$1]}" 2>/dev/null || true
+  wait "${wpid[$1]}" 2>/dev/null || true
+}
+
+# chunk files under a directory (every database's)
+nchk() { find "$@" -name '*.chk' 2>/dev/null | wc -l; }
