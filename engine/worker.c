@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1261,7 +1262,13 @@ int te_worker_main(const te_worker_config *cfg) {
     s_log("%s", err.msg[0] ? err.msg : zmq_strerror(errno));
     goto done;
   }
-  if (zmq_bind(w.router, cfg->listen) != 0) {
+  /* An ipc endpoint is a socket file that anyone who may write it can
+  ** connect to: create it owner-only (no chmod after, which leaves a
+  ** window).  No other thread of ours creates files yet. */
+  mode_t umask_was = umask(0177);
+  int bound = zmq_bind(w.router, cfg->listen);
+  umask(umask_was);
+  if (bound != 0) {
     s_log("cannot listen on %s: %s", cfg->listen, zmq_strerror(errno));
     goto done;
   }
