@@ -646,7 +646,8 @@ Test(net, error_reply) {
 }
 
 /* Each malformed message is followed by a valid one, which must arrive
-** intact: the bad one was drained to its end. */
+** intact: the bad one was drained to its end.  The failure still names the
+** sender (its routing id), so that a worker can tell peers apart. */
 Test(net, malformed_messages_are_drained, .timeout = 30) {
   s_pair p;
   tn_in in;
@@ -702,7 +703,12 @@ Test(net, malformed_messages_are_drained, .timeout = 30) {
     cr_assert(strstr(err.msg, want[c]), "case %d: message '%s', want '%s'", c, err.msg, want[c]);
     cr_assert_eq(in.ndata, 0);
     tn_in_close(&in); /* harmless after a failure */
+    uint8_t route[sizeof in.route];
+    size_t route_len = in.route_len;
+    memcpy(route, in.route, route_len);
     cr_assert_eq(s_recv_within(p.router, 1, &in, &err, 5000), TR_OK, "case %d: %s", c, err.msg);
+    cr_assert(route_len > 0 && route_len == in.route_len && !memcmp(route, in.route, route_len),
+              "case %d: the sender's routing id was lost", c);
     cr_assert_eq(in.type, TN_HEARTBEAT);
     cr_assert_eq(in.req, 1000 + (uint64_t)c, "case %d: not at a message boundary", c);
     cr_assert_eq(in.ndata, 0);
