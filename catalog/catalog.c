@@ -193,7 +193,8 @@ int ci_fsync_dir(const char *dir) {
   return e;
 }
 
-/* mkdir -p with mode 0755. */
+/* mkdir -p: the parents with mode 0755 (less the umask), as mkdir -p
+** makes them; dir itself 0700 (see s_owner_only). */
 static int s_mkdir_p(const char *dir, tr_err *err) {
   char buf[CI_PATH];
   struct stat st;
@@ -207,7 +208,7 @@ static int s_mkdir_p(const char *dir, tr_err *err) {
                        "%s", buf, strerror(errno));
     *p = '/';
   }
-  if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+  if (mkdir(buf, 0700) != 0 && errno != EEXIST)
     return tr_seterr(err, TR_EIO, "cannot create database directory '%s': %s",
                      dir, strerror(errno));
   if (stat(dir, &st) != 0)
@@ -216,6 +217,29 @@ static int s_mkdir_p(const char *dir, tr_err *err) {
   if (!S_ISDIR(st.st_mode))
     return tr_seterr(err, TR_EINVAL,
                      "cannot open database '%s': not a directory", dir);
+  return TR_OK;
+}
+
+/* A database is its owner's alone (a 0700 directory, 0600 files) whatever
+** the umask, as ssh's keys and sqlite3 under a strict umask are: its
+** chunks are the user's data.  The directory is made 0700; catalog.db is
+** created 0600 here, before SQLite opens it, and SQLite gives the -wal and
+** -shm files it creates the mode of the database file.  A directory that
+** already holds a catalog (made by an older tradb, 0755) is tightened if
+** it is ours, which takes its old files out of others' reach too; a
+** directory of the user's without a catalog is left as it is. */
+static int s_owner_only(const char *dir, const char *catalog, tr_err *err) {
+  struct stat st;
+  if (stat(catalog, &st) == 0) {
+    if (stat(dir, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 077))
+      (void)chmod(dir, st.st_mode & 07700); /* best effort: it still opens */
+    return TR_OK;
+  }
+  int fd = open(catalog, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0 && errno != EEXIST)
+    return tr_seterr(err, TR_EIO, "cannot create catalog '%s': %s", catalog,
+                     strerror(errno));
+  if (fd >= 0) close(fd);
   return TR_OK;
 }
 
@@ -534,6 +558,7 @@ int tc_open(const char *dir, tc_db **out, tr_err *err) {
     goto fail;
   }
   if (!db->transient && (rc = s_check_fresh(db->dir, path, err))) goto fail;
+  if ((rc = s_owner_only(db->dir, path, err))) goto fail;
   if (sqlite3_open_v2(path, &db->sql,
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
                           SQLITE_OPEN_NOMUTEX,

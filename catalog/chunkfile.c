@@ -68,7 +68,7 @@ int cf_write(const char *path, tr_dtype dtype, const void *data,
   struct stat st;
   int rc = TR_OK, e;
   uint64_t s = cf_checksum(data, nbytes);
-  int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600); /* the owner's only */
   if (fd < 0)
     return tr_seterr(err, TR_EIO, "cannot create chunk file '%s': %s", path,
                      strerror(errno));

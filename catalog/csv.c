@@ -5,6 +5,14 @@
 **
 ** Numbers are parsed and printed in the "C" locale whatever the process
 ** locale is, so a shell that called setlocale() still reads "1.5".
+**
+** A field is a decimal number (digits with an optional point and exponent)
+** or inf, infinity or nan spelled out, signed or not, in any case: what
+** this file and NumPy's savetxt write.  strtod alone would also take
+** hexadecimal ("0x10" is 16) and turn a finite number too large for the
+** type into inf; both are errors here, since neither is what a CSV of
+** numbers means.  A number too small for the type rounds to the nearest
+** one it holds (0 or a subnormal), as strtod and NumPy do.
 */
 #include "config.h"
 #include "catalog/array_int.h"
@@ -12,9 +20,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <locale.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -109,6 +119,27 @@ static void s_show(char *out, size_t n, const char *s, size_t len) {
   out[i] = '\0';
 }
 
+/* What a field's text is: S_NUM_BAD, a finite decimal number, or inf /
+** infinity / nan spelled out (see the top of this file). */
+enum { S_NUM_BAD, S_NUM_DECIMAL, S_NUM_WORD };
+static int s_number_kind(const char *s) {
+  int digits = 0;
+  if (*s == '+' || *s == '-') s++;
+  if (!strcasecmp(s, "inf") || !strcasecmp(s, "infinity") || !strcasecmp(s, "nan"))
+    return S_NUM_WORD;
+  for (; *s >= '0' && *s <= '9'; s++) digits++;
+  if (*s == '.')
+    for (s++; *s >= '0' && *s <= '9'; s++) digits++;
+  if (!digits) return S_NUM_BAD;
+  if (*s == 'e' || *s == 'E') {
+    s++;
+    if (*s == '+' || *s == '-') s++;
+    if (*s < '0' || *s > '9') return S_NUM_BAD;
+    while (*s >= '0' && *s <= '9') s++;
+  }
+  return *s ? S_NUM_BAD : S_NUM_DECIMAL;
+}
+
 int ta_csv_open(const char *path, tr_dtype dtype, tc_array *a, tr_err *err) {
   char *text = NULL;
   char *vals = NULL;
@@ -149,10 +180,21 @@ int ta_csv_open(const char *path, tr_dtype dtype, tc_array *a, tr_err *err) {
       while (e > s && (e[-1] == ' ' || e[-1] == '\t')) e--;
       char num[S_NUM_MAX + 1], show[48];
       size_t n = (size_t)(e - s);
-      char *stop = NULL;
-      if (n == 0 || n > S_NUM_MAX) goto bad_number;
-      memcpy(num, s, n);
-      num[n] = '\0';
+      long long col = (long long)(s - p) + 1; /* the field's first byte */
+      int kind = S_NUM_BAD, inf;
+      if (n > 0 && n <= S_NUM_MAX) {
+        memcpy(num, s, n);
+        num[n] = '\0';
+        if (strlen(num) == n) kind = s_number_kind(num); /* no NUL inside */
+      }
+      if (kind == S_NUM_BAD) {
+        s_show(show, sizeof show, s, n);
+        rc = tr_seterr(err, TR_ESYNTAX,
+                       n ? "bad number '%s' in %s line %lld column %lld"
+                         : "empty field%s in %s line %lld column %lld",
+                       show, path, (long long)line, col);
+        goto done;
+      }
       if (cap == nvals) {
         size_t ncap = cap ? cap * 2 : 1024;
         char *nv = ncap < SIZE_MAX / 16 ? realloc(vals, ncap * item) : NULL;
@@ -166,19 +208,20 @@ int ta_csv_open(const char *path, tr_dtype dtype, tc_array *a, tr_err *err) {
       /* strtof for f32: rounding once from text is what makes "%.9g"
       ** round-trip exactly. */
       if (dtype == TR_F32) {
-        float v = strtof(num, &stop);
+        float v = strtof(num, NULL);
+        inf = isinf(v);
         memcpy(vals + nvals * item, &v, sizeof v);
       } else {
-        double v = strtod(num, &stop);
+        double v = strtod(num, NULL);
+        inf = isinf(v);
         memcpy(vals + nvals * item, &v, sizeof v);
       }
-      if (stop != num + n) {
-      bad_number:
+      if (inf && kind == S_NUM_DECIMAL) {
         s_show(show, sizeof show, s, n);
         rc = tr_seterr(err, TR_ESYNTAX,
-                       n ? "bad number '%s' in %s line %lld"
-                         : "empty field%s in %s line %lld",
-                       show, path, (long long)line);
+                       "number '%s' is too large for %s in %s line %lld "
+                       "column %lld", show, tr_dtype_name(dtype), path,
+                       (long long)line, col);
         goto done;
       }
       nvals++;

@@ -414,7 +414,7 @@ int tc_store_open(const char *dir, tc_store **out, tr_err *err) {
     rc = tr_seterr(err, TR_ENOMEM, "out of memory");
     goto done;
   }
-  if (mkdir(dir, 0755) == 0) {
+  if (mkdir(dir, 0700) == 0) { /* chunks are the user's data: owner only */
     snprintf(path, sizeof path, "%s/..", dir); /* make the new dir durable */
     ci_fsync_dir(path);
   } else if (errno != EEXIST) {
@@ -428,7 +428,7 @@ int tc_store_open(const char *dir, tc_store **out, tr_err *err) {
     goto done;
   }
   snprintf(path, sizeof path, "%s/LOCK", dir);
-  if ((s->lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
+  if ((s->lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0) {
     rc = tr_seterr(err, TR_EIO, "cannot open '%s': %s", path,
                    strerror(errno));
     goto done;

@@ -481,7 +481,7 @@ static int s_spawn_local(te_engine *e, const te_config *cfg, int idx, int of, tr
     exe[k] = '\0';
     self = exe;
   }
-  if (mkdir(e->workdir, 0755) != 0 && errno != EEXIST)
+  if (mkdir(e->workdir, 0700) != 0 && errno != EEXIST)
     return tr_seterr(err, TR_EIO, "cannot create '%s': %s", e->workdir, strerror(errno));
   int per = tr_ncores() / of;
   if (cfg->threads > 0) per = cfg->threads;
@@ -509,7 +509,7 @@ static int s_spawn_local(te_engine *e, const te_config *cfg, int idx, int of, tr
     ** statement, it must not stop the workers.  Hence its own session. */
     setsid();
     prctl(PR_SET_PDEATHSIG, SIGTERM);
-    int fd = open(logf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int fd = open(logf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (fd >= 0) dup2(fd, 2);
     int nul = open("/dev/null", O_RDONLY);
     if (nul >= 0) dup2(nul, 0);

@@ -169,7 +169,9 @@ static int s_rows_add(te_result *r, const char *const *cells) {
 }
 
 /* Check a CHUNK clause against a rank and fill t->chunk (clamped to the
-** shape); without one pick the default. */
+** shape); without one pick the default.  A chunk travels to and from the
+** workers as one data frame, so one larger than a worker accepts
+** (TN_MAX_DATA) is refused here rather than at its first use. */
 static int s_set_chunk(const te_stmt *s, tc_tensor *t, tr_err *err) {
   if (!s->has_chunk) {
     te_default_chunk(t->rank, t->shape, t->dtype, t->chunk);
@@ -178,7 +180,19 @@ static int s_set_chunk(const te_stmt *s, tc_tensor *t, tr_err *err) {
   if (s->chunk_rank != t->rank)
     return tr_seterr(err, TR_ESHAPE, "CHUNK has %d entr%s but %s has rank %d", s->chunk_rank,
                      s->chunk_rank == 1 ? "y" : "ies", t->name, t->rank);
-  for (int d = 0; d < t->rank; d++) t->chunk[d] = s->chunk[d] < t->shape[d] ? s->chunk[d] : t->shape[d];
+  double bytes = (double)tr_dtype_size(t->dtype);
+  for (int d = 0; d < t->rank; d++) {
+    t->chunk[d] = s->chunk[d] < t->shape[d] ? s->chunk[d] : t->shape[d];
+    bytes *= (double)t->chunk[d];
+  }
+  if (bytes > (double)TN_MAX_DATA) {
+    char dims[256];
+    s_dims_text(dims, sizeof dims, t->rank, t->chunk, ", ");
+    return tr_seterr(err, TR_ESHAPE,
+                     "chunk [%s] of %s is %.3g GiB; a chunk may be at most %g GiB (the largest "
+                     "a worker accepts): give a smaller CHUNK",
+                     dims, tr_dtype_name(t->dtype), bytes / (1 << 30), (double)TN_MAX_DATA / (1 << 30));
+  }
   return TR_OK;
 }
 

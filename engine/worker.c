@@ -81,6 +81,85 @@ static void s_log(const char *fmt, ...) {
   va_end(ap);
 }
 
+/* ---- Malformed messages: one log line per peer per interval --------------- */
+
+/* A peer sending garbage (a scanner, a tradb of another protocol version)
+** must not fill the log at the rate it sends: a peer's first malformed
+** message is logged with its reason, the ones after it are only counted,
+** and the count is logged once the interval since that line has passed. */
+#define S_DROP_PEERS 32 /* peers followed at once; a new one evicts the stalest */
+
+typedef struct s_drop {
+  uint8_t route[256]; /* the peer's routing id */
+  size_t route_len;   /* its length */
+  int used;           /* slot in use */
+  double since;       /* when this peer's last line was logged */
+  int64_t count;      /* dropped since then, not yet logged */
+  char why[128];      /* the reason for the last of them */
+} s_drop;
+
+static s_drop s_drops[S_DROP_PEERS];
+static double s_drop_every = 60.0; /* seconds; TRADB_TEST_DROP_LOG_S for tests */
+
+/* The routing id in hex (a ZeroMQ one is 5 bytes), at most 16 bytes shown. */
+static const char *s_drop_peer(const s_drop *d, char *buf, size_t n) {
+  size_t o = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < d->route_len && i < 16 && o + 3 < n; i++)
+    o += (size_t)snprintf(buf + o, n - o, "%02x", d->route[i]);
+  if (d->route_len > 16 && o + 4 < n) snprintf(buf + o, n - o, "...");
+  return d->route_len ? buf : "?";
+}
+
+/* Log the count of d (if any) and start a new interval at now. */
+static void s_drop_flush(s_drop *d, double now) {
+  char peer[40];
+  if (d->count)
+    s_log("dropped %lld more malformed message%s from peer %s since the last report (last: %s)",
+          (long long)d->count, d->count == 1 ? "" : "s", s_drop_peer(d, peer, sizeof peer), d->why);
+  d->count = 0;
+  d->since = now;
+}
+
+/* One malformed message from in's sender (tn_recv leaves in->route). */
+static void s_drop_note(const tn_in *in, const char *why, double now) {
+  s_drop *d = NULL, *stalest = &s_drops[0];
+  char peer[40];
+  for (int i = 0; i < S_DROP_PEERS && !d; i++) {
+    s_drop *e = &s_drops[i];
+    if (e->used && e->route_len == in->route_len && !memcmp(e->route, in->route, in->route_len))
+      d = e;
+    else if (!e->used || (stalest->used && e->since < stalest->since))
+      stalest = e;
+  }
+  if (d) {
+    d->count++;
+    snprintf(d->why, sizeof d->why, "%.*s", (int)sizeof d->why - 1, why);
+    if (now - d->since >= s_drop_every) s_drop_flush(d, now);
+    return;
+  }
+  d = stalest;
+  if (d->used) s_drop_flush(d, now);
+  memcpy(d->route, in->route, in->route_len);
+  d->route_len = in->route_len;
+  d->used = 1;
+  d->count = 0;
+  d->since = now;
+  s_log("dropped malformed message from peer %s: %s (more from this peer: a count every %g s)",
+        s_drop_peer(d, peer, sizeof peer), why, s_drop_every);
+}
+
+/* Log the counts whose interval has passed (all of them when all != 0), and
+** forget the peers quiet for a whole interval. */
+static void s_drop_tick(double now, int all) {
+  for (int i = 0; i < S_DROP_PEERS; i++) {
+    s_drop *d = &s_drops[i];
+    if (!d->used || (!all && now - d->since < s_drop_every)) continue;
+    if (!d->count) d->used = 0;
+    s_drop_flush(d, now);
+  }
+}
+
 /* ---- Task encoding (shared with the coordinator) ------------------------- */
 
 static void s_put_prog(tn_wbuf *b, const tk_prog *p) {
@@ -1387,6 +1466,8 @@ int te_worker_main(const te_worker_config *cfg) {
   pthread_cond_init(&w.io_cv, NULL);
   const char *slow = getenv("TRADB_TEST_SLOW_STORE_MS");
   w.slow_store_ms = slow ? atoi(slow) : 0;
+  const char *drop_every = getenv("TRADB_TEST_DROP_LOG_S");
+  if (drop_every && atof(drop_every) > 0) s_drop_every = atof(drop_every);
   w.router = zmq_socket(w.ctx, ZMQ_ROUTER);
   w.notify_rx = zmq_socket(w.ctx, ZMQ_PAIR);
   int linger = 0, hwm = 0, tmo = 30000;
@@ -1400,7 +1481,13 @@ int te_worker_main(const te_worker_config *cfg) {
     s_log("%s", err.msg[0] ? err.msg : zmq_strerror(errno));
     goto done;
   }
-  if (zmq_bind(w.router, cfg->listen) != 0) {
+  /* An ipc endpoint is a socket file that anyone who may write it can
+  ** connect to: create it owner-only (no chmod after, which leaves a
+  ** window).  No other thread of ours creates files yet. */
+  mode_t umask_was = umask(0177);
+  int bound = zmq_bind(w.router, cfg->listen);
+  umask(umask_was);
+  if (bound != 0) {
     s_log("cannot listen on %s: %s", cfg->listen, zmq_strerror(errno));
     goto done;
   }
@@ -1450,7 +1537,7 @@ int te_worker_main(const te_worker_config *cfg) {
         int r = tn_recv(w.router, 1, ZMQ_DONTWAIT, &in, &err);
         if (r == TR_ENOTFOUND || r == TR_EINTR) break;
         if (r == TR_EINVAL) {
-          s_log("dropped malformed message: %s", err.msg);
+          s_drop_note(&in, err.msg, tr_now());
           continue;
         }
         if (r) {
@@ -1480,6 +1567,7 @@ int te_worker_main(const te_worker_config *cfg) {
     s_settle(&w);
     s_release_held(&w);
     s_trim_when_idle(&w);
+    s_drop_tick(tr_now(), 0);
     if (tr_now() >= next_beat) {
       next_beat = tr_now() + TN_HEARTBEAT_MS / 1000.0;
       /* Best effort: a coordinator that went away is not an error (the
@@ -1489,6 +1577,7 @@ int te_worker_main(const te_worker_config *cfg) {
                 &err);
     }
   }
+  s_drop_tick(tr_now(), 1);
   s_log("stopping");
   status = 0;
   pthread_mutex_lock(&w.mu);

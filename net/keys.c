@@ -119,6 +119,20 @@ int tn_load_keys(const char *dir, tn_keys *keys, tr_err *err) {
                    errno == ENOENT ? " (make keys with tradb --gen-keys DIR)" : "");
     goto done;
   }
+  /* As ssh does for its keys: a secret others can read is no secret, and
+  ** one others can write lets them choose it. */
+  if (fstat(fd, &st) != 0) {
+    rc = tr_seterr(err, TR_EIO, "cannot read %s: %s", path, strerror(errno));
+    goto done;
+  }
+  if (st.st_mode & 066) {
+    int rd = (st.st_mode & 044) != 0;
+    rc = tr_seterr(err, TR_EINVAL, "cluster key %s is %s by %s (mode %04o): chmod 600 it", path,
+                   rd ? "readable" : "writable",
+                   st.st_mode & (rd ? 004 : 002) ? "others" : "its group",
+                   (unsigned)(st.st_mode & 07777));
+    goto done;
+  }
   for (;;) { /* the file is tiny: read it whole, refusing anything large */
     ssize_t n = read(fd, buf + got, sizeof buf - 1 - (size_t)got);
     if (n < 0 && errno == EINTR) continue;

@@ -163,7 +163,8 @@ typedef struct tn_in {
 ** flags has ZMQ_DONTWAIT.  Returns TR_OK; TR_ENOTFOUND when nothing is
 ** waiting (ZMQ_DONTWAIT); TR_EINTR when interrupted by a signal; TR_EINVAL
 ** with a message in err for a malformed message (already fully read and
-** dropped: the caller logs it and carries on); TR_EIO for socket errors. */
+** dropped: the caller logs it and carries on; in->route still says who
+** sent it); TR_EIO for socket errors. */
 int tn_recv(void *sock, int routed, int flags, tn_in *in, tr_err *err);
 void tn_in_close(tn_in *in);
 /* Move src's frames into dst (uninitialised), leaving src empty: hands a

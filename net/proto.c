@@ -310,7 +310,9 @@ static int s_grow(tn_in *in, int *cap, int want) {
 ** (atomic multipart delivery) and is read to the end even after the
 ** message turned out malformed, so the next call starts on a boundary.
 ** in is overwritten without being looked at (close the previous message
-** first); after a failure it holds nothing, and tn_in_close is harmless.
+** first); after a failure it holds nothing but the routing id (ROUTER: who
+** sent a malformed message, for the caller's log), and tn_in_close is
+** harmless.
 ** A ZMQ_RCVTIMEO expiring reads like ZMQ_DONTWAIT: TR_ENOTFOUND.
 */
 int tn_recv(void *sock, int routed, int flags, tn_in *in, tr_err *err) {
@@ -427,7 +429,6 @@ fail:
   if (hdr_open) zmq_msg_close(&hdr);
   s_drain(sock);
   tn_in_close(in);
-  in->route_len = 0;
   in->type = 0;
   in->req = 0;
   in->db = 0;

@@ -378,23 +378,40 @@ done:
   return flow;
 }
 
-/* Add a line to the pending text and run every statement it completes.
-** *start is the input line where the pending statement starts (0: none). */
+/* Whether line[from, to) (clamped to [0, len)) holds a NUL byte. */
+static int s_has_nul(const char *line, size_t len, long from, long to) {
+  if (from < 0) from = 0;
+  if (to > (long)len) to = (long)len;
+  return from < to && memchr(line + from, '\0', (size_t)(to - from));
+}
+
+/* Add line[0, len) to the pending text and run every statement it
+** completes.  *start is the input line where the pending statement starts
+** (0: none); *nul says that statement holds a NUL byte.  A statement with
+** a NUL byte is dropped, not run (the caller reported the line): C strings
+** end there, so what runs would not be what the input says. */
 static int s_feed(ts_shell *sh, const s_source *src, s_buf *pend, long *start,
-                  const char *line) {
+                  int *nul, const char *line, size_t len) {
   size_t n;
+  long at = (long)pend->len; /* where line starts in pend->p */
   int flow = S_OK;
 
-  if (s_buf_add(pend, line, strlen(line)) || s_buf_add(pend, "\n", 1)) {
+  if (s_buf_add(pend, line, len) || s_buf_add(pend, "\n", 1)) {
     pend->len = 0;
     *start = 0;
+    *nul = 0;
     return s_report(sh, src, src->lineno, "out of memory");
   }
+  for (char *z = pend->p + at; (z = memchr(z, '\0', pend->len - (size_t)(z - pend->p)));)
+    *z = ' '; /* keeps the statements around it whole */
   if (!*start && !te_is_blank(pend->p)) *start = src->lineno;
   while (*start && (n = te_statement_end(pend->p)) > 0) {
-    int f = s_exec(sh, src, pend->p, n, *start);
+    int held = *nul || s_has_nul(line, len, -at, (long)n - at);
+    int f = held ? S_OK : s_exec(sh, src, pend->p, n, *start);
     memmove(pend->p, pend->p + n, pend->len - n + 1);
     pend->len -= n;
+    at -= (long)n;
+    *nul = 0;
     *start = te_is_blank(pend->p) ? 0 : src->lineno;
     if (f == S_FAIL && sh->bail) f = S_STOP;
     if (f == S_STOP) { /* the rest of the line is dropped */
@@ -405,6 +422,7 @@ static int s_feed(ts_shell *sh, const s_source *src, s_buf *pend, long *start,
     if (f == S_FAIL) flow = S_FAIL;
   }
   if (!*start) pend->len = 0; /* only blanks and comments left */
+  *nul = *start && (*nul || s_has_nul(line, len, -at, (long)len));
   return flow;
 }
 
@@ -858,10 +876,11 @@ static char **s_complete(const char *text, int start, int end) {
 /* ---- reading and running input ------------------------------------------ */
 
 /* Next line of src into *line (getline-style buffer), without its end of
-** line; `pending` picks the continuation prompt.  An S_* read status. */
+** line, and its length into *len (batch input may hold NUL bytes);
+** `pending` picks the continuation prompt.  An S_* read status. */
 static int s_next_line(const ts_shell *sh, s_source *src, char **line,
-                       size_t *cap, int pending) {
-  size_t n;
+                       size_t *cap, size_t *len, int pending) {
+  ssize_t n = 0;
   if (!src->in) {
     char *l;
     int rc = s_readline(pending ? "   ...> " : "tradb> ", &l);
@@ -869,20 +888,21 @@ static int s_next_line(const ts_shell *sh, s_source *src, char **line,
     free(*line);
     *line = l;
     *cap = strlen(l) + 1;
+    n = (ssize_t)strlen(l);
     s_remember(l, sh->histfile);
   } else {
     for (;;) {
       if (tr_interrupted) return S_INTR;
       errno = 0;
-      if (getline(line, cap, src->in) >= 0) break;
+      if ((n = getline(line, cap, src->in)) >= 0) break;
       if (!ferror(src->in)) return S_EOF;
       if (errno != EINTR) return S_RDERR;
       clearerr(src->in);
     }
   }
-  n = strlen(*line); /* a NUL byte ends the line */
   while (n && ((*line)[n - 1] == '\n' || (*line)[n - 1] == '\r'))
     (*line)[--n] = '\0';
+  *len = (size_t)n;
   src->lineno++;
   return S_LINE;
 }
@@ -891,16 +911,18 @@ static int s_next_line(const ts_shell *sh, s_source *src, char **line,
 static int s_run_source(ts_shell *sh, s_source *src) {
   s_buf pend = {NULL, 0, 0}; /* pending statement text; empty or not blank */
   long start = 0;            /* input line where it starts */
+  int nul = 0;               /* it holds a NUL byte */
   char *line = NULL;
-  size_t cap = 0;
+  size_t cap = 0, len = 0;
   int flow = S_OK;
 
   for (;;) {
-    int got = s_next_line(sh, src, &line, &cap, pend.len > 0);
+    int got = s_next_line(sh, src, &line, &cap, &len, pend.len > 0);
     if (got == S_EOF) break;
     if (got == S_CANCEL) { /* Ctrl-C at the prompt */
       pend.len = 0;
       start = 0;
+      nul = 0;
       continue;
     }
     if (got == S_INTR) {
@@ -913,10 +935,17 @@ static int s_run_source(ts_shell *sh, s_source *src) {
                       strerror(errno));
       goto done;
     }
-    if (!pend.len && line[0] == '.')
-      flow = s_dot(sh, src, line);
-    else
-      flow = s_feed(sh, src, &pend, &start, line);
+    /* A NUL byte is an error of its line; what holds it does not run. */
+    flow = memchr(line, '\0', len) ? s_report(sh, src, src->lineno, "NUL byte in input")
+                                   : S_OK;
+    if (flow == S_FAIL && sh->bail)
+      ; /* stop here */
+    else if (!pend.len && line[0] == '.') {
+      if (flow == S_OK) flow = s_dot(sh, src, line);
+    } else {
+      int f = s_feed(sh, src, &pend, &start, &nul, line, len);
+      if (f != S_OK) flow = f;
+    }
     if (flow == S_FAIL && sh->bail) flow = S_STOP;
     if (flow == S_QUIT || (flow == S_STOP && src->in)) goto done;
     flow = S_OK;

@@ -607,7 +607,7 @@ Test(array, csv_errors) {
            p);
   s_bad(p, TR_ESHAPE, want);
   s_put(p, "1,2\nabc,3\n", 10);
-  snprintf(want, sizeof want, "bad number 'abc' in %s line 2", p);
+  snprintf(want, sizeof want, "bad number 'abc' in %s line 2 column 1", p);
   s_bad(p, TR_ESYNTAX, want);
   s_put(p, "1,2\n3,4x\n", 9);
   s_bad(p, TR_ESYNTAX, "bad number '4x'");
@@ -628,4 +628,69 @@ Test(array, csv_errors) {
   s_put(p, longnum, sizeof longnum);
   s_bad(p, TR_ESYNTAX, "bad number '1111");
   s_bad(s_at("missing.csv"), TR_EIO, "No such file or directory");
+}
+
+/* Open text as a one-line CSV of type dt: the value, or NAN on failure
+** (with the message in msg). */
+static double s_csv_value(const char *text, tr_dtype dt, char *msg, size_t n) {
+  const char *p = s_at("num.csv");
+  tc_array a;
+  tr_err err;
+  double v = NAN;
+  s_put(p, text, strlen(text));
+  msg[0] = '\0';
+  if (tc_array_open(p, dt, &a, &err) != TR_OK) {
+    snprintf(msg, n, "%s", err.msg);
+    cr_assert_null(a.data);
+    return NAN;
+  }
+  cr_assert_eq(a.rank, 1);
+  v = dt == TR_F32 ? (double)*(float *)a.data : *(double *)a.data;
+  tc_array_close(&a);
+  return v;
+}
+
+/* Numbers are decimal or inf/nan spelled out: strtod's hexadecimal and its
+** inf for an overflowing literal are errors naming file, line and column. */
+Test(array, csv_numbers) {
+  const char *p = s_at("num.csv");
+  char msg[1100], want[1100];
+  struct {
+    const char *text;
+    double want; /* NAN: expect an error */
+  } ok[] = {{"1.5", 1.5},   {"-2", -2},       {"+.5", 0.5},  {"5.", 5},
+            {"1E3", 1000},  {"2.5e-1", 0.25}, {"007", 7},    {"1e308", 1e308},
+            {"1e-400", 0},  {"-1e-400", -0.0}, {"inf", INFINITY},
+            {"-Infinity", -INFINITY}, {"+INF", INFINITY}};
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    double v = s_csv_value(ok[i].text, TR_F64, msg, sizeof msg);
+    cr_assert_eq(v, ok[i].want, "'%s': %g (%s)", ok[i].text, v, msg);
+  }
+  cr_assert(signbit(s_csv_value("-1e-400", TR_F64, msg, sizeof msg)));
+  cr_assert(s_csv_value("4.9e-324", TR_F64, msg, sizeof msg) > 0, "%s", msg); /* subnormal */
+  cr_assert(isnan(s_csv_value("nan", TR_F64, msg, sizeof msg)) && !msg[0], "%s", msg);
+  cr_assert(isnan(s_csv_value("-NaN", TR_F32, msg, sizeof msg)) && !msg[0], "%s", msg);
+  cr_assert_eq(s_csv_value("1e-50", TR_F32, msg, sizeof msg), 0, "%s", msg);
+  cr_assert_eq(s_csv_value("1e39", TR_F64, msg, sizeof msg), 1e39, "%s", msg);
+
+  const char *bad[] = {"0x10", "0X1p3", "-0x1", "1e", "1e+", ".", "-", "e5", "1.2.3",
+                       "nan(1)", "infin", "1_000", "1e5x", "in"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    s_csv_value(bad[i], TR_F64, msg, sizeof msg);
+    cr_assert(strstr(msg, "bad number"), "'%s' was accepted (%s)", bad[i], msg);
+  }
+  s_csv_value("1,2\n3, 0x10\n", TR_F64, msg, sizeof msg);
+  snprintf(want, sizeof want, "bad number '0x10' in %s line 2 column 4", p);
+  cr_assert_str_eq(msg, want);
+  s_csv_value("1e999", TR_F64, msg, sizeof msg);
+  snprintf(want, sizeof want, "number '1e999' is too large for f64 in %s line 1 column 1", p);
+  cr_assert_str_eq(msg, want);
+  s_csv_value("1,2\n3,-1e999\n", TR_F32, msg, sizeof msg);
+  cr_assert(strstr(msg, "'-1e999' is too large for f32"), "%s", msg);
+  cr_assert(strstr(msg, "line 2 column 3"), "%s", msg);
+  s_csv_value("1e39", TR_F32, msg, sizeof msg);
+  cr_assert(strstr(msg, "'1e39' is too large for f32"), "%s", msg);
+  s_csv_value("1,,2", TR_F64, msg, sizeof msg);
+  cr_assert(strstr(msg, "empty field in"), "%s", msg);
+  cr_assert(strstr(msg, "line 1 column 3"), "%s", msg);
 }

@@ -669,7 +669,8 @@ Test(net, error_reply) {
 }
 
 /* Each malformed message is followed by a valid one, which must arrive
-** intact: the bad one was drained to its end. */
+** intact: the bad one was drained to its end.  The failure still names the
+** sender (its routing id), so that a worker can tell peers apart. */
 Test(net, malformed_messages_are_drained, .timeout = 30) {
   s_pair p;
   tn_in in;
@@ -725,7 +726,12 @@ Test(net, malformed_messages_are_drained, .timeout = 30) {
     cr_assert(strstr(err.msg, want[c]), "case %d: message '%s', want '%s'", c, err.msg, want[c]);
     cr_assert_eq(in.ndata, 0);
     tn_in_close(&in); /* harmless after a failure */
+    uint8_t route[sizeof in.route];
+    size_t route_len = in.route_len;
+    memcpy(route, in.route, route_len);
     cr_assert_eq(s_recv_within(p.router, 1, &in, &err, 5000), TR_OK, "case %d: %s", c, err.msg);
+    cr_assert(route_len > 0 && route_len == in.route_len && !memcmp(route, in.route, route_len),
+              "case %d: the sender's routing id was lost", c);
     cr_assert_eq(in.type, TN_HEARTBEAT);
     cr_assert_eq(in.req, 1000 + (uint64_t)c, "case %d: not at a message boundary", c);
     cr_assert_eq(in.ndata, 0);
@@ -812,6 +818,7 @@ static void s_write(const char *dir, const char *text) {
   cr_assert_not_null(f);
   fputs(text, f);
   fclose(f);
+  cr_assert_eq(chmod(path, 0600), 0);
 }
 
 Test(net, gen_and_load_keys) {
@@ -907,6 +914,46 @@ Test(net, load_keys_errors) {
 
   s_rmkeys(dir);
   s_rmkeys(other);
+}
+
+/* A cluster.key that its group or others may read or write is refused,
+** with a message saying how to fix it. */
+Test(net, load_keys_mode) {
+  char dir[64], path[128];
+  tn_keys k;
+  tr_err err;
+  struct {
+    mode_t mode;
+    const char *want; /* NULL: accepted */
+  } cases[] = {{0600, NULL},
+               {0400, NULL},
+               {0644, "is readable by others (mode 0644): chmod 600 it"},
+               {0640, "is readable by its group (mode 0640): chmod 600 it"},
+               {0604, "is readable by others (mode 0604)"},
+               {0620, "is writable by its group (mode 0620)"},
+               {0602, "is writable by others (mode 0602)"},
+               {0660, "is readable by its group (mode 0660)"},
+               {0606, "is readable by others (mode 0606)"},
+               {0646, "is readable by others (mode 0646)"},
+               {0710, NULL}, /* execute bits let no one read or write it */
+               {0601, NULL}};
+  s_tmpdir(dir, sizeof dir);
+  cr_assert_eq(tn_gen_keys(dir, &err), TR_OK, "%s", err.msg);
+  snprintf(path, sizeof path, "%s/cluster.key", dir);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    cr_assert_eq(chmod(path, cases[i].mode), 0);
+    int rc = tn_load_keys(dir, &k, &err);
+    if (!cases[i].want) {
+      cr_assert_eq(rc, TR_OK, "mode %o: %s", (unsigned)cases[i].mode, err.msg);
+      cr_assert_eq(k.on, 1);
+      continue;
+    }
+    cr_assert_eq(rc, TR_EINVAL, "mode %o accepted", (unsigned)cases[i].mode);
+    cr_assert_eq(k.on, 0);
+    cr_assert(strstr(err.msg, path), "%s", err.msg);
+    cr_assert(strstr(err.msg, cases[i].want), "mode %o: %s", (unsigned)cases[i].mode, err.msg);
+  }
+  s_rmkeys(dir);
 }
 
 /* Send a HELLO from client and report whether the server got it within ms. */
