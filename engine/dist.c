@@ -162,7 +162,7 @@ static int s_wait_ex(s_phase *ph, int tolerant, tr_err *err) {
     }
     if (!pending) return TR_OK;
     double now = tr_now();
-    if (tr_interrupted) {
+    if (tr_cancelled(&e->interrupt)) {
       /* Tell the workers still busy for this statement to stop. */
       tr_err ignore;
       for (int s = 0; s < e->nsites; s++) {
@@ -259,7 +259,7 @@ static int s_hello_all(te_engine *e, double timeout_s, tr_err *err) {
   for (int s = 0; s < e->nsites && !rc; s++) rc = s_request(&ph, s, TN_HELLO, &b, 0, NULL, NULL, NULL, err);
   tn_wbuf_free(&b);
   double end = tr_now() + timeout_s, resend = tr_now() + TN_HEARTBEAT_MS / 1000.0;
-  while (!rc && tr_now() < end && !tr_interrupted) {
+  while (!rc && tr_now() < end && !tr_cancelled(&e->interrupt)) {
     int pending = 0;
     for (int i = 0; i < ph.n; i++) pending += !ph.out[i].done;
     if (!pending) break;
@@ -296,7 +296,8 @@ static int s_hello_all(te_engine *e, double timeout_s, tr_err *err) {
   }
   s_phase_free(&ph);
   /* Ctrl-C while waiting is the answer, not a silent cluster. */
-  if (!rc && !up && e->nsites && tr_interrupted) rc = tr_seterr(err, TR_EINTR, "interrupted");
+  if (!rc && !up && e->nsites && tr_cancelled(&e->interrupt))
+    rc = tr_seterr(err, TR_EINTR, "interrupted");
   if (!rc && !up && e->nsites)
     rc = tr_seterr(err, TR_EIO, "no worker answered within %.0f s (first: %s)", timeout_s,
                    e->sites[0].ep);

@@ -207,6 +207,8 @@ struct te_engine {
   int nsites;             /* workers */
   te_site *sites;         /* them */
   uint64_t next_req;      /* request ids */
+  tr_cancel interrupt;    /* set by te_interrupt (Ctrl-C): the running
+                             statement stops, its workers are told to */
   char workdir[4200];     /* where local workers keep data and logs */
   /* An open block (BEGIN .. COMMIT): its assignments, optimized and run
   ** together at COMMIT; pend[] are their outputs so far, which later
@@ -242,10 +244,13 @@ typedef struct te_chunk_io {
 /* Run node n for output chunks lins[0..nlins) (lins NULL: all of them) on
 ** `threads` threads: one task per output chunk walks its join tuples, calls
 ** the kernels of kt and folds the results with the node's aggregation
-** (exec.c).  in_meta[i] describes operand i's relation. */
+** (exec.c).  in_meta[i] describes operand i's relation.  Every kernel call
+** polls cancel (may be NULL): once it is set the node stops with TR_EINTR. */
 int te_node_run(const tk_backend *kt, int threads, size_t cache_budget, const te_node *n,
                 const tc_tensor *const *in_meta, const tc_tensor *out_meta,
-                const te_chunk_io *io, const int64_t *lins, int64_t nlins, tr_err *err);
+                const te_chunk_io *io, const int64_t *lins, int64_t nlins,
+                const tr_cancel *cancel, tr_err *err);
+
 
 
 /* ---- The optimizer (optimize.c) ---------------------------------------- */
@@ -368,7 +373,7 @@ typedef struct te_fill {
 
 /* Generate chunk lin of tensor t into buf (its extent, row-major). */
 int te_fill_chunk(const tk_backend *kt, const tc_tensor *t, const te_fill *f, int64_t lin,
-                  void *buf);
+                  void *buf, const tr_cancel *cancel);
 
 /* One worker's share of a node or a FILL: what it computes from which
 ** chunk ids it holds, and the ids its output chunks get. */

@@ -7,7 +7,8 @@
 ** join kernel and folds its result into the output chunk with the
 ** aggregation, then applies the fused transform and stores the chunk.
 ** Tasks run on the thread pool; BLAS runs single-threaded inside them
-** unless there are fewer tasks than threads.
+** unless there are fewer tasks than threads.  The caller's cancel token
+** reaches every kernel call.
 **
 ** Operand chunks come through a cache shared by the tasks of a plan,
 ** bounded in bytes (least recently used chunks are dropped first), so a
@@ -57,6 +58,7 @@ typedef struct s_run {
   const tc_tensor *out_meta;             /* the output relation */
   const te_chunk_io *io;                 /* chunk source and sink */
   const int64_t *lins;                   /* output chunks to compute */
+  const tr_cancel *cancel;               /* stops every task; may be NULL */
   s_cache *cache;    /* operand chunks, keyed by operand number */
   tr_dtype dt;       /* node element type (of its output) */
   size_t esz;        /* its size */
@@ -299,7 +301,7 @@ static int s_fetch(s_run *run, int oi, const int64_t *lkey, s_chunk *ch, tr_err 
     }
     if (nbox > 0)
       rc = run->kt->copy(run->dt, o->rank, box, (char *)dst + (size_t)doff * run->esz,
-                            dstride, src, sstride);
+                         dstride, src, sstride, run->cancel);
     s_cache_release(run->cache, en);
     if (rc) break;
     int d = o->rank - 1;
@@ -418,9 +420,10 @@ static int s_canon(s_run *run, const void *src, const int64_t *ls, const int64_t
     op.out = *out;
     op.prog.n = 1;
     op.prog.code[0].op = TK_OP_INPUT;
+    op.cancel = run->cancel;
     return run->kt->contract(&op);
   }
-  return run->kt->copy(run->dt, norder, e2, *out, ds, src, ss);
+  return run->kt->copy(run->dt, norder, e2, *out, ds, src, ss, run->cancel);
 }
 
 /* Concatenate up to three label groups into ord; returns the count. */
@@ -528,6 +531,7 @@ static int s_gemm_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void 
     op.prog.code[0].op = TK_OP_INPUT;
     op.agg = TK_AGG_SUM;
     op.accumulate = !first;
+    op.cancel = run->cancel;
     rc = run->kt->contract(&op);
   }
 done:
@@ -557,6 +561,7 @@ static int s_contract_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, v
   op.prog = n->prog;
   op.agg = n->agg;
   op.accumulate = !first;
+  op.cancel = run->cancel;
   return run->kt->contract(&op);
 }
 
@@ -567,6 +572,14 @@ static int s_fail(s_run *run, const tr_err *err) {
   if (run->err.code == TR_OK) run->err = *err;
   pthread_mutex_unlock(&run->mu);
   return err->code ? err->code : TR_ERR;
+}
+
+/* A kernel call of a task on output om failed with rc. */
+static void s_kernel_failed(tr_err *err, const tc_tensor *om, int rc) {
+  if (rc == TR_EINTR)
+    tr_seterr(err, rc, "interrupted");
+  else
+    tr_seterr(err, rc, "kernel failed in %s (status %d)", om->name, rc);
 }
 
 /* Next join tuple of a group: odometer over the aggregated labels. */
@@ -611,7 +624,7 @@ static int s_node_task(void *arg, int64_t t) {
   memset(ch, 0, sizeof ch);
   int first = 1;
   for (int64_t tu = 0; tu < run->ntuples; tu++) {
-    if (tr_interrupted) {
+    if (tr_cancelled(run->cancel)) {
       rc = tr_seterr(&err, TR_EINTR, "interrupted");
       break;
     }
@@ -630,7 +643,7 @@ static int s_node_task(void *arg, int64_t t) {
       rc = n->gemm ? s_gemm_tuple(run, ch, ext, out, ols, first)
                    : s_contract_tuple(run, ch, ext, out, ols, first);
       first = 0;
-      if (rc) tr_seterr(&err, rc, "kernel failed in %s (status %d)", om->name, rc);
+      if (rc) s_kernel_failed(&err, om, rc);
     }
     for (int j = 0; j < i; j++) s_chunk_done(run, &ch[j]);
     if (rc) break;
@@ -638,8 +651,8 @@ static int s_node_task(void *arg, int64_t t) {
   }
   if (!rc && first) rc = tr_seterr(&err, TR_EINVAL, "no join tuple of output chunk %lld runs here", (long long)g);
   if (!rc && n->post.n) {
-    rc = run->kt->map(run->dt, &n->post, out, nel);
-    if (rc) tr_seterr(&err, rc, "kernel failed in %s (status %d)", om->name, rc);
+    rc = run->kt->map(run->dt, &n->post, out, nel, run->cancel);
+    if (rc) s_kernel_failed(&err, om, rc);
   }
   if (!rc) rc = run->io->write(run->io->ctx, g, out, (size_t)nel * run->esz, &err);
   run->kt->release(out);
@@ -649,7 +662,8 @@ static int s_node_task(void *arg, int64_t t) {
 
 int te_node_run(const tk_backend *kt, int threads, size_t cache_budget, const te_node *n,
                 const tc_tensor *const *in_meta, const tc_tensor *out_meta,
-                const te_chunk_io *io, const int64_t *lins, int64_t nlins, tr_err *err) {
+                const te_chunk_io *io, const int64_t *lins, int64_t nlins,
+                const tr_cancel *cancel, tr_err *err) {
   s_run run;
   memset(&run, 0, sizeof run);
   run.kt = kt;
@@ -658,6 +672,7 @@ int te_node_run(const tk_backend *kt, int threads, size_t cache_budget, const te
   run.out_meta = out_meta;
   run.io = io;
   run.lins = lins;
+  run.cancel = cancel;
   run.dt = out_meta->dtype;
   run.esz = tr_dtype_size(run.dt);
   run.ngroups = lins ? nlins : tc_nchunks(out_meta);
@@ -681,7 +696,7 @@ int te_node_run(const tk_backend *kt, int threads, size_t cache_budget, const te
     tk_set_blas_threads(threads / (int)run.ngroups);
     threads = (int)run.ngroups;
   }
-  int rc = tr_parallel_for(threads, run.ngroups, s_node_task, &run);
+  int rc = tr_parallel_for(threads, run.ngroups, s_node_task, &run, cancel);
   if (rc) {
     if (run.err.code) *err = run.err;
     else tr_seterr(err, rc, rc == TR_EINTR ? "interrupted" : "statement failed (status %d)", rc);

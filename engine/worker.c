@@ -21,6 +21,11 @@
 **
 ** Failures: a malformed message is logged and dropped; a coordinator that
 ** goes away is simply no longer answered, and a new one may say HELLO.
+**
+** Cancellation: a TASK carries a cancel token of its own, which its
+** kernels poll.  A CANCEL stops the running task of the coordinator that
+** sent it (through that token) and drops its queued TASKs and SYNCs.
+** SIGTERM and SIGINT cancel the running task and stop the worker.
 */
 #include "config.h"
 #include "engine/engine_int.h"
@@ -44,10 +49,11 @@
 
 static volatile sig_atomic_t s_stop = 0;
 
+/* SIGTERM, SIGINT: the main loop notices at once or within a poll interval
+** and cancels the running task (a handler cannot take the queue's lock). */
 static void s_on_signal(int sig) {
   (void)sig;
   s_stop = 1;
-  tr_interrupted = 1; /* running kernels stop between join tuples */
 }
 
 static const char *s_ep = "";
@@ -323,6 +329,7 @@ typedef struct s_job {
   char push_why[sizeof(((tr_err *)0)->msg) + 300]; /* why */
   int code;                 /* TN_ERROR: status */
   char msg[sizeof(((tr_err *)0)->msg) + 300]; /* TN_ERROR: message */
+  tr_cancel cancel;         /* TN_TASK: set to stop it (its kernels poll) */
   struct s_job *next;       /* queue */
 } s_job;
 
@@ -349,6 +356,7 @@ typedef struct s_worker {
   pthread_mutex_t mu;          /* guards the queues */
   pthread_cond_t cv;           /* work arrived or stop */
   s_job *todo, *todo_tail;     /* jobs waiting */
+  s_job *running;              /* the job the task thread runs, or NULL */
   s_job *done;                 /* replies ready */
   int quit;                    /* stop the task and store threads */
   /* store thread: PUT, GET, SEND, DROP and KEEP, so a slow disk does not
@@ -469,6 +477,14 @@ static int s_task_write(void *ctx, int64_t lin, const void *buf, size_t bytes, t
   return tr_seterr(err, TR_EINVAL, "output chunk %lld is not this worker's", (long long)lin);
 }
 
+/* A kernel of a FILL or combine task failed with rc. */
+static void s_kernel_failed(tr_err *err, const char *what, int rc) {
+  if (rc == TR_EINTR)
+    tr_seterr(err, rc, "interrupted");
+  else
+    tr_seterr(err, rc, "%s kernel failed (status %d)", what, rc);
+}
+
 /* FILL and combine tasks: one output chunk of the list per index, on the
 ** thread pool. */
 typedef struct s_fillrun {
@@ -485,9 +501,10 @@ static int s_fill_one(void *arg, int64_t i) {
   size_t bytes = (size_t)tc_chunk_extent(&t->out_meta, key, ext) * tr_dtype_size(t->out_meta.dtype);
   void *buf = tr_alloc_aligned(bytes);
   tr_err err;
-  int rc = buf ? te_fill_chunk(fr->io->w->kt, &t->out_meta, &t->f, t->out_lin[i], buf)
+  int rc = buf ? te_fill_chunk(fr->io->w->kt, &t->out_meta, &t->f, t->out_lin[i], buf,
+                               &fr->io->job->cancel)
                : tr_seterr(&err, TR_ENOMEM, "out of memory");
-  if (buf && rc) tr_seterr(&err, rc, "fill kernel failed (status %d)", rc);
+  if (buf && rc) s_kernel_failed(&err, "fill", rc);
   if (!rc) rc = s_task_write(fr->io, t->out_lin[i], buf, bytes, &err);
   tr_free_aligned(buf);
   if (rc) {
@@ -514,13 +531,15 @@ static int s_combine_one(void *arg, int64_t i) {
   for (int64_t k = 0; !rc && k < t->nin; k++) {
     if (t->in_lin[k] != lin) continue;
     rc = tc_store_get(fr->io->w->store, t->in_id[k], first ? acc : part, bytes, &err);
-    if (!rc && !first && (rc = kt->combine(t->out_meta.dtype, t->node.agg, acc, part, nel)))
-      tr_seterr(&err, rc, "combine kernel failed (status %d)", rc);
+    if (!rc && !first &&
+        (rc = kt->combine(t->out_meta.dtype, t->node.agg, acc, part, nel, &fr->io->job->cancel)))
+      s_kernel_failed(&err, "combine", rc);
     first = 0;
   }
   if (!rc && first) rc = tr_seterr(&err, TR_EINVAL, "no partial of output chunk %lld", (long long)lin);
-  if (!rc && t->node.post.n && (rc = kt->map(t->out_meta.dtype, &t->node.post, acc, nel)))
-    tr_seterr(&err, rc, "map kernel failed (status %d)", rc);
+  if (!rc && t->node.post.n &&
+      (rc = kt->map(t->out_meta.dtype, &t->node.post, acc, nel, &fr->io->job->cancel)))
+    s_kernel_failed(&err, "map", rc);
   if (!rc) rc = s_task_write(fr->io, lin, acc, bytes, &err);
   tr_free_aligned(acc);
   tr_free_aligned(part);
@@ -567,21 +586,21 @@ static void s_run_task(s_worker *w, s_job *j) {
     rc = tr_seterr(&err, TR_ENOMEM, "out of memory");
   } else if (t.kind == TE_TASK_FILL) {
     s_fillrun fr = {&io, {0, ""}, PTHREAD_MUTEX_INITIALIZER};
-    rc = tr_parallel_for(w->threads, t.nout, s_fill_one, &fr);
+    rc = tr_parallel_for(w->threads, t.nout, s_fill_one, &fr, &j->cancel);
     if (rc) err = fr.err.code ? fr.err : err;
   } else if (t.kind == TE_TASK_COMBINE) {
     s_fillrun fr = {&io, {0, ""}, PTHREAD_MUTEX_INITIALIZER};
-    rc = tr_parallel_for(w->threads, t.nout, s_combine_one, &fr);
+    rc = tr_parallel_for(w->threads, t.nout, s_combine_one, &fr, &j->cancel);
     if (rc) err = fr.err.code ? fr.err : err;
   } else {
     te_chunk_io cio = {&io, s_task_read, s_task_write, s_task_has};
     const tc_tensor *in_meta[TK_MAX_INPUTS];
     for (int i = 0; i < t.node.ninputs; i++) in_meta[i] = &t.in_meta[i];
     rc = te_node_run(w->kt, w->threads, (size_t)1 << 30, &t.node, in_meta, &t.out_meta, &cio,
-                     t.out_lin, t.nout, &err);
+                     t.out_lin, t.nout, &j->cancel, &err);
   }
   if (rc) {
-    s_fail_job(j, rc, err.msg[0] ? err.msg : "task failed");
+    s_fail_job(j, rc, err.msg[0] ? err.msg : rc == TR_EINTR ? "interrupted" : "task failed");
   } else {
     j->rtype = TN_TASK_OK;
     tn_put_u32(&j->reply, (uint32_t)t.nout);
@@ -635,13 +654,12 @@ static void *s_task_thread(void *arg) {
     s_job *j = w->todo;
     w->todo = j->next;
     if (!w->todo) w->todo_tail = NULL;
+    w->running = j; /* from here a cancel reaches it through its token */
     pthread_mutex_unlock(&w->mu);
-    /* A CANCEL stopped the previous task through tr_interrupted; this one
-    ** starts afresh, unless the worker itself is stopping. */
-    if (!s_stop) tr_interrupted = 0;
     if (j->type == TN_TASK) s_run_task(w, j);
     else s_run_sync(w, j);
     pthread_mutex_lock(&w->mu);
+    w->running = NULL;
     j->next = w->done;
     w->done = j;
     pthread_mutex_unlock(&w->mu);
@@ -690,6 +708,49 @@ static void s_queue(s_worker *w, tn_in *in) {
   memcpy(j->body, body, n);
   j->body_len = n;
   s_enqueue(w, &w->todo, &w->todo_tail, &w->cv, j);
+}
+
+/* Did job j come from route? */
+static int s_from(const s_job *j, const uint8_t *route, size_t len) {
+  return j->route_len == len && !memcmp(j->route, route, len);
+}
+
+/* Cancel the task-thread jobs from route: the running one through its
+** token (its kernels stop within a poll), the queued ones answered
+** TR_EINTR and dropped.  Logs one line saying why; a no-op when there is
+** nothing of route's to cancel and quiet is set. */
+static void s_cancel_from(s_worker *w, const uint8_t *route, size_t len, int quiet,
+                          const char *why) {
+  s_job *drop = NULL, **pp;
+  int running = 0, dropped = 0;
+  pthread_mutex_lock(&w->mu);
+  if (w->running && s_from(w->running, route, len) && !tr_cancelled(&w->running->cancel)) {
+    tr_cancel_set(&w->running->cancel);
+    running = 1;
+  }
+  w->todo_tail = NULL;
+  for (pp = &w->todo; *pp;) {
+    s_job *j = *pp;
+    if (s_from(j, route, len)) {
+      *pp = j->next;
+      j->next = drop;
+      drop = j;
+      dropped++;
+    } else {
+      w->todo_tail = j;
+      pp = &j->next;
+    }
+  }
+  pthread_mutex_unlock(&w->mu);
+  while (drop) {
+    s_job *nx = drop->next;
+    tn_send_error(w->router, drop->route, drop->route_len, drop->req, TR_EINTR, "cancelled");
+    s_job_free(drop);
+    drop = nx;
+  }
+  if (running || dropped || !quiet)
+    s_log("%s: %s, %d queued dropped", why,
+          running ? "stopping its running task" : "none of its tasks running", dropped);
 }
 
 /* GET, second half (main loop): the chunks the store thread read, as the
@@ -1152,25 +1213,11 @@ static void s_on_request(s_worker *w, tn_in *in) {
   case TN_KEEP: s_queue_store(w, in); break;
   case TN_TASK:
   case TN_SYNC: s_queue(w, in); break;
-  case TN_CANCEL: {
-    /* Stop the running task between join tuples, and fail the queued
-    ** ones: their statement is gone. */
-    int dropped = 0;
-    tr_interrupted = 1;
-    pthread_mutex_lock(&w->mu);
-    s_job *q = w->todo;
-    w->todo = w->todo_tail = NULL;
-    pthread_mutex_unlock(&w->mu);
-    while (q) {
-      s_job *nx = q->next;
-      tn_send_error(w->router, q->route, q->route_len, q->req, TR_EINTR, "cancelled");
-      s_job_free(q);
-      q = nx;
-      dropped++;
-    }
-    s_log("cancel: stopping the running task, %d queued dropped", dropped);
+  case TN_CANCEL:
+    /* Its statement is gone: stop its running task, fail its queued ones.
+    ** Another coordinator's work goes on. */
+    s_cancel_from(w, in->route, in->route_len, 0, "cancel");
     break;
-  }
   case TN_STATS: {
     int64_t chunks, bytes;
     tc_store_usage(w->store, &chunks, &bytes);
@@ -1352,7 +1399,8 @@ int te_worker_main(const te_worker_config *cfg) {
   s_log("stopping");
   status = 0;
   pthread_mutex_lock(&w.mu);
-  w.quit = 1;
+  w.quit = 1; /* the task thread takes no further job */
+  if (w.running) tr_cancel_set(&w.running->cancel);
   pthread_cond_broadcast(&w.cv);
   pthread_mutex_unlock(&w.mu);
   pthread_join(w.tid, NULL);

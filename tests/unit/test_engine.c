@@ -464,3 +464,20 @@ Test(task, scratch_flag_round_trips_and_is_checked) {
   cr_assert_eq(te_task_decode(b.p, b.n, &got, &err), TR_EINVAL);
   tn_wbuf_free(&b);
 }
+
+/* te_interrupt stops the statement it finds running (here: about to start)
+** with TR_EINTR and leaves the data as it was; the request stays until
+** te_interrupt_clear, as sqlite3_interrupt's does. */
+Test(engine, interrupt_cancels_until_cleared) {
+  s_ok("CREATE TENSOR I[64, 64] CHUNK [32, 32];");
+  s_ok("FILL I ONES;");
+  te_interrupt(s_e);
+  cr_assert_str_eq(s_fails("J[i,j] = I[i,k] * I[k,j];", TR_EINTR), "interrupted");
+  cr_assert_str_eq(s_fails("FILL I ZEROS;", TR_EINTR), "interrupted");
+  te_interrupt_clear(s_e);
+  s_ok("J[i,j] = I[i,k] * I[k,j];");
+  te_result *r = s_get("I");
+  for (int i = 0; i < 64 * 64; i++) cr_assert_eq(r->values[i], 1.0);
+  te_result_free(&r);
+}
+
