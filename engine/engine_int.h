@@ -251,6 +251,21 @@ int te_node_run(const tk_backend *kt, int threads, size_t cache_budget, const te
                 const te_chunk_io *io, const int64_t *lins, int64_t nlins,
                 const tr_cancel *cancel, tr_err *err);
 
+/*
+** kt->gemm (same arguments) as calls of at most kt->gemm_panel
+** multiply-adds, polling cancel before each (TR_EINTR once it is set): a
+** BLAS call cannot be stopped, and one product of large chunks runs for
+** seconds.  A larger product is halved, recursively: its batch first, then
+** the longer of M and N, then K (the second half adding to the first),
+** never below 256 rows, columns or depth, because every call packs its
+** operands afresh and thin panels would pack more than they compute.  The
+** halves depend only on the shape, so a product always sums in the same
+** order; one of at most a panel (the usual chunk sizes) is a single call.
+*/
+int te_gemm_panels(const tk_backend *kt, const tr_cancel *cancel, tr_dtype dt, int ta, int tb,
+                   int64_t M, int64_t N, int64_t K, double alpha, const void *a, int64_t lda,
+                   int64_t sa, const void *b, int64_t ldb, int64_t sb, double beta, void *c,
+                   int64_t ldc, int64_t sc, int64_t B);
 
 
 /* ---- The optimizer (optimize.c) ---------------------------------------- */

@@ -8,7 +8,9 @@
 ** aggregation, then applies the fused transform and stores the chunk.
 ** Tasks run on the thread pool; BLAS runs single-threaded inside them
 ** unless there are fewer tasks than threads.  The caller's cancel token
-** reaches every kernel call.
+** reaches every kernel call, and a product too large to stop in time is cut
+** into gemm calls of the backend's panel size, so a cancelled node stops
+** within a panel's time whatever its chunk sizes.
 **
 ** Operand chunks come through a cache shared by the tasks of a plan,
 ** bounded in bytes (least recently used chunks are dropped first), so a
@@ -458,6 +460,66 @@ static int s_matrix(s_run *run, const void *data, const int64_t *ls, const int64
   return TR_OK;
 }
 
+/* Rows, columns or depth of a gemm panel at least (see te_gemm_panels). */
+#define S_PANEL_MIN 256
+
+int te_gemm_panels(const tk_backend *kt, const tr_cancel *cancel, tr_dtype dt, int ta, int tb,
+                   int64_t M, int64_t N, int64_t K, double alpha, const void *a, int64_t lda,
+                   int64_t sa, const void *b, int64_t ldb, int64_t sb, double beta, void *c,
+                   int64_t ldc, int64_t sc, int64_t B) {
+  const int64_t esz = (int64_t)tr_dtype_size(dt), panel = kt->gemm_panel;
+  const char *pa = a, *pb = b;
+  char *pc = c;
+  enum { WHOLE, BATCH, ROWS, COLS, DEPTH } cut = WHOLE;
+  if (tr_cancelled(cancel)) return TR_EINTR;
+  /* Batches are independent products; rows and columns re-pack the other
+  ** operand per call, so the longer of the two is cut; depth last. */
+  if (panel > 0 && (double)B * (double)M * (double)N * (double)K > (double)panel) {
+    if (B > 1) cut = BATCH;
+    else if (M >= N && M >= 2 * S_PANEL_MIN) cut = ROWS;
+    else if (N >= 2 * S_PANEL_MIN) cut = COLS;
+    else if (M >= 2 * S_PANEL_MIN) cut = ROWS;
+    else if (K >= 2 * S_PANEL_MIN) cut = DEPTH;
+  }
+  int rc;
+  int64_t h;
+  switch (cut) {
+  case WHOLE:
+    return kt->gemm(dt, ta, tb, M, N, K, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, B);
+  case BATCH:
+    h = B / 2;
+    rc = te_gemm_panels(kt, cancel, dt, ta, tb, M, N, K, alpha, a, lda, sa, b, ldb, sb, beta, c,
+                        ldc, sc, h);
+    return rc ? rc
+              : te_gemm_panels(kt, cancel, dt, ta, tb, M, N, K, alpha, pa + h * sa * esz, lda, sa,
+                               pb + h * sb * esz, ldb, sb, beta, pc + h * sc * esz, ldc, sc, B - h);
+  case ROWS: /* row r of op(A) starts at r * lda, or at r when A is transposed */
+    h = M / 2;
+    rc = te_gemm_panels(kt, cancel, dt, ta, tb, h, N, K, alpha, a, lda, sa, b, ldb, sb, beta, c,
+                        ldc, sc, B);
+    return rc ? rc
+              : te_gemm_panels(kt, cancel, dt, ta, tb, M - h, N, K, alpha,
+                               pa + h * (ta ? 1 : lda) * esz, lda, sa, b, ldb, sb, beta,
+                               pc + h * ldc * esz, ldc, sc, B);
+  case COLS:
+    h = N / 2;
+    rc = te_gemm_panels(kt, cancel, dt, ta, tb, M, h, K, alpha, a, lda, sa, b, ldb, sb, beta, c,
+                        ldc, sc, B);
+    return rc ? rc
+              : te_gemm_panels(kt, cancel, dt, ta, tb, M, N - h, K, alpha, a, lda, sa,
+                               pb + h * (tb ? ldb : 1) * esz, ldb, sb, beta, pc + h * esz, ldc, sc,
+                               B);
+  default: /* DEPTH: the second half adds to the first */
+    h = K / 2;
+    rc = te_gemm_panels(kt, cancel, dt, ta, tb, M, N, h, alpha, a, lda, sa, b, ldb, sb, beta, c,
+                        ldc, sc, B);
+    return rc ? rc
+              : te_gemm_panels(kt, cancel, dt, ta, tb, M, N, K - h, alpha,
+                               pa + h * (ta ? lda : 1) * esz, lda, sa,
+                               pb + h * (tb ? 1 : ldb) * esz, ldb, sb, 1.0, c, ldc, sc, B);
+  }
+}
+
 /* One join tuple on the gemm path: out (+)= in0 * in1. */
 static int s_gemm_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void *out,
                         const int64_t *ols, int first) {
@@ -505,8 +567,8 @@ static int s_gemm_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void 
     cb = M * N;
   }
   sc = cb;
-  rc = run->kt->gemm(run->dt, ta, tb, M, N, K, 1.0, a, lda, sa, b, ldb, sb,
-                        (first || c == bufc) ? 0.0 : 1.0, c, ldc, sc, B);
+  rc = te_gemm_panels(run->kt, run->cancel, run->dt, ta, tb, M, N, K, 1.0, a, lda, sa, b, ldb,
+                      sb, (first || c == bufc) ? 0.0 : 1.0, c, ldc, sc, B);
   if (!rc && c == bufc) {
     /* out (+)= scratch, through the contract kernel's strided add. */
     tk_contract op;

@@ -16,7 +16,9 @@
 ** token (NULL: never cancelled) and poll it inside their loops, at least
 ** every millisecond or so of work; once it is set they return TR_EINTR with
 ** their output partly written.  What cannot poll runs to its end: a device
-** kernel, and gemm (a BLAS call cannot be stopped), which takes no token.
+** kernel, and gemm (a BLAS call cannot be stopped), which takes no token;
+** the engine splits products larger than the backend's gemm_panel into
+** panels instead and polls between them.
 */
 #ifndef TRADB_KERNELS_H
 #define TRADB_KERNELS_H
@@ -122,6 +124,11 @@ typedef struct tk_backend {
               const void *b, int64_t ldb, int64_t stride_b,
               double beta, void *c, int64_t ldc, int64_t stride_c,
               int64_t batch);
+  /* Multiply-adds (batch * m * n * k) that one gemm call does in well under
+  ** 0.1 s on one core.  A gemm cannot be interrupted, so the engine splits
+  ** larger products into panels of about this size and polls its cancel
+  ** token between them.  0: never split. */
+  int64_t gemm_panel;
 
   /* General chunk contraction (see tk_contract). */
   int (*contract)(const tk_contract *op);

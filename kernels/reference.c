@@ -257,6 +257,7 @@ static void s_release(const void *p) { (void)p; }
 static const tk_backend s_reference = {
     .name = "reference",
     .gemm = s_gemm,
+    .gemm_panel = (int64_t)1 << 26, /* about 1e9 multiply-adds a second */
     .contract = s_contract,
     .combine = s_combine,
     .map = s_map,
