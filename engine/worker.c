@@ -24,7 +24,9 @@
 **
 ** Cancellation: a TASK carries a cancel token of its own, which its
 ** kernels poll.  A CANCEL stops the running task of the coordinator that
-** sent it (through that token) and drops its queued TASKs and SYNCs.
+** sent it (through that token) and drops its queued TASKs and SYNCs; a
+** coordinator silent for the liveness window (its shell was killed or cut
+** off) gets the same, so no work outlives the statement it is for.
 ** SIGTERM and SIGINT cancel the running task and stop the worker.
 */
 #include "config.h"
@@ -330,6 +332,8 @@ typedef struct s_job {
   int code;                 /* TN_ERROR: status */
   char msg[sizeof(((tr_err *)0)->msg) + 300]; /* TN_ERROR: message */
   tr_cancel cancel;         /* TN_TASK: set to stop it (its kernels poll) */
+  double heard;             /* TN_TASK, TN_SYNC: when its coordinator last
+                               sent anything (under mu) */
   struct s_job *next;       /* queue */
 } s_job;
 
@@ -707,12 +711,24 @@ static void s_queue(s_worker *w, tn_in *in) {
   }
   memcpy(j->body, body, n);
   j->body_len = n;
+  j->heard = tr_now();
   s_enqueue(w, &w->todo, &w->todo_tail, &w->cv, j);
 }
 
 /* Did job j come from route? */
 static int s_from(const s_job *j, const uint8_t *route, size_t len) {
   return j->route_len == len && !memcmp(j->route, route, len);
+}
+
+/* Any message from route is a sign of life of the coordinator of the jobs
+** it sent (heartbeats included). */
+static void s_heard(s_worker *w, const uint8_t *route, size_t len) {
+  double now = tr_now();
+  pthread_mutex_lock(&w->mu);
+  if (w->running && s_from(w->running, route, len)) w->running->heard = now;
+  for (s_job *j = w->todo; j; j = j->next)
+    if (s_from(j, route, len)) j->heard = now;
+  pthread_mutex_unlock(&w->mu);
 }
 
 /* Cancel the task-thread jobs from route: the running one through its
@@ -751,6 +767,34 @@ static void s_cancel_from(s_worker *w, const uint8_t *route, size_t len, int qui
   if (running || dropped || !quiet)
     s_log("%s: %s, %d queued dropped", why,
           running ? "stopping its running task" : "none of its tasks running", dropped);
+}
+
+/* Cancel the jobs of coordinators silent for the liveness window (their
+** shell was killed or cut off): nobody will take the result.  The worker
+** stays up for the next coordinator. */
+static void s_cancel_lost(s_worker *w) {
+  const double window = TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0;
+  for (;;) {
+    uint8_t route[256];
+    size_t len = 0;
+    double silent = 0, now = tr_now();
+    pthread_mutex_lock(&w->mu);
+    s_job *lost = NULL;
+    if (w->running && !tr_cancelled(&w->running->cancel) && now - w->running->heard > window)
+      lost = w->running;
+    for (s_job *j = w->todo; j && !lost; j = j->next)
+      if (now - j->heard > window) lost = j;
+    if (lost) {
+      len = lost->route_len;
+      memcpy(route, lost->route, len);
+      silent = now - lost->heard;
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (!lost) return;
+    char why[80];
+    snprintf(why, sizeof why, "coordinator silent for %.1f s", silent);
+    s_cancel_from(w, route, len, 1, why);
+  }
 }
 
 /* GET, second half (main loop): the chunks the store thread read, as the
@@ -1180,6 +1224,7 @@ static void s_queue_store(s_worker *w, tn_in *in) {
 
 static void s_on_request(s_worker *w, tn_in *in) {
   tn_wbuf b = {0};
+  s_heard(w, in->route, in->route_len);
   if (in->type != TN_HEARTBEAT) s_busy(w);
   /* Remember who coordinates us, for heartbeats. */
   if (in->type == TN_HELLO || in->type == TN_HEARTBEAT || in->type == TN_TASK) {
@@ -1387,6 +1432,7 @@ int te_worker_main(const te_worker_config *cfg) {
       }
     s_settle(&w);
     s_release_held(&w);
+    s_cancel_lost(&w);
     s_trim_when_idle(&w);
     if (tr_now() >= next_beat) {
       next_beat = tr_now() + TN_HEARTBEAT_MS / 1000.0;
