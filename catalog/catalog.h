@@ -15,8 +15,8 @@
 ** transaction, and only then are the old version's chunks dropped from the
 ** stores.  A process killed at any point leaves either the old or the new
 ** version; chunks no row refers to are removed later, when the
-** coordinator tells each worker to keep only the chunks tc_site_chunks()
-** lists for it (tc_store_keep).
+** coordinator compares what each worker holds (tc_store_list) with what
+** tc_site_chunks() lists for it and drops the leftovers by id.
 **
 ** Threads: a tc_db is used from one thread; a tc_store from many.
 */

@@ -35,7 +35,7 @@
 #include <xxhash.h>
 
 #define S_HELLO_TIMEOUT_S 10.0   /* workers must answer HELLO by then */
-#define S_CALL_TIMEOUT_S 600.0   /* longest wait for one phase */
+#define S_CALL_TIMEOUT_S (getenv("TRADB_TEST_CALL_TIMEOUT") ? atof(getenv("TRADB_TEST_CALL_TIMEOUT")) : 600.0)
 #define S_INFLIGHT_BYTES (256u << 20) /* PUT data in flight before waiting */
 #define S_REJOIN_GRACE_S 0.03  /* a ping waits this long for workers believed down */
 #define S_IDLE_PING_S 1.0      /* te_maintain pings at most this often */
@@ -104,6 +104,28 @@ static void s_heartbeat_all(te_engine *e) {
             &err);
 }
 
+/* Note the worker process a HEARTBEAT or HELLO_OK came from: another one
+** than before means the worker restarted, and requests the old one held
+** will never be answered. */
+static void s_incarnation(te_site *st, tn_in *in) {
+  size_t n;
+  const void *b = tn_in_body(in, &n);
+  tn_rbuf r;
+  uint64_t inc;
+  if (in->type != TN_HEARTBEAT && in->type != TN_HELLO_OK) return;
+  tn_rbuf_init(&r, b, n);
+  if (in->type == TN_HELLO_OK) {
+    char skip[TC_ENDPOINT_MAX];
+    tn_get_str(&r, skip, sizeof skip);
+    (void)tn_get_u32(&r);
+    tn_get_str(&r, skip, sizeof skip);
+  }
+  inc = tn_get_u64(&r);
+  if (tn_rbuf_ok(&r) != TR_OK || !inc) return;
+  if (st->incarnation && inc != st->incarnation) st->restarted = 1;
+  st->incarnation = inc;
+}
+
 /* Read what the sites sent; replies of ph (may be NULL) are stored. */
 static void s_drain(te_engine *e, s_phase *ph, int timeout_ms) {
   zmq_pollitem_t items[256];
@@ -119,6 +141,7 @@ static void s_drain(te_engine *e, s_phase *ph, int timeout_ms) {
       if (rc == TR_ENOTFOUND || rc == TR_EINTR || rc == TR_EIO) break;
       if (rc) continue; /* malformed: dropped */
       e->sites[s].last_seen = tr_now();
+      s_incarnation(&e->sites[s], &in);
       if (ph && in.req >= ph->base && in.req < ph->base + (uint64_t)ph->n) {
         s_out *o = &ph->out[in.req - ph->base];
         /* a heartbeat answers only a ping (the worker's own carry id 0) */
@@ -165,7 +188,7 @@ static int s_wait_ex(s_phase *ph, int tolerant, tr_err *err) {
     }
     if (!pending) return TR_OK;
     double now = tr_now();
-    if (tr_interrupted) {
+    if (tr_cancelled(&e->interrupt)) {
       /* Tell the workers still busy for this statement to stop. */
       tr_err ignore;
       for (int s = 0; s < e->nsites; s++) {
@@ -177,20 +200,27 @@ static int s_wait_ex(s_phase *ph, int tolerant, tr_err *err) {
       }
       return tr_seterr(err, TR_EINTR, "interrupted");
     }
-    if (now - start > S_CALL_TIMEOUT_S)
-      return tr_seterr(err, TR_EIO, "workers did not answer within %.0f s", S_CALL_TIMEOUT_S);
+    if (now - start > S_CALL_TIMEOUT_S) {
+      int i = 0;
+      while (ph->out[i].done) i++; /* pending > 0: one is not done */
+      return tr_seterr(err, TR_EIO, "workers did not answer within %.0f s (%d requests, first %s to %s)",
+                       S_CALL_TIMEOUT_S, pending, tn_type_name(ph->out[i].type), e->sites[ph->out[i].site].ep);
+    }
     if (now >= next_beat) {
       s_heartbeat_all(e);
       next_beat = now + TN_HEARTBEAT_MS / 1000.0;
     }
     for (int i = 0; i < ph->n; i++) {
       te_site *st = &e->sites[ph->out[i].site];
-      if (!ph->out[i].done && now - st->last_seen > TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0) {
+      int silent = now - st->last_seen > TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0;
+      if (!ph->out[i].done && (silent || st->restarted)) {
         st->up = 0;
         if (tolerant) {
           ph->out[i].done = 2; /* no reply */
           continue;
         }
+        if (st->restarted)
+          return tr_seterr(err, TR_EIO, "worker %s restarted while it worked for this statement", st->ep);
         return tr_seterr(err, TR_EIO, "worker %s is down (silent for %.1f s)", st->ep,
                          now - st->last_seen);
       }
@@ -277,8 +307,11 @@ static void s_ping(te_engine *e) {
   e->last_ping = tr_now();
   for (int i = 0; i < ph.n; i++) {
     te_site *st = &e->sites[ph.out[i].site];
-    if (ph.out[i].done && !st->up) rejoined = 1;
+    /* Back after being down, or a new process in its place: either way
+    ** what it holds is reconciled anew. */
+    if (ph.out[i].done && (!st->up || st->restarted)) rejoined = 1;
     st->up = ph.out[i].done;
+    st->restarted = 0;
   }
   s_phase_free(&ph);
   if (rejoined) {
@@ -367,7 +400,7 @@ static int s_hello_all(te_engine *e, double timeout_s, tr_err *err) {
   for (int s = 0; s < e->nsites && !rc; s++) rc = s_request(&ph, s, TN_HELLO, &b, 0, NULL, NULL, NULL, err);
   tn_wbuf_free(&b);
   double end = tr_now() + timeout_s, resend = tr_now() + TN_HEARTBEAT_MS / 1000.0;
-  while (!rc && tr_now() < end && !tr_interrupted) {
+  while (!rc && tr_now() < end && !tr_cancelled(&e->interrupt)) {
     int pending = 0;
     for (int i = 0; i < ph.n; i++)
       pending += !ph.out[i].done && !s_refused(&e->sites[ph.out[i].site], &e->keys);
@@ -401,11 +434,13 @@ static int s_hello_all(te_engine *e, double timeout_s, tr_err *err) {
   int up = 0;
   for (int i = 0; i < ph.n; i++) {
     e->sites[ph.out[i].site].up = ph.out[i].done && ph.out[i].reply.type == TN_HELLO_OK;
+    e->sites[ph.out[i].site].restarted = 0; /* the process that said HELLO_OK is the one we know */
     up += e->sites[ph.out[i].site].up;
   }
   s_phase_free(&ph);
   /* Ctrl-C while waiting is the answer, not a silent cluster. */
-  if (!rc && !up && e->nsites && tr_interrupted) rc = tr_seterr(err, TR_EINTR, "interrupted");
+  if (!rc && !up && e->nsites && tr_cancelled(&e->interrupt))
+    rc = tr_seterr(err, TR_EINTR, "interrupted");
   for (int s = 0; !rc && !up && s < e->nsites; s++)
     if (e->sites[s].refused[0])
       rc = tr_seterr(err, TR_EIO, "cannot use worker %s: %s", e->sites[s].ep, e->sites[s].refused);
@@ -497,6 +532,11 @@ static int s_spawn_local(te_engine *e, const te_config *cfg, int idx, int of, tr
                      e->workdir);
   te_site *st = s_site_new(e, ep, err);
   if (!st) return err->code;
+  /* A local worker of a killed shell can still be bound to this socket
+  ** while it stops: we must not reach it (it would answer, then vanish
+  ** with our requests).  Only this database's shell uses the path (the
+  ** catalog is locked), and the new worker binds it afresh. */
+  unlink(ep + 6);
   char data[4200], logf[4200], threads[16];
   snprintf(data, sizeof data, "%s/w%d", e->workdir, idx);
   snprintf(logf, sizeof logf, "%s/w%d.log", e->workdir, idx);

@@ -82,6 +82,10 @@ void te_close(te_engine **pe) {
 
 const char *te_backend_name(const te_engine *e) { return e->kt->name; }
 
+void te_interrupt(te_engine *e) { tr_cancel_set(&e->interrupt); }
+
+void te_interrupt_clear(te_engine *e) { tr_cancel_clear(&e->interrupt); }
+
 void te_result_free(te_result **pr) {
   if (!pr || !*pr) return;
   te_result *r = *pr;
@@ -207,9 +211,11 @@ static void s_row_major(int rank, const int64_t *ext, int64_t *stride) {
 }
 
 /* Copy between chunk lin of t (row-major, type t->dtype) and its box in
-** the user's array a (type a->dtype), in either direction. */
-static int s_chunk_array_copy(const tk_backend *kt, const tc_tensor *t, tc_array *a, int64_t lin,
+** the user's array a (type a->dtype), in either direction, with e's
+** kernels; TR_EINTR once e is interrupted. */
+static int s_chunk_array_copy(te_engine *e, const tc_tensor *t, tc_array *a, int64_t lin,
                               void *chunk, int to_array) {
+  const tk_backend *kt = e->kt;
   int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK], cs[TR_MAX_RANK], off = 0;
   tc_key_from_linear(t, lin, key);
   int64_t n = tc_chunk_extent(t, key, ext);
@@ -227,27 +233,28 @@ static int s_chunk_array_copy(const tk_backend *kt, const tc_tensor *t, tc_array
   if (t->rank == 0)
     memcpy(to_array ? (void *)abase : tmp, to_array ? tmp : (void *)abase, asz);
   else if (to_array)
-    rc = kt->copy(a->dtype, a->rank, ext, abase, a->stride, tmp, cs);
+    rc = kt->copy(a->dtype, a->rank, ext, abase, a->stride, tmp, cs, &e->interrupt);
   else
-    rc = kt->copy(a->dtype, a->rank, ext, tmp, cs, abase, a->stride);
+    rc = kt->copy(a->dtype, a->rank, ext, tmp, cs, abase, a->stride, &e->interrupt);
   if (!rc && !to_array && tmp != chunk) te_convert(chunk, t->dtype, tmp, a->dtype, n);
   if (tmp != chunk) tr_free_aligned(tmp);
   return rc;
 }
 
 int te_fill_chunk(const tk_backend *kt, const tc_tensor *t, const te_fill *f, int64_t lin,
-                  void *buf) {
+                  void *buf, const tr_cancel *cancel) {
   int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK], origin[TR_MAX_RANK];
   tc_key_from_linear(t, lin, key);
   int64_t n = tc_chunk_extent(t, key, ext);
   for (int d = 0; d < t->rank; d++) origin[d] = key[d] * t->chunk[d];
   if (f->kind == TE_FILL_UNIFORM || f->kind == TE_FILL_NORMAL)
     return kt->fill_random(t->dtype, f->kind == TE_FILL_UNIFORM ? TK_FILL_UNIFORM : TK_FILL_NORMAL,
-                           f->p0, f->p1, f->seed, t->rank, t->shape, origin, ext, buf);
+                           f->p0, f->p1, f->seed, t->rank, t->shape, origin, ext, buf, cancel);
   double one = f->kind == TE_FILL_ONES ? 1.0 : 0.0;
   int64_t idx[TR_MAX_RANK] = {0};
   for (int64_t i = 0; i < n; i++) {
     double v = one;
+    if (i % 65536 == 0 && tr_cancelled(cancel)) return TR_EINTR;
     if (f->kind == TE_FILL_IDENTITY) {
       v = 1.0;
       for (int d = 1; d < t->rank; d++)
@@ -330,11 +337,11 @@ static int s_load(te_engine *e, const te_stmt *s, tr_err *err) {
   for (int64_t lin = 0; lin < tc_nchunks(&t) && !rc; lin++) {
     tc_key_from_linear(&t, lin, key);
     size_t bytes = (size_t)tc_chunk_extent(&t, key, ext) * tr_dtype_size(t.dtype);
-    if ((rc = s_chunk_array_copy(e->kt, &t, &a, lin, buf, 0)))
-      tr_seterr(err, rc, "copy from '%s' failed", s->path);
+    if ((rc = s_chunk_array_copy(e, &t, &a, lin, buf, 0)))
+      tr_seterr(err, rc, rc == TR_EINTR ? "interrupted" : "copy from '%s' failed", s->path);
     else
       rc = te_pwrite_chunk(w, lin, buf, bytes, err);
-    if (!rc && tr_interrupted) rc = tr_seterr(err, TR_EINTR, "interrupted");
+    if (!rc && tr_cancelled(&e->interrupt)) rc = tr_seterr(err, TR_EINTR, "interrupted");
   }
   if (!rc) rc = te_pwrite_commit(w, err);
 done:
@@ -354,7 +361,8 @@ typedef struct s_save_ctx {
 static int s_save_chunk(void *ctx, int64_t lin, const void *buf, size_t bytes, tr_err *err) {
   s_save_ctx *c = ctx;
   (void)bytes;
-  int rc = s_chunk_array_copy(c->e->kt, c->t, c->a, lin, (void *)buf, 1);
+  int rc = s_chunk_array_copy(c->e, c->t, c->a, lin, (void *)buf, 1);
+  if (rc == TR_EINTR) return tr_seterr(err, rc, "interrupted");
   return rc ? tr_seterr(err, rc, "copy to the output file failed") : TR_OK;
 }
 

@@ -125,10 +125,20 @@ int te_is_blank(const char *text);
 ** Run one statement (text, len bytes, ';' included or not).  On success
 ** *res (which may be NULL if the caller does not want it) receives the
 ** result.  On failure: a TR_E* code and a one-line message in err; stored
-** data is unchanged.  Ctrl-C (tr_interrupted) cancels with TR_EINTR.
+** data is unchanged.  te_interrupt() cancels it with TR_EINTR.
 */
 int te_exec(te_engine *e, const char *text, size_t len, te_result **res,
             tr_err *err);
+
+/*
+** Interrupt: make the statement running on e (from another thread, or a
+** signal handler: this is async-signal-safe) stop as soon as it can with
+** TR_EINTR; its workers are told to stop its tasks.  Like sqlite3_interrupt
+** the request stays until cleared: te_interrupt_clear() before a statement
+** lets it run (the shell clears it before each one).
+*/
+void te_interrupt(te_engine *e);
+void te_interrupt_clear(te_engine *e);
 
 /* Keywords of the language (NULL-terminated, static), for completion. */
 const char *const *te_keywords(void);

@@ -190,6 +190,9 @@ typedef struct te_site {
   void *mon;                     /* PAIR socket reading its socket's
                                     handshake failures (CURVE refused) */
   char refused[160];             /* why its handshake failed ("" if not) */
+  uint64_t incarnation;          /* its process, as HELLO_OK and heartbeats say */
+  int restarted;                 /* a new incarnation answered: what the old one
+                                    held for us (requests, scratch) is lost */
   /* measured by the coordinator, reset per statement (EXPLAIN ANALYZE) */
   int64_t tasks;                 /* tasks run */
   int64_t floats_in, floats_out; /* floats received / sent */
@@ -211,6 +214,8 @@ struct te_engine {
   int nsites;             /* workers */
   te_site *sites;         /* them */
   uint64_t next_req;      /* request ids */
+  tr_cancel interrupt;    /* set by te_interrupt (Ctrl-C): the running
+                             statement stops, its workers are told to */
   char workdir[4200];     /* where local workers keep data and logs */
   /* An open block (BEGIN .. COMMIT): its assignments, optimized and run
   ** together at COMMIT; pend[] are their outputs so far, which later
@@ -266,10 +271,28 @@ typedef struct te_chunk_io {
 /* Run node n for output chunks lins[0..nlins) (lins NULL: all of them) on
 ** `threads` threads: one task per output chunk walks its join tuples, calls
 ** the kernels of kt and folds the results with the node's aggregation
-** (exec.c).  in_meta[i] describes operand i's relation. */
+** (exec.c).  in_meta[i] describes operand i's relation.  Every kernel call
+** polls cancel (may be NULL): once it is set the node stops with TR_EINTR. */
 int te_node_run(const tk_backend *kt, int threads, size_t cache_budget, const te_node *n,
                 const tc_tensor *const *in_meta, const tc_tensor *out_meta,
-                const te_chunk_io *io, const int64_t *lins, int64_t nlins, tr_err *err);
+                const te_chunk_io *io, const int64_t *lins, int64_t nlins,
+                const tr_cancel *cancel, tr_err *err);
+
+/*
+** kt->gemm (same arguments) as calls of at most kt->gemm_panel
+** multiply-adds, polling cancel before each (TR_EINTR once it is set): a
+** BLAS call cannot be stopped, and one product of large chunks runs for
+** seconds.  A larger product is halved, recursively: its batch first, then
+** the longer of M and N, then K (the second half adding to the first),
+** never below 256 rows, columns or depth, because every call packs its
+** operands afresh and thin panels would pack more than they compute.  The
+** halves depend only on the shape, so a product always sums in the same
+** order; one of at most a panel (the usual chunk sizes) is a single call.
+*/
+int te_gemm_panels(const tk_backend *kt, const tr_cancel *cancel, tr_dtype dt, int ta, int tb,
+                   int64_t M, int64_t N, int64_t K, double alpha, const void *a, int64_t lda,
+                   int64_t sa, const void *b, int64_t ldb, int64_t sb, double beta, void *c,
+                   int64_t ldc, int64_t sc, int64_t B);
 
 
 /* ---- The optimizer (optimize.c) ---------------------------------------- */
@@ -392,7 +415,7 @@ typedef struct te_fill {
 
 /* Generate chunk lin of tensor t into buf (its extent, row-major). */
 int te_fill_chunk(const tk_backend *kt, const tc_tensor *t, const te_fill *f, int64_t lin,
-                  void *buf);
+                  void *buf, const tr_cancel *cancel);
 
 /* One worker's share of a node or a FILL: what it computes from which
 ** chunk ids it holds, and the ids its output chunks get. */

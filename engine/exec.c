@@ -7,7 +7,10 @@
 ** join kernel and folds its result into the output chunk with the
 ** aggregation, then applies the fused transform and stores the chunk.
 ** Tasks run on the thread pool; BLAS runs single-threaded inside them
-** unless there are fewer tasks than threads.
+** unless there are fewer tasks than threads.  The caller's cancel token
+** reaches every kernel call, and a product too large to stop in time is cut
+** into gemm calls of the backend's panel size, so a cancelled node stops
+** within a panel's time whatever its chunk sizes.
 **
 ** Operand chunks come through a cache shared by the tasks of a plan,
 ** bounded in bytes (least recently used chunks are dropped first), so a
@@ -57,6 +60,7 @@ typedef struct s_run {
   const tc_tensor *out_meta;             /* the output relation */
   const te_chunk_io *io;                 /* chunk source and sink */
   const int64_t *lins;                   /* output chunks to compute */
+  const tr_cancel *cancel;               /* stops every task; may be NULL */
   s_cache *cache;    /* operand chunks, keyed by operand number */
   tr_dtype dt;       /* node element type (of its output) */
   size_t esz;        /* its size */
@@ -299,7 +303,7 @@ static int s_fetch(s_run *run, int oi, const int64_t *lkey, s_chunk *ch, tr_err 
     }
     if (nbox > 0)
       rc = run->kt->copy(run->dt, o->rank, box, (char *)dst + (size_t)doff * run->esz,
-                            dstride, src, sstride);
+                         dstride, src, sstride, run->cancel);
     s_cache_release(run->cache, en);
     if (rc) break;
     int d = o->rank - 1;
@@ -418,9 +422,10 @@ static int s_canon(s_run *run, const void *src, const int64_t *ls, const int64_t
     op.out = *out;
     op.prog.n = 1;
     op.prog.code[0].op = TK_OP_INPUT;
+    op.cancel = run->cancel;
     return run->kt->contract(&op);
   }
-  return run->kt->copy(run->dt, norder, e2, *out, ds, src, ss);
+  return run->kt->copy(run->dt, norder, e2, *out, ds, src, ss, run->cancel);
 }
 
 /* Concatenate up to three label groups into ord; returns the count. */
@@ -453,6 +458,66 @@ static int s_matrix(s_run *run, const void *data, const int64_t *ls, const int64
   *ld = cols;
   *bs = rows * cols;
   return TR_OK;
+}
+
+/* Rows, columns or depth of a gemm panel at least (see te_gemm_panels). */
+#define S_PANEL_MIN 256
+
+int te_gemm_panels(const tk_backend *kt, const tr_cancel *cancel, tr_dtype dt, int ta, int tb,
+                   int64_t M, int64_t N, int64_t K, double alpha, const void *a, int64_t lda,
+                   int64_t sa, const void *b, int64_t ldb, int64_t sb, double beta, void *c,
+                   int64_t ldc, int64_t sc, int64_t B) {
+  const int64_t esz = (int64_t)tr_dtype_size(dt), panel = kt->gemm_panel;
+  const char *pa = a, *pb = b;
+  char *pc = c;
+  enum { WHOLE, BATCH, ROWS, COLS, DEPTH } cut = WHOLE;
+  if (tr_cancelled(cancel)) return TR_EINTR;
+  /* Batches are independent products; rows and columns re-pack the other
+  ** operand per call, so the longer of the two is cut; depth last. */
+  if (panel > 0 && (double)B * (double)M * (double)N * (double)K > (double)panel) {
+    if (B > 1) cut = BATCH;
+    else if (M >= N && M >= 2 * S_PANEL_MIN) cut = ROWS;
+    else if (N >= 2 * S_PANEL_MIN) cut = COLS;
+    else if (M >= 2 * S_PANEL_MIN) cut = ROWS;
+    else if (K >= 2 * S_PANEL_MIN) cut = DEPTH;
+  }
+  int rc;
+  int64_t h;
+  switch (cut) {
+  case WHOLE:
+    return kt->gemm(dt, ta, tb, M, N, K, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, B);
+  case BATCH:
+    h = B / 2;
+    rc = te_gemm_panels(kt, cancel, dt, ta, tb, M, N, K, alpha, a, lda, sa, b, ldb, sb, beta, c,
+                        ldc, sc, h);
+    return rc ? rc
+              : te_gemm_panels(kt, cancel, dt, ta, tb, M, N, K, alpha, pa + h * sa * esz, lda, sa,
+                               pb + h * sb * esz, ldb, sb, beta, pc + h * sc * esz, ldc, sc, B - h);
+  case ROWS: /* row r of op(A) starts at r * lda, or at r when A is transposed */
+    h = M / 2;
+    rc = te_gemm_panels(kt, cancel, dt, ta, tb, h, N, K, alpha, a, lda, sa, b, ldb, sb, beta, c,
+                        ldc, sc, B);
+    return rc ? rc
+              : te_gemm_panels(kt, cancel, dt, ta, tb, M - h, N, K, alpha,
+                               pa + h * (ta ? 1 : lda) * esz, lda, sa, b, ldb, sb, beta,
+                               pc + h * ldc * esz, ldc, sc, B);
+  case COLS:
+    h = N / 2;
+    rc = te_gemm_panels(kt, cancel, dt, ta, tb, M, h, K, alpha, a, lda, sa, b, ldb, sb, beta, c,
+                        ldc, sc, B);
+    return rc ? rc
+              : te_gemm_panels(kt, cancel, dt, ta, tb, M, N - h, K, alpha, a, lda, sa,
+                               pb + h * (tb ? ldb : 1) * esz, ldb, sb, beta, pc + h * esz, ldc, sc,
+                               B);
+  default: /* DEPTH: the second half adds to the first */
+    h = K / 2;
+    rc = te_gemm_panels(kt, cancel, dt, ta, tb, M, N, h, alpha, a, lda, sa, b, ldb, sb, beta, c,
+                        ldc, sc, B);
+    return rc ? rc
+              : te_gemm_panels(kt, cancel, dt, ta, tb, M, N, K - h, alpha,
+                               pa + h * (ta ? lda : 1) * esz, lda, sa,
+                               pb + h * (tb ? 1 : ldb) * esz, ldb, sb, 1.0, c, ldc, sc, B);
+  }
 }
 
 /* One join tuple on the gemm path: out (+)= in0 * in1. */
@@ -502,8 +567,8 @@ static int s_gemm_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void 
     cb = M * N;
   }
   sc = cb;
-  rc = run->kt->gemm(run->dt, ta, tb, M, N, K, 1.0, a, lda, sa, b, ldb, sb,
-                        (first || c == bufc) ? 0.0 : 1.0, c, ldc, sc, B);
+  rc = te_gemm_panels(run->kt, run->cancel, run->dt, ta, tb, M, N, K, 1.0, a, lda, sa, b, ldb,
+                      sb, (first || c == bufc) ? 0.0 : 1.0, c, ldc, sc, B);
   if (!rc && c == bufc) {
     /* out (+)= scratch, through the contract kernel's strided add. */
     tk_contract op;
@@ -528,6 +593,7 @@ static int s_gemm_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void 
     op.prog.code[0].op = TK_OP_INPUT;
     op.agg = TK_AGG_SUM;
     op.accumulate = !first;
+    op.cancel = run->cancel;
     rc = run->kt->contract(&op);
   }
 done:
@@ -557,6 +623,7 @@ static int s_contract_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, v
   op.prog = n->prog;
   op.agg = n->agg;
   op.accumulate = !first;
+  op.cancel = run->cancel;
   return run->kt->contract(&op);
 }
 
@@ -567,6 +634,14 @@ static int s_fail(s_run *run, const tr_err *err) {
   if (run->err.code == TR_OK) run->err = *err;
   pthread_mutex_unlock(&run->mu);
   return err->code ? err->code : TR_ERR;
+}
+
+/* A kernel call of a task on output om failed with rc. */
+static void s_kernel_failed(tr_err *err, const tc_tensor *om, int rc) {
+  if (rc == TR_EINTR)
+    tr_seterr(err, rc, "interrupted");
+  else
+    tr_seterr(err, rc, "kernel failed in %s (status %d)", om->name, rc);
 }
 
 /* Next join tuple of a group: odometer over the aggregated labels. */
@@ -611,7 +686,7 @@ static int s_node_task(void *arg, int64_t t) {
   memset(ch, 0, sizeof ch);
   int first = 1;
   for (int64_t tu = 0; tu < run->ntuples; tu++) {
-    if (tr_interrupted) {
+    if (tr_cancelled(run->cancel)) {
       rc = tr_seterr(&err, TR_EINTR, "interrupted");
       break;
     }
@@ -630,7 +705,7 @@ static int s_node_task(void *arg, int64_t t) {
       rc = n->gemm ? s_gemm_tuple(run, ch, ext, out, ols, first)
                    : s_contract_tuple(run, ch, ext, out, ols, first);
       first = 0;
-      if (rc) tr_seterr(&err, rc, "kernel failed in %s (status %d)", om->name, rc);
+      if (rc) s_kernel_failed(&err, om, rc);
     }
     for (int j = 0; j < i; j++) s_chunk_done(run, &ch[j]);
     if (rc) break;
@@ -638,8 +713,8 @@ static int s_node_task(void *arg, int64_t t) {
   }
   if (!rc && first) rc = tr_seterr(&err, TR_EINVAL, "no join tuple of output chunk %lld runs here", (long long)g);
   if (!rc && n->post.n) {
-    rc = run->kt->map(run->dt, &n->post, out, nel);
-    if (rc) tr_seterr(&err, rc, "kernel failed in %s (status %d)", om->name, rc);
+    rc = run->kt->map(run->dt, &n->post, out, nel, run->cancel);
+    if (rc) s_kernel_failed(&err, om, rc);
   }
   if (!rc) rc = run->io->write(run->io->ctx, g, out, (size_t)nel * run->esz, &err);
   run->kt->release(out);
@@ -649,7 +724,8 @@ static int s_node_task(void *arg, int64_t t) {
 
 int te_node_run(const tk_backend *kt, int threads, size_t cache_budget, const te_node *n,
                 const tc_tensor *const *in_meta, const tc_tensor *out_meta,
-                const te_chunk_io *io, const int64_t *lins, int64_t nlins, tr_err *err) {
+                const te_chunk_io *io, const int64_t *lins, int64_t nlins,
+                const tr_cancel *cancel, tr_err *err) {
   s_run run;
   memset(&run, 0, sizeof run);
   run.kt = kt;
@@ -658,6 +734,7 @@ int te_node_run(const tk_backend *kt, int threads, size_t cache_budget, const te
   run.out_meta = out_meta;
   run.io = io;
   run.lins = lins;
+  run.cancel = cancel;
   run.dt = out_meta->dtype;
   run.esz = tr_dtype_size(run.dt);
   run.ngroups = lins ? nlins : tc_nchunks(out_meta);
@@ -681,7 +758,7 @@ int te_node_run(const tk_backend *kt, int threads, size_t cache_budget, const te
     tk_set_blas_threads(threads / (int)run.ngroups);
     threads = (int)run.ngroups;
   }
-  int rc = tr_parallel_for(threads, run.ngroups, s_node_task, &run);
+  int rc = tr_parallel_for(threads, run.ngroups, s_node_task, &run, cancel);
   if (rc) {
     if (run.err.code) *err = run.err;
     else tr_seterr(err, rc, rc == TR_EINTR ? "interrupted" : "statement failed (status %d)", rc);

@@ -33,6 +33,13 @@
 ** A chunk that fails its checksum when read is set aside by the store
 ** and the error reply names it, so the coordinator can forget that
 ** replica, repair it from a good one and retry.
+**
+** Cancellation: a TASK carries a cancel token of its own, which its
+** kernels poll.  A CANCEL stops the running task of the coordinator that
+** sent it (through that token) and drops its queued TASKs and SYNCs; a
+** coordinator silent for the liveness window (its shell was killed or cut
+** off) gets the same, so no work outlives the statement it is for.
+** SIGTERM and SIGINT cancel the running task and stop the worker.
 */
 #include "config.h"
 #include "engine/engine_int.h"
@@ -48,6 +55,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -59,10 +67,11 @@
 
 static volatile sig_atomic_t s_stop = 0;
 
+/* SIGTERM, SIGINT: the main loop notices at once or within a poll interval
+** and cancels the running task (a handler cannot take the queue's lock). */
 static void s_on_signal(int sig) {
   (void)sig;
   s_stop = 1;
-  tr_interrupted = 1; /* running kernels stop between join tuples */
 }
 
 static const char *s_ep = "";
@@ -421,6 +430,9 @@ typedef struct s_job {
   int code;                 /* TN_ERROR: status */
   char msg[sizeof(((tr_err *)0)->msg) + 300]; /* TN_ERROR: message */
   _Atomic uint64_t bad;     /* TN_ERROR: a chunk that failed its checksum */
+  tr_cancel cancel;         /* TN_TASK: set to stop it (its kernels poll) */
+  double heard;             /* TN_TASK, TN_SYNC: when its coordinator last
+                               sent anything (under mu) */
   struct s_job *next;       /* queue */
 } s_job;
 
@@ -446,6 +458,7 @@ typedef struct s_worker {
   void *peer[S_MAX_PEERS];     /* DEALER sockets */
   s_pending *pending;          /* SENDs in flight */
   uint64_t next_req;           /* request ids towards peers */
+  uint64_t incarnation;        /* random per process: in HELLO_OK and heartbeats */
   uint8_t coord[256];          /* last coordinator's route, for heartbeats */
   size_t coord_len;            /* its length (0: none yet) */
   /* counters (.workers) */
@@ -455,6 +468,7 @@ typedef struct s_worker {
   pthread_mutex_t mu;          /* guards the queues */
   pthread_cond_t cv;           /* work arrived or stop */
   s_job *todo, *todo_tail;     /* jobs waiting */
+  s_job *running;              /* the job the task thread runs, or NULL */
   s_job *done;                 /* replies ready */
   int quit;                    /* stop the task and store threads */
   /* store thread: PUT, GET, SEND, DROP and INVENTORY, so a slow disk does not
@@ -625,6 +639,14 @@ static int s_task_write(void *ctx, int64_t lin, const void *buf, size_t bytes, t
   return tr_seterr(err, TR_EINVAL, "output chunk %lld is not this worker's", (long long)lin);
 }
 
+/* A kernel of a FILL or combine task failed with rc. */
+static void s_kernel_failed(tr_err *err, const char *what, int rc) {
+  if (rc == TR_EINTR)
+    tr_seterr(err, rc, "interrupted");
+  else
+    tr_seterr(err, rc, "%s kernel failed (status %d)", what, rc);
+}
+
 /* FILL and combine tasks: one output chunk of the list per index, on the
 ** thread pool. */
 typedef struct s_fillrun {
@@ -641,9 +663,10 @@ static int s_fill_one(void *arg, int64_t i) {
   size_t bytes = (size_t)tc_chunk_extent(&t->out_meta, key, ext) * tr_dtype_size(t->out_meta.dtype);
   void *buf = tr_alloc_aligned(bytes);
   tr_err err;
-  int rc = buf ? te_fill_chunk(fr->io->w->kt, &t->out_meta, &t->f, t->out_lin[i], buf)
+  int rc = buf ? te_fill_chunk(fr->io->w->kt, &t->out_meta, &t->f, t->out_lin[i], buf,
+                               &fr->io->job->cancel)
                : tr_seterr(&err, TR_ENOMEM, "out of memory");
-  if (buf && rc) tr_seterr(&err, rc, "fill kernel failed (status %d)", rc);
+  if (buf && rc) s_kernel_failed(&err, "fill", rc);
   if (!rc) rc = s_task_write(fr->io, t->out_lin[i], buf, bytes, &err);
   tr_free_aligned(buf);
   if (rc) {
@@ -670,13 +693,15 @@ static int s_combine_one(void *arg, int64_t i) {
   for (int64_t k = 0; !rc && k < t->nin; k++) {
     if (t->in_lin[k] != lin) continue;
     rc = s_job_get(fr->io->job, t->in_id[k], first ? acc : part, bytes, &err);
-    if (!rc && !first && (rc = kt->combine(t->out_meta.dtype, t->node.agg, acc, part, nel)))
-      tr_seterr(&err, rc, "combine kernel failed (status %d)", rc);
+    if (!rc && !first &&
+        (rc = kt->combine(t->out_meta.dtype, t->node.agg, acc, part, nel, &fr->io->job->cancel)))
+      s_kernel_failed(&err, "combine", rc);
     first = 0;
   }
   if (!rc && first) rc = tr_seterr(&err, TR_EINVAL, "no partial of output chunk %lld", (long long)lin);
-  if (!rc && t->node.post.n && (rc = kt->map(t->out_meta.dtype, &t->node.post, acc, nel)))
-    tr_seterr(&err, rc, "map kernel failed (status %d)", rc);
+  if (!rc && t->node.post.n &&
+      (rc = kt->map(t->out_meta.dtype, &t->node.post, acc, nel, &fr->io->job->cancel)))
+    s_kernel_failed(&err, "map", rc);
   if (!rc) rc = s_task_write(fr->io, lin, acc, bytes, &err);
   tr_free_aligned(acc);
   tr_free_aligned(part);
@@ -728,21 +753,21 @@ static void s_run_task(s_worker *w, s_job *j) {
     rc = tr_seterr(&err, TR_ENOMEM, "out of memory");
   } else if (t.kind == TE_TASK_FILL) {
     s_fillrun fr = {&io, {0, ""}, PTHREAD_MUTEX_INITIALIZER};
-    rc = tr_parallel_for(w->threads, t.nout, s_fill_one, &fr);
+    rc = tr_parallel_for(w->threads, t.nout, s_fill_one, &fr, &j->cancel);
     if (rc) err = fr.err.code ? fr.err : err;
   } else if (t.kind == TE_TASK_COMBINE) {
     s_fillrun fr = {&io, {0, ""}, PTHREAD_MUTEX_INITIALIZER};
-    rc = tr_parallel_for(w->threads, t.nout, s_combine_one, &fr);
+    rc = tr_parallel_for(w->threads, t.nout, s_combine_one, &fr, &j->cancel);
     if (rc) err = fr.err.code ? fr.err : err;
   } else {
     te_chunk_io cio = {&io, s_task_read, s_task_write, s_task_has};
     const tc_tensor *in_meta[TK_MAX_INPUTS];
     for (int i = 0; i < t.node.ninputs; i++) in_meta[i] = &t.in_meta[i];
     rc = te_node_run(w->kt, w->threads, (size_t)1 << 30, &t.node, in_meta, &t.out_meta, &cio,
-                     t.out_lin, t.nout, &err);
+                     t.out_lin, t.nout, &j->cancel, &err);
   }
   if (rc) {
-    s_fail_job(j, rc, err.msg[0] ? err.msg : "task failed");
+    s_fail_job(j, rc, err.msg[0] ? err.msg : rc == TR_EINTR ? "interrupted" : "task failed");
   } else {
     j->rtype = TN_TASK_OK;
     tn_put_u32(&j->reply, (uint32_t)t.nout);
@@ -802,13 +827,12 @@ static void *s_task_thread(void *arg) {
     s_job *j = w->todo;
     w->todo = j->next;
     if (!w->todo) w->todo_tail = NULL;
+    w->running = j; /* from here a cancel reaches it through its token */
     pthread_mutex_unlock(&w->mu);
-    /* A CANCEL stopped the previous task through tr_interrupted; this one
-    ** starts afresh, unless the worker itself is stopping. */
-    if (!s_stop) tr_interrupted = 0;
     if (j->type == TN_TASK) s_run_task(w, j);
     else s_run_sync(w, j);
     pthread_mutex_lock(&w->mu);
+    w->running = NULL;
     j->next = w->done;
     w->done = j;
     pthread_mutex_unlock(&w->mu);
@@ -857,7 +881,90 @@ static void s_queue(s_worker *w, tn_in *in) {
   }
   memcpy(j->body, body, n);
   j->body_len = n;
+  j->heard = tr_now();
   s_enqueue(w, &w->todo, &w->todo_tail, &w->cv, j);
+}
+
+/* Did job j come from route? */
+static int s_from(const s_job *j, const uint8_t *route, size_t len) {
+  return j->route_len == len && !memcmp(j->route, route, len);
+}
+
+/* Any message from route is a sign of life of the coordinator of the jobs
+** it sent (heartbeats included). */
+static void s_heard(s_worker *w, const uint8_t *route, size_t len) {
+  double now = tr_now();
+  pthread_mutex_lock(&w->mu);
+  if (w->running && s_from(w->running, route, len)) w->running->heard = now;
+  for (s_job *j = w->todo; j; j = j->next)
+    if (s_from(j, route, len)) j->heard = now;
+  pthread_mutex_unlock(&w->mu);
+}
+
+/* Cancel the task-thread jobs from route: the running one through its
+** token (its kernels stop within a poll), the queued ones answered
+** TR_EINTR and dropped.  Logs one line saying why; a no-op when there is
+** nothing of route's to cancel and quiet is set. */
+static void s_cancel_from(s_worker *w, const uint8_t *route, size_t len, int quiet,
+                          const char *why) {
+  s_job *drop = NULL, **pp;
+  int running = 0, dropped = 0;
+  pthread_mutex_lock(&w->mu);
+  if (w->running && s_from(w->running, route, len) && !tr_cancelled(&w->running->cancel)) {
+    tr_cancel_set(&w->running->cancel);
+    running = 1;
+  }
+  w->todo_tail = NULL;
+  for (pp = &w->todo; *pp;) {
+    s_job *j = *pp;
+    if (s_from(j, route, len)) {
+      *pp = j->next;
+      j->next = drop;
+      drop = j;
+      dropped++;
+    } else {
+      w->todo_tail = j;
+      pp = &j->next;
+    }
+  }
+  pthread_mutex_unlock(&w->mu);
+  while (drop) {
+    s_job *nx = drop->next;
+    tn_send_error(w->router, drop->route, drop->route_len, drop->req, drop->db, TR_EINTR, 0, "cancelled");
+    s_job_free(drop);
+    drop = nx;
+  }
+  if (running || dropped || !quiet)
+    s_log("%s: %s, %d queued dropped", why,
+          running ? "stopping its running task" : "none of its tasks running", dropped);
+}
+
+/* Cancel the jobs of coordinators silent for the liveness window (their
+** shell was killed or cut off): nobody will take the result.  The worker
+** stays up for the next coordinator. */
+static void s_cancel_lost(s_worker *w) {
+  const double window = TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0;
+  for (;;) {
+    uint8_t route[256];
+    size_t len = 0;
+    double silent = 0, now = tr_now();
+    pthread_mutex_lock(&w->mu);
+    s_job *lost = NULL;
+    if (w->running && !tr_cancelled(&w->running->cancel) && now - w->running->heard > window)
+      lost = w->running;
+    for (s_job *j = w->todo; j && !lost; j = j->next)
+      if (now - j->heard > window) lost = j;
+    if (lost) {
+      len = lost->route_len;
+      memcpy(route, lost->route, len);
+      silent = now - lost->heard;
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (!lost) return;
+    char why[80];
+    snprintf(why, sizeof why, "coordinator silent for %.1f s", silent);
+    s_cancel_from(w, route, len, 1, why);
+  }
 }
 
 /* GET, second half (main loop): the chunks the store thread read, as the
@@ -1331,6 +1438,7 @@ static void s_queue_store(s_worker *w, tn_in *in) {
 
 static void s_on_request(s_worker *w, tn_in *in) {
   tn_wbuf b = {0};
+  s_heard(w, in->route, in->route_len);
   if (in->type != TN_HEARTBEAT) s_busy(w);
   /* Remember who coordinates us, for heartbeats. */
   if (in->type == TN_HELLO || in->type == TN_HEARTBEAT || in->type == TN_TASK) {
@@ -1349,14 +1457,15 @@ static void s_on_request(s_worker *w, tn_in *in) {
     tn_put_str(&b, w->cfg->listen);
     tn_put_u32(&b, (uint32_t)w->threads);
     tn_put_str(&b, w->kt->name);
+    tn_put_u64(&b, w->incarnation);
     s_reply(w, in->route, in->route_len, TN_HELLO_OK, in->req, in->db, &b, 0, NULL, NULL, NULL);
     break;
   }
   case TN_HEARTBEAT:
     /* A coordinator's ping (request id set) is echoed at once, so it can
     ** tell a live worker from heartbeats queued before one died. */
-    if (in->req)
-      s_reply(w, in->route, in->route_len, TN_HEARTBEAT, in->req, in->db, NULL, 0, NULL, NULL, NULL);
+    tn_put_u64(&b, w->incarnation);
+    if (in->req) s_reply(w, in->route, in->route_len, TN_HEARTBEAT, in->req, in->db, &b, 0, NULL, NULL, NULL);
     break;
   case TN_PUT:
   case TN_GET:
@@ -1365,25 +1474,11 @@ static void s_on_request(s_worker *w, tn_in *in) {
   case TN_INVENTORY: s_queue_store(w, in); break;
   case TN_TASK:
   case TN_SYNC: s_queue(w, in); break;
-  case TN_CANCEL: {
-    /* Stop the running task between join tuples, and fail the queued
-    ** ones: their statement is gone. */
-    int dropped = 0;
-    tr_interrupted = 1;
-    pthread_mutex_lock(&w->mu);
-    s_job *q = w->todo;
-    w->todo = w->todo_tail = NULL;
-    pthread_mutex_unlock(&w->mu);
-    while (q) {
-      s_job *nx = q->next;
-      tn_send_error(w->router, q->route, q->route_len, q->req, q->db, TR_EINTR, 0, "cancelled");
-      s_job_free(q);
-      q = nx;
-      dropped++;
-    }
-    s_log("cancel: stopping the running task, %d queued dropped", dropped);
+  case TN_CANCEL:
+    /* Its statement is gone: stop its running task, fail its queued ones.
+    ** Another coordinator's work goes on. */
+    s_cancel_from(w, in->route, in->route_len, 0, "cancel");
     break;
-  }
   case TN_STATS: {
     /* The requesting database's chunks (none if its store is not open:
     ** every coordinator sends INVENTORY, which opens it, first). */
@@ -1413,6 +1508,8 @@ int te_worker_main(const te_worker_config *cfg) {
   int status = 1;
   memset(&w, 0, sizeof w);
   w.cfg = cfg;
+  while (getrandom(&w.incarnation, sizeof w.incarnation, 0) != sizeof w.incarnation || !w.incarnation)
+    w.incarnation = (uint64_t)getpid() << 32 ^ (uint64_t)(tr_now() * 1e9);
   s_ep = cfg->listen;
   tr_clearerr(&err);
   w.kt = tk_backend_get(cfg->backend ? cfg->backend : "auto");
@@ -1566,22 +1663,28 @@ int te_worker_main(const te_worker_config *cfg) {
       }
     s_settle(&w);
     s_release_held(&w);
+    s_cancel_lost(&w);
     s_trim_when_idle(&w);
     s_drop_tick(tr_now(), 0);
     if (tr_now() >= next_beat) {
       next_beat = tr_now() + TN_HEARTBEAT_MS / 1000.0;
       /* Best effort: a coordinator that went away is not an error (the
       ** ROUTER drops messages for routes it no longer knows). */
-      if (w.coord_len)
-        tn_send(w.router, w.coord, w.coord_len, TN_HEARTBEAT, 0, 0, NULL, 0, NULL, NULL, NULL, NULL,
+      if (w.coord_len) {
+        tn_wbuf hb = {0};
+        tn_put_u64(&hb, w.incarnation);
+        tn_send(w.router, w.coord, w.coord_len, TN_HEARTBEAT, 0, 0, &hb, 0, NULL, NULL, NULL, NULL,
                 &err);
+        tn_wbuf_free(&hb);
+      }
     }
   }
   s_drop_tick(tr_now(), 1);
   s_log("stopping");
   status = 0;
   pthread_mutex_lock(&w.mu);
-  w.quit = 1;
+  w.quit = 1; /* the task thread takes no further job */
+  if (w.running) tr_cancel_set(&w.running->cancel);
   pthread_cond_broadcast(&w.cv);
   pthread_mutex_unlock(&w.mu);
   pthread_join(w.tid, NULL);

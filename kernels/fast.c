@@ -28,6 +28,7 @@
 
 #define S_BLK 256 /* elements per block, a multiple of S_LANES */
 #define S_TILE 16 /* rows of a tile, see s_run */
+#define S_POLL 65536 /* elements between polls of the cancel token: 0.1 ms or so */
 /* gcc -O2 vectorizes a loop only if no scalar remainder loop is needed, so
 ** block loops run over lengths padded to a multiple of S_LANES, written as
 ** S_FOR: groups of S_LANES, the form it vectorizes for double too. */
@@ -237,19 +238,19 @@ static int s_contract(const tk_contract *op) {
                              tr_dtype_size(op->dtype));
   if (!scratch) return TR_ENOMEM;
   if (op->dtype == TR_F32)
-    s_run_f32(op, &p, scratch, depth + 1);
+    rc = s_run_f32(op, &p, scratch, depth + 1);
   else
-    s_run_f64(op, &p, scratch, depth + 1);
+    rc = s_run_f64(op, &p, scratch, depth + 1);
   tr_free_aligned(scratch);
-  return TR_OK;
+  return rc;
 }
 
 static const tk_prog s_input0 = {.n = 1, .code = {{.op = TK_OP_INPUT}}};
 
 /* A one-label contraction out[i] (agg)= prog(in[i]) over n elements. */
 static tk_contract s_elementwise(tr_dtype dt, const tk_prog *prog, void *out,
-                                 const void *in, int64_t n) {
-  tk_contract op = {.dtype = dt, .nlabels = 1, .nout = 1, .ninputs = 1};
+                                 const void *in, int64_t n, const tr_cancel *cancel) {
+  tk_contract op = {.dtype = dt, .nlabels = 1, .nout = 1, .ninputs = 1, .cancel = cancel};
   op.extent[0] = n;
   op.in[0] = in;
   op.in_stride[0][0] = 1;
@@ -260,22 +261,24 @@ static tk_contract s_elementwise(tr_dtype dt, const tk_prog *prog, void *out,
 }
 
 static int s_combine(tr_dtype dt, tk_agg agg, void *dst, const void *src,
-                     int64_t n) {
-  tk_contract op = s_elementwise(dt, &s_input0, dst, src, n);
+                     int64_t n, const tr_cancel *cancel) {
+  tk_contract op = s_elementwise(dt, &s_input0, dst, src, n, cancel);
   op.agg = agg;
   op.accumulate = 1;
   return s_contract(&op);
 }
 
-static int s_map(tr_dtype dt, const tk_prog *prog, void *x, int64_t n) {
-  tk_contract op = s_elementwise(dt, prog, x, x, n);
+static int s_map(tr_dtype dt, const tk_prog *prog, void *x, int64_t n,
+                 const tr_cancel *cancel) {
+  tk_contract op = s_elementwise(dt, prog, x, x, n, cancel);
   return s_contract(&op);
 }
 
 static int s_copy(tr_dtype dt, int rank, const int64_t *extent, void *dst,
                   const int64_t *dst_stride, const void *src,
-                  const int64_t *src_stride) {
-  tk_contract op = {.dtype = dt, .nlabels = rank, .nout = rank, .ninputs = 1};
+                  const int64_t *src_stride, const tr_cancel *cancel) {
+  tk_contract op = {.dtype = dt, .nlabels = rank, .nout = rank, .ninputs = 1,
+                    .cancel = cancel};
   if (rank < 0 || rank > TK_MAX_LABELS) return TR_EINVAL;
   for (int d = 0; d < rank; d++) {
     op.extent[d] = extent[d];
@@ -516,8 +519,10 @@ static S_T S_SFX(s_reduce)(tk_agg agg, const S_SFX(s_slot) *r, int64_t n) {
   return t;
 }
 
-static void S_SFX(s_run)(const tk_contract *op, const s_plan *p,
-                         S_T *scratch, int nblk) {
+/* TR_OK, or TR_EINTR once op->cancel is set (polled every S_POLL
+** elements). */
+static int S_SFX(s_run)(const tk_contract *op, const s_plan *p,
+                        S_T *scratch, int nblk) {
   const int o = p->nops - 1, inner = p->inner;
   const int reduce = inner >= 0 && p->isagg[inner];
   const int64_t ext = inner >= 0 ? p->ext[inner] : 1;
@@ -527,6 +532,8 @@ static void S_SFX(s_run)(const tk_contract *op, const s_plan *p,
   int oth[TK_MAX_LABELS], noth = 0, d;
   const S_T *in[TK_MAX_INPUTS] = {NULL};
   S_T *out = op->out;
+  const tr_cancel *cancel = op->cancel;
+  int64_t work = 0; /* elements since the last poll */
   for (int l = 0; l < p->nlab; l++)
     if (l != inner) oth[noth++] = l;
   /* When the inner label spans several blocks, the last other label runs
@@ -543,6 +550,10 @@ static void S_SFX(s_run)(const tk_contract *op, const s_plan *p,
     if (tm > S_TILE) tm = S_TILE;
     for (int64_t b0 = 0; b0 < ext; b0 += blk) {
       const int64_t n = ext - b0 < blk ? ext - b0 : blk;
+      if ((work += n * tm) >= S_POLL) {
+        if (tr_cancelled(cancel)) return TR_EINTR;
+        work = 0;
+      }
       for (int64_t t = 0; t < tm; t++) {
         S_T *q = out + off[o] + t * tst[o] + b0 * sin[o];
         S_SFX(s_slot) r;
@@ -566,6 +577,7 @@ static void S_SFX(s_run)(const tk_contract *op, const s_plan *p,
       idx[d] = 0;
     }
   } while (d >= 0);
+  return TR_OK;
 }
 
 #endif /* S_T */

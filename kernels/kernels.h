@@ -11,6 +11,14 @@
 ** Kernels are single-threaded: the engine runs many chunk tasks at once on
 ** its thread pool.  A kernel never prints and never allocates more than a
 ** small, bounded scratch (except where noted).
+**
+** Cancellation: contract, combine, map, copy and fill_random take a cancel
+** token (NULL: never cancelled) and poll it inside their loops, at least
+** every millisecond or so of work; once it is set they return TR_EINTR with
+** their output partly written.  What cannot poll runs to its end: a device
+** kernel, and gemm (a BLAS call cannot be stopped), which takes no token;
+** the engine splits products larger than the backend's gemm_panel into
+** panels instead and polls between them.
 */
 #ifndef TRADB_KERNELS_H
 #define TRADB_KERNELS_H
@@ -90,6 +98,8 @@ typedef struct tk_contract {
   tk_prog prog;                      /* scalar function of the operands */
   tk_agg agg;                        /* combine over aggregated labels */
   int accumulate;                    /* see above */
+  const tr_cancel *cancel;           /* stop with TR_EINTR once set; NULL:
+                                        never */
 } tk_contract;
 
 /* TR_OK if op is well formed (ranges, program, operands present), else
@@ -114,22 +124,28 @@ typedef struct tk_backend {
               const void *b, int64_t ldb, int64_t stride_b,
               double beta, void *c, int64_t ldc, int64_t stride_c,
               int64_t batch);
+  /* Multiply-adds (batch * m * n * k) that one gemm call does in well under
+  ** 0.1 s on one core.  A gemm cannot be interrupted, so the engine splits
+  ** larger products into panels of about this size and polls its cancel
+  ** token between them.  0: never split. */
+  int64_t gemm_panel;
 
   /* General chunk contraction (see tk_contract). */
   int (*contract)(const tk_contract *op);
 
   /* dst[i] = agg(dst[i], src[i]) for i < n (TK_AGG_NONE copies). */
-  int (*combine)(tr_dtype dt, tk_agg agg, void *dst, const void *src, int64_t n);
+  int (*combine)(tr_dtype dt, tk_agg agg, void *dst, const void *src, int64_t n,
+                 const tr_cancel *cancel);
 
   /* x[i] = prog(x[i]) in place for i < n; prog's input 0 is x[i]. */
-  int (*map)(tr_dtype dt, const tk_prog *prog, void *x, int64_t n);
+  int (*map)(tr_dtype dt, const tk_prog *prog, void *x, int64_t n, const tr_cancel *cancel);
 
   /* Strided copy of a rank-`rank` box: dst[idx . dst_stride] =
   ** src[idx . src_stride] for idx < extent.  Used by tile, concat and
   ** re-chunking; both sides may be any strides (transposes too). */
   int (*copy)(tr_dtype dt, int rank, const int64_t *extent,
               void *dst, const int64_t *dst_stride,
-              const void *src, const int64_t *src_stride);
+              const void *src, const int64_t *src_stride, const tr_cancel *cancel);
 
   /* Fill a chunk of a tensor.  The chunk starts at global index `origin`
   ** and has extent `extent` (rank dims, row-major, contiguous in out); the
@@ -139,7 +155,8 @@ typedef struct tk_backend {
   ** NORMAL: p0 = mean, p1 = standard deviation. */
   int (*fill_random)(tr_dtype dt, tk_dist dist, double p0, double p1,
                      uint64_t seed, int rank, const int64_t *shape,
-                     const int64_t *origin, const int64_t *extent, void *out);
+                     const int64_t *origin, const int64_t *extent, void *out,
+                     const tr_cancel *cancel);
 
   /* Residency hints, for backends with memory of their own (a GPU); no-ops
   ** elsewhere.  keep(p, bytes): until release(p), the host buffer p changes

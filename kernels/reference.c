@@ -24,6 +24,15 @@ static void s_put(tr_dtype dt, void *p, int64_t i, double v) {
 
 static int s_dtype_ok(tr_dtype dt) { return dt == TR_F32 || dt == TR_F64; }
 
+/* Loops poll their cancel token once every S_POLL steps (a step here is
+** tens of nanoseconds: a poll every 0.1-0.5 ms, a load each time). */
+#define S_POLL 4096
+
+/* Count a step; true once every S_POLL steps if cancel is set. */
+static inline int s_stopped(const tr_cancel *cancel, int64_t *steps) {
+  return __builtin_expect((++*steps & (S_POLL - 1)) == 0, 0) && tr_cancelled(cancel);
+}
+
 /* agg(a, b); TK_AGG_NONE keeps the newer value b. */
 static double s_agg(tk_agg agg, double a, double b) {
   switch (agg) {
@@ -66,7 +75,7 @@ int tk_contract_check(const tk_contract *op) {
 static int s_contract(const tk_contract *op) {
   int rc = tk_contract_check(op), nl = op->nlabels, no = op->nout;
   int used[TK_MAX_INPUTS] = {0}, empty_agg = 0;
-  int64_t idx[TK_MAX_LABELS] = {0};
+  int64_t idx[TK_MAX_LABELS] = {0}, steps = 0;
   if (rc != TR_OK) return rc;
   for (int l = 0; l < nl; l++) {
     if (op->extent[l] == 0 && l < no) return TR_OK; /* no output element */
@@ -84,6 +93,7 @@ static int s_contract(const tk_contract *op) {
     if (!empty_agg) {
       do {
         double v[TK_MAX_INPUTS];
+        if (s_stopped(op->cancel, &steps)) return TR_EINTR;
         for (int k = 0; k < op->ninputs; k++) {
           int64_t off = 0;
           if (!used[k]) continue;
@@ -128,15 +138,20 @@ static int s_gemm(tr_dtype dt, int transa, int transb, int64_t m, int64_t n,
 }
 
 static int s_combine(tr_dtype dt, tk_agg agg, void *dst, const void *src,
-                     int64_t n) {
+                     int64_t n, const tr_cancel *cancel) {
+  int64_t steps = 0;
   if (!s_dtype_ok(dt)) return TR_ETYPE;
   if ((unsigned)agg > TK_AGG_MIN || n < 0) return TR_EINVAL;
-  for (int64_t i = 0; i < n; i++)
+  for (int64_t i = 0; i < n; i++) {
+    if (s_stopped(cancel, &steps)) return TR_EINTR;
     s_put(dt, dst, i, s_agg(agg, s_get(dt, dst, i), s_get(dt, src, i)));
+  }
   return TR_OK;
 }
 
-static int s_map(tr_dtype dt, const tk_prog *prog, void *x, int64_t n) {
+static int s_map(tr_dtype dt, const tk_prog *prog, void *x, int64_t n,
+                 const tr_cancel *cancel) {
+  int64_t steps = 0;
   if (!s_dtype_ok(dt)) return TR_ETYPE;
   if (n < 0 || tk_prog_depth(prog) < 0) return TR_EINVAL;
   for (int i = 0; i < prog->n; i++)
@@ -144,6 +159,7 @@ static int s_map(tr_dtype dt, const tk_prog *prog, void *x, int64_t n) {
       return TR_EINVAL;
   for (int64_t i = 0; i < n; i++) {
     double v = s_get(dt, x, i);
+    if (s_stopped(cancel, &steps)) return TR_EINTR;
     s_put(dt, x, i, tk_prog_eval(prog, &v));
   }
   return TR_OK;
@@ -151,8 +167,8 @@ static int s_map(tr_dtype dt, const tk_prog *prog, void *x, int64_t n) {
 
 static int s_copy(tr_dtype dt, int rank, const int64_t *extent, void *dst,
                   const int64_t *dst_stride, const void *src,
-                  const int64_t *src_stride) {
-  int64_t idx[TK_MAX_LABELS] = {0};
+                  const int64_t *src_stride, const tr_cancel *cancel) {
+  int64_t idx[TK_MAX_LABELS] = {0}, steps = 0;
   size_t es = tr_dtype_size(dt);
   if (!s_dtype_ok(dt)) return TR_ETYPE;
   if (rank < 0 || rank > TK_MAX_LABELS) return TR_EINVAL;
@@ -162,6 +178,7 @@ static int s_copy(tr_dtype dt, int rank, const int64_t *extent, void *dst,
   }
   do {
     int64_t od = 0, os = 0;
+    if (s_stopped(cancel, &steps)) return TR_EINTR;
     for (int d = 0; d < rank; d++) {
       od += idx[d] * dst_stride[d];
       os += idx[d] * src_stride[d];
@@ -189,8 +206,8 @@ static double s_unit(uint64_t seed, uint64_t ctr) {
 static int s_fill_random(tr_dtype dt, tk_dist dist, double p0, double p1,
                          uint64_t seed, int rank, const int64_t *shape,
                          const int64_t *origin, const int64_t *extent,
-                         void *out) {
-  int64_t idx[TR_MAX_RANK] = {0}, n = 0;
+                         void *out, const tr_cancel *cancel) {
+  int64_t idx[TR_MAX_RANK] = {0}, n = 0, steps = 0;
   if (!s_dtype_ok(dt)) return TR_ETYPE;
   if (rank < 0 || rank > TR_MAX_RANK || !isfinite(p0) || !isfinite(p1) ||
       (dist == TK_FILL_UNIFORM && p0 > p1) ||
@@ -205,6 +222,7 @@ static int s_fill_random(tr_dtype dt, tk_dist dist, double p0, double p1,
   do {
     uint64_t g = 0; /* row-major linear index of the element in shape */
     double v;
+    if (s_stopped(cancel, &steps)) return TR_EINTR;
     for (int d = 0; d < rank; d++)
       g = g * (uint64_t)shape[d] + (uint64_t)(origin[d] + idx[d]);
     if (dist == TK_FILL_UNIFORM) {
@@ -239,6 +257,7 @@ static void s_release(const void *p) { (void)p; }
 static const tk_backend s_reference = {
     .name = "reference",
     .gemm = s_gemm,
+    .gemm_panel = (int64_t)1 << 26, /* about 1e9 multiply-adds a second */
     .contract = s_contract,
     .combine = s_combine,
     .map = s_map,

@@ -27,7 +27,10 @@ static int s_mode = S_AUTO;
 
 /* Fill the NULL entries of t from lower. */
 static void s_complete(tk_backend *t, const tk_backend *lower) {
-  if (!t->gemm) t->gemm = lower->gemm;
+  if (!t->gemm) { /* its panel size goes with it */
+    t->gemm = lower->gemm;
+    t->gemm_panel = lower->gemm_panel;
+  }
   if (!t->contract) t->contract = lower->contract;
   if (!t->combine) t->combine = lower->combine;
   if (!t->map) t->map = lower->map;

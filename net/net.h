@@ -47,9 +47,13 @@
 /* Message types.  Requests carry a request id that the reply echoes. */
 typedef enum tn_type {
   TN_HELLO = 1,  /* coord -> worker: body {str coordinator} */
-  TN_HELLO_OK,   /* worker -> coord: body {str endpoint, u32 threads, str backend} */
-  TN_HEARTBEAT,  /* either way; body empty; any message counts as life; a
-                    worker echoes a heartbeat whose request id is not 0 */
+  TN_HELLO_OK,   /* worker -> coord: body {str endpoint, u32 threads, str backend,
+                    u64 incarnation} */
+  TN_HEARTBEAT,  /* either way; any message counts as life; a worker echoes
+                    a heartbeat whose request id is not 0.  Body: empty from
+                    a coordinator; {u64 incarnation} from a worker: random
+                    per worker process, so a coordinator sees a worker that
+                    restarted (and lost the requests it held) at once */
   TN_PUT,        /* -> worker: store chunks; body {u32 n, n x chunk meta}, data n frames */
   TN_PUT_OK,     /* reply: body {u32 n} */
   TN_GET,        /* coord -> worker: body {u32 n, n x u64 chunk id}; */

@@ -66,7 +66,8 @@ static double s_median(double *t, int n) {
 /* Deterministic values in [-1, 1) (the reference FILL UNIFORM). */
 static void s_fill(float *p, int64_t n, uint64_t seed) {
   int64_t origin = 0;
-  S_CHECK(tk_reference()->fill_random(TR_F32, TK_FILL_UNIFORM, -1, 1, seed, 1, &n, &origin, &n, p));
+  S_CHECK(tk_reference()->fill_random(TR_F32, TK_FILL_UNIFORM, -1, 1, seed, 1, &n, &origin, &n, p,
+                                      NULL));
 }
 
 /* max |x - y| / max |y| over n elements. */

@@ -308,11 +308,11 @@ int main(int argc, char **argv) {
   opt.dbpath = optind < argc ? argv[optind] : NULL;
   opt.self_exe = s_self_exe(exe, sizeof exe);
 
-  ts_install_sigint();
   if (ts_open(&opt, &sh, &err)) {
     fprintf(stderr, "Error: %s\n", err.msg);
     return 1;
   }
+  ts_install_sigint(sh);
   if (command)
     status = ts_batch_string(sh, command);
   else if (isatty(STDIN_FILENO))

@@ -50,6 +50,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +84,13 @@ enum {
   S_INTR,   /* Ctrl-C while reading batch input */
   S_RDERR   /* read error (errno) */
 };
+
+/* Ctrl-C as the shell's own reading sees it: the prompt and batch input
+** poll it, each statement clears it.  The SIGINT handler sets it and
+** interrupts s_sigint_engine, where statements poll the engine's own
+** request (te_interrupt). */
+static volatile sig_atomic_t s_sigint;
+static _Atomic(te_engine *) s_sigint_engine; /* ts_install_sigint's; NULL once closed */
 
 struct ts_shell {
   te_engine *eng;     /* the engine statements go to */
@@ -346,7 +354,10 @@ static int s_exec(ts_shell *sh, const s_source *src, char *text, size_t len,
     printf("%.*s\n", (int)(z - a), text + a);
   }
   tr_clearerr(&err);
-  tr_interrupted = 0;
+  /* From here a Ctrl-C cancels this statement: the engine's request is
+  ** cleared first, so one that lands between the two is not lost. */
+  te_interrupt_clear(sh->eng);
+  s_sigint = 0;
   if (sh->timer) {
     t0 = tr_now();
     getrusage(RUSAGE_SELF, &ru0);
@@ -615,6 +626,9 @@ static int s_dot(ts_shell *sh, const s_source *src, char *line) {
                     *c->args ? " " : "", c->args);
 
   if (!strcmp(c->name, ".quit") || !strcmp(c->name, ".exit")) return S_QUIT;
+  /* An engine call here (.worker add waits for the worker) may be cut
+  ** short by a Ctrl-C from now on, not by one left from the prompt. */
+  te_interrupt_clear(sh->eng);
   if (!strcmp(c->name, ".read")) return s_dot_read(sh, src, argv[1]);
   if (!strcmp(c->name, ".tables")) return s_dot_tables(sh, src);
   if (!strcmp(c->name, ".schema"))
@@ -675,14 +689,14 @@ static void s_rl_take(char *line) {
 ** Read a line on the terminal with the prompt.  S_LINE (*out is the line,
 ** the caller's to free), S_EOF (Ctrl-D) or S_CANCEL (Ctrl-C).  SIGINT is
 ** blocked except inside ppoll(), so a Ctrl-C is never lost between the
-** check of tr_interrupted and the wait.
+** check of s_sigint and the wait.
 */
 static int s_readline(const char *prompt, char **out) {
   struct pollfd pfd;
   sigset_t sigint, orig;
   int rc = S_LINE;
 
-  tr_interrupted = 0;
+  s_sigint = 0;
   s_rl_line = NULL;
   s_rl_got = 0;
   sigemptyset(&sigint);
@@ -691,7 +705,7 @@ static int s_readline(const char *prompt, char **out) {
   rl_callback_handler_install(prompt, s_rl_take);
   pfd.fd = fileno(rl_instream ? rl_instream : stdin);
   pfd.events = POLLIN;
-  while (!s_rl_got && !tr_interrupted) {
+  while (!s_rl_got && !s_sigint) {
     /* Idle at the prompt: the engine restores missing replicas meanwhile. */
     struct timespec idle = {1, 0};
     int n = ppoll(&pfd, 1, &idle, &orig);
@@ -705,13 +719,13 @@ static int s_readline(const char *prompt, char **out) {
     }
   }
   if (!s_rl_got) { /* Ctrl-C, or the terminal failed */
-    rc = tr_interrupted ? S_CANCEL : S_EOF;
-    if (tr_interrupted) rl_echo_signal_char(SIGINT);
+    rc = s_sigint ? S_CANCEL : S_EOF;
+    if (s_sigint) rl_echo_signal_char(SIGINT);
     rl_free_line_state();
     rl_callback_sigcleanup();
     rl_replace_line("", 0);
     rl_callback_handler_remove();
-    tr_interrupted = 0;
+    s_sigint = 0;
   } else if (!s_rl_line) {
     rc = S_EOF;
   }
@@ -892,7 +906,7 @@ static int s_next_line(const ts_shell *sh, s_source *src, char **line,
     s_remember(l, sh->histfile);
   } else {
     for (;;) {
-      if (tr_interrupted) return S_INTR;
+      if (s_sigint) return S_INTR;
       errno = 0;
       if ((n = getline(line, cap, src->in)) >= 0) break;
       if (!ferror(src->in)) return S_EOF;
@@ -964,11 +978,14 @@ done:
 /* SIGINT handler: ask the running statement (or the prompt) to stop. */
 static void s_on_sigint(int sig) {
   (void)sig;
-  tr_interrupted = 1;
+  s_sigint = 1;
+  te_engine *e = atomic_load(&s_sigint_engine);
+  if (e) te_interrupt(e);
 }
 
-void ts_install_sigint(void) {
+void ts_install_sigint(ts_shell *sh) {
   struct sigaction sa;
+  atomic_store(&s_sigint_engine, sh->eng);
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = s_on_sigint;
   sigemptyset(&sa.sa_mask);
@@ -1002,6 +1019,7 @@ int ts_open(const ts_options *opt, ts_shell **out, tr_err *err) {
 
 void ts_close(ts_shell **sh) {
   if (!sh || !*sh) return;
+  atomic_store(&s_sigint_engine, NULL); /* before it goes away */
   te_close(&(*sh)->eng);
   free((*sh)->histfile);
   free(*sh);

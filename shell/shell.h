@@ -35,8 +35,10 @@ int ts_open(const ts_options *opt, ts_shell **out, tr_err *err);
 /* Close the engine (a transient database is removed); safe on NULL. */
 void ts_close(ts_shell **sh);
 
-/* Route SIGINT to tr_interrupted (no SA_RESTART). */
-void ts_install_sigint(void);
+/* Make SIGINT (Ctrl-C) interrupt the statement running on sh's engine, or
+** drop the line at the prompt (no SA_RESTART).  Until then SIGINT keeps
+** its default action: a Ctrl-C while the shell starts ends it. */
+void ts_install_sigint(ts_shell *sh);
 
 /* Interactive session on the terminal: banner, prompts, history and
 ** completion, until .quit or Ctrl-D.  Returns the exit status (0). */

@@ -14,7 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
-volatile sig_atomic_t tr_interrupted = 0;
+_Static_assert(__atomic_always_lock_free(sizeof(int), 0),
+               "tr_cancel_set must be lock-free to be called from a signal handler");
 
 int tr_seterr(tr_err *err, int code, const char *fmt, ...) {
   if (err) {
@@ -117,6 +118,7 @@ typedef struct pool_job {
   int status;         /* first failing status, TR_OK so far */
   tr_task_fn fn;      /* the task body */
   void *arg;          /* its argument */
+  const tr_cancel *cancel; /* stops handing out tasks once set; may be NULL */
 } pool_job;
 
 static void *s_pool_worker(void *p) {
@@ -124,7 +126,7 @@ static void *s_pool_worker(void *p) {
   for (;;) {
     int64_t i;
     pthread_mutex_lock(&job->mu);
-    if (job->status == TR_OK && tr_interrupted) job->status = TR_EINTR;
+    if (job->status == TR_OK && tr_cancelled(job->cancel)) job->status = TR_EINTR;
     if (job->status != TR_OK || job->next >= job->n) {
       pthread_mutex_unlock(&job->mu);
       return NULL;
@@ -140,7 +142,7 @@ static void *s_pool_worker(void *p) {
   }
 }
 
-int tr_parallel_for(int nthreads, int64_t n, tr_task_fn fn, void *arg) {
+int tr_parallel_for(int nthreads, int64_t n, tr_task_fn fn, void *arg, const tr_cancel *cancel) {
   pool_job job;
   pthread_t tids[256];
   int started = 0;
@@ -154,6 +156,7 @@ int tr_parallel_for(int nthreads, int64_t n, tr_task_fn fn, void *arg) {
   job.status = TR_OK;
   job.fn = fn;
   job.arg = arg;
+  job.cancel = cancel;
   /* The calling thread works too; threads that fail to start are simply
   ** not there, the remaining ones take their share. */
   for (int t = 1; t < nthreads; t++)

@@ -1,7 +1,7 @@
 /*
 ** util/util.h - the few things every stage of tradb shares: the status
 ** convention, the error buffer that carries a message with a status, the
-** element types, clocks, the interrupt flag and a small thread pool.
+** element types, clocks, the cancel token and a small thread pool.
 **
 ** Status convention (whole project): functions return int, 0 (TR_OK) on
 ** success and a negative TR_E* code on failure.  When a function takes a
@@ -10,7 +10,6 @@
 #ifndef TRADB_UTIL_H
 #define TRADB_UTIL_H
 
-#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -65,9 +64,36 @@ int tr_pread_all(int fd, void *buf, size_t n, int64_t off, size_t *got);
 /* Seconds on a monotonic clock. */
 double tr_now(void);
 
-/* Set by the shell's SIGINT handler; long-running loops poll it and stop
-** with TR_EINTR.  The shell clears it before each statement. */
-extern volatile sig_atomic_t tr_interrupted;
+/*
+** Cancel token: how work that may run long learns that nobody wants its
+** result any more (Ctrl-C in the shell, a CANCEL from the coordinator, a
+** lost coordinator, a worker told to stop).  Whoever starts the work owns
+** the token and hands a pointer to everything that works for it; long
+** loops poll it every so often and stop with TR_EINTR.  One token per
+** piece of work, never one for the process: a cancel meant for one task
+** cannot stop, or be cleared by, another.
+**
+** The flag is read and written with GCC/Clang atomic built-ins rather than
+** <stdatomic.h> because this header is also compiled as C++ (nvcc), where
+** that header does not exist before C++23.  An int's atomics are lock-free,
+** so tr_cancel_set is safe in a signal handler.  A NULL token is never
+** cancelled.
+*/
+typedef struct tr_cancel {
+  int flag; /* 1 once cancelled; touch only through the functions below */
+} tr_cancel;
+
+static inline void tr_cancel_set(tr_cancel *c) {
+  __atomic_store_n(&c->flag, 1, __ATOMIC_SEQ_CST);
+}
+static inline void tr_cancel_clear(tr_cancel *c) {
+  __atomic_store_n(&c->flag, 0, __ATOMIC_SEQ_CST);
+}
+/* Relaxed: the flag guards no data, and a poll in a kernel loop must be as
+** cheap as a plain load. */
+static inline int tr_cancelled(const tr_cancel *c) {
+  return c && __atomic_load_n(&c->flag, __ATOMIC_RELAXED);
+}
 
 /* Number of online cores (at least 1). */
 int tr_ncores(void);
@@ -78,9 +104,10 @@ int64_t tr_phys_memory(void);
 ** Thread pool: run fn(arg, i) for i in [0, n) on up to nthreads threads
 ** (the caller's thread included).  Tasks are handed out in index order.
 ** Returns TR_OK, or the first non-zero status a task returned; once a task
-** fails or tr_interrupted is set, tasks not yet started are skipped.
+** fails or cancel (may be NULL) is set, tasks not yet started are skipped
+** (TR_EINTR if cancelled).  The tasks themselves should poll cancel too.
 */
 typedef int (*tr_task_fn)(void *arg, int64_t i);
-int tr_parallel_for(int nthreads, int64_t n, tr_task_fn fn, void *arg);
+int tr_parallel_for(int nthreads, int64_t n, tr_task_fn fn, void *arg, const tr_cancel *cancel);
 
 #endif /* TRADB_UTIL_H */

@@ -156,6 +156,10 @@ static int s_decode(int type, tn_rbuf *r, tn_wbuf *w, int ndata) {
     tn_put_u32(w, tn_get_u32(r));
     tn_get_str(r, s, sizeof s);
     tn_put_str(w, s);
+    tn_put_u64(w, tn_get_u64(r));
+    break;
+  case TN_HEARTBEAT: /* empty, or a worker's incarnation */
+    if (r->n) tn_put_u64(w, tn_get_u64(r));
     break;
   case TN_PUT_OK:
   case TN_SYNC_OK:
@@ -197,7 +201,7 @@ static int s_decode(int type, tn_rbuf *r, tn_wbuf *w, int ndata) {
     tn_put_bytes(w, b, bn);
     break;
   }
-  default: /* HEARTBEAT, STATS: empty */
+  default: /* STATS, CANCEL: empty */
     break;
   }
   S_CHECK(r->off <= r->n);

@@ -84,11 +84,11 @@ Test(cuda, host_writes_make_kept_copies_stale) {
   for (int i = 0; i < N; i++) x[i] = y[i] = want[i] = (float)s_rand();
   g->keep(x, sizeof x);
   tk_prog twice = s_prog("0 #2 *");
-  cr_assert_eq(g->map(TR_F32, &twice, x, N), TR_OK); /* on the device: copy kept */
+  cr_assert_eq(g->map(TR_F32, &twice, x, N, NULL), TR_OK); /* on the device: copy kept */
   tk_device_set_offload((int64_t)1 << 40);           /* now everything on the host */
-  cr_assert_eq(g->combine(TR_F32, TK_AGG_SUM, x, y, N), TR_OK);
+  cr_assert_eq(g->combine(TR_F32, TK_AGG_SUM, x, y, N, NULL), TR_OK);
   tk_device_set_offload(0);
-  cr_assert_eq(g->combine(TR_F32, TK_AGG_SUM, x, y, N), TR_OK); /* device again */
+  cr_assert_eq(g->combine(TR_F32, TK_AGG_SUM, x, y, N, NULL), TR_OK); /* device again */
   for (int i = 0; i < N; i++) want[i] = 2 * want[i] + y[i] + y[i];
   s_expect_close(TR_F32, x, want, N, "map, host combine, device combine");
   g->release(NULL);

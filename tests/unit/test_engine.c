@@ -464,3 +464,123 @@ Test(task, scratch_flag_round_trips_and_is_checked) {
   cr_assert_eq(te_task_decode(b.p, b.n, &got, &err), TR_EINVAL);
   tn_wbuf_free(&b);
 }
+
+/* te_interrupt stops the statement it finds running (here: about to start)
+** with TR_EINTR and leaves the data as it was; the request stays until
+** te_interrupt_clear, as sqlite3_interrupt's does. */
+Test(engine, interrupt_cancels_until_cleared) {
+  s_ok("CREATE TENSOR I[64, 64] CHUNK [32, 32];");
+  s_ok("FILL I ONES;");
+  te_interrupt(s_e);
+  cr_assert_str_eq(s_fails("J[i,j] = I[i,k] * I[k,j];", TR_EINTR), "interrupted");
+  cr_assert_str_eq(s_fails("FILL I ZEROS;", TR_EINTR), "interrupted");
+  te_interrupt_clear(s_e);
+  s_ok("J[i,j] = I[i,k] * I[k,j];");
+  te_result *r = s_get("I");
+  for (int i = 0; i < 64 * 64; i++) cr_assert_eq(r->values[i], 1.0);
+  te_result_free(&r);
+}
+
+/* ---- gemm in panels ------------------------------------------------------------ */
+
+/* The openblas table with a panel small enough that the products below are
+** cut in every way: batches, rows, columns and depth. */
+static tk_backend s_small_panels(int64_t panel) {
+  tk_backend kt = *tk_backend_get("openblas");
+  kt.gemm_panel = panel;
+  return kt;
+}
+
+/* te_gemm_panels gives what one gemm call gives, in both dtypes, with every
+** transpose, alpha and an accumulating beta. */
+Test(panels, same_result_as_one_call) {
+  static const struct { int64_t B, M, N, K, panel; } shape[] = {
+      {3, 64, 64, 64, 1 << 16},      /* batches */
+      {1, 1024, 300, 300, 1 << 20},  /* rows, down to 256 */
+      {1, 300, 1100, 300, 1 << 20},  /* columns */
+      {1, 300, 300, 1500, 1 << 20},  /* depth: later halves add to earlier */
+      {2, 600, 520, 700, 1 << 22},   /* all of them */
+      {1, 1024, 1024, 64, 0},        /* 0: never cut */
+  };
+  uint64_t st = 7;
+  for (size_t s = 0; s < sizeof shape / sizeof shape[0]; s++)
+    for (int dt = TR_F32; dt <= TR_F64; dt++)
+      for (int tr = 0; tr < 4; tr++) {
+        int64_t B = shape[s].B, M = shape[s].M, N = shape[s].N, K = shape[s].K;
+        int ta = tr & 1, tb = tr >> 1;
+        size_t esz = tr_dtype_size(dt);
+        int64_t na = B * M * K, nb = B * K * N, nc = B * M * N;
+        char *a = tr_alloc_aligned((size_t)na * esz), *b = tr_alloc_aligned((size_t)nb * esz);
+        char *c1 = tr_alloc_aligned((size_t)nc * esz), *c2 = tr_alloc_aligned((size_t)nc * esz);
+        cr_assert(a && b && c1 && c2);
+        for (int64_t i = 0; i < na + nb + nc; i++) {
+          st = st * 6364136223846793005u + 1442695040888963407u;
+          double v = (double)(st >> 11) * 0x1p-53 - 0.5;
+          char *p = i < na        ? a + i * esz
+                    : i < na + nb ? b + (i - na) * esz
+                                  : c1 + (i - na - nb) * esz;
+          if (dt == TR_F32) *(float *)p = (float)v;
+          else *(double *)p = v;
+        }
+        memcpy(c2, c1, (size_t)nc * esz);
+        tk_backend kt = s_small_panels(shape[s].panel);
+        int64_t lda = ta ? M : K, ldb = tb ? K : N;
+        cr_assert_eq(kt.gemm(dt, ta, tb, M, N, K, 1.5, a, lda, M * K, b, ldb, K * N, 0.5, c1, N,
+                             M * N, B), TR_OK);
+        cr_assert_eq(te_gemm_panels(&kt, NULL, dt, ta, tb, M, N, K, 1.5, a, lda, M * K, b, ldb,
+                                    K * N, 0.5, c2, N, M * N, B), TR_OK);
+        double tol = dt == TR_F32 ? 1e-4 : 1e-12;
+        for (int64_t i = 0; i < nc; i++) {
+          double x = dt == TR_F32 ? ((float *)c1)[i] : ((double *)c1)[i];
+          double y = dt == TR_F32 ? ((float *)c2)[i] : ((double *)c2)[i];
+          cr_assert(fabs(x - y) <= tol * (1 + fabs(x)),
+                    "shape %zu %s trans %d element %lld: %g vs %g", s, tr_dtype_name(dt), tr,
+                    (long long)i, x, y);
+        }
+        tr_free_aligned(a);
+        tr_free_aligned(b);
+        tr_free_aligned(c1);
+        tr_free_aligned(c2);
+      }
+}
+
+/* The token is polled between panels: a cancel during the second panel
+** stops the product after it, with TR_EINTR. */
+static int s_panel_calls;
+static tr_cancel s_panel_token;
+
+static int s_gemm_cancel_at_2(tr_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                              double alpha, const void *a, int64_t lda, int64_t sa, const void *b,
+                              int64_t ldb, int64_t sb, double beta, void *c, int64_t ldc,
+                              int64_t sc, int64_t batch) {
+  if (++s_panel_calls == 2) tr_cancel_set(&s_panel_token);
+  return tk_backend_get("openblas")->gemm(dt, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb,
+                                          beta, c, ldc, sc, batch);
+}
+
+Test(panels, cancel_between_panels) {
+  const int64_t n = 1024;
+  float *a = tr_alloc_aligned(n * n * 4), *c = tr_alloc_aligned(n * n * 4);
+  memset(a, 0, n * n * 4);
+  tk_backend kt = s_small_panels(n * n * n / 16); /* 16 panels */
+  kt.gemm = s_gemm_cancel_at_2;
+  tr_cancel_clear(&s_panel_token);
+  s_panel_calls = 0;
+  cr_assert_eq(te_gemm_panels(&kt, &s_panel_token, TR_F32, 0, 0, n, n, n, 1, a, n, 0, a, n, 0, 0,
+                              c, n, 0, 1), TR_EINTR);
+  cr_assert_eq(s_panel_calls, 2);
+  /* set before the call: no panel runs */
+  s_panel_calls = 0;
+  cr_assert_eq(te_gemm_panels(&kt, &s_panel_token, TR_F32, 0, 0, n, n, n, 1, a, n, 0, a, n, 0, 0,
+                              c, n, 0, 1), TR_EINTR);
+  cr_assert_eq(s_panel_calls, 0);
+  /* below one panel, a single call */
+  tr_cancel_clear(&s_panel_token);
+  kt.gemm_panel = n * n * n;
+  s_panel_calls = 0;
+  cr_assert_eq(te_gemm_panels(&kt, &s_panel_token, TR_F32, 0, 0, n, n, n, 1, a, n, 0, a, n, 0, 0,
+                              c, n, 0, 1), TR_OK);
+  cr_assert_eq(s_panel_calls, 1);
+  tr_free_aligned(a);
+  tr_free_aligned(c);
+}

@@ -16,9 +16,11 @@
 #include <ctype.h>
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/kernels.h"
 
@@ -850,8 +852,8 @@ Test(combine, every_agg) {
         int64_t n = ns[i];
         void *src = s_buf(dt, n, -1, 1), *d1 = s_buf(dt, n + 1, -1, 1);
         void *d2 = s_dup(dt, d1, n + 1);
-        cr_assert_eq(s_ref()->combine(dt, (tk_agg)agg, d1, src, n), TR_OK);
-        cr_assert_eq(s_blas()->combine(dt, (tk_agg)agg, d2, src, n), TR_OK);
+        cr_assert_eq(s_ref()->combine(dt, (tk_agg)agg, d1, src, n, NULL), TR_OK);
+        cr_assert_eq(s_blas()->combine(dt, (tk_agg)agg, d2, src, n, NULL), TR_OK);
         s_expect_close(dt, d2, d1, n + 1, "combine");
         for (int64_t j = 0; j < n; j++) { /* against the definition */
           double s = s_get(dt, src, j), o = s_get(dt, d2, j);
@@ -862,8 +864,8 @@ Test(combine, every_agg) {
         tr_free_aligned(d1);
         tr_free_aligned(d2);
       }
-  cr_expect_eq(s_blas()->combine(TR_F32, (tk_agg)9, NULL, NULL, 0), TR_EINVAL);
-  cr_expect_eq(s_ref()->combine(TR_F32, (tk_agg)9, NULL, NULL, 0), TR_EINVAL);
+  cr_expect_eq(s_blas()->combine(TR_F32, (tk_agg)9, NULL, NULL, 0, NULL), TR_EINVAL);
+  cr_expect_eq(s_ref()->combine(TR_F32, (tk_agg)9, NULL, NULL, 0, NULL), TR_EINVAL);
 }
 
 /* exp, tanh and the sigmoid in f32 (vector polynomials in the fast
@@ -885,7 +887,7 @@ Test(map, f32_exp_tanh_sigmoid_over_their_range) {
     x[N - 1] = -INFINITY;
     memcpy(y, x, N * sizeof *x);
     tk_prog prog = s_prog(progs[p]);
-    cr_assert_eq(s_blas()->map(TR_F32, &prog, y, N), TR_OK);
+    cr_assert_eq(s_blas()->map(TR_F32, &prog, y, N, NULL), TR_OK);
     for (int i = 0; i < N; i++) {
       double v = x[i], want = p == 0 ? exp(v) : p == 1 ? tanh(v) : 1 / (1 + exp(-v));
       if (isnan(v)) {
@@ -919,8 +921,8 @@ Test(map, every_operator) {
         double lo = p == 3 || p == 4 ? 0.01 : -3;
         void *x1 = s_buf(dt, n + 1, lo, 3), *x2 = s_dup(dt, x1, n + 1);
         void *x0 = s_dup(dt, x1, n + 1);
-        cr_assert_eq(s_ref()->map(dt, &prog, x1, n), TR_OK);
-        cr_assert_eq(s_blas()->map(dt, &prog, x2, n), TR_OK);
+        cr_assert_eq(s_ref()->map(dt, &prog, x1, n, NULL), TR_OK);
+        cr_assert_eq(s_blas()->map(dt, &prog, x2, n, NULL), TR_OK);
         s_expect_close(dt, x2, x1, n + 1, progs[p]);
         for (int64_t j = 0; j < n; j++) { /* against the scalar evaluator */
           double v = s_get(dt, x0, j), w = tk_prog_eval(&prog, &v);
@@ -933,8 +935,8 @@ Test(map, every_operator) {
       }
   tk_prog bad = s_prog("0 1 +");
   float x = 1;
-  cr_expect_eq(s_ref()->map(TR_F32, &bad, &x, 1), TR_EINVAL);
-  cr_expect_eq(s_blas()->map(TR_F32, &bad, &x, 1), TR_EINVAL);
+  cr_expect_eq(s_ref()->map(TR_F32, &bad, &x, 1, NULL), TR_EINVAL);
+  cr_expect_eq(s_blas()->map(TR_F32, &bad, &x, 1, NULL), TR_EINVAL);
 }
 
 static void s_copy_case(tr_dtype dt, int rank, const int64_t *ext,
@@ -952,8 +954,8 @@ static void s_copy_case(tr_dtype dt, int rank, const int64_t *ext,
   }
   void *src = s_buf(dt, n, -1, 1), *d1 = s_buf(dt, size, -1, 1);
   void *d2 = s_dup(dt, d1, size);
-  cr_assert_eq(s_ref()->copy(dt, rank, ext, d1, dst_st, src, sst), TR_OK);
-  cr_assert_eq(s_blas()->copy(dt, rank, ext, d2, dst_st, src, sst), TR_OK);
+  cr_assert_eq(s_ref()->copy(dt, rank, ext, d1, dst_st, src, sst, NULL), TR_OK);
+  cr_assert_eq(s_blas()->copy(dt, rank, ext, d2, dst_st, src, sst, NULL), TR_OK);
   s_expect_close(dt, d2, d1, size, "copy");
   if (rank == 2) /* against the definition */
     for (int64_t i = 0; i < ext[0]; i++)
@@ -981,8 +983,8 @@ Test(copy, strided_and_transposed) {
     s_copy_case(s_dtypes[d], 0, e0, id);
   }
   int64_t e[] = {1};
-  cr_expect_eq(s_ref()->copy(TR_F32, -1, e, e, e, e, e), TR_EINVAL);
-  cr_expect_eq(s_blas()->copy(TR_F32, TK_MAX_LABELS + 1, e, e, e, e, e),
+  cr_expect_eq(s_ref()->copy(TR_F32, -1, e, e, e, e, e, NULL), TR_EINVAL);
+  cr_expect_eq(s_blas()->copy(TR_F32, TK_MAX_LABELS + 1, e, e, e, e, e, NULL),
                TR_EINVAL);
 }
 
@@ -995,7 +997,7 @@ static void *s_fill(tr_dtype dt, tk_dist dist, double p0, double p1,
   for (int d = 0; d < rank; d++) n *= extent[d];
   void *p = s_buf(dt, n, 0, 0);
   cr_assert_eq(s_blas()->fill_random(dt, dist, p0, p1, seed, rank, shape,
-                                     origin, extent, p),
+                                     origin, extent, p, NULL),
                TR_OK);
   return p;
 }
@@ -1096,16 +1098,112 @@ Test(fill_random, rejects_bad_arguments) {
   float out[16];
   const tk_backend *b = s_blas();
   cr_expect_eq(b->fill_random(TR_F32, TK_FILL_UNIFORM, 0, 1, 1, 2, shape,
-                              origin, ext, out),
+                              origin, ext, out, NULL),
                TR_EINVAL, "chunk beyond the shape");
   origin[0] = 0;
   cr_expect_eq(b->fill_random(TR_F32, TK_FILL_UNIFORM, 1, 0, 1, 2, shape,
-                              origin, ext, out),
+                              origin, ext, out, NULL),
                TR_EINVAL, "lo > hi");
   cr_expect_eq(b->fill_random(TR_F32, TK_FILL_NORMAL, 0, -1, 1, 2, shape,
-                              origin, ext, out),
+                              origin, ext, out, NULL),
                TR_EINVAL, "negative sd");
   cr_expect_eq(b->fill_random(TR_F32, TK_FILL_UNIFORM, 0, 1, 1, 2, shape,
-                              origin, ext, out),
+                              origin, ext, out, NULL),
                TR_OK);
 }
+
+#ifndef S_UNDER_TEST
+/* ---- cancellation ------------------------------------------------------------ */
+
+/* A token set from another thread after a delay, as a CANCEL, a lost
+** coordinator or a signal sets it while a kernel runs. */
+typedef struct s_canceller {
+  tr_cancel *token; /* what to set */
+  double delay_s;   /* after how long */
+  double set_at;    /* when it was set (tr_now) */
+  pthread_t tid;    /* the thread */
+} s_canceller;
+
+static void *s_cancel_later(void *p) {
+  s_canceller *c = p;
+  double end = tr_now() + c->delay_s;
+  while (tr_now() < end) nanosleep(&(struct timespec){0, 1000000}, NULL);
+  c->set_at = tr_now();
+  tr_cancel_set(c->token);
+  return NULL;
+}
+
+/* out[i,j] = SUM over k, l of A[i,k] * B[k,l] * C[l,j], all 512 x 512: 7e10
+** steps, minutes even for the fast kernels, in one call. */
+static tk_contract s_endless(tr_dtype dt, void *out, const void *in, const tr_cancel *token) {
+  const int64_t n = 512;
+  tk_contract op = {.dtype = dt, .nlabels = 4, .nout = 2, .ninputs = 3, .agg = TK_AGG_SUM,
+                    .cancel = token};
+  for (int l = 0; l < 4; l++) op.extent[l] = n;
+  for (int k = 0; k < 3; k++) op.in[k] = in;
+  /* labels i j k l: A[i,k], B[k,l], C[l,j] */
+  op.in_stride[0][0] = n, op.in_stride[0][2] = 1;
+  op.in_stride[1][2] = n, op.in_stride[1][3] = 1;
+  op.in_stride[2][3] = n, op.in_stride[2][1] = 1;
+  op.out = out;
+  op.out_stride[0] = n, op.out_stride[1] = 1;
+  op.prog = s_prog("0 1 * 2 *");
+  return op;
+}
+
+/* A contraction stops within a fraction of a second of its token being
+** set, whatever its shape: the poll is inside the kernel's loops, not
+** between calls. */
+Test(cancel, contract_stops_mid_call, .timeout = 60) {
+  const tk_backend *bs[] = {s_ref(), s_blas()};
+  s_seed(41);
+  for (int b = 0; b < 2; b++)
+    for (int dt = TR_F32; dt <= TR_F64; dt++) {
+      void *in = s_buf(dt, 512 * 512, -1, 1), *out = s_buf(dt, 512 * 512, 0, 0);
+      tr_cancel token = {0};
+      s_canceller c = {.token = &token, .delay_s = 0.1};
+      tk_contract op = s_endless(dt, out, in, &token);
+      cr_assert_eq(pthread_create(&c.tid, NULL, s_cancel_later, &c), 0);
+      double t0 = tr_now();
+      int rc = bs[b]->contract(&op);
+      double t1 = tr_now();
+      pthread_join(c.tid, NULL);
+      cr_assert_eq(rc, TR_EINTR, "%s %s: %d", bs[b]->name, tr_dtype_name(dt), rc);
+      cr_expect_geq(c.set_at - t0, 0.09, "it ran until cancelled");
+      cr_expect_lt(t1 - c.set_at, 0.25, "%s %s stopped %.3f s after the cancel", bs[b]->name,
+                   tr_dtype_name(dt), t1 - c.set_at);
+      /* A token set before the call: it does (next to) nothing. */
+      t0 = tr_now();
+      cr_assert_eq(bs[b]->contract(&op), TR_EINTR);
+      cr_expect_lt(tr_now() - t0, 0.05);
+      tr_free_aligned(in);
+      tr_free_aligned(out);
+    }
+}
+
+/* combine, map, copy and fill_random over a large chunk stop too; a NULL or
+** clear token changes nothing. */
+Test(cancel, elementwise_kernels_stop) {
+  const tk_backend *bs[] = {s_ref(), s_blas()};
+  const int64_t n = (int64_t)1 << 22;
+  tr_cancel set = {0}, clear = {0};
+  tr_cancel_set(&set);
+  tk_prog twice = s_prog("0 #2 *");
+  int64_t one = 1, zero = 0, len = n;
+  for (int b = 0; b < 2; b++) {
+    const tk_backend *k = bs[b];
+    float *x = s_buf(TR_F32, n, -1, 1), *y = s_buf(TR_F32, n, -1, 1);
+    cr_expect_eq(k->combine(TR_F32, TK_AGG_SUM, x, y, n, &set), TR_EINTR, "%s combine", k->name);
+    cr_expect_eq(k->map(TR_F32, &twice, x, n, &set), TR_EINTR, "%s map", k->name);
+    cr_expect_eq(k->copy(TR_F32, 1, &len, x, &one, y, &one, &set), TR_EINTR, "%s copy", k->name);
+    cr_expect_eq(k->fill_random(TR_F32, TK_FILL_NORMAL, 0, 1, 7, 1, &len, &zero, &len, x, &set),
+                 TR_EINTR, "%s fill_random", k->name);
+    cr_expect_eq(k->copy(TR_F32, 1, &len, x, &one, y, &one, &clear), TR_OK);
+    cr_expect_eq(memcmp(x, y, (size_t)n * sizeof *x), 0);
+    cr_expect_eq(k->map(TR_F32, &twice, x, n, NULL), TR_OK);
+    cr_expect_eq(x[n - 1], 2 * y[n - 1]);
+    tr_free_aligned(x);
+    tr_free_aligned(y);
+  }
+}
+#endif /* S_UNDER_TEST */

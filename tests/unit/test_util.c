@@ -59,7 +59,7 @@ static int s_mark(void *arg, int64_t i) {
 
 Test(util, parallel_for_runs_every_task_once) {
   for (int i = 0; i < 1000; i++) atomic_store(&s_hits[i], 0);
-  cr_assert_eq(tr_parallel_for(4, 1000, s_mark, NULL), TR_OK);
+  cr_assert_eq(tr_parallel_for(4, 1000, s_mark, NULL, NULL), TR_OK);
   for (int i = 0; i < 1000; i++) cr_assert_eq(atomic_load(&s_hits[i]), 1, "task %d", i);
 }
 
@@ -73,23 +73,35 @@ static int s_fail_at_10(void *arg, int64_t i) {
 
 Test(util, parallel_for_reports_failure_and_stops_early) {
   atomic_store(&s_ran, 0);
-  cr_assert_eq(tr_parallel_for(1, 100000, s_fail_at_10, NULL), TR_EIO);
+  cr_assert_eq(tr_parallel_for(1, 100000, s_fail_at_10, NULL, NULL), TR_EIO);
   cr_assert_lt(atomic_load(&s_ran), 100000);
 }
 
-static int s_interrupt_at_5(void *arg, int64_t i) {
-  (void)arg;
+/* Task 5 cancels the token it is given. */
+static int s_cancel_at_5(void *arg, int64_t i) {
   atomic_fetch_add(&s_ran, 1);
-  if (i == 5) tr_interrupted = 1;
+  if (i == 5) tr_cancel_set(arg);
   return TR_OK;
 }
 
-Test(util, parallel_for_honours_interrupt) {
+Test(util, cancel_token_stops_parallel_for) {
+  tr_cancel c = {0};
   atomic_store(&s_ran, 0);
-  tr_interrupted = 0;
-  cr_assert_eq(tr_parallel_for(1, 1000, s_interrupt_at_5, NULL), TR_EINTR);
-  cr_assert_eq(atomic_load(&s_ran), 6);
-  tr_interrupted = 0;
+  cr_assert_eq(tr_parallel_for(1, 1000, s_cancel_at_5, &c, &c), TR_EINTR);
+  cr_assert_eq(atomic_load(&s_ran), 6, "tasks after the cancel were skipped");
+  /* Set before the call: no task starts, on any thread. */
+  atomic_store(&s_ran, 0);
+  cr_assert_eq(tr_parallel_for(4, 1000, s_cancel_at_5, &c, &c), TR_EINTR);
+  cr_assert_eq(atomic_load(&s_ran), 0);
+  /* Another token, or a cleared one, stops nothing. */
+  tr_cancel other = {0};
+  tr_cancel_clear(&c);
+  atomic_store(&s_ran, 0);
+  cr_assert_eq(tr_parallel_for(4, 1000, s_cancel_at_5, &other, &c), TR_OK);
+  cr_assert_eq(atomic_load(&s_ran), 1000);
+  cr_assert(tr_cancelled(&other));
+  cr_assert(!tr_cancelled(&c));
+  cr_assert(!tr_cancelled(NULL), "a NULL token is never cancelled");
 }
 
 Test(util, clock_is_monotonic) {

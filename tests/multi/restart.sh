@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# A worker that restarts in the middle of a statement (killed and started
+# again on the same endpoint within the liveness window, as a supervisor
+# would) fails that statement at once, naming it: the new process
+# heartbeats, but the requests the old one held are lost and must not be
+# waited for.  The next statement runs, with the restarted worker back.
+TEST=restart; source "$TOP_SRCDIR/tests/multi/lib.sh"
+for n in 0 1; do start_worker $n --threads 1; done
+W="${ep[0]},${ep[1]}"
+db=$work/db
+"$TRADB" --workers "$W" "$db" <<<'CREATE TENSOR A[1024, 1024] CHUNK [512, 512]; FILL A ONES;' || fail "set-up failed"
+"$TRADB" --workers "$W" --backend reference "$db" <<<'C[i,j] = SUM(A[i,k] * A[k,j] * A[k,j]);' \
+  > "$work/run.out" 2> "$work/run.err" &
+shell=$!; track $shell
+busy() { [ "$(count "hello" "$work/w1.log")" -ge 2 ] && [ "$(ps -o %cpu= -p "${wpid[1]}" | cut -d. -f1)" -gt 10 ]; }
+wait_until 60 "the statement did not start" busy
+stop_worker 1
+start_worker 1 --threads 1
+t0=$SECONDS
+done_() { ! kill -0 $shell 2>/dev/null; }
+wait_until 30 "the shell still waits for the restarted worker" done_
+set +e; wait $shell; rc=$?; set -e
+[ $rc -ne 0 ] || fail "the statement succeeded across a worker restart"
+grep -q "${ep[1]}" "$work/run.err" || fail "the error does not name the worker: $(cat "$work/run.err")"
+echo "$TEST: the statement failed $((SECONDS - t0)) s after the restart: $(cat "$work/run.err")"
+ok
+out=$("$TRADB" --workers "$W" "$db" <<<'s[] = SUM(A[i,j]); PRINT s;' 2>&1) || fail "next statement failed: $out"
+[ "$out" = $'s[] (f32)\n1.04858e+06' ] || fail "wrong result: $out"
+ok
+finish
