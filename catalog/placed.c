@@ -481,18 +481,20 @@ int tc_site_chunks(tc_db *db, int64_t site, uint64_t **ids, int64_t *n,
   return rc;
 }
 
-int tc_replica_remove(tc_db *db, int64_t site, const uint64_t *ids, int64_t n, tr_err *err) {
+/* Run sql (binding ?1 = site, ?2 = each of ids) once per id, in one
+** transaction: how replica rows are added and removed by chunk id. */
+static int s_replicas_by_id(tc_db *db, int64_t site, const uint64_t *ids, int64_t n,
+                            const char *sql, const char *what, tr_err *err) {
   sqlite3_stmt *st = NULL;
   int rc;
-  if (!db || (n && !ids)) return tr_seterr(err, TR_EINVAL, "tc_replica_remove: bad argument");
+  if (!db || (n && !ids)) return tr_seterr(err, TR_EINVAL, "%s: bad argument", what);
   if (!n) return TR_OK;
   if ((rc = ci_exec(db, "BEGIN IMMEDIATE", err))) return rc;
-  rc = ci_prepare(db, "DELETE FROM chunk_replicas WHERE site_id = ?1 AND (tensor_id, lin) IN "
-                      "(SELECT tensor_id, lin FROM chunks WHERE chunk_id = ?2)", &st, err);
+  rc = ci_prepare(db, sql, &st, err);
   for (int64_t i = 0; !rc && i < n; i++) {
     sqlite3_bind_int64(st, 1, site);
     sqlite3_bind_int64(st, 2, (sqlite3_int64)ids[i]);
-    if (sqlite3_step(st) != SQLITE_DONE) rc = ci_sqlfail(db, err, "forgetting a lost replica");
+    if (sqlite3_step(st) != SQLITE_DONE) rc = ci_sqlfail(db, err, what);
     sqlite3_reset(st);
   }
   sqlite3_finalize(st);
@@ -501,24 +503,18 @@ int tc_replica_remove(tc_db *db, int64_t site, const uint64_t *ids, int64_t n, t
   return rc;
 }
 
+int tc_replica_remove(tc_db *db, int64_t site, const uint64_t *ids, int64_t n, tr_err *err) {
+  return s_replicas_by_id(db, site, ids, n,
+                          "DELETE FROM chunk_replicas WHERE site_id = ?1 AND (tensor_id, lin) IN "
+                          "(SELECT tensor_id, lin FROM chunks WHERE chunk_id = ?2)",
+                          "forgetting replicas", err);
+}
+
 int tc_replica_add(tc_db *db, int64_t site, const uint64_t *ids, int64_t n, tr_err *err) {
-  sqlite3_stmt *st = NULL;
-  int rc;
-  if (!db || (n && !ids)) return tr_seterr(err, TR_EINVAL, "tc_replica_add: bad argument");
-  if (!n) return TR_OK;
-  if ((rc = ci_exec(db, "BEGIN IMMEDIATE", err))) return rc;
-  rc = ci_prepare(db, "INSERT OR IGNORE INTO chunk_replicas(tensor_id, lin, site_id) "
-                      "SELECT tensor_id, lin, ?1 FROM chunks WHERE chunk_id = ?2", &st, err);
-  for (int64_t i = 0; !rc && i < n; i++) {
-    sqlite3_bind_int64(st, 1, site);
-    sqlite3_bind_int64(st, 2, (sqlite3_int64)ids[i]);
-    if (sqlite3_step(st) != SQLITE_DONE) rc = ci_sqlfail(db, err, "recording a replica");
-    sqlite3_reset(st);
-  }
-  sqlite3_finalize(st);
-  if (!rc) rc = ci_exec(db, "COMMIT", err);
-  else ci_rollback(db);
-  return rc;
+  return s_replicas_by_id(db, site, ids, n,
+                          "INSERT OR IGNORE INTO chunk_replicas(tensor_id, lin, site_id) "
+                          "SELECT tensor_id, lin, ?1 FROM chunks WHERE chunk_id = ?2",
+                          "recording replicas", err);
 }
 
 int tc_chunk_sites(tc_db *db, uint64_t id, int64_t *site, int *n, tr_err *err) {

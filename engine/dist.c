@@ -35,7 +35,7 @@
 #include <xxhash.h>
 
 #define S_HELLO_TIMEOUT_S 10.0   /* workers must answer HELLO by then */
-#define S_CALL_TIMEOUT_S (getenv("TRADB_TEST_CALL_TIMEOUT") ? atof(getenv("TRADB_TEST_CALL_TIMEOUT")) : 600.0)
+#define S_CALL_TIMEOUT_S 600.0   /* longest wait for one phase */
 #define S_INFLIGHT_BYTES (256u << 20) /* PUT data in flight before waiting */
 #define S_REJOIN_GRACE_S 0.03  /* a ping waits this long for workers believed down */
 #define S_IDLE_PING_S 1.0      /* te_maintain pings at most this often */
@@ -156,14 +156,36 @@ static void s_drain(te_engine *e, s_phase *ph, int timeout_ms) {
   }
 }
 
-/* Wait for every reply of the phase; fails if a site is silent too long,
-** replies with an error (unless tolerant: then the caller looks at each
-** reply), or the user interrupts.  With tolerant set, a silent site's
-** requests are marked done with no reply instead of failing. */
+/* Wait for every reply of the phase; fails if a site is silent too long
+** or restarted, replies with an error (unless tolerant: then the caller
+** looks at each reply), or the user interrupts; on failure the sites still
+** busy with the phase are told to cancel.  With tolerant set, a silent
+** site's requests are marked done with no reply instead of failing. */
 static int s_wait_ex(s_phase *ph, int tolerant, tr_err *err);
 static int s_wait(s_phase *ph, tr_err *err) { return s_wait_ex(ph, 0, err); }
 
+/* Tell the workers still busy with requests of ph to stop: the phase
+** failed, so their work for this statement is of no use. */
+static void s_cancel_busy(s_phase *ph) {
+  te_engine *e = ph->e;
+  tr_err ignore;
+  for (int s = 0; s < e->nsites; s++) {
+    int busy = 0;
+    for (int i = 0; i < ph->n && !busy; i++) busy = !ph->out[i].done && ph->out[i].site == s;
+    if (busy && e->sites[s].up)
+      tn_send(e->sites[s].sock, NULL, 0, TN_CANCEL, 0, e->db_id, NULL, 0, NULL, NULL, NULL, NULL, &ignore);
+  }
+}
+
+static int s_wait_loop(s_phase *ph, int tolerant, tr_err *err);
+
 static int s_wait_ex(s_phase *ph, int tolerant, tr_err *err) {
+  int rc = s_wait_loop(ph, tolerant, err);
+  if (rc) s_cancel_busy(ph);
+  return rc;
+}
+
+static int s_wait_loop(s_phase *ph, int tolerant, tr_err *err) {
   te_engine *e = ph->e;
   double start = tr_now(), next_beat = 0;
   for (;;) {
@@ -188,18 +210,7 @@ static int s_wait_ex(s_phase *ph, int tolerant, tr_err *err) {
     }
     if (!pending) return TR_OK;
     double now = tr_now();
-    if (tr_cancelled(&e->interrupt)) {
-      /* Tell the workers still busy for this statement to stop. */
-      tr_err ignore;
-      for (int s = 0; s < e->nsites; s++) {
-        int busy = 0;
-        for (int i = 0; i < ph->n && !busy; i++) busy = !ph->out[i].done && ph->out[i].site == s;
-        if (busy)
-          tn_send(e->sites[s].sock, NULL, 0, TN_CANCEL, 0, e->db_id, NULL, 0, NULL, NULL, NULL, NULL,
-                  &ignore);
-      }
-      return tr_seterr(err, TR_EINTR, "interrupted");
-    }
+    if (tr_cancelled(&e->interrupt)) return tr_seterr(err, TR_EINTR, "interrupted");
     if (now - start > S_CALL_TIMEOUT_S) {
       int i = 0;
       while (ph->out[i].done) i++; /* pending > 0: one is not done */

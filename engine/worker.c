@@ -1387,8 +1387,10 @@ static void s_run_ids(s_worker *w, s_job *j) {
   for (uint32_t i = 0; !rc && i < n; i++) ids[i] = tn_get_u64(&r);
   if (!rc && tn_rbuf_ok(&r) != TR_OK) rc = tr_seterr(&err, TR_EINVAL, "malformed %s", tn_type_name(in->type));
   if (!rc && !j->db) rc = tr_seterr(&err, TR_EINVAL, "%s names no database", tn_type_name(in->type));
-  /* A database with no store here has nothing to drop or report. */
-  if (!rc) j->store = s_store_for(w, j->db, S_OPEN_EXISTS, &err);
+  /* A database with no store here has nothing to drop or report; one
+  ** whose store cannot be opened is an error, never "holds nothing". */
+  if (!rc && !(j->store = s_store_for(w, j->db, S_OPEN_EXISTS, &err)) && err.code != TR_ENOTFOUND)
+    rc = err.code;
   if (!rc && in->type == TN_DROP && j->store) rc = tc_store_drop(j->store, ids, n, &err);
   if (rc) {
     free(ids);
