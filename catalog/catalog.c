@@ -31,62 +31,6 @@
 
 #define S_BUSY_MS 2000     /* how long to wait for another process's lock */
 
-/* ---- grid helpers -------------------------------------------------------- */
-
-int64_t tc_grid(const tc_tensor *t, int d) {
-  if (d < 0 || d >= t->rank) return 1;
-  if (t->shape[d] <= 0) return 0;
-  int64_t c = t->chunk[d] > 0 ? t->chunk[d] : 1;
-  return t->shape[d] / c + (t->shape[d] % c != 0);
-}
-
-int64_t tc_nchunks(const tc_tensor *t) {
-  int64_t n = 1;
-  for (int d = 0; d < t->rank; d++)
-    if (__builtin_mul_overflow(n, tc_grid(t, d), &n)) return -1;
-  return n;
-}
-
-int64_t tc_chunk_extent(const tc_tensor *t, const int64_t *key, int64_t *ext) {
-  int64_t n = 1;
-  for (int d = 0; d < t->rank; d++) {
-    int64_t c = t->chunk[d] > 0 ? t->chunk[d] : 1;
-    int64_t lo = key[d] * c;
-    int64_t e = t->shape[d] - lo < c ? t->shape[d] - lo : c;
-    if (e < 0) e = 0;
-    if (ext) ext[d] = e;
-    n *= e;
-  }
-  return n;
-}
-
-int64_t tc_key_linear(const tc_tensor *t, const int64_t *key) {
-  int64_t lin = 0;
-  for (int d = 0; d < t->rank; d++) lin = lin * tc_grid(t, d) + key[d];
-  return lin;
-}
-
-void tc_key_from_linear(const tc_tensor *t, int64_t lin, int64_t *key) {
-  for (int d = t->rank - 1; d >= 0; d--) {
-    int64_t g = tc_grid(t, d);
-    if (g <= 0) {
-      key[d] = 0;
-      continue;
-    }
-    key[d] = lin % g;
-    lin /= g;
-  }
-}
-
-const char *tc_format_name(const tc_tensor *t) {
-  if (tc_nchunks(t) <= 1) return "single";
-  if (t->rank == 2) {
-    if (tc_grid(t, 1) == 1) return "row_strip";
-    if (tc_grid(t, 0) == 1) return "col_strip";
-  }
-  return "tile";
-}
-
 /* ---- small helpers ------------------------------------------------------- */
 
 /* snprintf into a path buffer; TR_EINVAL if it does not fit. */
@@ -135,8 +79,8 @@ static int s_is_hex(char c) {
 
 
 static int s_name_ok(const char *name) {
-  size_t n = strnlen(name, TC_NAME_MAX);
-  if (n == 0 || n >= TC_NAME_MAX) return 0;
+  size_t n = strnlen(name, TR_NAME_MAX);
+  if (n == 0 || n >= TR_NAME_MAX) return 0;
   if (!(name[0] == '_' || (name[0] >= 'A' && name[0] <= 'Z') ||
         (name[0] >= 'a' && name[0] <= 'z')))
     return 0;
@@ -152,13 +96,13 @@ static int s_name_ok(const char *name) {
 /* Check a tensor description before it reaches the catalog or the disk:
 ** name, type, rank, non-negative shape, positive chunk shape, and sizes
 ** that fit in 64 bits (the whole tensor and one chunk, in bytes). */
-int ci_check_meta(const tc_tensor *t, tr_err *err) {
+int ci_check_meta(const tr_tensor *t, tr_err *err) {
   int64_t n = (int64_t)tr_dtype_size(t->dtype), c = n;
   if (!s_name_ok(t->name))
     return tr_seterr(err, TR_ENAME,
                      "invalid tensor name '%.*s' (letters, digits and _, not "
                      "starting with a digit, at most %d characters)",
-                     TC_NAME_MAX, t->name, TC_NAME_MAX - 1);
+                     TR_NAME_MAX, t->name, TR_NAME_MAX - 1);
   if (t->dtype != TR_F32 && t->dtype != TR_F64)
     return tr_seterr(err, TR_ETYPE, "tensor %s: unknown element type %d",
                      t->name, (int)t->dtype);
@@ -327,7 +271,7 @@ void ci_rollback(tc_db *db) {
 /* Columns id,name,dtype,rank,shape,chunk,format,version of a tensors row. */
 #define S_TCOLS "id, name, dtype, rank, shape, chunk, format, version"
 
-static int s_row_tensor(tc_db *db, sqlite3_stmt *st, tc_tensor *t,
+static int s_row_tensor(tc_db *db, sqlite3_stmt *st, tr_tensor *t,
                         tr_err *err) {
   const char *name = (const char *)sqlite3_column_text(st, 1);
   const char *dtype = (const char *)sqlite3_column_text(st, 2);
@@ -604,7 +548,7 @@ uint64_t tc_db_id(const tc_db *db) { return db ? db->id : 0; }
 
 /* ---- tensors ------------------------------------------------------------- */
 
-int tc_tensor_get(tc_db *db, const char *name, tc_tensor *out, tr_err *err) {
+int tc_tensor_get(tc_db *db, const char *name, tr_tensor *out, tr_err *err) {
   sqlite3_stmt *st = NULL;
   int rc, s;
   if (!db || !name || !out)
@@ -624,9 +568,9 @@ int tc_tensor_get(tc_db *db, const char *name, tc_tensor *out, tr_err *err) {
   return rc;
 }
 
-int tc_tensor_list(tc_db *db, tc_tensor **out, int *n, tr_err *err) {
+int tc_tensor_list(tc_db *db, tr_tensor **out, int *n, tr_err *err) {
   sqlite3_stmt *st = NULL;
-  tc_tensor *v = NULL;
+  tr_tensor *v = NULL;
   int64_t cnt = 0, cap = 0;
   int rc, s;
   if (!db || !out || !n)
@@ -654,10 +598,10 @@ done:
   return TR_OK;
 }
 
-int tc_tensor_create(tc_db *db, tc_tensor *t, tr_err *err) {
+int tc_tensor_create(tc_db *db, tr_tensor *t, tr_err *err) {
   sqlite3_stmt *st = NULL;
   char shape[CI_KEYSTR * 2], chunk[CI_KEYSTR * 2];
-  tc_tensor probe;
+  tr_tensor probe;
   int rc;
   if (!db || !t)
     return tr_seterr(err, TR_EINVAL, "tc_tensor_create: bad argument");
@@ -670,7 +614,7 @@ int tc_tensor_create(tc_db *db, tc_tensor *t, tr_err *err) {
   rc = TR_OK;
   ci_dims_str(shape, sizeof shape, t->rank, t->shape);
   ci_dims_str(chunk, sizeof chunk, t->rank, t->chunk);
-  const char *format = tc_format_name(t);
+  const char *format = tr_format_name(t);
   if ((rc = ci_prepare(db, "INSERT INTO tensors(name, dtype, rank, shape, "
                        "chunk, format, version) VALUES(?1, ?2, ?3, ?4, ?5, "
                        "?6, 0)", &st, err)))
@@ -716,7 +660,7 @@ int ci_tensor_delete(tc_db *db, int64_t id, tr_err *err) {
   return s_delete_rows(db, id, 1, "dropping a tensor", err);
 }
 
-int tc_tensor_bytes(tc_db *db, const tc_tensor *t, int64_t *bytes,
+int tc_tensor_bytes(tc_db *db, const tr_tensor *t, int64_t *bytes,
                     tr_err *err) {
   sqlite3_stmt *st = NULL;
   int rc;
@@ -735,7 +679,7 @@ int tc_tensor_bytes(tc_db *db, const tc_tensor *t, int64_t *bytes,
   return rc;
 }
 
-int ci_tensor_replace(tc_db *db, const tc_tensor *meta, int64_t *id,
+int ci_tensor_replace(tc_db *db, const tr_tensor *meta, int64_t *id,
                       int64_t *version, tr_err *err) {
   sqlite3_stmt *st = NULL;
   char shape[CI_KEYSTR * 2], chunk[CI_KEYSTR * 2];
@@ -791,18 +735,18 @@ done:
   return rc;
 }
 
-void ci_meta_normal(tc_tensor *m) {
+void ci_meta_normal(tr_tensor *m) {
   m->id = 0;
   m->version = 0;
   for (int d = m->rank; d < TR_MAX_RANK; d++) m->shape[d] = m->chunk[d] = 0;
-  snprintf(m->format, sizeof m->format, "%s", tc_format_name(m));
+  snprintf(m->format, sizeof m->format, "%s", tr_format_name(m));
 }
 
-int ci_tensor_current(tc_db *db, const tc_tensor *t, tr_err *err) {
+int ci_tensor_current(tc_db *db, const tr_tensor *t, tr_err *err) {
   sqlite3_stmt *st = NULL;
   char shape[CI_KEYSTR * 2], chunk[CI_KEYSTR * 2];
   int rc, s;
-  /* A stale tc_tensor would pair the wrong grid with the stored chunks, or
+  /* A stale tr_tensor would pair the wrong grid with the stored chunks, or
   ** read zeros for data. */
   if ((rc = ci_prepare(db, "SELECT version, shape, chunk, dtype FROM tensors "
                        "WHERE id = ?1", &st, err)))

@@ -26,37 +26,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "util/util.h"
+#include "util/grid.h"
 
-#define TC_NAME_MAX 64     /* tensor names: [A-Za-z_][A-Za-z0-9_]*, < 64 */
 #define TC_SCHEMA_VERSION 1
 
 typedef struct tc_db tc_db;
 
-/* A tensor's catalog entry. */
-typedef struct tc_tensor {
-  int64_t id;                  /* catalog row id (0 before first commit) */
-  char name[TC_NAME_MAX];      /* unique name */
-  tr_dtype dtype;              /* element type */
-  int rank;                    /* 0..TR_MAX_RANK */
-  int64_t shape[TR_MAX_RANK];  /* extent of each dimension */
-  int64_t chunk[TR_MAX_RANK];  /* chunk shape; edge chunks may be smaller */
-  char format[16];             /* physical format, see tc_format_name() */
-  int64_t version;             /* content version; 0 = declared, no chunks
-                                  stored yet (reads as zeros) */
-} tc_tensor;
-
-/* Number of chunks along dimension d, and in total. */
-int64_t tc_grid(const tc_tensor *t, int d);
-int64_t tc_nchunks(const tc_tensor *t);
-/* Extent of the chunk with key `key` along each dimension (edge chunks are
-** smaller) written to ext; returns the number of elements. */
-int64_t tc_chunk_extent(const tc_tensor *t, const int64_t *key, int64_t *ext);
-/* Row-major linear number of a chunk key in the chunk grid, and back. */
-int64_t tc_key_linear(const tc_tensor *t, const int64_t *key);
-void tc_key_from_linear(const tc_tensor *t, int64_t lin, int64_t *key);
-/* Physical format implied by shape and chunk shape: "single" (one chunk),
-** "row_strip", "col_strip" (rank 2), or "tile". Returns a static string. */
-const char *tc_format_name(const tc_tensor *t);
+/* A tensor's catalog entry is a tr_tensor (util/grid.h). */
 
 /* Open (creating if needed) the database in directory `dir`.  If dir is
 ** NULL a transient database is made in a fresh temporary directory and
@@ -81,14 +57,14 @@ uint64_t tc_db_id(const tc_db *db);
 
 /* Look a tensor up by name: TR_OK, or TR_ENOTFOUND with the message
 ** "no such tensor: NAME". */
-int tc_tensor_get(tc_db *db, const char *name, tc_tensor *out, tr_err *err);
+int tc_tensor_get(tc_db *db, const char *name, tr_tensor *out, tr_err *err);
 /* All tensors ordered by name; *out is the caller's (free()). */
-int tc_tensor_list(tc_db *db, tc_tensor **out, int *n, tr_err *err);
+int tc_tensor_list(tc_db *db, tr_tensor **out, int *n, tr_err *err);
 /* Declare a new tensor with no content (version 0).  TR_ENAME if the name
 ** exists.  t->id and t->format are filled in. */
-int tc_tensor_create(tc_db *db, tc_tensor *t, tr_err *err);
+int tc_tensor_create(tc_db *db, tr_tensor *t, tr_err *err);
 /* Total bytes of a tensor's stored chunks. */
-int tc_tensor_bytes(tc_db *db, const tc_tensor *t, int64_t *bytes, tr_err *err);
+int tc_tensor_bytes(tc_db *db, const tr_tensor *t, int64_t *bytes, tr_err *err);
 
 /*
 ** Sites (workers) and chunk placement: for every chunk the catalog records
@@ -123,15 +99,15 @@ typedef struct tc_chunkloc {
 
 /* All chunks of t ordered by lin (*n = 0 for a tensor at version 0);
 ** *out is the caller's. */
-int tc_chunk_locations(tc_db *db, const tc_tensor *t, tc_chunkloc **out, int64_t *n,
+int tc_chunk_locations(tc_db *db, const tr_tensor *t, tc_chunkloc **out, int64_t *n,
                        tr_err *err);
 /* Make a new version of tensor meta->name visible in one transaction:
-** every chunk of the grid must be in locs (n == tc_nchunks), each with at
+** every chunk of the grid must be in locs (n == tr_nchunks), each with at
 ** least one site.  The previous version's chunk ids are returned in
 ** *old_ids (caller frees; may be NULL if not wanted) so the coordinator can
 ** tell the workers to drop them.  *result (may be NULL) gets the entry. */
-int tc_commit_placed(tc_db *db, const tc_tensor *meta, const tc_chunkloc *locs, int64_t n,
-                     tc_tensor *result, uint64_t **old_ids, int64_t *nold, tr_err *err);
+int tc_commit_placed(tc_db *db, const tr_tensor *meta, const tc_chunkloc *locs, int64_t n,
+                     tr_tensor *result, uint64_t **old_ids, int64_t *nold, tr_err *err);
 /* Drop a tensor, returning its chunk ids (caller frees). */
 int tc_tensor_drop_placed(tc_db *db, const char *name, uint64_t **old_ids, int64_t *nold,
                           tr_err *err);
@@ -156,7 +132,7 @@ int tc_chunks_known(tc_db *db, const uint64_t *ids, const uint64_t *nbytes, cons
 
 /* A chunk with the name of a tensor it belongs to. */
 typedef struct tc_chunkref {
-  char tensor[TC_NAME_MAX]; /* tensor name */
+  char tensor[TR_NAME_MAX]; /* tensor name */
   tc_chunkloc loc;          /* the chunk (lin within that tensor) and its holders */
 } tc_chunkref;
 /* Chunks with a replica on `site` (site > 0), or with fewer than `below`
@@ -166,7 +142,7 @@ int tc_chunks_select(tc_db *db, int64_t site, int below, tc_chunkref **out, int6
                      tr_err *err);
 /* Of tensor t's chunks: the fewest replicas any has, and how many have
 ** fewer than `target` (both 0 for a tensor with no chunks stored). */
-int tc_tensor_replicas(tc_db *db, const tc_tensor *t, int target, int *fewest, int64_t *under,
+int tc_tensor_replicas(tc_db *db, const tr_tensor *t, int target, int *fewest, int64_t *under,
                        tr_err *err);
 /* A fresh cluster-wide chunk id (random 64-bit, never 0). */
 uint64_t tc_new_chunk_id(void);

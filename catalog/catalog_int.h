@@ -34,7 +34,7 @@ void ci_dims_str(char *buf, size_t size, int rank, const int64_t *v);
 /* Parse a stored checksum (16 lowercase hex digits): 0, or -1 if bad. */
 int ci_sum_parse(const char *s, uint64_t *out);
 /* Check a tensor description (name, type, rank, extents, sizes). */
-int ci_check_meta(const tc_tensor *t, tr_err *err);
+int ci_check_meta(const tr_tensor *t, tr_err *err);
 
 /* SQLite: turn the connection's last error into a tr_err (what names the
 ** operation); run a statement list; prepare one statement (*st = NULL on
@@ -48,13 +48,13 @@ int ci_prepare(tc_db *db, const char *sql, sqlite3_stmt **st, tr_err *err);
 void ci_rollback(tc_db *db);
 
 /* Normalize a new version's description: id and version 0, extents past
-** the rank zeroed, format from tc_format_name(). */
-void ci_meta_normal(tc_tensor *m);
+** the rank zeroed, format from tr_format_name(). */
+void ci_meta_normal(tr_tensor *m);
 /* Inside an open transaction: make meta (normalized) the new version of
 ** the tensor of that name.  Looks it up, forgets the old version's chunk
 ** and replica rows and updates the tensors row, or inserts one.  *id and
 ** *version receive the entry's. */
-int ci_tensor_replace(tc_db *db, const tc_tensor *meta, int64_t *id,
+int ci_tensor_replace(tc_db *db, const tr_tensor *meta, int64_t *id,
                       int64_t *version, tr_err *err);
 /* Inside an open transaction: delete tensor `id` with its chunk and
 ** replica rows. */
@@ -63,6 +63,6 @@ int ci_tensor_delete(tc_db *db, int64_t id, tr_err *err);
 /* TR_OK if t (with t->id != 0) is the catalog's current description of
 ** the tensor (version, shape, chunk shape and type), else TR_ENOTFOUND
 ** "tensor NAME changed or was dropped since it was looked up". */
-int ci_tensor_current(tc_db *db, const tc_tensor *t, tr_err *err);
+int ci_tensor_current(tc_db *db, const tr_tensor *t, tr_err *err);
 
 #endif /* TRADB_CATALOG_CATALOG_INT_H */

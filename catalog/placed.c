@@ -88,9 +88,9 @@ static int s_unreferenced(tc_db *db, uint64_t *ids, int64_t *n, tr_err *err) {
 /* Check a new version's chunk locations against its normalized meta:
 ** every lin of the grid exactly once, the right payload size, a non-zero
 ** chunk id, and 1..TC_MAX_REPLICAS distinct sites. */
-static int s_check_locs(const tc_tensor *m, const tc_chunkloc *locs,
+static int s_check_locs(const tr_tensor *m, const tc_chunkloc *locs,
                         int64_t n, tr_err *err) {
-  int64_t nchunks = tc_nchunks(m);
+  int64_t nchunks = tr_nchunks(m);
   unsigned char *seen = NULL;
   int rc = TR_OK;
   if (nchunks < 0)
@@ -112,8 +112,8 @@ static int s_check_locs(const tc_tensor *m, const tc_chunkloc *locs,
       break;
     }
     seen[c->lin] = 1;
-    tc_key_from_linear(m, c->lin, key);
-    uint64_t want = (uint64_t)tc_chunk_extent(m, key, NULL) *
+    tr_key_from_linear(m, c->lin, key);
+    uint64_t want = (uint64_t)tr_chunk_extent(m, key, NULL) *
                     tr_dtype_size(m->dtype);
     if (c->nbytes != want)
       rc = tr_seterr(err, TR_EINVAL, "tensor %s chunk %" PRId64 ": %" PRIu64
@@ -138,7 +138,7 @@ static int s_check_locs(const tc_tensor *m, const tc_chunkloc *locs,
 }
 
 /* Insert the chunk and replica rows of a placed version of tensor id. */
-static int s_insert_locs(tc_db *db, const tc_tensor *m, int64_t id,
+static int s_insert_locs(tc_db *db, const tr_tensor *m, int64_t id,
                          const tc_chunkloc *locs, int64_t n, tr_err *err) {
   sqlite3_stmt *ins = NULL, *rep = NULL;
   int rc;
@@ -152,7 +152,7 @@ static int s_insert_locs(tc_db *db, const tc_tensor *m, int64_t id,
     const tc_chunkloc *c = &locs[i];
     int64_t key[TR_MAX_RANK];
     char ks[CI_KEYSTR], sum[17];
-    tc_key_from_linear(m, c->lin, key);
+    tr_key_from_linear(m, c->lin, key);
     ci_dims_str(ks, sizeof ks, m->rank, key);
     snprintf(sum, sizeof sum, "%016" PRIx64, c->checksum);
     sqlite3_reset(ins);
@@ -329,7 +329,7 @@ done:
 
 /* ---- chunk placement ----------------------------------------------------- */
 
-int tc_chunk_locations(tc_db *db, const tc_tensor *t, tc_chunkloc **out,
+int tc_chunk_locations(tc_db *db, const tr_tensor *t, tc_chunkloc **out,
                        int64_t *n, tr_err *err) {
   sqlite3_stmt *st = NULL;
   tc_chunkloc *v = NULL;
@@ -350,7 +350,7 @@ int tc_chunk_locations(tc_db *db, const tc_tensor *t, tc_chunkloc **out,
     return TR_OK;
   }
   if ((rc = ci_tensor_current(db, t, err)) || t->version == 0) return rc;
-  nchunks = tc_nchunks(t);
+  nchunks = tr_nchunks(t);
   if (nchunks < 0 || (uint64_t)nchunks > SIZE_MAX / sizeof *v)
     return tr_seterr(err, TR_ESHAPE, "tensor %s has too many chunks",
                      t->name);
@@ -413,10 +413,10 @@ done:
   return TR_OK;
 }
 
-int tc_commit_placed(tc_db *db, const tc_tensor *meta, const tc_chunkloc *locs,
-                     int64_t n, tc_tensor *result, uint64_t **old_ids,
+int tc_commit_placed(tc_db *db, const tr_tensor *meta, const tc_chunkloc *locs,
+                     int64_t n, tr_tensor *result, uint64_t **old_ids,
                      int64_t *nold, tr_err *err) {
-  tc_tensor m;
+  tr_tensor m;
   uint64_t *ids = NULL;
   int64_t nids = 0, id = 0, version = 0;
   int rc;
@@ -447,7 +447,7 @@ int tc_tensor_drop_placed(tc_db *db, const char *name, uint64_t **old_ids,
                           int64_t *nold, tr_err *err) {
   uint64_t *ids = NULL;
   int64_t nids = 0;
-  tc_tensor t;
+  tr_tensor t;
   int rc;
   s_give_ids(NULL, 0, old_ids, nold);
   if (!db || !name)
@@ -617,7 +617,7 @@ done:
   return TR_OK;
 }
 
-int tc_tensor_replicas(tc_db *db, const tc_tensor *t, int target, int *fewest, int64_t *under,
+int tc_tensor_replicas(tc_db *db, const tr_tensor *t, int target, int *fewest, int64_t *under,
                        tr_err *err) {
   sqlite3_stmt *st = NULL;
   int rc;

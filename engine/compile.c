@@ -96,7 +96,7 @@ static int s_bind(s_binder *b, const te_expr *e) {
   if (e->kind == TE_EXPR_REF) {
     int rel, rc = s_stored_rel(b, e->name, &rel);
     if (rc) return rc;
-    const tc_tensor *t = &b->plan->rels[rel].meta;
+    const tr_tensor *t = &b->plan->rels[rel].meta;
     if (t->rank != e->nlabels)
       return tr_seterr(b->err, TR_ESHAPE,
                        "rank mismatch: %s has rank %d but is indexed with %d label%s",
@@ -248,9 +248,9 @@ static int s_push_node(s_binder *b, s_nodeb *nb, const char *out_name) {
   memset(r, 0, sizeof *r);
   r->kind = out_name ? TE_REL_OUTPUT : TE_REL_TEMP;
   if (out_name)
-    snprintf(r->meta.name, TC_NAME_MAX, "%s", out_name);
+    snprintf(r->meta.name, TR_NAME_MAX, "%s", out_name);
   else
-    snprintf(r->meta.name, TC_NAME_MAX, "_t%d", ++b->ntemps);
+    snprintf(r->meta.name, TR_NAME_MAX, "_t%d", ++b->ntemps);
   r->meta.dtype = s_node_dtype(p, n);
   r->meta.rank = n->nout;
   for (int d = 0; d < n->nout; d++) {
@@ -339,7 +339,7 @@ static void s_fuse_transform(te_plan *p) {
   int pure_input = top->prog.n == 1; /* B[i] = SUM(..): nothing to fuse */
   if (!pure_input) prev->post = top->prog;
   p->rels[prev->out].kind = TE_REL_OUTPUT;
-  memcpy(p->rels[prev->out].meta.name, p->rels[top->out].meta.name, TC_NAME_MAX);
+  memcpy(p->rels[prev->out].meta.name, p->rels[top->out].meta.name, TR_NAME_MAX);
   p->nnodes--;
   p->nrels--; /* the top's output relation was the last one added */
 }
@@ -554,7 +554,7 @@ char *te_plan_explain(const te_plan *p) {
     ind += 2;
     for (int i = 0; i < n->ninputs; i++) {
       const te_operand *o = &n->in[i];
-      const tc_tensor *t = &p->rels[o->rel].meta;
+      const tr_tensor *t = &p->rels[o->rel].meta;
       int diag = 0, rechunk = 0;
       for (int d = 0; d < o->rank; d++) {
         for (int d2 = d + 1; d2 < o->rank; d2++) diag |= o->label[d] == o->label[d2];

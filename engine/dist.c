@@ -890,9 +890,9 @@ int te_dist_set(te_engine *e, const char *name, const char *value, tr_err *err) 
 ** one worker.  The holders take turns by the chunk's row of the grid
 ** instead: such a tensor is served row-block partitioned, the
 ** partitioning under which a product needs no partial sums. */
-static int s_holder(const te_engine *e, const tc_tensor *t, const tc_chunkloc *loc) {
+static int s_holder(const te_engine *e, const tr_tensor *t, const tc_chunkloc *loc) {
   if (!loc->nsites) return -1;
-  int64_t g0 = tc_grid(t, 0), per_row = g0 > 0 ? tc_nchunks(t) / g0 : 1;
+  int64_t g0 = tr_grid(t, 0), per_row = g0 > 0 ? tr_nchunks(t) / g0 : 1;
   int64_t row = loc->lin / (per_row > 0 ? per_row : 1);
   for (int k = 0; k < loc->nsites; k++) {
     int s = s_site_index(e, loc->site[(row + k) % loc->nsites]);
@@ -902,11 +902,11 @@ static int s_holder(const te_engine *e, const tc_tensor *t, const tc_chunkloc *l
 }
 
 /* The error for a chunk no live site holds: names tensor and chunk key. */
-static int s_unreadable(const tc_tensor *t, const tc_chunkloc *loc, const char *why, tr_err *err) {
+static int s_unreadable(const tr_tensor *t, const tc_chunkloc *loc, const char *why, tr_err *err) {
   int64_t key[TR_MAX_RANK];
   char ks[200];
   size_t o = 0;
-  tc_key_from_linear(t, loc->lin, key);
+  tr_key_from_linear(t, loc->lin, key);
   ks[0] = '\0';
   for (int d = 0; d < t->rank && o < sizeof ks; d++)
     o += (size_t)snprintf(ks + o, sizeof ks - o, "%s%lld", d ? "," : "", (long long)key[d]);
@@ -941,7 +941,7 @@ static int s_sync(te_engine *e, const tc_chunkloc *locs, int64_t n, tr_err *err)
 
 /* After a commit: say when its chunks got fewer replicas than wanted
 ** (workers were down), and mark them for repair. */
-static void s_note_replicas(te_engine *e, const tc_tensor *meta, const tc_chunkloc *locs, int64_t n) {
+static void s_note_replicas(te_engine *e, const tr_tensor *meta, const tc_chunkloc *locs, int64_t n) {
   int want = te_dist_target(e), fewest = want, up = 0;
   int64_t under = 0;
   for (int64_t i = 0; i < n; i++) {
@@ -958,7 +958,7 @@ static void s_note_replicas(te_engine *e, const tc_tensor *meta, const tc_chunkl
 }
 
 /* Make a written version visible: sync, commit, drop the old version. */
-static int s_commit(te_engine *e, const tc_tensor *meta, tc_chunkloc *locs, int64_t n, tr_err *err) {
+static int s_commit(te_engine *e, const tr_tensor *meta, tc_chunkloc *locs, int64_t n, tr_err *err) {
   uint64_t *old = NULL;
   int64_t nold = 0;
   int rc = s_sync(e, locs, n, err);
@@ -1246,7 +1246,7 @@ int te_worker_remove(te_engine *e, const char *ep, te_result **res, tr_err *err)
 
 struct te_pwrite {
   te_engine *e;         /* engine */
-  tc_tensor meta;       /* the new version */
+  tr_tensor meta;       /* the new version */
   tc_chunkloc *locs;    /* where each chunk goes */
   int up[256], m;       /* live sites */
   int r;                /* replication */
@@ -1254,9 +1254,9 @@ struct te_pwrite {
   size_t inflight;      /* their bytes */
 };
 
-int te_pwrite_begin(te_engine *e, const tc_tensor *meta, te_pwrite **out, tr_err *err) {
+int te_pwrite_begin(te_engine *e, const tr_tensor *meta, te_pwrite **out, tr_err *err) {
   te_pwrite *w = calloc(1, sizeof *w);
-  int64_t n = tc_nchunks(meta);
+  int64_t n = tr_nchunks(meta);
   if (!w || !(w->locs = calloc((size_t)n + 1, sizeof *w->locs))) {
     free(w);
     return tr_seterr(err, TR_ENOMEM, "out of memory");
@@ -1311,7 +1311,7 @@ int te_pwrite_commit(te_pwrite *w, tr_err *err) {
   int rc = s_wait(&w->ph, err);
   s_phase_free(&w->ph);
   s_phase_init(&w->ph, w->e);
-  if (!rc) rc = s_commit(w->e, &w->meta, w->locs, tc_nchunks(&w->meta), err);
+  if (!rc) rc = s_commit(w->e, &w->meta, w->locs, tr_nchunks(&w->meta), err);
   return rc;
 }
 
@@ -1326,7 +1326,7 @@ void te_pwrite_free(te_pwrite **pw) {
 /* ---- Reading chunks to the coordinator (SAVE, PRINT) ---------------------- */
 
 /* Check reply k of ph as chunk loc of t; TR_OK and data/len if good. */
-static int s_check_data(te_engine *e, s_phase *ph, int k, const tc_tensor *t, const tc_chunkloc *loc,
+static int s_check_data(te_engine *e, s_phase *ph, int k, const tr_tensor *t, const tc_chunkloc *loc,
                         const void **data, size_t *len, char *why, size_t cap) {
   s_out *o = &ph->out[k];
   if (o->done != 1) {
@@ -1357,7 +1357,7 @@ static int s_check_data(te_engine *e, s_phase *ph, int k, const tc_tensor *t, co
   return TR_OK;
 }
 
-int te_pread(te_engine *e, const tc_tensor *t, const int64_t *lins, int64_t n,
+int te_pread(te_engine *e, const tr_tensor *t, const int64_t *lins, int64_t n,
              int (*fn)(void *ctx, int64_t lin, const void *buf, size_t bytes, tr_err *err),
              void *ctx, tr_err *err) {
   tc_chunkloc *locs = NULL;
@@ -1379,8 +1379,8 @@ int te_pread(te_engine *e, const tc_tensor *t, const int64_t *lins, int64_t n,
       for (int64_t i = i0; i < i1 && !rc; i++) {
         int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK];
         if (ok[i - i0]) continue;
-        tc_key_from_linear(t, lins[i], key);
-        size_t bytes = (size_t)tc_chunk_extent(t, key, ext) * tr_dtype_size(t->dtype);
+        tr_key_from_linear(t, lins[i], key);
+        size_t bytes = (size_t)tr_chunk_extent(t, key, ext) * tr_dtype_size(t->dtype);
         if (!nl) { /* declared, never filled: zeros */
           void *z = calloc(1, bytes ? bytes : 1);
           rc = z ? fn(ctx, lins[i], z, bytes, err) : tr_seterr(err, TR_ENOMEM, "out of memory");
@@ -1609,10 +1609,10 @@ static int s_task_submit(s_run *R, s_phase *ph, te_task *t, int reps, int u, tr_
 }
 
 /* Run FILL tasks: chunk lin of t on site up[lin % m]. */
-static int s_fill_tasks(s_run *R, const tc_tensor *t, const te_fill *f, s_prel *pr, int replicate,
+static int s_fill_tasks(s_run *R, const tr_tensor *t, const te_fill *f, s_prel *pr, int replicate,
                         tr_err *err) {
   te_engine *e = R->e;
-  int64_t n = tc_nchunks(t);
+  int64_t n = tr_nchunks(t);
   s_phase ph;
   int rc = TR_OK;
   pr->n = n;
@@ -1675,7 +1675,7 @@ static int s_flush_sends(te_engine *e, tn_wbuf *sends, uint32_t *nsend, int rc, 
 
 /* Send the chunks of pr that `need` says must reach sites not holding
 ** them (from a live holder); each send counted in os. */
-static int s_plan_sends(s_run *R, s_prel *pr, const tc_tensor *t, const uint64_t *need,
+static int s_plan_sends(s_run *R, s_prel *pr, const tr_tensor *t, const uint64_t *need,
                         s_opstat *os, tn_wbuf *sends, uint32_t *nsend, tr_err *err) {
   te_engine *e = R->e;
   if (!pr->copy && !(pr->copy = calloc((size_t)e->nsites * (size_t)pr->n + 1, 1)))
@@ -1702,8 +1702,8 @@ static int s_plan_sends(s_run *R, s_prel *pr, const tc_tensor *t, const uint64_t
 /* A node task for site position u: node n over the
 ** chunks of each operand that `need` sends to u, making the output chunks
 ** `mine` selects with ids ids[lin]. */
-static int s_send_task(s_run *R, s_phase *ph, const te_node *n, const tc_tensor *const *in_meta,
-                       s_prel *const *in, uint64_t *const *need, const tc_tensor *om, int64_t nout,
+static int s_send_task(s_run *R, s_phase *ph, const te_node *n, const tr_tensor *const *in_meta,
+                       s_prel *const *in, uint64_t *const *need, const tr_tensor *om, int64_t nout,
                        const uint8_t *mine, const uint64_t *ids, int reps, int u, tr_err *err) {
   te_task task;
   int rc;
@@ -1738,9 +1738,9 @@ static int s_send_task(s_run *R, s_phase *ph, const te_node *n, const tc_tensor 
 static int s_run_combine(s_run *R, int k, const te_moves *mv, const uint64_t *pids, int final, tr_err *err) {
   te_engine *e = R->e;
   const te_node *n = &R->p->nodes[k];
-  const tc_tensor *om = &R->p->rels[n->out].meta;
+  const tr_tensor *om = &R->p->rels[n->out].meta;
   s_prel *po = &R->rel[n->out];
-  int64_t nout = tc_nchunks(om);
+  int64_t nout = tr_nchunks(om);
   int m = R->m, rc = TR_OK;
   tn_wbuf *sends = calloc((size_t)e->nsites, sizeof *sends);
   uint32_t *nsend = calloc((size_t)e->nsites, sizeof *nsend);
@@ -1758,8 +1758,8 @@ static int s_run_combine(s_run *R, int k, const te_moves *mv, const uint64_t *pi
       tn_put_str(&sends[R->up[u]], e->sites[own].ep);
       nsend[R->up[u]]++;
       int64_t kk[TR_MAX_RANK], ext[TR_MAX_RANK];
-      tc_key_from_linear(om, lin, kk);
-      s_moved(R, ss, R->up[u], own, tc_chunk_extent(om, kk, ext));
+      tr_key_from_linear(om, lin, kk);
+      s_moved(R, ss, R->up[u], own, tr_chunk_extent(om, kk, ext));
     }
   }
   rc = s_flush_sends(e, sends, nsend, rc, err); /* frees sends, nsend */
@@ -1819,10 +1819,10 @@ static int s_run_node(s_run *R, int k, const te_choice *c, tr_err *err) {
   te_engine *e = R->e;
   te_plan *p = R->p;
   te_node *n = &p->nodes[k];
-  const tc_tensor *om = &p->rels[n->out].meta;
+  const tr_tensor *om = &p->rels[n->out].meta;
   s_prel *po = &R->rel[n->out];
   int final = p->rels[n->out].kind == TE_REL_OUTPUT;
-  int64_t nout = tc_nchunks(om);
+  int64_t nout = tr_nchunks(om);
   int m = R->m, rc;
   te_moves mv;
   rc = te_moves_compute(p, k, c, m, s_replication(e, m), R->pl, &mv, 1, err);
@@ -1847,11 +1847,11 @@ static int s_run_node(s_run *R, int k, const te_choice *c, tr_err *err) {
   /* The moves of the operands. */
   double t0 = tr_now();
   int opbase = R->nops;
-  const tc_tensor *in_meta[TK_MAX_INPUTS];
+  const tr_tensor *in_meta[TK_MAX_INPUTS];
   s_prel *in[TK_MAX_INPUTS];
   for (int i = 0; !rc && i < n->ninputs; i++) {
     const te_operand *o = &n->in[i];
-    const tc_tensor *it = &p->rels[o->rel].meta;
+    const tr_tensor *it = &p->rels[o->rel].meta;
     int diag = 0, rechunk = 0;
     in_meta[i] = it;
     in[i] = &R->rel[o->rel];
@@ -2092,7 +2092,7 @@ static int s_placed_from_locs(s_run *R, int rel, tr_err *err) {
 /* A declared-only tensor as FILL would place its zeros (EXPLAIN only). */
 static int s_placed_zeros(s_run *R, int rel, tr_err *err) {
   te_placed *pl = &R->pl[rel];
-  int64_t n = tc_nchunks(&R->p->rels[rel].meta);
+  int64_t n = tr_nchunks(&R->p->rels[rel].meta);
   te_placed_free(pl);
   pl->has = calloc((size_t)n + 1, sizeof *pl->has);
   pl->prim = calloc((size_t)n + 1, 1);
@@ -2201,7 +2201,7 @@ done:
   return rc;
 }
 
-int te_dist_fill(te_engine *e, const tc_tensor *t, const te_fill *f, tr_err *err) {
+int te_dist_fill(te_engine *e, const tr_tensor *t, const te_fill *f, tr_err *err) {
   s_run *R = calloc(1, sizeof *R);
   te_plan *p = calloc(1, sizeof *p);
   int rc = TR_OK;

@@ -176,7 +176,7 @@ static int s_rows_add(te_result *r, const char *const *cells) {
 ** shape); without one pick the default.  A chunk travels to and from the
 ** workers as one data frame, so one larger than a worker accepts
 ** (TN_MAX_DATA) is refused here rather than at its first use. */
-static int s_set_chunk(const te_stmt *s, tc_tensor *t, tr_err *err) {
+static int s_set_chunk(const te_stmt *s, tr_tensor *t, tr_err *err) {
   if (!s->has_chunk) {
     te_default_chunk(t->rank, t->shape, t->dtype, t->chunk);
     return TR_OK;
@@ -213,12 +213,12 @@ static void s_row_major(int rank, const int64_t *ext, int64_t *stride) {
 /* Copy between chunk lin of t (row-major, type t->dtype) and its box in
 ** the user's array a (type a->dtype), in either direction, with e's
 ** kernels; TR_EINTR once e is interrupted. */
-static int s_chunk_array_copy(te_engine *e, const tc_tensor *t, tc_array *a, int64_t lin,
+static int s_chunk_array_copy(te_engine *e, const tr_tensor *t, tc_array *a, int64_t lin,
                               void *chunk, int to_array) {
   const tk_backend *kt = e->kt;
   int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK], cs[TR_MAX_RANK], off = 0;
-  tc_key_from_linear(t, lin, key);
-  int64_t n = tc_chunk_extent(t, key, ext);
+  tr_key_from_linear(t, lin, key);
+  int64_t n = tr_chunk_extent(t, key, ext);
   s_row_major(t->rank, ext, cs);
   for (int d = 0; d < t->rank; d++) off += key[d] * t->chunk[d] * a->stride[d];
   size_t asz = tr_dtype_size(a->dtype);
@@ -241,11 +241,11 @@ static int s_chunk_array_copy(te_engine *e, const tc_tensor *t, tc_array *a, int
   return rc;
 }
 
-int te_fill_chunk(const tk_backend *kt, const tc_tensor *t, const te_fill *f, int64_t lin,
+int te_fill_chunk(const tk_backend *kt, const tr_tensor *t, const te_fill *f, int64_t lin,
                   void *buf, const tr_cancel *cancel) {
   int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK], origin[TR_MAX_RANK];
-  tc_key_from_linear(t, lin, key);
-  int64_t n = tc_chunk_extent(t, key, ext);
+  tr_key_from_linear(t, lin, key);
+  int64_t n = tr_chunk_extent(t, key, ext);
   for (int d = 0; d < t->rank; d++) origin[d] = key[d] * t->chunk[d];
   if (f->kind == TE_FILL_UNIFORM || f->kind == TE_FILL_NORMAL)
     return kt->fill_random(t->dtype, f->kind == TE_FILL_UNIFORM ? TK_FILL_UNIFORM : TK_FILL_NORMAL,
@@ -268,8 +268,8 @@ int te_fill_chunk(const tk_backend *kt, const tc_tensor *t, const te_fill *f, in
 }
 
 /* Every chunk number of t, 0..n-1 (caller frees). */
-static int64_t *s_all_lins(const tc_tensor *t) {
-  int64_t n = tc_nchunks(t);
+static int64_t *s_all_lins(const tr_tensor *t) {
+  int64_t n = tr_nchunks(t);
   int64_t *v = malloc(sizeof *v * (size_t)(n + 1));
   for (int64_t i = 0; v && i < n; i++) v[i] = i;
   return v;
@@ -278,7 +278,7 @@ static int64_t *s_all_lins(const tc_tensor *t) {
 /* ---- statements ------------------------------------------------------------ */
 
 static int s_create(te_engine *e, const te_stmt *s, tr_err *err) {
-  tc_tensor t;
+  tr_tensor t;
   memset(&t, 0, sizeof t);
   snprintf(t.name, sizeof t.name, "%s", s->name);
   t.dtype = s->has_type ? s->dtype : TR_F32;
@@ -289,7 +289,7 @@ static int s_create(te_engine *e, const te_stmt *s, tr_err *err) {
 }
 
 static int s_load(te_engine *e, const te_stmt *s, tr_err *err) {
-  tc_tensor t;
+  tr_tensor t;
   tc_array a;
   te_pwrite *w = NULL;
   void *buf = NULL;
@@ -329,14 +329,14 @@ static int s_load(te_engine *e, const te_stmt *s, tr_err *err) {
   }
   if ((rc = te_pwrite_begin(e, &t, &w, err))) goto done;
   int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK];
-  size_t cap = (size_t)tc_chunk_extent(&t, (int64_t[TR_MAX_RANK]){0}, ext) * tr_dtype_size(t.dtype);
+  size_t cap = (size_t)tr_chunk_extent(&t, (int64_t[TR_MAX_RANK]){0}, ext) * tr_dtype_size(t.dtype);
   if (!(buf = tr_alloc_aligned(cap))) {
     rc = tr_seterr(err, TR_ENOMEM, "out of memory");
     goto done;
   }
-  for (int64_t lin = 0; lin < tc_nchunks(&t) && !rc; lin++) {
-    tc_key_from_linear(&t, lin, key);
-    size_t bytes = (size_t)tc_chunk_extent(&t, key, ext) * tr_dtype_size(t.dtype);
+  for (int64_t lin = 0; lin < tr_nchunks(&t) && !rc; lin++) {
+    tr_key_from_linear(&t, lin, key);
+    size_t bytes = (size_t)tr_chunk_extent(&t, key, ext) * tr_dtype_size(t.dtype);
     if ((rc = s_chunk_array_copy(e, &t, &a, lin, buf, 0)))
       tr_seterr(err, rc, rc == TR_EINTR ? "interrupted" : "copy from '%s' failed", s->path);
     else
@@ -354,7 +354,7 @@ done:
 /* SAVE: each chunk read from a worker goes into its box of the file. */
 typedef struct s_save_ctx {
   te_engine *e;     /* engine */
-  tc_tensor *t;     /* tensor */
+  tr_tensor *t;     /* tensor */
   tc_array *a;      /* destination */
 } s_save_ctx;
 
@@ -367,14 +367,14 @@ static int s_save_chunk(void *ctx, int64_t lin, const void *buf, size_t bytes, t
 }
 
 static int s_save(te_engine *e, const te_stmt *s, tr_err *err) {
-  tc_tensor t;
+  tr_tensor t;
   tc_array a;
   int rc = tc_tensor_get(e->db, s->name, &t, err);
   if (rc) return rc;
   if ((rc = tc_array_create(s->path, t.dtype, t.rank, t.shape, &a, err))) return rc;
   s_save_ctx c = {e, &t, &a};
   int64_t *lins = s_all_lins(&t);
-  rc = lins ? te_pread(e, &t, lins, tc_nchunks(&t), s_save_chunk, &c, err)
+  rc = lins ? te_pread(e, &t, lins, tr_nchunks(&t), s_save_chunk, &c, err)
             : tr_seterr(err, TR_ENOMEM, "out of memory");
   free(lins);
   if (!rc) rc = tc_array_commit(&a, err);
@@ -383,7 +383,7 @@ static int s_save(te_engine *e, const te_stmt *s, tr_err *err) {
 }
 
 static int s_fill(te_engine *e, const te_stmt *s, tr_err *err) {
-  tc_tensor t;
+  tr_tensor t;
   int rc = tc_tensor_get(e->db, s->name, &t, err);
   if (rc == TR_ENOTFOUND)
     return tr_seterr(err, TR_ENAME, "no such tensor: %s (declare it with CREATE TENSOR)", s->name);
@@ -401,7 +401,7 @@ static int s_fill(te_engine *e, const te_stmt *s, tr_err *err) {
 static int s_show(te_engine *e, te_result **res, tr_err *err) {
   static const char *const cols[] = {"name",  "shape",  "chunk",    "type",
                                      "format", "chunks", "replicas", "under_replicated"};
-  tc_tensor *ts = NULL;
+  tr_tensor *ts = NULL;
   int n = 0, rc = tc_tensor_list(e->db, &ts, &n, err), target = te_dist_target(e);
   if (rc) return rc;
   te_result *r = s_rows_new(8, cols);
@@ -416,7 +416,7 @@ static int s_show(te_engine *e, te_result **res, tr_err *err) {
     if ((rc = tc_tensor_replicas(e->db, &ts[i], target, &fewest, &nunder, err))) break;
     s_dims_text(shape, sizeof shape, ts[i].rank, ts[i].shape, " x ");
     s_dims_text(chunk, sizeof chunk, ts[i].rank, ts[i].chunk, " x ");
-    snprintf(nch, sizeof nch, "%lld", (long long)tc_nchunks(&ts[i]));
+    snprintf(nch, sizeof nch, "%lld", (long long)tr_nchunks(&ts[i]));
     snprintf(reps, sizeof reps, "%d", fewest);
     snprintf(under, sizeof under, "%lld", (long long)nunder);
     if (!ts[i].version) strcpy(reps, "-"), strcpy(under, "-"); /* declared only: nothing stored */
@@ -435,7 +435,7 @@ static int s_show(te_engine *e, te_result **res, tr_err *err) {
 
 static int s_describe(te_engine *e, const te_stmt *s, te_result **res, tr_err *err) {
   static const char *const cols[] = {"property", "value"};
-  tc_tensor t;
+  tr_tensor t;
   int64_t bytes = 0;
   int rc = tc_tensor_get(e->db, s->name, &t, err);
   if (rc || (rc = tc_tensor_bytes(e->db, &t, &bytes, err))) return rc;
@@ -443,12 +443,12 @@ static int s_describe(te_engine *e, const te_stmt *s, te_result **res, tr_err *e
   if (!r) return tr_seterr(err, TR_ENOMEM, "out of memory");
   char shape[256], chunk[256], rank[16], nch[32], nb[32], grid[256], ver[32];
   int64_t g[TR_MAX_RANK];
-  for (int d = 0; d < t.rank; d++) g[d] = tc_grid(&t, d);
+  for (int d = 0; d < t.rank; d++) g[d] = tr_grid(&t, d);
   s_dims_text(shape, sizeof shape, t.rank, t.shape, " x ");
   s_dims_text(chunk, sizeof chunk, t.rank, t.chunk, " x ");
   s_dims_text(grid, sizeof grid, t.rank, g, " x ");
   snprintf(rank, sizeof rank, "%d", t.rank);
-  snprintf(nch, sizeof nch, "%lld", (long long)tc_nchunks(&t));
+  snprintf(nch, sizeof nch, "%lld", (long long)tr_nchunks(&t));
   snprintf(nb, sizeof nb, "%lld", (long long)bytes);
   snprintf(ver, sizeof ver, "%lld", (long long)t.version);
   const char *rows[][2] = {
@@ -463,19 +463,19 @@ static int s_describe(te_engine *e, const te_stmt *s, te_result **res, tr_err *e
 
 /* PRINT: values of each chunk that fall in the slice go to the result. */
 typedef struct s_print_ctx {
-  const tc_tensor *t;  /* tensor */
+  const tr_tensor *t;  /* tensor */
   te_result *r;        /* result being filled */
 } s_print_ctx;
 
 static int s_print_chunk(void *ctx, int64_t lin, const void *cb, size_t bytes, tr_err *err) {
   s_print_ctx *c = ctx;
-  const tc_tensor *t = c->t;
+  const tr_tensor *t = c->t;
   te_result *r = c->r;
   int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK], idx[TR_MAX_RANK] = {0}, vs[TR_MAX_RANK];
   (void)bytes;
   (void)err;
-  tc_key_from_linear(t, lin, key);
-  int64_t n = tc_chunk_extent(t, key, ext);
+  tr_key_from_linear(t, lin, key);
+  int64_t n = tr_chunk_extent(t, key, ext);
   s_row_major(t->rank, r->shape, vs);
   for (int64_t i = 0; i < n; i++) {
     int inside = 1;
@@ -492,7 +492,7 @@ static int s_print_chunk(void *ctx, int64_t lin, const void *cb, size_t bytes, t
 }
 
 static int s_print(te_engine *e, const te_stmt *s, te_result **res, tr_err *err) {
-  tc_tensor t;
+  tr_tensor t;
   int64_t *lins = NULL, nl = 0;
   int rc = tc_tensor_get(e->db, s->name, &t, err);
   if (rc) return rc;
@@ -524,7 +524,7 @@ static int s_print(te_engine *e, const te_stmt *s, te_result **res, tr_err *err)
     goto done;
   }
   r->values = malloc(sizeof(double) * (size_t)total);
-  lins = malloc(sizeof *lins * (size_t)(tc_nchunks(&t) + 1));
+  lins = malloc(sizeof *lins * (size_t)(tr_nchunks(&t) + 1));
   if (!r->values || !lins) {
     rc = tr_seterr(err, TR_ENOMEM, "out of memory");
     goto done;
@@ -537,7 +537,7 @@ static int s_print(te_engine *e, const te_stmt *s, te_result **res, tr_err *err)
     key[d] = first[d];
   }
   for (;;) {
-    lins[nl++] = tc_key_linear(&t, key);
+    lins[nl++] = tr_key_linear(&t, key);
     int d = t.rank - 1;
     while (d >= 0 && ++key[d] > last[d]) {
       key[d] = first[d];
@@ -699,7 +699,7 @@ done:
 }
 
 int te_tensor_names(te_engine *e, char ***names, tr_err *err) {
-  tc_tensor *ts = NULL;
+  tr_tensor *ts = NULL;
   int n = 0, rc = tc_tensor_list(e->db, &ts, &n, err);
   if (rc) return rc;
   char **v = calloc((size_t)n + 1, sizeof(char *));
@@ -720,7 +720,7 @@ void te_free_names(char **names) {
 }
 
 int te_schema(te_engine *e, const char *name, char **text, tr_err *err) {
-  tc_tensor *ts = NULL;
+  tr_tensor *ts = NULL;
   int n = 0, rc = tc_tensor_list(e->db, &ts, &n, err);
   if (rc) return rc;
   size_t cap = 256, len = 0;

@@ -140,7 +140,7 @@ typedef enum te_rel_kind {
 
 typedef struct te_rel {
   te_rel_kind kind;   /* where its chunks come from */
-  tc_tensor meta;     /* name, dtype, shape and chunk shape */
+  tr_tensor meta;     /* name, dtype, shape and chunk shape */
   int pending;        /* STORED: the output of an earlier statement of the
                          same block, not yet in the catalog */
 } te_rel;
@@ -224,7 +224,7 @@ struct te_engine {
   int nblock;
   te_stmt *block[TE_MAX_NODES];
   int npend;
-  tc_tensor pend[TE_MAX_NODES];
+  tr_tensor pend[TE_MAX_NODES];
   /* Replicas: a chunk a worker reported damaged in the last failed phase
   ** (site index and chunk id, for the retry), and whether some chunks may
   ** have fewer replicas than the setting (te_maintain's work). */
@@ -274,7 +274,7 @@ typedef struct te_chunk_io {
 ** (exec.c).  in_meta[i] describes operand i's relation.  Every kernel call
 ** polls cancel (may be NULL): once it is set the node stops with TR_EINTR. */
 int te_node_run(const tk_backend *kt, int threads, size_t cache_budget, const te_node *n,
-                const tc_tensor *const *in_meta, const tc_tensor *out_meta,
+                const tr_tensor *const *in_meta, const tr_tensor *out_meta,
                 const te_chunk_io *io, const int64_t *lins, int64_t nlins,
                 const tr_cancel *cancel, tr_err *err);
 
@@ -414,7 +414,7 @@ typedef struct te_fill {
 } te_fill;
 
 /* Generate chunk lin of tensor t into buf (its extent, row-major). */
-int te_fill_chunk(const tk_backend *kt, const tc_tensor *t, const te_fill *f, int64_t lin,
+int te_fill_chunk(const tk_backend *kt, const tr_tensor *t, const te_fill *f, int64_t lin,
                   void *buf, const tr_cancel *cancel);
 
 /* One worker's share of a node or a FILL: what it computes from which
@@ -430,8 +430,8 @@ typedef struct te_task {
   int kind;                           /* a te_task_kind */
   te_fill f;                          /* FILL parameters */
   te_node node;                       /* node (kernel spec, labels) */
-  tc_tensor in_meta[TK_MAX_INPUTS];   /* each operand's relation */
-  tc_tensor out_meta;                 /* output relation (FILL: tensor) */
+  tr_tensor in_meta[TK_MAX_INPUTS];   /* each operand's relation */
+  tr_tensor out_meta;                 /* output relation (FILL: tensor) */
   int64_t nin;                        /* input chunks listed */
   int *in_op;                         /* operand of each */
   int64_t *in_lin;                    /* its chunk number */
@@ -467,7 +467,7 @@ void te_cluster_close(te_engine *e);
 int te_dist_run(te_engine *e, te_plan *p, const te_stmt *x, const char *tra, te_result **res,
                 tr_err *err);
 /* FILL t on the workers. */
-int te_dist_fill(te_engine *e, const tc_tensor *t, const te_fill *f, tr_err *err);
+int te_dist_fill(te_engine *e, const tr_tensor *t, const te_fill *f, tr_err *err);
 /* DROP TENSOR, telling the workers to drop its chunks. */
 int te_dist_drop(te_engine *e, const char *name, tr_err *err);
 /* SET name = value (replication). */
@@ -477,12 +477,12 @@ int te_dist_set(te_engine *e, const char *name, const char *value, tr_err *err);
 int te_dist_target(te_engine *e);
 /* Write a new version of a tensor from the coordinator (LOAD). */
 typedef struct te_pwrite te_pwrite;
-int te_pwrite_begin(te_engine *e, const tc_tensor *meta, te_pwrite **out, tr_err *err);
+int te_pwrite_begin(te_engine *e, const tr_tensor *meta, te_pwrite **out, tr_err *err);
 int te_pwrite_chunk(te_pwrite *w, int64_t lin, const void *buf, size_t bytes, tr_err *err);
 int te_pwrite_commit(te_pwrite *w, tr_err *err);
 void te_pwrite_free(te_pwrite **w);
 /* Read chunks lins[0..n) of t from the workers, calling fn for each. */
-int te_pread(te_engine *e, const tc_tensor *t, const int64_t *lins, int64_t n,
+int te_pread(te_engine *e, const tr_tensor *t, const int64_t *lins, int64_t n,
              int (*fn)(void *ctx, int64_t lin, const void *buf, size_t bytes, tr_err *err),
              void *ctx, tr_err *err);
 

@@ -56,8 +56,8 @@ typedef struct s_cache {
 typedef struct s_run {
   const tk_backend *kt;                  /* kernels */
   const te_node *node;                   /* node being run */
-  const tc_tensor *in_meta[TK_MAX_INPUTS]; /* each operand's relation */
-  const tc_tensor *out_meta;             /* the output relation */
+  const tr_tensor *in_meta[TK_MAX_INPUTS]; /* each operand's relation */
+  const tr_tensor *out_meta;             /* the output relation */
   const te_chunk_io *io;                 /* chunk source and sink */
   const int64_t *lins;                   /* output chunks to compute */
   const tr_cancel *cancel;               /* stops every task; may be NULL */
@@ -104,7 +104,7 @@ static void s_cache_release(s_cache *c, s_entry *en) {
 ** s_cache_release. */
 static int s_cache_get(s_run *run, int rel, int64_t lin, s_entry **out, tr_err *err) {
   s_cache *c = run->cache;
-  const tc_tensor *t = run->in_meta[rel];
+  const tr_tensor *t = run->in_meta[rel];
   unsigned h = s_hash(rel, lin);
   pthread_mutex_lock(&c->mu);
   for (s_entry *en = c->bucket[h]; en; en = en->next)
@@ -134,8 +134,8 @@ static int s_cache_get(s_run *run, int rel, int64_t lin, s_entry **out, tr_err *
   pthread_mutex_unlock(&c->mu);
 
   int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK];
-  tc_key_from_linear(t, lin, key);
-  size_t bytes = (size_t)tc_chunk_extent(t, key, ext) * tr_dtype_size(t->dtype);
+  tr_key_from_linear(t, lin, key);
+  size_t bytes = (size_t)tr_chunk_extent(t, key, ext) * tr_dtype_size(t->dtype);
   void *buf = tr_alloc_aligned(bytes);
   int rc = buf ? run->io->read(run->io->ctx, rel, lin, buf, bytes, err)
                : tr_seterr(err, TR_ENOMEM, "out of memory");
@@ -226,7 +226,7 @@ static void s_row_major(int rank, const int64_t *ext, int64_t *stride) {
 static int s_fetch(s_run *run, int oi, const int64_t *lkey, s_chunk *ch, tr_err *err) {
   const te_node *n = run->node;
   const te_operand *o = &n->in[oi];
-  const tc_tensor *t = run->in_meta[oi];
+  const tr_tensor *t = run->in_meta[oi];
   int64_t lo[TR_MAX_RANK], n_el = 1, key[TR_MAX_RANK];
   int same = 1, rc;
   memset(ch, 0, sizeof *ch);
@@ -240,7 +240,7 @@ static int s_fetch(s_run *run, int oi, const int64_t *lkey, s_chunk *ch, tr_err 
     key[d] = lkey[l];
   }
   if (same) {
-    if ((rc = s_cache_get(run, oi, tc_key_linear(t, key), &ch->pin, err))) return rc;
+    if ((rc = s_cache_get(run, oi, tr_key_linear(t, key), &ch->pin, err))) return rc;
     if (t->dtype == run->dt) {
       ch->data = ch->pin->buf;
       return TR_OK;
@@ -272,10 +272,10 @@ static int s_fetch(s_run *run, int oi, const int64_t *lkey, s_chunk *ch, tr_err 
   void *conv = NULL;
   for (;;) {
     s_entry *en;
-    if ((rc = s_cache_get(run, oi, tc_key_linear(t, sk), &en, err))) break;
+    if ((rc = s_cache_get(run, oi, tr_key_linear(t, sk), &en, err))) break;
     int64_t sext[TR_MAX_RANK], sstride[TR_MAX_RANK], box[TR_MAX_RANK];
     int64_t soff = 0, doff = 0, nbox = 1;
-    tc_chunk_extent(t, sk, sext);
+    tr_chunk_extent(t, sk, sext);
     s_row_major(o->rank, sext, sstride);
     for (int d = 0; d < o->rank; d++) {
       int64_t s0 = sk[d] * t->chunk[d];
@@ -637,7 +637,7 @@ static int s_fail(s_run *run, const tr_err *err) {
 }
 
 /* A kernel call of a task on output om failed with rc. */
-static void s_kernel_failed(tr_err *err, const tc_tensor *om, int rc) {
+static void s_kernel_failed(tr_err *err, const tr_tensor *om, int rc) {
   if (rc == TR_EINTR)
     tr_seterr(err, rc, "interrupted");
   else
@@ -660,14 +660,14 @@ static int s_drives_here(s_run *run, const int64_t *lkey) {
   const te_operand *o = &n->in[n->drive];
   int64_t key[TR_MAX_RANK];
   for (int d = 0; d < o->rank; d++) key[d] = lkey[o->label[d]];
-  return run->io->has(run->io->ctx, n->drive, tc_key_linear(run->in_meta[n->drive], key));
+  return run->io->has(run->io->ctx, n->drive, tr_key_linear(run->in_meta[n->drive], key));
 }
 
 /* Task t: compute output chunk lins[t] of the node. */
 static int s_node_task(void *arg, int64_t t) {
   s_run *run = arg;
   const te_node *n = run->node;
-  const tc_tensor *om = run->out_meta;
+  const tr_tensor *om = run->out_meta;
   int64_t g = run->lins ? run->lins[t] : t;
   tr_err err;
   tr_clearerr(&err);
@@ -675,8 +675,8 @@ static int s_node_task(void *arg, int64_t t) {
   int64_t ols[TK_MAX_LABELS] = {0}, nel = 1;
   int rc = TR_OK;
   /* Output key from g; aggregated label keys start at 0. */
-  tc_key_from_linear(om, g, okey);
-  nel = tc_chunk_extent(om, okey, oext);
+  tr_key_from_linear(om, g, okey);
+  nel = tr_chunk_extent(om, okey, oext);
   for (int l = 0; l < n->nlabels; l++) lkey[l] = l < n->nout ? okey[l] : 0;
   s_row_major(n->nout, oext, ols);
   void *out = tr_alloc_aligned((size_t)nel * run->esz);
@@ -723,7 +723,7 @@ static int s_node_task(void *arg, int64_t t) {
 }
 
 int te_node_run(const tk_backend *kt, int threads, size_t cache_budget, const te_node *n,
-                const tc_tensor *const *in_meta, const tc_tensor *out_meta,
+                const tr_tensor *const *in_meta, const tr_tensor *out_meta,
                 const te_chunk_io *io, const int64_t *lins, int64_t nlins,
                 const tr_cancel *cancel, tr_err *err) {
   s_run run;
@@ -737,7 +737,7 @@ int te_node_run(const tk_backend *kt, int threads, size_t cache_budget, const te
   run.cancel = cancel;
   run.dt = out_meta->dtype;
   run.esz = tr_dtype_size(run.dt);
-  run.ngroups = lins ? nlins : tc_nchunks(out_meta);
+  run.ngroups = lins ? nlins : tr_nchunks(out_meta);
   run.ntuples = 1;
   for (int l = n->nout; l < n->nlabels; l++) run.ntuples *= (n->size[l] + n->chunk[l] - 1) / n->chunk[l];
   if (run.ngroups == 0) return TR_OK;

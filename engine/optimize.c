@@ -744,17 +744,17 @@ void te_placed_free(te_placed *pl) {
   memset(pl, 0, sizeof *pl);
 }
 
-static int64_t s_chunk_floats(const tc_tensor *t, int64_t lin) {
+static int64_t s_chunk_floats(const tr_tensor *t, int64_t lin) {
   int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK];
-  tc_key_from_linear(t, lin, key);
-  return tc_chunk_extent(t, key, ext);
+  tr_key_from_linear(t, lin, key);
+  return tr_chunk_extent(t, key, ext);
 }
 
 int te_moves_compute(const te_plan *p, int k, const te_choice *c, int m, int repl, te_placed *pl,
                      te_moves *mv, int out_pl, tr_err *err) {
   const te_node *n = &p->nodes[k];
-  const tc_tensor *om = &p->rels[n->out].meta;
-  int64_t nout = tc_nchunks(om);
+  const tr_tensor *om = &p->rels[n->out].meta;
+  int64_t nout = tr_nchunks(om);
   uint64_t all = m >= 64 ? ~0ull : (1ull << m) - 1;
   uint8_t *touched[TK_MAX_INPUTS] = {0};
   int rc = TR_OK;
@@ -764,7 +764,7 @@ int te_moves_compute(const te_plan *p, int k, const te_choice *c, int m, int rep
   mv->owner = calloc((size_t)nout + 1, 1);
   if (!mv->osites || !mv->owner) rc = TR_ENOMEM;
   for (int i = 0; !rc && i < n->ninputs; i++) {
-    int64_t cn = tc_nchunks(&p->rels[n->in[i].rel].meta);
+    int64_t cn = tr_nchunks(&p->rels[n->in[i].rel].meta);
     if (pl[n->in[i].rel].n != cn) {
       te_moves_free(mv);
       return tr_seterr(err, TR_EINVAL, "relation %s is not placed", p->rels[n->in[i].rel].meta.name);
@@ -776,7 +776,7 @@ int te_moves_compute(const te_plan *p, int k, const te_choice *c, int m, int rep
   if (rc) goto nomem;
   if (c->drive >= 0) {
     const te_operand *o = &n->in[c->drive];
-    const tc_tensor *it = &p->rels[o->rel].meta;
+    const tr_tensor *it = &p->rels[o->rel].meta;
     for (int d = 0; d < o->rank; d++)
       if (it->chunk[d] != n->chunk[o->label[d]]) {
         rc = tr_seterr(err, TR_EINVAL, "%s is re-chunked: it cannot drive the join", it->name);
@@ -788,7 +788,7 @@ int te_moves_compute(const te_plan *p, int k, const te_choice *c, int m, int rep
   for (int l = n->nout; l < n->nlabels; l++) ntuples *= (n->size[l] + n->chunk[l] - 1) / n->chunk[l];
   for (int64_t lin = 0; lin < nout && !rc; lin++) {
     int64_t okey[TR_MAX_RANK], lkey[TK_MAX_LABELS];
-    tc_key_from_linear(om, lin, okey);
+    tr_key_from_linear(om, lin, okey);
     for (int l = 0; l < n->nlabels; l++) lkey[l] = l < n->nout ? okey[l] : 0;
     for (int64_t t = 0; t < ntuples && !rc; t++) {
       int s;
@@ -796,10 +796,10 @@ int te_moves_compute(const te_plan *p, int k, const te_choice *c, int m, int rep
         s = te_hash_site(n, c->part, lkey, m);
       } else if (c->mv[c->drive] == TE_MV_KEEP) {
         const te_operand *o = &n->in[c->drive];
-        const tc_tensor *it = &p->rels[o->rel].meta;
+        const tr_tensor *it = &p->rels[o->rel].meta;
         int64_t key[TR_MAX_RANK];
         for (int d = 0; d < o->rank; d++) key[d] = lkey[o->label[d]];
-        s = pl[o->rel].prim[tc_key_linear(it, key)];
+        s = pl[o->rel].prim[tr_key_linear(it, key)];
         if (s < 0) {
           char ks[200];
           size_t w = 0;
@@ -822,7 +822,7 @@ int te_moves_compute(const te_plan *p, int k, const te_choice *c, int m, int rep
       work[s] += wk;
       for (int i = 0; i < n->ninputs; i++) {
         const te_operand *o = &n->in[i];
-        const tc_tensor *it = &p->rels[o->rel].meta;
+        const tr_tensor *it = &p->rels[o->rel].meta;
         int64_t first[TR_MAX_RANK], last[TR_MAX_RANK], sk[TR_MAX_RANK];
         for (int d = 0; d < o->rank; d++) {
           int64_t cz = n->chunk[o->label[d]], lo = lkey[o->label[d]] * cz;
@@ -831,7 +831,7 @@ int te_moves_compute(const te_plan *p, int k, const te_choice *c, int m, int rep
           last[d] = (hi - 1) / it->chunk[d];
         }
         for (;;) {
-          int64_t cl = tc_key_linear(it, sk);
+          int64_t cl = tr_key_linear(it, sk);
           touched[i][cl] = 1;
           if (c->mv[i] != TE_MV_BCAST) {
             if (c->mv[i] == TE_MV_KEEP && !(pl[o->rel].has[cl] & (1ull << s))) {
@@ -872,7 +872,7 @@ int te_moves_compute(const te_plan *p, int k, const te_choice *c, int m, int rep
   }
   for (int i = 0; i < n->ninputs; i++) {
     const te_operand *o = &n->in[i];
-    const tc_tensor *it = &p->rels[o->rel].meta;
+    const tr_tensor *it = &p->rels[o->rel].meta;
     for (int64_t l = 0; l < pl[o->rel].n; l++)
       if (mv->need[i][l] & ~pl[o->rel].has[l])
         mv->in_floats[i] += s_pop(mv->need[i][l] & ~pl[o->rel].has[l]) * s_chunk_floats(it, l);
@@ -883,7 +883,7 @@ int te_moves_compute(const te_plan *p, int k, const te_choice *c, int m, int rep
     int own;
     if (c->twophase) {
       int64_t okey[TR_MAX_RANK], lkey[TK_MAX_LABELS] = {0};
-      tc_key_from_linear(om, lin, okey);
+      tr_key_from_linear(om, lin, okey);
       for (int l = 0; l < n->nout; l++) lkey[l] = okey[l];
       own = te_hash_site(n, c->agg_part, lkey, m);
       mv->partial_floats += s_pop(mv->osites[lin] & ~(1ull << own)) * s_chunk_floats(om, lin);
@@ -968,7 +968,7 @@ static void s_ctx_init(s_ctx *x, const te_plan *p, int k) {
   }
   for (int i = 0; i < x->nin; i++) {
     const te_operand *o = &x->n->in[i];
-    const tc_tensor *it = &p->rels[o->rel].meta;
+    const tr_tensor *it = &p->rels[o->rel].meta;
     for (int d = 0; d < o->rank; d++) {
       unsigned b = 1u << o->label[d];
       if (x->lab[i] & b) x->dlab[i] |= b;
@@ -1268,7 +1268,7 @@ int te_optimize(const te_plan *p, int m, int repl, te_placed *pl, const char *fo
       o->partial_floats[k] = mv.partial_floats;
       o->total += mv.total;
       if (p->rels[p->nodes[k].out].kind == TE_REL_OUTPUT) {
-        const tc_tensor *om = &p->rels[p->nodes[k].out].meta;
+        const tr_tensor *om = &p->rels[p->nodes[k].out].meta;
         int64_t nf = 1;
         for (int d = 0; d < om->rank; d++) nf *= om->shape[d];
         o->repl_floats += nf * (repl - 1);

@@ -197,7 +197,7 @@ static void s_get_prog(tn_rbuf *r, tk_prog *p, int ninputs) {
   if (p->n && tk_prog_depth(p) < 0) r->bad = 1;
 }
 
-static void s_put_meta(tn_wbuf *b, const tc_tensor *t) {
+static void s_put_meta(tn_wbuf *b, const tr_tensor *t) {
   tn_put_str(b, t->name);
   tn_put_u8(b, (uint8_t)t->dtype);
   tn_put_u32(b, (uint32_t)t->rank);
@@ -207,7 +207,7 @@ static void s_put_meta(tn_wbuf *b, const tc_tensor *t) {
   }
 }
 
-static void s_get_meta(tn_rbuf *r, tc_tensor *t) {
+static void s_get_meta(tn_rbuf *r, tr_tensor *t) {
   memset(t, 0, sizeof *t);
   tn_get_str(r, t->name, sizeof t->name);
   uint8_t dt = tn_get_u8(r);
@@ -351,7 +351,7 @@ int te_task_decode(const void *p, size_t len, te_task *t, tr_err *err) {
       t->in_id[i] = tn_get_u64(&r);
       if (op >= ni) goto bad;
       t->in_op[i] = (int)op;
-      if (t->in_lin[i] < 0 || t->in_lin[i] >= tc_nchunks(&t->in_meta[op])) goto bad;
+      if (t->in_lin[i] < 0 || t->in_lin[i] >= tr_nchunks(&t->in_meta[op])) goto bad;
     }
   }
   uint32_t no = tn_get_count(&r, 16);
@@ -365,7 +365,7 @@ int te_task_decode(const void *p, size_t len, te_task *t, tr_err *err) {
   for (uint32_t i = 0; i < no && !r.bad; i++) {
     t->out_lin[i] = tn_get_i64(&r);
     t->out_id[i] = tn_get_u64(&r);
-    if (t->out_lin[i] < 0 || t->out_lin[i] >= tc_nchunks(&t->out_meta)) goto bad;
+    if (t->out_lin[i] < 0 || t->out_lin[i] >= tr_nchunks(&t->out_meta)) goto bad;
   }
   uint32_t nrep = tn_get_u32(&r);
   if (nrep > TC_MAX_REPLICAS) goto bad;
@@ -659,8 +659,8 @@ static int s_fill_one(void *arg, int64_t i) {
   s_fillrun *fr = arg;
   const te_task *t = fr->io->t;
   int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK];
-  tc_key_from_linear(&t->out_meta, t->out_lin[i], key);
-  size_t bytes = (size_t)tc_chunk_extent(&t->out_meta, key, ext) * tr_dtype_size(t->out_meta.dtype);
+  tr_key_from_linear(&t->out_meta, t->out_lin[i], key);
+  size_t bytes = (size_t)tr_chunk_extent(&t->out_meta, key, ext) * tr_dtype_size(t->out_meta.dtype);
   void *buf = tr_alloc_aligned(bytes);
   tr_err err;
   int rc = buf ? te_fill_chunk(fr->io->w->kt, &t->out_meta, &t->f, t->out_lin[i], buf,
@@ -683,8 +683,8 @@ static int s_combine_one(void *arg, int64_t i) {
   const te_task *t = fr->io->t;
   const tk_backend *kt = fr->io->w->kt;
   int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK], lin = t->out_lin[i];
-  tc_key_from_linear(&t->out_meta, lin, key);
-  int64_t nel = tc_chunk_extent(&t->out_meta, key, ext);
+  tr_key_from_linear(&t->out_meta, lin, key);
+  int64_t nel = tr_chunk_extent(&t->out_meta, key, ext);
   size_t bytes = (size_t)nel * tr_dtype_size(t->out_meta.dtype);
   void *acc = tr_alloc_aligned(bytes), *part = tr_alloc_aligned(bytes);
   tr_err err;
@@ -761,7 +761,7 @@ static void s_run_task(s_worker *w, s_job *j) {
     if (rc) err = fr.err.code ? fr.err : err;
   } else {
     te_chunk_io cio = {&io, s_task_read, s_task_write, s_task_has};
-    const tc_tensor *in_meta[TK_MAX_INPUTS];
+    const tr_tensor *in_meta[TK_MAX_INPUTS];
     for (int i = 0; i < t.node.ninputs; i++) in_meta[i] = &t.in_meta[i];
     rc = te_node_run(w->kt, w->threads, (size_t)1 << 30, &t.node, in_meta, &t.out_meta, &cio,
                      t.out_lin, t.nout, &j->cancel, &err);

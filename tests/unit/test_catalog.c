@@ -44,9 +44,9 @@ static void s_teardown(void) { nftw(s_tmp, s_rm, 16, FTW_DEPTH | FTW_PHYS); }
 
 TestSuite(catalog, .init = s_setup, .fini = s_teardown);
 
-static tc_tensor s_meta(const char *name, tr_dtype dt, int rank,
+static tr_tensor s_meta(const char *name, tr_dtype dt, int rank,
                         const int64_t *shape, const int64_t *chunk) {
-  tc_tensor t;
+  tr_tensor t;
   memset(&t, 0, sizeof t);
   snprintf(t.name, sizeof t.name, "%s", name);
   t.dtype = dt;
@@ -73,7 +73,7 @@ static int s_count_others(const char *dir) {
 }
 
 /* got must be the entry want: every field, extents past the rank too. */
-static void s_same_entry(const tc_tensor *got, const tc_tensor *want) {
+static void s_same_entry(const tr_tensor *got, const tr_tensor *want) {
   cr_assert_eq(got->id, want->id);
   cr_assert_str_eq(got->name, want->name);
   cr_assert_eq(got->dtype, want->dtype);
@@ -96,20 +96,20 @@ static int64_t s_site(tc_db *db, const char *endpoint) {
 }
 
 /* Payload bytes of chunk lin of t. */
-static uint64_t s_nbytes(const tc_tensor *t, int64_t lin) {
+static uint64_t s_nbytes(const tr_tensor *t, int64_t lin) {
   int64_t key[TR_MAX_RANK];
-  tc_key_from_linear(t, lin, key);
-  return (uint64_t)tc_chunk_extent(t, key, NULL) * tr_dtype_size(t->dtype);
+  tr_key_from_linear(t, lin, key);
+  return (uint64_t)tr_chunk_extent(t, key, NULL) * tr_dtype_size(t->dtype);
 }
 
 /* Commit a new version of t whose chunk lin has id base + lin, checksum
 ** ~(base + lin) and one replica on site; returns the committed entry and,
 ** if old is not NULL, the previous version's chunk ids (caller frees). */
-static tc_tensor s_commit(tc_db *db, const tc_tensor *t, uint64_t base,
+static tr_tensor s_commit(tc_db *db, const tr_tensor *t, uint64_t base,
                           int64_t site, uint64_t **old, int64_t *nold) {
-  int64_t n = tc_nchunks(t);
+  int64_t n = tr_nchunks(t);
   tc_chunkloc *l = calloc(n > 0 ? (size_t)n : 1, sizeof *l);
-  tc_tensor out;
+  tr_tensor out;
   tr_err err;
   cr_assert_not_null(l);
   for (int64_t lin = 0; lin < n; lin++) {
@@ -128,13 +128,13 @@ static tc_tensor s_commit(tc_db *db, const tc_tensor *t, uint64_t base,
 
 /* t must be the current description, with its chunks where s_commit(base,
 ** site) put them. */
-static void s_check(tc_db *db, const tc_tensor *t, uint64_t base,
+static void s_check(tc_db *db, const tr_tensor *t, uint64_t base,
                     int64_t site) {
   tc_chunkloc *l = NULL;
   int64_t n = -1;
   tr_err err;
   cr_assert_eq(tc_chunk_locations(db, t, &l, &n, &err), TR_OK, "%s", err.msg);
-  cr_assert_eq(n, tc_nchunks(t));
+  cr_assert_eq(n, tr_nchunks(t));
   for (int64_t lin = 0; lin < n; lin++) {
     cr_assert_eq(l[lin].lin, lin);
     cr_assert_eq(l[lin].chunk_id, base + (uint64_t)lin, "chunk %lld",
@@ -153,46 +153,46 @@ static const int64_t s_sh[2] = {10, 7}, s_ch[2] = {4, 3};
 /* ---- grid helpers -------------------------------------------------------- */
 
 Test(catalog, grid_ragged_edges) {
-  tc_tensor t = s_meta("A", TR_F64, 2, s_sh, s_ch);
+  tr_tensor t = s_meta("A", TR_F64, 2, s_sh, s_ch);
   int64_t key[2], ext[2];
-  cr_assert_eq(tc_grid(&t, 0), 3);
-  cr_assert_eq(tc_grid(&t, 1), 3);
-  cr_assert_eq(tc_nchunks(&t), 9);
+  cr_assert_eq(tr_grid(&t, 0), 3);
+  cr_assert_eq(tr_grid(&t, 1), 3);
+  cr_assert_eq(tr_nchunks(&t), 9);
   key[0] = 2;
   key[1] = 2;
-  cr_assert_eq(tc_chunk_extent(&t, key, ext), 2);
+  cr_assert_eq(tr_chunk_extent(&t, key, ext), 2);
   cr_assert_eq(ext[0], 2);
   cr_assert_eq(ext[1], 1);
   key[0] = 0;
   key[1] = 1;
-  cr_assert_eq(tc_chunk_extent(&t, key, ext), 12);
+  cr_assert_eq(tr_chunk_extent(&t, key, ext), 12);
   key[0] = 1;
   key[1] = 2;
-  cr_assert_eq(tc_key_linear(&t, key), 5);
+  cr_assert_eq(tr_key_linear(&t, key), 5);
   for (int64_t lin = 0; lin < 9; lin++) {
-    tc_key_from_linear(&t, lin, key);
-    cr_assert_eq(tc_key_linear(&t, key), lin);
+    tr_key_from_linear(&t, lin, key);
+    cr_assert_eq(tr_key_linear(&t, key), lin);
   }
-  tc_key_from_linear(&t, 5, key);
+  tr_key_from_linear(&t, 5, key);
   cr_assert_eq(key[0], 1);
   cr_assert_eq(key[1], 2);
-  cr_assert_str_eq(tc_format_name(&t), "tile");
+  cr_assert_str_eq(tr_format_name(&t), "tile");
   t.chunk[1] = 7;
-  cr_assert_str_eq(tc_format_name(&t), "row_strip");
+  cr_assert_str_eq(tr_format_name(&t), "row_strip");
   t.chunk[0] = 10;
   t.chunk[1] = 3;
-  cr_assert_str_eq(tc_format_name(&t), "col_strip");
+  cr_assert_str_eq(tr_format_name(&t), "col_strip");
   t.chunk[1] = 100;
-  cr_assert_str_eq(tc_format_name(&t), "single");
+  cr_assert_str_eq(tr_format_name(&t), "single");
   /* rank 0: one chunk of one element */
-  tc_tensor s = s_meta("S", TR_F32, 0, NULL, NULL);
-  cr_assert_eq(tc_nchunks(&s), 1);
-  cr_assert_eq(tc_chunk_extent(&s, key, ext), 1);
-  cr_assert_str_eq(tc_format_name(&s), "single");
+  tr_tensor s = s_meta("S", TR_F32, 0, NULL, NULL);
+  cr_assert_eq(tr_nchunks(&s), 1);
+  cr_assert_eq(tr_chunk_extent(&s, key, ext), 1);
+  cr_assert_str_eq(tr_format_name(&s), "single");
   /* an empty extent has no chunks */
   int64_t z[2] = {0, 5};
-  tc_tensor e = s_meta("E", TR_F32, 2, z, s_ch);
-  cr_assert_eq(tc_nchunks(&e), 0);
+  tr_tensor e = s_meta("E", TR_F32, 2, z, s_ch);
+  cr_assert_eq(tr_nchunks(&e), 0);
 }
 
 /* ---- open / persistence -------------------------------------------------- */
@@ -200,7 +200,7 @@ Test(catalog, grid_ragged_edges) {
 Test(catalog, open_create_close_reopen) {
   tc_db *db = NULL;
   tr_err err;
-  tc_tensor t = s_meta("B_1", TR_F32, 2, s_sh, s_ch), got, *list = NULL;
+  tr_tensor t = s_meta("B_1", TR_F32, 2, s_sh, s_ch), got, *list = NULL;
   int n = -1;
   cr_assert_eq(tc_open(s_dbdir, &db, &err), TR_OK, "%s", err.msg);
   cr_assert_str_eq(tc_dir(db), s_dbdir);
@@ -208,7 +208,7 @@ Test(catalog, open_create_close_reopen) {
   cr_assert_gt(t.id, 0);
   cr_assert_eq(t.version, 0);
   cr_assert_str_eq(t.format, "tile");
-  tc_tensor a = s_meta("A", TR_F64, 0, NULL, NULL);
+  tr_tensor a = s_meta("A", TR_F64, 0, NULL, NULL);
   cr_assert_eq(tc_tensor_create(db, &a, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(tc_tensor_create(db, &a, &err), TR_ENAME);
   cr_assert_str_eq(err.msg, "tensor already exists: A");
@@ -245,10 +245,10 @@ Test(catalog, bad_names_and_shapes) {
   cr_assert_eq(tc_open(s_dbdir, &db, &err), TR_OK, "%s", err.msg);
   const char *bad[] = {"", "1abc", "a-b", "a b", "drop;table"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    tc_tensor t = s_meta(bad[i], TR_F32, 2, s_sh, s_ch);
+    tr_tensor t = s_meta(bad[i], TR_F32, 2, s_sh, s_ch);
     cr_assert_eq(tc_tensor_create(db, &t, &err), TR_ENAME, "%s", bad[i]);
   }
-  tc_tensor t = s_meta("A", TR_F32, 2, s_sh, s_ch);
+  tr_tensor t = s_meta("A", TR_F32, 2, s_sh, s_ch);
   t.chunk[1] = 0;
   cr_assert_eq(tc_tensor_create(db, &t, &err), TR_ESHAPE);
   t.chunk[1] = 3;
@@ -340,8 +340,8 @@ Test(catalog, second_process_is_locked_out) {
   tr_err err;
   cr_assert_eq(tc_open(s_dbdir, &db, &err), TR_OK, "%s", err.msg);
   int64_t a = s_site(db, "tcp://a");
-  tc_tensor t = s_meta("A", TR_F64, 2, s_sh, s_ch);
-  tc_tensor c = s_commit(db, &t, 100, a, NULL, NULL);
+  tr_tensor t = s_meta("A", TR_F64, 2, s_sh, s_ch);
+  tr_tensor c = s_commit(db, &t, 100, a, NULL, NULL);
   pid_t pid = fork();
   cr_assert_geq(pid, 0);
   if (pid == 0) {
@@ -368,7 +368,7 @@ Test(catalog, catalog_rows) {
   char p[512];
   cr_assert_eq(tc_open(s_dbdir, &db, &err), TR_OK, "%s", err.msg);
   int64_t a = s_site(db, "tcp://a");
-  tc_tensor t = s_meta("A", TR_F32, 2, s_sh, s_ch);
+  tr_tensor t = s_meta("A", TR_F32, 2, s_sh, s_ch);
   s_commit(db, &t, 100, a, NULL, NULL);
   tc_close(&db);
   snprintf(p, sizeof p, "%s/catalog.db", s_dbdir);
@@ -407,23 +407,23 @@ Test(catalog, replace_with_different_shape) {
   int64_t n = -1;
   cr_assert_eq(tc_open(s_dbdir, &db, &err), TR_OK, "%s", err.msg);
   int64_t a = s_site(db, "tcp://a");
-  tc_tensor t = s_meta("A", TR_F64, 2, s_sh, s_ch);
-  tc_tensor c1 = s_commit(db, &t, 100, a, NULL, NULL);
+  tr_tensor t = s_meta("A", TR_F64, 2, s_sh, s_ch);
+  tr_tensor c1 = s_commit(db, &t, 100, a, NULL, NULL);
   cr_assert_gt(c1.id, 0);
   cr_assert_eq(c1.version, 1);
   cr_assert_str_eq(c1.format, "tile");
   cr_assert_eq(tc_tensor_bytes(db, &c1, &bytes, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(bytes, 10 * 7 * 8);
   int64_t sh[1] = {6}, ch[1] = {4};
-  tc_tensor u = s_meta("A", TR_F32, 1, sh, ch);
+  tr_tensor u = s_meta("A", TR_F32, 1, sh, ch);
   u.shape[1] = u.chunk[1] = 99; /* past the rank: ignored and cleared */
   u.id = 12345;
   u.version = 77;
-  tc_tensor c2 = s_commit(db, &u, 200, a, &old, &nold);
-  tc_tensor want = s_meta("A", TR_F32, 1, sh, ch);
+  tr_tensor c2 = s_commit(db, &u, 200, a, &old, &nold);
+  tr_tensor want = s_meta("A", TR_F32, 1, sh, ch);
   want.id = c1.id;
   want.version = 2;
-  snprintf(want.format, sizeof want.format, "%s", tc_format_name(&want));
+  snprintf(want.format, sizeof want.format, "%s", tr_format_name(&want));
   s_same_entry(&c2, &want);
   /* the whole old version is handed back for dropping */
   cr_assert_eq(nold, 9);
@@ -441,7 +441,7 @@ Test(catalog, replace_with_different_shape) {
                    "looked up");
   cr_assert_null(l);
   cr_assert_eq(n, 0);
-  tc_tensor bad = c2;
+  tr_tensor bad = c2;
   bad.dtype = TR_F64;
   cr_assert_eq(tc_chunk_locations(db, &bad, &l, &n, &err), TR_ENOTFOUND);
   bad = c2;
@@ -453,7 +453,7 @@ Test(catalog, replace_with_different_shape) {
   tc_close(&db);
   /* persists */
   cr_assert_eq(tc_open(s_dbdir, &db, &err), TR_OK, "%s", err.msg);
-  tc_tensor g;
+  tr_tensor g;
   cr_assert_eq(tc_tensor_get(db, "A", &g, &err), TR_OK, "%s", err.msg);
   s_same_entry(&g, &want);
   s_check(db, &g, 200, a);
@@ -469,7 +469,7 @@ Test(catalog, version0_tensors) {
   int64_t nold = -1;
   cr_assert_eq(tc_open(s_dbdir, &db, &err), TR_OK, "%s", err.msg);
   int64_t a = s_site(db, "tcp://a");
-  tc_tensor t = s_meta("Z", TR_F32, 2, s_sh, s_ch);
+  tr_tensor t = s_meta("Z", TR_F32, 2, s_sh, s_ch);
   cr_assert_eq(tc_tensor_create(db, &t, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(t.version, 0);
   /* declared only: no chunks */
@@ -480,7 +480,7 @@ Test(catalog, version0_tensors) {
   cr_assert_eq(tc_tensor_bytes(db, &t, &bytes, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(bytes, 0);
   /* a declared tensor can then be written: same entry, version 1 */
-  tc_tensor c = s_commit(db, &t, 300, a, &old, &nold);
+  tr_tensor c = s_commit(db, &t, 300, a, &old, &nold);
   cr_assert_eq(nold, 0);
   free(old);
   cr_assert_eq(c.id, t.id);
@@ -491,7 +491,7 @@ Test(catalog, version0_tensors) {
   cr_assert_eq(tc_chunk_locations(db, &t, &l, &n, &err), TR_ENOTFOUND);
   cr_assert_null(l);
   /* a description never stored has no chunks; with a version it is bad */
-  tc_tensor u = s_meta("U", TR_F32, 2, s_sh, s_ch);
+  tr_tensor u = s_meta("U", TR_F32, 2, s_sh, s_ch);
   n = -1;
   cr_assert_eq(tc_chunk_locations(db, &u, &l, &n, &err), TR_OK, "%s",
                err.msg);
@@ -509,16 +509,16 @@ Test(catalog, rank0_and_empty_tensors) {
   int64_t n = -1, bytes = -1;
   cr_assert_eq(tc_open(s_dbdir, &db, &err), TR_OK, "%s", err.msg);
   int64_t a = s_site(db, "tcp://a");
-  tc_tensor s = s_meta("S", TR_F64, 0, NULL, NULL);
-  tc_tensor cs = s_commit(db, &s, 500, a, NULL, NULL);
+  tr_tensor s = s_meta("S", TR_F64, 0, NULL, NULL);
+  tr_tensor cs = s_commit(db, &s, 500, a, NULL, NULL);
   cr_assert_eq(cs.version, 1);
   cr_assert_str_eq(cs.format, "single");
   s_check(db, &cs, 500, a);
   cr_assert_eq(tc_tensor_bytes(db, &cs, &bytes, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(bytes, 8);
   int64_t sh[2] = {0, 5};
-  tc_tensor e = s_meta("E", TR_F32, 2, sh, s_ch);
-  tc_tensor ce = s_commit(db, &e, 600, a, NULL, NULL);
+  tr_tensor e = s_meta("E", TR_F32, 2, sh, s_ch);
+  tr_tensor ce = s_commit(db, &e, 600, a, NULL, NULL);
   cr_assert_eq(ce.version, 1);
   cr_assert_eq(tc_tensor_bytes(db, &ce, &bytes, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(bytes, 0);
@@ -547,8 +547,8 @@ Test(catalog, transient_database_removed_on_close) {
   cr_assert_eq(strncmp(dir, s_tmp, strlen(s_tmp)), 0, "%s", dir);
   cr_assert(strstr(dir, "/tradb-"), "%s", dir);
   int64_t a = s_site(db, "tcp://a");
-  tc_tensor t = s_meta("A", TR_F64, 2, s_sh, s_ch);
-  tc_tensor c = s_commit(db, &t, 100, a, NULL, NULL);
+  tr_tensor t = s_meta("A", TR_F64, 2, s_sh, s_ch);
+  tr_tensor c = s_commit(db, &t, 100, a, NULL, NULL);
   s_check(db, &c, 100, a);
   cr_assert_eq(access(dir, F_OK), 0);
   tc_close(&db);

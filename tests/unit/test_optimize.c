@@ -55,7 +55,7 @@ static void s_place(const te_plan *p, te_placed *pl, int m) {
   memset(pl, 0, sizeof *pl * TE_MAX_RELS);
   for (int r = 0; r < p->nrels; r++) {
     if (p->rels[r].kind != TE_REL_STORED) continue;
-    int64_t n = tc_nchunks(&p->rels[r].meta);
+    int64_t n = tr_nchunks(&p->rels[r].meta);
     pl[r].n = n;
     pl[r].has = calloc((size_t)n, sizeof *pl[r].has);
     pl[r].prim = calloc((size_t)n, 1);

@@ -746,8 +746,8 @@ static tc_db *s_db(void) {
 ** are, by lin: 32, 16, 32, 16, 16, 8. */
 static const uint64_t s_nb[6] = {32, 16, 32, 16, 16, 8};
 
-static tc_tensor s_meta(const char *name) {
-  tc_tensor t;
+static tr_tensor s_meta(const char *name) {
+  tr_tensor t;
   memset(&t, 0, sizeof t);
   snprintf(t.name, sizeof t.name, "%s", name);
   t.dtype = TR_F32;
@@ -777,7 +777,7 @@ static void s_locs(tc_chunkloc *l, uint64_t base, int64_t a, int64_t b) {
 /* Check what tc_chunk_locations says against s_locs(base, a, b), a < b. */
 static void s_check_locs(tc_db *db, const char *name, uint64_t base,
                          int64_t a, int64_t b) {
-  tc_tensor t;
+  tr_tensor t;
   tc_chunkloc *l = NULL;
   int64_t n = -1;
   tr_err err;
@@ -852,7 +852,7 @@ Test(placed, commit_and_locations_round_trip) {
   tr_err err;
   int64_t a, b, nold = -1, bytes = 0;
   tc_chunkloc l[6], shuffled[6];
-  tc_tensor t = s_meta("P"), res, got;
+  tr_tensor t = s_meta("P"), res, got;
   uint64_t *old = (uint64_t *)1;
   cr_assert_eq(tc_site_add(db, "tcp://a", &a, &err), TR_OK);
   cr_assert_eq(tc_site_add(db, "tcp://b", &b, &err), TR_OK);
@@ -877,7 +877,7 @@ Test(placed, commit_and_locations_round_trip) {
   tc_close(&db);
   db = s_db();
   s_check_locs(db, "P", 0x8000000000000100ull, a, b);
-  tc_tensor *list = NULL;
+  tr_tensor *list = NULL;
   int n = 0;
   cr_assert_eq(tc_tensor_list(db, &list, &n, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(n, 1);
@@ -888,7 +888,7 @@ Test(placed, commit_and_locations_round_trip) {
   int64_t nl = -1;
   got.version = 7;
   cr_assert_eq(tc_chunk_locations(db, &got, &lv, &nl, &err), TR_ENOTFOUND);
-  tc_tensor d = s_meta("D");
+  tr_tensor d = s_meta("D");
   cr_assert_eq(tc_tensor_create(db, &d, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(tc_chunk_locations(db, &d, &lv, &nl, &err), TR_OK, "%s",
                err.msg);
@@ -902,7 +902,7 @@ Test(placed, bad_commit_changes_nothing) {
   tr_err err;
   int64_t a, b;
   tc_chunkloc l[6], bad[6];
-  tc_tensor t = s_meta("P");
+  tr_tensor t = s_meta("P");
   cr_assert_eq(tc_site_add(db, "tcp://a", &a, &err), TR_OK);
   cr_assert_eq(tc_site_add(db, "tcp://b", &b, &err), TR_OK);
   s_locs(l, 1000, a, b);
@@ -945,12 +945,12 @@ Test(placed, bad_commit_changes_nothing) {
                TR_EINVAL);
   cr_assert(strstr(err.msg, "no site") != NULL, "%s", err.msg);
   /* Still version 1 with its locations. */
-  tc_tensor got;
+  tr_tensor got;
   cr_assert_eq(tc_tensor_get(db, "P", &got, &err), TR_OK);
   cr_assert_eq(got.version, 1);
   s_check_locs(db, "P", 1000, a, b);
   /* A bad first commit leaves no tensor behind. */
-  tc_tensor q = s_meta("Q");
+  tr_tensor q = s_meta("Q");
   cr_assert_eq(tc_commit_placed(db, &q, bad, 6, NULL, NULL, NULL, &err),
                TR_EINVAL);
   cr_assert_eq(tc_tensor_get(db, "Q", &got, &err), TR_ENOTFOUND);
@@ -963,7 +963,7 @@ Test(placed, replace_returns_old_ids) {
   int64_t a, b, nold = -1;
   uint64_t *old = NULL;
   tc_chunkloc l[6];
-  tc_tensor t = s_meta("P"), res;
+  tr_tensor t = s_meta("P"), res;
   cr_assert_eq(tc_site_add(db, "tcp://a", &a, &err), TR_OK);
   cr_assert_eq(tc_site_add(db, "tcp://b", &b, &err), TR_OK);
   s_locs(l, 1000, a, b);
@@ -980,7 +980,7 @@ Test(placed, replace_returns_old_ids) {
     cr_assert_eq(s_has(old, nold, id), id != 1003, "id %d", (int)id);
   free(old);
   /* A different shape replaces too. */
-  tc_tensor one = s_meta("P");
+  tr_tensor one = s_meta("P");
   one.shape[0] = 2;
   one.shape[1] = 4;
   tc_chunkloc l1;
@@ -1006,7 +1006,7 @@ Test(placed, drop_placed_returns_ids) {
   int64_t a, b, n = -1;
   uint64_t *ids = NULL;
   tc_chunkloc l[6];
-  tc_tensor t = s_meta("P"), u = s_meta("U"), got;
+  tr_tensor t = s_meta("P"), u = s_meta("U"), got;
   cr_assert_eq(tc_site_add(db, "tcp://a", &a, &err), TR_OK);
   cr_assert_eq(tc_site_add(db, "tcp://b", &b, &err), TR_OK);
   s_locs(l, 1000, a, b);
@@ -1052,7 +1052,7 @@ Test(placed, site_chunks_and_site_removal) {
   int64_t a, b, n = -1;
   uint64_t *ids = NULL;
   tc_chunkloc l[6];
-  tc_tensor t = s_meta("P"), u = s_meta("U");
+  tr_tensor t = s_meta("P"), u = s_meta("U");
   cr_assert_eq(tc_site_add(db, "tcp://a", &a, &err), TR_OK);
   cr_assert_eq(tc_site_add(db, "tcp://b", &b, &err), TR_OK);
   s_locs(l, 1000, a, b);
@@ -1078,7 +1078,7 @@ Test(placed, site_chunks_and_site_removal) {
   cr_assert_eq(n, 0);
   free(ids);
   s_check_locs(db, "P", 1000, a, -1);
-  tc_tensor got;
+  tr_tensor got;
   tc_chunkloc *lv = NULL;
   cr_assert_eq(tc_tensor_get(db, "U", &got, &err), TR_OK);
   cr_assert_eq(tc_chunk_locations(db, &got, &lv, &n, &err), TR_OK, "%s",
@@ -1101,7 +1101,7 @@ Test(placed, replicas_by_chunk_id) {
   int ns, fewest;
   tc_chunkloc l[6];
   tc_chunkref *refs = NULL;
-  tc_tensor t = s_meta("P"), got;
+  tr_tensor t = s_meta("P"), got;
   cr_assert_eq(tc_site_add(db, "tcp://a", &a, &err), TR_OK);
   cr_assert_eq(tc_site_add(db, "tcp://b", &b, &err), TR_OK);
   cr_assert_eq(tc_site_add(db, "tcp://c", &c, &err), TR_OK);

@@ -1,0 +1,42 @@
+/*
+** util/grid.h - a tensor's description and the arithmetic of its chunk
+** grid: how many chunks, which elements a chunk holds, chunk keys and
+** their row-major numbers.  Pure arithmetic, shared by every stage (the
+** catalog stores descriptions, the compiler and optimizer reason about
+** grids, the executor and the workers cut and assemble chunks).
+*/
+#ifndef TRADB_UTIL_GRID_H
+#define TRADB_UTIL_GRID_H
+
+#include <stdint.h>
+#include "util/util.h"
+
+#define TR_NAME_MAX 64 /* tensor names: [A-Za-z_][A-Za-z0-9_]*, < 64 */
+
+/* A tensor: its catalog entry, and what every stage knows of it. */
+typedef struct tr_tensor {
+  int64_t id;                  /* catalog row id (0 before first commit) */
+  char name[TR_NAME_MAX];      /* unique name */
+  tr_dtype dtype;              /* element type */
+  int rank;                    /* 0..TR_MAX_RANK */
+  int64_t shape[TR_MAX_RANK];  /* extent of each dimension */
+  int64_t chunk[TR_MAX_RANK];  /* chunk shape; edge chunks may be smaller */
+  char format[16];             /* physical format, see tr_format_name() */
+  int64_t version;             /* content version; 0 = declared, no chunks
+                                  stored yet (reads as zeros) */
+} tr_tensor;
+
+/* Number of chunks along dimension d, and in total (-1 on overflow). */
+int64_t tr_grid(const tr_tensor *t, int d);
+int64_t tr_nchunks(const tr_tensor *t);
+/* Extent of the chunk with key `key` along each dimension (edge chunks are
+** smaller) written to ext (may be NULL); returns the number of elements. */
+int64_t tr_chunk_extent(const tr_tensor *t, const int64_t *key, int64_t *ext);
+/* Row-major linear number of a chunk key in the chunk grid, and back. */
+int64_t tr_key_linear(const tr_tensor *t, const int64_t *key);
+void tr_key_from_linear(const tr_tensor *t, int64_t lin, int64_t *key);
+/* Physical format implied by shape and chunk shape: "single" (one chunk),
+** "row_strip", "col_strip" (rank 2), or "tile". Returns a static string. */
+const char *tr_format_name(const tr_tensor *t);
+
+#endif /* TRADB_UTIL_GRID_H */
