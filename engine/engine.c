@@ -10,6 +10,10 @@
 */
 #include "config.h"
 #include "engine/engine_int.h"
+#include "parse/parse.h"
+#include "optimize/optimize.h"
+#include "exec/exec.h"
+#include "dist/dist.h"
 
 #include <malloc.h>
 #include <stdarg.h>
@@ -22,7 +26,7 @@
 
 #define S_PRINT_MAX 1000000 /* elements PRINT shows at most */
 
-void te_reuse_chunk_buffers(void) {
+void tx_reuse_chunk_buffers(void) {
   /* Chunk buffers are a few MiB each and every statement allocates and
   ** frees many of them.  glibc would serve each from a fresh mmap, so every
   ** statement would fault in and zero its buffers again (measured: about 5%
@@ -53,13 +57,13 @@ int te_open(const te_config *cfg, te_engine **out, tr_err *err) {
   int64_t mem = tr_phys_memory();
   e->cache_budget = mem > 0 ? (size_t)mem / 4 : (size_t)1 << 30;
   if ((rc = tc_open(cfg ? cfg->dbpath : NULL, &e->db, err))) goto fail;
-  if ((rc = te_cluster_open(e, cfg, err))) {
-    te_cluster_close(e);
+  if ((rc = td_cluster_open(e, cfg, err))) {
+    td_cluster_close(e);
     tc_close(&e->db);
     goto fail;
   }
   tk_set_blas_threads(1);
-  te_reuse_chunk_buffers();
+  tx_reuse_chunk_buffers();
   *out = e;
   return TR_OK;
 fail:
@@ -72,7 +76,7 @@ static void s_block_clear(te_engine *e);
 void te_close(te_engine **pe) {
   if (!pe || !*pe) return;
   s_block_clear(*pe); /* an open block's statements never ran */
-  te_cluster_close(*pe);
+  td_cluster_close(*pe);
   tc_close(&(*pe)->db);
   free((*pe)->notice);
   free((*pe)->lost);
@@ -81,6 +85,11 @@ void te_close(te_engine **pe) {
 }
 
 const char *te_backend_name(const te_engine *e) { return e->kt->name; }
+
+/* The lexer's services, for the shell (parse/ is below the engine). */
+size_t te_statement_end(const char *text) { return tp_statement_end(text); }
+int te_is_blank(const char *text) { return tp_is_blank(text); }
+const char *const *te_keywords(void) { return tp_keywords(); }
 
 void te_interrupt(te_engine *e) { tr_cancel_set(&e->interrupt); }
 
@@ -122,7 +131,7 @@ te_result *te_take_notice(te_engine *e, te_result *r) {
   return r;
 }
 
-void te_default_chunk(int rank, const int64_t *shape, tr_dtype dt, int64_t *chunk) {
+void tx_default_chunk(int rank, const int64_t *shape, tr_dtype dt, int64_t *chunk) {
   const int64_t limit = ((int64_t)4 << 20) / (int64_t)tr_dtype_size(dt);
   int64_t n = 1;
   for (int d = 0; d < rank; d++) {
@@ -176,9 +185,9 @@ static int s_rows_add(te_result *r, const char *const *cells) {
 ** shape); without one pick the default.  A chunk travels to and from the
 ** workers as one data frame, so one larger than a worker accepts
 ** (TN_MAX_DATA) is refused here rather than at its first use. */
-static int s_set_chunk(const te_stmt *s, tr_tensor *t, tr_err *err) {
+static int s_set_chunk(const tp_stmt *s, tr_tensor *t, tr_err *err) {
   if (!s->has_chunk) {
-    te_default_chunk(t->rank, t->shape, t->dtype, t->chunk);
+    tx_default_chunk(t->rank, t->shape, t->dtype, t->chunk);
     return TR_OK;
   }
   if (s->chunk_rank != t->rank)
@@ -227,7 +236,7 @@ static int s_chunk_array_copy(te_engine *e, const tr_tensor *t, tc_array *a, int
   if (a->dtype != t->dtype) {
     tmp = tr_alloc_aligned((size_t)n * asz);
     if (!tmp) return TR_ENOMEM;
-    if (to_array) te_convert(tmp, a->dtype, chunk, t->dtype, n);
+    if (to_array) tx_convert(tmp, a->dtype, chunk, t->dtype, n);
   }
   int rc = TR_OK;
   if (t->rank == 0)
@@ -236,26 +245,26 @@ static int s_chunk_array_copy(te_engine *e, const tr_tensor *t, tc_array *a, int
     rc = kt->copy(a->dtype, a->rank, ext, abase, a->stride, tmp, cs, &e->interrupt);
   else
     rc = kt->copy(a->dtype, a->rank, ext, tmp, cs, abase, a->stride, &e->interrupt);
-  if (!rc && !to_array && tmp != chunk) te_convert(chunk, t->dtype, tmp, a->dtype, n);
+  if (!rc && !to_array && tmp != chunk) tx_convert(chunk, t->dtype, tmp, a->dtype, n);
   if (tmp != chunk) tr_free_aligned(tmp);
   return rc;
 }
 
-int te_fill_chunk(const tk_backend *kt, const tr_tensor *t, const te_fill *f, int64_t lin,
+int tx_fill_chunk(const tk_backend *kt, const tr_tensor *t, const tx_fill *f, int64_t lin,
                   void *buf, const tr_cancel *cancel) {
   int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK], origin[TR_MAX_RANK];
   tr_key_from_linear(t, lin, key);
   int64_t n = tr_chunk_extent(t, key, ext);
   for (int d = 0; d < t->rank; d++) origin[d] = key[d] * t->chunk[d];
-  if (f->kind == TE_FILL_UNIFORM || f->kind == TE_FILL_NORMAL)
-    return kt->fill_random(t->dtype, f->kind == TE_FILL_UNIFORM ? TK_FILL_UNIFORM : TK_FILL_NORMAL,
+  if (f->kind == TP_FILL_UNIFORM || f->kind == TP_FILL_NORMAL)
+    return kt->fill_random(t->dtype, f->kind == TP_FILL_UNIFORM ? TK_FILL_UNIFORM : TK_FILL_NORMAL,
                            f->p0, f->p1, f->seed, t->rank, t->shape, origin, ext, buf, cancel);
-  double one = f->kind == TE_FILL_ONES ? 1.0 : 0.0;
+  double one = f->kind == TP_FILL_ONES ? 1.0 : 0.0;
   int64_t idx[TR_MAX_RANK] = {0};
   for (int64_t i = 0; i < n; i++) {
     double v = one;
     if (i % 65536 == 0 && tr_cancelled(cancel)) return TR_EINTR;
-    if (f->kind == TE_FILL_IDENTITY) {
+    if (f->kind == TP_FILL_IDENTITY) {
       v = 1.0;
       for (int d = 1; d < t->rank; d++)
         if (origin[d] + idx[d] != origin[0] + idx[0]) v = 0.0;
@@ -277,7 +286,7 @@ static int64_t *s_all_lins(const tr_tensor *t) {
 
 /* ---- statements ------------------------------------------------------------ */
 
-static int s_create(te_engine *e, const te_stmt *s, tr_err *err) {
+static int s_create(te_engine *e, const tp_stmt *s, tr_err *err) {
   tr_tensor t;
   memset(&t, 0, sizeof t);
   snprintf(t.name, sizeof t.name, "%s", s->name);
@@ -288,10 +297,10 @@ static int s_create(te_engine *e, const te_stmt *s, tr_err *err) {
   return rc ? rc : tc_tensor_create(e->db, &t, err);
 }
 
-static int s_load(te_engine *e, const te_stmt *s, tr_err *err) {
+static int s_load(te_engine *e, const tp_stmt *s, tr_err *err) {
   tr_tensor t;
   tc_array a;
-  te_pwrite *w = NULL;
+  td_pwrite *w = NULL;
   void *buf = NULL;
   int exists = tc_tensor_get(e->db, s->name, &t, NULL) == TR_OK;
   tr_dtype csv_dt = s->has_type ? s->dtype : exists ? t.dtype : TR_F32;
@@ -327,7 +336,7 @@ static int s_load(te_engine *e, const te_stmt *s, tr_err *err) {
       }
     if ((rc = s_set_chunk(s, &t, err))) goto done;
   }
-  if ((rc = te_pwrite_begin(e, &t, &w, err))) goto done;
+  if ((rc = td_pwrite_begin(e, &t, &w, err))) goto done;
   int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK];
   size_t cap = (size_t)tr_chunk_extent(&t, (int64_t[TR_MAX_RANK]){0}, ext) * tr_dtype_size(t.dtype);
   if (!(buf = tr_alloc_aligned(cap))) {
@@ -340,13 +349,13 @@ static int s_load(te_engine *e, const te_stmt *s, tr_err *err) {
     if ((rc = s_chunk_array_copy(e, &t, &a, lin, buf, 0)))
       tr_seterr(err, rc, rc == TR_EINTR ? "interrupted" : "copy from '%s' failed", s->path);
     else
-      rc = te_pwrite_chunk(w, lin, buf, bytes, err);
+      rc = td_pwrite_chunk(w, lin, buf, bytes, err);
     if (!rc && tr_cancelled(&e->interrupt)) rc = tr_seterr(err, TR_EINTR, "interrupted");
   }
-  if (!rc) rc = te_pwrite_commit(w, err);
+  if (!rc) rc = td_pwrite_commit(w, err);
 done:
   tr_free_aligned(buf);
-  te_pwrite_free(&w);
+  td_pwrite_free(&w);
   tc_array_close(&a);
   return rc;
 }
@@ -366,7 +375,7 @@ static int s_save_chunk(void *ctx, int64_t lin, const void *buf, size_t bytes, t
   return rc ? tr_seterr(err, rc, "copy to the output file failed") : TR_OK;
 }
 
-static int s_save(te_engine *e, const te_stmt *s, tr_err *err) {
+static int s_save(te_engine *e, const tp_stmt *s, tr_err *err) {
   tr_tensor t;
   tc_array a;
   int rc = tc_tensor_get(e->db, s->name, &t, err);
@@ -374,7 +383,7 @@ static int s_save(te_engine *e, const te_stmt *s, tr_err *err) {
   if ((rc = tc_array_create(s->path, t.dtype, t.rank, t.shape, &a, err))) return rc;
   s_save_ctx c = {e, &t, &a};
   int64_t *lins = s_all_lins(&t);
-  rc = lins ? te_pread(e, &t, lins, tr_nchunks(&t), s_save_chunk, &c, err)
+  rc = lins ? td_pread(e, &t, lins, tr_nchunks(&t), s_save_chunk, &c, err)
             : tr_seterr(err, TR_ENOMEM, "out of memory");
   free(lins);
   if (!rc) rc = tc_array_commit(&a, err);
@@ -382,27 +391,27 @@ static int s_save(te_engine *e, const te_stmt *s, tr_err *err) {
   return rc;
 }
 
-static int s_fill(te_engine *e, const te_stmt *s, tr_err *err) {
+static int s_fill(te_engine *e, const tp_stmt *s, tr_err *err) {
   tr_tensor t;
   int rc = tc_tensor_get(e->db, s->name, &t, err);
   if (rc == TR_ENOTFOUND)
     return tr_seterr(err, TR_ENAME, "no such tensor: %s (declare it with CREATE TENSOR)", s->name);
   if (rc) return rc;
-  if (s->fill == TE_FILL_UNIFORM && !(s->p0 < s->p1))
+  if (s->fill == TP_FILL_UNIFORM && !(s->p0 < s->p1))
     return tr_seterr(err, TR_EINVAL, "UNIFORM(lo, hi) needs lo < hi");
-  if (s->fill == TE_FILL_NORMAL && !(s->p1 >= 0))
+  if (s->fill == TP_FILL_NORMAL && !(s->p1 >= 0))
     return tr_seterr(err, TR_EINVAL, "NORMAL(mu, sd) needs sd >= 0");
-  te_fill f = {s->fill, s->p0, s->p1, s->seed};
+  tx_fill f = {s->fill, s->p0, s->p1, s->seed};
   if (!s->has_seed && getrandom(&f.seed, sizeof f.seed, 0) != (ssize_t)sizeof f.seed)
     f.seed = (uint64_t)(tr_now() * 1e9);
-  return te_dist_fill(e, &t, &f, err);
+  return td_fill(e, &t, &f, err);
 }
 
 static int s_show(te_engine *e, te_result **res, tr_err *err) {
   static const char *const cols[] = {"name",  "shape",  "chunk",    "type",
                                      "format", "chunks", "replicas", "under_replicated"};
   tr_tensor *ts = NULL;
-  int n = 0, rc = tc_tensor_list(e->db, &ts, &n, err), target = te_dist_target(e);
+  int n = 0, rc = tc_tensor_list(e->db, &ts, &n, err), target = td_target(e);
   if (rc) return rc;
   te_result *r = s_rows_new(8, cols);
   if (!r) {
@@ -433,7 +442,7 @@ static int s_show(te_engine *e, te_result **res, tr_err *err) {
   return TR_OK;
 }
 
-static int s_describe(te_engine *e, const te_stmt *s, te_result **res, tr_err *err) {
+static int s_describe(te_engine *e, const tp_stmt *s, te_result **res, tr_err *err) {
   static const char *const cols[] = {"property", "value"};
   tr_tensor t;
   int64_t bytes = 0;
@@ -491,7 +500,7 @@ static int s_print_chunk(void *ctx, int64_t lin, const void *cb, size_t bytes, t
   return TR_OK;
 }
 
-static int s_print(te_engine *e, const te_stmt *s, te_result **res, tr_err *err) {
+static int s_print(te_engine *e, const tp_stmt *s, te_result **res, tr_err *err) {
   tr_tensor t;
   int64_t *lins = NULL, nl = 0;
   int rc = tc_tensor_get(e->db, s->name, &t, err);
@@ -546,7 +555,7 @@ static int s_print(te_engine *e, const te_stmt *s, te_result **res, tr_err *err)
     if (d < 0) break;
   }
   s_print_ctx c = {&t, r};
-  rc = te_pread(e, &t, lins, nl, s_print_chunk, &c, err);
+  rc = td_pread(e, &t, lins, nl, s_print_chunk, &c, err);
 done:
   free(lins);
   if (rc) te_result_free(&r);
@@ -554,35 +563,35 @@ done:
   return rc;
 }
 
-static int s_assign(te_engine *e, const te_stmt *s, te_result **res, tr_err *err) {
-  te_plan *plan = calloc(1, sizeof *plan);
+static int s_assign(te_engine *e, const tp_stmt *s, te_result **res, tr_err *err) {
+  ta_plan *plan = calloc(1, sizeof *plan);
   char *tra = NULL;
   if (!plan) return tr_seterr(err, TR_ENOMEM, "out of memory");
-  int rc = te_compile(e, s, plan, err);
-  if (!rc && s->kind == TE_ST_EXPLAIN && !(tra = te_plan_explain(plan)))
+  int rc = ta_compile(e->db, e->pend, e->npend, s, plan, err);
+  if (!rc && s->kind == TP_ST_EXPLAIN && !(tra = ta_plan_explain(plan)))
     rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-  if (!rc) rc = te_dist_run(e, plan, s->kind == TE_ST_EXPLAIN ? s : NULL, tra, res, err);
+  if (!rc) rc = td_run(e, plan, s->kind == TP_ST_EXPLAIN ? s : NULL, tra, res, err);
   free(tra);
   free(plan);
   return rc;
 }
 
 static void s_block_clear(te_engine *e) {
-  for (int i = 0; i < e->nblock; i++) te_stmt_free(&e->block[i]);
+  for (int i = 0; i < e->nblock; i++) tp_stmt_free(&e->block[i]);
   e->nblock = e->npend = 0;
   e->in_block = 0;
 }
 
 /* An assignment inside BEGIN .. COMMIT: checked now (against the block's
 ** earlier outputs), run at COMMIT.  Takes *sp. */
-static int s_block_add(te_engine *e, te_stmt **sp, tr_err *err) {
-  te_plan *plan = calloc(1, sizeof *plan);
+static int s_block_add(te_engine *e, tp_stmt **sp, tr_err *err) {
+  ta_plan *plan = calloc(1, sizeof *plan);
   if (!plan) return tr_seterr(err, TR_ENOMEM, "out of memory");
-  int rc = e->nblock >= TE_MAX_NODES
-               ? tr_seterr(err, TR_EINVAL, "block too large: at most %d statements", TE_MAX_NODES)
-               : te_compile(e, *sp, plan, err);
+  int rc = e->nblock >= TA_MAX_NODES
+               ? tr_seterr(err, TR_EINVAL, "block too large: at most %d statements", TA_MAX_NODES)
+               : ta_compile(e->db, e->pend, e->npend, *sp, plan, err);
   if (!rc) {
-    const te_node *last = &plan->nodes[plan->nnodes - 1];
+    const ta_node *last = &plan->nodes[plan->nnodes - 1];
     e->pend[e->npend++] = plan->rels[last->out].meta;
     e->block[e->nblock++] = *sp;
     *sp = NULL;
@@ -593,18 +602,18 @@ static int s_block_add(te_engine *e, te_stmt **sp, tr_err *err) {
 
 /* COMMIT (x NULL) or EXPLAIN [ANALYZE] COMMIT (x): the block's statements
 ** as one plan, optimized together. */
-static int s_block_run(te_engine *e, const te_stmt *x, te_result **res, tr_err *err) {
-  te_plan *all = calloc(1, sizeof *all), *one = calloc(1, sizeof *one);
+static int s_block_run(te_engine *e, const tp_stmt *x, te_result **res, tr_err *err) {
+  ta_plan *all = calloc(1, sizeof *all), *one = calloc(1, sizeof *one);
   char *tra = NULL;
   size_t tl = 0;
   int rc = all && one ? TR_OK : tr_seterr(err, TR_ENOMEM, "out of memory");
   e->npend = 0;
   for (int i = 0; !rc && i < e->nblock; i++) {
-    rc = te_compile(e, e->block[i], one, err);
-    if (!rc) rc = te_plan_append(all, one, err);
+    rc = ta_compile(e->db, e->pend, e->npend, e->block[i], one, err);
+    if (!rc) rc = ta_plan_append(all, one, err);
     if (!rc) e->pend[e->npend++] = one->rels[one->nodes[one->nnodes - 1].out].meta;
     if (!rc && x) {
-      char *t = te_plan_explain(one);
+      char *t = ta_plan_explain(one);
       char *nt = t ? realloc(tra, tl + strlen(t) + 1) : NULL;
       if (!nt) {
         free(t);
@@ -619,7 +628,7 @@ static int s_block_run(te_engine *e, const te_stmt *x, te_result **res, tr_err *
   }
   /* e->pend now holds the block's outputs again, for an open block's
   ** later statements (EXPLAIN .. COMMIT without ANALYZE keeps it open). */
-  if (!rc && all->nnodes) rc = te_dist_run(e, all, x, tra, res, err);
+  if (!rc && all->nnodes) rc = td_run(e, all, x, tra, res, err);
   free(tra);
   free(all);
   free(one);
@@ -627,14 +636,14 @@ static int s_block_run(te_engine *e, const te_stmt *x, te_result **res, tr_err *
 }
 
 /* Statements while a block is open. */
-static int s_in_block(te_engine *e, te_stmt **sp, te_result **res, tr_err *err) {
-  te_stmt *s = *sp;
+static int s_in_block(te_engine *e, tp_stmt **sp, te_result **res, tr_err *err) {
+  tp_stmt *s = *sp;
   int rc;
   switch (s->kind) {
-  case TE_ST_ASSIGN: return s_block_add(e, sp, err);
-  case TE_ST_BEGIN: return tr_seterr(err, TR_EINVAL, "a block is already open (COMMIT or ROLLBACK it first)");
-  case TE_ST_ROLLBACK: s_block_clear(e); return TR_OK;
-  case TE_ST_COMMIT:
+  case TP_ST_ASSIGN: return s_block_add(e, sp, err);
+  case TP_ST_BEGIN: return tr_seterr(err, TR_EINVAL, "a block is already open (COMMIT or ROLLBACK it first)");
+  case TP_ST_ROLLBACK: s_block_clear(e); return TR_OK;
+  case TP_ST_COMMIT:
     rc = s_block_run(e, NULL, res, err);
     s_block_clear(e);
     if (rc && err->code) {
@@ -644,7 +653,7 @@ static int s_in_block(te_engine *e, te_stmt **sp, te_result **res, tr_err *err) 
       if (l + strlen(more) < sizeof err->msg) memcpy(err->msg + l, more, strlen(more) + 1);
     }
     return rc;
-  case TE_ST_EXPLAIN:
+  case TP_ST_EXPLAIN:
     if (!s->block)
       return tr_seterr(err, TR_EINVAL, "EXPLAIN of one statement inside a block: use EXPLAIN [ANALYZE] COMMIT");
     rc = s_block_run(e, s, res, err);
@@ -656,39 +665,39 @@ static int s_in_block(te_engine *e, te_stmt **sp, te_result **res, tr_err *err) 
 }
 
 int te_exec(te_engine *e, const char *text, size_t len, te_result **res, tr_err *err) {
-  te_stmt *s = NULL;
+  tp_stmt *s = NULL;
   te_result *r = NULL;
   if (res) *res = NULL;
   tr_clearerr(err);
-  int rc = te_parse(text, len, &s, err);
+  int rc = tp_parse(text, len, &s, err);
   if (rc) return rc;
   if (e->in_block) {
     rc = s_in_block(e, &s, &r, err);
     goto done;
   }
   switch (s->kind) {
-  case TE_ST_BEGIN: e->in_block = 1; break;
-  case TE_ST_COMMIT:
-  case TE_ST_ROLLBACK: rc = tr_seterr(err, TR_EINVAL, "no block is open (BEGIN starts one)"); break;
-  case TE_ST_CREATE: rc = s_create(e, s, err); break;
-  case TE_ST_LOAD: rc = s_load(e, s, err); break;
-  case TE_ST_SAVE: rc = s_save(e, s, err); break;
-  case TE_ST_FILL: rc = s_fill(e, s, err); break;
-  case TE_ST_SHOW: rc = s_show(e, &r, err); break;
-  case TE_ST_DESCRIBE: rc = s_describe(e, s, &r, err); break;
-  case TE_ST_DROP:
-    rc = te_dist_drop(e, s->name, err);
+  case TP_ST_BEGIN: e->in_block = 1; break;
+  case TP_ST_COMMIT:
+  case TP_ST_ROLLBACK: rc = tr_seterr(err, TR_EINVAL, "no block is open (BEGIN starts one)"); break;
+  case TP_ST_CREATE: rc = s_create(e, s, err); break;
+  case TP_ST_LOAD: rc = s_load(e, s, err); break;
+  case TP_ST_SAVE: rc = s_save(e, s, err); break;
+  case TP_ST_FILL: rc = s_fill(e, s, err); break;
+  case TP_ST_SHOW: rc = s_show(e, &r, err); break;
+  case TP_ST_DESCRIBE: rc = s_describe(e, s, &r, err); break;
+  case TP_ST_DROP:
+    rc = td_drop(e, s->name, err);
     if (rc == TR_ENOTFOUND && s->if_exists) rc = TR_OK;
     break;
-  case TE_ST_PRINT: rc = s_print(e, s, &r, err); break;
-  case TE_ST_ASSIGN: rc = s_assign(e, s, &r, err); break;
-  case TE_ST_EXPLAIN:
+  case TP_ST_PRINT: rc = s_print(e, s, &r, err); break;
+  case TP_ST_ASSIGN: rc = s_assign(e, s, &r, err); break;
+  case TP_ST_EXPLAIN:
     rc = s->block ? tr_seterr(err, TR_EINVAL, "no block is open (BEGIN starts one)") : s_assign(e, s, &r, err);
     break;
-  case TE_ST_SET: rc = te_dist_set(e, s->setting, s->value, err); break;
+  case TP_ST_SET: rc = td_set(e, s->setting, s->value, err); break;
   }
 done:
-  te_stmt_free(&s);
+  tp_stmt_free(&s);
   if (rc && err && !err->code) tr_seterr(err, rc, "statement failed (status %d)", rc);
   if (!rc) r = te_take_notice(e, r);
   free(e->notice); /* a failed statement's error says what matters */

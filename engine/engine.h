@@ -35,20 +35,6 @@ typedef struct te_config {
                              NULL = the worker's default */
 } te_config;
 
-/* How to run a worker process (tradb --worker). */
-typedef struct te_worker_config {
-  const char *listen;  /* endpoint to bind (--listen) */
-  const char *data;    /* chunk store directory (--data), created if absent */
-  const char *keys;    /* CURVE key directory (--keys), NULL = none */
-  int threads;         /* kernel threads; 0 = all cores */
-  const char *backend; /* kernel backend; NULL = "auto" */
-  int64_t memory;      /* bytes for scratch chunks (--memory); 0 = 1/8 of
-                          the machine's memory */
-} te_worker_config;
-
-/* Run a worker until SIGTERM or SIGINT; logs to stderr.  Returns the
-** process exit status (0 after a clean shutdown). */
-int te_worker_main(const te_worker_config *cfg);
 
 
 int te_open(const te_config *cfg, te_engine **out, tr_err *err);

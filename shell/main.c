@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "worker/worker.h"
 #include "kernels/kernels.h"
 #include "net/net.h"
 #include "shell/shell.h"
@@ -152,14 +153,14 @@ static const char *s_self_exe(char *buf, size_t size) {
 }
 
 /* tradb --worker: run a worker until SIGTERM or SIGINT. */
-static int s_worker(const te_worker_config *wc, const char *shell_only,
+static int s_worker(const tw_config *wc, const char *shell_only,
                     int extra_args) {
   if (shell_only)
     return s_usage_error("%s is not a --worker option", shell_only);
   if (extra_args) return s_usage_error("--worker takes no DBPATH");
   if (!wc->listen || !wc->data)
     return s_usage_error("--worker needs --listen ENDPOINT and --data DIR");
-  return te_worker_main(wc);
+  return tw_main(wc);
 }
 
 /* tradb --gen-keys DIR: make the cluster key pair. */
@@ -199,7 +200,7 @@ int main(int argc, char **argv) {
       {"memory", required_argument, NULL, OPT_MEMORY},
       {NULL, 0, NULL, 0}};
   ts_options opt = {0};
-  te_worker_config wc = {0};
+  tw_config wc = {0};
   char exe[PATH_MAX], gpu[320];
   const char *command = NULL, *gen_keys = NULL;
   /* The first option given that only the shell takes, and the first that

@@ -2,7 +2,7 @@
 ** tests/fuzz/fuzz_parse.c - libFuzzer target for the statement parser.
 **
 ** The input is copied to a NUL-terminated buffer, split into statements
-** with te_statement_end() and each statement is parsed (and freed); then
+** with tp_statement_end() and each statement is parsed (and freed); then
 ** the whole buffer is parsed as one statement.  Besides the sanitizers'
 ** checks, a few invariants are asserted: a statement's length lies within
 ** the text, success yields a tree and failure a message and no tree.
@@ -10,7 +10,7 @@
 ** tests/fuzz/replay.c under `make check`.
 */
 #include "config.h"
-#include "engine/engine_int.h"
+#include "parse/parse.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -20,14 +20,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* Parse text[0, len) and check the result's invariants. */
 static void parse_one(const char *text, size_t len) {
-  te_stmt *st = NULL;
+  tp_stmt *st = NULL;
   tr_err err;
   int rc;
   tr_clearerr(&err);
-  rc = te_parse(text, len, &st, &err);
+  rc = tp_parse(text, len, &st, &err);
   if (rc == TR_OK) {
     if (!st) abort();
-    if (st->kind == TE_ST_ASSIGN || st->kind == TE_ST_EXPLAIN) {
+    if (st->kind == TP_ST_ASSIGN || st->kind == TP_ST_EXPLAIN) {
       if (!st->rhs || st->nout < 0 || st->nout > TR_MAX_RANK) abort();
     }
     if (st->rank < 0 || st->rank > TR_MAX_RANK) abort();
@@ -36,8 +36,8 @@ static void parse_one(const char *text, size_t len) {
     if (st || err.msg[0] == '\0' || strchr(err.msg, '\n')) abort();
     if (rc != TR_ESYNTAX && rc != TR_ENOMEM) abort();
   }
-  te_stmt_free(&st);
-  te_stmt_free(&st); /* safe twice */
+  tp_stmt_free(&st);
+  tp_stmt_free(&st); /* safe twice */
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -47,12 +47,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memcpy(buf, data, size);
   buf[size] = '\0';
   total = strlen(buf);
-  (void)te_is_blank(buf);
+  (void)tp_is_blank(buf);
   for (;;) {
-    size_t n = te_statement_end(buf + off);
+    size_t n = tp_statement_end(buf + off);
     if (n == 0) break;
     if (n > total - off || buf[off + n - 1] != ';') abort();
-    if (!te_is_blank(buf + off)) parse_one(buf + off, n);
+    if (!tp_is_blank(buf + off)) parse_one(buf + off, n);
     off += n;
   }
   parse_one(buf, total);

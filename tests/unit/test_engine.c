@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "engine/engine.h"
-#include "engine/engine_int.h"
+#include "exec/exec.h"
 
 static te_engine *s_e;
 
@@ -409,12 +409,12 @@ Test(engine, block_stays_open_after_explain_commit) {
 /* ---- the task message ---------------------------------------------------- */
 
 /* A FILL task for 2 chunks of a 4 x 3 tensor, scratch or replicated. */
-static void s_fill_task(te_task *t, int scratch, int nrep) {
+static void s_fill_task(tx_task *t, int scratch, int nrep) {
   static int64_t lin[2] = {0, 1};
   static uint64_t ids[2] = {11, 12};
   memset(t, 0, sizeof *t);
-  t->kind = TE_TASK_FILL;
-  t->f = (te_fill){TE_FILL_UNIFORM, -1, 1, 7};
+  t->kind = TX_TASK_FILL;
+  t->f = (tx_fill){TP_FILL_UNIFORM, -1, 1, 7};
   snprintf(t->out_meta.name, sizeof t->out_meta.name, "T");
   t->out_meta.dtype = TR_F32;
   t->out_meta.rank = 2;
@@ -435,33 +435,33 @@ static void s_fill_task(te_task *t, int scratch, int nrep) {
 ** other value, is refused as malformed. */
 Test(task, scratch_flag_round_trips_and_is_checked) {
   for (int scratch = 0; scratch < 2; scratch++) {
-    te_task t, got;
+    tx_task t, got;
     tn_wbuf b = {0};
     tr_err err;
     s_fill_task(&t, scratch, !scratch);
-    te_task_encode(&t, &b);
-    cr_assert_eq(te_task_decode(b.p, b.n, &got, &err), TR_OK, "%s", err.msg);
+    tx_task_encode(&t, &b);
+    cr_assert_eq(tx_task_decode(b.p, b.n, &got, &err), TR_OK, "%s", err.msg);
     cr_assert_eq(got.scratch, scratch);
     cr_assert_eq(got.nrep, !scratch);
     cr_assert_eq(got.nout, 2);
     cr_assert_eq(got.out_id[1], 12);
-    te_task_free(&got);
+    tx_task_free(&got);
     /* cut short: the flag is the last byte */
-    cr_assert_eq(te_task_decode(b.p, b.n - 1, &got, &err), TR_EINVAL);
+    cr_assert_eq(tx_task_decode(b.p, b.n - 1, &got, &err), TR_EINVAL);
     tn_wbuf_free(&b);
   }
-  te_task t, got;
+  tx_task t, got;
   tn_wbuf b = {0};
   tr_err err;
   s_fill_task(&t, 1, 1);
-  te_task_encode(&t, &b);
-  cr_assert_eq(te_task_decode(b.p, b.n, &got, &err), TR_EINVAL);
+  tx_task_encode(&t, &b);
+  cr_assert_eq(tx_task_decode(b.p, b.n, &got, &err), TR_EINVAL);
   cr_assert(strstr(err.msg, "malformed task") != NULL, "%s", err.msg);
   s_fill_task(&t, 0, 0);
   tn_wbuf_free(&b);
-  te_task_encode(&t, &b);
+  tx_task_encode(&t, &b);
   b.p[b.n - 1] = 2;
-  cr_assert_eq(te_task_decode(b.p, b.n, &got, &err), TR_EINVAL);
+  cr_assert_eq(tx_task_decode(b.p, b.n, &got, &err), TR_EINVAL);
   tn_wbuf_free(&b);
 }
 
@@ -491,7 +491,7 @@ static tk_backend s_small_panels(int64_t panel) {
   return kt;
 }
 
-/* te_gemm_panels gives what one gemm call gives, in both dtypes, with every
+/* tx_gemm_panels gives what one gemm call gives, in both dtypes, with every
 ** transpose, alpha and an accumulating beta. */
 Test(panels, same_result_as_one_call) {
   static const struct { int64_t B, M, N, K, panel; } shape[] = {
@@ -527,7 +527,7 @@ Test(panels, same_result_as_one_call) {
         int64_t lda = ta ? M : K, ldb = tb ? K : N;
         cr_assert_eq(kt.gemm(dt, ta, tb, M, N, K, 1.5, a, lda, M * K, b, ldb, K * N, 0.5, c1, N,
                              M * N, B), TR_OK);
-        cr_assert_eq(te_gemm_panels(&kt, NULL, dt, ta, tb, M, N, K, 1.5, a, lda, M * K, b, ldb,
+        cr_assert_eq(tx_gemm_panels(&kt, NULL, dt, ta, tb, M, N, K, 1.5, a, lda, M * K, b, ldb,
                                     K * N, 0.5, c2, N, M * N, B), TR_OK);
         double tol = dt == TR_F32 ? 1e-4 : 1e-12;
         for (int64_t i = 0; i < nc; i++) {
@@ -566,19 +566,19 @@ Test(panels, cancel_between_panels) {
   kt.gemm = s_gemm_cancel_at_2;
   tr_cancel_clear(&s_panel_token);
   s_panel_calls = 0;
-  cr_assert_eq(te_gemm_panels(&kt, &s_panel_token, TR_F32, 0, 0, n, n, n, 1, a, n, 0, a, n, 0, 0,
+  cr_assert_eq(tx_gemm_panels(&kt, &s_panel_token, TR_F32, 0, 0, n, n, n, 1, a, n, 0, a, n, 0, 0,
                               c, n, 0, 1), TR_EINTR);
   cr_assert_eq(s_panel_calls, 2);
   /* set before the call: no panel runs */
   s_panel_calls = 0;
-  cr_assert_eq(te_gemm_panels(&kt, &s_panel_token, TR_F32, 0, 0, n, n, n, 1, a, n, 0, a, n, 0, 0,
+  cr_assert_eq(tx_gemm_panels(&kt, &s_panel_token, TR_F32, 0, 0, n, n, n, 1, a, n, 0, a, n, 0, 0,
                               c, n, 0, 1), TR_EINTR);
   cr_assert_eq(s_panel_calls, 0);
   /* below one panel, a single call */
   tr_cancel_clear(&s_panel_token);
   kt.gemm_panel = n * n * n;
   s_panel_calls = 0;
-  cr_assert_eq(te_gemm_panels(&kt, &s_panel_token, TR_F32, 0, 0, n, n, n, 1, a, n, 0, a, n, 0, 0,
+  cr_assert_eq(tx_gemm_panels(&kt, &s_panel_token, TR_F32, 0, 0, n, n, n, 1, a, n, 0, a, n, 0, 0,
                               c, n, 0, 1), TR_OK);
   cr_assert_eq(s_panel_calls, 1);
   tr_free_aligned(a);

@@ -7,16 +7,17 @@
 #include "config.h"
 #include <criterion/criterion.h>
 #include <string.h>
-#include "engine/engine_int.h"
+#include <stdio.h>
+#include "optimize/optimize.h"
 
 /* C[i,j] = SUM_k A[i,k] * B[k,j] with the given shapes and chunks. */
-static void s_matmul(te_plan *p, int64_t I, int64_t J, int64_t K, int64_t ci, int64_t cj, int64_t ck) {
+static void s_matmul(ta_plan *p, int64_t I, int64_t J, int64_t K, int64_t ci, int64_t cj, int64_t ck) {
   memset(p, 0, sizeof *p);
   p->nrels = 3;
   const char *nm[3] = {"A", "B", "C"};
   int64_t sh[3][2] = {{I, K}, {K, J}, {I, J}}, ch[3][2] = {{ci, ck}, {ck, cj}, {ci, cj}};
   for (int r = 0; r < 3; r++) {
-    p->rels[r].kind = r < 2 ? TE_REL_STORED : TE_REL_OUTPUT;
+    p->rels[r].kind = r < 2 ? TA_REL_STORED : TA_REL_OUTPUT;
     snprintf(p->rels[r].meta.name, sizeof p->rels[r].meta.name, "%s", nm[r]);
     p->rels[r].meta.rank = 2;
     p->rels[r].meta.dtype = TR_F32;
@@ -26,7 +27,7 @@ static void s_matmul(te_plan *p, int64_t I, int64_t J, int64_t K, int64_t ci, in
       p->rels[r].meta.chunk[d] = ch[r][d];
     }
   }
-  te_node *n = &p->nodes[0];
+  ta_node *n = &p->nodes[0];
   p->nnodes = 1;
   n->nlabels = 3;
   n->nout = 2;
@@ -38,8 +39,8 @@ static void s_matmul(te_plan *p, int64_t I, int64_t J, int64_t K, int64_t ci, in
     n->chunk[l] = cz[l];
   }
   n->ninputs = 2;
-  n->in[0] = (te_operand){0, 2, {0, 2}};
-  n->in[1] = (te_operand){1, 2, {2, 1}};
+  n->in[0] = (ta_operand){0, 2, {0, 2}};
+  n->in[1] = (ta_operand){1, 2, {2, 1}};
   n->prog.n = 3;
   n->prog.code[0] = (tk_insn){TK_OP_INPUT, 0, 0};
   n->prog.code[1] = (tk_insn){TK_OP_INPUT, 1, 0};
@@ -51,10 +52,10 @@ static void s_matmul(te_plan *p, int64_t I, int64_t J, int64_t K, int64_t ci, in
 }
 
 /* Stored relations placed as FILL places them: chunk lin on site lin % m. */
-static void s_place(const te_plan *p, te_placed *pl, int m) {
-  memset(pl, 0, sizeof *pl * TE_MAX_RELS);
+static void s_place(const ta_plan *p, to_placed *pl, int m) {
+  memset(pl, 0, sizeof *pl * TA_MAX_RELS);
   for (int r = 0; r < p->nrels; r++) {
-    if (p->rels[r].kind != TE_REL_STORED) continue;
+    if (p->rels[r].kind != TA_REL_STORED) continue;
     int64_t n = tr_nchunks(&p->rels[r].meta);
     pl[r].n = n;
     pl[r].has = calloc((size_t)n, sizeof *pl[r].has);
@@ -66,26 +67,26 @@ static void s_place(const te_plan *p, te_placed *pl, int m) {
   }
 }
 
-static void s_unplace(te_placed *pl) {
-  for (int r = 0; r < TE_MAX_RELS; r++) te_placed_free(&pl[r]);
+static void s_unplace(to_placed *pl) {
+  for (int r = 0; r < TA_MAX_RELS; r++) to_placed_free(&pl[r]);
 }
 
-static const struct te_alt *s_alt(const te_opt *o, const char *prefix) {
+static const struct to_alt *s_alt(const to_opt *o, const char *prefix) {
   for (int i = 0; i < o->nalt; i++)
     if (!strncmp(o->alt[i].name, prefix, strlen(prefix))) return &o->alt[i];
   return NULL;
 }
 
 Test(optimize, rules_reach_bmm_cmm_rmm_and_rank_them_by_exact_transfer) {
-  static te_plan p;
-  te_placed pl[TE_MAX_RELS];
-  te_opt o;
+  static ta_plan p;
+  to_placed pl[TA_MAX_RELS];
+  to_opt o;
   tr_err err;
   /* i and j in 2 chunks each, so partitioning both (RMM) differs from
   ** partitioning one of them */
   s_matmul(&p, 512, 512, 512, 256, 256, 128);
   s_place(&p, pl, 4);
-  cr_assert_eq(te_optimize(&p, 4, 1, pl, NULL, &o, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(to_optimize(&p, 4, 1, pl, NULL, &o, &err), TR_OK, "%s", err.msg);
   cr_assert_not_null(s_alt(&o, "BMM"));
   cr_assert_not_null(s_alt(&o, "CMM"));
   cr_assert_not_null(s_alt(&o, "RMM"));
@@ -94,102 +95,102 @@ Test(optimize, rules_reach_bmm_cmm_rmm_and_rank_them_by_exact_transfer) {
   for (int i = 1; i < o.nalt; i++) cr_assert_leq(o.alt[i - 1].cost, o.alt[i].cost, "alternatives in cost order");
   /* CMM[k] on 4 sites with k in 4 chunks: A and B each hashed on k; the
   ** 4 output chunks' partials, 4 per chunk, 3 of them move. */
-  const struct te_alt *cmm = s_alt(&o, "CMM[k]");
+  const struct to_alt *cmm = s_alt(&o, "CMM[k]");
   cr_assert_not_null(cmm);
-  te_moves mv;
-  te_placed cur[TE_MAX_RELS];
+  to_moves mv;
+  to_placed cur[TA_MAX_RELS];
   s_place(&p, cur, 4);
-  cr_assert_eq(te_moves_compute(&p, 0, &cmm->choice[0], 4, 1, cur, &mv, 0, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(to_moves_compute(&p, 0, &cmm->choice[0], 4, 1, cur, &mv, 0, &err), TR_OK, "%s", err.msg);
   int64_t partial = 4 * 3 * 256 * 256;
   cr_assert_eq(mv.partial_floats, partial);
   cr_assert_eq(mv.total, mv.in_floats[0] + mv.in_floats[1] + partial);
   cr_assert_eq(cmm->floats, mv.total, "the alternative's cost is the moves'");
-  te_moves_free(&mv);
+  to_moves_free(&mv);
   s_unplace(cur);
-  te_opt_free(&o);
+  to_opt_free(&o);
   s_unplace(pl);
 }
 
 Test(optimize, table4_regimes) {
-  static te_plan p;
-  te_placed pl[TE_MAX_RELS];
-  te_opt o;
+  static ta_plan p;
+  to_placed pl[TA_MAX_RELS];
+  to_opt o;
   tr_err err;
   /* A common large dimension: CMM moves only small partial outputs. */
   s_matmul(&p, 256, 256, 16384, 256, 256, 2048);
   s_place(&p, pl, 4);
-  cr_assert_eq(te_optimize(&p, 4, 1, pl, NULL, &o, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(to_optimize(&p, 4, 1, pl, NULL, &o, &err), TR_OK, "%s", err.msg);
   cr_assert(!strncmp(o.alt[o.chosen].name, "CMM", 3), "chose %s", o.alt[o.chosen].name);
-  te_opt_free(&o);
+  to_opt_free(&o);
   s_unplace(pl);
   /* Two large dimensions: moving the (large) output's partials loses. */
   s_matmul(&p, 2048, 2048, 256, 512, 512, 256);
   s_place(&p, pl, 4);
-  cr_assert_eq(te_optimize(&p, 4, 1, pl, NULL, &o, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(to_optimize(&p, 4, 1, pl, NULL, &o, &err), TR_OK, "%s", err.msg);
   cr_assert(strncmp(o.alt[o.chosen].name, "CMM", 3), "chose %s", o.alt[o.chosen].name);
-  const struct te_alt *cmm = s_alt(&o, "CMM");
+  const struct to_alt *cmm = s_alt(&o, "CMM");
   cr_assert(!cmm || cmm->floats > o.alt[o.chosen].floats);
-  te_opt_free(&o);
+  to_opt_free(&o);
   s_unplace(pl);
 }
 
 Test(optimize, plan_by_name_and_unknown_names) {
-  static te_plan p;
-  te_placed pl[TE_MAX_RELS];
-  te_opt o;
+  static ta_plan p;
+  to_placed pl[TA_MAX_RELS];
+  to_opt o;
   tr_err err;
   s_matmul(&p, 512, 512, 512, 128, 128, 128);
   s_place(&p, pl, 4);
-  cr_assert_eq(te_optimize(&p, 4, 2, pl, "cmm", &o, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(to_optimize(&p, 4, 2, pl, "cmm", &o, &err), TR_OK, "%s", err.msg);
   cr_assert(!strncmp(o.alt[o.chosen].name, "CMM", 3), "forced %s", o.alt[o.chosen].name);
   cr_assert_eq(o.total, o.alt[o.chosen].floats, "the forced plan's prediction");
   cr_assert_eq(o.repl_floats, 512 * 512, "replication 2: one more copy of C");
-  te_opt_free(&o);
-  cr_assert_eq(te_optimize(&p, 4, 1, pl, "XMM", &o, &err), TR_ENOTFOUND);
+  to_opt_free(&o);
+  cr_assert_eq(to_optimize(&p, 4, 1, pl, "XMM", &o, &err), TR_ENOTFOUND);
   cr_assert(strstr(err.msg, "no plan 'XMM'") && strstr(err.msg, "CMM[k]"), "%s", err.msg);
-  cr_assert_eq(te_optimize(&p, 4, 1, pl, "BMM", &o, &err), TR_ENOTFOUND, "several BMM plans: ambiguous");
+  cr_assert_eq(to_optimize(&p, 4, 1, pl, "BMM", &o, &err), TR_ENOTFOUND, "several BMM plans: ambiguous");
   cr_assert(strstr(err.msg, "more than one"), "%s", err.msg);
   s_unplace(pl);
 }
 
 Test(optimize, side_conditions_checked_on_the_placement) {
-  static te_plan p;
-  te_placed pl[TE_MAX_RELS];
-  te_moves mv;
+  static ta_plan p;
+  to_placed pl[TA_MAX_RELS];
+  to_moves mv;
   tr_err err;
   s_matmul(&p, 512, 512, 512, 128, 128, 128);
   s_place(&p, pl, 4);
   /* A and B both kept in place are not co-partitioned on k here. */
-  te_choice c;
+  to_choice c;
   memset(&c, 0, sizeof c);
   c.drive = 0;
-  c.mv[0] = c.mv[1] = TE_MV_KEEP;
+  c.mv[0] = c.mv[1] = TO_MV_KEEP;
   c.twophase = 1;
   c.agg_part = 3;
-  cr_assert_eq(te_moves_compute(&p, 0, &c, 4, 1, pl, &mv, 0, &err), TR_EINVAL);
+  cr_assert_eq(to_moves_compute(&p, 0, &c, 4, 1, pl, &mv, 0, &err), TR_EINVAL);
   cr_assert(strstr(err.msg, "co-partitioned"), "%s", err.msg);
   /* A local aggregation whose tuples are spread over sites is refused. */
-  c.mv[1] = TE_MV_BCAST;
+  c.mv[1] = TO_MV_BCAST;
   c.twophase = 0;
-  cr_assert_eq(te_moves_compute(&p, 0, &c, 4, 1, pl, &mv, 0, &err), TR_EINVAL);
+  cr_assert_eq(to_moves_compute(&p, 0, &c, 4, 1, pl, &mv, 0, &err), TR_EINVAL);
   /* A chunk nobody holds: the error names tensor and chunk. */
   c.twophase = 1;
   pl[0].prim[5] = -1;
   pl[0].has[5] = 0;
-  cr_assert_eq(te_moves_compute(&p, 0, &c, 4, 1, pl, &mv, 0, &err), TR_ECORRUPT);
+  cr_assert_eq(to_moves_compute(&p, 0, &c, 4, 1, pl, &mv, 0, &err), TR_ECORRUPT);
   cr_assert(strstr(err.msg, "tensor A chunk [1,1]"), "%s", err.msg);
   s_unplace(pl);
 }
 
 Test(optimize, explain_formats) {
-  static te_plan p;
-  te_placed pl[TE_MAX_RELS];
-  te_opt o;
+  static ta_plan p;
+  to_placed pl[TA_MAX_RELS];
+  to_opt o;
   tr_err err;
   s_matmul(&p, 512, 512, 512, 256, 256, 128);
   s_place(&p, pl, 4);
-  cr_assert_eq(te_optimize(&p, 4, 1, pl, "CMM", &o, &err), TR_OK, "%s", err.msg);
-  char *t = te_opt_text(&p, &o, NULL), *j = te_opt_json(&p, &o, NULL), *d = te_opt_dot(&p, &o);
+  cr_assert_eq(to_optimize(&p, 4, 1, pl, "CMM", &o, &err), TR_OK, "%s", err.msg);
+  char *t = to_opt_text(&p, &o, NULL), *j = to_opt_json(&p, &o, NULL), *d = to_opt_dot(&p, &o);
   cr_assert(t && strstr(t, "IA plan on 4 sites: CMM[k]") && strstr(t, "<- chosen") && strstr(t, "shuffle A"), "%s", t);
   cr_assert(j && strstr(j, "\"sites\": 4") && strstr(j, "\"chosen\": {\"name\": \"CMM[k]\"") &&
                 strstr(j, "\"op\": \"shuffle\"") && strstr(j, "\"op\": \"local_join\"") &&
@@ -199,6 +200,6 @@ Test(optimize, explain_formats) {
   free(t);
   free(j);
   free(d);
-  te_opt_free(&o);
+  to_opt_free(&o);
   s_unplace(pl);
 }

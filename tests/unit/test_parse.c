@@ -5,7 +5,7 @@
 ** numbers, error messages, statement boundaries and the keyword list.
 */
 #include "config.h"
-#include "engine/engine_int.h"
+#include "parse/parse.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -13,12 +13,12 @@
 
 /* ---- helpers ----------------------------------------------------------- */
 
-static te_stmt *ok(const char *text) {
-  te_stmt *st = NULL;
+static tp_stmt *ok(const char *text) {
+  tp_stmt *st = NULL;
   tr_err err;
   int rc;
   tr_clearerr(&err);
-  rc = te_parse(text, strlen(text), &st, &err);
+  rc = tp_parse(text, strlen(text), &st, &err);
   cr_assert_eq(rc, TR_OK, "parse of \"%s\" failed: %s", text, err.msg);
   cr_assert_not_null(st);
   return st;
@@ -27,11 +27,11 @@ static te_stmt *ok(const char *text) {
 /* Parse must fail with TR_ESYNTAX and a message containing each needle
 ** (a NULL-terminated list); returns nothing. */
 static void bad_(const char *text, const char *const *needles) {
-  te_stmt *st = (te_stmt *)1;
+  tp_stmt *st = (tp_stmt *)1;
   tr_err err;
   int rc, i;
   tr_clearerr(&err);
-  rc = te_parse(text, strlen(text), &st, &err);
+  rc = tp_parse(text, strlen(text), &st, &err);
   cr_assert_eq(rc, TR_ESYNTAX, "parse of \"%s\": rc %d (%s)", text, rc,
                err.msg);
   cr_assert_null(st, "no tree on failure");
@@ -69,22 +69,22 @@ static const char *agg_name(int op) {
 }
 
 /* Render an expression fully parenthesised into buf. */
-static void render(const te_expr *e, char *buf, size_t size) {
+static void render(const tp_expr *e, char *buf, size_t size) {
   char a[1024], b[1024];
   int i;
   size_t o;
   switch (e->kind) {
-  case TE_EXPR_NUM:
+  case TP_EXPR_NUM:
     snprintf(buf, size, "%g", e->num);
     return;
-  case TE_EXPR_REF:
+  case TP_EXPR_REF:
     o = (size_t)snprintf(buf, size, "%s[", e->name);
     for (i = 0; i < e->nlabels && o < size; i++)
       o += (size_t)snprintf(buf + o, size - o, "%s%s", i ? "," : "",
                             e->labels[i]);
     if (o < size) snprintf(buf + o, size - o, "]");
     return;
-  case TE_EXPR_BIN:
+  case TP_EXPR_BIN:
     cr_assert_not_null(e->a);
     cr_assert_not_null(e->b);
     render(e->a, a, sizeof a);
@@ -92,13 +92,13 @@ static void render(const te_expr *e, char *buf, size_t size) {
     /* Rendered trees in these tests are short; cut, never overflow. */
     if (snprintf(buf, size, "(%.500s %c %.500s)", a, e->op, b) < 0) buf[0] = '\0';
     return;
-  case TE_EXPR_FN:
+  case TP_EXPR_FN:
     cr_assert_not_null(e->a);
     cr_assert_null(e->b);
     render(e->a, a, sizeof a);
     snprintf(buf, size, "%s(%s)", fn_name(e->op), a);
     return;
-  case TE_EXPR_AGG:
+  case TP_EXPR_AGG:
     cr_assert_not_null(e->a);
     cr_assert_null(e->b);
     render(e->a, a, sizeof a);
@@ -110,20 +110,20 @@ static void render(const te_expr *e, char *buf, size_t size) {
 
 /* Parse an assignment and compare its right-hand side's rendering. */
 static void rhs_is(const char *text, const char *want) {
-  te_stmt *st = ok(text);
+  tp_stmt *st = ok(text);
   char buf[2048];
-  cr_assert(st->kind == TE_ST_ASSIGN);
+  cr_assert(st->kind == TP_ST_ASSIGN);
   cr_assert_not_null(st->rhs);
   render(st->rhs, buf, sizeof buf);
   cr_assert_str_eq(buf, want, "\"%s\" parsed as %s", text, buf);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
 }
 
 /* ---- CREATE ------------------------------------------------------------ */
 
 Test(create, full) {
-  te_stmt *st = ok("CREATE TENSOR A[100, 200] CHUNK [10, 20] TYPE f64;");
-  cr_assert_eq(st->kind, TE_ST_CREATE);
+  tp_stmt *st = ok("CREATE TENSOR A[100, 200] CHUNK [10, 20] TYPE f64;");
+  cr_assert_eq(st->kind, TP_ST_CREATE);
   cr_assert_str_eq(st->name, "A");
   cr_assert_eq(st->rank, 2);
   cr_assert_eq(st->shape[0], 100);
@@ -135,39 +135,39 @@ Test(create, full) {
   cr_assert(st->has_type);
   cr_assert_eq(st->dtype, TR_F64);
   cr_assert_null(st->rhs);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   cr_assert_null(st);
-  te_stmt_free(&st); /* twice is safe */
-  te_stmt_free(NULL);
+  tp_stmt_free(&st); /* twice is safe */
+  tp_stmt_free(NULL);
 }
 
 Test(create, options_either_order_and_optional) {
-  te_stmt *st = ok("create tensor B[3] type F32 chunk [1]");
+  tp_stmt *st = ok("create tensor B[3] type F32 chunk [1]");
   cr_assert_eq(st->rank, 1);
   cr_assert(st->has_type && st->dtype == TR_F32);
   cr_assert(st->has_chunk && st->chunk_rank == 1 && st->chunk[0] == 1);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("CREATE TENSOR B[3,4];");
   cr_assert(!st->has_type && !st->has_chunk);
   cr_assert_eq(st->rank, 2);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
 }
 
 Test(create, rank0_and_rank8) {
-  te_stmt *st = ok("CREATE TENSOR s[];");
+  tp_stmt *st = ok("CREATE TENSOR s[];");
   cr_assert_eq(st->rank, 0);
   cr_assert_str_eq(st->name, "s");
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("CREATE TENSOR s[] CHUNK [];");
   cr_assert(st->has_chunk && st->chunk_rank == 0);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("CREATE TENSOR r8[1,2,3,4,5,6,7,8] CHUNK [1,1,1,1,1,1,1,1];");
   cr_assert_eq(st->rank, 8);
   cr_assert_eq(st->shape[7], 8);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("CREATE TENSOR big[4611686018427387904];"); /* 2^62 */
   cr_assert_eq(st->shape[0], INT64_C(4611686018427387904));
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
 }
 
 Test(create, errors) {
@@ -196,21 +196,21 @@ Test(create, errors) {
 /* ---- LOAD / SAVE ------------------------------------------------------- */
 
 Test(load, forms) {
-  te_stmt *st = ok("LOAD A FROM 'data/a.npy' CHUNK [10, 10] TYPE f32;");
-  cr_assert_eq(st->kind, TE_ST_LOAD);
+  tp_stmt *st = ok("LOAD A FROM 'data/a.npy' CHUNK [10, 10] TYPE f32;");
+  cr_assert_eq(st->kind, TP_ST_LOAD);
   cr_assert_str_eq(st->name, "A");
   cr_assert_str_eq(st->path, "data/a.npy");
   cr_assert(st->has_chunk && st->chunk_rank == 2 && st->chunk[1] == 10);
   cr_assert(st->has_type && st->dtype == TR_F32);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("load B from 'it''s; -- here.csv'");
   cr_assert_str_eq(st->path, "it's; -- here.csv");
   cr_assert(!st->has_chunk && !st->has_type);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("LOAD B FROM '''' TYPE f64 CHUNK [2];");
   cr_assert_str_eq(st->path, "'");
   cr_assert(st->has_chunk && st->has_type && st->dtype == TR_F64);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
 }
 
 Test(load, errors) {
@@ -223,27 +223,27 @@ Test(load, errors) {
 }
 
 Test(save, forms) {
-  te_stmt *st = ok("SAVE A TO '/tmp/out.npy';");
-  cr_assert_eq(st->kind, TE_ST_SAVE);
+  tp_stmt *st = ok("SAVE A TO '/tmp/out.npy';");
+  cr_assert_eq(st->kind, TP_ST_SAVE);
   cr_assert_str_eq(st->name, "A");
   cr_assert_str_eq(st->path, "/tmp/out.npy");
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   bad("SAVE A '/tmp/x';", "expected TO");
   bad("SAVE A TO '/tmp/x' CHUNK [1];", "unexpected 'CHUNK'");
 }
 
 Test(paths, length_limit) {
-  static char text[TE_PATH_MAX + 64];
-  static char path[TE_PATH_MAX + 1];
-  te_stmt *st;
-  memset(path, 'p', TE_PATH_MAX - 1);
-  path[TE_PATH_MAX - 1] = '\0';
+  static char text[TP_PATH_MAX + 64];
+  static char path[TP_PATH_MAX + 1];
+  tp_stmt *st;
+  memset(path, 'p', TP_PATH_MAX - 1);
+  path[TP_PATH_MAX - 1] = '\0';
   snprintf(text, sizeof text, "SAVE A TO '%s';", path);
   st = ok(text);
-  cr_assert_eq(strlen(st->path), TE_PATH_MAX - 1);
-  te_stmt_free(&st);
-  path[TE_PATH_MAX - 1] = 'p';
-  path[TE_PATH_MAX] = '\0';
+  cr_assert_eq(strlen(st->path), TP_PATH_MAX - 1);
+  tp_stmt_free(&st);
+  path[TP_PATH_MAX - 1] = 'p';
+  path[TP_PATH_MAX] = '\0';
   snprintf(text, sizeof text, "SAVE A TO '%s';", path);
   bad(text, "file name too long");
 }
@@ -251,33 +251,33 @@ Test(paths, length_limit) {
 /* ---- FILL -------------------------------------------------------------- */
 
 Test(fill, forms) {
-  te_stmt *st = ok("FILL A ZEROS;");
-  cr_assert_eq(st->kind, TE_ST_FILL);
-  cr_assert_eq(st->fill, TE_FILL_ZEROS);
+  tp_stmt *st = ok("FILL A ZEROS;");
+  cr_assert_eq(st->kind, TP_ST_FILL);
+  cr_assert_eq(st->fill, TP_FILL_ZEROS);
   cr_assert(!st->has_seed);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("fill A ones");
-  cr_assert_eq(st->fill, TE_FILL_ONES);
-  te_stmt_free(&st);
+  cr_assert_eq(st->fill, TP_FILL_ONES);
+  tp_stmt_free(&st);
   st = ok("FILL A Identity;");
-  cr_assert_eq(st->fill, TE_FILL_IDENTITY);
-  te_stmt_free(&st);
+  cr_assert_eq(st->fill, TP_FILL_IDENTITY);
+  tp_stmt_free(&st);
   st = ok("FILL A UNIFORM(-1, 2.5) SEED 42;");
-  cr_assert_eq(st->fill, TE_FILL_UNIFORM);
+  cr_assert_eq(st->fill, TP_FILL_UNIFORM);
   cr_assert_float_eq(st->p0, -1.0, 1e-15);
   cr_assert_float_eq(st->p1, 2.5, 1e-15);
   cr_assert(st->has_seed);
   cr_assert_eq(st->seed, 42);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("FILL W NORMAL(+0, .5e-1);");
-  cr_assert_eq(st->fill, TE_FILL_NORMAL);
+  cr_assert_eq(st->fill, TP_FILL_NORMAL);
   cr_assert_float_eq(st->p0, 0.0, 1e-15);
   cr_assert_float_eq(st->p1, 0.05, 1e-15);
   cr_assert(!st->has_seed);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("FILL W NORMAL(0, 1) seed 18446744073709551615;");
   cr_assert_eq(st->seed, UINT64_MAX);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
 }
 
 Test(fill, errors) {
@@ -296,29 +296,29 @@ Test(fill, errors) {
 /* ---- SHOW / DESCRIBE / DROP / PRINT ------------------------------------ */
 
 Test(misc, show_describe_drop) {
-  te_stmt *st = ok("SHOW TENSORS;");
-  cr_assert_eq(st->kind, TE_ST_SHOW);
-  te_stmt_free(&st);
+  tp_stmt *st = ok("SHOW TENSORS;");
+  cr_assert_eq(st->kind, TP_ST_SHOW);
+  tp_stmt_free(&st);
   st = ok("show tensors");
-  cr_assert_eq(st->kind, TE_ST_SHOW);
-  te_stmt_free(&st);
+  cr_assert_eq(st->kind, TP_ST_SHOW);
+  tp_stmt_free(&st);
   st = ok("DESCRIBE Weights;");
-  cr_assert_eq(st->kind, TE_ST_DESCRIBE);
+  cr_assert_eq(st->kind, TP_ST_DESCRIBE);
   cr_assert_str_eq(st->name, "Weights");
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("DROP TENSOR A;");
-  cr_assert_eq(st->kind, TE_ST_DROP);
+  cr_assert_eq(st->kind, TP_ST_DROP);
   cr_assert_str_eq(st->name, "A");
   cr_assert(!st->if_exists);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("drop tensor if exists A");
   cr_assert(st->if_exists);
   cr_assert_str_eq(st->name, "A");
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("DROP TENSOR IF;"); /* a tensor called IF */
   cr_assert(!st->if_exists);
   cr_assert_str_eq(st->name, "IF");
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   bad("SHOW;", "near ';'", "expected TENSORS");
   bad("SHOW TABLES;", "near 'TABLES'", "expected TENSORS");
   bad("DESCRIBE;", "expected tensor name");
@@ -328,16 +328,16 @@ Test(misc, show_describe_drop) {
 }
 
 Test(print, forms) {
-  te_stmt *st = ok("PRINT A;");
-  cr_assert_eq(st->kind, TE_ST_PRINT);
+  tp_stmt *st = ok("PRINT A;");
+  cr_assert_eq(st->kind, TP_ST_PRINT);
   cr_assert_str_eq(st->name, "A");
   cr_assert_eq(st->nranges, 0);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("PRINT A[0:4, 2:5];");
   cr_assert_eq(st->nranges, 2);
   cr_assert(st->lo[0] == 0 && st->hi[0] == 4);
   cr_assert(st->lo[1] == 2 && st->hi[1] == 5);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("print A[3, :, :7, 1:, 9:10]");
   cr_assert_eq(st->nranges, 5);
   cr_assert(st->lo[0] == 3 && st->hi[0] == 4);
@@ -345,10 +345,10 @@ Test(print, forms) {
   cr_assert(st->lo[2] == 0 && st->hi[2] == 7);
   cr_assert(st->lo[3] == 1 && st->hi[3] == -1);
   cr_assert(st->lo[4] == 9 && st->hi[4] == 10);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("PRINT s[];");
   cr_assert_eq(st->nranges, 0);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
 }
 
 Test(print, errors) {
@@ -366,17 +366,17 @@ Test(print, errors) {
 /* ---- Assignments ------------------------------------------------------- */
 
 Test(assign, matmul) {
-  te_stmt *st = ok("C[i,j] = A[i,k] * B[k,j];");
-  te_expr *e;
-  cr_assert_eq(st->kind, TE_ST_ASSIGN);
+  tp_stmt *st = ok("C[i,j] = A[i,k] * B[k,j];");
+  tp_expr *e;
+  cr_assert_eq(st->kind, TP_ST_ASSIGN);
   cr_assert_str_eq(st->name, "C");
   cr_assert_eq(st->nout, 2);
   cr_assert_str_eq(st->out_labels[0], "i");
   cr_assert_str_eq(st->out_labels[1], "j");
   e = st->rhs;
-  cr_assert_eq(e->kind, TE_EXPR_BIN);
+  cr_assert_eq(e->kind, TP_EXPR_BIN);
   cr_assert_eq(e->op, '*');
-  cr_assert_eq(e->a->kind, TE_EXPR_REF);
+  cr_assert_eq(e->a->kind, TP_EXPR_REF);
   cr_assert_str_eq(e->a->name, "A");
   cr_assert_eq(e->a->nlabels, 2);
   cr_assert_str_eq(e->a->labels[0], "i");
@@ -385,11 +385,11 @@ Test(assign, matmul) {
   cr_assert_str_eq(e->b->labels[0], "k");
   cr_assert_str_eq(e->b->labels[1], "j");
   cr_assert_eq(e->line, 1);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
 }
 
 Test(assign, examples) {
-  te_stmt *st;
+  tp_stmt *st;
   rhs_is("C[i,j] = A[i,k] * B[k,j];", "(A[i,k] * B[k,j])");
   rhs_is("D[i,j] = MAX(A[i,k] + B[k,j]);", "MAX((A[i,k] + B[k,j]))");
   rhs_is("E[i,j] = SUM((X[i,k] - Y[j,k]) ^ 2);",
@@ -401,18 +401,18 @@ Test(assign, examples) {
          "relu(SUM((X[n,d] * W[d,h])))");
   st = ok("s[] = SUM(A[i,j]);");
   cr_assert_eq(st->nout, 0);
-  cr_assert_eq(st->rhs->kind, TE_EXPR_AGG);
+  cr_assert_eq(st->rhs->kind, TP_EXPR_AGG);
   cr_assert_eq(st->rhs->op, TK_AGG_SUM);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("T[j,i] = A[i,j];");
   cr_assert_str_eq(st->out_labels[0], "j");
   cr_assert_str_eq(st->out_labels[1], "i");
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("H[n,h] = relu(SUM(X[n,d] * W[d,h]));");
-  cr_assert_eq(st->rhs->kind, TE_EXPR_FN);
+  cr_assert_eq(st->rhs->kind, TP_EXPR_FN);
   cr_assert_eq(st->rhs->op, TK_OP_RELU);
-  cr_assert_eq(st->rhs->a->kind, TE_EXPR_AGG);
-  te_stmt_free(&st);
+  cr_assert_eq(st->rhs->a->kind, TP_EXPR_AGG);
+  tp_stmt_free(&st);
 }
 
 Test(expr, precedence_and_associativity) {
@@ -432,17 +432,17 @@ Test(expr, precedence_and_associativity) {
 }
 
 Test(expr, numbers) {
-  te_stmt *st;
+  tp_stmt *st;
   rhs_is("x[] = 1 + 2.5 + .5 + 1e-3 + 2E+2 + 7.;",
          "(((((1 + 2.5) + 0.5) + 0.001) + 200) + 7)");
   st = ok("x[] = -2;");
-  cr_assert_eq(st->rhs->kind, TE_EXPR_NUM, "negative literal folds");
+  cr_assert_eq(st->rhs->kind, TP_EXPR_NUM, "negative literal folds");
   cr_assert_float_eq(st->rhs->num, -2.0, 0);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("x[] = -2 ^ 2;");
-  cr_assert_eq(st->rhs->kind, TE_EXPR_FN, "-2^2 is -(2^2)");
+  cr_assert_eq(st->rhs->kind, TP_EXPR_FN, "-2^2 is -(2^2)");
   cr_assert_eq(st->rhs->op, TK_OP_NEG);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   bad("x[] = 1e999;", "number out of range");
   bad("x[] = 2abc;", "malformed number");
   bad("x[] = 1.2.3;", "malformed number");
@@ -460,35 +460,35 @@ Test(expr, functions_case_insensitive) {
   char text[128];
   size_t i;
   for (i = 0; i < sizeof fns / sizeof fns[0]; i++) {
-    te_stmt *st;
+    tp_stmt *st;
     snprintf(text, sizeof text, "y[i] = %s(x[i]);", fns[i].fn);
     st = ok(text);
-    cr_assert_eq(st->rhs->kind, TE_EXPR_FN);
+    cr_assert_eq(st->rhs->kind, TP_EXPR_FN);
     cr_assert_eq(st->rhs->op, fns[i].op, "%s", fns[i].fn);
-    cr_assert_eq(st->rhs->a->kind, TE_EXPR_REF);
-    te_stmt_free(&st);
+    cr_assert_eq(st->rhs->a->kind, TP_EXPR_REF);
+    tp_stmt_free(&st);
   }
   for (i = 0; i < sizeof aggs / sizeof aggs[0]; i++) {
-    te_stmt *st;
+    tp_stmt *st;
     snprintf(text, sizeof text, "y[i] = %s(x[i,j]);", aggs[i].fn);
     st = ok(text);
-    cr_assert_eq(st->rhs->kind, TE_EXPR_AGG);
+    cr_assert_eq(st->rhs->kind, TP_EXPR_AGG);
     cr_assert_eq(st->rhs->op, aggs[i].op, "%s", aggs[i].fn);
-    te_stmt_free(&st);
+    tp_stmt_free(&st);
   }
 }
 
 Test(expr, names_are_case_sensitive_and_not_reserved) {
-  te_stmt *st = ok("sum[i] = Sum[i] + SUM(max[i,j]) + exp[i];");
+  tp_stmt *st = ok("sum[i] = Sum[i] + SUM(max[i,j]) + exp[i];");
   char buf[512];
   cr_assert_str_eq(st->name, "sum");
   render(st->rhs, buf, sizeof buf);
   cr_assert_str_eq(buf, "((Sum[i] + SUM(max[i,j])) + exp[i])");
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("print[i] = show[i];");
-  cr_assert_eq(st->kind, TE_ST_ASSIGN);
+  cr_assert_eq(st->kind, TP_ST_ASSIGN);
   cr_assert_str_eq(st->name, "print");
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
 }
 
 Test(expr, errors) {
@@ -516,18 +516,18 @@ Test(expr, errors) {
 }
 
 Test(expr, rank8_refs) {
-  te_stmt *st = ok("x[a,b,c,d,e,f,g,h] = A[a,b,c,d,e,f,g,h];");
+  tp_stmt *st = ok("x[a,b,c,d,e,f,g,h] = A[a,b,c,d,e,f,g,h];");
   cr_assert_eq(st->nout, 8);
   cr_assert_eq(st->rhs->nlabels, 8);
   cr_assert_str_eq(st->rhs->labels[7], "h");
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
 }
 
 Test(expr, nesting_limit) {
   static char text[8192];
   size_t o = 0;
   int i;
-  te_stmt *st;
+  tp_stmt *st;
   /* 150 parentheses: fine */
   o = (size_t)snprintf(text, sizeof text, "x[] = ");
   for (i = 0; i < 150; i++) text[o++] = '(';
@@ -536,8 +536,8 @@ Test(expr, nesting_limit) {
   text[o++] = ';';
   text[o] = '\0';
   st = ok(text);
-  cr_assert_eq(st->rhs->kind, TE_EXPR_REF);
-  te_stmt_free(&st);
+  cr_assert_eq(st->rhs->kind, TP_EXPR_REF);
+  tp_stmt_free(&st);
   /* 1000 parentheses: too deep */
   o = (size_t)snprintf(text, sizeof text, "x[] = ");
   for (i = 0; i < 1000; i++) text[o++] = '(';
@@ -564,19 +564,19 @@ Test(expr, nesting_limit) {
 }
 
 Test(expr, long_names) {
-  char name[TE_NAME_MAX + 1], text[512];
-  te_stmt *st;
-  memset(name, 'n', TE_NAME_MAX - 1);
-  name[TE_NAME_MAX - 1] = '\0';
+  char name[TP_NAME_MAX + 1], text[512];
+  tp_stmt *st;
+  memset(name, 'n', TP_NAME_MAX - 1);
+  name[TP_NAME_MAX - 1] = '\0';
   snprintf(text, sizeof text, "%s[%s] = %s[%s];", name, name, name, name);
   st = ok(text);
   cr_assert_str_eq(st->name, name);
   cr_assert_str_eq(st->out_labels[0], name);
   cr_assert_str_eq(st->rhs->name, name);
   cr_assert_str_eq(st->rhs->labels[0], name);
-  te_stmt_free(&st);
-  name[TE_NAME_MAX - 1] = 'n';
-  name[TE_NAME_MAX] = '\0';
+  tp_stmt_free(&st);
+  name[TP_NAME_MAX - 1] = 'n';
+  name[TP_NAME_MAX] = '\0';
   snprintf(text, sizeof text, "CREATE TENSOR %s[3];", name);
   bad(text, "tensor name", "too long");
   snprintf(text, sizeof text, "x[%s] = a[i];", name);
@@ -590,64 +590,64 @@ Test(expr, long_names) {
 /* ---- EXPLAIN ----------------------------------------------------------- */
 
 Test(explain, assignment) {
-  te_stmt *st = ok("EXPLAIN C[i,j] = A[i,k] * B[k,j];");
-  cr_assert_eq(st->kind, TE_ST_EXPLAIN);
+  tp_stmt *st = ok("EXPLAIN C[i,j] = A[i,k] * B[k,j];");
+  cr_assert_eq(st->kind, TP_ST_EXPLAIN);
   cr_assert_str_eq(st->name, "C");
   cr_assert_eq(st->nout, 2);
-  cr_assert_eq(st->rhs->kind, TE_EXPR_BIN);
-  te_stmt_free(&st);
+  cr_assert_eq(st->rhs->kind, TP_EXPR_BIN);
+  tp_stmt_free(&st);
   st = ok("explain s[] = SUM(A[i,j])");
-  cr_assert_eq(st->kind, TE_ST_EXPLAIN);
+  cr_assert_eq(st->kind, TP_ST_EXPLAIN);
   cr_assert_eq(st->nout, 0);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   bad("EXPLAIN SHOW TENSORS;", "expected an assignment");
   bad("EXPLAIN;", "expected an assignment");
   bad("EXPLAIN C[i,i] = A[i,j];", "output label 'i' repeated");
 }
 
 Test(explain, analyze_and_format) {
-  te_stmt *st = ok("EXPLAIN C[i] = A[i];");
+  tp_stmt *st = ok("EXPLAIN C[i] = A[i];");
   cr_assert(!st->analyze && !st->json, "plain EXPLAIN: text, not run");
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("EXPLAIN ANALYZE C[i,j] = A[i,k] * B[k,j];");
-  cr_assert_eq(st->kind, TE_ST_EXPLAIN);
+  cr_assert_eq(st->kind, TP_ST_EXPLAIN);
   cr_assert(st->analyze && !st->json);
   cr_assert_str_eq(st->name, "C");
   cr_assert_eq(st->nout, 2);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("EXPLAIN (FORMAT JSON) C[i] = A[i];");
   cr_assert(!st->analyze && st->json);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("EXPLAIN ANALYZE (FORMAT JSON) C[i] = A[i];");
   cr_assert(st->analyze && st->json);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("EXPLAIN (FORMAT TEXT) C[i] = A[i]");
   cr_assert(!st->analyze && !st->json);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("explain analyze ( format json ) c[i] = a[i];");
   cr_assert(st->analyze && st->json, "keywords in any case");
   cr_assert_str_eq(st->name, "c");
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("ExPlAiN AnAlYzE (FoRmAt TeXt) c[i] = a[i];");
   cr_assert(st->analyze && !st->json);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
 }
 
 Test(explain, keywords_not_reserved) {
   /* ANALYZE followed by '[' is the tensor assigned to */
-  te_stmt *st = ok("EXPLAIN ANALYZE[i] = A[i];");
+  tp_stmt *st = ok("EXPLAIN ANALYZE[i] = A[i];");
   cr_assert(!st->analyze);
   cr_assert_str_eq(st->name, "ANALYZE");
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("EXPLAIN ANALYZE analyze[i] = json[i];");
   cr_assert(st->analyze);
   cr_assert_str_eq(st->name, "analyze");
   cr_assert_str_eq(st->rhs->name, "json");
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("EXPLAIN (FORMAT JSON) format[i] = text[i];");
   cr_assert(st->json);
   cr_assert_str_eq(st->name, "format");
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
 }
 
 Test(explain, option_errors) {
@@ -694,24 +694,24 @@ Test(set, values) {
   };
   size_t i;
   for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    te_stmt *st = ok(cases[i].text);
-    cr_assert_eq(st->kind, TE_ST_SET, "%s", cases[i].text);
+    tp_stmt *st = ok(cases[i].text);
+    cr_assert_eq(st->kind, TP_ST_SET, "%s", cases[i].text);
     cr_assert_str_eq(st->setting, cases[i].setting, "%s", cases[i].text);
     cr_assert_str_eq(st->value, cases[i].value, "%s", cases[i].text);
     cr_assert_null(st->rhs);
-    te_stmt_free(&st);
+    tp_stmt_free(&st);
   }
 }
 
 Test(set, not_reserved) {
-  te_stmt *st = ok("SET[i] = A[i];");
-  cr_assert_eq(st->kind, TE_ST_ASSIGN, "SET followed by '[' is a tensor");
+  tp_stmt *st = ok("SET[i] = A[i];");
+  cr_assert_eq(st->kind, TP_ST_ASSIGN, "SET followed by '[' is a tensor");
   cr_assert_str_eq(st->name, "SET");
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
 }
 
 Test(set, errors) {
-  char text[200], name[TE_NAME_MAX + 1];
+  char text[200], name[TP_NAME_MAX + 1];
   bad("SET x = ;", "near ';'", "expected a value (a number or a name)");
   bad("SET x =", "end of input", "expected a value");
   bad("SET x = 'abc';", "near ''abc''", "expected a value");
@@ -725,23 +725,23 @@ Test(set, errors) {
   bad("SET x = 4 5;", "unexpected '5' after end of statement");
   bad("SET x = 1.2.3;", "malformed number");
   bad("SET x = 1e999;", "number out of range");
-  memset(name, 'v', TE_NAME_MAX);
-  name[TE_NAME_MAX] = '\0';
+  memset(name, 'v', TP_NAME_MAX);
+  name[TP_NAME_MAX] = '\0';
   snprintf(text, sizeof text, "SET x = %s;", name);
   bad(text, "value too long");
-  snprintf(text, sizeof text, "SET x = -%.*s;", TE_NAME_MAX - 1,
+  snprintf(text, sizeof text, "SET x = -%.*s;", TP_NAME_MAX - 1,
            "123456789012345678901234567890123456789012345678901234567890123");
   bad(text, "value too long");
   snprintf(text, sizeof text, "SET %s = 1;", name);
   bad(text, "setting name", "too long");
   {
-    te_stmt *st;
-    name[TE_NAME_MAX - 1] = '\0'; /* the longest that fits */
+    tp_stmt *st;
+    name[TP_NAME_MAX - 1] = '\0'; /* the longest that fits */
     snprintf(text, sizeof text, "SET %s = %s;", name, name);
     st = ok(text);
     cr_assert_str_eq(st->setting, name);
     cr_assert_str_eq(st->value, name);
-    te_stmt_free(&st);
+    tp_stmt_free(&st);
   }
 }
 
@@ -755,82 +755,82 @@ Test(lex, comments_and_lines) {
       "  * 2\n"
       "  + relu(\n"
       "  B[k,j]);  -- trailing\n";
-  te_stmt *st = ok(text);
-  te_expr *e = st->rhs;
+  tp_stmt *st = ok(text);
+  tp_expr *e = st->rhs;
   /* ((A * 2) + relu(B)) */
-  cr_assert_eq(e->kind, TE_EXPR_BIN);
+  cr_assert_eq(e->kind, TP_EXPR_BIN);
   cr_assert_eq(e->op, '+');
   cr_assert_eq(e->line, 3, "line of the first token of the sum");
   cr_assert_eq(e->a->line, 3);
   cr_assert_eq(e->a->a->line, 3);
   cr_assert_eq(e->a->b->line, 4);
-  cr_assert_eq(e->b->kind, TE_EXPR_FN);
+  cr_assert_eq(e->b->kind, TP_EXPR_FN);
   cr_assert_eq(e->b->line, 5);
   cr_assert_eq(e->b->a->line, 6);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("x[] =\n\n-a[];");
   cr_assert_eq(st->rhs->line, 3);
   cr_assert_eq(st->rhs->a->line, 3);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("SAVE A TO 'two\nlines';\n");
   cr_assert_str_eq(st->path, "two\nlines");
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("SAVE A TO 'x'\n\n;");
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
 }
 
 Test(lex, lines_after_multiline_string) {
-  te_stmt *st = ok("FILL A\r\n UNIFORM(0, 1)\r\n SEED 7; -- tail");
+  tp_stmt *st = ok("FILL A\r\n UNIFORM(0, 1)\r\n SEED 7; -- tail");
   cr_assert_eq(st->seed, 7);
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   /* a string spanning lines advances the line count */
   st = ok("LOAD A FROM 'a\nb\nc'; ");
   cr_assert_str_eq(st->path, "a\nb\nc");
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
 }
 
 Test(lex, double_dash_is_a_comment) {
-  te_stmt *st = ok("x[i] = a[i]--b[i];\n;");
-  cr_assert_eq(st->rhs->kind, TE_EXPR_REF, "a--b is a then a comment");
-  te_stmt_free(&st);
+  tp_stmt *st = ok("x[i] = a[i]--b[i];\n;");
+  cr_assert_eq(st->rhs->kind, TP_EXPR_REF, "a--b is a then a comment");
+  tp_stmt_free(&st);
 }
 
 Test(lex, keywords_any_case) {
-  te_stmt *st = ok("CrEaTe TeNsOr A[2] ChUnK [1] tYpE F64;");
-  cr_assert_eq(st->kind, TE_ST_CREATE);
+  tp_stmt *st = ok("CrEaTe TeNsOr A[2] ChUnK [1] tYpE F64;");
+  cr_assert_eq(st->kind, TP_ST_CREATE);
   cr_assert_str_eq(st->name, "A");
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   st = ok("DeScRiBe abc");
   cr_assert_str_eq(st->name, "abc");
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
 }
 
 Test(lex, len_is_respected) {
   const char *text = "PRINT A; garbage @@@";
-  te_stmt *st = NULL;
+  tp_stmt *st = NULL;
   tr_err err;
-  cr_assert_eq(te_parse(text, 8, &st, &err), TR_OK);
+  cr_assert_eq(tp_parse(text, 8, &st, &err), TR_OK);
   cr_assert_str_eq(st->name, "A");
-  te_stmt_free(&st);
-  cr_assert_eq(te_parse(text, 7, &st, &err), TR_OK, "';' optional");
-  te_stmt_free(&st);
-  cr_assert_eq(te_parse("PRINT A\0B", 9, &st, &err), TR_ESYNTAX);
+  tp_stmt_free(&st);
+  cr_assert_eq(tp_parse(text, 7, &st, &err), TR_OK, "';' optional");
+  tp_stmt_free(&st);
+  cr_assert_eq(tp_parse("PRINT A\0B", 9, &st, &err), TR_ESYNTAX);
   cr_assert_null(st);
   cr_assert_not_null(strstr(err.msg, "unexpected character"), "%s", err.msg);
 }
 
 Test(lex, empty_statements) {
-  te_stmt *st = (te_stmt *)1;
+  tp_stmt *st = (tp_stmt *)1;
   tr_err err;
   bad(";", "empty statement");
   bad("", "empty statement");
   bad("  -- only a comment\n ;", "empty statement");
-  cr_assert_eq(te_parse(NULL, 0, &st, &err), TR_ESYNTAX);
+  cr_assert_eq(tp_parse(NULL, 0, &st, &err), TR_ESYNTAX);
   cr_assert_null(st);
-  cr_assert_eq(te_parse("x", 1, NULL, &err), TR_EINVAL);
-  cr_assert_eq(te_parse("PRINT A;", 8, &st, NULL), TR_OK, "err may be NULL");
-  te_stmt_free(&st);
-  cr_assert_eq(te_parse("PRINT;", 6, &st, NULL), TR_ESYNTAX);
+  cr_assert_eq(tp_parse("x", 1, NULL, &err), TR_EINVAL);
+  cr_assert_eq(tp_parse("PRINT A;", 8, &st, NULL), TR_OK, "err may be NULL");
+  tp_stmt_free(&st);
+  cr_assert_eq(tp_parse("PRINT;", 6, &st, NULL), TR_ESYNTAX);
 }
 
 Test(lex, unknown_statement) {
@@ -841,50 +841,50 @@ Test(lex, unknown_statement) {
 
 Test(lex, message_shows_long_token_truncated) {
   char text[300];
-  te_stmt *st = NULL;
+  tp_stmt *st = NULL;
   tr_err err;
   memset(text, 'z', 200);
   memcpy(text, "PRINT A ", 8);
   text[200] = '\0';
-  cr_assert_eq(te_parse(text, strlen(text), &st, &err), TR_ESYNTAX);
+  cr_assert_eq(tp_parse(text, strlen(text), &st, &err), TR_ESYNTAX);
   cr_assert_not_null(strstr(err.msg, "..."), "%s", err.msg);
   cr_assert_lt(strlen(err.msg), 150);
 }
 
-/* ---- te_statement_end / te_is_blank ------------------------------------ */
+/* ---- tp_statement_end / tp_is_blank ------------------------------------ */
 
 Test(statement_end, tricky) {
-  cr_assert_eq(te_statement_end(""), 0);
-  cr_assert_eq(te_statement_end(NULL), 0);
-  cr_assert_eq(te_statement_end("PRINT A"), 0);
-  cr_assert_eq(te_statement_end("PRINT A;"), 8);
-  cr_assert_eq(te_statement_end("PRINT A; PRINT B;"), 8);
-  cr_assert_eq(te_statement_end(";"), 1);
-  cr_assert_eq(te_statement_end("  \n -- x;\n;"), 11);
+  cr_assert_eq(tp_statement_end(""), 0);
+  cr_assert_eq(tp_statement_end(NULL), 0);
+  cr_assert_eq(tp_statement_end("PRINT A"), 0);
+  cr_assert_eq(tp_statement_end("PRINT A;"), 8);
+  cr_assert_eq(tp_statement_end("PRINT A; PRINT B;"), 8);
+  cr_assert_eq(tp_statement_end(";"), 1);
+  cr_assert_eq(tp_statement_end("  \n -- x;\n;"), 11);
   /* ';' and quote inside a comment */
-  cr_assert_eq(te_statement_end("x[] -- it's; here\n = a[];"), 25);
-  cr_assert_eq(te_statement_end("x[] -- it's; here"), 0);
+  cr_assert_eq(tp_statement_end("x[] -- it's; here\n = a[];"), 25);
+  cr_assert_eq(tp_statement_end("x[] -- it's; here"), 0);
   /* ';' and '--' inside a string */
-  cr_assert_eq(te_statement_end("SAVE A TO 'a;--b';"), 18);
-  cr_assert_eq(te_statement_end("SAVE A TO 'it''s;';"), 19);
-  cr_assert_eq(te_statement_end("SAVE A TO 'a;b"), 0, "unterminated");
-  cr_assert_eq(te_statement_end("SAVE A TO 'a'';"), 0, "'' escapes");
-  cr_assert_eq(te_statement_end("SAVE A TO ''; x"), 13);
-  cr_assert_eq(te_statement_end("a - -b;"), 7);
-  cr_assert_eq(te_statement_end("a --b;"), 0);
+  cr_assert_eq(tp_statement_end("SAVE A TO 'a;--b';"), 18);
+  cr_assert_eq(tp_statement_end("SAVE A TO 'it''s;';"), 19);
+  cr_assert_eq(tp_statement_end("SAVE A TO 'a;b"), 0, "unterminated");
+  cr_assert_eq(tp_statement_end("SAVE A TO 'a'';"), 0, "'' escapes");
+  cr_assert_eq(tp_statement_end("SAVE A TO ''; x"), 13);
+  cr_assert_eq(tp_statement_end("a - -b;"), 7);
+  cr_assert_eq(tp_statement_end("a --b;"), 0);
 }
 
 Test(statement_end, splits_for_parse) {
   const char *text = "CREATE TENSOR A[2];\nFILL A ONES; -- c;\nPRINT A[0:1];";
   size_t off = 0, n;
   int count = 0;
-  static const te_stmt_kind kinds[] = {TE_ST_CREATE, TE_ST_FILL, TE_ST_PRINT};
-  while ((n = te_statement_end(text + off)) != 0) {
-    te_stmt *st = NULL;
+  static const tp_stmt_kind kinds[] = {TP_ST_CREATE, TP_ST_FILL, TP_ST_PRINT};
+  while ((n = tp_statement_end(text + off)) != 0) {
+    tp_stmt *st = NULL;
     tr_err err;
-    cr_assert_eq(te_parse(text + off, n, &st, &err), TR_OK, "%s", err.msg);
+    cr_assert_eq(tp_parse(text + off, n, &st, &err), TR_OK, "%s", err.msg);
     cr_assert_eq(st->kind, kinds[count]);
-    te_stmt_free(&st);
+    tp_stmt_free(&st);
     off += n;
     count++;
   }
@@ -892,18 +892,18 @@ Test(statement_end, splits_for_parse) {
 }
 
 Test(is_blank, forms) {
-  cr_assert(te_is_blank(""));
-  cr_assert(te_is_blank("  \t\r\n"));
-  cr_assert(te_is_blank("-- comment ; 'x\n  -- another"));
-  cr_assert(!te_is_blank(";"));
-  cr_assert(!te_is_blank("-- c\nx"));
-  cr_assert(!te_is_blank("- -"));
+  cr_assert(tp_is_blank(""));
+  cr_assert(tp_is_blank("  \t\r\n"));
+  cr_assert(tp_is_blank("-- comment ; 'x\n  -- another"));
+  cr_assert(!tp_is_blank(";"));
+  cr_assert(!tp_is_blank("-- c\nx"));
+  cr_assert(!tp_is_blank("- -"));
 }
 
 /* ---- keywords ---------------------------------------------------------- */
 
 Test(keywords, list) {
-  const char *const *kw = te_keywords();
+  const char *const *kw = tp_keywords();
   static const char *const want[] = {"CREATE", "TENSOR", "CHUNK", "TYPE",
                                      "LOAD", "FROM", "SAVE", "TO", "FILL",
                                      "ZEROS", "ONES", "IDENTITY", "UNIFORM",
@@ -914,7 +914,7 @@ Test(keywords, list) {
                                      "relu", "exp", "log", "sqrt", "abs",
                                      "tanh", "sigmoid", "neg"};
   size_t i, n = 0;
-  cr_assert_eq(kw, te_keyword_list);
+  cr_assert_eq(kw, tp_keyword_list);
   while (kw[n]) n++;
   cr_assert_gt(n, 30);
   for (i = 0; i < sizeof want / sizeof want[0]; i++) {

@@ -6,7 +6,7 @@
 ** id and lives on `replication` workers (catalog table chunk_replicas).
 ** A node of a plan (TRA join + aggregation) runs as the optimizer chose
 ** (optimize.c): each operand stays, is broadcast or is shuffled to the
-** sites its join tuples run on, exactly the moves te_moves_compute
+** sites its join tuples run on, exactly the moves to_moves_compute
 ** counted; then one fused local join + aggregation + map task per site
 ** (exec.c on the worker); when an output chunk's tuples ran on several
 ** sites, its partials are shuffled to the owner and combined there.
@@ -20,7 +20,7 @@
 ** before commit), so a failed statement leaves the previous state.
 */
 #include "config.h"
-#include "engine/engine_int.h"
+#include "dist/dist.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -107,7 +107,7 @@ static void s_heartbeat_all(te_engine *e) {
 /* Note the worker process a HEARTBEAT or HELLO_OK came from: another one
 ** than before means the worker restarted, and requests the old one held
 ** will never be answered. */
-static void s_incarnation(te_site *st, tn_in *in) {
+static void s_incarnation(td_site *st, tn_in *in) {
   size_t n;
   const void *b = tn_in_body(in, &n);
   tn_rbuf r;
@@ -222,7 +222,7 @@ static int s_wait_loop(s_phase *ph, int tolerant, tr_err *err) {
       next_beat = now + TN_HEARTBEAT_MS / 1000.0;
     }
     for (int i = 0; i < ph->n; i++) {
-      te_site *st = &e->sites[ph->out[i].site];
+      td_site *st = &e->sites[ph->out[i].site];
       int silent = now - st->last_seen > TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0;
       if (!ph->out[i].done && (silent || st->restarted)) {
         st->up = 0;
@@ -268,25 +268,25 @@ static void s_drop_ids(te_engine *e, int only, const uint64_t *ids, int64_t n) {
 static void s_note_lost(te_engine *e, int64_t site, uint64_t chunk) {
   if (e->nlost == e->caplost) {
     int64_t cap = e->caplost ? 2 * e->caplost : 64;
-    struct te_lost *l = realloc(e->lost, sizeof *l * (size_t)cap);
+    struct td_lost *l = realloc(e->lost, sizeof *l * (size_t)cap);
     if (!l) return; /* only a hint */
     e->lost = l;
     e->caplost = cap;
   }
-  e->lost[e->nlost++] = (struct te_lost){chunk, site};
+  e->lost[e->nlost++] = (struct td_lost){chunk, site};
   e->repair = 1;
 }
 
 static int s_cmp_lost(const void *a, const void *b) {
-  uint64_t x = ((const struct te_lost *)a)->chunk, y = ((const struct te_lost *)b)->chunk;
+  uint64_t x = ((const struct td_lost *)a)->chunk, y = ((const struct td_lost *)b)->chunk;
   return (x > y) - (x < y);
 }
 
 /* The site that lost its copy of chunk (0: none known); e->lost sorted
 ** by s_cmp_lost. */
 static int64_t s_lost_on(const te_engine *e, uint64_t chunk) {
-  struct te_lost key = {chunk, 0};
-  const struct te_lost *l = e->nlost ? bsearch(&key, e->lost, (size_t)e->nlost, sizeof key, s_cmp_lost) : NULL;
+  struct td_lost key = {chunk, 0};
+  const struct td_lost *l = e->nlost ? bsearch(&key, e->lost, (size_t)e->nlost, sizeof key, s_cmp_lost) : NULL;
   return l ? l->site : 0;
 }
 
@@ -317,7 +317,7 @@ static void s_ping(te_engine *e) {
   }
   e->last_ping = tr_now();
   for (int i = 0; i < ph.n; i++) {
-    te_site *st = &e->sites[ph.out[i].site];
+    td_site *st = &e->sites[ph.out[i].site];
     /* Back after being down, or a new process in its place: either way
     ** what it holds is reconciled anew. */
     if (ph.out[i].done && (!st->up || st->restarted)) rejoined = 1;
@@ -333,7 +333,7 @@ static void s_ping(te_engine *e) {
 
 /* ---- Workers ------------------------------------------------------------- */
 
-static int s_site_open(te_engine *e, te_site *st, tr_err *err) {
+static int s_site_open(te_engine *e, td_site *st, tr_err *err) {
   st->sock = zmq_socket(e->zctx, ZMQ_DEALER);
   if (!st->sock) return tr_seterr(err, TR_EIO, "cannot make a socket: %s", zmq_strerror(errno));
   int linger = 0, hwm = 0, tmo = 30000, ivl = 100;
@@ -365,7 +365,7 @@ static int s_site_open(te_engine *e, te_site *st, tr_err *err) {
 
 /* Read site st's handshake failures (its socket monitor's events): a
 ** refusal is kept in st->refused.  Returns 1 if it was refused. */
-static int s_refused(te_site *st, const tn_keys *keys) {
+static int s_refused(td_site *st, const tn_keys *keys) {
   for (;;) {
     zmq_msg_t m;
     uint16_t ev = 0;
@@ -433,7 +433,7 @@ static int s_hello_all(te_engine *e, double timeout_s, tr_err *err) {
     }
     /* A local worker that exited will never answer: say why now. */
     for (int i = 0; !rc && i < ph.n; i++) {
-      te_site *st = &e->sites[ph.out[i].site];
+      td_site *st = &e->sites[ph.out[i].site];
       int wst;
       if (!ph.out[i].done && st->pid > 0 && waitpid(st->pid, &wst, WNOHANG) == st->pid) {
         st->pid = 0;
@@ -462,14 +462,14 @@ static int s_hello_all(te_engine *e, double timeout_s, tr_err *err) {
 }
 
 /* A new zeroed site at the end of e->sites for endpoint ep, or NULL. */
-static te_site *s_site_new(te_engine *e, const char *ep, tr_err *err) {
-  te_site *ns = realloc(e->sites, sizeof *ns * (size_t)(e->nsites + 1));
+static td_site *s_site_new(te_engine *e, const char *ep, tr_err *err) {
+  td_site *ns = realloc(e->sites, sizeof *ns * (size_t)(e->nsites + 1));
   if (!ns) {
     tr_seterr(err, TR_ENOMEM, "out of memory");
     return NULL;
   }
   e->sites = ns;
-  te_site *st = &e->sites[e->nsites];
+  td_site *st = &e->sites[e->nsites];
   memset(st, 0, sizeof *st);
   if (snprintf(st->ep, sizeof st->ep, "%s", ep) >= (int)sizeof st->ep) {
     tr_seterr(err, TR_EINVAL, "endpoint too long: %s", ep);
@@ -496,7 +496,7 @@ static void s_reap(pid_t pid) {
 /* Disconnect site index k (stopping it if it is a local worker) and take
 ** it out of e->sites, keeping the others in order. */
 static void s_site_drop(te_engine *e, int k) {
-  te_site *st = &e->sites[k];
+  td_site *st = &e->sites[k];
   zmq_close(st->sock);
   if (st->mon) zmq_close(st->mon);
   if (st->pid > 0) {
@@ -508,7 +508,7 @@ static void s_site_drop(te_engine *e, int k) {
 }
 
 /* Record site st (made by s_site_new) and connect to it. */
-static int s_site_join(te_engine *e, te_site *st, tr_err *err) {
+static int s_site_join(te_engine *e, td_site *st, tr_err *err) {
   int rc = tc_site_add(e->db, st->ep, &st->id, err);
   if (!rc) rc = s_site_open(e, st, err);
   if (!rc || st->sock) e->nsites++;
@@ -541,7 +541,7 @@ static int s_spawn_local(te_engine *e, const te_config *cfg, int idx, int of, tr
       strlen(e->workdir) > 90)
     return tr_seterr(err, TR_EINVAL, "database path too long for local worker sockets: %s",
                      e->workdir);
-  te_site *st = s_site_new(e, ep, err);
+  td_site *st = s_site_new(e, ep, err);
   if (!st) return err->code;
   /* A local worker of a killed shell can still be bound to this socket
   ** while it stops: we must not reach it (it would answer, then vanish
@@ -609,7 +609,7 @@ static int s_is_local_ep(const te_engine *e, const char *ep) {
 static int s_add_site(te_engine *e, const char *ep, tr_err *err) {
   for (int s = 0; s < e->nsites; s++)
     if (!strcmp(e->sites[s].ep, ep)) return TR_OK;
-  te_site *st = s_site_new(e, ep, err);
+  td_site *st = s_site_new(e, ep, err);
   return st ? s_site_join(e, st, err) : err->code;
 }
 
@@ -714,7 +714,7 @@ static int s_site_holds(te_engine *e, int64_t id) {
 ** recorded in the catalog; recorded workers that hold chunks in any case,
 ** so every stored chunk stays reachable however the workers were named;
 ** local workers when there is no other, and those holding chunks. */
-int te_cluster_open(te_engine *e, const te_config *cfg, tr_err *err) {
+int td_cluster_open(te_engine *e, const te_config *cfg, tr_err *err) {
   tc_site *rec = NULL;
   int nrec = 0, rc;
   e->db_id = tc_db_id(e->db);
@@ -763,7 +763,7 @@ int te_cluster_open(te_engine *e, const te_config *cfg, tr_err *err) {
   return s_inventory(e, -1, err);
 }
 
-void te_cluster_close(te_engine *e) {
+void td_cluster_close(te_engine *e) {
   for (int s = 0; s < e->nsites; s++) {
     if (e->sites[s].sock) zmq_close(e->sites[s].sock);
     if (e->sites[s].mon) zmq_close(e->sites[s].mon);
@@ -862,9 +862,9 @@ static int s_replication(te_engine *e, int m) {
   return r < m ? r : m;
 }
 
-int te_dist_target(te_engine *e) { return s_replication(e, e->nsites); }
+int td_target(te_engine *e) { return s_replication(e, e->nsites); }
 
-int te_dist_set(te_engine *e, const char *name, const char *value, tr_err *err) {
+int td_set(te_engine *e, const char *name, const char *value, tr_err *err) {
   if (strcmp(name, "replication"))
     return tr_seterr(err, TR_ENAME, "unknown setting '%s' (settings: replication)", name);
   char *end;
@@ -942,7 +942,7 @@ static int s_sync(te_engine *e, const tc_chunkloc *locs, int64_t n, tr_err *err)
 /* After a commit: say when its chunks got fewer replicas than wanted
 ** (workers were down), and mark them for repair. */
 static void s_note_replicas(te_engine *e, const tr_tensor *meta, const tc_chunkloc *locs, int64_t n) {
-  int want = te_dist_target(e), fewest = want, up = 0;
+  int want = td_target(e), fewest = want, up = 0;
   int64_t under = 0;
   for (int64_t i = 0; i < n; i++) {
     under += locs[i].nsites < want;
@@ -1244,7 +1244,7 @@ int te_worker_remove(te_engine *e, const char *ep, te_result **res, tr_err *err)
 
 /* ---- Writing chunks from the coordinator (LOAD) ---------------------------- */
 
-struct te_pwrite {
+struct td_pwrite {
   te_engine *e;         /* engine */
   tr_tensor meta;       /* the new version */
   tc_chunkloc *locs;    /* where each chunk goes */
@@ -1254,8 +1254,8 @@ struct te_pwrite {
   size_t inflight;      /* their bytes */
 };
 
-int te_pwrite_begin(te_engine *e, const tr_tensor *meta, te_pwrite **out, tr_err *err) {
-  te_pwrite *w = calloc(1, sizeof *w);
+int td_pwrite_begin(te_engine *e, const tr_tensor *meta, td_pwrite **out, tr_err *err) {
+  td_pwrite *w = calloc(1, sizeof *w);
   int64_t n = tr_nchunks(meta);
   if (!w || !(w->locs = calloc((size_t)n + 1, sizeof *w->locs))) {
     free(w);
@@ -1277,7 +1277,7 @@ int te_pwrite_begin(te_engine *e, const tr_tensor *meta, te_pwrite **out, tr_err
 }
 
 /* Store chunk lin (buf is copied) on its `replication` sites. */
-int te_pwrite_chunk(te_pwrite *w, int64_t lin, const void *buf, size_t bytes, tr_err *err) {
+int td_pwrite_chunk(td_pwrite *w, int64_t lin, const void *buf, size_t bytes, tr_err *err) {
   tc_chunkloc *loc = &w->locs[lin];
   loc->lin = lin;
   loc->chunk_id = tc_new_chunk_id();
@@ -1307,7 +1307,7 @@ int te_pwrite_chunk(te_pwrite *w, int64_t lin, const void *buf, size_t bytes, tr
   return rc;
 }
 
-int te_pwrite_commit(te_pwrite *w, tr_err *err) {
+int td_pwrite_commit(td_pwrite *w, tr_err *err) {
   int rc = s_wait(&w->ph, err);
   s_phase_free(&w->ph);
   s_phase_init(&w->ph, w->e);
@@ -1315,7 +1315,7 @@ int te_pwrite_commit(te_pwrite *w, tr_err *err) {
   return rc;
 }
 
-void te_pwrite_free(te_pwrite **pw) {
+void td_pwrite_free(td_pwrite **pw) {
   if (!pw || !*pw) return;
   s_phase_free(&(*pw)->ph);
   free((*pw)->locs);
@@ -1357,7 +1357,7 @@ static int s_check_data(te_engine *e, s_phase *ph, int k, const tr_tensor *t, co
   return TR_OK;
 }
 
-int te_pread(te_engine *e, const tr_tensor *t, const int64_t *lins, int64_t n,
+int td_pread(te_engine *e, const tr_tensor *t, const int64_t *lins, int64_t n,
              int (*fn)(void *ctx, int64_t lin, const void *buf, size_t bytes, tr_err *err),
              void *ctx, tr_err *err) {
   tc_chunkloc *locs = NULL;
@@ -1464,11 +1464,11 @@ typedef struct s_opstat {
 
 typedef struct s_run {
   te_engine *e;                 /* engine */
-  te_plan *p;                   /* plan */
-  s_prel rel[TE_MAX_RELS];      /* placement of every relation */
-  te_placed pl[TE_MAX_RELS];    /* the same as site-position masks */
+  ta_plan *p;                   /* plan */
+  s_prel rel[TA_MAX_RELS];      /* placement of every relation */
+  to_placed pl[TA_MAX_RELS];    /* the same as site-position masks */
   int up[256], m;               /* live sites */
-  s_opstat ops[TE_MAX_NODES * (3 * TK_MAX_INPUTS + 4) + 2]; /* measured operators */
+  s_opstat ops[TA_MAX_NODES * (3 * TK_MAX_INPUTS + 4) + 2]; /* measured operators */
   int nops;                     /* used */
   uint64_t *drop;               /* ids to drop at the end (per site in drop_site) */
   int *drop_site;               /* site of each (-1: every site) */
@@ -1513,7 +1513,7 @@ static int s_note_drop(s_run *R, int site, uint64_t id) {
 /* Replicas of what site position u makes: the next r-1 live sites.  The
 ** worker pushes each output chunk to them as soon as it is made, so
 ** replication overlaps the computation. */
-static void s_task_reps(s_run *R, int u, te_task *task) {
+static void s_task_reps(s_run *R, int u, tx_task *task) {
   int r = s_replication(R->e, R->m);
   task->nrep = r - 1;
   for (int j = 1; j < r; j++)
@@ -1577,20 +1577,20 @@ static void s_task_results(s_run *R, s_phase *ph, s_prel *pr, tr_dtype dt, int r
 }
 
 /* Room in task t for nin input and nout output chunk entries. */
-static int s_task_lists(te_task *t, int64_t nin, int64_t nout, tr_err *err) {
+static int s_task_lists(tx_task *t, int64_t nin, int64_t nout, tr_err *err) {
   t->in_op = calloc((size_t)nin + 1, sizeof *t->in_op);
   t->in_lin = calloc((size_t)nin + 1, sizeof *t->in_lin);
   t->in_id = calloc((size_t)nin + 1, sizeof *t->in_id);
   t->out_lin = calloc((size_t)nout + 1, sizeof *t->out_lin);
   t->out_id = calloc((size_t)nout + 1, sizeof *t->out_id);
   if (t->in_op && t->in_lin && t->in_id && t->out_lin && t->out_id) return TR_OK;
-  te_task_free(t);
+  tx_task_free(t);
   return tr_seterr(err, TR_ENOMEM, "out of memory");
 }
 
 /* Send task t to site position u if it makes anything (with `reps`, its
 ** outputs are also pushed to the replica sites); frees t's lists. */
-static int s_task_submit(s_run *R, s_phase *ph, te_task *t, int reps, int u, tr_err *err) {
+static int s_task_submit(s_run *R, s_phase *ph, tx_task *t, int reps, int u, tr_err *err) {
   int rc = TR_OK;
   /* What is not replicated is not committed either: partials, a plan's
   ** intermediates, zeros standing in for declared-only tensors. */
@@ -1600,16 +1600,16 @@ static int s_task_submit(s_run *R, s_phase *ph, te_task *t, int reps, int u, tr_
     t->scratch = 1;
   if (t->nout) {
     tn_wbuf b = {0};
-    te_task_encode(t, &b);
+    tx_task_encode(t, &b);
     rc = s_request(ph, R->up[u], TN_TASK, &b, 0, NULL, NULL, NULL, err);
     tn_wbuf_free(&b);
   }
-  te_task_free(t);
+  tx_task_free(t);
   return rc;
 }
 
 /* Run FILL tasks: chunk lin of t on site up[lin % m]. */
-static int s_fill_tasks(s_run *R, const tr_tensor *t, const te_fill *f, s_prel *pr, int replicate,
+static int s_fill_tasks(s_run *R, const tr_tensor *t, const tx_fill *f, s_prel *pr, int replicate,
                         tr_err *err) {
   te_engine *e = R->e;
   int64_t n = tr_nchunks(t);
@@ -1620,9 +1620,9 @@ static int s_fill_tasks(s_run *R, const tr_tensor *t, const te_fill *f, s_prel *
   if (!(pr->locs = calloc((size_t)n + 1, sizeof *pr->locs))) return tr_seterr(err, TR_ENOMEM, "out of memory");
   s_phase_init(&ph, e);
   for (int k = 0; k < R->m && !rc; k++) {
-    te_task task;
+    tx_task task;
     memset(&task, 0, sizeof task);
-    task.kind = TE_TASK_FILL;
+    task.kind = TX_TASK_FILL;
     task.f = *f;
     task.out_meta = *t;
     if ((rc = s_task_lists(&task, 0, n / R->m + 1, err))) break;
@@ -1702,13 +1702,13 @@ static int s_plan_sends(s_run *R, s_prel *pr, const tr_tensor *t, const uint64_t
 /* A node task for site position u: node n over the
 ** chunks of each operand that `need` sends to u, making the output chunks
 ** `mine` selects with ids ids[lin]. */
-static int s_send_task(s_run *R, s_phase *ph, const te_node *n, const tr_tensor *const *in_meta,
+static int s_send_task(s_run *R, s_phase *ph, const ta_node *n, const tr_tensor *const *in_meta,
                        s_prel *const *in, uint64_t *const *need, const tr_tensor *om, int64_t nout,
                        const uint8_t *mine, const uint64_t *ids, int reps, int u, tr_err *err) {
-  te_task task;
+  tx_task task;
   int rc;
   memset(&task, 0, sizeof task);
-  task.kind = TE_TASK_NODE;
+  task.kind = TX_TASK_NODE;
   task.node = *n;
   task.out_meta = *om;
   int64_t cap_in = 0;
@@ -1735,9 +1735,9 @@ static int s_send_task(s_run *R, s_phase *ph, const te_node *n, const tr_tensor 
 /* The second phase of a two-phase aggregation: each partial (pids, one
 ** per output chunk and site that made one) goes to its chunk's owner, and
 ** combine tasks there fold them (and apply the node's transform). */
-static int s_run_combine(s_run *R, int k, const te_moves *mv, const uint64_t *pids, int final, tr_err *err) {
+static int s_run_combine(s_run *R, int k, const to_moves *mv, const uint64_t *pids, int final, tr_err *err) {
   te_engine *e = R->e;
-  const te_node *n = &R->p->nodes[k];
+  const ta_node *n = &R->p->nodes[k];
   const tr_tensor *om = &R->p->rels[n->out].meta;
   s_prel *po = &R->rel[n->out];
   int64_t nout = tr_nchunks(om);
@@ -1773,9 +1773,9 @@ static int s_run_combine(s_run *R, int k, const te_moves *mv, const uint64_t *pi
   s_phase ph;
   s_phase_init(&ph, e);
   for (int u = 0; !rc && u < m; u++) {
-    te_task task;
+    tx_task task;
     memset(&task, 0, sizeof task);
-    task.kind = TE_TASK_COMBINE;
+    task.kind = TX_TASK_COMBINE;
     task.node = *n;
     task.node.drive = -1;
     task.node.ninputs = 1;
@@ -1815,17 +1815,17 @@ static int s_run_combine(s_run *R, int k, const te_moves *mv, const uint64_t *pi
 ** choice needs them (BCAST, SHUF), one fused join/aggregate/map task per
 ** site, and for a two-phase aggregation a shuffle of the partials to
 ** their owners and a combine task there. */
-static int s_run_node(s_run *R, int k, const te_choice *c, tr_err *err) {
+static int s_run_node(s_run *R, int k, const to_choice *c, tr_err *err) {
   te_engine *e = R->e;
-  te_plan *p = R->p;
-  te_node *n = &p->nodes[k];
+  ta_plan *p = R->p;
+  ta_node *n = &p->nodes[k];
   const tr_tensor *om = &p->rels[n->out].meta;
   s_prel *po = &R->rel[n->out];
-  int final = p->rels[n->out].kind == TE_REL_OUTPUT;
+  int final = p->rels[n->out].kind == TA_REL_OUTPUT;
   int64_t nout = tr_nchunks(om);
   int m = R->m, rc;
-  te_moves mv;
-  rc = te_moves_compute(p, k, c, m, s_replication(e, m), R->pl, &mv, 1, err);
+  to_moves mv;
+  rc = to_moves_compute(p, k, c, m, s_replication(e, m), R->pl, &mv, 1, err);
   if (rc) return rc;
   po->n = nout;
   po->made = 1;
@@ -1850,7 +1850,7 @@ static int s_run_node(s_run *R, int k, const te_choice *c, tr_err *err) {
   const tr_tensor *in_meta[TK_MAX_INPUTS];
   s_prel *in[TK_MAX_INPUTS];
   for (int i = 0; !rc && i < n->ninputs; i++) {
-    const te_operand *o = &n->in[i];
+    const ta_operand *o = &n->in[i];
     const tr_tensor *it = &p->rels[o->rel].meta;
     int diag = 0, rechunk = 0;
     in_meta[i] = it;
@@ -1861,7 +1861,7 @@ static int s_run_node(s_run *R, int k, const te_choice *c, tr_err *err) {
     }
     char what[96];
     s_opstat *os = NULL;
-    if (c->mv[i] != TE_MV_KEEP) os = s_op(R, c->mv[i] == TE_MV_BCAST ? "bcast" : "shuffle", it->name, 0);
+    if (c->mv[i] != TO_MV_KEEP) os = s_op(R, c->mv[i] == TO_MV_BCAST ? "bcast" : "shuffle", it->name, 0);
     snprintf(what, sizeof what, "%s (diagonal keys)", it->name);
     if (diag) s_op(R, "local_filter", what, 1);
     snprintf(what, sizeof what, "%s (re-chunk: tile + concat)", it->name);
@@ -1884,7 +1884,7 @@ static int s_run_node(s_run *R, int k, const te_choice *c, tr_err *err) {
   snprintf(what, sizeof what, "%s (fused transform)", om->name);
   if (n->post.n && !c->twophase) s_op(R, "local_map", what, 1);
   s_opstat *rs = final && !c->twophase && s_replication(e, m) > 1 ? s_op(R, "replicate", om->name, 0) : NULL;
-  te_node tn = *n;
+  ta_node tn = *n;
   tn.drive = c->drive;
   if (c->twophase) tn.post.n = 0;
   s_phase ph;
@@ -1917,7 +1917,7 @@ done:
   free(pids);
   free(mine);
   free(ids);
-  te_moves_free(&mv);
+  to_moves_free(&mv);
   return rc;
 }
 
@@ -1940,9 +1940,9 @@ static int s_name_bad(s_run *R, uint64_t id, tr_err *err) {
 ** good replica and the node runs again: what the failed attempt made is
 ** dropped, and the copies it sent are sent again.  Each attempt repairs
 ** one more copy, so at most one per input chunk is needed. */
-static int s_run_node_safe(s_run *R, int k, const te_choice *c, tr_err *err) {
+static int s_run_node_safe(s_run *R, int k, const to_choice *c, tr_err *err) {
   te_engine *e = R->e;
-  const te_node *n = &R->p->nodes[k];
+  const ta_node *n = &R->p->nodes[k];
   int64_t attempts = 1;
   for (int i = 0; i < n->ninputs; i++) attempts += R->rel[n->in[i].rel].n;
   for (int64_t attempt = 1;; attempt++) {
@@ -2038,7 +2038,7 @@ static char *s_analyze_text(const s_run *R, const char *tra, double elapsed, int
 }
 
 static void s_run_free(s_run *R) {
-  for (int i = 0; i < TE_MAX_RELS; i++) {
+  for (int i = 0; i < TA_MAX_RELS; i++) {
     free(R->rel[i].locs);
     free(R->rel[i].copy);
   }
@@ -2051,7 +2051,7 @@ static void s_cleanup(s_run *R, int failed) {
   te_engine *e = R->e;
   for (int i = 0; i < R->p->nrels; i++) {
     s_prel *pr = &R->rel[i];
-    if (!pr->made || !pr->locs || (R->p->rels[i].kind == TE_REL_OUTPUT && (!failed || pr->committed)))
+    if (!pr->made || !pr->locs || (R->p->rels[i].kind == TA_REL_OUTPUT && (!failed || pr->committed)))
       continue;
     for (int64_t lin = 0; lin < pr->n; lin++)
       if (pr->locs[lin].chunk_id) s_note_drop(R, -1, pr->locs[lin].chunk_id);
@@ -2070,9 +2070,9 @@ static void s_cleanup(s_run *R, int failed) {
 /* R->pl[rel] from the chunk locations of rel (site ids to positions in
 ** R->up; the primary is the replica reads come from). */
 static int s_placed_from_locs(s_run *R, int rel, tr_err *err) {
-  te_placed *pl = &R->pl[rel];
+  to_placed *pl = &R->pl[rel];
   const s_prel *pr = &R->rel[rel];
-  te_placed_free(pl);
+  to_placed_free(pl);
   pl->has = calloc((size_t)pr->n + 1, sizeof *pl->has);
   pl->prim = calloc((size_t)pr->n + 1, 1);
   if (!pl->has || !pl->prim) return tr_seterr(err, TR_ENOMEM, "out of memory");
@@ -2091,9 +2091,9 @@ static int s_placed_from_locs(s_run *R, int rel, tr_err *err) {
 
 /* A declared-only tensor as FILL would place its zeros (EXPLAIN only). */
 static int s_placed_zeros(s_run *R, int rel, tr_err *err) {
-  te_placed *pl = &R->pl[rel];
+  to_placed *pl = &R->pl[rel];
   int64_t n = tr_nchunks(&R->p->rels[rel].meta);
-  te_placed_free(pl);
+  to_placed_free(pl);
   pl->has = calloc((size_t)n + 1, sizeof *pl->has);
   pl->prim = calloc((size_t)n + 1, 1);
   if (!pl->has || !pl->prim) return tr_seterr(err, TR_ENOMEM, "out of memory");
@@ -2117,9 +2117,9 @@ static te_result *s_text_result(char *text) {
 }
 
 /* The EXPLAIN output of plan p as optimized (o), after a run when R ran. */
-static te_result *s_explain_result(s_run *R, const te_opt *o, const te_stmt *x, const char *tra,
+static te_result *s_explain_result(s_run *R, const to_opt *o, const tp_stmt *x, const char *tra,
                                    double elapsed) {
-  char *plan = x->dot ? te_opt_dot(R->p, o) : x->json ? te_opt_json(R->p, o, tra) : te_opt_text(R->p, o, tra);
+  char *plan = x->dot ? to_opt_dot(R->p, o) : x->json ? to_opt_json(R->p, o, tra) : to_opt_text(R->p, o, tra);
   if (!plan || x->dot || !x->analyze) {
     if (plan && x->json) {
       char *j = malloc(strlen(plan) + 8);
@@ -2138,10 +2138,10 @@ static te_result *s_explain_result(s_run *R, const te_opt *o, const te_stmt *x, 
   return s_text_result(all);
 }
 
-int te_dist_run(te_engine *e, te_plan *p, const te_stmt *x, const char *tra, te_result **res,
+int td_run(te_engine *e, ta_plan *p, const tp_stmt *x, const char *tra, te_result **res,
                 tr_err *err) {
   s_run *R = calloc(1, sizeof *R);
-  te_opt opt;
+  to_opt opt;
   int rc = TR_OK, run = !x || x->analyze;
   memset(&opt, 0, sizeof opt);
   if (!R) return tr_seterr(err, TR_ENOMEM, "out of memory");
@@ -2158,21 +2158,21 @@ int te_dist_run(te_engine *e, te_plan *p, const te_stmt *x, const char *tra, te_
   if (!R->m) rc = tr_seterr(err, TR_EIO, "no worker is up");
   /* Where the stored inputs are; declared-only tensors become zeros. */
   for (int i = 0; !rc && i < p->nrels; i++) {
-    te_rel *r = &p->rels[i];
-    if (r->kind != TE_REL_STORED || r->pending) continue;
+    ta_rel *r = &p->rels[i];
+    if (r->kind != TA_REL_STORED || r->pending) continue;
     if (r->meta.version == 0 && !run) {
       rc = s_placed_zeros(R, i, err);
       continue;
     }
     if (r->meta.version == 0) {
-      te_fill zeros = {TE_FILL_ZEROS, 0, 0, 0};
+      tx_fill zeros = {TP_FILL_ZEROS, 0, 0, 0};
       rc = s_fill_tasks(R, &r->meta, &zeros, &R->rel[i], 0, err);
     } else {
       rc = tc_chunk_locations(e->db, &r->meta, &R->rel[i].locs, &R->rel[i].n, err);
     }
     if (!rc) rc = s_placed_from_locs(R, i, err);
   }
-  if (!rc) rc = te_optimize(p, R->m, s_replication(e, R->m), R->pl, x && x->plan[0] ? x->plan : NULL, &opt, err);
+  if (!rc) rc = to_optimize(p, R->m, s_replication(e, R->m), R->pl, x && x->plan[0] ? x->plan : NULL, &opt, err);
   if (!rc && !run) {
     if (res && !(*res = s_explain_result(R, &opt, x, tra, 0))) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
     goto done;
@@ -2180,7 +2180,7 @@ int te_dist_run(te_engine *e, te_plan *p, const te_stmt *x, const char *tra, te_
   for (int k = 0; !rc && k < p->nnodes; k++) {
     int out = p->nodes[k].out;
     rc = s_run_node_safe(R, k, &opt.choice[k], err);
-    if (rc || p->rels[out].kind != TE_REL_OUTPUT) continue;
+    if (rc || p->rels[out].kind != TA_REL_OUTPUT) continue;
     double tc0 = tr_now();
     rc = s_commit(e, &p->rels[out].meta, R->rel[out].locs, R->rel[out].n, err);
     if (!rc) {
@@ -2194,16 +2194,16 @@ int te_dist_run(te_engine *e, te_plan *p, const te_stmt *x, const char *tra, te_
   if (!rc && x && res && !(*res = s_explain_result(R, &opt, x, tra, tr_now() - t0)))
     rc = tr_seterr(err, TR_ENOMEM, "out of memory");
 done:
-  te_opt_free(&opt);
-  for (int i = 0; i < TE_MAX_RELS; i++) te_placed_free(&R->pl[i]);
+  to_opt_free(&opt);
+  for (int i = 0; i < TA_MAX_RELS; i++) to_placed_free(&R->pl[i]);
   s_run_free(R);
   free(R);
   return rc;
 }
 
-int te_dist_fill(te_engine *e, const tr_tensor *t, const te_fill *f, tr_err *err) {
+int td_fill(te_engine *e, const tr_tensor *t, const tx_fill *f, tr_err *err) {
   s_run *R = calloc(1, sizeof *R);
-  te_plan *p = calloc(1, sizeof *p);
+  ta_plan *p = calloc(1, sizeof *p);
   int rc = TR_OK;
   if (!R || !p) {
     free(R);
@@ -2212,7 +2212,7 @@ int te_dist_fill(te_engine *e, const tr_tensor *t, const te_fill *f, tr_err *err
   }
   /* A one-relation plan: the output, made by FILL tasks. */
   p->nrels = 1;
-  p->rels[0].kind = TE_REL_OUTPUT;
+  p->rels[0].kind = TA_REL_OUTPUT;
   p->rels[0].meta = *t;
   R->e = e;
   R->p = p;
@@ -2228,7 +2228,7 @@ int te_dist_fill(te_engine *e, const tr_tensor *t, const te_fill *f, tr_err *err
   return rc;
 }
 
-int te_dist_drop(te_engine *e, const char *name, tr_err *err) {
+int td_drop(te_engine *e, const char *name, tr_err *err) {
   uint64_t *ids = NULL;
   int64_t n = 0;
   int rc = tc_tensor_drop_placed(e->db, name, &ids, &n, err);

@@ -1,7 +1,7 @@
 /*
 ** engine/parse.c - the statement parser: a lexer and a recursive-descent
 ** parser from tradb's extended Einstein notation to the syntax tree of
-** engine/engine_int.h, plus te_statement_end() / te_is_blank(), which the
+** engine/engine_int.h, plus tp_statement_end() / tp_is_blank(), which the
 ** shell uses to split its input into statements.
 **
 ** Lexing.  A statement is first cut into tokens (identifiers, numbers,
@@ -34,7 +34,7 @@
 ** allocation fails) with a one-line message in the tr_err.
 */
 #include "config.h"
-#include "engine/engine_int.h"
+#include "parse/parse.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -51,7 +51,7 @@
 
 /* ---- Keywords ----------------------------------------------------------- */
 
-const char *const te_keyword_list[] = {
+const char *const tp_keyword_list[] = {
     "CREATE", "TENSOR", "CHUNK", "TYPE", "LOAD", "FROM", "SAVE", "TO",
     "FILL", "ZEROS", "ONES", "IDENTITY", "UNIFORM", "NORMAL", "SEED",
     "SHOW", "TENSORS", "DESCRIBE", "DROP", "IF", "EXISTS", "PRINT",
@@ -61,7 +61,7 @@ const char *const te_keyword_list[] = {
     "relu", "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "neg",
     "f32", "f64", NULL};
 
-const char *const *te_keywords(void) { return te_keyword_list; }
+const char *const *tp_keywords(void) { return tp_keyword_list; }
 
 /* Unary functions by name (case-insensitive). */
 static const struct {
@@ -79,7 +79,7 @@ static const struct {
 
 /* ---- Statement boundaries ---------------------------------------------- */
 
-size_t te_statement_end(const char *text) {
+size_t tp_statement_end(const char *text) {
   size_t i = 0;
   if (!text) return 0;
   while (text[i]) {
@@ -110,7 +110,7 @@ size_t te_statement_end(const char *text) {
   return 0;
 }
 
-int te_is_blank(const char *text) {
+int tp_is_blank(const char *text) {
   size_t i = 0;
   if (!text) return 1;
   while (text[i]) {
@@ -393,15 +393,15 @@ static int s_expect_kw(s_parser *p, const char *kw) {
   return TR_OK;
 }
 
-/* Copy an identifier into dst[TE_NAME_MAX]; what says what it names. */
+/* Copy an identifier into dst[TP_NAME_MAX]; what says what it names. */
 static int s_ident(s_parser *p, char *dst, const char *what) {
   const s_tok *t = s_peek(p, 0);
   char tok[64];
   if (t->type != S_IDENT) return s_fail(p, t, "expected %s", what);
-  if (t->n >= TE_NAME_MAX) {
+  if (t->n >= TP_NAME_MAX) {
     s_show(t, tok, sizeof tok);
     return s_fail2(p, t, "%s '%s' too long (at most %d characters)", what, tok,
-                   TE_NAME_MAX - 1);
+                   TP_NAME_MAX - 1);
   }
   memcpy(dst, t->p, t->n);
   dst[t->n] = '\0';
@@ -409,7 +409,7 @@ static int s_ident(s_parser *p, char *dst, const char *what) {
   return TR_OK;
 }
 
-/* A quoted string into dst[TE_PATH_MAX], quotes removed, '' unescaped. */
+/* A quoted string into dst[TP_PATH_MAX], quotes removed, '' unescaped. */
 static int s_path(s_parser *p, char *dst) {
   const s_tok *t = s_peek(p, 0);
   size_t i, o = 0;
@@ -418,9 +418,9 @@ static int s_path(s_parser *p, char *dst) {
     char c = t->p[i];
     if (c == '\'') i++; /* '' inside: keep one */
     if (c == '\0') return s_fail(p, t, "file name contains a NUL character");
-    if (o + 1 >= TE_PATH_MAX)
+    if (o + 1 >= TP_PATH_MAX)
       return s_fail(p, t, "file name too long (at most %d bytes)",
-                    TE_PATH_MAX - 1);
+                    TP_PATH_MAX - 1);
     dst[o++] = c;
   }
   dst[o] = '\0';
@@ -467,7 +467,7 @@ static int s_dim_list(s_parser *p, int64_t *v, int *n, const char *what) {
 }
 
 /* Labels after '[' through ']'; tensor names the tensor for messages. */
-static int s_label_list(s_parser *p, char (*labels)[TE_NAME_MAX], int *n,
+static int s_label_list(s_parser *p, char (*labels)[TP_NAME_MAX], int *n,
                         const char *tensor) {
   int rc;
   *n = 0;
@@ -508,15 +508,15 @@ static int s_signed(s_parser *p, double *out) {
 
 /* ---- Expressions ------------------------------------------------------- */
 
-void te_expr_free(te_expr *e) {
+void tp_expr_free(tp_expr *e) {
   if (!e) return;
-  te_expr_free(e->a);
-  te_expr_free(e->b);
+  tp_expr_free(e->a);
+  tp_expr_free(e->b);
   free(e);
 }
 
-static te_expr *s_node(s_parser *p, te_expr_kind kind, int op, int line) {
-  te_expr *e = calloc(1, sizeof *e);
+static tp_expr *s_node(s_parser *p, tp_expr_kind kind, int op, int line) {
+  tp_expr *e = calloc(1, sizeof *e);
   if (!e) {
     tr_seterr(p->err, TR_ENOMEM, "out of memory");
     return NULL;
@@ -527,23 +527,23 @@ static te_expr *s_node(s_parser *p, te_expr_kind kind, int op, int line) {
   return e;
 }
 
-static int s_expr(s_parser *p, te_expr **out, int *h);
-static int s_unary(s_parser *p, te_expr **out, int *h);
+static int s_expr(s_parser *p, tp_expr **out, int *h);
+static int s_unary(s_parser *p, tp_expr **out, int *h);
 
 /* Make a node of kind/op over a and b whose subtree height is h; frees a
 ** and b on failure.  at is the token blamed if the tree gets too high. */
-static int s_wrap(s_parser *p, const s_tok *at, te_expr_kind kind, int op,
-                  int line, te_expr *a, te_expr *b, int h, te_expr **out) {
-  te_expr *e = NULL;
+static int s_wrap(s_parser *p, const s_tok *at, tp_expr_kind kind, int op,
+                  int line, tp_expr *a, tp_expr *b, int h, tp_expr **out) {
+  tp_expr *e = NULL;
   if (h > S_DEPTH_MAX) {
-    te_expr_free(a);
-    te_expr_free(b);
+    tp_expr_free(a);
+    tp_expr_free(b);
     return s_fail(p, at, "expression nested too deeply (at most %d levels)",
                   S_DEPTH_MAX);
   }
   if (!(e = s_node(p, kind, op, line))) {
-    te_expr_free(a);
-    te_expr_free(b);
+    tp_expr_free(a);
+    tp_expr_free(b);
     return TR_ENOMEM;
   }
   e->a = a;
@@ -555,10 +555,10 @@ static int s_wrap(s_parser *p, const s_tok *at, te_expr_kind kind, int op,
 static int s_max(int a, int b) { return a > b ? a : b; }
 
 /* name '(' expr ')' for a function or an aggregate. */
-static int s_call(s_parser *p, te_expr **out, int *h) {
+static int s_call(s_parser *p, tp_expr **out, int *h) {
   const s_tok *name = s_next(p);
-  te_expr *a = NULL;
-  te_expr_kind kind = TE_EXPR_FN;
+  tp_expr *a = NULL;
+  tp_expr_kind kind = TP_EXPR_FN;
   int op = -1, rc;
   size_t i;
   char tok[64];
@@ -567,7 +567,7 @@ static int s_call(s_parser *p, te_expr **out, int *h) {
   for (i = 0; i < sizeof s_aggs / sizeof s_aggs[0] && op < 0; i++)
     if (s_is_kw(name, s_aggs[i].name)) {
       op = s_aggs[i].agg;
-      kind = TE_EXPR_AGG;
+      kind = TP_EXPR_AGG;
     }
   if (op < 0) {
     s_show(name, tok, sizeof tok);
@@ -576,7 +576,7 @@ static int s_call(s_parser *p, te_expr **out, int *h) {
   s_next(p); /* '(' */
   if ((rc = s_expr(p, &a, h)) != TR_OK) return rc;
   if ((rc = s_expect(p, ')')) != TR_OK) {
-    te_expr_free(a);
+    tp_expr_free(a);
     return rc;
   }
   *h += 1;
@@ -584,15 +584,15 @@ static int s_call(s_parser *p, te_expr **out, int *h) {
 }
 
 /* name '[' labels ']' */
-static int s_ref(s_parser *p, te_expr **out, int *h) {
+static int s_ref(s_parser *p, tp_expr **out, int *h) {
   const s_tok *name = s_peek(p, 0);
-  te_expr *e = s_node(p, TE_EXPR_REF, 0, name->line);
+  tp_expr *e = s_node(p, TP_EXPR_REF, 0, name->line);
   int rc;
   if (!e) return TR_ENOMEM;
   if ((rc = s_ident(p, e->name, "tensor name")) != TR_OK ||
       (rc = s_expect(p, '[')) != TR_OK ||
       (rc = s_label_list(p, e->labels, &e->nlabels, e->name)) != TR_OK) {
-    te_expr_free(e);
+    tp_expr_free(e);
     return rc;
   }
   *h = 1;
@@ -600,12 +600,12 @@ static int s_ref(s_parser *p, te_expr **out, int *h) {
   return TR_OK;
 }
 
-static int s_primary(s_parser *p, te_expr **out, int *h) {
+static int s_primary(s_parser *p, tp_expr **out, int *h) {
   const s_tok *t = s_peek(p, 0);
   int rc;
   char tok[64];
   if (t->type == S_NUM) {
-    te_expr *e = s_node(p, TE_EXPR_NUM, 0, t->line);
+    tp_expr *e = s_node(p, TP_EXPR_NUM, 0, t->line);
     if (!e) return TR_ENOMEM;
     e->num = t->num;
     s_next(p);
@@ -614,11 +614,11 @@ static int s_primary(s_parser *p, te_expr **out, int *h) {
     return TR_OK;
   }
   if (s_is_punct(t, '(')) {
-    te_expr *e = NULL;
+    tp_expr *e = NULL;
     s_next(p);
     if ((rc = s_expr(p, &e, h)) != TR_OK) return rc;
     if ((rc = s_expect(p, ')')) != TR_OK) {
-      te_expr_free(e);
+      tp_expr_free(e);
       return rc;
     }
     *out = e;
@@ -634,8 +634,8 @@ static int s_primary(s_parser *p, te_expr **out, int *h) {
   return s_fail(p, t, "expected an expression");
 }
 
-static int s_power(s_parser *p, te_expr **out, int *h) {
-  te_expr *a = NULL, *b = NULL;
+static int s_power(s_parser *p, tp_expr **out, int *h) {
+  tp_expr *a = NULL, *b = NULL;
   int ha = 0, hb = 0, rc;
   const s_tok *op;
   if ((rc = s_primary(p, &a, &ha)) != TR_OK) return rc;
@@ -647,14 +647,14 @@ static int s_power(s_parser *p, te_expr **out, int *h) {
   }
   s_next(p);
   if ((rc = s_unary(p, &b, &hb)) != TR_OK) {
-    te_expr_free(a);
+    tp_expr_free(a);
     return rc;
   }
   *h = s_max(ha, hb) + 1;
-  return s_wrap(p, op, TE_EXPR_BIN, '^', a->line, a, b, *h, out);
+  return s_wrap(p, op, TP_EXPR_BIN, '^', a->line, a, b, *h, out);
 }
 
-static int s_unary(s_parser *p, te_expr **out, int *h) {
+static int s_unary(s_parser *p, tp_expr **out, int *h) {
   const s_tok *t = s_peek(p, 0);
   int rc;
   if (p->depth >= S_DEPTH_MAX)
@@ -662,16 +662,16 @@ static int s_unary(s_parser *p, te_expr **out, int *h) {
                   S_DEPTH_MAX);
   p->depth++;
   if (s_is_punct(t, '-')) {
-    te_expr *a = NULL;
+    tp_expr *a = NULL;
     s_next(p);
     rc = s_unary(p, &a, h);
-    if (rc == TR_OK && a->kind == TE_EXPR_NUM) {
+    if (rc == TR_OK && a->kind == TP_EXPR_NUM) {
       a->num = -a->num; /* fold a negative literal */
       a->line = t->line;
       *out = a;
     } else if (rc == TR_OK) {
       *h += 1;
-      rc = s_wrap(p, t, TE_EXPR_FN, TK_OP_NEG, t->line, a, NULL, *h, out);
+      rc = s_wrap(p, t, TP_EXPR_FN, TK_OP_NEG, t->line, a, NULL, *h, out);
     }
   } else if (s_is_punct(t, '+')) {
     s_next(p); /* unary plus: no-op */
@@ -685,23 +685,23 @@ static int s_unary(s_parser *p, te_expr **out, int *h) {
 
 /* A left-associative chain of operands parsed by `sub`, joined by the
 ** operators op1 or op2. */
-static int s_chain(s_parser *p, te_expr **out, int *h,
-                   int (*sub)(s_parser *, te_expr **, int *), int op1, int op2) {
-  te_expr *a = NULL;
+static int s_chain(s_parser *p, tp_expr **out, int *h,
+                   int (*sub)(s_parser *, tp_expr **, int *), int op1, int op2) {
+  tp_expr *a = NULL;
   int rc;
   if ((rc = sub(p, &a, h)) != TR_OK) return rc;
   for (;;) {
     const s_tok *op = s_peek(p, 0);
-    te_expr *b = NULL;
+    tp_expr *b = NULL;
     int hb = 0;
     if (!s_is_punct(op, op1) && !s_is_punct(op, op2)) break;
     s_next(p);
     if ((rc = sub(p, &b, &hb)) != TR_OK) {
-      te_expr_free(a);
+      tp_expr_free(a);
       return rc;
     }
     *h = s_max(*h, hb) + 1;
-    if ((rc = s_wrap(p, op, TE_EXPR_BIN, op->ch, a->line, a, b, *h, &a)) !=
+    if ((rc = s_wrap(p, op, TP_EXPR_BIN, op->ch, a->line, a, b, *h, &a)) !=
         TR_OK)
       return rc;
   }
@@ -709,18 +709,18 @@ static int s_chain(s_parser *p, te_expr **out, int *h,
   return TR_OK;
 }
 
-static int s_term(s_parser *p, te_expr **out, int *h) {
+static int s_term(s_parser *p, tp_expr **out, int *h) {
   return s_chain(p, out, h, s_unary, '*', '/');
 }
 
-static int s_expr(s_parser *p, te_expr **out, int *h) {
+static int s_expr(s_parser *p, tp_expr **out, int *h) {
   return s_chain(p, out, h, s_term, '+', '-');
 }
 
 /* ---- Statements -------------------------------------------------------- */
 
 /* out '[' labels ']' '=' expr */
-static int s_assign(s_parser *p, te_stmt *st) {
+static int s_assign(s_parser *p, tp_stmt *st) {
   int rc, i, j, h = 0;
   if ((rc = s_ident(p, st->name, "tensor name")) != TR_OK ||
       (rc = s_expect(p, '[')) != TR_OK ||
@@ -736,7 +736,7 @@ static int s_assign(s_parser *p, te_stmt *st) {
 }
 
 /* [CHUNK [..]] [TYPE t], in either order, at most once each. */
-static int s_options(s_parser *p, te_stmt *st) {
+static int s_options(s_parser *p, tp_stmt *st) {
   int rc;
   for (;;) {
     const s_tok *t = s_peek(p, 0);
@@ -767,10 +767,10 @@ static int s_options(s_parser *p, te_stmt *st) {
   }
 }
 
-static int s_create(s_parser *p, te_stmt *st) {
+static int s_create(s_parser *p, tp_stmt *st) {
   int rc;
   const s_tok *t;
-  st->kind = TE_ST_CREATE;
+  st->kind = TP_ST_CREATE;
   if ((rc = s_expect_kw(p, "TENSOR")) != TR_OK ||
       (rc = s_ident(p, st->name, "tensor name")) != TR_OK ||
       (rc = s_dim_list(p, st->shape, &st->rank, "dimension")) != TR_OK)
@@ -785,9 +785,9 @@ static int s_create(s_parser *p, te_stmt *st) {
   return TR_OK;
 }
 
-static int s_load(s_parser *p, te_stmt *st) {
+static int s_load(s_parser *p, tp_stmt *st) {
   int rc;
-  st->kind = TE_ST_LOAD;
+  st->kind = TP_ST_LOAD;
   if ((rc = s_ident(p, st->name, "tensor name")) != TR_OK ||
       (rc = s_expect_kw(p, "FROM")) != TR_OK ||
       (rc = s_path(p, st->path)) != TR_OK)
@@ -795,32 +795,32 @@ static int s_load(s_parser *p, te_stmt *st) {
   return s_options(p, st);
 }
 
-static int s_save(s_parser *p, te_stmt *st) {
+static int s_save(s_parser *p, tp_stmt *st) {
   int rc;
-  st->kind = TE_ST_SAVE;
+  st->kind = TP_ST_SAVE;
   if ((rc = s_ident(p, st->name, "tensor name")) != TR_OK ||
       (rc = s_expect_kw(p, "TO")) != TR_OK)
     return rc;
   return s_path(p, st->path);
 }
 
-static int s_fill(s_parser *p, te_stmt *st) {
+static int s_fill(s_parser *p, tp_stmt *st) {
   int rc, params = 0;
   const s_tok *t;
-  st->kind = TE_ST_FILL;
+  st->kind = TP_ST_FILL;
   if ((rc = s_ident(p, st->name, "tensor name")) != TR_OK) return rc;
   t = s_peek(p, 0);
   if (s_is_kw(t, "ZEROS")) {
-    st->fill = TE_FILL_ZEROS;
+    st->fill = TP_FILL_ZEROS;
   } else if (s_is_kw(t, "ONES")) {
-    st->fill = TE_FILL_ONES;
+    st->fill = TP_FILL_ONES;
   } else if (s_is_kw(t, "IDENTITY")) {
-    st->fill = TE_FILL_IDENTITY;
+    st->fill = TP_FILL_IDENTITY;
   } else if (s_is_kw(t, "UNIFORM")) {
-    st->fill = TE_FILL_UNIFORM;
+    st->fill = TP_FILL_UNIFORM;
     params = 1;
   } else if (s_is_kw(t, "NORMAL")) {
-    st->fill = TE_FILL_NORMAL;
+    st->fill = TP_FILL_NORMAL;
     params = 1;
   } else {
     return s_fail(p, t, "expected ZEROS, ONES, IDENTITY, UNIFORM or NORMAL");
@@ -850,9 +850,9 @@ static int s_fill(s_parser *p, te_stmt *st) {
   return TR_OK;
 }
 
-static int s_drop(s_parser *p, te_stmt *st) {
+static int s_drop(s_parser *p, tp_stmt *st) {
   int rc;
-  st->kind = TE_ST_DROP;
+  st->kind = TP_ST_DROP;
   if ((rc = s_expect_kw(p, "TENSOR")) != TR_OK) return rc;
   if (s_is_kw(s_peek(p, 0), "IF") && s_is_kw(s_peek(p, 1), "EXISTS")) {
     s_next(p);
@@ -889,9 +889,9 @@ static int s_list_next(s_parser *p, int closer) {
   return 1;
 }
 
-static int s_print(s_parser *p, te_stmt *st) {
+static int s_print(s_parser *p, tp_stmt *st) {
   int rc;
-  st->kind = TE_ST_PRINT;
+  st->kind = TP_ST_PRINT;
   if ((rc = s_ident(p, st->name, "tensor name")) != TR_OK) return rc;
   if (!s_is_punct(s_peek(p, 0), '[')) return TR_OK;
   s_next(p);
@@ -935,7 +935,7 @@ static int s_print(s_parser *p, te_stmt *st) {
 /* ---- EXPLAIN options ----------------------------------------------------- */
 
 /* FORMAT TEXT | JSON */
-static int s_opt_format(s_parser *p, te_stmt *st) {
+static int s_opt_format(s_parser *p, tp_stmt *st) {
   const s_tok *v = s_peek(p, 0);
   st->json = st->dot = 0;
   if (s_is_kw(v, "TEXT")) {
@@ -951,7 +951,7 @@ static int s_opt_format(s_parser *p, te_stmt *st) {
 }
 
 /* PLAN 'name': run the named alternative (EXPLAIN ANALYZE only). */
-static int s_opt_plan(s_parser *p, te_stmt *st) {
+static int s_opt_plan(s_parser *p, tp_stmt *st) {
   const s_tok *v = s_peek(p, 0);
   size_t o = 0;
   if (v->type != S_STR) return s_fail(p, v, "expected a quoted plan name after PLAN");
@@ -972,14 +972,14 @@ static int s_opt_plan(s_parser *p, te_stmt *st) {
 ** one entry here and one such function. */
 static const struct {
   const char *name;
-  int (*value)(s_parser *p, te_stmt *st);
+  int (*value)(s_parser *p, tp_stmt *st);
 } s_explain_opts[] = {{"FORMAT", s_opt_format}, {"PLAN", s_opt_plan}};
 
 #define S_NEXPLAIN_OPTS (sizeof s_explain_opts / sizeof s_explain_opts[0])
 
 /* '(' NAME value [, NAME value]... ')' after EXPLAIN [ANALYZE]; p is at
 ** the '('.  Each option may be given once. */
-static int s_explain_options(s_parser *p, te_stmt *st) {
+static int s_explain_options(s_parser *p, tp_stmt *st) {
   int seen[S_NEXPLAIN_OPTS] = {0}, rc;
   char tok[64];
   s_next(p); /* '(' */
@@ -1005,10 +1005,10 @@ static int s_explain_options(s_parser *p, te_stmt *st) {
 
 /* EXPLAIN [ANALYZE] [(options)] assignment; p is after EXPLAIN.  Keywords
 ** are not reserved, so ANALYZE followed by '[' is the assignment's tensor. */
-static int s_explain(s_parser *p, te_stmt *st) {
+static int s_explain(s_parser *p, tp_stmt *st) {
   const s_tok *a;
   int rc;
-  st->kind = TE_ST_EXPLAIN;
+  st->kind = TP_ST_EXPLAIN;
   if (s_is_kw(s_peek(p, 0), "ANALYZE") && !s_is_punct(s_peek(p, 1), '[')) {
     s_next(p);
     st->analyze = 1;
@@ -1035,16 +1035,16 @@ static int s_block_kw(s_parser *p) {
   if (s_is_kw(t, "TRANSACTION") || s_is_kw(t, "WORK")) s_next(p);
   return TR_OK;
 }
-static int s_begin(s_parser *p, te_stmt *st) {
-  st->kind = TE_ST_BEGIN;
+static int s_begin(s_parser *p, tp_stmt *st) {
+  st->kind = TP_ST_BEGIN;
   return s_block_kw(p);
 }
-static int s_commit(s_parser *p, te_stmt *st) {
-  st->kind = TE_ST_COMMIT;
+static int s_commit(s_parser *p, tp_stmt *st) {
+  st->kind = TP_ST_COMMIT;
   return s_block_kw(p);
 }
-static int s_rollback(s_parser *p, te_stmt *st) {
-  st->kind = TE_ST_ROLLBACK;
+static int s_rollback(s_parser *p, tp_stmt *st) {
+  st->kind = TP_ST_ROLLBACK;
   return s_block_kw(p);
 }
 
@@ -1052,12 +1052,12 @@ static int s_rollback(s_parser *p, te_stmt *st) {
 ** are case-insensitive); the value, a number with an optional sign or a
 ** name, is kept as written (the sign joined to the number) for the
 ** engine to interpret. */
-static int s_set(s_parser *p, te_stmt *st) {
+static int s_set(s_parser *p, tp_stmt *st) {
   const s_tok *v, *sign = NULL;
   char *c;
   size_t n;
   int rc;
-  st->kind = TE_ST_SET;
+  st->kind = TP_ST_SET;
   if ((rc = s_ident(p, st->setting, "setting name")) != TR_OK ||
       (rc = s_expect(p, '=')) != TR_OK)
     return rc;
@@ -1072,9 +1072,9 @@ static int s_set(s_parser *p, te_stmt *st) {
     return s_fail(p, v, "expected a value (a number or a name)");
   }
   n = (sign ? 1 : 0) + v->n;
-  if (n >= TE_NAME_MAX)
+  if (n >= TP_NAME_MAX)
     return s_fail(p, v, "value too long (at most %d characters)",
-                  TE_NAME_MAX - 1);
+                  TP_NAME_MAX - 1);
   if (sign) st->value[0] = (char)sign->ch;
   memcpy(st->value + (sign ? 1 : 0), v->p, v->n);
   st->value[n] = '\0';
@@ -1083,20 +1083,20 @@ static int s_set(s_parser *p, te_stmt *st) {
 }
 
 /* One statement of any kind; p is at its first token. */
-static int s_show_tensors(s_parser *p, te_stmt *st) {
-  st->kind = TE_ST_SHOW;
+static int s_show_tensors(s_parser *p, tp_stmt *st) {
+  st->kind = TP_ST_SHOW;
   return s_expect_kw(p, "TENSORS");
 }
 
-static int s_describe(s_parser *p, te_stmt *st) {
-  st->kind = TE_ST_DESCRIBE;
+static int s_describe(s_parser *p, tp_stmt *st) {
+  st->kind = TP_ST_DESCRIBE;
   return s_ident(p, st->name, "tensor name");
 }
 
 /* Statements by their first keyword; each parser starts after it. */
 static const struct {
   const char *kw;
-  int (*parse)(s_parser *p, te_stmt *st);
+  int (*parse)(s_parser *p, tp_stmt *st);
 } s_statements[] = {
   {"CREATE", s_create}, {"LOAD", s_load},          {"SAVE", s_save},
   {"FILL", s_fill},     {"SHOW", s_show_tensors},  {"DESCRIBE", s_describe},
@@ -1104,14 +1104,14 @@ static const struct {
   {"SET", s_set},       {"BEGIN", s_begin},        {"COMMIT", s_commit},
   {"END", s_commit},    {"ROLLBACK", s_rollback}};
 
-static int s_statement(s_parser *p, te_stmt *st) {
+static int s_statement(s_parser *p, tp_stmt *st) {
   const s_tok *t = s_peek(p, 0), *t1 = s_peek(p, 1);
   char tok[64];
   if (t->type == S_EOF || s_is_punct(t, ';'))
     return tr_seterr(p->err, TR_ESYNTAX, "empty statement");
   if (t->type != S_IDENT) return s_fail(p, t, "expected a statement");
   if (s_is_punct(t1, '[')) {
-    st->kind = TE_ST_ASSIGN;
+    st->kind = TP_ST_ASSIGN;
     return s_assign(p, st);
   }
   for (size_t i = 0; i < sizeof s_statements / sizeof s_statements[0]; i++)
@@ -1125,13 +1125,13 @@ static int s_statement(s_parser *p, te_stmt *st) {
   return s_fail2(p, t, "unknown statement '%s'", tok);
 }
 
-int te_parse(const char *text, size_t len, te_stmt **out, tr_err *err) {
+int tp_parse(const char *text, size_t len, tp_stmt **out, tr_err *err) {
   s_parser p;
-  te_stmt *st = NULL;
+  tp_stmt *st = NULL;
   const s_tok *t;
   char tok[64];
   int rc;
-  if (!out) return tr_seterr(err, TR_EINVAL, "te_parse: no output");
+  if (!out) return tr_seterr(err, TR_EINVAL, "tp_parse: no output");
   *out = NULL;
   if (!text) len = 0;
   memset(&p, 0, sizeof p);
@@ -1154,14 +1154,14 @@ int te_parse(const char *text, size_t len, te_stmt **out, tr_err *err) {
   *out = st;
   st = NULL;
 done:
-  te_stmt_free(&st);
+  tp_stmt_free(&st);
   free(p.toks);
   return rc;
 }
 
-void te_stmt_free(te_stmt **s) {
+void tp_stmt_free(tp_stmt **s) {
   if (!s || !*s) return;
-  te_expr_free((*s)->rhs);
+  tp_expr_free((*s)->rhs);
   free(*s);
   *s = NULL;
 }

@@ -2,7 +2,7 @@
 ** engine/worker.c - `tradb --worker`: a site of the implementation algebra.
 **
 ** A worker holds chunks in its store (catalog/ tc_store: checksummed
-** files, durable on SYNC), runs the kernel tasks it is sent (te_node_run
+** files, durable on SYNC), runs the kernel tasks it is sent (tx_node_run
 ** over its own chunks), and pushes chunks straight to other workers when
 ** told to (SEND): the coordinator never relays chunk data between workers.
 **
@@ -42,7 +42,9 @@
 ** SIGTERM and SIGINT cancel the running task and stop the worker.
 */
 #include "config.h"
-#include "engine/engine_int.h"
+#include "worker/worker.h"
+#include "exec/exec.h"
+#include "catalog/catalog.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -225,11 +227,11 @@ static void s_get_meta(tn_rbuf *r, tr_tensor *t) {
   }
 }
 
-void te_task_encode(const te_task *t, tn_wbuf *b) {
-  const te_node *n = &t->node;
+void tx_task_encode(const tx_task *t, tn_wbuf *b) {
+  const ta_node *n = &t->node;
   tn_put_u8(b, (uint8_t)t->kind);
   s_put_meta(b, &t->out_meta);
-  if (t->kind == TE_TASK_FILL) {
+  if (t->kind == TX_TASK_FILL) {
     tn_put_u8(b, (uint8_t)t->f.kind);
     tn_put_f64(b, t->f.p0);
     tn_put_f64(b, t->f.p1);
@@ -269,7 +271,7 @@ void te_task_encode(const te_task *t, tn_wbuf *b) {
   tn_put_u8(b, (uint8_t)t->scratch);
 }
 
-void te_task_free(te_task *t) {
+void tx_task_free(tx_task *t) {
   free(t->in_op);
   free(t->in_lin);
   free(t->in_id);
@@ -280,20 +282,20 @@ void te_task_free(te_task *t) {
   t->in_id = t->out_id = NULL;
 }
 
-int te_task_decode(const void *p, size_t len, te_task *t, tr_err *err) {
+int tx_task_decode(const void *p, size_t len, tx_task *t, tr_err *err) {
   tn_rbuf r;
   tn_rbuf_init(&r, p, len);
   memset(t, 0, sizeof *t);
-  te_node *n = &t->node;
+  ta_node *n = &t->node;
   t->kind = tn_get_u8(&r);
   s_get_meta(&r, &t->out_meta);
-  if (t->kind > TE_TASK_COMBINE) goto bad;
-  if (t->kind == TE_TASK_FILL) {
-    t->f.kind = (te_fill_kind)tn_get_u8(&r);
+  if (t->kind > TX_TASK_COMBINE) goto bad;
+  if (t->kind == TX_TASK_FILL) {
+    t->f.kind = (tp_fill_kind)tn_get_u8(&r);
     t->f.p0 = tn_get_f64(&r);
     t->f.p1 = tn_get_f64(&r);
     t->f.seed = tn_get_u64(&r);
-    if (t->f.kind > TE_FILL_NORMAL) r.bad = 1;
+    if (t->f.kind > TP_FILL_NORMAL) r.bad = 1;
   } else if (!r.bad) {
     uint32_t nl = tn_get_u32(&r), no = tn_get_u32(&r);
     if (nl > TK_MAX_LABELS || no > nl || (int)no != t->out_meta.rank) goto bad;
@@ -330,7 +332,7 @@ int te_task_decode(const void *p, size_t len, te_task *t, tr_err *err) {
     uint32_t drive = tn_get_u32(&r);
     if (drive > ni) goto bad;
     n->drive = (int)drive - 1;
-    if (t->kind == TE_TASK_COMBINE &&
+    if (t->kind == TX_TASK_COMBINE &&
         (ni != 1 || n->drive >= 0 || n->agg == TK_AGG_NONE || t->in_meta[0].rank != t->out_meta.rank))
       goto bad;
     if (n->agg > TK_AGG_MIN || (n->agg == TK_AGG_NONE && n->nout != n->nlabels) || !n->prog.n)
@@ -342,7 +344,7 @@ int te_task_decode(const void *p, size_t len, te_task *t, tr_err *err) {
     t->in_lin = calloc(nin + 1, sizeof *t->in_lin);
     t->in_id = calloc(nin + 1, sizeof *t->in_id);
     if (!t->in_op || !t->in_lin || !t->in_id) {
-      te_task_free(t);
+      tx_task_free(t);
       return tr_seterr(err, TR_ENOMEM, "out of memory");
     }
     for (uint32_t i = 0; i < nin && !r.bad; i++) {
@@ -359,7 +361,7 @@ int te_task_decode(const void *p, size_t len, te_task *t, tr_err *err) {
   t->out_lin = calloc(no + 1, sizeof *t->out_lin);
   t->out_id = calloc(no + 1, sizeof *t->out_id);
   if (!t->out_lin || !t->out_id) {
-    te_task_free(t);
+    tx_task_free(t);
     return tr_seterr(err, TR_ENOMEM, "out of memory");
   }
   for (uint32_t i = 0; i < no && !r.bad; i++) {
@@ -376,7 +378,7 @@ int te_task_decode(const void *p, size_t len, te_task *t, tr_err *err) {
   t->scratch = scratch;
   if (tn_rbuf_ok(&r) == TR_OK) return TR_OK;
 bad:
-  te_task_free(t);
+  tx_task_free(t);
   return tr_seterr(err, TR_EINVAL, "malformed task");
 }
 
@@ -437,7 +439,7 @@ typedef struct s_job {
 } s_job;
 
 typedef struct s_worker {
-  const te_worker_config *cfg; /* options */
+  const tw_config *cfg; /* options */
   const tk_backend *kt;        /* kernels */
   int threads;                 /* kernel threads */
   tc_store *root;              /* DATA itself: holds the directory lock, and
@@ -573,7 +575,7 @@ static void s_free_buf(void *data, void *hint) {
 typedef struct s_taskio {
   s_worker *w;        /* worker */
   s_job *job;         /* the TASK being run */
-  const te_task *t;   /* task */
+  const tx_task *t;   /* task */
   uint64_t *sum;      /* checksum of each output chunk made */
   uint64_t *bytes;    /* its size */
 } s_taskio;
@@ -589,7 +591,7 @@ static int s_job_get(s_job *j, uint64_t id, void *buf, size_t bytes, tr_err *err
 static int s_task_read(void *ctx, int operand, int64_t lin, void *buf, size_t bytes,
                        tr_err *err) {
   s_taskio *io = ctx;
-  const te_task *t = io->t;
+  const tx_task *t = io->t;
   for (int64_t i = 0; i < t->nin; i++)
     if (t->in_op[i] == operand && t->in_lin[i] == lin)
       return s_job_get(io->job, t->in_id[i], buf, bytes, err);
@@ -598,7 +600,7 @@ static int s_task_read(void *ctx, int operand, int64_t lin, void *buf, size_t by
 }
 
 static int s_task_has(void *ctx, int operand, int64_t lin) {
-  const te_task *t = ((s_taskio *)ctx)->t;
+  const tx_task *t = ((s_taskio *)ctx)->t;
   for (int64_t i = 0; i < t->nin; i++)
     if (t->in_op[i] == operand && t->in_lin[i] == lin) return 1;
   return 0;
@@ -606,7 +608,7 @@ static int s_task_has(void *ctx, int operand, int64_t lin) {
 
 static int s_task_write(void *ctx, int64_t lin, const void *buf, size_t bytes, tr_err *err) {
   s_taskio *io = ctx;
-  const te_task *t = io->t;
+  const tx_task *t = io->t;
   for (int64_t i = 0; i < t->nout; i++)
     if (t->out_lin[i] == lin) {
       io->bytes[i] = bytes;
@@ -657,13 +659,13 @@ typedef struct s_fillrun {
 
 static int s_fill_one(void *arg, int64_t i) {
   s_fillrun *fr = arg;
-  const te_task *t = fr->io->t;
+  const tx_task *t = fr->io->t;
   int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK];
   tr_key_from_linear(&t->out_meta, t->out_lin[i], key);
   size_t bytes = (size_t)tr_chunk_extent(&t->out_meta, key, ext) * tr_dtype_size(t->out_meta.dtype);
   void *buf = tr_alloc_aligned(bytes);
   tr_err err;
-  int rc = buf ? te_fill_chunk(fr->io->w->kt, &t->out_meta, &t->f, t->out_lin[i], buf,
+  int rc = buf ? tx_fill_chunk(fr->io->w->kt, &t->out_meta, &t->f, t->out_lin[i], buf,
                                &fr->io->job->cancel)
                : tr_seterr(&err, TR_ENOMEM, "out of memory");
   if (buf && rc) s_kernel_failed(&err, "fill", rc);
@@ -680,7 +682,7 @@ static int s_fill_one(void *arg, int64_t i) {
 /* Combine tasks: output chunk i from every listed partial of it. */
 static int s_combine_one(void *arg, int64_t i) {
   s_fillrun *fr = arg;
-  const te_task *t = fr->io->t;
+  const tx_task *t = fr->io->t;
   const tk_backend *kt = fr->io->w->kt;
   int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK], lin = t->out_lin[i];
   tr_key_from_linear(&t->out_meta, lin, key);
@@ -731,13 +733,13 @@ static void s_job_free(s_job *j) {
 /* Run one TASK; fills the reply: TASK_OK {u32 n, n x chunk meta, f64 s,
 ** str backend} or an error. */
 static void s_run_task(s_worker *w, s_job *j) {
-  te_task t;
+  tx_task t;
   tr_err err;
   tk_device_stats d0, d1;
   tr_clearerr(&err);
   tk_device_stats_get(&d0);
   double t0 = tr_now();
-  int rc = te_task_decode(j->body, j->body_len, &t, &err);
+  int rc = tx_task_decode(j->body, j->body_len, &t, &err);
   if (rc) {
     s_fail_job(j, rc, err.msg);
     s_log("rejected task: %s", err.msg);
@@ -745,25 +747,25 @@ static void s_run_task(s_worker *w, s_job *j) {
   }
   if (!(j->store = s_store_for(w, j->db, S_OPEN_CREATE, &err))) {
     s_fail_job(j, err.code, err.msg);
-    te_task_free(&t);
+    tx_task_free(&t);
     return;
   }
   s_taskio io = {w, j, &t, calloc((size_t)t.nout + 1, 8), calloc((size_t)t.nout + 1, 8)};
   if (!io.sum || !io.bytes) {
     rc = tr_seterr(&err, TR_ENOMEM, "out of memory");
-  } else if (t.kind == TE_TASK_FILL) {
+  } else if (t.kind == TX_TASK_FILL) {
     s_fillrun fr = {&io, {0, ""}, PTHREAD_MUTEX_INITIALIZER};
     rc = tr_parallel_for(w->threads, t.nout, s_fill_one, &fr, &j->cancel);
     if (rc) err = fr.err.code ? fr.err : err;
-  } else if (t.kind == TE_TASK_COMBINE) {
+  } else if (t.kind == TX_TASK_COMBINE) {
     s_fillrun fr = {&io, {0, ""}, PTHREAD_MUTEX_INITIALIZER};
     rc = tr_parallel_for(w->threads, t.nout, s_combine_one, &fr, &j->cancel);
     if (rc) err = fr.err.code ? fr.err : err;
   } else {
-    te_chunk_io cio = {&io, s_task_read, s_task_write, s_task_has};
+    tx_chunk_io cio = {&io, s_task_read, s_task_write, s_task_has};
     const tr_tensor *in_meta[TK_MAX_INPUTS];
     for (int i = 0; i < t.node.ninputs; i++) in_meta[i] = &t.in_meta[i];
-    rc = te_node_run(w->kt, w->threads, (size_t)1 << 30, &t.node, in_meta, &t.out_meta, &cio,
+    rc = tx_node_run(w->kt, w->threads, (size_t)1 << 30, &t.node, in_meta, &t.out_meta, &cio,
                      t.out_lin, t.nout, &j->cancel, &err);
   }
   if (rc) {
@@ -785,7 +787,7 @@ static void s_run_task(s_worker *w, s_job *j) {
   }
   free(io.sum);
   free(io.bytes);
-  te_task_free(&t);
+  tx_task_free(&t);
 }
 
 static void s_run_sync(s_worker *w, s_job *j) {
@@ -1504,7 +1506,7 @@ static void s_on_request(s_worker *w, tn_in *in) {
   tn_wbuf_free(&b);
 }
 
-int te_worker_main(const te_worker_config *cfg) {
+int tw_main(const tw_config *cfg) {
   s_worker w;
   tr_err err;
   int status = 1;
@@ -1516,7 +1518,7 @@ int te_worker_main(const te_worker_config *cfg) {
   tr_clearerr(&err);
   w.kt = tk_backend_get(cfg->backend ? cfg->backend : "auto");
   w.threads = cfg->threads > 0 ? cfg->threads : tr_ncores();
-  te_reuse_chunk_buffers();
+  tx_reuse_chunk_buffers();
   /* Chunks of 32 MiB and more (the most glibc lets M_MMAP_THRESHOLD be)
   ** would still be fresh mappings, faulted in on every use: serve every
   ** block from the heap (measured on the large bench sizes, chunks of

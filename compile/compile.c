@@ -18,7 +18,7 @@
 ** Transform, so relu(SUM(X*W)) runs as one pass.
 */
 #include "config.h"
-#include "engine/engine_int.h"
+#include "compile/compile.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,13 +31,16 @@ typedef uint64_t s_mask; /* set of statement label ids */
 
 /* State of binding and building one statement. */
 typedef struct s_binder {
-  te_engine *e;                         /* catalog access */
-  te_plan *plan;                        /* plan being built */
+  tc_db *db;                            /* catalog */
+  const tr_tensor *pend;                /* outputs of a block's earlier
+                                           statements, read first */
+  int npend;                            /* their number */
+  ta_plan *plan;                        /* plan being built */
   tr_err *err;                          /* where failures go */
   int nlab;                             /* labels bound so far */
-  char lab[S_MAX_LABELS][TE_NAME_MAX];  /* label names */
+  char lab[S_MAX_LABELS][TP_NAME_MAX];  /* label names */
   int64_t lsize[S_MAX_LABELS];          /* label sizes */
-  char lwhere[S_MAX_LABELS][TE_NAME_MAX * 2]; /* first binding, e.g. "A[i,k]" */
+  char lwhere[S_MAX_LABELS][TP_NAME_MAX * 2]; /* first binding, e.g. "A[i,k]" */
   s_mask lhs;                           /* left-hand labels */
   int lhs_id[TR_MAX_RANK];              /* left-hand label ids in order */
   int nlhs;                             /* left-hand rank */
@@ -46,7 +49,7 @@ typedef struct s_binder {
 
 /* A node under construction. */
 typedef struct s_nodeb {
-  te_node n;              /* the node */
+  ta_node n;              /* the node */
   int id[TK_MAX_LABELS];  /* statement label id of each node label */
 } s_nodeb;
 
@@ -56,7 +59,7 @@ static int s_label_id(const s_binder *b, const char *name) {
   return -1;
 }
 
-static void s_ref_text(const te_expr *r, char *buf, size_t n) {
+static void s_ref_text(const tp_expr *r, char *buf, size_t n) {
   size_t o = (size_t)snprintf(buf, n, "%s[", r->name);
   for (int i = 0; i < r->nlabels && o < n; i++)
     o += (size_t)snprintf(buf + o, n - o, "%s%s", i ? "," : "", r->labels[i]);
@@ -65,25 +68,25 @@ static void s_ref_text(const te_expr *r, char *buf, size_t n) {
 
 /* Find or add the stored relation for tensor `name`. */
 static int s_stored_rel(s_binder *b, const char *name, int *rel) {
-  te_plan *p = b->plan;
+  ta_plan *p = b->plan;
   for (int i = 0; i < p->nrels; i++)
-    if (p->rels[i].kind == TE_REL_STORED && !strcmp(p->rels[i].meta.name, name)) {
+    if (p->rels[i].kind == TA_REL_STORED && !strcmp(p->rels[i].meta.name, name)) {
       *rel = i;
       return TR_OK;
     }
-  if (p->nrels >= TE_MAX_RELS)
+  if (p->nrels >= TA_MAX_RELS)
     return tr_seterr(b->err, TR_EINVAL, "statement references too many tensors");
-  te_rel *r = &p->rels[p->nrels];
+  ta_rel *r = &p->rels[p->nrels];
   memset(r, 0, sizeof *r);
-  r->kind = TE_REL_STORED;
-  for (int i = b->e->npend - 1; i >= 0; i--)
-    if (!strcmp(b->e->pend[i].name, name)) {
-      r->meta = b->e->pend[i];
+  r->kind = TA_REL_STORED;
+  for (int i = b->npend - 1; i >= 0; i--)
+    if (!strcmp(b->pend[i].name, name)) {
+      r->meta = b->pend[i];
       r->pending = 1;
       *rel = p->nrels++;
       return TR_OK;
     }
-  int rc = tc_tensor_get(b->e->db, name, &r->meta, b->err);
+  int rc = tc_tensor_get(b->db, name, &r->meta, b->err);
   if (rc != TR_OK) return rc == TR_ENOTFOUND ? TR_ENAME : rc;
   *rel = p->nrels++;
   return TR_OK;
@@ -91,9 +94,9 @@ static int s_stored_rel(s_binder *b, const char *name, int *rel) {
 
 /* Bind every reference in e: tensors exist, ranks agree, labels have one
 ** size each. */
-static int s_bind(s_binder *b, const te_expr *e) {
+static int s_bind(s_binder *b, const tp_expr *e) {
   if (!e) return TR_OK;
-  if (e->kind == TE_EXPR_REF) {
+  if (e->kind == TP_EXPR_REF) {
     int rel, rc = s_stored_rel(b, e->name, &rel);
     if (rc) return rc;
     const tr_tensor *t = &b->plan->rels[rel].meta;
@@ -102,14 +105,14 @@ static int s_bind(s_binder *b, const te_expr *e) {
                        "rank mismatch: %s has rank %d but is indexed with %d label%s",
                        e->name, t->rank, e->nlabels, e->nlabels == 1 ? "" : "s");
     for (int d = 0; d < e->nlabels; d++) {
-      char where[TE_NAME_MAX * 2];
+      char where[TP_NAME_MAX * 2];
       s_ref_text(e, where, sizeof where);
       int id = s_label_id(b, e->labels[d]);
       if (id < 0) {
         if (b->nlab >= S_MAX_LABELS)
           return tr_seterr(b->err, TR_EINVAL, "too many labels in one statement");
         id = b->nlab++;
-        snprintf(b->lab[id], TE_NAME_MAX, "%s", e->labels[d]);
+        snprintf(b->lab[id], TP_NAME_MAX, "%s", e->labels[d]);
         b->lsize[id] = t->shape[d];
         snprintf(b->lwhere[id], sizeof b->lwhere[id], "%s", where);
       } else if (b->lsize[id] != t->shape[d]) {
@@ -127,22 +130,22 @@ static int s_bind(s_binder *b, const te_expr *e) {
 
 /* Labels of e visible outside it: an aggregation keeps only left-hand
 ** labels. */
-static s_mask s_labels(const s_binder *b, const te_expr *e) {
+static s_mask s_labels(const s_binder *b, const tp_expr *e) {
   if (!e) return 0;
   switch (e->kind) {
-  case TE_EXPR_REF: {
+  case TP_EXPR_REF: {
     s_mask m = 0;
     for (int d = 0; d < e->nlabels; d++) m |= (s_mask)1 << s_label_id(b, e->labels[d]);
     return m;
   }
-  case TE_EXPR_AGG:
+  case TP_EXPR_AGG:
     return s_labels(b, e->a) & b->lhs;
   default:
     return s_labels(b, e->a) | s_labels(b, e->b);
   }
 }
 
-static int s_emit(s_binder *b, s_nodeb *nb, const te_expr *e, int depth);
+static int s_emit(s_binder *b, s_nodeb *nb, const tp_expr *e, int depth);
 
 /* Add node label for statement label id; returns node label index. */
 static int s_node_label(s_binder *b, s_nodeb *nb, int id) {
@@ -155,14 +158,14 @@ static int s_node_label(s_binder *b, s_nodeb *nb, int id) {
   }
   int i = nb->n.nlabels++;
   nb->id[i] = id;
-  snprintf(nb->n.lname[i], TE_NAME_MAX, "%s", b->lab[id]);
+  snprintf(nb->n.lname[i], TP_NAME_MAX, "%s", b->lab[id]);
   nb->n.size[i] = b->lsize[id];
   return i;
 }
 
 /* Find or add an operand (rel with statement label ids per dim). */
 static int s_operand(s_binder *b, s_nodeb *nb, int rel, int rank, const int *ids) {
-  te_node *n = &nb->n;
+  ta_node *n = &nb->n;
   int lab[TR_MAX_RANK];
   for (int d = 0; d < rank; d++) {
     lab[d] = s_node_label(b, nb, ids[d]);
@@ -177,7 +180,7 @@ static int s_operand(s_binder *b, s_nodeb *nb, int rel, int rank, const int *ids
               TK_MAX_INPUTS);
     return -1;
   }
-  te_operand *o = &n->in[n->ninputs];
+  ta_operand *o = &n->in[n->ninputs];
   o->rel = rel;
   o->rank = rank;
   memcpy(o->label, lab, sizeof(int) * (size_t)rank);
@@ -197,7 +200,7 @@ static int s_insn(s_binder *b, tk_prog *p, int op, int arg, double c) {
 /* Choose chunk sizes of the node's labels: the first operand holding a
 ** label decides; others are re-chunked to match at run time.  Then the
 ** element type and whether the BLAS path applies. */
-static void s_finish_node(te_plan *p, te_node *n) {
+static void s_finish_node(ta_plan *p, ta_node *n) {
   n->drive = -1; /* the optimizer decides */
   for (int l = 0; l < n->nlabels; l++) {
     n->chunk[l] = 0;
@@ -228,7 +231,7 @@ static void s_finish_node(te_plan *p, te_node *n) {
   }
 }
 
-static tr_dtype s_node_dtype(const te_plan *p, const te_node *n) {
+static tr_dtype s_node_dtype(const ta_plan *p, const ta_node *n) {
   for (int i = 0; i < n->ninputs; i++)
     if (p->rels[n->in[i].rel].meta.dtype == TR_F64) return TR_F64;
   return TR_F32;
@@ -237,16 +240,16 @@ static tr_dtype s_node_dtype(const te_plan *p, const te_node *n) {
 /* Append a finished node, creating its output relation (a temporary, or
 ** the statement's output when out_name is set). */
 static int s_push_node(s_binder *b, s_nodeb *nb, const char *out_name) {
-  te_plan *p = b->plan;
-  te_node *n = &nb->n;
-  if (p->nnodes >= TE_MAX_NODES)
+  ta_plan *p = b->plan;
+  ta_node *n = &nb->n;
+  if (p->nnodes >= TA_MAX_NODES)
     return tr_seterr(b->err, TR_EINVAL, "expression has too many aggregations");
-  if (p->nrels >= TE_MAX_RELS)
+  if (p->nrels >= TA_MAX_RELS)
     return tr_seterr(b->err, TR_EINVAL, "statement references too many tensors");
   s_finish_node(p, n);
-  te_rel *r = &p->rels[p->nrels];
+  ta_rel *r = &p->rels[p->nrels];
   memset(r, 0, sizeof *r);
-  r->kind = out_name ? TE_REL_OUTPUT : TE_REL_TEMP;
+  r->kind = out_name ? TA_REL_OUTPUT : TA_REL_TEMP;
   if (out_name)
     snprintf(r->meta.name, TR_NAME_MAX, "%s", out_name);
   else
@@ -265,7 +268,7 @@ static int s_push_node(s_binder *b, s_nodeb *nb, const char *out_name) {
 /* Build the node of aggregation e (kind AGG); *rel receives the relation
 ** holding its result, whose labels are the left-hand labels of e in
 ** left-hand order. */
-static int s_build_agg(s_binder *b, const te_expr *e, const char *out_name, int *rel,
+static int s_build_agg(s_binder *b, const tp_expr *e, const char *out_name, int *rel,
                        int depth) {
   s_nodeb *nb = calloc(1, sizeof *nb);
   if (!nb) return tr_seterr(b->err, TR_ENOMEM, "out of memory");
@@ -290,20 +293,20 @@ done:
 }
 
 /* Emit the scalar program of e into node nb. */
-static int s_emit(s_binder *b, s_nodeb *nb, const te_expr *e, int depth) {
+static int s_emit(s_binder *b, s_nodeb *nb, const tp_expr *e, int depth) {
   tk_prog *p = &nb->n.prog;
   int rc, ids[TR_MAX_RANK];
   switch (e->kind) {
-  case TE_EXPR_NUM:
+  case TP_EXPR_NUM:
     return s_insn(b, p, TK_OP_CONST, 0, e->num);
-  case TE_EXPR_REF: {
+  case TP_EXPR_REF: {
     int rel;
     if ((rc = s_stored_rel(b, e->name, &rel))) return rc;
     for (int d = 0; d < e->nlabels; d++) ids[d] = s_label_id(b, e->labels[d]);
     int i = s_operand(b, nb, rel, e->nlabels, ids);
     return i < 0 ? b->err->code : s_insn(b, p, TK_OP_INPUT, i, 0);
   }
-  case TE_EXPR_BIN: {
+  case TP_EXPR_BIN: {
     static const struct { int ch, op; } ops[] = {
       {'+', TK_OP_ADD}, {'-', TK_OP_SUB}, {'*', TK_OP_MUL}, {'/', TK_OP_DIV}, {'^', TK_OP_POW}};
     if ((rc = s_emit(b, nb, e->a, depth)) || (rc = s_emit(b, nb, e->b, depth))) return rc;
@@ -311,10 +314,10 @@ static int s_emit(s_binder *b, s_nodeb *nb, const te_expr *e, int depth) {
       if (ops[k].ch == e->op) return s_insn(b, p, ops[k].op, 0, 0);
     return tr_seterr(b->err, TR_ESYNTAX, "unknown operator '%c'", e->op);
   }
-  case TE_EXPR_FN:
+  case TP_EXPR_FN:
     if ((rc = s_emit(b, nb, e->a, depth))) return rc;
     return s_insn(b, p, e->op, 0, 0);
-  case TE_EXPR_AGG: {
+  case TP_EXPR_AGG: {
     int rel, k = 0;
     if ((rc = s_build_agg(b, e, NULL, &rel, depth))) return rc;
     for (int j = 0; j < b->nlhs; j++)
@@ -328,28 +331,31 @@ static int s_emit(s_binder *b, s_nodeb *nb, const te_expr *e, int depth) {
 
 /* A top node that only transforms the previous node's whole result: move
 ** its program into that node as a fused Transform. */
-static void s_fuse_transform(te_plan *p) {
+static void s_fuse_transform(ta_plan *p) {
   if (p->nnodes < 2) return;
-  te_node *top = &p->nodes[p->nnodes - 1], *prev = &p->nodes[p->nnodes - 2];
+  ta_node *top = &p->nodes[p->nnodes - 1], *prev = &p->nodes[p->nnodes - 2];
   if (top->ninputs != 1 || top->agg != TK_AGG_NONE || prev->post.n) return;
-  const te_operand *o = &top->in[0];
+  const ta_operand *o = &top->in[0];
   if (o->rel != prev->out || o->rank != top->nlabels) return;
   for (int d = 0; d < o->rank; d++)
     if (o->label[d] != d || top->chunk[d] != prev->chunk[d]) return;
   int pure_input = top->prog.n == 1; /* B[i] = SUM(..): nothing to fuse */
   if (!pure_input) prev->post = top->prog;
-  p->rels[prev->out].kind = TE_REL_OUTPUT;
+  p->rels[prev->out].kind = TA_REL_OUTPUT;
   memcpy(p->rels[prev->out].meta.name, p->rels[top->out].meta.name, TR_NAME_MAX);
   p->nnodes--;
   p->nrels--; /* the top's output relation was the last one added */
 }
 
-int te_compile(te_engine *e, const te_stmt *s, te_plan *plan, tr_err *err) {
+int ta_compile(tc_db *db, const tr_tensor *pend, int npend, const tp_stmt *s, ta_plan *plan,
+               tr_err *err) {
   s_binder *b = calloc(1, sizeof *b);
   int rc;
   if (!b) return tr_seterr(err, TR_ENOMEM, "out of memory");
   memset(plan, 0, sizeof *plan);
-  b->e = e;
+  b->db = db;
+  b->pend = pend;
+  b->npend = npend;
   b->plan = plan;
   b->err = err;
   if ((rc = s_bind(b, s->rhs))) goto done;
@@ -364,16 +370,16 @@ int te_compile(te_engine *e, const te_stmt *s, te_plan *plan, tr_err *err) {
     b->lhs_id[b->nlhs++] = id;
   }
   /* Implicit SUM around the whole right-hand side. */
-  te_expr wrap;
-  const te_expr *top = s->rhs;
+  tp_expr wrap;
+  const tp_expr *top = s->rhs;
   if (s_labels(b, s->rhs) & ~b->lhs) {
     memset(&wrap, 0, sizeof wrap);
-    wrap.kind = TE_EXPR_AGG;
+    wrap.kind = TP_EXPR_AGG;
     wrap.op = TK_AGG_SUM;
-    wrap.a = (te_expr *)s->rhs;
+    wrap.a = (tp_expr *)s->rhs;
     top = &wrap;
   }
-  if (top->kind == TE_EXPR_AGG) {
+  if (top->kind == TP_EXPR_AGG) {
     int rel;
     if ((rc = s_build_agg(b, top, s->name, &rel, 0))) goto done;
     /* Its output labels are the left-hand ones occurring in it, in order;
@@ -398,27 +404,27 @@ done:
   return rc;
 }
 
-int te_plan_append(te_plan *dst, const te_plan *src, tr_err *err) {
-  int map[TE_MAX_RELS];
-  if (dst->nnodes + src->nnodes > TE_MAX_NODES)
-    return tr_seterr(err, TR_EINVAL, "block too large: at most %d aggregations in all", TE_MAX_NODES);
+int ta_plan_append(ta_plan *dst, const ta_plan *src, tr_err *err) {
+  int map[TA_MAX_RELS];
+  if (dst->nnodes + src->nnodes > TA_MAX_NODES)
+    return tr_seterr(err, TR_EINVAL, "block too large: at most %d aggregations in all", TA_MAX_NODES);
   for (int i = 0; i < src->nrels; i++) {
-    const te_rel *r = &src->rels[i];
+    const ta_rel *r = &src->rels[i];
     map[i] = -1;
-    for (int j = dst->nrels - 1; j >= 0 && map[i] < 0 && r->kind == TE_REL_STORED; j--) {
-      const te_rel *d = &dst->rels[j];
+    for (int j = dst->nrels - 1; j >= 0 && map[i] < 0 && r->kind == TA_REL_STORED; j--) {
+      const ta_rel *d = &dst->rels[j];
       if (strcmp(d->meta.name, r->meta.name)) continue;
-      if (r->pending ? d->kind == TE_REL_OUTPUT : d->kind == TE_REL_STORED && !d->pending) map[i] = j;
+      if (r->pending ? d->kind == TA_REL_OUTPUT : d->kind == TA_REL_STORED && !d->pending) map[i] = j;
     }
     if (map[i] >= 0) continue;
     if (r->pending) return tr_seterr(err, TR_EINVAL, "block reads %s before writing it", r->meta.name);
-    if (dst->nrels >= TE_MAX_RELS)
-      return tr_seterr(err, TR_EINVAL, "block references too many tensors (at most %d)", TE_MAX_RELS);
+    if (dst->nrels >= TA_MAX_RELS)
+      return tr_seterr(err, TR_EINVAL, "block references too many tensors (at most %d)", TA_MAX_RELS);
     dst->rels[dst->nrels] = *r;
     map[i] = dst->nrels++;
   }
   for (int k = 0; k < src->nnodes; k++) {
-    te_node n = src->nodes[k];
+    ta_node n = src->nodes[k];
     for (int i = 0; i < n.ninputs; i++) n.in[i].rel = map[n.in[i].rel];
     n.out = map[n.out];
     dst->nodes[dst->nnodes++] = n;
@@ -461,7 +467,7 @@ static void s_put_dims(s_buf *b, int rank, const int64_t *v) {
 }
 
 /* Render a postfix program as infix text; operand i is named in[i]. */
-static void s_prog_text(s_buf *b, const tk_prog *p, int pc_end, char names[][TE_NAME_MAX * 2]) {
+static void s_prog_text(s_buf *b, const tk_prog *p, int pc_end, char names[][TP_NAME_MAX * 2]) {
   /* Evaluate the program on a stack of strings instead of numbers. */
   int sp = 0;
   char *txt[TK_MAX_PROG] = {0};
@@ -493,21 +499,21 @@ static void s_prog_text(s_buf *b, const tk_prog *p, int pc_end, char names[][TE_
   for (int i = 0; i < sp; i++) free(txt[i]);
 }
 
-static void s_label_list(s_buf *b, const te_node *n, int from, int to) {
+static void s_label_list(s_buf *b, const ta_node *n, int from, int to) {
   s_put(b, "<");
   for (int l = from; l < to; l++) s_put(b, "%s%s", l > from ? "," : "", n->lname[l]);
   s_put(b, ">");
 }
 
-char *te_plan_explain(const te_plan *p) {
+char *ta_plan_explain(const ta_plan *p) {
   s_buf b = {0};
   static const char *const aggname[] = {"NONE", "SUM", "MAX", "MIN"};
   for (int k = 0; k < p->nnodes; k++) {
-    const te_node *n = &p->nodes[k];
-    const te_rel *out = &p->rels[n->out];
-    char names[TK_MAX_INPUTS][TE_NAME_MAX * 2];
+    const ta_node *n = &p->nodes[k];
+    const ta_rel *out = &p->rels[n->out];
+    char names[TK_MAX_INPUTS][TP_NAME_MAX * 2];
     for (int i = 0; i < n->ninputs; i++) {
-      const te_operand *o = &n->in[i];
+      const ta_operand *o = &n->in[i];
       int w = snprintf(names[i], sizeof names[i], "%s[", p->rels[o->rel].meta.name);
       for (int d = 0; d < o->rank && w < (int)sizeof names[i]; d++)
         w += snprintf(names[i] + w, sizeof names[i] - (size_t)w, "%s%s", d ? "," : "",
@@ -520,7 +526,7 @@ char *te_plan_explain(const te_plan *p) {
       tuples *= g;
       if (l < n->nout) groups *= g;
     }
-    s_put(&b, "%s%s ", out->kind == TE_REL_OUTPUT ? "" : "temporary ", out->meta.name);
+    s_put(&b, "%s%s ", out->kind == TA_REL_OUTPUT ? "" : "temporary ", out->meta.name);
     s_label_list(&b, n, 0, n->nout);
     s_put(&b, ": ");
     s_put_dims(&b, out->meta.rank, out->meta.shape);
@@ -529,7 +535,7 @@ char *te_plan_explain(const te_plan *p) {
     s_put(&b, "\n");
     int ind = 2;
     if (n->post.n) {
-      char pn[1][TE_NAME_MAX * 2];
+      char pn[1][TP_NAME_MAX * 2];
       snprintf(pn[0], sizeof pn[0], "x");
       s_put(&b, "%*sTRANSFORM(x -> ", ind, "");
       s_prog_text(&b, &n->post, n->post.n, pn);
@@ -553,7 +559,7 @@ char *te_plan_explain(const te_plan *p) {
     s_put(&b, ")  [%lld tuples]\n", (long long)tuples);
     ind += 2;
     for (int i = 0; i < n->ninputs; i++) {
-      const te_operand *o = &n->in[i];
+      const ta_operand *o = &n->in[i];
       const tr_tensor *t = &p->rels[o->rel].meta;
       int diag = 0, rechunk = 0;
       for (int d = 0; d < o->rank; d++) {
@@ -570,7 +576,7 @@ char *te_plan_explain(const te_plan *p) {
           s_put(&b, "%s%lld", d ? " x " : "", (long long)n->chunk[o->label[d]]);
         s_put(&b, ")");
       }
-      s_put(&b, " SCAN %s%s (", p->rels[o->rel].kind == TE_REL_STORED ? "" : "temporary ",
+      s_put(&b, " SCAN %s%s (", p->rels[o->rel].kind == TA_REL_STORED ? "" : "temporary ",
             t->name);
       s_put_dims(&b, t->rank, t->shape);
       s_put(&b, " %s, chunk ", tr_dtype_name(t->dtype));

@@ -13,7 +13,7 @@
 ** join of inputs already co-partitioned needs no move) are applied to
 ** every operator of every plan reached, breadth first, with duplicates
 ** removed by their canonical text, until no rule applies or a bound is hit.
-** Each plan reached that the executor can run is lowered to a te_choice
+** Each plan reached that the executor can run is lowered to a to_choice
 ** (which operand stays, moves, or drives the join; whether the aggregation
 ** is local or two-phase).  BMM and CMM are among them: BMM is the Table 1
 ** plan itself, CMM comes from R2-6 then R2-5 (the paper says the simple
@@ -22,7 +22,7 @@
 **
 ** Cost (section 5.3): floats moved between sites, computed exactly.  A
 ** tensor relation has no holes and unique keys, so every chunk's size is
-** known from the frontier; te_moves_compute walks the join tuples of the
+** known from the frontier; to_moves_compute walks the join tuples of the
 ** node, puts each on its site, and counts every chunk sent to a site that
 ** does not hold it (inputs costed from where the catalog says they are),
 ** every partial result shuffled to its owner, and the output's replicas.
@@ -32,12 +32,12 @@
 ** (combining partials).
 **
 ** A plan of several nodes (nested aggregations, or a block of statements)
-** is searched node by node keeping the cheapest TE_BEAM partial plans
+** is searched node by node keeping the cheapest TO_BEAM partial plans
 ** (the placement each leaves behind is part of its state), so a node's
 ** choice is costed together with what it does to its consumers.
 */
 #include "config.h"
-#include "engine/engine_int.h"
+#include "optimize/optimize.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -92,8 +92,8 @@ typedef struct s_tree {
 
 /* What the rules need to know of the node. */
 typedef struct s_ctx {
-  const te_plan *p;
-  const te_node *n;
+  const ta_plan *p;
+  const ta_node *n;
   int nin;
   unsigned lab[TK_MAX_INPUTS];   /* labels of each operand */
   unsigned dlab[TK_MAX_INPUTS];  /* labels repeated in it (diagonal) */
@@ -255,7 +255,7 @@ static int s_child(s_tree *t, int at) {
 
 /* Table 1: the initial IA plan of the node. */
 static void s_initial(const s_ctx *x, s_tree *t) {
-  const te_node *n = x->n;
+  const ta_node *n = x->n;
   int npost = 0;
   for (int i = 0; i < n->post.n; i++) npost += n->post.code[i].op >= TK_OP_NEG;
   t->n = 0;
@@ -542,7 +542,7 @@ static void s_apply(const s_ctx *x, const s_tree *t, int at, int r, s_tree *out,
 static int s_lower_input(const s_tree *t, int at, int *operand, int *mv, unsigned *shuf,
                          unsigned *dup, int *late) {
   int filter_first = 0, moved = 0;
-  *mv = TE_MV_KEEP;
+  *mv = TO_MV_KEEP;
   *shuf = *dup = 0;
   *late = 0;
   for (;;) {
@@ -553,7 +553,7 @@ static int s_lower_input(const s_tree *t, int at, int *operand, int *mv, unsigne
       /* The executor moves only the chunks the join reads, so a filter
       ** after a shuffle costs what it costs before it; only a broadcast
       ** (every chunk to every site) moves more with the filter after. */
-      *late = filter_first && moved && *mv == TE_MV_BCAST;
+      *late = filter_first && moved && *mv == TO_MV_BCAST;
       return 1;
     case IA_FILTER:
       if (!moved) filter_first = 1;
@@ -562,12 +562,12 @@ static int s_lower_input(const s_tree *t, int at, int *operand, int *mv, unsigne
     case IA_BCAST: case IA_SHUF:
       if (moved) return 0;
       moved = 1;
-      *mv = o->kind == IA_BCAST ? TE_MV_BCAST : TE_MV_SHUF;
+      *mv = o->kind == IA_BCAST ? TO_MV_BCAST : TO_MV_SHUF;
       *shuf = o->kind == IA_SHUF ? o->lab : 0;
       break;
     case IA_DUP:
-      if (*mv != TE_MV_SHUF) return 0;
-      *mv = TE_MV_DUP;
+      if (*mv != TO_MV_SHUF) return 0;
+      *mv = TO_MV_DUP;
       *dup = o->lab;
       break;
     default: return 0;
@@ -576,15 +576,15 @@ static int s_lower_input(const s_tree *t, int at, int *operand, int *mv, unsigne
   }
 }
 
-static void s_name(const s_ctx *x, te_choice *c) {
+static void s_name(const s_ctx *x, to_choice *c) {
   char b[96], l[64];
   size_t w = 0;
   int nb = 0, ndup = 0, nshuf = 0, nkeep = 0, shuf_on_k = 1;
   for (int i = 0; i < x->nin; i++) {
-    nb += c->mv[i] == TE_MV_BCAST;
-    ndup += c->mv[i] == TE_MV_DUP;
-    nkeep += c->mv[i] == TE_MV_KEEP;
-    nshuf += c->mv[i] == TE_MV_SHUF;
+    nb += c->mv[i] == TO_MV_BCAST;
+    ndup += c->mv[i] == TO_MV_DUP;
+    nkeep += c->mv[i] == TO_MV_KEEP;
+    nshuf += c->mv[i] == TO_MV_SHUF;
   }
   shuf_on_k = c->drive >= 0 && c->part && (c->part & ~x->K) == 0;
 #define W(...) w += (size_t)snprintf(b + w, w < sizeof b ? sizeof b - w : 0, __VA_ARGS__)
@@ -595,10 +595,10 @@ static void s_name(const s_ctx *x, te_choice *c) {
     s_label_text(x, c->part, l, sizeof l);
     W("BMM[");
     for (int i = 0; i < x->nin; i++)
-      if (c->mv[i] == TE_MV_DUP) W("replicate %s; ", s_opname(x, i));
+      if (c->mv[i] == TO_MV_DUP) W("replicate %s; ", s_opname(x, i));
     for (int i = 0, f = 1; i < x->nin; i++)
-      if (c->mv[i] != TE_MV_DUP) {
-        W("%s%s %s", f ? "" : ", ", s_opname(x, i), c->mv[i] == TE_MV_BCAST ? "bcast" : "by");
+      if (c->mv[i] != TO_MV_DUP) {
+        W("%s%s %s", f ? "" : ", ", s_opname(x, i), c->mv[i] == TO_MV_BCAST ? "bcast" : "by");
         f = 0;
       }
     W(" %s]", l);
@@ -611,16 +611,16 @@ static void s_name(const s_ctx *x, te_choice *c) {
     W("%s[", nb ? "BMM" : "SHUF");
     int first = 1;
     for (int i = 0; i < x->nin; i++)
-      if (c->mv[i] == TE_MV_BCAST) {
+      if (c->mv[i] == TO_MV_BCAST) {
         W("%sbcast %s", first ? "" : ", ", s_opname(x, i));
         first = 0;
       }
     for (int i = 0; i < x->nin; i++) {
-      if (c->mv[i] == TE_MV_BCAST) continue;
-      if (c->mv[i] == TE_MV_SHUF && i == c->drive) {
+      if (c->mv[i] == TO_MV_BCAST) continue;
+      if (c->mv[i] == TO_MV_SHUF && i == c->drive) {
         s_label_text(x, c->part, l, sizeof l);
         W("%s%s by %s", first ? "" : "; ", s_opname(x, i), l);
-      } else if (c->mv[i] == TE_MV_KEEP && i == c->drive) {
+      } else if (c->mv[i] == TO_MV_KEEP && i == c->drive) {
         W("%s%s in place", first ? "" : "; ", s_opname(x, i));
       } else {
         continue;
@@ -640,7 +640,7 @@ static void s_name(const s_ctx *x, te_choice *c) {
 }
 
 /* Lower tree t to a choice; 0 if the executor cannot run it as it is. */
-static int s_lower(const s_ctx *x, const s_tree *t, te_choice *c) {
+static int s_lower(const s_ctx *x, const s_tree *t, to_choice *c) {
   memset(c, 0, sizeof *c);
   int at = 0, agg = 0, pagg = 0;
   unsigned shuf = 0;
@@ -688,15 +688,15 @@ static int s_lower(const s_ctx *x, const s_tree *t, te_choice *c) {
   unsigned part = 0;
   for (int i = 0; i < nk; i++) {
     int op = opn[i];
-    if (c->mv[op] == TE_MV_BCAST) continue;
-    if (c->mv[op] == TE_MV_KEEP) nkeep++;
-    if (c->mv[op] == TE_MV_SHUF || c->mv[op] == TE_MV_DUP) {
+    if (c->mv[op] == TO_MV_BCAST) continue;
+    if (c->mv[op] == TO_MV_KEEP) nkeep++;
+    if (c->mv[op] == TO_MV_SHUF || c->mv[op] == TO_MV_DUP) {
       if (nshuf + ndup && shufs[i] != part) return 0;
       part = shufs[i];
-      if (c->mv[op] == TE_MV_DUP) ndup++;
+      if (c->mv[op] == TO_MV_DUP) ndup++;
       else nshuf++;
     }
-    if (drive < 0 && c->mv[op] != TE_MV_DUP) drive = op;
+    if (drive < 0 && c->mv[op] != TO_MV_DUP) drive = op;
   }
   if (nkeep && (nshuf || ndup)) return 0;
   if (!nkeep && !nshuf && !ndup) return 0; /* everything broadcast */
@@ -708,7 +708,7 @@ static int s_lower(const s_ctx *x, const s_tree *t, te_choice *c) {
   ** is (the shuffle inside Table 1's CONCAT): it cannot drive the join. */
   if (drive >= 0 && (x->rechunk >> drive & 1u)) {
     if (pagg) return 0;
-    if (c->mv[drive] == TE_MV_KEEP) part = x->G;
+    if (c->mv[drive] == TO_MV_KEEP) part = x->G;
     else if (part & ~x->G) return 0;
     drive = -1;
   }
@@ -724,21 +724,21 @@ static int s_lower(const s_ctx *x, const s_tree *t, te_choice *c) {
 
 /* ---- Exact moves -------------------------------------------------------------- */
 
-int te_hash_site(const te_node *n, unsigned labels, const int64_t *lkey, int m) {
+int to_hash_site(const ta_node *n, unsigned labels, const int64_t *lkey, int m) {
   int64_t h = 0;
   for (int l = 0; l < n->nlabels; l++)
     if (labels & (1u << l)) h = h * ((n->size[l] + n->chunk[l] - 1) / n->chunk[l]) + lkey[l];
   return (int)(h % m);
 }
 
-void te_moves_free(te_moves *mv) {
+void to_moves_free(to_moves *mv) {
   for (int i = 0; i < TK_MAX_INPUTS; i++) free(mv->need[i]);
   free(mv->osites);
   free(mv->owner);
   memset(mv, 0, sizeof *mv);
 }
 
-void te_placed_free(te_placed *pl) {
+void to_placed_free(to_placed *pl) {
   free(pl->has);
   free(pl->prim);
   memset(pl, 0, sizeof *pl);
@@ -750,23 +750,23 @@ static int64_t s_chunk_floats(const tr_tensor *t, int64_t lin) {
   return tr_chunk_extent(t, key, ext);
 }
 
-int te_moves_compute(const te_plan *p, int k, const te_choice *c, int m, int repl, te_placed *pl,
-                     te_moves *mv, int out_pl, tr_err *err) {
-  const te_node *n = &p->nodes[k];
+int to_moves_compute(const ta_plan *p, int k, const to_choice *c, int m, int repl, to_placed *pl,
+                     to_moves *mv, int out_pl, tr_err *err) {
+  const ta_node *n = &p->nodes[k];
   const tr_tensor *om = &p->rels[n->out].meta;
   int64_t nout = tr_nchunks(om);
   uint64_t all = m >= 64 ? ~0ull : (1ull << m) - 1;
   uint8_t *touched[TK_MAX_INPUTS] = {0};
   int rc = TR_OK;
   memset(mv, 0, sizeof *mv);
-  if (m < 1 || m > TE_MAX_SITES) return tr_seterr(err, TR_EINVAL, "cannot place on %d sites", m);
+  if (m < 1 || m > TO_MAX_SITES) return tr_seterr(err, TR_EINVAL, "cannot place on %d sites", m);
   mv->osites = calloc((size_t)nout + 1, sizeof *mv->osites);
   mv->owner = calloc((size_t)nout + 1, 1);
   if (!mv->osites || !mv->owner) rc = TR_ENOMEM;
   for (int i = 0; !rc && i < n->ninputs; i++) {
     int64_t cn = tr_nchunks(&p->rels[n->in[i].rel].meta);
     if (pl[n->in[i].rel].n != cn) {
-      te_moves_free(mv);
+      to_moves_free(mv);
       return tr_seterr(err, TR_EINVAL, "relation %s is not placed", p->rels[n->in[i].rel].meta.name);
     }
     mv->need[i] = calloc((size_t)cn + 1, sizeof *mv->need[i]);
@@ -775,7 +775,7 @@ int te_moves_compute(const te_plan *p, int k, const te_choice *c, int m, int rep
   }
   if (rc) goto nomem;
   if (c->drive >= 0) {
-    const te_operand *o = &n->in[c->drive];
+    const ta_operand *o = &n->in[c->drive];
     const tr_tensor *it = &p->rels[o->rel].meta;
     for (int d = 0; d < o->rank; d++)
       if (it->chunk[d] != n->chunk[o->label[d]]) {
@@ -784,7 +784,7 @@ int te_moves_compute(const te_plan *p, int k, const te_choice *c, int m, int rep
       }
   }
   int64_t ntuples = 1;
-  double work[TE_MAX_SITES] = {0};
+  double work[TO_MAX_SITES] = {0};
   for (int l = n->nout; l < n->nlabels; l++) ntuples *= (n->size[l] + n->chunk[l] - 1) / n->chunk[l];
   for (int64_t lin = 0; lin < nout && !rc; lin++) {
     int64_t okey[TR_MAX_RANK], lkey[TK_MAX_LABELS];
@@ -793,9 +793,9 @@ int te_moves_compute(const te_plan *p, int k, const te_choice *c, int m, int rep
     for (int64_t t = 0; t < ntuples && !rc; t++) {
       int s;
       if (c->drive < 0) {
-        s = te_hash_site(n, c->part, lkey, m);
-      } else if (c->mv[c->drive] == TE_MV_KEEP) {
-        const te_operand *o = &n->in[c->drive];
+        s = to_hash_site(n, c->part, lkey, m);
+      } else if (c->mv[c->drive] == TO_MV_KEEP) {
+        const ta_operand *o = &n->in[c->drive];
         const tr_tensor *it = &p->rels[o->rel].meta;
         int64_t key[TR_MAX_RANK];
         for (int d = 0; d < o->rank; d++) key[d] = lkey[o->label[d]];
@@ -811,7 +811,7 @@ int te_moves_compute(const te_plan *p, int k, const te_choice *c, int m, int rep
           break;
         }
       } else {
-        s = te_hash_site(n, c->part, lkey, m);
+        s = to_hash_site(n, c->part, lkey, m);
       }
       mv->osites[lin] |= 1ull << s;
       double wk = 1;
@@ -821,7 +821,7 @@ int te_moves_compute(const te_plan *p, int k, const te_choice *c, int m, int rep
       }
       work[s] += wk;
       for (int i = 0; i < n->ninputs; i++) {
-        const te_operand *o = &n->in[i];
+        const ta_operand *o = &n->in[i];
         const tr_tensor *it = &p->rels[o->rel].meta;
         int64_t first[TR_MAX_RANK], last[TR_MAX_RANK], sk[TR_MAX_RANK];
         for (int d = 0; d < o->rank; d++) {
@@ -833,8 +833,8 @@ int te_moves_compute(const te_plan *p, int k, const te_choice *c, int m, int rep
         for (;;) {
           int64_t cl = tr_key_linear(it, sk);
           touched[i][cl] = 1;
-          if (c->mv[i] != TE_MV_BCAST) {
-            if (c->mv[i] == TE_MV_KEEP && !(pl[o->rel].has[cl] & (1ull << s))) {
+          if (c->mv[i] != TO_MV_BCAST) {
+            if (c->mv[i] == TO_MV_KEEP && !(pl[o->rel].has[cl] & (1ull << s))) {
               rc = tr_seterr(err, TR_EINVAL, "%s and the drive operand are not co-partitioned",
                              it->name);
               break;
@@ -865,13 +865,13 @@ int te_moves_compute(const te_plan *p, int k, const te_choice *c, int m, int rep
   /* Broadcasts: every chunk the join reads (all of them if the filter
   ** runs after the move) to every site. */
   for (int i = 0; i < n->ninputs; i++) {
-    if (c->mv[i] != TE_MV_BCAST) continue;
+    if (c->mv[i] != TO_MV_BCAST) continue;
     int64_t cn = pl[n->in[i].rel].n;
     for (int64_t l = 0; l < cn; l++)
       if (touched[i][l] || c->late[i]) mv->need[i][l] = all;
   }
   for (int i = 0; i < n->ninputs; i++) {
-    const te_operand *o = &n->in[i];
+    const ta_operand *o = &n->in[i];
     const tr_tensor *it = &p->rels[o->rel].meta;
     for (int64_t l = 0; l < pl[o->rel].n; l++)
       if (mv->need[i][l] & ~pl[o->rel].has[l])
@@ -885,7 +885,7 @@ int te_moves_compute(const te_plan *p, int k, const te_choice *c, int m, int rep
       int64_t okey[TR_MAX_RANK], lkey[TK_MAX_LABELS] = {0};
       tr_key_from_linear(om, lin, okey);
       for (int l = 0; l < n->nout; l++) lkey[l] = okey[l];
-      own = te_hash_site(n, c->agg_part, lkey, m);
+      own = to_hash_site(n, c->agg_part, lkey, m);
       mv->partial_floats += s_pop(mv->osites[lin] & ~(1ull << own)) * s_chunk_floats(om, lin);
     } else {
       if (s_pop(mv->osites[lin]) != 1) {
@@ -902,16 +902,16 @@ int te_moves_compute(const te_plan *p, int k, const te_choice *c, int m, int rep
     /* Copies sent stay for the rest of the run: later nodes read them
     ** where they are (the executor sends a chunk to a site once). */
     for (int i = 0; i < n->ninputs; i++) {
-      te_placed *pi = &pl[n->in[i].rel];
+      to_placed *pi = &pl[n->in[i].rel];
       for (int64_t l = 0; l < pi->n; l++) pi->has[l] |= mv->need[i][l];
     }
-    te_placed *po = &pl[n->out];
-    te_placed_free(po);
+    to_placed *po = &pl[n->out];
+    to_placed_free(po);
     po->has = calloc((size_t)nout + 1, sizeof *po->has);
     po->prim = calloc((size_t)nout + 1, 1);
     if (!po->has || !po->prim) goto nomem;
     po->n = nout;
-    int r = p->rels[n->out].kind == TE_REL_OUTPUT ? repl : 1;
+    int r = p->rels[n->out].kind == TA_REL_OUTPUT ? repl : 1;
     for (int64_t lin = 0; lin < nout; lin++) {
       po->prim[lin] = mv->owner[lin];
       for (int j = 0; j < r; j++) po->has[lin] |= 1ull << ((mv->owner[lin] + j) % m);
@@ -919,11 +919,11 @@ int te_moves_compute(const te_plan *p, int k, const te_choice *c, int m, int rep
   }
 done:
   for (int i = 0; i < TK_MAX_INPUTS; i++) free(touched[i]);
-  if (rc) te_moves_free(mv);
+  if (rc) to_moves_free(mv);
   return rc;
 nomem:
   for (int i = 0; i < TK_MAX_INPUTS; i++) free(touched[i]);
-  te_moves_free(mv);
+  to_moves_free(mv);
   return tr_seterr(err, TR_ENOMEM, "out of memory");
 }
 
@@ -954,10 +954,10 @@ static int s_seen_add(s_seen *S, uint64_t h) {
 
 typedef struct s_cands {
   int n;
-  te_choice c[S_MAX_CANDS];
+  to_choice c[S_MAX_CANDS];
 } s_cands;
 
-static void s_ctx_init(s_ctx *x, const te_plan *p, int k) {
+static void s_ctx_init(s_ctx *x, const ta_plan *p, int k) {
   memset(x, 0, sizeof *x);
   x->p = p;
   x->n = &p->nodes[k];
@@ -967,7 +967,7 @@ static void s_ctx_init(s_ctx *x, const te_plan *p, int k) {
     else x->K |= 1u << l;
   }
   for (int i = 0; i < x->nin; i++) {
-    const te_operand *o = &x->n->in[i];
+    const ta_operand *o = &x->n->in[i];
     const tr_tensor *it = &p->rels[o->rel].meta;
     for (int d = 0; d < o->rank; d++) {
       unsigned b = 1u << o->label[d];
@@ -980,7 +980,7 @@ static void s_ctx_init(s_ctx *x, const te_plan *p, int k) {
 }
 
 /* All runnable plans the rules reach from the Table 1 plan of node k. */
-static int s_enumerate(const te_plan *p, int k, s_cands *out, int *ntrees, int *fired) {
+static int s_enumerate(const ta_plan *p, int k, s_cands *out, int *ntrees, int *fired) {
   s_ctx x;
   s_ctx_init(&x, p, k);
   s_tree *q = malloc(sizeof *q * S_MAX_TREES);
@@ -1003,11 +1003,11 @@ static int s_enumerate(const te_plan *p, int k, s_cands *out, int *ntrees, int *
   s_seen_add(&S, s_fnv(text));
   nq = 1;
   for (int qi = 0; qi < nq; qi++) {
-    te_choice c;
+    to_choice c;
     if (s_lower(&x, &q[qi], &c)) {
       int dup = 0;
       for (int j = 0; j < out->n && !dup; j++) {
-        const te_choice *d = &out->c[j];
+        const to_choice *d = &out->c[j];
         dup = d->drive == c.drive && d->part == c.part && d->twophase == c.twophase &&
               d->agg_part == c.agg_part && !memcmp(d->mv, c.mv, sizeof c.mv) &&
               !memcmp(d->late, c.late, sizeof c.late);
@@ -1053,21 +1053,21 @@ typedef struct s_state {
   int64_t floats;
   int64_t extra;                   /* tie-break: partial combines */
   uint64_t fp;                     /* fingerprint of its placements */
-  int pick[TE_MAX_NODES];          /* candidate index per node */
-  te_placed pl[TE_MAX_RELS];       /* placements it leaves */
+  int pick[TA_MAX_NODES];          /* candidate index per node */
+  to_placed pl[TA_MAX_RELS];       /* placements it leaves */
 } s_state;
 
 static void s_state_free(s_state *s, int nrels) {
-  for (int i = 0; i < nrels; i++) te_placed_free(&s->pl[i]);
+  for (int i = 0; i < nrels; i++) to_placed_free(&s->pl[i]);
 }
 
-static int s_placed_copy(te_placed *d, const te_placed *s) {
+static int s_placed_copy(to_placed *d, const to_placed *s) {
   memset(d, 0, sizeof *d);
   if (!s->n) return TR_OK;
   d->has = malloc(sizeof *d->has * (size_t)s->n);
   d->prim = malloc((size_t)s->n);
   if (!d->has || !d->prim) {
-    te_placed_free(d);
+    to_placed_free(d);
     return TR_ENOMEM;
   }
   memcpy(d->has, s->has, sizeof *d->has * (size_t)s->n);
@@ -1081,7 +1081,7 @@ static int s_cmp_state(const void *a, const void *b) {
   if (x->cost != y->cost) return x->cost < y->cost ? -1 : 1;
   if (x->floats != y->floats) return x->floats < y->floats ? -1 : 1;
   if (x->extra != y->extra) return x->extra < y->extra ? -1 : 1;
-  for (int k = 0; k < TE_MAX_NODES; k++)
+  for (int k = 0; k < TA_MAX_NODES; k++)
     if (x->pick[k] != y->pick[k]) return x->pick[k] < y->pick[k] ? -1 : 1;
   return 0;
 }
@@ -1095,22 +1095,22 @@ static int s_strcaseeq(const char *a, const char *b) {
   return *a == *b;
 }
 
-void te_opt_free(te_opt *o) {
+void to_opt_free(to_opt *o) {
   free(o->alt);
   o->alt = NULL;
 }
 
-int te_optimize(const te_plan *p, int m, int repl, te_placed *pl, const char *force, te_opt *o,
+int to_optimize(const ta_plan *p, int m, int repl, to_placed *pl, const char *force, to_opt *o,
                 tr_err *err) {
   double t0 = tr_now();
   int rc = TR_OK;
   memset(o, 0, sizeof *o);
   o->m = m;
   o->repl = repl;
-  if (m < 1 || m > TE_MAX_SITES)
-    return tr_seterr(err, TR_EINVAL, "the optimizer places on 1 to %d sites, not %d", TE_MAX_SITES, m);
+  if (m < 1 || m > TO_MAX_SITES)
+    return tr_seterr(err, TR_EINVAL, "the optimizer places on 1 to %d sites, not %d", TO_MAX_SITES, m);
   s_cands *cands = calloc((size_t)p->nnodes + 1, sizeof *cands);
-  s_state **beam = calloc(TE_MAX_ALTS, sizeof *beam), **next = calloc(TE_MAX_ALTS * S_MAX_CANDS, sizeof *next);
+  s_state **beam = calloc(TO_MAX_ALTS, sizeof *beam), **next = calloc(TO_MAX_ALTS * S_MAX_CANDS, sizeof *next);
   int nbeam = 0, nnext = 0;
   tr_err last;
   tr_clearerr(&last);
@@ -1132,7 +1132,7 @@ int te_optimize(const te_plan *p, int m, int repl, te_placed *pl, const char *fo
     nnext = 0;
     for (int b = 0; b < nbeam && !rc; b++)
       for (int ci = 0; ci < cands[k].n && !rc; ci++) {
-        te_moves mv;
+        to_moves mv;
         tr_err e2;
         s_state *s = calloc(1, sizeof *s);
         if (!s) {
@@ -1145,7 +1145,7 @@ int te_optimize(const te_plan *p, int m, int repl, te_placed *pl, const char *fo
           free(s);
           break;
         }
-        if (te_moves_compute(p, k, &cands[k].c[ci], m, repl, s->pl, &mv, 1, &e2)) {
+        if (to_moves_compute(p, k, &cands[k].c[ci], m, repl, s->pl, &mv, 1, &e2)) {
           s_state_free(s, p->nrels);
           free(s);
           if (e2.code == TR_ECORRUPT || e2.code == TR_ENOMEM) last = e2;
@@ -1154,14 +1154,14 @@ int te_optimize(const te_plan *p, int m, int repl, te_placed *pl, const char *fo
         memcpy(s->pick, beam[b]->pick, sizeof s->pick);
         s->pick[k] = ci;
         s->floats = beam[b]->floats + mv.total;
-        s->cost = beam[b]->cost + (double)mv.total + (m * mv.work_max - mv.work_total) / TE_WORK_PER_FLOAT;
+        s->cost = beam[b]->cost + (double)mv.total + (m * mv.work_max - mv.work_total) / TO_WORK_PER_FLOAT;
         s->extra = beam[b]->extra + mv.partial_floats;
         s->fp = beam[b]->fp;
         {
-          const te_placed *po = &s->pl[p->nodes[k].out];
+          const to_placed *po = &s->pl[p->nodes[k].out];
           for (int64_t l = 0; l < po->n; l++) s->fp = (s->fp ^ po->has[l] ^ ((uint64_t)po->prim[l] << 56)) * 1099511628211ull + (uint64_t)k;
         }
-        te_moves_free(&mv);
+        to_moves_free(&mv);
         next[nnext++] = s;
       }
     for (int b = 0; b < nbeam; b++) {
@@ -1177,10 +1177,10 @@ int te_optimize(const te_plan *p, int m, int repl, te_placed *pl, const char *fo
       goto done;
     }
     qsort(next, (size_t)nnext, sizeof *next, s_cmp_state);
-    /* Keep the cheapest: S_BEAM between nodes, TE_MAX_ALTS after the
+    /* Keep the cheapest: S_BEAM between nodes, TO_MAX_ALTS after the
     ** last; of partial plans that moved the same floats and left the same
     ** placement, the first (fewest rewrites) stands for all. */
-    int keep = k == p->nnodes - 1 ? TE_MAX_ALTS : S_BEAM;
+    int keep = k == p->nnodes - 1 ? TO_MAX_ALTS : S_BEAM;
     for (int i = 0; i < nnext; i++) {
       int same = 0;
       for (int j = 0; j < nbeam && !same; j++)
@@ -1196,13 +1196,13 @@ int te_optimize(const te_plan *p, int m, int repl, te_placed *pl, const char *fo
   if (rc) goto done;
   /* Alternatives: single-node plans list every candidate; longer plans
   ** the beam's survivors. */
-  o->alt = calloc(TE_MAX_ALTS + 1, sizeof *o->alt);
+  o->alt = calloc(TO_MAX_ALTS + 1, sizeof *o->alt);
   if (!o->alt) {
     rc = TR_ENOMEM;
     goto done;
   }
-  for (int b = 0; b < nbeam && o->nalt < TE_MAX_ALTS; b++) {
-    struct te_alt *a = &o->alt[o->nalt++];
+  for (int b = 0; b < nbeam && o->nalt < TO_MAX_ALTS; b++) {
+    struct to_alt *a = &o->alt[o->nalt++];
     size_t w = 0;
     a->floats = beam[b]->floats;
     a->cost = beam[b]->cost;
@@ -1251,31 +1251,31 @@ int te_optimize(const te_plan *p, int m, int repl, te_placed *pl, const char *fo
   }
   /* The predicted transfer of the plan that runs, node by node. */
   {
-    te_placed *cur = calloc(TE_MAX_RELS, sizeof *cur);
+    to_placed *cur = calloc(TA_MAX_RELS, sizeof *cur);
     if (!cur) {
       rc = TR_ENOMEM;
       goto done;
     }
     for (int i = 0; i < p->nrels && !rc; i++) rc = s_placed_copy(&cur[i], &pl[i]);
     for (int k = 0; k < p->nnodes && !rc; k++) {
-      te_moves mv;
+      to_moves mv;
       o->choice[k] = o->alt[o->chosen].choice[k];
-      rc = te_moves_compute(p, k, &o->choice[k], m, repl, cur, &mv, 1, err);
+      rc = to_moves_compute(p, k, &o->choice[k], m, repl, cur, &mv, 1, err);
       if (rc) break;
       o->node_floats[k] = mv.total;
-      o->imbalance += (m * mv.work_max - mv.work_total) / TE_WORK_PER_FLOAT;
+      o->imbalance += (m * mv.work_max - mv.work_total) / TO_WORK_PER_FLOAT;
       memcpy(o->in_floats[k], mv.in_floats, sizeof mv.in_floats);
       o->partial_floats[k] = mv.partial_floats;
       o->total += mv.total;
-      if (p->rels[p->nodes[k].out].kind == TE_REL_OUTPUT) {
+      if (p->rels[p->nodes[k].out].kind == TA_REL_OUTPUT) {
         const tr_tensor *om = &p->rels[p->nodes[k].out].meta;
         int64_t nf = 1;
         for (int d = 0; d < om->rank; d++) nf *= om->shape[d];
         o->repl_floats += nf * (repl - 1);
       }
-      te_moves_free(&mv);
+      to_moves_free(&mv);
     }
-    for (int i = 0; i < TE_MAX_RELS; i++) te_placed_free(&cur[i]);
+    for (int i = 0; i < TA_MAX_RELS; i++) to_placed_free(&cur[i]);
     free(cur);
     o->total += o->repl_floats;
     for (int i = 0; i < o->nalt; i++) {
@@ -1293,7 +1293,7 @@ done:
   free(cands);
   o->ms = (tr_now() - t0) * 1e3;
   if (rc == TR_ENOMEM) tr_seterr(err, rc, "out of memory");
-  if (rc) te_opt_free(o);
+  if (rc) to_opt_free(o);
   return rc;
 }
 
@@ -1359,9 +1359,9 @@ typedef struct s_iaop {
 } s_iaop;
 
 /* The operators of node k under choice c, root first. */
-static int s_ia_ops(const te_plan *p, int k, const te_opt *o, s_iaop *ops) {
-  const te_node *n = &p->nodes[k];
-  const te_choice *c = &o->choice[k];
+static int s_ia_ops(const ta_plan *p, int k, const to_opt *o, s_iaop *ops) {
+  const ta_node *n = &p->nodes[k];
+  const to_choice *c = &o->choice[k];
   const char *out = p->rels[n->out].meta.name;
   static const char *const aggname[] = {"NONE", "SUM", "MAX", "MIN"};
   s_ctx x;
@@ -1403,17 +1403,17 @@ static int s_ia_ops(const te_plan *p, int k, const te_opt *o, s_iaop *ops) {
       OP("local_map", "%s re-chunk (tile + concat)", nm);
       d++;
     }
-    if (c->mv[i] == TE_MV_BCAST) {
+    if (c->mv[i] == TO_MV_BCAST) {
       OP("bcast", "%s", nm);
-    } else if (c->mv[i] == TE_MV_SHUF || c->mv[i] == TE_MV_DUP) {
+    } else if (c->mv[i] == TO_MV_SHUF || c->mv[i] == TO_MV_DUP) {
       OP("shuffle", "%s%s", nm, i == c->drive ? "" : " (to the sites its join tuples run on)");
-      if (i == c->drive || c->mv[i] == TE_MV_DUP) s_label_text(&x, c->part, ops[no - 1].labels, sizeof ops[no - 1].labels);
+      if (i == c->drive || c->mv[i] == TO_MV_DUP) s_label_text(&x, c->part, ops[no - 1].labels, sizeof ops[no - 1].labels);
     }
-    if (c->mv[i] != TE_MV_KEEP) {
+    if (c->mv[i] != TO_MV_KEEP) {
       ops[no - 1].floats = o->in_floats[k][i];
       d++;
     }
-    if (c->mv[i] == TE_MV_DUP) {
+    if (c->mv[i] == TO_MV_DUP) {
       OP("local_map", "%s duplicate over the output labels it lacks (RMM)", nm);
       d++;
     }
@@ -1421,8 +1421,8 @@ static int s_ia_ops(const te_plan *p, int k, const te_opt *o, s_iaop *ops) {
       OP("local_filter", "%s diagonal keys (before the move)", nm);
       d++;
     }
-    OP(NULL, "%s%s%s", nm, p->rels[n->in[i].rel].kind == TE_REL_STORED ? "" : " (temporary)",
-       c->mv[i] != TE_MV_KEEP ? "" : i == c->drive ? ", in place (drives the join)" : ", in place (co-partitioned)");
+    OP(NULL, "%s%s%s", nm, p->rels[n->in[i].rel].kind == TA_REL_STORED ? "" : " (temporary)",
+       c->mv[i] != TO_MV_KEEP ? "" : i == c->drive ? ", in place (drives the join)" : ", in place (co-partitioned)");
     d = base;
   }
 #undef OP
@@ -1431,7 +1431,7 @@ static int s_ia_ops(const te_plan *p, int k, const te_opt *o, s_iaop *ops) {
 
 static const char *s_kindname(const s_iaop *q) { return q->op ? q->op : "scan"; }
 
-char *te_opt_text(const te_plan *p, const te_opt *o, const char *tra) {
+char *to_opt_text(const ta_plan *p, const to_opt *o, const char *tra) {
   s_out b = {0};
   s_iaop ops[64];
   if (tra) s_put(&b, "%s", tra);
@@ -1461,7 +1461,7 @@ char *te_opt_text(const te_plan *p, const te_opt *o, const char *tra) {
   return s_done(&b);
 }
 
-char *te_opt_json(const te_plan *p, const te_opt *o, const char *tra) {
+char *to_opt_json(const ta_plan *p, const to_opt *o, const char *tra) {
   s_out b = {0};
   s_iaop ops[64];
   s_put(&b, "\"sites\": %d, ", o->m);
@@ -1514,7 +1514,7 @@ char *te_opt_json(const te_plan *p, const te_opt *o, const char *tra) {
   return s_done(&b);
 }
 
-char *te_opt_dot(const te_plan *p, const te_opt *o) {
+char *to_opt_dot(const ta_plan *p, const to_opt *o) {
   s_out b = {0};
   s_iaop ops[64];
   s_put(&b, "digraph plan {\n  rankdir=BT;\n  node [shape=box, fontname=\"monospace\"];\n");

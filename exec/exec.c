@@ -21,7 +21,7 @@
 ** (TILE then CONCAT, fused into one strided copy per piece).
 */
 #include "config.h"
-#include "engine/engine_int.h"
+#include "exec/exec.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -55,10 +55,10 @@ typedef struct s_cache {
 /* What the tasks of one node share. */
 typedef struct s_run {
   const tk_backend *kt;                  /* kernels */
-  const te_node *node;                   /* node being run */
+  const ta_node *node;                   /* node being run */
   const tr_tensor *in_meta[TK_MAX_INPUTS]; /* each operand's relation */
   const tr_tensor *out_meta;             /* the output relation */
-  const te_chunk_io *io;                 /* chunk source and sink */
+  const tx_chunk_io *io;                 /* chunk source and sink */
   const int64_t *lins;                   /* output chunks to compute */
   const tr_cancel *cancel;               /* stops every task; may be NULL */
   s_cache *cache;    /* operand chunks, keyed by operand number */
@@ -184,7 +184,7 @@ static void s_cache_free(s_cache *c) {
 
 /* ---- Element conversion ------------------------------------------------ */
 
-void te_convert(void *dst, tr_dtype dt_dst, const void *src, tr_dtype dt_src, int64_t n) {
+void tx_convert(void *dst, tr_dtype dt_dst, const void *src, tr_dtype dt_src, int64_t n) {
   if (dt_dst == dt_src) {
     memcpy(dst, src, (size_t)n * tr_dtype_size(dt_dst));
   } else if (dt_dst == TR_F64) {
@@ -224,8 +224,8 @@ static void s_row_major(int rank, const int64_t *ext, int64_t *stride) {
 
 /* Fetch operand oi's chunk whose node-label keys are lkey[]. */
 static int s_fetch(s_run *run, int oi, const int64_t *lkey, s_chunk *ch, tr_err *err) {
-  const te_node *n = run->node;
-  const te_operand *o = &n->in[oi];
+  const ta_node *n = run->node;
+  const ta_operand *o = &n->in[oi];
   const tr_tensor *t = run->in_meta[oi];
   int64_t lo[TR_MAX_RANK], n_el = 1, key[TR_MAX_RANK];
   int same = 1, rc;
@@ -250,7 +250,7 @@ static int s_fetch(s_run *run, int oi, const int64_t *lkey, s_chunk *ch, tr_err 
       s_chunk_done(run, ch);
       return tr_seterr(err, TR_ENOMEM, "out of memory");
     }
-    te_convert(ch->own, run->dt, ch->pin->buf, t->dtype, n_el);
+    tx_convert(ch->own, run->dt, ch->pin->buf, t->dtype, n_el);
     s_cache_release(run->cache, ch->pin);
     ch->pin = NULL;
     ch->data = ch->own;
@@ -298,7 +298,7 @@ static int s_fetch(s_run *run, int oi, const int64_t *lkey, s_chunk *ch, tr_err 
         break;
       }
       conv = cv;
-      te_convert(conv, run->dt, en->buf, t->dtype, sn);
+      tx_convert(conv, run->dt, en->buf, t->dtype, sn);
       src = (const char *)conv + (size_t)soff * run->esz;
     }
     if (nbox > 0)
@@ -321,7 +321,7 @@ static int s_fetch(s_run *run, int oi, const int64_t *lkey, s_chunk *ch, tr_err 
 /* ---- Kernel calls ---------------------------------------------------------- */
 
 /* Element strides of operand o's chunk, per node label. */
-static void s_label_strides(const te_operand *o, const s_chunk *ch, int64_t *ls) {
+static void s_label_strides(const ta_operand *o, const s_chunk *ch, int64_t *ls) {
   int64_t st[TR_MAX_RANK];
   s_row_major(o->rank, ch->ext, st);
   memset(ls, 0, sizeof(int64_t) * TK_MAX_LABELS);
@@ -460,10 +460,10 @@ static int s_matrix(s_run *run, const void *data, const int64_t *ls, const int64
   return TR_OK;
 }
 
-/* Rows, columns or depth of a gemm panel at least (see te_gemm_panels). */
+/* Rows, columns or depth of a gemm panel at least (see tx_gemm_panels). */
 #define S_PANEL_MIN 256
 
-int te_gemm_panels(const tk_backend *kt, const tr_cancel *cancel, tr_dtype dt, int ta, int tb,
+int tx_gemm_panels(const tk_backend *kt, const tr_cancel *cancel, tr_dtype dt, int ta, int tb,
                    int64_t M, int64_t N, int64_t K, double alpha, const void *a, int64_t lda,
                    int64_t sa, const void *b, int64_t ldb, int64_t sb, double beta, void *c,
                    int64_t ldc, int64_t sc, int64_t B) {
@@ -488,33 +488,33 @@ int te_gemm_panels(const tk_backend *kt, const tr_cancel *cancel, tr_dtype dt, i
     return kt->gemm(dt, ta, tb, M, N, K, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, B);
   case BATCH:
     h = B / 2;
-    rc = te_gemm_panels(kt, cancel, dt, ta, tb, M, N, K, alpha, a, lda, sa, b, ldb, sb, beta, c,
+    rc = tx_gemm_panels(kt, cancel, dt, ta, tb, M, N, K, alpha, a, lda, sa, b, ldb, sb, beta, c,
                         ldc, sc, h);
     return rc ? rc
-              : te_gemm_panels(kt, cancel, dt, ta, tb, M, N, K, alpha, pa + h * sa * esz, lda, sa,
+              : tx_gemm_panels(kt, cancel, dt, ta, tb, M, N, K, alpha, pa + h * sa * esz, lda, sa,
                                pb + h * sb * esz, ldb, sb, beta, pc + h * sc * esz, ldc, sc, B - h);
   case ROWS: /* row r of op(A) starts at r * lda, or at r when A is transposed */
     h = M / 2;
-    rc = te_gemm_panels(kt, cancel, dt, ta, tb, h, N, K, alpha, a, lda, sa, b, ldb, sb, beta, c,
+    rc = tx_gemm_panels(kt, cancel, dt, ta, tb, h, N, K, alpha, a, lda, sa, b, ldb, sb, beta, c,
                         ldc, sc, B);
     return rc ? rc
-              : te_gemm_panels(kt, cancel, dt, ta, tb, M - h, N, K, alpha,
+              : tx_gemm_panels(kt, cancel, dt, ta, tb, M - h, N, K, alpha,
                                pa + h * (ta ? 1 : lda) * esz, lda, sa, b, ldb, sb, beta,
                                pc + h * ldc * esz, ldc, sc, B);
   case COLS:
     h = N / 2;
-    rc = te_gemm_panels(kt, cancel, dt, ta, tb, M, h, K, alpha, a, lda, sa, b, ldb, sb, beta, c,
+    rc = tx_gemm_panels(kt, cancel, dt, ta, tb, M, h, K, alpha, a, lda, sa, b, ldb, sb, beta, c,
                         ldc, sc, B);
     return rc ? rc
-              : te_gemm_panels(kt, cancel, dt, ta, tb, M, N - h, K, alpha, a, lda, sa,
+              : tx_gemm_panels(kt, cancel, dt, ta, tb, M, N - h, K, alpha, a, lda, sa,
                                pb + h * (tb ? ldb : 1) * esz, ldb, sb, beta, pc + h * esz, ldc, sc,
                                B);
   default: /* DEPTH: the second half adds to the first */
     h = K / 2;
-    rc = te_gemm_panels(kt, cancel, dt, ta, tb, M, N, h, alpha, a, lda, sa, b, ldb, sb, beta, c,
+    rc = tx_gemm_panels(kt, cancel, dt, ta, tb, M, N, h, alpha, a, lda, sa, b, ldb, sb, beta, c,
                         ldc, sc, B);
     return rc ? rc
-              : te_gemm_panels(kt, cancel, dt, ta, tb, M, N, K - h, alpha,
+              : tx_gemm_panels(kt, cancel, dt, ta, tb, M, N, K - h, alpha,
                                pa + h * (ta ? lda : 1) * esz, lda, sa,
                                pb + h * (tb ? 1 : ldb) * esz, ldb, sb, 1.0, c, ldc, sc, B);
   }
@@ -523,7 +523,7 @@ int te_gemm_panels(const tk_backend *kt, const tr_cancel *cancel, tr_dtype dt, i
 /* One join tuple on the gemm path: out (+)= in0 * in1. */
 static int s_gemm_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void *out,
                         const int64_t *ols, int first) {
-  const te_node *n = run->node;
+  const ta_node *n = run->node;
   int gb[TK_MAX_LABELS], gm[TK_MAX_LABELS], gn[TK_MAX_LABELS], gk[TK_MAX_LABELS];
   int nb = 0, nm = 0, nn = 0, nk = 0;
   int64_t ls0[TK_MAX_LABELS], ls1[TK_MAX_LABELS];
@@ -567,7 +567,7 @@ static int s_gemm_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void 
     cb = M * N;
   }
   sc = cb;
-  rc = te_gemm_panels(run->kt, run->cancel, run->dt, ta, tb, M, N, K, 1.0, a, lda, sa, b, ldb,
+  rc = tx_gemm_panels(run->kt, run->cancel, run->dt, ta, tb, M, N, K, 1.0, a, lda, sa, b, ldb,
                       sb, (first || c == bufc) ? 0.0 : 1.0, c, ldc, sc, B);
   if (!rc && c == bufc) {
     /* out (+)= scratch, through the contract kernel's strided add. */
@@ -606,7 +606,7 @@ done:
 /* One join tuple on the general path. */
 static int s_contract_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void *out,
                             const int64_t *ols, int first) {
-  const te_node *n = run->node;
+  const ta_node *n = run->node;
   tk_contract op;
   memset(&op, 0, sizeof op);
   op.dtype = run->dt;
@@ -645,7 +645,7 @@ static void s_kernel_failed(tr_err *err, const tr_tensor *om, int rc) {
 }
 
 /* Next join tuple of a group: odometer over the aggregated labels. */
-static void s_next_tuple(const te_node *n, int64_t *lkey) {
+static void s_next_tuple(const ta_node *n, int64_t *lkey) {
   int l = n->nlabels - 1;
   while (l >= n->nout) {
     if (++lkey[l] * n->chunk[l] < n->size[l]) break;
@@ -656,8 +656,8 @@ static void s_next_tuple(const te_node *n, int64_t *lkey) {
 /* Does the tuple at lkey run here: is its chunk of the drive operand one
 ** this task was given?  (The drive operand is never re-chunked.) */
 static int s_drives_here(s_run *run, const int64_t *lkey) {
-  const te_node *n = run->node;
-  const te_operand *o = &n->in[n->drive];
+  const ta_node *n = run->node;
+  const ta_operand *o = &n->in[n->drive];
   int64_t key[TR_MAX_RANK];
   for (int d = 0; d < o->rank; d++) key[d] = lkey[o->label[d]];
   return run->io->has(run->io->ctx, n->drive, tr_key_linear(run->in_meta[n->drive], key));
@@ -666,7 +666,7 @@ static int s_drives_here(s_run *run, const int64_t *lkey) {
 /* Task t: compute output chunk lins[t] of the node. */
 static int s_node_task(void *arg, int64_t t) {
   s_run *run = arg;
-  const te_node *n = run->node;
+  const ta_node *n = run->node;
   const tr_tensor *om = run->out_meta;
   int64_t g = run->lins ? run->lins[t] : t;
   tr_err err;
@@ -722,9 +722,9 @@ static int s_node_task(void *arg, int64_t t) {
   return rc ? s_fail(run, &err) : TR_OK;
 }
 
-int te_node_run(const tk_backend *kt, int threads, size_t cache_budget, const te_node *n,
+int tx_node_run(const tk_backend *kt, int threads, size_t cache_budget, const ta_node *n,
                 const tr_tensor *const *in_meta, const tr_tensor *out_meta,
-                const te_chunk_io *io, const int64_t *lins, int64_t nlins,
+                const tx_chunk_io *io, const int64_t *lins, int64_t nlins,
                 const tr_cancel *cancel, tr_err *err) {
   s_run run;
   memset(&run, 0, sizeof run);

@@ -1,0 +1,92 @@
+/*
+** compile/compile.h - a statement's syntax tree bound to the catalog and
+** compiled to the tensor relational algebra (TRA): the plan, a list of
+** EinSum nodes over relations, that the optimizer and the executor take.
+*/
+#ifndef TRADB_COMPILE_COMPILE_H
+#define TRADB_COMPILE_COMPILE_H
+
+#include "util/util.h"
+#include "util/grid.h"
+#include "kernels/kernels.h"
+#include "catalog/catalog.h"
+#include "parse/parse.h"
+
+/* ---- Plans ------------------------------------------------------------ */
+
+/*
+** A statement compiles to a plan: the relations it reads and writes, and a
+** list of EinSum nodes in dependency order.  Each node is one TRA
+** join followed by one TRA aggregation (EinDecomp section 4):
+**
+**   out = AGG_(groupBy out labels)( JOIN_(shared labels, kernel)(in_0, ...) )
+**
+** where every operand's key is mapped onto the node's labels (ReKey; a
+** label repeated within one operand keeps only the diagonal keys, a
+** Filter), an operand whose chunking differs from the node's is re-chunked
+** first (Tile + Concat), and unary work on the result is fused as a
+** Transform applied before the chunk is stored.
+*/
+#define TA_MAX_RELS 64  /* relations in one plan */
+#define TA_MAX_NODES 32 /* EinSum nodes in one plan */
+
+typedef enum ta_rel_kind {
+  TA_REL_STORED, /* a tensor in the catalog */
+  TA_REL_TEMP,   /* an intermediate, made on the workers, then dropped */
+  TA_REL_OUTPUT  /* the statement's result, committed at the end */
+} ta_rel_kind;
+
+typedef struct ta_rel {
+  ta_rel_kind kind;   /* where its chunks come from */
+  tr_tensor meta;     /* name, dtype, shape and chunk shape */
+  int pending;        /* STORED: the output of an earlier statement of the
+                         same block, not yet in the catalog */
+} ta_rel;
+
+typedef struct ta_operand {
+  int rel;                   /* index into ta_plan.rels */
+  int rank;                  /* rank of the relation */
+  int label[TR_MAX_RANK];    /* node label index of each dimension */
+} ta_operand;
+
+typedef struct ta_node {
+  int nlabels;                           /* labels of the join */
+  int nout;                              /* leading labels that are kept */
+  char lname[TK_MAX_LABELS][TP_NAME_MAX];/* label names (for EXPLAIN) */
+  int64_t size[TK_MAX_LABELS];           /* extent of each label */
+  int64_t chunk[TK_MAX_LABELS];          /* chunk size of each label */
+  int ninputs;                           /* operands */
+  ta_operand in[TK_MAX_INPUTS];          /* operands, as prog numbers them */
+  tk_prog prog;                          /* join kernel's scalar function */
+  tk_agg agg;                            /* aggregation over the rest */
+  tk_prog post;                          /* fused transform (n == 0: none) */
+  int out;                               /* relation written */
+  int gemm;                              /* SUM of in0 * in1: BLAS path */
+  int drive;                             /* -1: a task computes whole output
+                                            chunks; else a join tuple is
+                                            computed only where this
+                                            operand's chunk was sent (its
+                                            chunk ids are in the task), and
+                                            output chunks may be partial */
+} ta_node;
+
+typedef struct ta_plan {
+  int nrels;                      /* relations used */
+  ta_rel rels[TA_MAX_RELS];       /* stored inputs, temps, the output */
+  int nnodes;                     /* EinSum nodes */
+  ta_node nodes[TA_MAX_NODES];    /* in the order they run */
+} ta_plan;
+
+/* Bind an assignment (TP_ST_ASSIGN or TP_ST_EXPLAIN) to the catalog db
+** and build its plan.  pend[0..npend) are the outputs of earlier
+** statements of an open block, not yet in the catalog: a name found there
+** is bound to them first. */
+int ta_compile(tc_db *db, const tr_tensor *pend, int npend, const tp_stmt *s, ta_plan *plan,
+               tr_err *err);
+/* Append plan src (a later statement of a block) to dst: relations it
+** reads that earlier statements write become those outputs. */
+int ta_plan_append(ta_plan *dst, const ta_plan *src, tr_err *err);
+/* The TRA expression of a plan as text (caller frees). */
+char *ta_plan_explain(const ta_plan *plan);
+
+#endif /* TRADB_COMPILE_COMPILE_H */
