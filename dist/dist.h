@@ -1,46 +1,115 @@
 /*
 ** dist/dist.h - the coordinator: the workers of a database (membership,
-** heartbeats, rejoins, replica repair), reading and writing chunks from
-** the shell, and running an optimized plan on the workers.
+** heartbeats, rejoins, replica repair), reading and writing chunks for the
+** shell, and running an optimized plan on the workers.
+**
+** The engine drives a statement through three calls in order: it compiles
+** the plan (compile/), asks td_run_begin where the plan's inputs are,
+** optimizes with that placement (optimize/), and hands the chosen plan to
+** td_run_exec.  The coordinator never optimizes and never prints; what it
+** has to say beside a result (fewer replicas than wanted, a worker that
+** does not answer) it keeps as notices the engine collects.
 */
 #ifndef TRADB_DIST_DIST_H
 #define TRADB_DIST_DIST_H
 
 #include "optimize/optimize.h"
 #include "exec/exec.h"
-#include "engine/engine_int.h"
 
-/* ---- The coordinator (dist.c) ------------------------------------------ */
+typedef struct td_cluster td_cluster;
 
-/* Connect to the configured workers, or start local ones; HELLO them. */
-int td_cluster_open(te_engine *e, const te_config *cfg, tr_err *err);
-/* Disconnect; stop local workers. */
-void td_cluster_close(te_engine *e);
-/* Optimize a compiled plan (to_optimize) and run it on the workers,
-** committing each output as it is made.  x: the EXPLAIN statement (NULL
-** for a plain run): without ANALYZE only the plan is shown, with it the
-** plan runs and *res gets plan and measurements (text after `tra`, JSON
-** or DOT). */
-int td_run(te_engine *e, ta_plan *p, const tp_stmt *x, const char *tra, te_result **res,
-                tr_err *err);
-/* FILL t on the workers. */
-int td_fill(te_engine *e, const tr_tensor *t, const tx_fill *f, tr_err *err);
-/* DROP TENSOR, telling the workers to drop its chunks. */
-int td_drop(te_engine *e, const char *name, tr_err *err);
+/* How to find or start the workers. */
+typedef struct td_config {
+  const char *workers;    /* comma-separated endpoints (--workers); NULL =
+                             those recorded in the catalog, and if there
+                             are none, local workers */
+  int local_workers;      /* local workers to start (0: one per core) */
+  int threads;            /* kernel threads per local worker (0: cores / workers) */
+  const char *backend;    /* --backend for local workers (NULL: auto) */
+  const char *keys;       /* CURVE key directory, NULL = none */
+  const char *self_exe;   /* the tradb binary for local workers (NULL:
+                             /proc/self/exe) */
+  const char *device;     /* --device for local workers (NULL: auto) */
+  const char *gpu_memory; /* --gpu-memory for local workers (NULL: default) */
+} td_config;
+
+/* Connect to the workers of database db (keeping db for the catalog),
+** starting local ones as needed; HELLO them and reconcile what they hold.
+** interrupt: the engine's cancel token, polled while waiting.  *out is
+** NULL on failure. */
+int td_cluster_open(tc_db *db, const td_config *cfg, const tr_cancel *interrupt,
+                    td_cluster **out, tr_err *err);
+/* Disconnect; stop local workers.  Safe on NULL and twice. */
+void td_cluster_close(td_cluster **c);
+
+/* The warnings collected since the last call, one per line, or NULL;
+** the caller frees. */
+char *td_take_notice(td_cluster *c);
+
+/* ---- Workers ---------------------------------------------------------- */
+
+/* One worker as .workers lists it. */
+typedef struct td_worker_stat {
+  char endpoint[TC_ENDPOINT_MAX]; /* its endpoint */
+  int up;                         /* answered now */
+  uint64_t tasks, chunks, bytes_held, bytes_sent, bytes_received; /* its counters */
+  char kernels[64];               /* its kernel backend ("-" if down) */
+} td_worker_stat;
+
+/* Every worker, pinged now; *out is the caller's. */
+int td_workers(td_cluster *c, td_worker_stat **out, int *n, tr_err *err);
+/* .worker add / .worker remove (see te_worker_add in engine.h). */
+int td_worker_add(td_cluster *c, const char *endpoint, tr_err *err);
+int td_worker_remove(td_cluster *c, const char *endpoint, tr_err *err);
+/* Restore missing replicas for about budget_s (see te_maintain). */
+int td_maintain(td_cluster *c, double budget_s, tr_err *err);
+
+/* ---- Settings ----------------------------------------------------------- */
+
 /* SET name = value (replication). */
-int td_set(te_engine *e, const char *name, const char *value, tr_err *err);
+int td_set(td_cluster *c, const char *name, const char *value, tr_err *err);
 /* The replicas each chunk should have now: the setting, at most the
-** number of workers recorded. */
-int td_target(te_engine *e);
+** number of workers. */
+int td_target(td_cluster *c);
+
+/* ---- Chunks for the shell ------------------------------------------------ */
+
+/* FILL t on the workers and commit it. */
+int td_fill(td_cluster *c, const tr_tensor *t, const tx_fill *f, tr_err *err);
+/* DROP TENSOR, telling the workers to drop its chunks. */
+int td_drop(td_cluster *c, const char *name, tr_err *err);
 /* Write a new version of a tensor from the coordinator (LOAD). */
 typedef struct td_pwrite td_pwrite;
-int td_pwrite_begin(te_engine *e, const tr_tensor *meta, td_pwrite **out, tr_err *err);
+int td_pwrite_begin(td_cluster *c, const tr_tensor *meta, td_pwrite **out, tr_err *err);
 int td_pwrite_chunk(td_pwrite *w, int64_t lin, const void *buf, size_t bytes, tr_err *err);
 int td_pwrite_commit(td_pwrite *w, tr_err *err);
 void td_pwrite_free(td_pwrite **w);
 /* Read chunks lins[0..n) of t from the workers, calling fn for each. */
-int td_pread(te_engine *e, const tr_tensor *t, const int64_t *lins, int64_t n,
+int td_pread(td_cluster *c, const tr_tensor *t, const int64_t *lins, int64_t n,
              int (*fn)(void *ctx, int64_t lin, const void *buf, size_t bytes, tr_err *err),
              void *ctx, tr_err *err);
+
+/* ---- Running plans ----------------------------------------------------- */
+
+typedef struct td_run td_run;
+
+/* Start running plan p (or only explaining it, run 0): ping the workers,
+** find where every stored input is (declared-only inputs become zeros,
+** made by FILL tasks when running, placed as FILL would when explaining),
+** and give the optimizer's inputs: *m live sites, *repl the replication of
+** outputs, and pl[rel] for every relation (the stored ones filled in;
+** pl is the run's, valid until td_run_end).  On failure *out is NULL. */
+int td_run_begin(td_cluster *c, ta_plan *p, int run, td_run **out, int *m, int *repl,
+                 to_placed **pl, tr_err *err);
+/* Run every node as opt chose (opt's moves), committing each output as
+** it is made; temporaries are dropped at the end, and on failure the
+** outputs not yet committed too. */
+int td_run_exec(td_run *r, const to_opt *opt, tr_err *err);
+/* What td_run_exec measured, for EXPLAIN ANALYZE: text (operators, sites,
+** elapsed) or JSON fields without braces.  Caller frees; NULL if out of
+** memory. */
+char *td_run_analysis(const td_run *r, int json);
+/* Release the run; safe on NULL and twice. */
+void td_run_end(td_run **r);
 
 #endif /* TRADB_DIST_DIST_H */

@@ -184,19 +184,6 @@ static void s_cache_free(s_cache *c) {
 
 /* ---- Element conversion ------------------------------------------------ */
 
-void tx_convert(void *dst, tr_dtype dt_dst, const void *src, tr_dtype dt_src, int64_t n) {
-  if (dt_dst == dt_src) {
-    memcpy(dst, src, (size_t)n * tr_dtype_size(dt_dst));
-  } else if (dt_dst == TR_F64) {
-    const float *s = src;
-    double *d = dst;
-    for (int64_t i = 0; i < n; i++) d[i] = s[i];
-  } else {
-    const double *s = src;
-    float *d = dst;
-    for (int64_t i = 0; i < n; i++) d[i] = (float)s[i];
-  }
-}
 
 /* ---- Operands -------------------------------------------------------------- */
 
@@ -214,13 +201,6 @@ static void s_chunk_done(s_run *run, s_chunk *ch) {
   memset(ch, 0, sizeof *ch);
 }
 
-static void s_row_major(int rank, const int64_t *ext, int64_t *stride) {
-  int64_t s = 1;
-  for (int d = rank - 1; d >= 0; d--) {
-    stride[d] = s;
-    s *= ext[d];
-  }
-}
 
 /* Fetch operand oi's chunk whose node-label keys are lkey[]. */
 static int s_fetch(s_run *run, int oi, const int64_t *lkey, s_chunk *ch, tr_err *err) {
@@ -263,7 +243,7 @@ static int s_fetch(s_run *run, int oi, const int64_t *lkey, s_chunk *ch, tr_err 
   ch->own = dst;
   ch->data = dst;
   int64_t first[TR_MAX_RANK], last[TR_MAX_RANK], sk[TR_MAX_RANK], dstride[TR_MAX_RANK];
-  s_row_major(o->rank, ch->ext, dstride);
+  tx_row_major(o->rank, ch->ext, dstride);
   for (int d = 0; d < o->rank; d++) {
     first[d] = lo[d] / t->chunk[d];
     last[d] = (lo[d] + ch->ext[d] - 1) / t->chunk[d];
@@ -276,7 +256,7 @@ static int s_fetch(s_run *run, int oi, const int64_t *lkey, s_chunk *ch, tr_err 
     int64_t sext[TR_MAX_RANK], sstride[TR_MAX_RANK], box[TR_MAX_RANK];
     int64_t soff = 0, doff = 0, nbox = 1;
     tr_chunk_extent(t, sk, sext);
-    s_row_major(o->rank, sext, sstride);
+    tx_row_major(o->rank, sext, sstride);
     for (int d = 0; d < o->rank; d++) {
       int64_t s0 = sk[d] * t->chunk[d];
       int64_t a = lo[d] > s0 ? lo[d] : s0;
@@ -323,7 +303,7 @@ static int s_fetch(s_run *run, int oi, const int64_t *lkey, s_chunk *ch, tr_err 
 /* Element strides of operand o's chunk, per node label. */
 static void s_label_strides(const ta_operand *o, const s_chunk *ch, int64_t *ls) {
   int64_t st[TR_MAX_RANK];
-  s_row_major(o->rank, ch->ext, st);
+  tx_row_major(o->rank, ch->ext, st);
   memset(ls, 0, sizeof(int64_t) * TK_MAX_LABELS);
   for (int d = 0; d < o->rank; d++) ls[o->label[d]] += st[d];
 }
@@ -403,7 +383,7 @@ static int s_canon(s_run *run, const void *src, const int64_t *ls, const int64_t
     ss[i] = ls[order[i]];
     total *= e2[i];
   }
-  s_row_major(norder, e2, ds);
+  tx_row_major(norder, e2, ds);
   *out = tr_alloc_aligned((size_t)total * run->esz);
   if (!*out) return TR_ENOMEM;
   if (norder > TR_MAX_RANK) {
@@ -578,7 +558,7 @@ static int s_gemm_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void 
     int ord[TK_MAX_LABELS], k = s_order(ord, gb, nb, gm, nm, gn, nn);
     int64_t e2[TK_MAX_LABELS], s2[TK_MAX_LABELS];
     for (int i = 0; i < k; i++) e2[i] = ext[ord[i]];
-    s_row_major(k, e2, s2);
+    tx_row_major(k, e2, s2);
     for (int i = 0; i < k; i++) sstr[ord[i]] = s2[i];
     op.nlabels = op.nout = n->nout;
     op.ninputs = 1;
@@ -678,7 +658,7 @@ static int s_node_task(void *arg, int64_t t) {
   tr_key_from_linear(om, g, okey);
   nel = tr_chunk_extent(om, okey, oext);
   for (int l = 0; l < n->nlabels; l++) lkey[l] = l < n->nout ? okey[l] : 0;
-  s_row_major(n->nout, oext, ols);
+  tx_row_major(n->nout, oext, ols);
   void *out = tr_alloc_aligned((size_t)nel * run->esz);
   if (!out) return s_fail(run, &(tr_err){TR_ENOMEM, "out of memory"});
   run->kt->keep(out, (size_t)nel * run->esz); /* written by kernels only */

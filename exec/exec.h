@@ -109,4 +109,7 @@ void tx_default_chunk(int rank, const int64_t *shape, tr_dtype dt, int64_t *chun
 /* Convert n elements between element types (same type: copy). */
 void tx_convert(void *dst, tr_dtype dt_dst, const void *src, tr_dtype dt_src, int64_t n);
 
+/* Row-major element strides of a box of extent ext. */
+void tx_row_major(int rank, const int64_t *ext, int64_t *stride);
+
 #endif /* TRADB_EXEC_EXEC_H */

@@ -1098,6 +1098,7 @@ static int s_strcaseeq(const char *a, const char *b) {
 void to_opt_free(to_opt *o) {
   free(o->alt);
   o->alt = NULL;
+  for (int k = 0; k < TA_MAX_NODES; k++) to_moves_free(&o->moves[k]);
 }
 
 int to_optimize(const ta_plan *p, int m, int repl, to_placed *pl, const char *force, to_opt *o,
@@ -1258,10 +1259,11 @@ int to_optimize(const ta_plan *p, int m, int repl, to_placed *pl, const char *fo
     }
     for (int i = 0; i < p->nrels && !rc; i++) rc = s_placed_copy(&cur[i], &pl[i]);
     for (int k = 0; k < p->nnodes && !rc; k++) {
-      to_moves mv;
+      to_moves *mvp = &o->moves[k], mv;
       o->choice[k] = o->alt[o->chosen].choice[k];
-      rc = to_moves_compute(p, k, &o->choice[k], m, repl, cur, &mv, 1, err);
+      rc = to_moves_compute(p, k, &o->choice[k], m, repl, cur, mvp, 1, err);
       if (rc) break;
+      mv = *mvp;
       o->node_floats[k] = mv.total;
       o->imbalance += (m * mv.work_max - mv.work_total) / TO_WORK_PER_FLOAT;
       memcpy(o->in_floats[k], mv.in_floats, sizeof mv.in_floats);
@@ -1273,7 +1275,6 @@ int to_optimize(const ta_plan *p, int m, int repl, to_placed *pl, const char *fo
         for (int d = 0; d < om->rank; d++) nf *= om->shape[d];
         o->repl_floats += nf * (repl - 1);
       }
-      to_moves_free(&mv);
     }
     for (int i = 0; i < TA_MAX_RELS; i++) to_placed_free(&cur[i]);
     free(cur);

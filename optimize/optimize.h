@@ -88,6 +88,8 @@ typedef struct to_opt {
   } *alt;                             /* cheapest first; alt[0] = chosen
                                          unless PLAN forced another */
   int chosen;                         /* index into alt */
+  to_moves moves[TA_MAX_NODES];       /* the chosen plan's moves, node by
+                                         node: what the executor runs */
   int ntrees;                         /* IA plans the rewrites reached */
   int fired[24];                      /* times each rule applied */
   double ms;                          /* optimization time */

@@ -1,0 +1,222 @@
+/*
+** exec/task.c - the tasks a coordinator ships to workers (a node's share,
+** FILL, combining partials) and their encoding in a TASK message body.
+** Decoding validates everything a worker then relies on: ranks, labels,
+** programs, chunk numbers within their grids.
+*/
+#include "config.h"
+#include "exec/exec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+
+static void s_put_prog(tn_wbuf *b, const tk_prog *p) {
+  tn_put_u32(b, (uint32_t)p->n);
+  for (int i = 0; i < p->n; i++) {
+    tn_put_u32(b, (uint32_t)p->code[i].op);
+    tn_put_u32(b, (uint32_t)p->code[i].arg);
+    tn_put_f64(b, p->code[i].c);
+  }
+}
+
+static void s_get_prog(tn_rbuf *r, tk_prog *p, int ninputs) {
+  uint32_t n = tn_get_u32(r);
+  if (n > TK_MAX_PROG) {
+    r->bad = 1;
+    return;
+  }
+  p->n = (int)n;
+  for (int i = 0; i < p->n; i++) {
+    p->code[i].op = (int)tn_get_u32(r);
+    p->code[i].arg = (int)tn_get_u32(r);
+    p->code[i].c = tn_get_f64(r);
+    if (p->code[i].op == TK_OP_INPUT && (p->code[i].arg < 0 || p->code[i].arg >= ninputs))
+      r->bad = 1;
+  }
+  if (p->n && tk_prog_depth(p) < 0) r->bad = 1;
+}
+
+static void s_put_meta(tn_wbuf *b, const tr_tensor *t) {
+  tn_put_str(b, t->name);
+  tn_put_u8(b, (uint8_t)t->dtype);
+  tn_put_u32(b, (uint32_t)t->rank);
+  for (int d = 0; d < t->rank; d++) {
+    tn_put_i64(b, t->shape[d]);
+    tn_put_i64(b, t->chunk[d]);
+  }
+}
+
+static void s_get_meta(tn_rbuf *r, tr_tensor *t) {
+  memset(t, 0, sizeof *t);
+  tn_get_str(r, t->name, sizeof t->name);
+  uint8_t dt = tn_get_u8(r);
+  uint32_t rank = tn_get_u32(r);
+  if (dt > TR_F64 || rank > TR_MAX_RANK) {
+    r->bad = 1;
+    return;
+  }
+  t->dtype = (tr_dtype)dt;
+  t->rank = (int)rank;
+  for (int d = 0; d < t->rank; d++) {
+    t->shape[d] = tn_get_i64(r);
+    t->chunk[d] = tn_get_i64(r);
+    if (t->shape[d] < 1 || t->chunk[d] < 1 || t->chunk[d] > t->shape[d]) r->bad = 1;
+  }
+}
+
+void tx_task_encode(const tx_task *t, tn_wbuf *b) {
+  const ta_node *n = &t->node;
+  tn_put_u8(b, (uint8_t)t->kind);
+  s_put_meta(b, &t->out_meta);
+  if (t->kind == TX_TASK_FILL) {
+    tn_put_u8(b, (uint8_t)t->f.kind);
+    tn_put_f64(b, t->f.p0);
+    tn_put_f64(b, t->f.p1);
+    tn_put_u64(b, t->f.seed);
+  } else {
+    tn_put_u32(b, (uint32_t)n->nlabels);
+    tn_put_u32(b, (uint32_t)n->nout);
+    for (int l = 0; l < n->nlabels; l++) {
+      tn_put_i64(b, n->size[l]);
+      tn_put_i64(b, n->chunk[l]);
+    }
+    tn_put_u32(b, (uint32_t)n->ninputs);
+    for (int i = 0; i < n->ninputs; i++) {
+      tn_put_u32(b, (uint32_t)n->in[i].rank);
+      for (int d = 0; d < n->in[i].rank; d++) tn_put_u32(b, (uint32_t)n->in[i].label[d]);
+      s_put_meta(b, &t->in_meta[i]);
+    }
+    s_put_prog(b, &n->prog);
+    tn_put_u8(b, (uint8_t)n->agg);
+    s_put_prog(b, &n->post);
+    tn_put_u8(b, (uint8_t)n->gemm);
+    tn_put_u32(b, (uint32_t)(n->drive + 1));
+    tn_put_u32(b, (uint32_t)t->nin);
+    for (int64_t i = 0; i < t->nin; i++) {
+      tn_put_u32(b, (uint32_t)t->in_op[i]);
+      tn_put_i64(b, t->in_lin[i]);
+      tn_put_u64(b, t->in_id[i]);
+    }
+  }
+  tn_put_u32(b, (uint32_t)t->nout);
+  for (int64_t i = 0; i < t->nout; i++) {
+    tn_put_i64(b, t->out_lin[i]);
+    tn_put_u64(b, t->out_id[i]);
+  }
+  tn_put_u32(b, (uint32_t)t->nrep);
+  for (int i = 0; i < t->nrep; i++) tn_put_str(b, t->rep[i]);
+  tn_put_u8(b, (uint8_t)t->scratch);
+}
+
+void tx_task_free(tx_task *t) {
+  free(t->in_op);
+  free(t->in_lin);
+  free(t->in_id);
+  free(t->out_lin);
+  free(t->out_id);
+  t->in_op = NULL;
+  t->in_lin = t->out_lin = NULL;
+  t->in_id = t->out_id = NULL;
+}
+
+int tx_task_decode(const void *p, size_t len, tx_task *t, tr_err *err) {
+  tn_rbuf r;
+  tn_rbuf_init(&r, p, len);
+  memset(t, 0, sizeof *t);
+  ta_node *n = &t->node;
+  t->kind = tn_get_u8(&r);
+  s_get_meta(&r, &t->out_meta);
+  if (t->kind > TX_TASK_COMBINE) goto bad;
+  if (t->kind == TX_TASK_FILL) {
+    t->f.kind = (tp_fill_kind)tn_get_u8(&r);
+    t->f.p0 = tn_get_f64(&r);
+    t->f.p1 = tn_get_f64(&r);
+    t->f.seed = tn_get_u64(&r);
+    if (t->f.kind > TP_FILL_NORMAL) r.bad = 1;
+  } else if (!r.bad) {
+    uint32_t nl = tn_get_u32(&r), no = tn_get_u32(&r);
+    if (nl > TK_MAX_LABELS || no > nl || (int)no != t->out_meta.rank) goto bad;
+    n->nlabels = (int)nl;
+    n->nout = (int)no;
+    for (int l = 0; l < n->nlabels; l++) {
+      n->size[l] = tn_get_i64(&r);
+      n->chunk[l] = tn_get_i64(&r);
+      if (n->size[l] < 1 || n->chunk[l] < 1) goto bad;
+      if (l < n->nout && (n->size[l] != t->out_meta.shape[l] || n->chunk[l] != t->out_meta.chunk[l]))
+        goto bad;
+    }
+    uint32_t ni = tn_get_u32(&r);
+    if (ni > TK_MAX_INPUTS) goto bad;
+    n->ninputs = (int)ni;
+    for (int i = 0; i < n->ninputs && !r.bad; i++) {
+      uint32_t rank = tn_get_u32(&r);
+      if (rank > TR_MAX_RANK) goto bad;
+      n->in[i].rank = (int)rank;
+      for (int d = 0; d < n->in[i].rank; d++) {
+        uint32_t l = tn_get_u32(&r);
+        if (l >= nl) goto bad;
+        n->in[i].label[d] = (int)l;
+      }
+      s_get_meta(&r, &t->in_meta[i]);
+      if ((int)rank != t->in_meta[i].rank) goto bad;
+      for (int d = 0; d < n->in[i].rank; d++)
+        if (t->in_meta[i].shape[d] != n->size[n->in[i].label[d]]) goto bad;
+    }
+    s_get_prog(&r, &n->prog, n->ninputs);
+    n->agg = (tk_agg)tn_get_u8(&r);
+    s_get_prog(&r, &n->post, 1);
+    n->gemm = tn_get_u8(&r) != 0;
+    uint32_t drive = tn_get_u32(&r);
+    if (drive > ni) goto bad;
+    n->drive = (int)drive - 1;
+    if (t->kind == TX_TASK_COMBINE &&
+        (ni != 1 || n->drive >= 0 || n->agg == TK_AGG_NONE || t->in_meta[0].rank != t->out_meta.rank))
+      goto bad;
+    if (n->agg > TK_AGG_MIN || (n->agg == TK_AGG_NONE && n->nout != n->nlabels) || !n->prog.n)
+      goto bad;
+    if (n->gemm && n->ninputs != 2) goto bad;
+    uint32_t nin = tn_get_count(&r, 20);
+    t->nin = nin;
+    t->in_op = calloc(nin + 1, sizeof *t->in_op);
+    t->in_lin = calloc(nin + 1, sizeof *t->in_lin);
+    t->in_id = calloc(nin + 1, sizeof *t->in_id);
+    if (!t->in_op || !t->in_lin || !t->in_id) {
+      tx_task_free(t);
+      return tr_seterr(err, TR_ENOMEM, "out of memory");
+    }
+    for (uint32_t i = 0; i < nin && !r.bad; i++) {
+      uint32_t op = tn_get_u32(&r);
+      t->in_lin[i] = tn_get_i64(&r);
+      t->in_id[i] = tn_get_u64(&r);
+      if (op >= ni) goto bad;
+      t->in_op[i] = (int)op;
+      if (t->in_lin[i] < 0 || t->in_lin[i] >= tr_nchunks(&t->in_meta[op])) goto bad;
+    }
+  }
+  uint32_t no = tn_get_count(&r, 16);
+  t->nout = no;
+  t->out_lin = calloc(no + 1, sizeof *t->out_lin);
+  t->out_id = calloc(no + 1, sizeof *t->out_id);
+  if (!t->out_lin || !t->out_id) {
+    tx_task_free(t);
+    return tr_seterr(err, TR_ENOMEM, "out of memory");
+  }
+  for (uint32_t i = 0; i < no && !r.bad; i++) {
+    t->out_lin[i] = tn_get_i64(&r);
+    t->out_id[i] = tn_get_u64(&r);
+    if (t->out_lin[i] < 0 || t->out_lin[i] >= tr_nchunks(&t->out_meta)) goto bad;
+  }
+  uint32_t nrep = tn_get_u32(&r);
+  if (nrep > TC_MAX_REPLICAS) goto bad;
+  t->nrep = (int)nrep;
+  for (int i = 0; i < t->nrep; i++) tn_get_str(&r, t->rep[i], sizeof t->rep[i]);
+  uint8_t scratch = tn_get_u8(&r);
+  if (scratch > 1 || (scratch && t->nrep)) goto bad; /* a scratch chunk has no replicas */
+  t->scratch = scratch;
+  if (tn_rbuf_ok(&r) == TR_OK) return TR_OK;
+bad:
+  tx_task_free(t);
+  return tr_seterr(err, TR_EINVAL, "malformed task");
+}
+
