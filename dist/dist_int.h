@@ -59,4 +59,110 @@ struct td_cluster {
 /* Add a line to the notices. */
 void td_notice(td_cluster *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* ---- Requests ------------------------------------------------------------ */
+
+/* One outstanding request of a phase. */
+typedef struct di_out {
+  int site;      /* site index */
+  int type;      /* request type */
+  int done;      /* reply received */
+  tn_in reply;   /* the reply (when done) */
+} di_out;
+
+/* A phase: requests sent, replies awaited together. */
+typedef struct di_phase {
+  td_cluster *c;  /* engine */
+  uint64_t base; /* request id of out[0] */
+  int n, cap;    /* requests */
+  di_out *out;    /* them */
+} di_phase;
+
+/* A copy to make: chunk id from site index src to site index dst. */
+typedef struct di_copy {
+  uint64_t id;     /* chunk */
+  uint64_t bytes;  /* its size */
+  int src, dst;    /* site indexes */
+} di_copy;
+
+/* ---- rpc.c --------------------------------------------------------------- */
+
+void di_phase_init(di_phase *ph, td_cluster *c);
+void di_phase_free(di_phase *ph);
+/* Send a request to site s as part of the phase. */
+int di_request(di_phase *ph, int s, int type, const tn_wbuf *body, int ndata,
+                     void *const *data, const size_t *len, tn_free_fn *fr, tr_err *err);
+/* Read what the sites sent; replies of ph (may be NULL) are stored. */
+void di_drain(td_cluster *c, di_phase *ph, int timeout_ms);
+int di_wait(di_phase *ph, tr_err *err);
+int di_wait_ex(di_phase *ph, int tolerant, tr_err *err);
+/* Reply i's body as a read cursor. */
+void di_reply_body(di_phase *ph, int i, tn_rbuf *r);
+/* Tell site `only` (-1: every live site) to drop ids (best effort:
+** cleanup never fails a statement). */
+void di_drop_ids(td_cluster *c, int only, const uint64_t *ids, int64_t n);
+/* SYNC every chunk of locs on the sites holding it. */
+int di_sync(td_cluster *c, const tc_chunkloc *locs, int64_t n, tr_err *err);
+/* Send the SEND batches (entries {u64 id, str peer} per source site) and
+** wait for all of them; frees the batches. */
+int di_flush_sends(td_cluster *c, tn_wbuf *sends, uint32_t *nsend, int rc, tr_err *err);
+
+/* ---- sites.c ------------------------------------------------------------- */
+
+/* Live sites, in index order; returns how many. */
+int di_up_sites(const td_cluster *c, int *up);
+int di_site_index(const td_cluster *c, int64_t id);
+/* Does loc list site_id as a holder? */
+int di_has(const tc_chunkloc *loc, int64_t site_id);
+/* Replication factor in effect: the setting (default 2), at most m. */
+int di_replication(td_cluster *c, int m);
+/* The live site that serves chunk loc of t (reads it for others, and
+** drives the joins that keep t in place), or -1.  The catalog lists a
+** chunk's holders by site id, so taking the first would put every chunk
+** of a tensor held everywhere (replication = sites, the embedded
+** default) on the lowest site, and every plan driven by it would run on
+** one worker.  The holders take turns by the chunk's row of the grid
+** instead: such a tensor is served row-block partitioned, the
+** partitioning under which a product needs no partial sums. */
+int di_holder(const td_cluster *c, const tr_tensor *t, const tc_chunkloc *loc);
+/* The error for a chunk no live site holds: names tensor and chunk key. */
+int di_unreadable(const tr_tensor *t, const tc_chunkloc *loc, const char *why, tr_err *err);
+
+/* ---- replicas.c ---------------------------------------------------------- */
+
+/* Remember that site id lost its copy of chunk (for di_repair). */
+void di_note_lost(td_cluster *c, int64_t site, uint64_t chunk);
+/* After a commit: say when its chunks got fewer replicas than wanted
+** (workers were down), and mark them for repair. */
+void di_note_replicas(td_cluster *c, const tr_tensor *meta, const tc_chunkloc *locs, int64_t n);
+/* Make copies c[0..n): each source pushes its chunks to their
+** destinations (SEND), the destinations make them durable (SYNC), and
+** only then does the catalog record the new replicas.  A source whose
+** copy turns out damaged is forgotten as a holder (the failure is
+** returned; a later round copies from another). */
+int di_copy_chunks(td_cluster *c, const di_copy *cp, int64_t n, tr_err *err);
+/* Repair site s's copy of chunk id, which failed its checksum there: the
+** catalog forgets it, and a live holder copies a good one back. */
+int di_fix_bad(td_cluster *c, int s, uint64_t id, tr_err *err);
+/* One round of restoring replication: chunks with fewer replicas than
+** the setting (at most the live workers) get copies from a live holder on
+** the live workers that lack them, spread by chunk.  Returns 1 if chunks
+** are left for another round, 0 if none (chunks no live worker holds wait
+** for a holder to return), or a TR_E* code. */
+int di_repair(td_cluster *c, tr_err *err);
+
+/* ---- cluster.c ----------------------------------------------------------- */
+
+/* Before a statement: which workers are alive now?  Ping every worker and
+** wait (at most the liveness window) for the ones believed up; heartbeats
+** queued while the shell was idle prove nothing, an echoed ping does.  A
+** worker that answers after being down has rejoined: its inventory is
+** reconciled with the catalog, and the replicas chunks lack may now be
+** made (te_maintain). */
+void di_ping(td_cluster *c);
+
+/* ---- io.c ---------------------------------------------------------------- */
+
+/* Make a written version visible: sync, commit, drop the old version. */
+int di_commit(td_cluster *c, const tr_tensor *meta, tc_chunkloc *locs, int64_t n, tr_err *err);
+
 #endif /* TRADB_DIST_DIST_INT_H */

@@ -3,7 +3,8 @@
 file that calls back into it (no cycle of calls between files), and no
 folder calls into a folder above it.
 
-  scripts/layers.py [BUILDDIR]      (default: the current directory)
+  scripts/layers.py [-v] [BUILDDIR]  (default: the current directory; -v
+                                     lists every file's callees)
 
 Prints each file's callees by folder and exits 1 on a cycle or an upward
 call.  Run after `make`; `make check` runs it (tests/build/layers.sh).
@@ -20,7 +21,10 @@ def objects(top):
         if not os.path.isdir(d):
             continue
         for f in sorted(os.listdir(d)):
-            if f.endswith(".o"):
+            src = f[:-2].split("-", 1)[-1] + ".c"
+            # an object whose source is gone is a leftover of an older tree
+            if f.endswith(".o") and (os.path.exists(os.path.join(d, src)) or
+                                     os.path.exists(os.path.join(d, src + "u"))):
                 yield folder, os.path.join(d, f)
 
 def source_name(folder, obj):
@@ -30,7 +34,8 @@ def source_name(folder, obj):
     return folder + "/" + base
 
 def main():
-    top = sys.argv[1] if len(sys.argv) > 1 else "."
+    args = [a for a in sys.argv[1:] if a != "-v"]
+    top = args[0] if args else "."
     defined, used, folder_of = {}, {}, {}
     for folder, obj in objects(top):
         name = source_name(folder, obj)

@@ -1,0 +1,725 @@
+/*
+** dist/cluster.c - membership: the workers of a database found, started
+** (local ones), greeted and watched (pings, rejoins, restarts, refused
+** keys), what each holds reconciled with the catalog, workers added and
+** removed without losing a chunk.
+*/
+#include "config.h"
+#include "dist/dist_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define S_HELLO_TIMEOUT_S 10.0   /* workers must answer HELLO by then */
+
+#define S_REJOIN_GRACE_S 0.03  /* a ping waits this long for workers believed down */
+
+#define S_IDLE_PING_S 1.0      /* te_maintain pings at most this often */
+
+static int s_inventory(td_cluster *c, int only, tr_err *err);
+
+/* Before a statement: which workers are alive now?  Ping every worker and
+** wait (at most the liveness window) for the ones believed up; heartbeats
+** queued while the shell was idle prove nothing, an echoed ping does.  A
+** worker that answers after being down has rejoined: its inventory is
+** reconciled with the catalog, and the replicas chunks lack may now be
+** made (te_maintain). */
+void di_ping(td_cluster *c) {
+  di_phase ph;
+  tr_err err;
+  int rejoined = 0;
+  di_drain(c, NULL, 0);
+  di_phase_init(&ph, c);
+  for (int s = 0; s < c->nsites; s++) di_request(&ph, s, TN_HEARTBEAT, NULL, 0, NULL, NULL, NULL, &err);
+  /* A worker believed down gets a short grace too: one that came back
+  ** answers within it, and is seen rejoining now rather than by chance. */
+  double t0 = tr_now(), end = t0 + TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0;
+  for (;;) {
+    int waiting = 0, grace = tr_now() < t0 + S_REJOIN_GRACE_S;
+    for (int i = 0; i < ph.n; i++)
+      waiting += !ph.out[i].done && (grace || c->sites[ph.out[i].site].up);
+    if (!waiting || tr_now() >= end) break;
+    di_drain(c, &ph, 5);
+  }
+  c->last_ping = tr_now();
+  for (int i = 0; i < ph.n; i++) {
+    td_site *st = &c->sites[ph.out[i].site];
+    /* Back after being down, or a new process in its place: either way
+    ** what it holds is reconciled anew. */
+    if (ph.out[i].done && (!st->up || st->restarted)) rejoined = 1;
+    st->up = ph.out[i].done;
+    st->restarted = 0;
+  }
+  di_phase_free(&ph);
+  if (rejoined) {
+    s_inventory(c, -1, &err);
+    c->repair = 1;
+  }
+}
+
+static int s_site_open(td_cluster *c, td_site *st, tr_err *err) {
+  st->sock = zmq_socket(c->zctx, ZMQ_DEALER);
+  if (!st->sock) return tr_seterr(err, TR_EIO, "cannot make a socket: %s", zmq_strerror(errno));
+  int linger = 0, hwm = 0, tmo = 30000, ivl = 100;
+  zmq_setsockopt(st->sock, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_setsockopt(st->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
+  zmq_setsockopt(st->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
+  zmq_setsockopt(st->sock, ZMQ_SNDTIMEO, &tmo, sizeof tmo);
+  zmq_setsockopt(st->sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
+  /* Watch its handshakes: a worker that refuses our CURVE key (or our
+  ** lack of one) is otherwise just silence until a timeout. */
+  static unsigned seq;
+  char mon[64];
+  snprintf(mon, sizeof mon, "inproc://tradb-monitor-%u", ++seq);
+  if (zmq_socket_monitor(st->sock, mon, ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                                            ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                            ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) == 0 &&
+      (st->mon = zmq_socket(c->zctx, ZMQ_PAIR)) != NULL) {
+    zmq_setsockopt(st->mon, ZMQ_LINGER, &linger, sizeof linger);
+    if (zmq_connect(st->mon, mon) != 0) {
+      zmq_close(st->mon);
+      st->mon = NULL;
+    }
+  }
+  int rc = tn_secure_client(st->sock, &c->keys, err);
+  if (!rc && zmq_connect(st->sock, st->ep) != 0)
+    rc = tr_seterr(err, TR_EIO, "cannot connect to worker %s: %s", st->ep, zmq_strerror(errno));
+  return rc;
+}
+
+/* Read site st's handshake failures (its socket monitor's events): a
+** refusal is kept in st->refused.  Returns 1 if it was refused. */
+static int s_refused(td_site *st, const tn_keys *keys) {
+  for (;;) {
+    zmq_msg_t m;
+    uint16_t ev = 0;
+    uint32_t val = 0;
+    int more;
+    if (!st->mon) break;
+    zmq_msg_init(&m);
+    if (zmq_msg_recv(&m, st->mon, ZMQ_DONTWAIT) < 0) {
+      zmq_msg_close(&m);
+      break;
+    }
+    if (zmq_msg_size(&m) >= 6) {
+      memcpy(&ev, zmq_msg_data(&m), 2);
+      memcpy(&val, (const char *)zmq_msg_data(&m) + 2, 4);
+    }
+    more = zmq_msg_more(&m);
+    zmq_msg_close(&m);
+    while (more) { /* the endpoint frame */
+      zmq_msg_init(&m);
+      more = zmq_msg_recv(&m, st->mon, 0) >= 0 && zmq_msg_more(&m);
+      zmq_msg_close(&m);
+    }
+    if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+      snprintf(st->refused, sizeof st->refused, "it refused this shell's CURVE key (status %u): "
+               "--keys must name the cluster's key pair", val);
+    else if (ev)
+      snprintf(st->refused, sizeof st->refused, "%s", keys->on
+               ? "the CURVE handshake failed: does it use the same cluster keys (--keys)?"
+               : "the handshake failed: it may require CURVE keys (give --keys)");
+  }
+  return st->refused[0] != 0;
+}
+
+/* Say HELLO to every site and wait for the answers (sites that do not
+** answer in time stay down; it is an error only if none answers).  A site
+** that refuses our credentials is known at once, not at the timeout. */
+static int s_hello_all(td_cluster *c, double timeout_s, tr_err *err) {
+  di_phase ph;
+  di_phase_init(&ph, c);
+  tn_wbuf b = {0};
+  tn_put_str(&b, "tradb shell");
+  int rc = TR_OK;
+  for (int s = 0; s < c->nsites && !rc; s++) rc = di_request(&ph, s, TN_HELLO, &b, 0, NULL, NULL, NULL, err);
+  tn_wbuf_free(&b);
+  double end = tr_now() + timeout_s, resend = tr_now() + TN_HEARTBEAT_MS / 1000.0;
+  while (!rc && tr_now() < end && !tr_cancelled(c->interrupt)) {
+    int pending = 0;
+    for (int i = 0; i < ph.n; i++)
+      pending += !ph.out[i].done && !s_refused(&c->sites[ph.out[i].site], &c->keys);
+    if (!pending) break;
+    di_drain(c, &ph, 50);
+    /* A HELLO can be lost with a connection that closes under it (a local
+    ** worker of a killed shell still stopping on the same socket path):
+    ** say it again, with the same request id, until answered. */
+    if (tr_now() >= resend) {
+      tn_wbuf hb = {0};
+      tr_err ignore;
+      tn_put_str(&hb, "tradb shell");
+      for (int i = 0; i < ph.n; i++)
+        if (!ph.out[i].done)
+          tn_send(c->sites[ph.out[i].site].sock, NULL, 0, TN_HELLO, ph.base + (uint64_t)i, c->db_id, &hb, 0,
+                  NULL, NULL, NULL, NULL, &ignore);
+      tn_wbuf_free(&hb);
+      resend = tr_now() + TN_HEARTBEAT_MS / 1000.0;
+    }
+    /* A local worker that exited will never answer: say why now. */
+    for (int i = 0; !rc && i < ph.n; i++) {
+      td_site *st = &c->sites[ph.out[i].site];
+      int wst;
+      if (!ph.out[i].done && st->pid > 0 && waitpid(st->pid, &wst, WNOHANG) == st->pid) {
+        st->pid = 0;
+        rc = tr_seterr(err, TR_EIO, "local worker %s exited (see %s/w%d.log)", st->ep, c->workdir,
+                       ph.out[i].site);
+      }
+    }
+  }
+  int up = 0;
+  for (int i = 0; i < ph.n; i++) {
+    c->sites[ph.out[i].site].up = ph.out[i].done && ph.out[i].reply.type == TN_HELLO_OK;
+    c->sites[ph.out[i].site].restarted = 0; /* the process that said HELLO_OK is the one we know */
+    up += c->sites[ph.out[i].site].up;
+  }
+  di_phase_free(&ph);
+  /* Ctrl-C while waiting is the answer, not a silent cluster. */
+  if (!rc && !up && c->nsites && tr_cancelled(c->interrupt))
+    rc = tr_seterr(err, TR_EINTR, "interrupted");
+  for (int s = 0; !rc && !up && s < c->nsites; s++)
+    if (c->sites[s].refused[0])
+      rc = tr_seterr(err, TR_EIO, "cannot use worker %s: %s", c->sites[s].ep, c->sites[s].refused);
+  if (!rc && !up && c->nsites)
+    rc = tr_seterr(err, TR_EIO, "no worker answered within %.0f s (first: %s)", timeout_s,
+                   c->sites[0].ep);
+  return rc;
+}
+
+/* A new zeroed site at the end of c->sites for endpoint ep, or NULL. */
+static td_site *s_site_new(td_cluster *c, const char *ep, tr_err *err) {
+  td_site *ns = realloc(c->sites, sizeof *ns * (size_t)(c->nsites + 1));
+  if (!ns) {
+    tr_seterr(err, TR_ENOMEM, "out of memory");
+    return NULL;
+  }
+  c->sites = ns;
+  td_site *st = &c->sites[c->nsites];
+  memset(st, 0, sizeof *st);
+  if (snprintf(st->ep, sizeof st->ep, "%s", ep) >= (int)sizeof st->ep) {
+    tr_seterr(err, TR_EINVAL, "endpoint too long: %s", ep);
+    return NULL;
+  }
+  return st;
+}
+
+/* Wait for local worker pid, told to stop: it stops within a poll
+** interval, but is not waited for forever. */
+static void s_reap(pid_t pid) {
+  int st;
+  double end = tr_now() + 5;
+  while (waitpid(pid, &st, WNOHANG) == 0) {
+    if (tr_now() > end) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      break;
+    }
+    usleep(10000);
+  }
+}
+
+/* Disconnect site index k (stopping it if it is a local worker) and take
+** it out of c->sites, keeping the others in order. */
+static void s_site_drop(td_cluster *c, int k) {
+  td_site *st = &c->sites[k];
+  zmq_close(st->sock);
+  if (st->mon) zmq_close(st->mon);
+  if (st->pid > 0) {
+    kill(st->pid, SIGTERM);
+    s_reap(st->pid);
+  }
+  memmove(st, st + 1, sizeof *st * (size_t)(c->nsites - k - 1));
+  c->nsites--;
+}
+
+/* Record site st (made by s_site_new) and connect to it. */
+static int s_site_join(td_cluster *c, td_site *st, tr_err *err) {
+  int rc = tc_site_add(c->db, st->ep, &st->id, err);
+  if (!rc) rc = s_site_open(c, st, err);
+  if (!rc || st->sock) c->nsites++;
+  return rc;
+}
+
+/* Start local worker number idx, one of `of` sharing this machine: its
+** endpoint is an ipc socket under workdir, its store workdir/w<idx>, its
+** log workdir/w<idx>.log. */
+static int s_spawn_local(td_cluster *c, const td_config *cfg, int idx, int of, tr_err *err) {
+  char exe[4096], ep[TC_ENDPOINT_MAX];
+  const char *self = cfg->self_exe;
+  if (!self) {
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0) return tr_seterr(err, TR_EIO, "cannot find the tradb binary to start workers");
+    exe[k] = '\0';
+    self = exe;
+  }
+  if (mkdir(c->workdir, 0700) != 0 && errno != EEXIST)
+    return tr_seterr(err, TR_EIO, "cannot create '%s': %s", c->workdir, strerror(errno));
+  int per = tr_ncores() / of;
+  if (cfg->threads > 0) per = cfg->threads;
+  if (per < 1) per = 1;
+  /* A worker holds scratch chunks in up to 1/8 of the machine's memory by
+  ** default; local workers share one machine, so they share that. */
+  char memory[32];
+  int64_t share = tr_phys_memory() / 8 / of;
+  snprintf(memory, sizeof memory, "%lld", (long long)(share > (1 << 20) ? share : 1 << 20));
+  if (snprintf(ep, sizeof ep, "ipc://%s/w%d.ipc", c->workdir, idx) >= (int)sizeof ep ||
+      strlen(c->workdir) > 90)
+    return tr_seterr(err, TR_EINVAL, "database path too long for local worker sockets: %s",
+                     c->workdir);
+  td_site *st = s_site_new(c, ep, err);
+  if (!st) return err->code;
+  /* A local worker of a killed shell can still be bound to this socket
+  ** while it stops: we must not reach it (it would answer, then vanish
+  ** with our requests).  Only this database's shell uses the path (the
+  ** catalog is locked), and the new worker binds it afresh. */
+  unlink(ep + 6);
+  char data[4200], logf[4200], threads[16];
+  snprintf(data, sizeof data, "%s/w%d", c->workdir, idx);
+  snprintf(logf, sizeof logf, "%s/w%d.log", c->workdir, idx);
+  snprintf(threads, sizeof threads, "%d", per);
+  pid_t pid = fork();
+  if (pid < 0) return tr_seterr(err, TR_EIO, "cannot start a worker: %s", strerror(errno));
+  if (pid == 0) {
+    /* A local worker lives and dies with its shell, even a killed one,
+    ** but the terminal's signals are the shell's: Ctrl-C cancels a
+    ** statement, it must not stop the workers.  Hence its own session. */
+    setsid();
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    int fd = open(logf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd >= 0) dup2(fd, 2);
+    int nul = open("/dev/null", O_RDONLY);
+    if (nul >= 0) dup2(nul, 0);
+    const char *argv[24];
+    int a = 0;
+    argv[a++] = self;
+    argv[a++] = "--worker";
+    argv[a++] = "--listen";
+    argv[a++] = st->ep;
+    argv[a++] = "--data";
+    argv[a++] = data;
+    argv[a++] = "--threads";
+    argv[a++] = threads;
+    if (cfg->backend) {
+      argv[a++] = "--backend";
+      argv[a++] = cfg->backend;
+    }
+    if (cfg->keys) {
+      argv[a++] = "--keys";
+      argv[a++] = cfg->keys;
+    }
+    if (cfg->device) {
+      argv[a++] = "--device";
+      argv[a++] = cfg->device;
+    }
+    if (cfg->gpu_memory) {
+      argv[a++] = "--gpu-memory";
+      argv[a++] = cfg->gpu_memory;
+    }
+    argv[a++] = "--memory";
+    argv[a++] = memory;
+    argv[a] = NULL;
+    execv(self, (char *const *)argv);
+    _exit(127);
+  }
+  st->pid = pid;
+  return s_site_join(c, st, err);
+}
+
+/* Is endpoint one of this database's local workers? */
+static int s_is_local_ep(const td_cluster *c, const char *ep) {
+  size_t n = strlen(c->workdir);
+  return !strncmp(ep, "ipc://", 6) && !strncmp(ep + 6, c->workdir, n) && ep[6 + n] == '/';
+}
+
+static int s_add_site(td_cluster *c, const char *ep, tr_err *err) {
+  for (int s = 0; s < c->nsites; s++)
+    if (!strcmp(c->sites[s].ep, ep)) return TR_OK;
+  td_site *st = s_site_new(c, ep, err);
+  return st ? s_site_join(c, st, err) : err->code;
+}
+
+/* Reconcile what live workers hold (site `only`, or all with -1) with
+** the catalog: each is sent the chunk ids the catalog lists on it and
+** answers with the ones it lacks (lost, or set aside as damaged: the
+** catalog forgets those replicas) and the chunks of this database it holds
+** that are not listed there.  Of those, a chunk the catalog knows (same
+** id, size and checksum) is a good copy and is recorded as a replica (a
+** worker removed while down and added back, a copy made before a failure
+** was recorded); anything else is what a killed or failed statement left,
+** and is dropped.  A worker never drops a chunk on its own. */
+static int s_inventory(td_cluster *c, int only, tr_err *err) {
+  di_phase ph;
+  uint64_t **drop = calloc((size_t)c->nsites + 1, sizeof *drop); /* per site: to drop */
+  int64_t *ndrop = calloc((size_t)c->nsites + 1, sizeof *ndrop);
+  int rc = drop && ndrop ? TR_OK : tr_seterr(err, TR_ENOMEM, "out of memory");
+  di_phase_init(&ph, c);
+  for (int s = 0; s < c->nsites && !rc; s++) {
+    uint64_t *ids = NULL;
+    int64_t n = 0;
+    if (!c->sites[s].up || (only >= 0 && s != only)) continue;
+    if ((rc = tc_site_chunks(c->db, c->sites[s].id, &ids, &n, err))) break;
+    tn_wbuf b = {0};
+    tn_put_u32(&b, (uint32_t)n);
+    for (int64_t i = 0; i < n; i++) tn_put_u64(&b, ids[i]);
+    free(ids);
+    rc = di_request(&ph, s, TN_INVENTORY, &b, 0, NULL, NULL, NULL, err);
+    tn_wbuf_free(&b);
+  }
+  if (!rc) rc = di_wait(&ph, err);
+  for (int i = 0; !rc && i < ph.n; i++) {
+    int s = ph.out[i].site;
+    tn_rbuf r;
+    di_reply_body(&ph, i, &r);
+    uint32_t nmiss = tn_get_count(&r, 8);
+    uint64_t *miss = calloc(nmiss + 1, sizeof *miss);
+    for (uint32_t k = 0; miss && k < nmiss; k++) miss[k] = tn_get_u64(&r);
+    uint32_t nx = tn_get_count(&r, 25);
+    uint64_t *xid = calloc(nx + 1, sizeof *xid), *xlen = calloc(nx + 1, sizeof *xlen),
+             *xsum = calloc(nx + 1, sizeof *xsum);
+    int *known = calloc(nx + 1, sizeof *known);
+    int64_t nadopt = 0;
+    drop[s] = calloc(nx + 1, sizeof *drop[s]);
+    if (!miss || !xid || !xlen || !xsum || !known || !drop[s])
+      rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+    for (uint32_t k = 0; !rc && k < nx; k++) {
+      tn_chunk ck;
+      tn_get_chunk(&r, &ck);
+      xid[k] = ck.id;
+      xlen[k] = ck.nbytes;
+      xsum[k] = ck.checksum;
+    }
+    if (!rc && tn_rbuf_ok(&r) != TR_OK)
+      rc = tr_seterr(err, TR_EINVAL, "worker %s: malformed INVENTORY reply", c->sites[s].ep);
+    if (!rc && nmiss) rc = tc_replica_remove(c->db, c->sites[s].id, miss, nmiss, err);
+    for (uint32_t k = 0; !rc && k < nmiss; k++) di_note_lost(c, c->sites[s].id, miss[k]);
+    if (!rc) rc = tc_chunks_known(c->db, xid, xlen, xsum, nx, known, err);
+    for (uint32_t k = 0; !rc && k < nx; k++)
+      if (known[k])
+        xid[nadopt++] = xid[k];
+      else
+        drop[s][ndrop[s]++] = xid[k];
+    if (!rc) rc = tc_replica_add(c->db, c->sites[s].id, xid, nadopt, err);
+    free(miss);
+    free(xid);
+    free(xlen);
+    free(xsum);
+    free(known);
+  }
+  di_phase_free(&ph);
+  for (int s = 0; !rc && s < c->nsites; s++)
+    if (ndrop[s]) di_drop_ids(c, s, drop[s], ndrop[s]);
+  for (int s = 0; drop && s < c->nsites; s++) free(drop[s]);
+  free(drop);
+  free(ndrop);
+  return rc;
+}
+
+/* The number of local worker endpoint ep (ipc://WORKDIR/w<idx>.ipc), or
+** -1 for another endpoint. */
+static int s_local_index(const td_cluster *c, const char *ep) {
+  int idx, end = 0;
+  if (!s_is_local_ep(c, ep) ||
+      sscanf(ep + 6 + strlen(c->workdir), "/w%d.ipc%n", &idx, &end) != 1 || !end ||
+      ep[6 + strlen(c->workdir) + (size_t)end] || idx < 0 || idx >= 4096)
+    return -1;
+  return idx;
+}
+
+/* Does the catalog list chunks on site id? */
+static int s_site_holds(td_cluster *c, int64_t id) {
+  uint64_t *ids = NULL;
+  int64_t n = 0;
+  tr_err ignore;
+  tc_site_chunks(c->db, id, &ids, &n, &ignore);
+  free(ids);
+  return n > 0;
+}
+
+/* Connect the workers: those of --workers, or else the remote workers
+** recorded in the catalog; recorded workers that hold chunks in any case,
+** so every stored chunk stays reachable however the workers were named;
+** local workers when there is no other, and those holding chunks. */
+/* td_cluster_open, once c exists. */
+static int s_open(td_cluster *c, const td_config *cfg, tr_err *err) {
+  tc_site *rec = NULL;
+  int nrec = 0, rc;
+  c->zctx = zmq_ctx_new();
+  if (!c->zctx) return tr_seterr(err, TR_EIO, "cannot start ZeroMQ");
+  if ((rc = tn_load_keys(cfg->keys, &c->keys, err))) return rc;
+  /* Absolute, so the endpoints recorded in the catalog do not depend on
+  ** the directory the shell was started from. */
+  char absdir[4096];
+  if (!realpath(tc_dir(c->db), absdir)) snprintf(absdir, sizeof absdir, "%s", tc_dir(c->db));
+  snprintf(c->workdir, sizeof c->workdir, "%s/" TC_LOCAL_WORKERS_DIR, absdir);
+  if ((rc = tc_site_list(c->db, &rec, &nrec, err))) return rc;
+  if (cfg->workers && *cfg->workers) {
+    char *list = strdup(cfg->workers), *save = NULL;
+    if (!list) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+    for (char *ep = list ? strtok_r(list, ",", &save) : NULL; ep && !rc; ep = strtok_r(NULL, ",", &save))
+      if (*ep) rc = s_add_site(c, ep, err);
+    free(list);
+  }
+  for (int i = 0; i < nrec && !rc; i++)
+    if (!s_is_local_ep(c, rec[i].endpoint) && (!cfg->workers || !*cfg->workers || s_site_holds(c, rec[i].id)))
+      rc = s_add_site(c, rec[i].endpoint, err);
+  /* Local workers: w0..w<n-1> when no other worker is configured, and any
+  ** recorded one that holds chunks. */
+  int nlocal = c->nsites || rc ? 0 : cfg->local_workers > 0 ? cfg->local_workers : tr_ncores();
+  int top = nlocal, *want = NULL;
+  for (int i = 0; i < nrec; i++) {
+    int idx = s_local_index(c, rec[i].endpoint);
+    if (idx + 1 > top && s_site_holds(c, rec[i].id)) top = idx + 1;
+  }
+  if (!rc && top && !(want = calloc((size_t)top, sizeof *want))) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+  for (int i = 0; want && i < top; i++) want[i] = i < nlocal;
+  for (int i = 0; want && i < nrec; i++) {
+    int idx = s_local_index(c, rec[i].endpoint);
+    if (idx >= 0 && idx < top && s_site_holds(c, rec[i].id)) want[idx] = 1;
+  }
+  int of = 0;
+  for (int i = 0; want && i < top; i++) of += want[i];
+  for (int i = 0; want && i < top && !rc; i++)
+    if (want[i]) rc = s_spawn_local(c, cfg, i, of, err);
+  free(want);
+  free(rec);
+  if (rc) return rc;
+  if ((rc = s_hello_all(c, S_HELLO_TIMEOUT_S, err))) return rc;
+  c->repair = 1; /* td_maintain checks once after opening */
+  return s_inventory(c, -1, err);
+}
+
+int td_cluster_open(tc_db *db, const td_config *cfg, const tr_cancel *interrupt,
+                    td_cluster **out, tr_err *err) {
+  td_cluster *c = calloc(1, sizeof *c);
+  *out = NULL;
+  if (!c) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  c->db = db;
+  c->db_id = tc_db_id(db);
+  c->interrupt = interrupt;
+  int rc = s_open(c, cfg, err);
+  if (rc) td_cluster_close(&c);
+  *out = c;
+  return rc;
+}
+
+void td_cluster_close(td_cluster **pc) {
+  td_cluster *c = pc ? *pc : NULL;
+  if (!c) return;
+  *pc = NULL;
+  for (int s = 0; s < c->nsites; s++) {
+    if (c->sites[s].sock) zmq_close(c->sites[s].sock);
+    if (c->sites[s].mon) zmq_close(c->sites[s].mon);
+    if (c->sites[s].pid > 0) kill(c->sites[s].pid, SIGTERM);
+  }
+  for (int s = 0; s < c->nsites; s++)
+    if (c->sites[s].pid > 0) s_reap(c->sites[s].pid);
+  free(c->sites);
+  c->sites = NULL;
+  c->nsites = 0;
+  if (c->zctx) zmq_ctx_term(c->zctx);
+  c->zctx = NULL;
+  if (c->keys.on) tn_zap_stop();
+  free(c->lost);
+  free(c->notice);
+  free(c);
+}
+
+int td_workers(td_cluster *c, td_worker_stat **out, int *n, tr_err *err) {
+  di_phase ph;
+  *out = NULL;
+  *n = 0;
+  di_ping(c);
+  di_phase_init(&ph, c);
+  int rc = TR_OK;
+  for (int s = 0; s < c->nsites && !rc; s++)
+    if (c->sites[s].up) rc = di_request(&ph, s, TN_STATS, NULL, 0, NULL, NULL, NULL, err);
+  double end = tr_now() + 2.0;
+  while (!rc && tr_now() < end) {
+    int pending = 0;
+    for (int i = 0; i < ph.n; i++) pending += !ph.out[i].done;
+    if (!pending) break;
+    di_drain(c, &ph, 50);
+  }
+  td_worker_stat *v = rc ? NULL : calloc((size_t)c->nsites + 1, sizeof *v);
+  if (!rc && !v) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+  for (int s = 0; !rc && s < c->nsites; s++) {
+    td_worker_stat *w = &v[s];
+    snprintf(w->endpoint, sizeof w->endpoint, "%s", c->sites[s].ep);
+    snprintf(w->kernels, sizeof w->kernels, "-");
+    for (int i = 0; i < ph.n; i++)
+      if (ph.out[i].site == s && ph.out[i].done && ph.out[i].reply.type == TN_STATS_OK) {
+        tn_rbuf b;
+        di_reply_body(&ph, i, &b);
+        w->tasks = tn_get_u64(&b);
+        w->chunks = tn_get_u64(&b);
+        w->bytes_held = tn_get_u64(&b);
+        w->bytes_sent = tn_get_u64(&b);
+        w->bytes_received = tn_get_u64(&b);
+        tn_get_str(&b, w->kernels, sizeof w->kernels);
+        w->up = tn_rbuf_ok(&b) == TR_OK;
+      }
+  }
+  di_phase_free(&ph);
+  if (rc) return rc;
+  *out = v;
+  *n = c->nsites;
+  return TR_OK;
+}
+
+int td_maintain(td_cluster *c, double budget_s, tr_err *err) {
+  double end = tr_now() + budget_s;
+  /* A returning worker is noticed by a ping (which then reconciles it);
+  ** right after a statement, its own ping is recent enough. */
+  if (tr_now() - c->last_ping >= S_IDLE_PING_S) di_ping(c);
+  while (c->repair) {
+    int rc = di_repair(c, err);
+    if (rc < 0) return rc; /* stays set: tried again later */
+    if (rc == 0) c->repair = 0;
+    if (tr_now() >= end) break;
+  }
+  return c->repair;
+}
+
+int td_worker_add(td_cluster *c, const char *ep, tr_err *err) {
+  int rc = s_add_site(c, ep, err), s = -1;
+  if (!rc) rc = s_hello_all(c, 5.0, err);
+  for (int k = 0; k < c->nsites; k++)
+    if (!strcmp(c->sites[k].ep, ep)) s = k;
+  if (!rc && s >= 0 && !c->sites[s].up)
+    td_notice(c, "worker %s is recorded but does not answer: it joins when it does", ep);
+  /* What it holds of this database counts again (s_inventory adopts it). */
+  if (!rc && s >= 0 && c->sites[s].up && !(rc = s_inventory(c, s, err))) {
+    uint64_t *ids = NULL;
+    int64_t n = 0;
+    if (!tc_site_chunks(c->db, c->sites[s].id, &ids, &n, err) && n)
+      td_notice(c, "worker %s holds %lld chunks of this database: they are kept as replicas", ep,
+                (long long)n);
+    free(ids);
+  }
+  /* Local workers are the default for a database with no other worker:
+  ** once one is added, those holding nothing stop (the next open would
+  ** not start them), and those holding chunks stay, and say so. */
+  int nlocal = 0;
+  for (int k = c->nsites - 1; !rc && s >= 0 && c->sites[s].pid <= 0 && k >= 0; k--) {
+    if (c->sites[k].pid <= 0) continue;
+    if (s_site_holds(c, c->sites[k].id)) {
+      nlocal++;
+      continue;
+    }
+    tr_err ignore;
+    tc_site_remove(c->db, c->sites[k].ep, &ignore);
+    s_site_drop(c, k);
+    if (k < s) s--;
+  }
+  if (nlocal)
+    td_notice(c, "the %d local workers keep their chunks and start with this database while "
+              "they hold any; `.worker remove` of a local worker moves its chunks to the others",
+              nlocal);
+  c->repair = 1; /* chunks may now get the replicas they lack */
+  return rc;
+}
+
+/* Plan the copies that removing site `gone` (index, or -1 if not
+** connected) with catalog id `sid` needs: every chunk it holds gets, on the
+** live workers left, the replicas it would lack (up to the setting, at
+** least one).  A chunk whose only copies are on `gone` and cannot be read
+** from it (it is down) or go nowhere (no other worker is up) is lost:
+** *lost counts them and names their tensors. */
+static int s_removal_copies(td_cluster *c, int gone, int64_t sid, di_copy **out, int64_t *nout,
+                            int64_t *lost, char *names, size_t cap, tr_err *err) {
+  int up[256], m = 0;
+  tc_chunkref *refs = NULL;
+  int64_t n = 0, nc = 0;
+  *out = NULL;
+  *nout = *lost = 0;
+  names[0] = '\0';
+  for (int s = 0; s < c->nsites; s++)
+    if (c->sites[s].up && s != gone && m < 256) up[m++] = s;
+  int target = m ? di_replication(c, m) : 0, rc = tc_chunks_select(c->db, sid, 0, &refs, &n, err);
+  di_copy *cp = rc ? NULL : malloc(((size_t)n * TC_MAX_REPLICAS + 1) * sizeof *cp);
+  if (!rc && !cp) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+  for (int64_t i = 0; !rc && i < n; i++) {
+    const tc_chunkloc *l = &refs[i].loc;
+    int others = l->nsites - 1, src = gone >= 0 && c->sites[gone].up ? gone : -1;
+    for (int k = 0; k < l->nsites; k++) {
+      int h = di_site_index(c, l->site[k]);
+      if (h >= 0 && h != gone && c->sites[h].up) src = h;
+    }
+    if (others == 0 && (src < 0 || !m)) {
+      if (!strstr(names, refs[i].tensor) && strlen(names) + strlen(refs[i].tensor) + 3 < cap)
+        snprintf(names + strlen(names), cap - strlen(names), "%s%s", names[0] ? ", " : "", refs[i].tensor);
+      (*lost)++;
+      continue;
+    }
+    for (int u = 0, need = target - others; src >= 0 && u < m && need > 0; u++) {
+      int d = up[(i + u) % m];
+      if (di_has(l, c->sites[d].id)) continue;
+      cp[nc++] = (di_copy){l->chunk_id, l->nbytes, src, d};
+      need--;
+    }
+  }
+  free(refs);
+  if (rc) {
+    free(cp);
+    return rc;
+  }
+  *out = cp;
+  *nout = nc;
+  return TR_OK;
+}
+
+int td_worker_remove(td_cluster *c, const char *ep, tr_err *err) {
+  tc_site *rec = NULL;
+  int nrec = 0, gone = -1, rc = tc_site_list(c->db, &rec, &nrec, err);
+  int64_t sid = 0, lost = 0, nc = 0;
+  di_copy *cp = NULL;
+  char names[400];
+  for (int i = 0; !rc && i < nrec; i++)
+    if (!strcmp(rec[i].endpoint, ep)) sid = rec[i].id;
+  free(rec);
+  if (rc) return rc;
+  if (!sid) return tr_seterr(err, TR_ENOTFOUND, "no such worker: %s", ep);
+  for (int s = 0; s < c->nsites; s++)
+    if (c->sites[s].id == sid) gone = s;
+  di_ping(c);
+  if ((rc = s_removal_copies(c, gone, sid, &cp, &nc, &lost, names, sizeof names, err))) return rc;
+  if (lost) {
+    free(cp);
+    return tr_seterr(err, TR_EINVAL,
+                     "cannot remove worker %s: it holds the only copy of %lld chunks (of %s) and %s; "
+                     "nothing was changed (start it again%s, or DROP those tensors first)",
+                     ep, (long long)lost, names,
+                     gone >= 0 && c->sites[gone].up ? "no other worker is up" : "it is down",
+                     gone >= 0 && c->sites[gone].up ? " with another worker" : "");
+  }
+  if (nc && (rc = di_copy_chunks(c, cp, nc, err))) {
+    free(cp);
+    return tr_seterr(err, rc, "cannot remove worker %s: copying its chunks to the other workers "
+                     "failed, and it stays: %.600s", ep, err->msg);
+  }
+  free(cp);
+  /* Its copies of this database's chunks go from the catalog, then from it. */
+  uint64_t *ids = NULL;
+  int64_t nids = 0;
+  if ((rc = tc_site_chunks(c->db, sid, &ids, &nids, err)) || (rc = tc_site_remove(c->db, ep, err))) {
+    free(ids);
+    return rc;
+  }
+  if (gone >= 0) {
+    di_drop_ids(c, gone, ids, nids);
+    s_site_drop(c, gone);
+  }
+  free(ids);
+  td_notice(c, "worker %s removed; %lld cop%s of its chunks made on the other workers first", ep,
+            (long long)nc, nc == 1 ? "y" : "ies");
+  return TR_OK;
+}

@@ -1,0 +1,233 @@
+/*
+** dist/io.c - chunks between the shell and the workers: LOAD writes a
+** version chunk by chunk, SAVE and PRINT read chunks with fall-over to
+** other replicas; a version is committed once durable.
+*/
+#include "config.h"
+#include "dist/dist_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define S_INFLIGHT_BYTES (256u << 20) /* PUT data in flight before waiting */
+
+/* Make a written version visible: sync, commit, drop the old version. */
+int di_commit(td_cluster *c, const tr_tensor *meta, tc_chunkloc *locs, int64_t n, tr_err *err) {
+  uint64_t *old = NULL;
+  int64_t nold = 0;
+  int rc = di_sync(c, locs, n, err);
+  if (!rc) rc = tc_commit_placed(c->db, meta, locs, n, NULL, &old, &nold, err);
+  if (!rc) di_note_replicas(c, meta, locs, n);
+  if (!rc) di_drop_ids(c, -1, old, nold);
+  free(old);
+  return rc;
+}
+
+struct td_pwrite {
+  td_cluster *c;         /* engine */
+  tr_tensor meta;       /* the new version */
+  tc_chunkloc *locs;    /* where each chunk goes */
+  int up[256], m;       /* live sites */
+  int r;                /* replication */
+  di_phase ph;           /* PUTs in flight */
+  size_t inflight;      /* their bytes */
+};
+
+int td_pwrite_begin(td_cluster *c, const tr_tensor *meta, td_pwrite **out, tr_err *err) {
+  td_pwrite *w = calloc(1, sizeof *w);
+  int64_t n = tr_nchunks(meta);
+  if (!w || !(w->locs = calloc((size_t)n + 1, sizeof *w->locs))) {
+    free(w);
+    return tr_seterr(err, TR_ENOMEM, "out of memory");
+  }
+  w->c = c;
+  w->meta = *meta;
+  di_ping(c);
+  w->m = di_up_sites(c, w->up);
+  if (!w->m) {
+    free(w->locs);
+    free(w);
+    return tr_seterr(err, TR_EIO, "no worker is up");
+  }
+  w->r = di_replication(c, w->m);
+  di_phase_init(&w->ph, c);
+  *out = w;
+  return TR_OK;
+}
+
+/* Store chunk lin (buf is copied) on its `replication` sites. */
+int td_pwrite_chunk(td_pwrite *w, int64_t lin, const void *buf, size_t bytes, tr_err *err) {
+  tc_chunkloc *loc = &w->locs[lin];
+  loc->lin = lin;
+  loc->chunk_id = tc_new_chunk_id();
+  loc->nbytes = bytes;
+  loc->checksum = XXH3_64bits(buf, bytes); /* verified by the worker on arrival */
+  loc->nsites = w->r;
+  tn_wbuf b = {0};
+  tn_put_u32(&b, 1);
+  tn_chunk c = {loc->chunk_id, (uint8_t)w->meta.dtype, bytes, loc->checksum};
+  tn_put_chunk(&b, &c);
+  int rc = TR_OK;
+  for (int k = 0; k < w->r && !rc; k++) {
+    int s = w->up[(lin + k) % w->m];
+    loc->site[k] = w->c->sites[s].id;
+    void *data = (void *)buf;
+    rc = di_request(&w->ph, s, TN_PUT, &b, 1, &data, &bytes, NULL, err);
+    w->c->sites[s].floats_in += (int64_t)(bytes / tr_dtype_size(w->meta.dtype));
+  }
+  tn_wbuf_free(&b);
+  w->inflight += bytes * (size_t)w->r;
+  if (!rc && w->inflight > S_INFLIGHT_BYTES) {
+    rc = di_wait(&w->ph, err);
+    di_phase_free(&w->ph);
+    di_phase_init(&w->ph, w->c);
+    w->inflight = 0;
+  }
+  return rc;
+}
+
+int td_pwrite_commit(td_pwrite *w, tr_err *err) {
+  int rc = di_wait(&w->ph, err);
+  di_phase_free(&w->ph);
+  di_phase_init(&w->ph, w->c);
+  if (!rc) rc = di_commit(w->c, &w->meta, w->locs, tr_nchunks(&w->meta), err);
+  return rc;
+}
+
+void td_pwrite_free(td_pwrite **pw) {
+  if (!pw || !*pw) return;
+  di_phase_free(&(*pw)->ph);
+  free((*pw)->locs);
+  free(*pw);
+  *pw = NULL;
+}
+
+/* Check reply k of ph as chunk loc of t; TR_OK and data/len if good. */
+static int s_check_data(td_cluster *c, di_phase *ph, int k, const tr_tensor *t, const tc_chunkloc *loc,
+                        const void **data, size_t *len, char *why, size_t cap) {
+  di_out *o = &ph->out[k];
+  if (o->done != 1) {
+    snprintf(why, cap, "worker %s is down", c->sites[o->site].ep);
+    return TR_EIO;
+  }
+  tn_rbuf r;
+  di_reply_body(ph, k, &r);
+  if (o->reply.type == TN_ERROR) {
+    char msg[512];
+    int code;
+    uint64_t chunk;
+    tn_get_error(&o->reply, &code, &chunk, msg, sizeof msg);
+    snprintf(why, cap, "worker %s: %s", c->sites[o->site].ep, msg);
+    if (code == TR_ECORRUPT && chunk == loc->chunk_id) return TR_ECORRUPT;
+    return TR_EIO;
+  }
+  tn_chunk ck;
+  (void)tn_get_u32(&r);
+  tn_get_chunk(&r, &ck);
+  *data = tn_in_data(&o->reply, 0, len);
+  if (o->reply.type != TN_DATA || tn_rbuf_ok(&r) || !*data || *len != loc->nbytes ||
+      ck.id != loc->chunk_id || ck.checksum != loc->checksum || XXH3_64bits(*data, *len) != ck.checksum) {
+    snprintf(why, cap, "worker %s sent a copy that does not match its checksum", c->sites[o->site].ep);
+    return TR_ECORRUPT;
+  }
+  (void)t;
+  return TR_OK;
+}
+
+int td_pread(td_cluster *c, const tr_tensor *t, const int64_t *lins, int64_t n,
+             int (*fn)(void *ctx, int64_t lin, const void *buf, size_t bytes, tr_err *err),
+             void *ctx, tr_err *err) {
+  tc_chunkloc *locs = NULL;
+  int64_t nl = 0;
+  int rc = tc_chunk_locations(c->db, t, &locs, &nl, err);
+  if (rc) return rc;
+  di_ping(c);
+  for (int64_t i0 = 0; i0 < n && !rc; i0 += 64) {
+    int64_t i1 = i0 + 64 < n ? i0 + 64 : n;
+    /* try[i]: replicas of chunk lins[i] tried so far */
+    int tried[64] = {0}, ok[64] = {0};
+    char why[64][TC_ENDPOINT_MAX + 900]; /* per chunk: why its last try failed */
+    for (int k = 0; k < 64; k++) why[k][0] = '\0';
+    for (int round = 0; !rc && round < TC_MAX_REPLICAS; round++) {
+      di_phase ph;
+      int64_t which[64];
+      int nreq = 0;
+      di_phase_init(&ph, c);
+      for (int64_t i = i0; i < i1 && !rc; i++) {
+        int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK];
+        if (ok[i - i0]) continue;
+        tr_key_from_linear(t, lins[i], key);
+        size_t bytes = (size_t)tr_chunk_extent(t, key, ext) * tr_dtype_size(t->dtype);
+        if (!nl) { /* declared, never filled: zeros */
+          void *z = calloc(1, bytes ? bytes : 1);
+          rc = z ? fn(ctx, lins[i], z, bytes, err) : tr_seterr(err, TR_ENOMEM, "out of memory");
+          free(z);
+          ok[i - i0] = 1;
+          continue;
+        }
+        const tc_chunkloc *loc = &locs[lins[i]];
+        int s = -1;
+        while (tried[i - i0] < loc->nsites && s < 0) {
+          int cand = di_site_index(c, loc->site[tried[i - i0]++]);
+          if (cand >= 0 && c->sites[cand].up) s = cand;
+        }
+        if (s < 0) {
+          rc = di_unreadable(t, loc, tried[i - i0] && why[i - i0][0] ? why[i - i0] : NULL, err);
+          break;
+        }
+        tn_wbuf b = {0};
+        tn_put_u32(&b, 1);
+        tn_put_u64(&b, loc->chunk_id);
+        rc = di_request(&ph, s, TN_GET, &b, 0, NULL, NULL, NULL, err);
+        tn_wbuf_free(&b);
+        which[nreq++] = i;
+      }
+      if (!rc && nreq) rc = di_wait_ex(&ph, 1, err);
+      int nbad = 0, bad_site[64];
+      uint64_t bad_id[64];
+      for (int k = 0; !rc && k < nreq; k++) {
+        int64_t i = which[k], lin = lins[i];
+        const void *data;
+        size_t len;
+        int why_rc = s_check_data(c, &ph, k, t, &locs[lin], &data, &len, why[i - i0], sizeof why[i - i0]);
+        if (why_rc == TR_ECORRUPT && ph.out[k].done == 1 && ph.out[k].reply.type == TN_ERROR) {
+          bad_site[nbad] = ph.out[k].site;
+          bad_id[nbad++] = locs[lin].chunk_id;
+        }
+        if (why_rc) continue; /* next round tries the next replica */
+        c->sites[ph.out[k].site].floats_out += (int64_t)(len / tr_dtype_size(t->dtype));
+        ok[i - i0] = 1;
+        rc = fn(ctx, lin, data, len, err);
+      }
+      di_phase_free(&ph);
+      /* A copy the worker found damaged: repaired from a good one now
+      ** (after the phase: phases do not nest). */
+      for (int k = 0; k < nbad; k++) {
+        tr_err ignore;
+        di_fix_bad(c, bad_site[k], bad_id[k], &ignore);
+      }
+      if (!nreq) break;
+    }
+  }
+  free(locs);
+  return rc;
+}
+
+int td_drop(td_cluster *c, const char *name, tr_err *err) {
+  uint64_t *ids = NULL;
+  int64_t n = 0;
+  int rc = tc_tensor_drop_placed(c->db, name, &ids, &n, err);
+  if (!rc) di_drop_ids(c, -1, ids, n);
+  free(ids);
+  return rc;
+}

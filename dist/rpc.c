@@ -1,0 +1,275 @@
+/*
+** dist/rpc.c - requests to the workers: a phase sends its requests and
+** waits for every reply while heartbeating, a silent or restarted worker
+** fails it, the user can interrupt it; and the requests every other file
+** uses (SEND batches, SYNC, DROP).
+*/
+#include "config.h"
+#include "dist/dist_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define S_CALL_TIMEOUT_S 600.0   /* longest wait for one phase */
+
+void di_phase_init(di_phase *ph, td_cluster *c) {
+  memset(ph, 0, sizeof *ph);
+  ph->c = c;
+  ph->base = c->next_req + 1;
+}
+
+void di_phase_free(di_phase *ph) {
+  for (int i = 0; i < ph->n; i++)
+    if (ph->out[i].done == 1) tn_in_close(&ph->out[i].reply);
+  free(ph->out);
+  ph->c->next_req = ph->base + (uint64_t)ph->n;
+  memset(ph, 0, sizeof *ph);
+}
+
+/* Send a request to site s as part of the phase. */
+int di_request(di_phase *ph, int s, int type, const tn_wbuf *body, int ndata,
+                     void *const *data, const size_t *len, tn_free_fn *fr, tr_err *err) {
+  td_cluster *c = ph->c;
+  if (ph->n == ph->cap) {
+    int cap = ph->cap ? ph->cap * 2 : 16;
+    di_out *o = realloc(ph->out, sizeof *o * (size_t)cap);
+    if (!o) {
+      for (int i = 0; fr && i < ndata; i++) fr(data[i], NULL);
+      return tr_seterr(err, TR_ENOMEM, "out of memory");
+    }
+    ph->out = o;
+    ph->cap = cap;
+  }
+  di_out *o = &ph->out[ph->n];
+  memset(o, 0, sizeof *o);
+  o->site = s;
+  o->type = type;
+  int rc = tn_send(c->sites[s].sock, NULL, 0, type, ph->base + (uint64_t)ph->n, c->db_id, body,
+                   ndata, data, len, fr, NULL, err);
+  if (rc) return tr_seterr(err, rc, "cannot send to worker %s: %s", c->sites[s].ep, err->msg);
+  ph->n++;
+  return TR_OK;
+}
+
+static void s_heartbeat_all(td_cluster *c) {
+  tr_err err;
+  for (int s = 0; s < c->nsites; s++)
+    tn_send(c->sites[s].sock, NULL, 0, TN_HEARTBEAT, 0, c->db_id, NULL, 0, NULL, NULL, NULL, NULL,
+            &err);
+}
+
+/* Note the worker process a HEARTBEAT or HELLO_OK came from: another one
+** than before means the worker restarted, and requests the old one held
+** will never be answered. */
+static void s_incarnation(td_site *st, tn_in *in) {
+  size_t n;
+  const void *b = tn_in_body(in, &n);
+  tn_rbuf r;
+  uint64_t inc;
+  if (in->type != TN_HEARTBEAT && in->type != TN_HELLO_OK) return;
+  tn_rbuf_init(&r, b, n);
+  if (in->type == TN_HELLO_OK) {
+    char skip[TC_ENDPOINT_MAX];
+    tn_get_str(&r, skip, sizeof skip);
+    (void)tn_get_u32(&r);
+    tn_get_str(&r, skip, sizeof skip);
+  }
+  inc = tn_get_u64(&r);
+  if (tn_rbuf_ok(&r) != TR_OK || !inc) return;
+  if (st->incarnation && inc != st->incarnation) st->restarted = 1;
+  st->incarnation = inc;
+}
+
+/* Read what the sites sent; replies of ph (may be NULL) are stored. */
+void di_drain(td_cluster *c, di_phase *ph, int timeout_ms) {
+  zmq_pollitem_t items[256];
+  int n = c->nsites < 256 ? c->nsites : 256;
+  for (int s = 0; s < n; s++) items[s] = (zmq_pollitem_t){c->sites[s].sock, 0, ZMQ_POLLIN, 0};
+  if (zmq_poll(items, n, timeout_ms) <= 0) return;
+  for (int s = 0; s < n; s++) {
+    if (!(items[s].revents & ZMQ_POLLIN)) continue;
+    for (;;) {
+      tn_in in;
+      tr_err err;
+      int rc = tn_recv(c->sites[s].sock, 0, ZMQ_DONTWAIT, &in, &err);
+      if (rc == TR_ENOTFOUND || rc == TR_EINTR || rc == TR_EIO) break;
+      if (rc) continue; /* malformed: dropped */
+      c->sites[s].last_seen = tr_now();
+      s_incarnation(&c->sites[s], &in);
+      if (ph && in.req >= ph->base && in.req < ph->base + (uint64_t)ph->n) {
+        di_out *o = &ph->out[in.req - ph->base];
+        /* a heartbeat answers only a ping (the worker's own carry id 0) */
+        if (!o->done && o->site == s && (in.type != TN_HEARTBEAT || o->type == TN_HEARTBEAT)) {
+          o->done = 1;
+          o->reply = in;
+          continue;
+        }
+      }
+      tn_in_close(&in);
+    }
+  }
+}
+
+int di_wait(di_phase *ph, tr_err *err) { return di_wait_ex(ph, 0, err); }
+
+/* Tell the workers still busy with requests of ph to stop: the phase
+** failed, so their work for this statement is of no use. */
+static void s_cancel_busy(di_phase *ph) {
+  td_cluster *c = ph->c;
+  tr_err ignore;
+  for (int s = 0; s < c->nsites; s++) {
+    int busy = 0;
+    for (int i = 0; i < ph->n && !busy; i++) busy = !ph->out[i].done && ph->out[i].site == s;
+    if (busy && c->sites[s].up)
+      tn_send(c->sites[s].sock, NULL, 0, TN_CANCEL, 0, c->db_id, NULL, 0, NULL, NULL, NULL, NULL, &ignore);
+  }
+}
+
+static int s_wait_loop(di_phase *ph, int tolerant, tr_err *err) {
+  td_cluster *c = ph->c;
+  double start = tr_now(), next_beat = 0;
+  for (;;) {
+    int pending = 0;
+    for (int i = 0; i < ph->n; i++) {
+      di_out *o = &ph->out[i];
+      if (!o->done) {
+        pending++;
+        continue;
+      }
+      if (o->reply.type == TN_ERROR && !tolerant) {
+        char msg[600];
+        int code;
+        uint64_t chunk;
+        tn_get_error(&o->reply, &code, &chunk, msg, sizeof msg);
+        if (code == TR_ECORRUPT && chunk) {
+          c->bad_site = o->site;
+          c->bad_chunk = chunk;
+        }
+        return tr_seterr(err, code, "worker %s: %s", c->sites[o->site].ep, msg);
+      }
+    }
+    if (!pending) return TR_OK;
+    double now = tr_now();
+    if (tr_cancelled(c->interrupt)) return tr_seterr(err, TR_EINTR, "interrupted");
+    if (now - start > S_CALL_TIMEOUT_S) {
+      int i = 0;
+      while (ph->out[i].done) i++; /* pending > 0: one is not done */
+      return tr_seterr(err, TR_EIO, "workers did not answer within %.0f s (%d requests, first %s to %s)",
+                       S_CALL_TIMEOUT_S, pending, tn_type_name(ph->out[i].type), c->sites[ph->out[i].site].ep);
+    }
+    if (now >= next_beat) {
+      s_heartbeat_all(c);
+      next_beat = now + TN_HEARTBEAT_MS / 1000.0;
+    }
+    for (int i = 0; i < ph->n; i++) {
+      td_site *st = &c->sites[ph->out[i].site];
+      int silent = now - st->last_seen > TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0;
+      if (!ph->out[i].done && (silent || st->restarted)) {
+        st->up = 0;
+        if (tolerant) {
+          ph->out[i].done = 2; /* no reply */
+          continue;
+        }
+        if (st->restarted)
+          return tr_seterr(err, TR_EIO, "worker %s restarted while it worked for this statement", st->ep);
+        return tr_seterr(err, TR_EIO, "worker %s is down (silent for %.1f s)", st->ep,
+                         now - st->last_seen);
+      }
+    }
+    di_drain(c, ph, TN_HEARTBEAT_MS / 5);
+  }
+}
+
+
+int di_wait_ex(di_phase *ph, int tolerant, tr_err *err) {
+  int rc = s_wait_loop(ph, tolerant, err);
+  if (rc) s_cancel_busy(ph);
+  return rc;
+}
+/* Reply i's body as a read cursor. */
+void di_reply_body(di_phase *ph, int i, tn_rbuf *r) {
+  size_t n;
+  const void *b = tn_in_body(&ph->out[i].reply, &n);
+  tn_rbuf_init(r, b, n);
+}
+
+/* Tell site `only` (-1: every live site) to drop ids (best effort:
+** cleanup never fails a statement). */
+void di_drop_ids(td_cluster *c, int only, const uint64_t *ids, int64_t n) {
+  if (!n) return;
+  di_phase ph;
+  tr_err err;
+  di_phase_init(&ph, c);
+  tn_wbuf b = {0};
+  tn_put_u32(&b, (uint32_t)n);
+  for (int64_t i = 0; i < n; i++) tn_put_u64(&b, ids[i]);
+  for (int s = 0; s < c->nsites; s++)
+    if (c->sites[s].up && (only < 0 || s == only)) di_request(&ph, s, TN_DROP, &b, 0, NULL, NULL, NULL, &err);
+  tn_wbuf_free(&b);
+  di_wait(&ph, &err);
+  di_phase_free(&ph);
+}
+
+/* SYNC every chunk of locs on the sites holding it. */
+int di_sync(td_cluster *c, const tc_chunkloc *locs, int64_t n, tr_err *err) {
+  di_phase ph;
+  di_phase_init(&ph, c);
+  int rc = TR_OK;
+  for (int s = 0; s < c->nsites && !rc; s++) {
+    tn_wbuf b = {0};
+    uint32_t k = 0;
+    for (int64_t i = 0; i < n; i++)
+      for (int j = 0; j < locs[i].nsites; j++) k += locs[i].site[j] == c->sites[s].id;
+    if (!k) continue;
+    tn_put_u32(&b, k);
+    for (int64_t i = 0; i < n; i++)
+      for (int j = 0; j < locs[i].nsites; j++)
+        if (locs[i].site[j] == c->sites[s].id) tn_put_u64(&b, locs[i].chunk_id);
+    rc = di_request(&ph, s, TN_SYNC, &b, 0, NULL, NULL, NULL, err);
+    tn_wbuf_free(&b);
+  }
+  if (!rc) rc = di_wait(&ph, err);
+  di_phase_free(&ph);
+  return rc;
+}
+
+/* Send the SEND batches (entries {u64 id, str peer} per source site) and
+** wait for all of them; frees the batches. */
+int di_flush_sends(td_cluster *c, tn_wbuf *sends, uint32_t *nsend, int rc, tr_err *err) {
+  di_phase ph;
+  di_phase_init(&ph, c);
+  for (int s = 0; !rc && s < c->nsites; s++)
+    if (nsend[s]) {
+      tn_wbuf b = {0};
+      tn_put_u32(&b, nsend[s]);
+      if (sends[s].n && !b.oom) {
+        uint8_t *np = realloc(b.p, b.n + sends[s].n);
+        if (np) {
+          memcpy(np + b.n, sends[s].p, sends[s].n);
+          b.p = np;
+          b.n += sends[s].n;
+          b.cap = b.n;
+        } else {
+          b.oom = 1;
+        }
+      }
+      rc = di_request(&ph, s, TN_SEND, &b, 0, NULL, NULL, NULL, err);
+      tn_wbuf_free(&b);
+    }
+  if (!rc) rc = di_wait(&ph, err);
+  di_phase_free(&ph);
+  for (int s = 0; sends && s < c->nsites; s++) tn_wbuf_free(&sends[s]);
+  free(sends);
+  free(nsend);
+  return rc;
+}

@@ -1,0 +1,769 @@
+/*
+** dist/run.c - running a plan on the workers as the optimizer chose: the
+** moves of each node's operands, one fused local join + aggregation + map
+** task per site, partials shuffled and combined, outputs replicated and
+** committed, damaged copies routed around; and FILL.
+*/
+#include "config.h"
+#include "dist/dist_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+/* Where the chunks of one plan relation are during a run. */
+typedef struct s_prel {
+  tc_chunkloc *locs;   /* per chunk: id, size, checksum, sites (catalog ids) */
+  int64_t n;           /* chunks */
+  uint8_t *copy;       /* [site * n + lin]: a transient copy was sent there */
+  int made;            /* chunks made by this run (temporaries, output) */
+  int committed;       /* an output already made visible */
+} s_prel;
+
+/* One IA operator as measured, for EXPLAIN ANALYZE. */
+#define S_OP_SITES 64 /* sites broken down per operator */
+
+typedef struct s_opstat {
+  char op[16];          /* bcast, shuffle, local_filter, local_map, local_join,
+                           local_agg, replicate, commit */
+  char what[96];        /* relation, and for fused steps what they do */
+  int fused;            /* runs inside the local_join task: not timed apart */
+  int64_t floats;       /* moved */
+  int64_t tasks;        /* tasks run */
+  double seconds;       /* wall time of the phase */
+  int64_t site_in[S_OP_SITES], site_out[S_OP_SITES]; /* floats per site */
+  int64_t site_tasks[S_OP_SITES];                    /* tasks per site */
+  double site_s[S_OP_SITES];                         /* task time per site */
+} s_opstat;
+
+struct td_run {
+  td_cluster *c;                /* the coordinator */
+  ta_plan *p;                   /* plan */
+  int run;                      /* 0: only explained, nothing runs */
+  int cleaned;                  /* temporaries dropped (td_run_exec ran) */
+  double t0, t1;                /* when td_run_begin started, when the run ended */
+  s_prel rel[TA_MAX_RELS];      /* placement of every relation */
+  to_placed pl[TA_MAX_RELS];    /* the same as site-position masks */
+  int up[256], m;               /* live sites */
+  s_opstat ops[TA_MAX_NODES * (3 * TK_MAX_INPUTS + 4) + 2]; /* measured operators */
+  int nops;                     /* used */
+  uint64_t *drop;               /* ids to drop at the end (per site in drop_site) */
+  int *drop_site;               /* site of each (-1: every site) */
+  int64_t ndrop, capdrop;       /* count, allocated */
+};
+
+typedef struct td_run s_run;
+
+static s_opstat *s_op(s_run *R, const char *op, const char *what, int fused) {
+  s_opstat *os = &R->ops[R->nops++];
+  memset(os, 0, sizeof *os);
+  snprintf(os->op, sizeof os->op, "%s", op);
+  snprintf(os->what, sizeof os->what, "%s", what);
+  os->fused = fused;
+  return os;
+}
+
+/* Count floats moved from site src to site dst by operator os. */
+static void s_moved(s_run *R, s_opstat *os, int src, int dst, int64_t fl) {
+  R->c->sites[src].floats_out += fl;
+  R->c->sites[dst].floats_in += fl;
+  if (!os) return;
+  os->floats += fl;
+  if (src < S_OP_SITES) os->site_out[src] += fl;
+  if (dst < S_OP_SITES) os->site_in[dst] += fl;
+}
+
+static int s_note_drop(s_run *R, int site, uint64_t id) {
+  if (R->ndrop == R->capdrop) {
+    int64_t cap = R->capdrop ? R->capdrop * 2 : 256;
+    uint64_t *d = realloc(R->drop, sizeof *d * (size_t)cap);
+    int *ds = d ? realloc(R->drop_site, sizeof *ds * (size_t)cap) : NULL;
+    if (d) R->drop = d;
+    if (!ds) return TR_ENOMEM;
+    R->drop_site = ds;
+    R->capdrop = cap;
+  }
+  R->drop[R->ndrop] = id;
+  R->drop_site[R->ndrop++] = site;
+  return TR_OK;
+}
+
+/* Replicas of what site position u makes: the next r-1 live sites.  The
+** worker pushes each output chunk to them as soon as it is made, so
+** replication overlaps the computation. */
+static void s_task_reps(s_run *R, int u, tx_task *task) {
+  int r = di_replication(R->c, R->m);
+  task->nrep = r - 1;
+  for (int j = 1; j < r; j++)
+    snprintf(task->rep[j - 1], sizeof task->rep[j - 1], "%s", R->c->sites[R->up[(u + j) % R->m]].ep);
+}
+
+/* Record the replicas a task's pushes made, and count their transfer. */
+static void s_note_reps(s_run *R, int u, tc_chunkloc *loc, tr_dtype dt, s_opstat *os) {
+  td_cluster *c = R->c;
+  int r = di_replication(c, R->m);
+  int64_t fl = (int64_t)(loc->nbytes / tr_dtype_size(dt));
+  for (int j = 1; j < r; j++) {
+    int dst = R->up[(u + j) % R->m];
+    loc->site[loc->nsites++] = c->sites[dst].id;
+    s_moved(R, os, R->up[u], dst, fl);
+  }
+}
+
+/* Apply the TASK_OK replies of ph to the chunks of pr: sizes, checksums,
+** and with `replicate` the replicas each worker pushed (counted in rs). */
+static void s_task_results(s_run *R, di_phase *ph, s_prel *pr, tr_dtype dt, int replicate,
+                           s_opstat *rs, s_opstat *js) {
+  td_cluster *c = R->c;
+  for (int i = 0; i < ph->n; i++) {
+    tn_rbuf r;
+    int u = 0;
+    while (R->up[u] != ph->out[i].site) u++;
+    di_reply_body(ph, i, &r);
+    uint32_t cnt = tn_get_count(&r, 25);
+    int64_t hint = 0;
+    for (uint32_t j = 0; j < cnt; j++) {
+      tn_chunk ck;
+      tn_get_chunk(&r, &ck);
+      /* replies list chunks in task order: search on from the last one */
+      for (int64_t k = 0; pr && k < pr->n; k++) {
+        tc_chunkloc *loc = &pr->locs[(hint + k) % pr->n];
+        if (loc->chunk_id != ck.id) continue;
+        loc->nbytes = ck.nbytes;
+        loc->checksum = ck.checksum;
+        if (replicate) s_note_reps(R, u, loc, dt, rs);
+        hint = (hint + k + 1) % pr->n;
+        break;
+      }
+    }
+    double secs = tn_get_f64(&r);
+    int st = ph->out[i].site;
+    tn_get_str(&r, c->sites[st].kernels, sizeof c->sites[st].kernels);
+    c->sites[st].h2d += tn_get_u64(&r);
+    c->sites[st].d2h += tn_get_u64(&r);
+    c->sites[st].copy_s += tn_get_f64(&r);
+    c->sites[st].busy_s += secs;
+    c->sites[st].tasks++;
+    if (js) {
+      js->tasks++;
+      if (st < S_OP_SITES) {
+        js->site_tasks[st]++;
+        js->site_s[st] += secs;
+      }
+    }
+  }
+}
+
+/* Room in task t for nin input and nout output chunk entries. */
+static int s_task_lists(tx_task *t, int64_t nin, int64_t nout, tr_err *err) {
+  t->in_op = calloc((size_t)nin + 1, sizeof *t->in_op);
+  t->in_lin = calloc((size_t)nin + 1, sizeof *t->in_lin);
+  t->in_id = calloc((size_t)nin + 1, sizeof *t->in_id);
+  t->out_lin = calloc((size_t)nout + 1, sizeof *t->out_lin);
+  t->out_id = calloc((size_t)nout + 1, sizeof *t->out_id);
+  if (t->in_op && t->in_lin && t->in_id && t->out_lin && t->out_id) return TR_OK;
+  tx_task_free(t);
+  return tr_seterr(err, TR_ENOMEM, "out of memory");
+}
+
+/* Send task t to site position u if it makes anything (with `reps`, its
+** outputs are also pushed to the replica sites); frees t's lists. */
+static int s_task_submit(s_run *R, di_phase *ph, tx_task *t, int reps, int u, tr_err *err) {
+  int rc = TR_OK;
+  /* What is not replicated is not committed either: partials, a plan's
+  ** intermediates, zeros standing in for declared-only tensors. */
+  if (reps)
+    s_task_reps(R, u, t);
+  else
+    t->scratch = 1;
+  if (t->nout) {
+    tn_wbuf b = {0};
+    tx_task_encode(t, &b);
+    rc = di_request(ph, R->up[u], TN_TASK, &b, 0, NULL, NULL, NULL, err);
+    tn_wbuf_free(&b);
+  }
+  tx_task_free(t);
+  return rc;
+}
+
+/* Run FILL tasks: chunk lin of t on site up[lin % m]. */
+static int s_fill_tasks(s_run *R, const tr_tensor *t, const tx_fill *f, s_prel *pr, int replicate,
+                        tr_err *err) {
+  td_cluster *c = R->c;
+  int64_t n = tr_nchunks(t);
+  di_phase ph;
+  int rc = TR_OK;
+  pr->n = n;
+  pr->made = 1;
+  if (!(pr->locs = calloc((size_t)n + 1, sizeof *pr->locs))) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  di_phase_init(&ph, c);
+  for (int k = 0; k < R->m && !rc; k++) {
+    tx_task task;
+    memset(&task, 0, sizeof task);
+    task.kind = TX_TASK_FILL;
+    task.f = *f;
+    task.out_meta = *t;
+    if ((rc = s_task_lists(&task, 0, n / R->m + 1, err))) break;
+    for (int64_t lin = k; lin < n; lin += R->m) {
+      pr->locs[lin].lin = lin;
+      pr->locs[lin].chunk_id = tc_new_chunk_id();
+      pr->locs[lin].nsites = 1;
+      pr->locs[lin].site[0] = c->sites[R->up[k]].id;
+      task.out_lin[task.nout] = lin;
+      task.out_id[task.nout++] = pr->locs[lin].chunk_id;
+    }
+    rc = s_task_submit(R, &ph, &task, replicate, k, err);
+  }
+  if (!rc) rc = di_wait(&ph, err);
+  if (!rc) s_task_results(R, &ph, pr, t->dtype, replicate, NULL, NULL);
+  di_phase_free(&ph);
+  return rc;
+}
+
+/* Send the chunks of pr that `need` says must reach sites not holding
+** them (from a live holder); each send counted in os. */
+static int s_plan_sends(s_run *R, s_prel *pr, const tr_tensor *t, const uint64_t *need,
+                        s_opstat *os, tn_wbuf *sends, uint32_t *nsend, tr_err *err) {
+  td_cluster *c = R->c;
+  if (!pr->copy && !(pr->copy = calloc((size_t)c->nsites * (size_t)pr->n + 1, 1)))
+    return tr_seterr(err, TR_ENOMEM, "out of memory");
+  for (int u = 0; u < R->m; u++) {
+    int su = R->up[u];
+    for (int64_t lin = 0; lin < pr->n; lin++) {
+      if (!(need[lin] & (1ull << u))) continue;
+      tc_chunkloc *loc = &pr->locs[lin];
+      if (di_has(loc, c->sites[su].id) || pr->copy[(size_t)su * (size_t)pr->n + (size_t)lin]) continue;
+      int src = di_holder(c, t, loc);
+      if (src < 0) return di_unreadable(t, loc, NULL, err);
+      pr->copy[(size_t)su * (size_t)pr->n + (size_t)lin] = 1;
+      tn_put_u64(&sends[src], loc->chunk_id);
+      tn_put_str(&sends[src], c->sites[su].ep);
+      nsend[src]++;
+      s_moved(R, os, src, su, (int64_t)(loc->nbytes / tr_dtype_size(t->dtype)));
+      if (s_note_drop(R, su, loc->chunk_id)) return tr_seterr(err, TR_ENOMEM, "out of memory");
+    }
+  }
+  return TR_OK;
+}
+
+/* A node task for site position u: node n over the
+** chunks of each operand that `need` sends to u, making the output chunks
+** `mine` selects with ids ids[lin]. */
+static int s_send_task(s_run *R, di_phase *ph, const ta_node *n, const tr_tensor *const *in_meta,
+                       s_prel *const *in, uint64_t *const *need, const tr_tensor *om, int64_t nout,
+                       const uint8_t *mine, const uint64_t *ids, int reps, int u, tr_err *err) {
+  tx_task task;
+  int rc;
+  memset(&task, 0, sizeof task);
+  task.kind = TX_TASK_NODE;
+  task.node = *n;
+  task.out_meta = *om;
+  int64_t cap_in = 0;
+  for (int i = 0; i < n->ninputs; i++) {
+    task.in_meta[i] = *in_meta[i];
+    cap_in += in[i]->n;
+  }
+  if ((rc = s_task_lists(&task, cap_in, nout, err))) return rc;
+  for (int i = 0; i < n->ninputs; i++)
+    for (int64_t lin = 0; lin < in[i]->n; lin++)
+      if (need[i][lin] & (1ull << u)) {
+        task.in_op[task.nin] = i;
+        task.in_lin[task.nin] = lin;
+        task.in_id[task.nin++] = in[i]->locs[lin].chunk_id;
+      }
+  for (int64_t lin = 0; lin < nout; lin++)
+    if (mine[lin]) {
+      task.out_lin[task.nout] = lin;
+      task.out_id[task.nout++] = ids[lin];
+    }
+  return s_task_submit(R, ph, &task, reps, u, err);
+}
+
+/* The second phase of a two-phase aggregation: each partial (pids, one
+** per output chunk and site that made one) goes to its chunk's owner, and
+** combine tasks there fold them (and apply the node's transform). */
+static int s_run_combine(s_run *R, int k, const to_moves *mv, const uint64_t *pids, int final, tr_err *err) {
+  td_cluster *c = R->c;
+  const ta_node *n = &R->p->nodes[k];
+  const tr_tensor *om = &R->p->rels[n->out].meta;
+  s_prel *po = &R->rel[n->out];
+  int64_t nout = tr_nchunks(om);
+  int m = R->m, rc = TR_OK;
+  tn_wbuf *sends = calloc((size_t)c->nsites, sizeof *sends);
+  uint32_t *nsend = calloc((size_t)c->nsites, sizeof *nsend);
+  if (!sends || !nsend) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+  double t0 = tr_now();
+  s_opstat *ss = rc ? NULL : s_op(R, "shuffle", "partials", 0);
+  if (ss) snprintf(ss->what, sizeof ss->what, "%s (partials)", om->name);
+  for (int64_t lin = 0; !rc && lin < nout; lin++) {
+    int own = R->up[mv->owner[lin]];
+    for (int u = 0; u < m; u++) {
+      if (!((mv->osites[lin] >> u) & 1)) continue;
+      uint64_t id = pids[(size_t)lin * (size_t)m + (size_t)u];
+      if (R->up[u] == own) continue;
+      tn_put_u64(&sends[R->up[u]], id);
+      tn_put_str(&sends[R->up[u]], c->sites[own].ep);
+      nsend[R->up[u]]++;
+      int64_t kk[TR_MAX_RANK], ext[TR_MAX_RANK];
+      tr_key_from_linear(om, lin, kk);
+      s_moved(R, ss, R->up[u], own, tr_chunk_extent(om, kk, ext));
+    }
+  }
+  rc = di_flush_sends(c, sends, nsend, rc, err); /* frees sends, nsend */
+  if (ss) ss->seconds = tr_now() - t0;
+  /* Combine tasks: operand 0 is the partials relation, one entry per
+  ** partial (several per output chunk). */
+  t0 = tr_now();
+  s_opstat *cs = rc ? NULL : s_op(R, "local_agg", om->name, 0);
+  if (cs) snprintf(cs->what, sizeof cs->what, "%s (combine partials%s)", om->name, n->post.n ? ", transform" : "");
+  s_opstat *rs = !rc && final && di_replication(c, m) > 1 ? s_op(R, "replicate", om->name, 0) : NULL;
+  di_phase ph;
+  di_phase_init(&ph, c);
+  for (int u = 0; !rc && u < m; u++) {
+    tx_task task;
+    memset(&task, 0, sizeof task);
+    task.kind = TX_TASK_COMBINE;
+    task.node = *n;
+    task.node.drive = -1;
+    task.node.ninputs = 1;
+    task.node.in[0].rel = n->out;
+    task.node.in[0].rank = om->rank;
+    for (int d = 0; d < om->rank; d++) task.node.in[0].label[d] = d;
+    task.node.nlabels = task.node.nout = om->rank;
+    task.node.gemm = 0;
+    task.node.prog.n = 1;
+    task.node.prog.code[0].op = TK_OP_INPUT;
+    task.node.prog.code[0].arg = 0;
+    task.in_meta[0] = *om;
+    task.out_meta = *om;
+    if ((rc = s_task_lists(&task, nout * m, nout, err))) break;
+    for (int64_t lin = 0; lin < nout; lin++) {
+      if (mv->owner[lin] != u) continue;
+      for (int v = 0; v < m; v++)
+        if ((mv->osites[lin] >> v) & 1) {
+          task.in_op[task.nin] = 0;
+          task.in_lin[task.nin] = lin;
+          task.in_id[task.nin++] = pids[(size_t)lin * (size_t)m + (size_t)v];
+        }
+      task.out_lin[task.nout] = lin;
+      task.out_id[task.nout++] = po->locs[lin].chunk_id;
+    }
+    rc = s_task_submit(R, &ph, &task, final, u, err);
+  }
+  if (!rc) rc = di_wait(&ph, err);
+  if (!rc) s_task_results(R, &ph, po, om->dtype, final, rs, cs);
+  di_phase_free(&ph);
+  if (cs) cs->seconds = tr_now() - t0;
+  if (rs) rs->seconds = cs ? cs->seconds : 0;
+  return rc;
+}
+
+/* Run node k as the optimizer chose: move operand chunks where the
+** choice needs them (BCAST, SHUF), one fused join/aggregate/map task per
+** site, and for a two-phase aggregation a shuffle of the partials to
+** their owners and a combine task there. */
+static int s_run_node(s_run *R, int k, const to_choice *ch, const to_moves *moves, tr_err *err) {
+  td_cluster *c = R->c;
+  ta_plan *p = R->p;
+  ta_node *n = &p->nodes[k];
+  const tr_tensor *om = &p->rels[n->out].meta;
+  s_prel *po = &R->rel[n->out];
+  int final = p->rels[n->out].kind == TA_REL_OUTPUT;
+  int64_t nout = tr_nchunks(om);
+  int m = R->m, rc = TR_OK;
+  po->n = nout;
+  po->made = 1;
+  uint64_t *pids = calloc((size_t)nout * (size_t)m + 1, sizeof *pids); /* partial ids */
+  uint8_t *mine = calloc((size_t)nout + 1, 1);
+  uint64_t *ids = calloc((size_t)nout + 1, sizeof *ids);
+  tn_wbuf *sends = calloc((size_t)c->nsites, sizeof *sends);
+  uint32_t *nsend = calloc((size_t)c->nsites, sizeof *nsend);
+  if (!(po->locs = calloc((size_t)nout + 1, sizeof *po->locs)) || !pids || !mine || !ids || !sends || !nsend) {
+    rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+    goto done;
+  }
+  for (int64_t lin = 0; lin < nout; lin++) {
+    po->locs[lin].lin = lin;
+    po->locs[lin].chunk_id = tc_new_chunk_id();
+    po->locs[lin].nsites = 1;
+    po->locs[lin].site[0] = c->sites[R->up[moves->owner[lin]]].id;
+  }
+  /* The moves of the operands. */
+  double t0 = tr_now();
+  int opbase = R->nops;
+  const tr_tensor *in_meta[TK_MAX_INPUTS];
+  s_prel *in[TK_MAX_INPUTS];
+  for (int i = 0; !rc && i < n->ninputs; i++) {
+    const ta_operand *o = &n->in[i];
+    const tr_tensor *it = &p->rels[o->rel].meta;
+    int diag = 0, rechunk = 0;
+    in_meta[i] = it;
+    in[i] = &R->rel[o->rel];
+    for (int d = 0; d < o->rank; d++) {
+      rechunk |= it->chunk[d] != n->chunk[o->label[d]];
+      for (int d2 = d + 1; d2 < o->rank; d2++) diag |= o->label[d] == o->label[d2];
+    }
+    char what[96];
+    s_opstat *os = NULL;
+    if (ch->mv[i] != TO_MV_KEEP) os = s_op(R, ch->mv[i] == TO_MV_BCAST ? "bcast" : "shuffle", it->name, 0);
+    snprintf(what, sizeof what, "%s (diagonal keys)", it->name);
+    if (diag) s_op(R, "local_filter", what, 1);
+    snprintf(what, sizeof what, "%s (re-chunk: tile + concat)", it->name);
+    if (rechunk) s_op(R, "local_map", what, 1);
+    rc = s_plan_sends(R, in[i], it, moves->need[i], os, sends, nsend, err);
+  }
+  rc = di_flush_sends(c, sends, nsend, rc, err);
+  sends = NULL;
+  nsend = NULL;
+  for (int i = opbase; i < R->nops; i++)
+    if (!R->ops[i].fused) R->ops[i].seconds = tr_now() - t0;
+  /* The fused local join + aggregation + map: one task per site. */
+  t0 = tr_now();
+  s_opstat *js = s_op(R, "local_join", om->name, 0);
+  char what[96];
+  snprintf(what, sizeof what, "%s (%s%s)", om->name,
+           n->agg == TK_AGG_MAX ? "MAX" : n->agg == TK_AGG_MIN ? "MIN" : "SUM",
+           ch->twophase ? ", partial" : "");
+  if (n->agg != TK_AGG_NONE) s_op(R, "local_agg", what, 1);
+  snprintf(what, sizeof what, "%s (fused transform)", om->name);
+  if (n->post.n && !ch->twophase) s_op(R, "local_map", what, 1);
+  s_opstat *rs = final && !ch->twophase && di_replication(c, m) > 1 ? s_op(R, "replicate", om->name, 0) : NULL;
+  ta_node tn = *n;
+  tn.drive = ch->drive;
+  if (ch->twophase) tn.post.n = 0;
+  di_phase ph;
+  di_phase_init(&ph, c);
+  for (int u = 0; !rc && u < m; u++) {
+    for (int64_t lin = 0; lin < nout; lin++) {
+      mine[lin] = (moves->osites[lin] >> u) & 1;
+      ids[lin] = ch->twophase ? (pids[(size_t)lin * (size_t)m + (size_t)u] = tc_new_chunk_id())
+                             : po->locs[lin].chunk_id;
+      /* partials go when the run ends, even if it fails before combining */
+      if (ch->twophase && mine[lin] && s_note_drop(R, -1, ids[lin]))
+        rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+    }
+    if (!rc)
+      rc = s_send_task(R, &ph, &tn, in_meta, in, moves->need, om, nout, mine, ids,
+                       final && !ch->twophase, u, err);
+  }
+  if (!rc) rc = di_wait(&ph, err);
+  if (!rc && !ch->twophase) s_task_results(R, &ph, po, om->dtype, final, rs, js);
+  if (!rc && ch->twophase) s_task_results(R, &ph, NULL, om->dtype, 0, NULL, js);
+  di_phase_free(&ph);
+  js->seconds = tr_now() - t0;
+  if (rs) rs->seconds = js->seconds; /* overlapped with the join */
+  if (!rc && ch->twophase) rc = s_run_combine(R, k, moves, pids, final, err);
+done:
+  if (sends)
+    for (int s2 = 0; s2 < c->nsites; s2++) tn_wbuf_free(&sends[s2]);
+  free(sends);
+  free(nsend);
+  free(pids);
+  free(mine);
+  free(ids);
+  return rc;
+}
+
+/* The error for damaged chunk id that could not be repaired: names the
+** tensor and chunk it belongs to, keeping the worker's message. */
+static int s_name_bad(s_run *R, uint64_t id, tr_err *err) {
+  for (int r = 0; r < R->p->nrels; r++)
+    for (int64_t lin = 0; R->rel[r].locs && lin < R->rel[r].n; lin++)
+      if (R->rel[r].locs[lin].chunk_id == id) {
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        di_unreadable(&R->p->rels[r].meta, &R->rel[r].locs[lin], why, err);
+        return TR_ECORRUPT;
+      }
+  return TR_ECORRUPT;
+}
+
+/* Run node k; when a task or a move meets a damaged copy of a stored
+** chunk (a checksum failure that names it), that copy is repaired from a
+** good replica and the node runs again: what the failed attempt made is
+** dropped, and the copies it sent are sent again.  Each attempt repairs
+** one more copy, so at most one per input chunk is needed. */
+static int s_run_node_safe(s_run *R, int k, const to_choice *ch, const to_moves *moves, tr_err *err) {
+  td_cluster *c = R->c;
+  const ta_node *n = &R->p->nodes[k];
+  int64_t attempts = 1;
+  for (int i = 0; i < n->ninputs; i++) attempts += R->rel[n->in[i].rel].n;
+  for (int64_t attempt = 1;; attempt++) {
+    c->bad_chunk = 0;
+    int rc = s_run_node(R, k, ch, moves, err);
+    if (rc != TR_ECORRUPT || !c->bad_chunk || attempt >= attempts) return rc;
+    int site = c->bad_site;
+    uint64_t id = c->bad_chunk;
+    s_prel *po = &R->rel[n->out];
+    for (int64_t lin = 0; po->locs && lin < po->n; lin++)
+      if (po->locs[lin].chunk_id) s_note_drop(R, -1, po->locs[lin].chunk_id);
+    free(po->locs);
+    po->locs = NULL;
+    for (int i = 0; i < n->ninputs; i++) {
+      free(R->rel[n->in[i].rel].copy);
+      R->rel[n->in[i].rel].copy = NULL;
+    }
+    tr_err ferr;
+    if (di_fix_bad(c, site, id, &ferr)) return s_name_bad(R, id, err);
+  }
+}
+
+/* EXPLAIN ANALYZE output, text or JSON. */
+static char *s_analyze_text(const s_run *R, const char *tra, double elapsed, int json) {
+  const td_cluster *c = R->c;
+  size_t cap = 8192 + (size_t)R->nops * (512 + (size_t)c->nsites * 200) + (size_t)c->nsites * 512 +
+               (tra ? strlen(tra) * 2 : 0);
+  char *out = malloc(cap);
+  size_t o = 0;
+  int64_t total = 0;
+  int ns = c->nsites < S_OP_SITES ? c->nsites : S_OP_SITES;
+  if (!out) return NULL;
+  for (int i = 0; i < R->nops; i++) total += R->ops[i].floats;
+#define PUT(...) o += (size_t)snprintf(out + o, o < cap ? cap - o : 0, __VA_ARGS__)
+  if (json) {
+    PUT("\"elapsed_s\": %.6f, \"measured_transfer_floats\": %lld, \"operators\": [", elapsed,
+        (long long)total);
+    for (int i = 0; i < R->nops; i++) {
+      const s_opstat *op = &R->ops[i];
+      PUT("%s{\"op\": \"%s\", \"relation\": \"%s\", \"fused\": %s, \"floats\": %lld, "
+          "\"tasks\": %lld, \"time_s\": %.6f, \"per_site\": [",
+          i ? ", " : "", op->op, op->what, op->fused ? "true" : "false", (long long)op->floats,
+          (long long)op->tasks, op->seconds);
+      for (int s = 0; s < ns; s++)
+        PUT("%s{\"site\": %d, \"floats_in\": %lld, \"floats_out\": %lld, \"tasks\": %lld, "
+            "\"time_s\": %.6f}",
+            s ? ", " : "", s, (long long)op->site_in[s], (long long)op->site_out[s],
+            (long long)op->site_tasks[s], op->site_s[s]);
+      PUT("]}");
+    }
+    PUT("], \"per_site\": [");
+    for (int s = 0; s < c->nsites; s++)
+      PUT("%s{\"site\": %d, \"endpoint\": \"%s\", \"state\": \"%s\", \"tasks\": %lld, \"floats_in\": %lld, "
+          "\"floats_out\": %lld, \"task_s\": %.6f, \"kernels\": \"%s\", \"gpu_h2d_bytes\": %llu, "
+          "\"gpu_d2h_bytes\": %llu, \"gpu_copy_s\": %.6f}",
+          s ? ", " : "", s, c->sites[s].ep, c->sites[s].up ? "up" : "down", (long long)c->sites[s].tasks,
+          (long long)c->sites[s].floats_in, (long long)c->sites[s].floats_out, c->sites[s].busy_s,
+          c->sites[s].kernels, (unsigned long long)c->sites[s].h2d,
+          (unsigned long long)c->sites[s].d2h, c->sites[s].copy_s);
+    PUT("]");
+  } else {
+    PUT("%s", tra ? tra : "");
+    PUT("IA operators run (fused ones run inside the local_join task):\n");
+    for (int i = 0; i < R->nops; i++) {
+      const s_opstat *op = &R->ops[i];
+      PUT("  %-12s %-34s", op->op, op->what);
+      if (op->fused) {
+        PUT(" fused\n");
+        continue;
+      }
+      PUT(" floats moved %12lld  tasks %4lld  time %.3f s\n", (long long)op->floats,
+          (long long)op->tasks, op->seconds);
+      for (int s = 0; s < ns; s++)
+        if (op->site_in[s] || op->site_out[s] || op->site_tasks[s])
+          PUT("      site %d: floats in %12lld  out %12lld  tasks %4lld  task time %.3f s\n", s,
+              (long long)op->site_in[s], (long long)op->site_out[s], (long long)op->site_tasks[s],
+              op->site_s[s]);
+    }
+    PUT("Sites:\n");
+    for (int s = 0; s < c->nsites; s++) {
+      PUT("  %d %-40s %-4s tasks %4lld  floats in %12lld  out %12lld  task time %.3f s  kernels %s\n",
+          s, c->sites[s].ep, c->sites[s].up ? "up" : "down", (long long)c->sites[s].tasks,
+          (long long)c->sites[s].floats_in, (long long)c->sites[s].floats_out, c->sites[s].busy_s,
+          c->sites[s].kernels[0] ? c->sites[s].kernels : "-");
+      if (c->sites[s].h2d || c->sites[s].d2h)
+        PUT("    gpu copies: %llu bytes in, %llu bytes out, %.3f s\n", (unsigned long long)c->sites[s].h2d,
+            (unsigned long long)c->sites[s].d2h, c->sites[s].copy_s);
+    }
+    PUT("Elapsed: %.3f s, measured transfer: %lld floats\n", elapsed, (long long)total);
+  }
+#undef PUT
+  return out;
+}
+
+static void s_run_free(s_run *R) {
+  for (int i = 0; i < TA_MAX_RELS; i++) {
+    free(R->rel[i].locs);
+    free(R->rel[i].copy);
+  }
+  free(R->drop);
+  free(R->drop_site);
+}
+
+/* Drop transient copies and temporaries; on failure also the output. */
+static void s_cleanup(s_run *R, int failed) {
+  td_cluster *c = R->c;
+  for (int i = 0; i < R->p->nrels; i++) {
+    s_prel *pr = &R->rel[i];
+    if (!pr->made || !pr->locs || (R->p->rels[i].kind == TA_REL_OUTPUT && (!failed || pr->committed)))
+      continue;
+    for (int64_t lin = 0; lin < pr->n; lin++)
+      if (pr->locs[lin].chunk_id) s_note_drop(R, -1, pr->locs[lin].chunk_id);
+  }
+  for (int s = 0; s < c->nsites; s++) {
+    int64_t k = 0;
+    uint64_t *ids = malloc(sizeof *ids * (size_t)(R->ndrop + 1));
+    if (!ids) return;
+    for (int64_t i = 0; i < R->ndrop; i++)
+      if (R->drop_site[i] == s || R->drop_site[i] == -1) ids[k++] = R->drop[i];
+    di_drop_ids(c, s, ids, k);
+    free(ids);
+  }
+}
+
+/* R->pl[rel] from the chunk locations of rel (site ids to positions in
+** R->up; the primary is the replica reads come from). */
+static int s_placed_from_locs(s_run *R, int rel, tr_err *err) {
+  to_placed *pl = &R->pl[rel];
+  const s_prel *pr = &R->rel[rel];
+  to_placed_free(pl);
+  pl->has = calloc((size_t)pr->n + 1, sizeof *pl->has);
+  pl->prim = calloc((size_t)pr->n + 1, 1);
+  if (!pl->has || !pl->prim) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  pl->n = pr->n;
+  for (int64_t lin = 0; lin < pr->n; lin++) {
+    const tc_chunkloc *loc = &pr->locs[lin];
+    int h = di_holder(R->c, &R->p->rels[rel].meta, loc);
+    pl->prim[lin] = -1;
+    for (int u = 0; u < R->m; u++) {
+      if (di_has(loc, R->c->sites[R->up[u]].id)) pl->has[lin] |= 1ull << u;
+      if (R->up[u] == h) pl->prim[lin] = (int8_t)u;
+    }
+  }
+  return TR_OK;
+}
+
+/* A declared-only tensor as FILL would place its zeros (EXPLAIN only). */
+static int s_placed_zeros(s_run *R, int rel, tr_err *err) {
+  to_placed *pl = &R->pl[rel];
+  int64_t n = tr_nchunks(&R->p->rels[rel].meta);
+  to_placed_free(pl);
+  pl->has = calloc((size_t)n + 1, sizeof *pl->has);
+  pl->prim = calloc((size_t)n + 1, 1);
+  if (!pl->has || !pl->prim) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  pl->n = n;
+  for (int64_t lin = 0; lin < n; lin++) {
+    pl->prim[lin] = (int8_t)(lin % R->m);
+    pl->has[lin] = 1ull << (lin % R->m);
+  }
+  return TR_OK;
+}
+
+int td_run_begin(td_cluster *c, ta_plan *p, int run, td_run **out, int *m, int *repl,
+                 to_placed **pl, tr_err *err) {
+  s_run *R = calloc(1, sizeof *R);
+  int rc = TR_OK;
+  *out = NULL;
+  if (!R) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  R->c = c;
+  R->p = p;
+  R->run = run;
+  R->t0 = tr_now();
+  di_ping(c);
+  for (int s = 0; s < c->nsites; s++) {
+    c->sites[s].tasks = c->sites[s].floats_in = c->sites[s].floats_out = 0;
+    c->sites[s].busy_s = c->sites[s].copy_s = 0;
+    c->sites[s].h2d = c->sites[s].d2h = 0;
+  }
+  R->m = di_up_sites(c, R->up);
+  if (!R->m) rc = tr_seterr(err, TR_EIO, "no worker is up");
+  /* Where the stored inputs are; declared-only tensors become zeros. */
+  for (int i = 0; !rc && i < p->nrels; i++) {
+    ta_rel *r = &p->rels[i];
+    if (r->kind != TA_REL_STORED || r->pending) continue;
+    if (r->meta.version == 0 && !run) {
+      rc = s_placed_zeros(R, i, err);
+      continue;
+    }
+    if (r->meta.version == 0) {
+      tx_fill zeros = {TP_FILL_ZEROS, 0, 0, 0};
+      rc = s_fill_tasks(R, &r->meta, &zeros, &R->rel[i], 0, err);
+    } else {
+      rc = tc_chunk_locations(c->db, &r->meta, &R->rel[i].locs, &R->rel[i].n, err);
+    }
+    if (!rc) rc = s_placed_from_locs(R, i, err);
+  }
+  if (rc) {
+    td_run_end(&R);
+    return rc;
+  }
+  *m = R->m;
+  *repl = di_replication(c, R->m);
+  *pl = R->pl;
+  *out = R;
+  return TR_OK;
+}
+
+int td_run_exec(td_run *R, const to_opt *opt, tr_err *err) {
+  td_cluster *c = R->c;
+  ta_plan *p = R->p;
+  int rc = TR_OK;
+  for (int k = 0; !rc && k < p->nnodes; k++) {
+    int out = p->nodes[k].out;
+    rc = s_run_node_safe(R, k, &opt->choice[k], &opt->moves[k], err);
+    if (rc || p->rels[out].kind != TA_REL_OUTPUT) continue;
+    double tc0 = tr_now();
+    rc = di_commit(c, &p->rels[out].meta, R->rel[out].locs, R->rel[out].n, err);
+    if (!rc) {
+      R->rel[out].committed = 1;
+      /* Not an IA operator, but where durability costs show: fdatasync
+      ** on the workers and the catalog transaction. */
+      s_op(R, "commit", p->rels[out].meta.name, 0)->seconds = tr_now() - tc0;
+    }
+  }
+  s_cleanup(R, rc != TR_OK);
+  R->cleaned = 1;
+  R->t1 = tr_now();
+  return rc;
+}
+
+char *td_run_analysis(const td_run *R, int json) {
+  return s_analyze_text(R, NULL, R->t1 - R->t0, json);
+}
+
+void td_run_end(td_run **pr) {
+  s_run *R = pr ? *pr : NULL;
+  if (!R) return;
+  *pr = NULL;
+  /* Never executed (only explained, or the optimizer failed): what
+  ** td_run_begin made (zeros for declared-only inputs) goes. */
+  if (!R->cleaned) s_cleanup(R, 1);
+  for (int i = 0; i < TA_MAX_RELS; i++) to_placed_free(&R->pl[i]);
+  s_run_free(R);
+  free(R);
+}
+
+int td_fill(td_cluster *c, const tr_tensor *t, const tx_fill *f, tr_err *err) {
+  s_run *R = calloc(1, sizeof *R);
+  ta_plan *p = calloc(1, sizeof *p);
+  int rc = TR_OK;
+  if (!R || !p) {
+    free(R);
+    free(p);
+    return tr_seterr(err, TR_ENOMEM, "out of memory");
+  }
+  /* A one-relation plan: the output, made by FILL tasks. */
+  p->nrels = 1;
+  p->rels[0].kind = TA_REL_OUTPUT;
+  p->rels[0].meta = *t;
+  R->c = c;
+  R->p = p;
+  di_ping(c);
+  R->m = di_up_sites(c, R->up);
+  if (!R->m) rc = tr_seterr(err, TR_EIO, "no worker is up");
+  if (!rc) rc = s_fill_tasks(R, t, f, &R->rel[0], 1, err);
+  if (!rc) rc = di_commit(c, t, R->rel[0].locs, R->rel[0].n, err);
+  s_cleanup(R, rc != TR_OK);
+  s_run_free(R);
+  free(R);
+  free(p);
+  return rc;
+}
