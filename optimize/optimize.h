@@ -1,8 +1,46 @@
 /*
-** optimize/optimize.h - how each node of a plan runs on the sites, chosen
-** by cost: IA plans reached by the TRA paper's rewrite rules, costed
-** exactly in floats moved from the placement the caller passes in, and
-** the EXPLAIN of the result (text, JSON, Graphviz).
+** optimize/optimize.h - the cost-based optimizer: IA plans by rewrite
+** rules, costed exactly in floats moved, the cheapest one run; and the
+** EXPLAIN of the result (text, JSON, Graphviz).
+**
+** Each node of a plan (TRA join + aggregation, see compile/compile.h) is first
+** compiled to IA by the TRA paper's Table 1:
+**
+**   MAP(post) AGG_G( SHUF_G( FILTER( JOIN( BCAST(X0), .., Xn ) ) ) )
+**
+** and the rewrite rules of its Table 2 (R1-1..R1-7 kernel composition,
+** R2-1..R2-7 re-partitioning) and two domain rules (RMM: replicate each
+** input over the output labels it lacks, then shuffle on them; LOCAL: a
+** join of inputs already co-partitioned needs no move) are applied to
+** every operator of every plan reached, breadth first, with duplicates
+** removed by their canonical text, until no rule applies or a bound is hit.
+** Each plan reached that the executor can run is lowered to a to_choice
+** (which operand stays, moves, or drives the join; whether the aggregation
+** is local or two-phase).  BMM and CMM are among them: BMM is the Table 1
+** plan itself, CMM comes from R2-6 then R2-5 (the paper says the simple
+** rules reach it), and R2-7 with R2-4 gives the broadcast plans whose
+** aggregation stays local.
+**
+** Cost (section 5.3): floats moved between sites, computed exactly.  A
+** tensor relation has no holes and unique keys, so every chunk's size is
+** known from the frontier; to_moves_compute walks the join tuples of the
+** node, puts each on its site, and counts every chunk sent to a site that
+** does not hold it (inputs costed from where the catalog says they are),
+** every partial result shuffled to its owner, and the output's replicas.
+** The executor runs exactly these moves (to_opt.moves, the chosen plan's),
+** so the measured transfer equals the prediction.  Plans that move the
+** same floats are ordered by the extra floating-point work they do
+** (combining partials).
+**
+** Files: trees.c (IA plan trees, the Table 1 plan), rules.c (the rewrite
+** rules, a table of one function each), lower.c (an IA tree to what the
+** executor runs), moves.c (exact moves and their floats), search.c (the
+** rewrites' closure per node, the beam over nodes), explain.c.
+**
+** A plan of several nodes (nested aggregations, or a block of statements)
+** is searched node by node keeping the cheapest TO_BEAM partial plans
+** (the placement each leaves behind is part of its state), so a node's
+** choice is costed together with what it does to its consumers.
 */
 #ifndef TRADB_OPTIMIZE_OPTIMIZE_H
 #define TRADB_OPTIMIZE_OPTIMIZE_H
@@ -25,6 +63,7 @@
 */
 #define TO_MAX_SITES 64  /* sites the optimizer places on (bit masks) */
 #define TO_MAX_ALTS 64   /* alternatives kept for EXPLAIN */
+#define TO_MAX_RULES 24  /* rewrite rules the optimizer may have */
 
 typedef enum to_move { TO_MV_KEEP, TO_MV_BCAST, TO_MV_SHUF, TO_MV_DUP } to_move;
 
@@ -91,7 +130,7 @@ typedef struct to_opt {
   to_moves moves[TA_MAX_NODES];       /* the chosen plan's moves, node by
                                          node: what the executor runs */
   int ntrees;                         /* IA plans the rewrites reached */
-  int fired[24];                      /* times each rule applied */
+  int fired[TO_MAX_RULES];            /* times each rule applied */
   double ms;                          /* optimization time */
 } to_opt;
 

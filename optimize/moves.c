@@ -1,0 +1,251 @@
+/*
+** optimize/moves.c - the exact moves of a node under a choice: where
+** each join tuple runs, which chunks must reach which site, the partials
+** shuffled, and the floats all of it moves (the cost).
+*/
+#include "config.h"
+#include "optimize/optimize_int.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+int to_hash_site(const ta_node *n, unsigned labels, const int64_t *lkey, int m) {
+  int64_t h = 0;
+  for (int l = 0; l < n->nlabels; l++)
+    if (labels & (1u << l)) h = h * ((n->size[l] + n->chunk[l] - 1) / n->chunk[l]) + lkey[l];
+  return (int)(h % m);
+}
+
+void to_moves_free(to_moves *mv) {
+  for (int i = 0; i < TK_MAX_INPUTS; i++) free(mv->need[i]);
+  free(mv->osites);
+  free(mv->owner);
+  memset(mv, 0, sizeof *mv);
+}
+
+void to_placed_free(to_placed *pl) {
+  free(pl->has);
+  free(pl->prim);
+  memset(pl, 0, sizeof *pl);
+}
+
+static int64_t s_chunk_floats(const tr_tensor *t, int64_t lin) {
+  int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK];
+  tr_key_from_linear(t, lin, key);
+  return tr_chunk_extent(t, key, ext);
+}
+
+/* What to_moves_compute's steps share. */
+typedef struct s_mc {
+  const ta_plan *p;                /* plan */
+  const ta_node *n;                /* the node */
+  const to_choice *c;              /* the choice */
+  int m;                           /* sites */
+  to_placed *pl;                   /* placement of every relation */
+  to_moves *mv;                    /* the moves being computed */
+  uint8_t *touched[TK_MAX_INPUTS]; /* per operand chunk: a tuple reads it */
+  double work[TO_MAX_SITES];       /* multiply-adds per site */
+  tr_err *err;                     /* where failures go */
+} s_mc;
+
+/* The site join tuple lkey runs on, or -1 (err set). */
+static int s_tuple_site(s_mc *M, const int64_t *lkey) {
+  const to_choice *c = M->c;
+  if (c->drive < 0 || c->mv[c->drive] != TO_MV_KEEP) return to_hash_site(M->n, c->part, lkey, M->m);
+  const ta_operand *o = &M->n->in[c->drive];
+  const tr_tensor *it = &M->p->rels[o->rel].meta;
+  int64_t key[TR_MAX_RANK];
+  for (int d = 0; d < o->rank; d++) key[d] = lkey[o->label[d]];
+  int s = M->pl[o->rel].prim[tr_key_linear(it, key)];
+  if (s < 0) {
+    char ks[200];
+    size_t w = 0;
+    ks[0] = '\0';
+    for (int d = 0; d < o->rank && w < sizeof ks; d++)
+      w += (size_t)snprintf(ks + w, sizeof ks - w, "%s%lld", d ? "," : "", (long long)key[d]);
+    tr_seterr(M->err, TR_ECORRUPT, "cannot read tensor %s chunk [%s]: no live replica holds it",
+              it->name, ks);
+  }
+  return s;
+}
+
+/* Join tuple lkey runs on site s: count its work there, and mark the
+** chunks of each operand it reads as needed at s. */
+static int s_tuple(s_mc *M, const int64_t *lkey, int s) {
+  const ta_node *n = M->n;
+  double wk = 1;
+  for (int l = 0; l < n->nlabels; l++) {
+    int64_t rest = n->size[l] - lkey[l] * n->chunk[l];
+    wk *= (double)(n->chunk[l] < rest ? n->chunk[l] : rest);
+  }
+  M->work[s] += wk;
+  for (int i = 0; i < n->ninputs; i++) {
+    const ta_operand *o = &n->in[i];
+    const tr_tensor *it = &M->p->rels[o->rel].meta;
+    int64_t first[TR_MAX_RANK], last[TR_MAX_RANK], sk[TR_MAX_RANK];
+    /* the stored chunks the tuple's box covers (several when re-chunked) */
+    for (int d = 0; d < o->rank; d++) {
+      int64_t cz = n->chunk[o->label[d]], lo = lkey[o->label[d]] * cz;
+      int64_t hi = lo + cz < it->shape[d] ? lo + cz : it->shape[d];
+      first[d] = sk[d] = lo / it->chunk[d];
+      last[d] = (hi - 1) / it->chunk[d];
+    }
+    for (;;) {
+      int64_t cl = tr_key_linear(it, sk);
+      M->touched[i][cl] = 1;
+      if (M->c->mv[i] != TO_MV_BCAST) {
+        if (M->c->mv[i] == TO_MV_KEEP && !(M->pl[o->rel].has[cl] & (1ull << s)))
+          return tr_seterr(M->err, TR_EINVAL, "%s and the drive operand are not co-partitioned",
+                           it->name);
+        M->mv->need[i][cl] |= 1ull << s;
+      }
+      int d = o->rank - 1;
+      while (d >= 0 && ++sk[d] > last[d]) {
+        sk[d] = first[d];
+        d--;
+      }
+      if (d < 0) break;
+    }
+  }
+  return TR_OK;
+}
+
+/* Every join tuple of the node, output chunk by output chunk. */
+static int s_tuples(s_mc *M) {
+  const ta_node *n = M->n;
+  const tr_tensor *om = &M->p->rels[n->out].meta;
+  int64_t nout = tr_nchunks(om), ntuples = 1;
+  for (int l = n->nout; l < n->nlabels; l++) ntuples *= (n->size[l] + n->chunk[l] - 1) / n->chunk[l];
+  for (int64_t lin = 0; lin < nout; lin++) {
+    int64_t okey[TR_MAX_RANK], lkey[TK_MAX_LABELS];
+    tr_key_from_linear(om, lin, okey);
+    for (int l = 0; l < n->nlabels; l++) lkey[l] = l < n->nout ? okey[l] : 0;
+    for (int64_t t = 0; t < ntuples; t++) {
+      int s = s_tuple_site(M, lkey), rc;
+      if (s < 0) return M->err->code;
+      M->mv->osites[lin] |= 1ull << s;
+      if ((rc = s_tuple(M, lkey, s))) return rc;
+      int l = n->nlabels - 1;
+      while (l >= n->nout) {
+        if (++lkey[l] * n->chunk[l] < n->size[l]) break;
+        lkey[l--] = 0;
+      }
+    }
+  }
+  return TR_OK;
+}
+
+/* Work balance, broadcasts (every chunk the join reads, all of them if
+** the filter runs after the move, to every site), and the floats each
+** operand moves to sites that do not hold its chunks. */
+static void s_input_floats(s_mc *M) {
+  const ta_node *n = M->n;
+  to_moves *mv = M->mv;
+  uint64_t all = M->m >= 64 ? ~0ull : (1ull << M->m) - 1;
+  for (int u = 0; u < M->m; u++) {
+    mv->work_total += M->work[u];
+    if (M->work[u] > mv->work_max) mv->work_max = M->work[u];
+  }
+  for (int i = 0; i < n->ninputs; i++) {
+    const ta_operand *o = &n->in[i];
+    const tr_tensor *it = &M->p->rels[o->rel].meta;
+    const to_placed *pi = &M->pl[o->rel];
+    for (int64_t l = 0; M->c->mv[i] == TO_MV_BCAST && l < pi->n; l++)
+      if (M->touched[i][l] || M->c->late[i]) mv->need[i][l] = all;
+    for (int64_t l = 0; l < pi->n; l++)
+      if (mv->need[i][l] & ~pi->has[l])
+        mv->in_floats[i] += oi_pop(mv->need[i][l] & ~pi->has[l]) * s_chunk_floats(it, l);
+    mv->total += mv->in_floats[i];
+  }
+}
+
+/* The owner of each output chunk, and the partials shuffled to it. */
+static int s_owners(s_mc *M) {
+  const ta_node *n = M->n;
+  const tr_tensor *om = &M->p->rels[n->out].meta;
+  to_moves *mv = M->mv;
+  int64_t nout = tr_nchunks(om);
+  for (int64_t lin = 0; lin < nout; lin++) {
+    int own;
+    if (M->c->twophase) {
+      int64_t okey[TR_MAX_RANK], lkey[TK_MAX_LABELS] = {0};
+      tr_key_from_linear(om, lin, okey);
+      for (int l = 0; l < n->nout; l++) lkey[l] = okey[l];
+      own = to_hash_site(n, M->c->agg_part, lkey, M->m);
+      mv->partial_floats += oi_pop(mv->osites[lin] & ~(1ull << own)) * s_chunk_floats(om, lin);
+    } else {
+      if (oi_pop(mv->osites[lin]) != 1)
+        return tr_seterr(M->err, TR_EINVAL, "output chunk %lld would be computed on %d sites",
+                         (long long)lin, oi_pop(mv->osites[lin]));
+      own = __builtin_ctzll(mv->osites[lin]);
+    }
+    mv->owner[lin] = (int8_t)own;
+  }
+  mv->total += mv->partial_floats;
+  return TR_OK;
+}
+
+/* The placement the node leaves: copies sent stay for the rest of the run
+** (later nodes read them where they are: the executor sends a chunk to a
+** site once), and the output is on its owners (and their replicas). */
+static int s_leave(s_mc *M, int repl) {
+  const ta_node *n = M->n;
+  int64_t nout = tr_nchunks(&M->p->rels[n->out].meta);
+  for (int i = 0; i < n->ninputs; i++) {
+    to_placed *pi = &M->pl[n->in[i].rel];
+    for (int64_t l = 0; l < pi->n; l++) pi->has[l] |= M->mv->need[i][l];
+  }
+  to_placed *po = &M->pl[n->out];
+  to_placed_free(po);
+  po->has = calloc((size_t)nout + 1, sizeof *po->has);
+  po->prim = calloc((size_t)nout + 1, 1);
+  if (!po->has || !po->prim) return TR_ENOMEM;
+  po->n = nout;
+  int r = M->p->rels[n->out].kind == TA_REL_OUTPUT ? repl : 1;
+  for (int64_t lin = 0; lin < nout; lin++) {
+    po->prim[lin] = M->mv->owner[lin];
+    for (int j = 0; j < r; j++) po->has[lin] |= 1ull << ((M->mv->owner[lin] + j) % M->m);
+  }
+  return TR_OK;
+}
+
+int to_moves_compute(const ta_plan *p, int k, const to_choice *c, int m, int repl, to_placed *pl,
+                     to_moves *mv, int out_pl, tr_err *err) {
+  const ta_node *n = &p->nodes[k];
+  int64_t nout = tr_nchunks(&p->rels[n->out].meta);
+  s_mc M = {p, n, c, m, pl, mv, {0}, {0}, err};
+  int rc = TR_OK;
+  memset(mv, 0, sizeof *mv);
+  if (m < 1 || m > TO_MAX_SITES) return tr_seterr(err, TR_EINVAL, "cannot place on %d sites", m);
+  mv->osites = calloc((size_t)nout + 1, sizeof *mv->osites);
+  mv->owner = calloc((size_t)nout + 1, 1);
+  if (!mv->osites || !mv->owner) rc = TR_ENOMEM;
+  for (int i = 0; !rc && i < n->ninputs; i++) {
+    int64_t cn = tr_nchunks(&p->rels[n->in[i].rel].meta);
+    if (pl[n->in[i].rel].n != cn) {
+      rc = tr_seterr(err, TR_EINVAL, "relation %s is not placed", p->rels[n->in[i].rel].meta.name);
+      break;
+    }
+    mv->need[i] = calloc((size_t)cn + 1, sizeof *mv->need[i]);
+    M.touched[i] = calloc((size_t)cn + 1, 1);
+    if (!mv->need[i] || !M.touched[i]) rc = TR_ENOMEM;
+  }
+  if (!rc && c->drive >= 0) {
+    const ta_operand *o = &n->in[c->drive];
+    const tr_tensor *it = &p->rels[o->rel].meta;
+    for (int d = 0; d < o->rank && !rc; d++)
+      if (it->chunk[d] != n->chunk[o->label[d]])
+        rc = tr_seterr(err, TR_EINVAL, "%s is re-chunked: it cannot drive the join", it->name);
+  }
+  if (!rc) rc = s_tuples(&M);
+  if (!rc) s_input_floats(&M);
+  if (!rc) rc = s_owners(&M);
+  if (!rc && out_pl) rc = s_leave(&M, repl);
+  for (int i = 0; i < TK_MAX_INPUTS; i++) free(M.touched[i]);
+  if (rc == TR_ENOMEM) tr_seterr(err, rc, "out of memory");
+  if (rc) to_moves_free(mv);
+  return rc;
+}

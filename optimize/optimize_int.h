@@ -1,0 +1,91 @@
+/*
+** optimize/optimize_int.h - private to optimize/: implementation-algebra
+** (IA) plan trees, what the rewrite rules and the lowering need to know of
+** a node, and what the optimizer's files share.
+*/
+#ifndef TRADB_OPTIMIZE_OPTIMIZE_INT_H
+#define TRADB_OPTIMIZE_OPTIMIZE_INT_H
+
+#include "optimize/optimize.h"
+
+#define S_MAX_OPS 48      /* operators in one IA tree */
+
+typedef enum oi_kind {
+  IA_SCAN,    /* stored or earlier relation of operand `operand` */
+  IA_FILTER,  /* diagonal-key filter of the operands in lab (bit mask) */
+  IA_RECHUNK, /* tile + concat to the node's chunking (key map not id) */
+  IA_MAP,     /* post transform, npost unary kernels (key map id) */
+  IA_BCAST,   /* to every site */
+  IA_SHUF,    /* on labels lab */
+  IA_DUP,     /* insertDim + duplicate over labels lab (arity > 1) */
+  IA_JOIN,    /* local join, npost composed maps */
+  IA_PAGG,    /* local partial aggregation (first phase, R2-5) */
+  IA_AGG      /* local aggregation by lab = G, npost composed maps,
+                 fl composed filter (R1-5) */
+} oi_kind;
+
+typedef struct oi_op {
+  int8_t kind, nk, operand, npost;
+  int8_t kid[TK_MAX_INPUTS];
+  unsigned lab, fl;
+} oi_op;
+
+typedef struct oi_tree {
+  int n;
+  oi_op op[S_MAX_OPS];
+} oi_tree;
+
+/* What the rules need to know of the node. */
+typedef struct oi_ctx {
+  const ta_plan *p;
+  const ta_node *n;
+  int nin;
+  unsigned lab[TK_MAX_INPUTS];   /* labels of each operand */
+  unsigned dlab[TK_MAX_INPUTS];  /* labels repeated in it (diagonal) */
+  unsigned G, K;                 /* output labels, aggregated labels */
+  unsigned diag, rechunk;        /* operands with a diagonal, re-chunked */
+} oi_ctx;
+
+/* ---- trees.c ------------------------------------------------------------- */
+
+int oi_pop(uint64_t x);
+/* Wrap op `at` (in place) in a unary op of kind k: the op moves to a new
+** slot and `at` becomes the wrapper, so parents need no update. */
+int oi_wrap(oi_tree *t, int at, oi_kind k, unsigned lab);
+/* Replace op `at` by its only child. */
+void oi_lift(oi_tree *t, int at);
+/* Swap the unary op `at` with its unary child (their kids stay put). */
+void oi_swap(oi_tree *t, int at);
+/* Rebuild from the root (op 0), dropping unreachable ops. */
+void oi_normalize(oi_tree *t);
+unsigned oi_labels_of(const oi_ctx *x, const oi_tree *t, int at);
+unsigned oi_operands_of(const oi_tree *t, int at);
+/* Partitioning of the relation op `at` makes: 'A' every site, 'H' hashed
+** on *lab, 'S' stored (as the catalog placed it; checked when costed),
+** 'N' none known (replicated or partial). */
+int oi_part(const oi_tree *t, int at, unsigned *lab);
+void oi_label_text(const oi_ctx *x, unsigned lab, char *buf, size_t n);
+const char *oi_opname(const oi_ctx *x, int operand);
+/* Canonical text of the tree below `at` (also what EXPLAIN shows). */
+size_t oi_text(const oi_ctx *x, const oi_tree *t, int at, char *buf, size_t n);
+/* Table 1: the initial IA plan of the node. */
+void oi_initial(const oi_ctx *x, oi_tree *t);
+/* Is the op a move (BCAST or SHUF)? */
+int oi_move(const oi_op *o);
+void oi_ctx_init(oi_ctx *x, const ta_plan *p, int k);
+
+/* ---- rules.c ------------------------------------------------------------- */
+
+/* Apply rule r at op `at` of t; each result goes to out[*nout]. */
+void oi_apply(const oi_ctx *x, const oi_tree *t, int at, int r, oi_tree *out, int *nout, int max);
+
+/* ---- lower.c ------------------------------------------------------------- */
+
+/* Lower tree t to a choice; 0 if the executor cannot run it as it is. */
+int oi_lower(const oi_ctx *x, const oi_tree *t, to_choice *c);
+
+/* The rules: how many, and rule r's name (EXPLAIN, to_opt.fired). */
+int oi_rule_count(void);
+const char *oi_rule_name(int r);
+
+#endif /* TRADB_OPTIMIZE_OPTIMIZE_INT_H */
