@@ -28,12 +28,12 @@ for f in $(find "$work/w0" -name '*.chk'); do
 done
 [ "$bad" -gt 0 ] || fail "worker 0 holds no chunk of A"
 
-out=$("$TRADB" --workers "$W" "$db" <<'EOF2' 2> "$work/run.err"
+out=$("$TRADB" --workers "$W" "$db" <<EOF2 2> "$work/run.err"
 C[i,j] = A[i,k] * A[k,j];
 c[] = SUM(C[i,j]);
 PRINT c;
 PRINT A[100:101, 0:4];
-SAVE A TO 'a.npy';
+SAVE A TO '$work/a.npy';
 EOF2
 ) || fail "statements over a damaged replica failed: $(cat "$work/run.err")"
 [ "$out" = "$(cat "$work/ref.out")" ] || fail "wrong results over a damaged replica: '$out' vs '$(cat "$work/ref.out")'"

@@ -1,0 +1,175 @@
+/*
+** worker/base.c - what every part of a worker uses: its log (with
+** malformed messages counted, not each logged), replies, the job queue.
+*/
+#include "config.h"
+#include "worker/worker_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <malloc.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *s_ep = ""; /* who the log lines are from */
+
+/* Log lines say they come from worker ep. */
+void wi_log_as(const char *ep) { s_ep = ep; }
+
+void wi_log(const char *fmt, ...) {
+  char ts[32];
+  time_t now = time(NULL);
+  struct tm tmv;
+  strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", gmtime_r(&now, &tmv));
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "%s tradb worker %s: ", ts, s_ep);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+/* The routing id in hex (a ZeroMQ one is 5 bytes), at most 16 bytes shown. */
+static const char *s_drop_peer(const wi_drop *d, char *buf, size_t n) {
+  size_t o = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < d->route_len && i < 16 && o + 3 < n; i++)
+    o += (size_t)snprintf(buf + o, n - o, "%02x", d->route[i]);
+  if (d->route_len > 16 && o + 4 < n) snprintf(buf + o, n - o, "...");
+  return d->route_len ? buf : "?";
+}
+
+/* Log the count of d (if any) and start a new interval at now. */
+static void s_drop_flush(wi_drop *d, double now) {
+  char peer[40];
+  if (d->count)
+    wi_log("dropped %lld more malformed message%s from peer %s since the last report (last: %s)",
+          (long long)d->count, d->count == 1 ? "" : "s", s_drop_peer(d, peer, sizeof peer), d->why);
+  d->count = 0;
+  d->since = now;
+}
+
+/* One malformed message from in's sender (tn_recv leaves in->route). */
+void wi_drop_note(wi_drops *D, const tn_in *in, const char *why, double now) {
+  wi_drop *d = NULL, *stalest = &D->d[0];
+  char peer[40];
+  for (int i = 0; i < S_DROP_PEERS && !d; i++) {
+    wi_drop *e = &D->d[i];
+    if (e->used && e->route_len == in->route_len && !memcmp(e->route, in->route, in->route_len))
+      d = e;
+    else if (!e->used || (stalest->used && e->since < stalest->since))
+      stalest = e;
+  }
+  if (d) {
+    d->count++;
+    snprintf(d->why, sizeof d->why, "%.*s", (int)sizeof d->why - 1, why);
+    if (now - d->since >= D->every) s_drop_flush(d, now);
+    return;
+  }
+  d = stalest;
+  if (d->used) s_drop_flush(d, now);
+  memcpy(d->route, in->route, in->route_len);
+  d->route_len = in->route_len;
+  d->used = 1;
+  d->count = 0;
+  d->since = now;
+  wi_log("dropped malformed message from peer %s: %s (more from this peer: a count every %g s)",
+        s_drop_peer(d, peer, sizeof peer), why, D->every);
+}
+
+/* Log the counts whose interval has passed (all of them when all != 0), and
+** forget the peers quiet for a whole interval. */
+void wi_drop_tick(wi_drops *D, double now, int all) {
+  for (int i = 0; i < S_DROP_PEERS; i++) {
+    wi_drop *d = &D->d[i];
+    if (!d->used || (!all && now - d->since < D->every)) continue;
+    if (!d->count) d->used = 0;
+    s_drop_flush(d, now);
+  }
+}
+
+/* Note activity: the worker is not idle. */
+void wi_busy(wi_worker *w) {
+  w->last_busy = tr_now();
+  w->trimmed = 0;
+}
+
+/* Give free heap memory back to the system once the worker has been idle
+** for S_TRIM_IDLE_S: between statements the heap is kept (the next one
+** reuses it), but a worker left idle should not hold its peak. */
+void wi_trim_when_idle(wi_worker *w) {
+  if (w->trimmed || tr_now() - w->last_busy < S_TRIM_IDLE_S) return;
+  malloc_trim(0);
+  w->trimmed = 1;
+}
+
+int wi_reply(wi_worker *w, const uint8_t *route, size_t rl, int type, uint64_t req,
+                   uint64_t db, const tn_wbuf *body, int ndata, void *const *data,
+                   const size_t *len, tn_free_fn *fr) {
+  tr_err err;
+  int rc = tn_send(w->router, route, rl, type, req, db, body, ndata, data, len, fr, NULL, &err);
+  if (rc) wi_log("cannot reply %s: %s", tn_type_name(type), err.msg);
+  return rc;
+}
+
+void wi_free_buf(void *data, void *hint) {
+  (void)hint;
+  free(data);
+}
+
+void wi_fail_job(wi_job *j, int code, const char *msg) {
+  j->rtype = TN_ERROR;
+  j->code = code;
+  snprintf(j->msg, sizeof j->msg, "%s", msg);
+}
+
+void wi_job_free(wi_job *j) {
+  tn_wbuf_free(&j->reply);
+  tn_in_close(&j->in); /* jobs are zeroed: closes nothing if not moved in */
+  for (uint32_t i = 0; i < j->nout; i++) free(j->out[i].data);
+  free(j->out);
+  free(j->body);
+  free(j);
+}
+
+/* A zeroed job answering request in (its type, route and request id), or
+** NULL after answering ENOMEM. */
+wi_job *wi_job_for(wi_worker *w, const tn_in *in) {
+  wi_job *j = calloc(1, sizeof *j);
+  if (!j) {
+    tn_send_error(w->router, in->route, in->route_len, in->req, in->db, TR_ENOMEM, 0, "out of memory");
+    return NULL;
+  }
+  j->type = in->type;
+  memcpy(j->route, in->route, in->route_len);
+  j->route_len = in->route_len;
+  j->req = in->req;
+  j->db = in->db;
+  return j;
+}
+
+/* Append j to the queue (*head, *tail) and wake the thread waiting on cv. */
+void wi_enqueue(wi_worker *w, wi_job **head, wi_job **tail, pthread_cond_t *cv, wi_job *j) {
+  pthread_mutex_lock(&w->mu);
+  if (*tail) (*tail)->next = j;
+  else *head = j;
+  *tail = j;
+  pthread_cond_signal(cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
+/* A request's body as a read cursor, and a clear error buffer. */
+void wi_request_body(tn_in *in, tn_rbuf *r, tr_err *err) {
+  size_t n;
+  const void *body = tn_in_body(in, &n);
+  tn_rbuf_init(r, body, n);
+  tr_clearerr(err);
+}

@@ -1,0 +1,370 @@
+/*
+** worker/jobs.c - the task thread: TASK (a node's share, FILL, combining
+** partials) and SYNC, each with a cancel token; CANCEL and a coordinator
+** gone silent stop its jobs.
+*/
+#include "config.h"
+#include "worker/worker_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <malloc.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Chunk source and sink of a node task over the store. */
+typedef struct s_taskio {
+  wi_worker *w;        /* worker */
+  wi_job *job;         /* the TASK being run */
+  const tx_task *t;   /* task */
+  uint64_t *sum;      /* checksum of each output chunk made */
+  uint64_t *bytes;    /* its size */
+} s_taskio;
+
+static int s_task_read(void *ctx, int operand, int64_t lin, void *buf, size_t bytes,
+                       tr_err *err) {
+  s_taskio *io = ctx;
+  const tx_task *t = io->t;
+  for (int64_t i = 0; i < t->nin; i++)
+    if (t->in_op[i] == operand && t->in_lin[i] == lin)
+      return wi_job_get(io->job, t->in_id[i], buf, bytes, err);
+  return tr_seterr(err, TR_ENOTFOUND, "chunk %lld of operand %d (%s) is not on this worker",
+                   (long long)lin, operand, t->in_meta[operand].name);
+}
+
+static int s_task_has(void *ctx, int operand, int64_t lin) {
+  const tx_task *t = ((s_taskio *)ctx)->t;
+  for (int64_t i = 0; i < t->nin; i++)
+    if (t->in_op[i] == operand && t->in_lin[i] == lin) return 1;
+  return 0;
+}
+
+static int s_task_write(void *ctx, int64_t lin, const void *buf, size_t bytes, tr_err *err) {
+  s_taskio *io = ctx;
+  const tx_task *t = io->t;
+  for (int64_t i = 0; i < t->nout; i++)
+    if (t->out_lin[i] == lin) {
+      io->bytes[i] = bytes;
+      int rc = (t->scratch ? tc_store_put_scratch : tc_store_put)(
+          io->job->store, t->out_id[i], t->out_meta.dtype, buf, bytes, 0, &io->sum[i], err);
+      if (!rc && t->nrep) {
+        /* Replicate it now, while the other chunks are still computed. */
+        wi_push *p = malloc(sizeof *p);
+        void *copy = p ? malloc(bytes ? bytes : 1) : NULL;
+        if (!copy) {
+          free(p);
+          return tr_seterr(err, TR_ENOMEM, "out of memory");
+        }
+        memcpy(copy, buf, bytes);
+        p->c = (tn_chunk){t->out_id[i], (uint8_t)t->out_meta.dtype, bytes, io->sum[i]};
+        p->data = copy;
+        p->job = io->job;
+        p->nrep = t->nrep;
+        memcpy(p->rep, t->rep, sizeof p->rep);
+        pthread_mutex_lock(&io->w->mu);
+        p->next = io->w->pushq;
+        io->w->pushq = p;
+        io->job->pushing += p->nrep;
+        pthread_mutex_unlock(&io->w->mu);
+        if (write(io->w->wake[1], "", 1) < 0) { /* full pipe: already awake */
+        }
+      }
+      return rc;
+    }
+  return tr_seterr(err, TR_EINVAL, "output chunk %lld is not this worker's", (long long)lin);
+}
+
+/* A kernel of a FILL or combine task failed with rc. */
+static void s_kernel_failed(tr_err *err, const char *what, int rc) {
+  if (rc == TR_EINTR)
+    tr_seterr(err, rc, "interrupted");
+  else
+    tr_seterr(err, rc, "%s kernel failed (status %d)", what, rc);
+}
+
+/* FILL and combine tasks: one output chunk of the list per index, on the
+** thread pool. */
+typedef struct s_fillrun {
+  s_taskio *io;   /* task */
+  tr_err err;     /* first failure */
+  pthread_mutex_t mu; /* guards err */
+} s_fillrun;
+
+static int s_fill_one(void *arg, int64_t i) {
+  s_fillrun *fr = arg;
+  const tx_task *t = fr->io->t;
+  int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK];
+  tr_key_from_linear(&t->out_meta, t->out_lin[i], key);
+  size_t bytes = (size_t)tr_chunk_extent(&t->out_meta, key, ext) * tr_dtype_size(t->out_meta.dtype);
+  void *buf = tr_alloc_aligned(bytes);
+  tr_err err;
+  int rc = buf ? tx_fill_chunk(fr->io->w->kt, &t->out_meta, &t->f, t->out_lin[i], buf,
+                               &fr->io->job->cancel)
+               : tr_seterr(&err, TR_ENOMEM, "out of memory");
+  if (buf && rc) s_kernel_failed(&err, "fill", rc);
+  if (!rc) rc = s_task_write(fr->io, t->out_lin[i], buf, bytes, &err);
+  tr_free_aligned(buf);
+  if (rc) {
+    pthread_mutex_lock(&fr->mu);
+    if (!fr->err.code) fr->err = err;
+    pthread_mutex_unlock(&fr->mu);
+  }
+  return rc;
+}
+
+/* Combine tasks: output chunk i from every listed partial of it. */
+static int s_combine_one(void *arg, int64_t i) {
+  s_fillrun *fr = arg;
+  const tx_task *t = fr->io->t;
+  const tk_backend *kt = fr->io->w->kt;
+  int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK], lin = t->out_lin[i];
+  tr_key_from_linear(&t->out_meta, lin, key);
+  int64_t nel = tr_chunk_extent(&t->out_meta, key, ext);
+  size_t bytes = (size_t)nel * tr_dtype_size(t->out_meta.dtype);
+  void *acc = tr_alloc_aligned(bytes), *part = tr_alloc_aligned(bytes);
+  tr_err err;
+  int rc = acc && part ? TR_OK : tr_seterr(&err, TR_ENOMEM, "out of memory");
+  int first = 1;
+  for (int64_t k = 0; !rc && k < t->nin; k++) {
+    if (t->in_lin[k] != lin) continue;
+    rc = wi_job_get(fr->io->job, t->in_id[k], first ? acc : part, bytes, &err);
+    if (!rc && !first &&
+        (rc = kt->combine(t->out_meta.dtype, t->node.agg, acc, part, nel, &fr->io->job->cancel)))
+      s_kernel_failed(&err, "combine", rc);
+    first = 0;
+  }
+  if (!rc && first) rc = tr_seterr(&err, TR_EINVAL, "no partial of output chunk %lld", (long long)lin);
+  if (!rc && t->node.post.n &&
+      (rc = kt->map(t->out_meta.dtype, &t->node.post, acc, nel, &fr->io->job->cancel)))
+    s_kernel_failed(&err, "map", rc);
+  if (!rc) rc = s_task_write(fr->io, lin, acc, bytes, &err);
+  tr_free_aligned(acc);
+  tr_free_aligned(part);
+  if (rc) {
+    pthread_mutex_lock(&fr->mu);
+    if (!fr->err.code) fr->err = err;
+    pthread_mutex_unlock(&fr->mu);
+  }
+  return rc;
+}
+
+/* Run one TASK; fills the reply: TASK_OK {u32 n, n x chunk meta, f64 s,
+** str backend} or an error. */
+static void s_run_task(wi_worker *w, wi_job *j) {
+  tx_task t;
+  tr_err err;
+  tk_device_stats d0, d1;
+  tr_clearerr(&err);
+  tk_device_stats_get(&d0);
+  double t0 = tr_now();
+  int rc = tx_task_decode(j->body, j->body_len, &t, &err);
+  if (rc) {
+    wi_fail_job(j, rc, err.msg);
+    wi_log("rejected task: %s", err.msg);
+    return;
+  }
+  if (!(j->store = wi_store_for(w, j->db, S_OPEN_CREATE, &err))) {
+    wi_fail_job(j, err.code, err.msg);
+    tx_task_free(&t);
+    return;
+  }
+  s_taskio io = {w, j, &t, calloc((size_t)t.nout + 1, 8), calloc((size_t)t.nout + 1, 8)};
+  if (!io.sum || !io.bytes) {
+    rc = tr_seterr(&err, TR_ENOMEM, "out of memory");
+  } else if (t.kind == TX_TASK_FILL) {
+    s_fillrun fr = {&io, {0, ""}, PTHREAD_MUTEX_INITIALIZER};
+    rc = tr_parallel_for(w->threads, t.nout, s_fill_one, &fr, &j->cancel);
+    if (rc) err = fr.err.code ? fr.err : err;
+  } else if (t.kind == TX_TASK_COMBINE) {
+    s_fillrun fr = {&io, {0, ""}, PTHREAD_MUTEX_INITIALIZER};
+    rc = tr_parallel_for(w->threads, t.nout, s_combine_one, &fr, &j->cancel);
+    if (rc) err = fr.err.code ? fr.err : err;
+  } else {
+    tx_chunk_io cio = {&io, s_task_read, s_task_write, s_task_has};
+    const tr_tensor *in_meta[TK_MAX_INPUTS];
+    for (int i = 0; i < t.node.ninputs; i++) in_meta[i] = &t.in_meta[i];
+    rc = tx_node_run(w->kt, w->threads, (size_t)1 << 30, &t.node, in_meta, &t.out_meta, &cio,
+                     t.out_lin, t.nout, &j->cancel, &err);
+  }
+  if (rc) {
+    wi_fail_job(j, rc, err.msg[0] ? err.msg : rc == TR_EINTR ? "interrupted" : "task failed");
+  } else {
+    j->rtype = TN_TASK_OK;
+    tn_put_u32(&j->reply, (uint32_t)t.nout);
+    for (int64_t i = 0; i < t.nout; i++) {
+      tn_chunk c = {t.out_id[i], (uint8_t)t.out_meta.dtype, io.bytes[i], io.sum[i]};
+      tn_put_chunk(&j->reply, &c);
+    }
+    tn_put_f64(&j->reply, tr_now() - t0);
+    tn_put_str(&j->reply, w->kt->name);
+    /* What the task copied to and from the GPU (one task at a time here). */
+    tk_device_stats_get(&d1);
+    tn_put_u64(&j->reply, d1.h2d_bytes - d0.h2d_bytes);
+    tn_put_u64(&j->reply, d1.d2h_bytes - d0.d2h_bytes);
+    tn_put_f64(&j->reply, d1.copy_s - d0.copy_s);
+  }
+  free(io.sum);
+  free(io.bytes);
+  tx_task_free(&t);
+}
+
+static void s_run_sync(wi_worker *w, wi_job *j) {
+  tn_rbuf r;
+  tr_err err;
+  tn_rbuf_init(&r, j->body, j->body_len);
+  uint32_t n = tn_get_count(&r, 8);
+  uint64_t *ids = calloc(n + 1, sizeof *ids);
+  int rc = TR_OK;
+  for (uint32_t i = 0; ids && i < n; i++) ids[i] = tn_get_u64(&r);
+  if (!ids)
+    rc = tr_seterr(&err, TR_ENOMEM, "out of memory");
+  else if (tn_rbuf_ok(&r) != TR_OK)
+    rc = tr_seterr(&err, TR_EINVAL, "malformed SYNC");
+  else if (n && !(j->store = wi_store_for(w, j->db, S_OPEN_EXISTS, &err)))
+    rc = err.code;
+  else if (n)
+    rc = tc_store_sync(j->store, ids, n, &err);
+  if (rc) {
+    wi_fail_job(j, rc, err.msg);
+  } else {
+    j->rtype = TN_SYNC_OK;
+    tn_put_u32(&j->reply, n);
+  }
+  free(ids);
+}
+
+void *wi_task_thread(void *arg) {
+  wi_worker *w = arg;
+  void *tx = zmq_socket(w->ctx, ZMQ_PAIR);
+  zmq_connect(tx, "inproc://tradb-worker-done");
+  for (;;) {
+    pthread_mutex_lock(&w->mu);
+    while (!w->todo && !w->quit) pthread_cond_wait(&w->cv, &w->mu);
+    if (w->quit) {
+      pthread_mutex_unlock(&w->mu);
+      break;
+    }
+    wi_job *j = w->todo;
+    w->todo = j->next;
+    if (!w->todo) w->todo_tail = NULL;
+    w->running = j; /* from here a cancel reaches it through its token */
+    pthread_mutex_unlock(&w->mu);
+    if (j->type == TN_TASK) s_run_task(w, j);
+    else s_run_sync(w, j);
+    pthread_mutex_lock(&w->mu);
+    w->running = NULL;
+    j->next = w->done;
+    w->done = j;
+    pthread_mutex_unlock(&w->mu);
+    zmq_send(tx, "", 0, 0);
+  }
+  zmq_close(tx);
+  return NULL;
+}
+
+/* Hand a TASK or SYNC to the task thread, its body copied. */
+void wi_queue(wi_worker *w, tn_in *in) {
+  size_t n;
+  const void *body = tn_in_body(in, &n);
+  wi_job *j = wi_job_for(w, in);
+  if (!j) return;
+  if (!(j->body = malloc(n + 1))) {
+    tn_send_error(w->router, in->route, in->route_len, in->req, in->db, TR_ENOMEM, 0, "out of memory");
+    free(j);
+    return;
+  }
+  memcpy(j->body, body, n);
+  j->body_len = n;
+  j->heard = tr_now();
+  wi_enqueue(w, &w->todo, &w->todo_tail, &w->cv, j);
+}
+
+/* Did job j come from route? */
+static int s_from(const wi_job *j, const uint8_t *route, size_t len) {
+  return j->route_len == len && !memcmp(j->route, route, len);
+}
+
+/* Any message from route is a sign of life of the coordinator of the jobs
+** it sent (heartbeats included). */
+void wi_heard(wi_worker *w, const uint8_t *route, size_t len) {
+  double now = tr_now();
+  pthread_mutex_lock(&w->mu);
+  if (w->running && s_from(w->running, route, len)) w->running->heard = now;
+  for (wi_job *j = w->todo; j; j = j->next)
+    if (s_from(j, route, len)) j->heard = now;
+  pthread_mutex_unlock(&w->mu);
+}
+
+/* Cancel the task-thread jobs from route: the running one through its
+** token (its kernels stop within a poll), the queued ones answered
+** TR_EINTR and dropped.  Logs one line saying why; a no-op when there is
+** nothing of route's to cancel and quiet is set. */
+void wi_cancel_from(wi_worker *w, const uint8_t *route, size_t len, int quiet,
+                          const char *why) {
+  wi_job *drop = NULL, **pp;
+  int running = 0, dropped = 0;
+  pthread_mutex_lock(&w->mu);
+  if (w->running && s_from(w->running, route, len) && !tr_cancelled(&w->running->cancel)) {
+    tr_cancel_set(&w->running->cancel);
+    running = 1;
+  }
+  w->todo_tail = NULL;
+  for (pp = &w->todo; *pp;) {
+    wi_job *j = *pp;
+    if (s_from(j, route, len)) {
+      *pp = j->next;
+      j->next = drop;
+      drop = j;
+      dropped++;
+    } else {
+      w->todo_tail = j;
+      pp = &j->next;
+    }
+  }
+  pthread_mutex_unlock(&w->mu);
+  while (drop) {
+    wi_job *nx = drop->next;
+    tn_send_error(w->router, drop->route, drop->route_len, drop->req, drop->db, TR_EINTR, 0, "cancelled");
+    wi_job_free(drop);
+    drop = nx;
+  }
+  if (running || dropped || !quiet)
+    wi_log("%s: %s, %d queued dropped", why,
+          running ? "stopping its running task" : "none of its tasks running", dropped);
+}
+
+/* Cancel the jobs of coordinators silent for the liveness window (their
+** shell was killed or cut off): nobody will take the result.  The worker
+** stays up for the next coordinator. */
+void wi_cancel_lost(wi_worker *w) {
+  const double window = TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0;
+  for (;;) {
+    uint8_t route[256];
+    size_t len = 0;
+    double silent = 0, now = tr_now();
+    pthread_mutex_lock(&w->mu);
+    wi_job *lost = NULL;
+    if (w->running && !tr_cancelled(&w->running->cancel) && now - w->running->heard > window)
+      lost = w->running;
+    for (wi_job *j = w->todo; j && !lost; j = j->next)
+      if (now - j->heard > window) lost = j;
+    if (lost) {
+      len = lost->route_len;
+      memcpy(route, lost->route, len);
+      silent = now - lost->heard;
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (!lost) return;
+    char why[80];
+    snprintf(why, sizeof why, "coordinator silent for %.1f s", silent);
+    wi_cancel_from(w, route, len, 1, why);
+  }
+}
