@@ -26,6 +26,7 @@
 
 #define S_IDLE_PING_S 1.0      /* te_maintain pings at most this often */
 
+static int s_site_reopen(td_cluster *c, td_site *st, tr_err *err);
 static int s_inventory(td_cluster *c, int only, tr_err *err);
 
 /* Before a statement: which workers are alive now?  Ping every worker and
@@ -39,6 +40,11 @@ void di_ping(td_cluster *c) {
   tr_err err;
   int rejoined = 0;
   di_drain(c, NULL, 0);
+  /* A site down gets a fresh socket before it is pinged (the zguide's
+  ** Paranoid Pirate): whatever its old one still queued for it (requests
+  ** of statements long failed) must not reach the worker when it is back. */
+  for (int s = 0; s < c->nsites; s++)
+    if (!c->sites[s].up) s_site_reopen(c, &c->sites[s], &err);
   di_phase_init(&ph, c);
   for (int s = 0; s < c->nsites; s++) di_request(&ph, s, TN_HEARTBEAT, NULL, 0, NULL, NULL, NULL, &err);
   /* A worker believed down gets a short grace too: one that came back
@@ -95,6 +101,24 @@ static int s_site_open(td_cluster *c, td_site *st, tr_err *err) {
   if (!rc && zmq_connect(st->sock, st->ep) != 0)
     rc = tr_seterr(err, TR_EIO, "cannot connect to worker %s: %s", st->ep, zmq_strerror(errno));
   return rc;
+}
+
+/* A new socket (and monitor) for site st in place of its old ones; on
+** failure the old ones stay. */
+static int s_site_reopen(td_cluster *c, td_site *st, tr_err *err) {
+  td_site fresh = *st;
+  fresh.sock = fresh.mon = NULL;
+  int rc = s_site_open(c, &fresh, err);
+  if (rc) {
+    if (fresh.sock) zmq_close(fresh.sock);
+    if (fresh.mon) zmq_close(fresh.mon);
+    return rc;
+  }
+  zmq_close(st->sock);
+  if (st->mon) zmq_close(st->mon);
+  st->sock = fresh.sock;
+  st->mon = fresh.mon;
+  return TR_OK;
 }
 
 /* Read site st's handshake failures (its socket monitor's events): a

@@ -56,16 +56,19 @@ int di_request(di_phase *ph, int s, int type, const tn_wbuf *body, int ndata,
   o->type = type;
   int rc = tn_send(c->sites[s].sock, NULL, 0, type, ph->base + (uint64_t)ph->n, c->db_id, body,
                    ndata, data, len, fr, NULL, err);
-  if (rc) return tr_seterr(err, rc, "cannot send to worker %s: %s", c->sites[s].ep, err->msg);
+  if (rc) return tr_prefix(err, rc, "cannot send to worker %s", c->sites[s].ep);
   ph->n++;
   return TR_OK;
 }
 
+/* Heartbeat the live sites.  Not the ones down: a DEALER queues what it
+** cannot deliver, and a worker that comes back would get all of it. */
 static void s_heartbeat_all(td_cluster *c) {
   tr_err err;
   for (int s = 0; s < c->nsites; s++)
-    tn_send(c->sites[s].sock, NULL, 0, TN_HEARTBEAT, 0, c->db_id, NULL, 0, NULL, NULL, NULL, NULL,
-            &err);
+    if (c->sites[s].up)
+      tn_send(c->sites[s].sock, NULL, 0, TN_HEARTBEAT, 0, c->db_id, NULL, 0, NULL, NULL, NULL, NULL,
+              &err);
 }
 
 /* Note the worker process a HEARTBEAT or HELLO_OK came from: another one

@@ -28,6 +28,22 @@ int tr_seterr(tr_err *err, int code, const char *fmt, ...) {
   return code;
 }
 
+int tr_prefix(tr_err *err, int code, const char *fmt, ...) {
+  if (err) {
+    char cause[sizeof err->msg];
+    va_list ap;
+    memcpy(cause, err->msg, sizeof cause);
+    cause[sizeof cause - 1] = '\0';
+    va_start(ap, fmt);
+    int n = vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < sizeof err->msg)
+      snprintf(err->msg + n, sizeof err->msg - (size_t)n, ": %s", cause);
+    err->code = code;
+  }
+  return code;
+}
+
 void tr_clearerr(tr_err *err) {
   if (err) {
     err->code = TR_OK;

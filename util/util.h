@@ -41,6 +41,10 @@ typedef struct tr_err {
 ** returns code so callers can write `return tr_seterr(err, TR_EIO, ...)`. */
 int tr_seterr(tr_err *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Put a printf-style prefix before err's message, keeping the cause:
+** "prefix: old message" (the old text is copied first, so it is never
+** formatted into itself), and set code.  Returns code; err may be NULL. */
+int tr_prefix(tr_err *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Reset err to TR_OK with an empty message. */
 void tr_clearerr(tr_err *err);
 

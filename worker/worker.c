@@ -104,6 +104,7 @@ static void s_release_held(wi_worker *w) {
 }
 
 static void s_on_request(wi_worker *w, tn_in *in) {
+  if (w->trace) wi_log("got %s (request %llu)", tn_type_name(in->type), (unsigned long long)in->req);
   tn_wbuf b = {0};
   wi_heard(w, in->route, in->route_len);
   if (in->type != TN_HEARTBEAT) wi_busy(w);
@@ -227,6 +228,7 @@ static int s_start(wi_worker *w, const tw_config *cfg) {
   pthread_mutex_init(&w->db_mu, NULL);
   pthread_cond_init(&w->cv, NULL);
   pthread_cond_init(&w->io_cv, NULL);
+  w->trace = getenv("TRADB_TEST_TRACE") != NULL;
   const char *slow = getenv("TRADB_TEST_SLOW_STORE_MS");
   w->slow_store_ms = slow ? atoi(slow) : 0;
   const char *drop_every = getenv("TRADB_TEST_DROP_LOG_S");

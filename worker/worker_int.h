@@ -184,6 +184,7 @@ typedef struct wi_worker {
   int io_started;              /* it runs */
   pthread_cond_t io_cv;        /* a store job arrived, or stop */
   int slow_store_ms;           /* TRADB_TEST_SLOW_STORE_MS: a slow disk, for tests */
+  int trace;                   /* TRADB_TEST_TRACE: log every request (tests) */
   wi_job *io_todo, *io_tail;    /* store jobs waiting (under mu) */
   /* replica pushes: kernel threads queue output chunks, the main loop
   ** sends them (it owns the sockets); a pipe wakes it up */

@@ -53,7 +53,9 @@ start_worker() {
   local n=$1; shift
   if [ -z "${ep[$n]:-}" ]; then ep[$n]="tcp://127.0.0.1:$(free_port)"; fi
   local lines; lines=$(count "listening" "$work/w$n.log")
-  "$TRADB" --worker --listen "${ep[$n]}" --data "$work/w$n" "$@" 2>> "$work/w$n.log" &
+  # descriptors 3-9 closed: a test's fifo writer must not stay open in it
+  "$TRADB" --worker --listen "${ep[$n]}" --data "$work/w$n" "$@" 2>> "$work/w$n.log" \
+    3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
   wpid[$n]=$!
   track "${wpid[$n]}"
   local deadline=$((SECONDS + 20))

@@ -109,3 +109,23 @@ Test(util, clock_is_monotonic) {
   cr_assert_geq(b, a);
   cr_assert_geq(tr_ncores(), 1);
 }
+
+/* A prefix keeps the cause: the old message is copied before the new one
+** is formatted (formatting err->msg into itself once doubled the prefix). */
+Test(util, prefix_keeps_the_cause) {
+  tr_err err;
+  tr_seterr(&err, TR_EIO, "Host unreachable");
+  cr_assert_eq(tr_prefix(&err, TR_EIO, "cannot send to worker %s", "tcp://h:1"), TR_EIO);
+  cr_assert_str_eq(err.msg, "cannot send to worker tcp://h:1: Host unreachable");
+  cr_assert_eq(err.code, TR_EIO);
+  tr_prefix(&err, TR_ENOMEM, "again");
+  cr_assert_str_eq(err.msg, "again: cannot send to worker tcp://h:1: Host unreachable");
+  cr_assert_eq(err.code, TR_ENOMEM);
+  /* a message that fills the buffer is cut, never overrun */
+  memset(err.msg, 'x', sizeof err.msg - 1);
+  err.msg[sizeof err.msg - 1] = '\0';
+  tr_prefix(&err, TR_EIO, "p");
+  cr_assert_eq(strlen(err.msg), sizeof err.msg - 1);
+  cr_assert_eq(strncmp(err.msg, "p: xxx", 6), 0);
+  cr_assert_eq(tr_prefix(NULL, TR_EIO, "nothing"), TR_EIO);
+}
