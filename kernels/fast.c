@@ -1,8 +1,8 @@
 /*
 ** kernels/fast.c - portable optimized kernels: contract, and combine, map
-** and copy as contractions.  The OpenBLAS backend serves them beside its
-** cblas gemm, for the EinSums that are not matrix products (elementwise,
-** broadcasts, max-plus, distances, transposes, reductions).
+** and copy as contractions (kernels/adapt.c).  The OpenBLAS backend serves
+** them beside its cblas gemm, for the EinSums that are not matrix products
+** (elementwise, broadcasts, max-plus, distances, transposes, reductions).
 **
 ** A contraction first drops labels of extent 1 and fuses labels that walk
 ** every operand as one (a contiguous elementwise op becomes one long loop),
@@ -24,7 +24,7 @@
 #include <string.h>
 #include <tgmath.h>
 
-#include "kernels/kernels.h"
+#include "kernels/kernels_int.h"
 
 #define S_BLK 256 /* elements per block, a multiple of S_LANES */
 #define S_TILE 16 /* rows of a tile, see s_run */
@@ -261,61 +261,14 @@ static int s_contract(const tk_contract *op) {
   return rc;
 }
 
-static const tk_prog s_input0 = {.n = 1, .code = {{.op = TK_OP_INPUT}}};
+TK_CONTRACT_ADAPTERS(s_contract)
 
-/* A one-label contraction out[i] (agg)= prog(in[i]) over n elements. */
-static tk_contract s_elementwise(tr_dtype dt, const tk_prog *prog, void *out,
-                                 const void *in, int64_t n, const tr_cancel *cancel) {
-  tk_contract op = {.dtype = dt, .nlabels = 1, .nout = 1, .ninputs = 1, .cancel = cancel};
-  op.extent[0] = n;
-  op.in[0] = in;
-  op.in_stride[0][0] = 1;
-  op.out = out;
-  op.out_stride[0] = 1;
-  op.prog = *prog;
-  return op;
+void tk_fast_init(tk_backend *t) {
+  t->contract = s_contract;
+  t->combine = s_combine;
+  t->map = s_map;
+  t->copy = s_copy;
 }
-
-static int s_combine(tr_dtype dt, tk_agg agg, void *dst, const void *src,
-                     int64_t n, const tr_cancel *cancel) {
-  tk_contract op = s_elementwise(dt, &s_input0, dst, src, n, cancel);
-  op.agg = agg;
-  op.accumulate = 1;
-  return s_contract(&op);
-}
-
-static int s_map(tr_dtype dt, const tk_prog *prog, void *x, int64_t n,
-                 const tr_cancel *cancel) {
-  tk_contract op = s_elementwise(dt, prog, x, x, n, cancel);
-  return s_contract(&op);
-}
-
-static int s_copy(tr_dtype dt, int rank, const int64_t *extent, void *dst,
-                  const int64_t *dst_stride, const void *src,
-                  const int64_t *src_stride, const tr_cancel *cancel) {
-  tk_contract op = {.dtype = dt, .nlabels = rank, .nout = rank, .ninputs = 1,
-                    .cancel = cancel};
-  if (rank < 0 || rank > TK_MAX_LABELS) return TR_EINVAL;
-  for (int d = 0; d < rank; d++) {
-    op.extent[d] = extent[d];
-    op.in_stride[0][d] = src_stride[d];
-    op.out_stride[d] = dst_stride[d];
-  }
-  op.in[0] = src;
-  op.out = dst;
-  op.prog = s_input0;
-  return s_contract(&op);
-}
-
-static const tk_backend s_fast = {
-    .name = "fast",
-    .contract = s_contract,
-    .combine = s_combine,
-    .map = s_map,
-    .copy = s_copy,
-};
-
-const tk_backend *tk_fast(void) { return &s_fast; }
 
 #else /* the typed half, S_T being float or double */
 

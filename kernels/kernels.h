@@ -3,9 +3,9 @@
 **
 ** The engine never calls BLAS (or CUDA) directly: it asks tk_backend_get()
 ** for a table of function pointers and calls through it.  Every entry has a
-** portable reference implementation in C (kernels/reference.c); a backend
-** such as OpenBLAS (kernels/blas.c) fills only the entries it serves and
-** tk_backend_get() completes the rest from the reference, as BLIS does.
+** portable reference implementation in C (kernels/reference.c); as BLIS
+** does, every table starts as the reference and a backend such as OpenBLAS
+** (kernels/blas.c) sets the entries it serves over it (kernels/table.c).
 ** Tests compare each backend with the reference on random chunks.
 **
 ** Kernels are single-threaded: the engine runs many chunk tasks at once on
@@ -187,7 +187,7 @@ const tk_backend *tk_reference(void);
 
 /* A backend by name ("reference", "openblas", "cuda" where compiled in,
 ** "auto" = the best one for the device chosen with tk_device_select()),
-** with missing entries completed from the reference; NULL if unknown. */
+** every entry filled; NULL if unknown. */
 const tk_backend *tk_backend_get(const char *name);
 
 /* Names of the backends compiled in, space-separated ("reference openblas"
@@ -229,14 +229,6 @@ void tk_device_stats_get(tk_device_stats *out);
 ** device, and the smallest buffer keep() holds there; 0 sends everything
 ** (tests).  Default: about a 256^3 product, 1 MiB. */
 void tk_device_set_offload(int64_t min_work);
-
-/* Internal to kernels/: partial tables that tk_backend_get() layers over
-** the reference.  tk_fast(): portable optimized contract, combine, map and
-** copy (kernels/fast.c); tk_openblas(): gemm through cblas (kernels/blas.c).
-** tk_cuda(): cuBLAS gemm and CUDA contract, combine, map and copy. */
-const tk_backend *tk_fast(void);
-const tk_backend *tk_openblas(void);
-const tk_backend *tk_cuda(void); /* only where compiled in */
 
 /* Let BLAS use nthreads threads in its own calls (1 while the engine runs
 ** chunk tasks in parallel; all cores for a single large task). */

@@ -361,7 +361,6 @@ Test(backend, lookup_and_completion) {
   /* openblas serves gemm itself and the rest from fast.c. */
   cr_assert_neq(s_blas()->gemm, s_ref()->gemm);
   cr_assert_neq(s_blas()->contract, s_ref()->contract);
-  cr_assert_eq(s_blas()->contract, tk_fast()->contract);
   cr_assert_eq(s_blas()->fill_random, s_ref()->fill_random);
 }
 #endif /* S_UNDER_TEST */
@@ -1015,6 +1014,44 @@ Test(copy, strided_and_transposed) {
   cr_expect_eq(s_ref()->copy(TR_F32, -1, e, e, e, e, e, NULL), TR_EINVAL);
   cr_expect_eq(s_blas()->copy(TR_F32, TK_MAX_LABELS + 1, e, e, e, e, e, NULL),
                TR_EINVAL);
+}
+
+/* combine, map and copy accept and refuse the same calls in every backend:
+** one check (kernels/adapt.c), whatever runs them. */
+Test(copy, every_backend_checks_arguments_alike) {
+  tk_prog bad = s_prog("0 neg"), two = s_prog("0 1 +"), neg = s_prog("0 neg");
+  int64_t one = 1, minus = -1, z0[] = {0, -1}, big = TK_MAX_LABELS + 1, st[] = {1, 1};
+  float x[2] = {1, 2}, y[2] = {3, 4};
+  const tr_dtype odd = (tr_dtype)7;
+  bad.code[1].op = TK_NOPCODES;
+  const tk_backend *bs[] = {s_ref(), s_blas()};
+  for (int b = 0; b < 2; b++) {
+    const tk_backend *k = bs[b];
+    const struct {
+      int got, want;
+      const char *what;
+    } cases[] = {
+        {k->combine(odd, TK_AGG_SUM, x, y, 2, NULL), TR_ETYPE, "combine: type"},
+        {k->combine(TR_F32, (tk_agg)9, x, y, 2, NULL), TR_EINVAL, "combine: agg"},
+        {k->combine(TR_F32, TK_AGG_SUM, x, y, -1, NULL), TR_EINVAL, "combine: n < 0"},
+        {k->combine(TR_F32, TK_AGG_SUM, NULL, NULL, 0, NULL), TR_OK, "combine: nothing"},
+        {k->map(odd, &neg, x, 2, NULL), TR_ETYPE, "map: type"},
+        {k->map(TR_F32, &bad, x, 2, NULL), TR_EINVAL, "map: unknown opcode"},
+        {k->map(TR_F32, &two, x, 2, NULL), TR_EINVAL, "map: input 1"},
+        {k->map(TR_F32, &neg, x, -1, NULL), TR_EINVAL, "map: n < 0"},
+        {k->map(TR_F32, &neg, NULL, 0, NULL), TR_OK, "map: nothing"},
+        {k->copy(odd, 1, &one, x, &one, y, &one, NULL), TR_ETYPE, "copy: type"},
+        {k->copy(TR_F32, -1, &one, x, &one, y, &one, NULL), TR_EINVAL, "copy: rank < 0"},
+        {k->copy(TR_F32, (int)big, &one, x, &one, y, &one, NULL), TR_EINVAL, "copy: rank"},
+        {k->copy(TR_F32, 1, &minus, x, &one, y, &one, NULL), TR_EINVAL, "copy: extent < 0"},
+        {k->copy(TR_F32, 2, z0, NULL, st, NULL, st, NULL), TR_OK, "copy: empty box first"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+      cr_expect_eq(cases[i].got, cases[i].want, "%s %s: %d", k->name, cases[i].what,
+                   cases[i].got);
+  }
+  cr_expect_eq(x[0], 1);
+  cr_expect_eq(x[1], 2);
 }
 
 /* ---- fill_random ------------------------------------------------------------ */
