@@ -178,11 +178,14 @@ static int s_ready(void) {
 }
 
 static void s_mem_free(s_mem *m) {
+  int listed = 0;
   for (s_mem **pp = &s_mems; *pp; pp = &(*pp)->next)
     if (*pp == m) {
       *pp = m->next;
+      listed = 1;
       break;
     }
+  tr_assert(listed && s_used >= m->cap); /* every block is listed and counted */
   if (m->owner) {
     m->owner->mem = NULL;
     m->owner->valid = 0;
@@ -264,6 +267,7 @@ static void s_put(s_mem *m) {
 }
 
 static void s_keep_free(s_keep *k) {
+  tr_assert(k->refs == 0); /* no call uses it */
   if (k->mem) {
     k->mem->owner = NULL;
     k->mem->tick = ++s_tick;
@@ -275,6 +279,7 @@ static void s_keep_free(s_keep *k) {
 static void s_unref(s_keep *k) {
   if (!k) return;
   pthread_mutex_lock(&s_mu);
+  tr_assert(k->refs > 0);
   if (--k->refs == 0 && k->dead) s_keep_free(k);
   pthread_mutex_unlock(&s_mu);
 }

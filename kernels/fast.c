@@ -144,6 +144,13 @@ S_NO_TRAPS static int s_un_f32_fast(int op, float *restrict d, const float *rest
   }
 }
 
+/* A free scratch block for an instruction's result: there is always one,
+** as s_contract allocates one per stack slot and one more. */
+static int s_take(const int *freeb, int *nfree) {
+  tr_assert(*nfree > 0);
+  return freeb[--*nfree];
+}
+
 #define S_T float
 #define S_SFX(name) name##_f32
 #include "kernels/fast.c"
@@ -249,6 +256,7 @@ static int s_contract(const tk_contract *op) {
   if (empty) return TR_OK;
   s_plan_build(op, agg, &p);
   depth = tk_prog_depth(&op->prog);
+  tr_assert(depth >= 1); /* tk_contract_check passed */
   /* One block per stack slot, plus the one an instruction writes into. */
   scratch = tr_alloc_aligned((size_t)(depth + 1) * S_BLK *
                              tr_dtype_size(op->dtype));
@@ -354,7 +362,7 @@ static S_SFX(s_slot)
       } else if (s == 1 && n % S_LANES == 0) {
         r.v = p; /* contiguous, no padding needed: use it in place */
       } else {
-        S_T *d = scratch + (r.blk = freeb[--nfree]) * S_BLK;
+        S_T *d = scratch + (r.blk = s_take(freeb, &nfree)) * S_BLK;
         S_SFX(s_load)(d, p, s, n);
         r.v = d;
       }
@@ -371,7 +379,7 @@ static S_SFX(s_slot)
       if (!a->v && !b->v) {
         r.s = S_SFX(s_scalar)(ins->op, a->s, b->s);
       } else {
-        S_T *d = scratch + (r.blk = freeb[--nfree]) * S_BLK;
+        S_T *d = scratch + (r.blk = s_take(freeb, &nfree)) * S_BLK;
         S_SFX(s_bin)(ins->op, d, a, b, n);
         r.v = d;
       }
@@ -384,7 +392,7 @@ static S_SFX(s_slot)
       if (!a->v) {
         r.s = S_SFX(s_scalar)(ins->op, a->s, 0);
       } else {
-        S_T *d = scratch + (r.blk = freeb[--nfree]) * S_BLK;
+        S_T *d = scratch + (r.blk = s_take(freeb, &nfree)) * S_BLK;
         S_SFX(s_un)(ins->op, d, a->v, n);
         r.v = d;
       }

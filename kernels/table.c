@@ -27,13 +27,21 @@ static pthread_once_t s_once = PTHREAD_ONCE_INIT;
 enum { S_AUTO, S_CPU, S_GPU };
 static int s_mode = S_AUTO;
 
+/* Every entry of t is set (callers never test). */
+static int s_full(const tk_backend *t) {
+  return t->name && t->gemm && t->contract && t->combine && t->map && t->copy &&
+         t->fill_random && t->keep && t->release;
+}
+
 static void s_build(void) {
   s_openblas = *tk_reference();
   tk_fast_init(&s_openblas);
   tk_openblas_init(&s_openblas);
+  tr_assert(s_full(&s_openblas));
 #ifdef HAVE_CUDA
   s_cuda = s_openblas; /* the host kernels, which cuda keeps for its fallbacks */
   tk_cuda_init(&s_cuda);
+  tr_assert(s_full(&s_cuda));
 #endif
 }
 
