@@ -1,7 +1,7 @@
 /*
 ** catalog/array.c - dense arrays in user files: the tc_array entry points,
-** NumPy .npy reading (strict header parser, mmap) and writing (temporary
-** file, mmap, atomic rename), and the file helpers csv.c shares.
+** which hand CSV files to csv.c, and NumPy .npy reading (strict header
+** parser, mmap) and writing (temporary file, mmap, atomic rename).
 **
 ** Everything read from a file is untrusted: header lengths, shapes and
 ** sizes are checked for overflow and against the file size before any
@@ -24,71 +24,6 @@
 
 #define S_HEADER_MAX (1 << 20) /* longest .npy header we accept */
 static const char s_npy_magic[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
-
-/* ---- shared helpers ------------------------------------------------------ */
-
-void ta_reset(tc_array *a) {
-  memset(a, 0, sizeof *a);
-  a->fd_ = -1;
-}
-
-int ta_tmpfile(const char *path, char **tmp, int *fd, tr_err *err) {
-  size_t n = strlen(path);
-  char *t = malloc(n + 12);
-  *tmp = NULL;
-  *fd = -1;
-  if (!t) return tr_seterr(err, TR_ENOMEM, "out of memory");
-  memcpy(t, path, n);
-  memcpy(t + n, ".tmp.XXXXXX", 12);
-  int f = mkostemp(t, O_CLOEXEC);
-  if (f < 0) {
-    int e = errno;
-    free(t);
-    return tr_seterr(err, TR_EIO, "cannot write '%s': %s", path, strerror(e));
-  }
-  /* mkstemp makes 0600; a saved array is an ordinary user file. */
-  if (fchmod(f, 0644) != 0) {
-    /* harmless: the file just stays private */
-  }
-  *tmp = t;
-  *fd = f;
-  return TR_OK;
-}
-
-int ta_publish(int fd, const char *tmp, const char *path, tr_err *err) {
-  if (fsync(fd) != 0)
-    return tr_seterr(err, TR_EIO, "cannot write '%s': %s", path,
-                     strerror(errno));
-  if (rename(tmp, path) != 0)
-    return tr_seterr(err, TR_EIO, "cannot write '%s': %s", path,
-                     strerror(errno));
-  /* Make the rename itself durable. */
-  const char *slash = strrchr(path, '/');
-  char *dir = NULL;
-  if (!slash)
-    dir = strdup(".");
-  else if (slash == path)
-    dir = strdup("/");
-  else
-    dir = strndup(path, (size_t)(slash - path));
-  if (dir) {
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      fsync(dfd);
-      close(dfd);
-    }
-    free(dir);
-  }
-  return TR_OK;
-}
-
-void ta_c_strides(int rank, const int64_t *shape, int64_t *stride) {
-  int64_t s = 1;
-  for (int d = rank - 1; d >= 0; d--) {
-    stride[d] = s;
-    s *= shape[d] > 0 ? shape[d] : 1;
-  }
-}
 
 /* Case-insensitive "does path end in ext". */
 static int s_has_ext(const char *path, const char *ext) {

@@ -1,6 +1,7 @@
 /*
 ** catalog/array_int.h - private to catalog/: what array.c (.npy and the
-** tc_array entry points) and csv.c (.csv) share.
+** tc_array entry points), csv.c (.csv) and arrayio.c (their shared file
+** helpers) share.  array.c hands CSV files to csv.c; both use arrayio.c.
 */
 #ifndef TRADB_CATALOG_ARRAY_INT_H
 #define TRADB_CATALOG_ARRAY_INT_H
@@ -24,7 +25,7 @@ int ta_csv_create(const char *path, tr_dtype dtype, int rank,
                   const int64_t *shape, tc_array *a, tr_err *err);
 int ta_csv_commit(tc_array *a, tr_err *err);
 
-/* Shared file helpers (array.c). */
+/* Shared file helpers (arrayio.c). */
 /* Reset a to the closed state. */
 void ta_reset(tc_array *a);
 /* Create "PATH.tmp.XXXXXX" next to path, mode 0644; *tmp is malloc'd.

@@ -97,9 +97,12 @@ static size_t s_hash(uint64_t id) {
   return (size_t)id;
 }
 
-/* The slot holding id, or the empty slot where it would go (cap > 0). */
+/* The slot holding id, or the empty slot where it would go (cap > 0).  The
+** probe ends because the table is never more than half full. */
 static size_t s_slot(const tc_store *s, uint64_t id) {
   size_t mask = s->cap - 1, i = s_hash(id) & mask;
+  tr_assert(s->cap > 0 && (s->cap & mask) == 0);
+  tr_assert((size_t)s->count * 2 <= s->cap);
   while (s->tab[i].id != 0 && s->tab[i].id != id) i = (i + 1) & mask;
   return i;
 }
@@ -120,7 +123,11 @@ static int s_reserve(tc_store *s) {
   s->tab = nt;
   s->cap = ncap;
   for (size_t i = 0; i < ocap; i++)
-    if (old[i].id != 0) s->tab[s_slot(s, old[i].id)] = old[i];
+    if (old[i].id != 0) {
+      size_t j = s_slot(s, old[i].id);
+      tr_assert(s->tab[j].id == 0); /* ids are unique */
+      s->tab[j] = old[i];
+    }
   free(old);
   return TR_OK;
 }
@@ -130,16 +137,19 @@ static void s_free_mem(tc_store *s, s_entry *e) {
   if (!e->mem) return;
   free(e->mem);
   e->mem = NULL;
-  atomic_fetch_sub(&s->mem_bytes, (int_fast64_t)e->nbytes);
+  int_fast64_t was = atomic_fetch_sub(&s->mem_bytes, (int_fast64_t)e->nbytes);
+  tr_assert(was >= (int_fast64_t)e->nbytes);
 }
 
 /* Insert or replace (after s_reserve). */
 static void s_set(tc_store *s, const s_entry *e) {
   s_entry *slot = &s->tab[s_slot(s, e->id)];
-  if (slot->id == 0)
+  if (slot->id == 0) {
+    tr_assert((size_t)(s->count + 1) * 2 <= s->cap); /* s_reserve made room */
     s->count++;
-  else
+  } else {
     s->bytes -= (int64_t)slot->nbytes;
+  }
   *slot = *e;
   s->bytes += (int64_t)e->nbytes;
 }
@@ -147,9 +157,11 @@ static void s_set(tc_store *s, const s_entry *e) {
 /* Remove id, shifting later entries of its probe run back so lookups
 ** never stop early at the hole. */
 static void s_remove(tc_store *s, uint64_t id) {
+  if (NEVER(s_find(s, id) == NULL)) return; /* callers remove what they found */
   size_t mask = s->cap - 1, i = s_slot(s, id), j = i;
   s->count--;
   s->bytes -= (int64_t)s->tab[i].nbytes;
+  tr_assert(s->count >= 0 && s->bytes >= 0);
   s_free_mem(s, &s->tab[i]);
   for (;;) {
     j = (j + 1) & mask;
@@ -180,11 +192,13 @@ static void s_free_path(const tc_store *s, uint64_t seq, char *buf) {
 /* Take entry i out of the recycled files (free_mu held); the path of its
 ** file goes to path, which the caller unlinks or renames. */
 static void s_free_take(tc_store *s, int i, char *path) {
+  tr_assert(i >= 0 && i < s->nfree);
   s_free_path(s, s->free[i].seq, path);
   s->free_bytes -= s->free[i].size;
   s->nfree--;
   memmove(s->free + i, s->free + i + 1,
           (size_t)(s->nfree - i) * sizeof s->free[0]);
+  tr_assert(s->free_bytes >= 0);
 }
 
 /* Keep the chunk file at path, size bytes long, for a later put: 1 if it
@@ -203,6 +217,7 @@ static int s_recycle(tc_store *s, const char *path, int64_t size) {
     }
     uint64_t seq = (uint64_t)atomic_fetch_add(&s->seq, 1) + 1;
     s_free_path(s, seq, dst);
+    tr_assert(s->nfree < S_RECYCLE_FILES); /* the loop above made room */
     if (rename(path, dst) == 0) {
       s->free[s->nfree].seq = seq;
       s->free[s->nfree++].size = size;
@@ -663,10 +678,12 @@ int tc_store_list(tc_store *s, tc_stored **out, int64_t *n, tr_err *err) {
   *n = 0;
   if (!s) return tr_seterr(err, TR_EINVAL, "tc_store_list: bad argument");
   pthread_rwlock_rdlock(&s->lock);
-  if ((v = malloc(((size_t)s->count + 1) * sizeof *v)))
+  if ((v = malloc(((size_t)s->count + 1) * sizeof *v))) {
     for (size_t i = 0; i < s->cap; i++)
       if (s->tab[i].id != 0)
         v[k++] = (tc_stored){s->tab[i].id, s->tab[i].nbytes, s->tab[i].sum, s->tab[i].dtype};
+    tr_assert(k == s->count); /* count is the number of full slots */
+  }
   pthread_rwlock_unlock(&s->lock);
   if (!v) return tr_seterr(err, TR_ENOMEM, "out of memory");
   *out = v;

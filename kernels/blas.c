@@ -1,14 +1,14 @@
 /*
 ** kernels/blas.c - the OpenBLAS entries of the "openblas" backend: gemm
-** through cblas, and the BLAS thread count.  tk_backend_get() layers this
-** table over the portable fast kernels (fast.c) and the reference.
+** through cblas, and the BLAS thread count.  kernels/table.c sets them over
+** the reference and the portable fast kernels (fast.c).
 */
 #include "config.h"
 
 #include <cblas.h>
 #include <limits.h>
 
-#include "kernels/kernels.h"
+#include "kernels/kernels_int.h"
 
 static int s_gemm(tr_dtype dt, int transa, int transb, int64_t m, int64_t n,
                   int64_t k, double alpha, const void *a, int64_t lda,
@@ -46,10 +46,11 @@ static int s_gemm(tr_dtype dt, int transa, int transb, int64_t m, int64_t n,
 ** of the 2-core development machine (65e9 a second), and at least 256 rows
 ** when the engine splits 4096^3 (the packing of B that every call repeats
 ** then costs 3%, measured). */
-static const tk_backend s_openblas = {.name = "openblas", .gemm = s_gemm,
-                                      .gemm_panel = (int64_t)1 << 32};
-
-const tk_backend *tk_openblas(void) { return &s_openblas; }
+void tk_openblas_init(tk_backend *t) {
+  t->name = "openblas";
+  t->gemm = s_gemm;
+  t->gemm_panel = (int64_t)1 << 32;
+}
 
 void tk_set_blas_threads(int nthreads) {
   openblas_set_num_threads(nthreads < 1 ? 1 : nthreads);

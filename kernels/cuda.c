@@ -1,7 +1,7 @@
 /*
 ** kernels/cuda.c - the "cuda" backend: gemm through cuBLAS, and contract,
 ** combine, map and copy through the CUDA kernel of cuda_kernels.cu (the
-** last three as contractions).  Like every backend it takes host pointers
+** last three as contractions, kernels/adapt.c).  Like every backend it takes host pointers
 ** and leaves its results in host memory; what makes it fast is what it
 ** keeps on the device between calls.
 **
@@ -51,7 +51,7 @@
 #include <string.h>
 
 #include "kernels/cuda_kernels.h"
-#include "kernels/kernels.h"
+#include "kernels/kernels_int.h"
 
 #define S_NCTX 4                      /* contexts: calls on the device at once */
 #define S_NSLOT 2                     /* pinned staging slots per context */
@@ -62,6 +62,10 @@
 #define S_PAR_COPY ((size_t)8 << 20)  /* host staging copies this large use threads */
 #define S_COPY_THREADS 4              /* ... this many */
 #define S_MIN_INNER 16                /* aggregated tuples per output element worth a copy */
+
+/* The host kernels (the "openblas" table, kernels/table.c): calls that do
+** not run on the device run there.  Set once by tk_cuda_init. */
+static tk_backend s_cpu;
 
 /* Outcomes of the device paths besides TR_OK (TR_E* codes are negative). */
 #define S_HOST 1  /* better run on the host */
@@ -174,11 +178,14 @@ static int s_ready(void) {
 }
 
 static void s_mem_free(s_mem *m) {
+  int listed = 0;
   for (s_mem **pp = &s_mems; *pp; pp = &(*pp)->next)
     if (*pp == m) {
       *pp = m->next;
+      listed = 1;
       break;
     }
+  tr_assert(listed && s_used >= m->cap); /* every block is listed and counted */
   if (m->owner) {
     m->owner->mem = NULL;
     m->owner->valid = 0;
@@ -260,6 +267,7 @@ static void s_put(s_mem *m) {
 }
 
 static void s_keep_free(s_keep *k) {
+  tr_assert(k->refs == 0); /* no call uses it */
   if (k->mem) {
     k->mem->owner = NULL;
     k->mem->tick = ++s_tick;
@@ -271,6 +279,7 @@ static void s_keep_free(s_keep *k) {
 static void s_unref(s_keep *k) {
   if (!k) return;
   pthread_mutex_lock(&s_mu);
+  tr_assert(k->refs > 0);
   if (--k->refs == 0 && k->dead) s_keep_free(k);
   pthread_mutex_unlock(&s_mu);
 }
@@ -867,7 +876,7 @@ static int s_gemm(tr_dtype dt, int transa, int transb, int64_t m, int64_t n, int
   }
   /* On the host; the kept copies of C are stale then. */
   s_cpu_calls++;
-  rc = tk_backend_get("openblas")->gemm(dt, transa, transb, m, n, k, alpha, a, lda, stride_a, b,
+  rc = s_cpu.gemm(dt, transa, transb, m, n, k, alpha, a, lda, stride_a, b,
                                         ldb, stride_b, beta, c, ldc, stride_c, batch);
   s_invalidate(c, (size_t)((batch - 1) * stride_c + (m - 1) * ldc + n) * esz);
   return rc;
@@ -967,7 +976,7 @@ static int s_contract(const tk_contract *op) {
     return rc;
   }
   s_cpu_calls++;
-  rc = tk_backend_get("openblas")->contract(op);
+  rc = s_cpu.contract(op);
   int64_t lo, hi;
   s_span(op->extent, op->out_stride, op->nout, &lo, &hi);
   s_invalidate((const char *)op->out + lo * (int64_t)tr_dtype_size(op->dtype),
@@ -975,78 +984,19 @@ static int s_contract(const tk_contract *op) {
   return rc;
 }
 
-/* A one-input, no-aggregation task over n contiguous elements. */
-static tk_contract s_elementwise(tr_dtype dt, void *dst, const void *src, int64_t n,
-                                 const tr_cancel *cancel) {
-  tk_contract op;
-  memset(&op, 0, sizeof op);
-  op.dtype = dt;
-  op.cancel = cancel; /* polled where the call runs on the host */
-  op.nlabels = op.nout = 1;
-  op.extent[0] = n;
-  op.ninputs = 1;
-  op.in[0] = src;
-  op.in_stride[0][0] = 1;
-  op.out = dst;
-  op.out_stride[0] = 1;
-  op.prog.n = 1;
-  op.prog.code[0].op = TK_OP_INPUT;
-  return op;
+TK_CONTRACT_ADAPTERS(s_contract)
+
+void tk_cuda_init(tk_backend *t) {
+  s_cpu = *t;
+  t->name = "cuda";
+  t->gemm = s_gemm;
+  /* 2^36: 3 ms of an H100 in f32, a few tens of ms on small GPUs; a
+  ** 4096^3 chunk product (bench-gpu's) stays one call. */
+  t->gemm_panel = (int64_t)1 << 36;
+  t->contract = s_contract;
+  t->combine = s_combine;
+  t->map = s_map;
+  t->copy = s_copy;
+  t->keep = s_keep_host;
+  t->release = s_release_host;
 }
-
-static int s_combine(tr_dtype dt, tk_agg agg, void *dst, const void *src, int64_t n,
-                     const tr_cancel *cancel) {
-  if (dt != TR_F32 && dt != TR_F64) return TR_ETYPE;
-  if ((unsigned)agg > TK_AGG_MIN || n < 0) return TR_EINVAL;
-  if (n == 0) return TR_OK;
-  tk_contract op = s_elementwise(dt, dst, src, n, cancel);
-  op.agg = agg; /* dst = agg(dst, src); NONE: src */
-  op.accumulate = 1;
-  return s_contract(&op);
-}
-
-static int s_map(tr_dtype dt, const tk_prog *prog, void *x, int64_t n, const tr_cancel *cancel) {
-  if (dt != TR_F32 && dt != TR_F64) return TR_ETYPE;
-  if (n < 0 || tk_prog_depth(prog) < 0) return TR_EINVAL;
-  for (int i = 0; i < prog->n; i++)
-    if (prog->code[i].op == TK_OP_INPUT && prog->code[i].arg != 0) return TR_EINVAL;
-  if (n == 0) return TR_OK;
-  tk_contract op = s_elementwise(dt, x, x, n, cancel);
-  op.prog = *prog;
-  return s_contract(&op);
-}
-
-static int s_copy(tr_dtype dt, int rank, const int64_t *extent, void *dst,
-                  const int64_t *dst_stride, const void *src, const int64_t *src_stride,
-                  const tr_cancel *cancel) {
-  if (dt != TR_F32 && dt != TR_F64) return TR_ETYPE;
-  if (rank < 0 || rank > TK_MAX_LABELS) return TR_EINVAL;
-  for (int d = 0; d < rank; d++) {
-    if (extent[d] < 0) return TR_EINVAL;
-    if (extent[d] == 0) return TR_OK;
-  }
-  tk_contract op = s_elementwise(dt, dst, src, 1, cancel);
-  op.nlabels = op.nout = rank;
-  for (int d = 0; d < rank; d++) {
-    op.extent[d] = extent[d];
-    op.in_stride[0][d] = src_stride[d];
-    op.out_stride[d] = dst_stride[d];
-  }
-  return s_contract(&op);
-}
-
-static const tk_backend s_cuda = {
-    .name = "cuda",
-    .gemm = s_gemm,
-    /* 2^36: 3 ms of an H100 in f32, a few tens of ms on small GPUs; a
-    ** 4096^3 chunk product (bench-gpu's) stays one call. */
-    .gemm_panel = (int64_t)1 << 36,
-    .contract = s_contract,
-    .combine = s_combine,
-    .map = s_map,
-    .copy = s_copy,
-    .keep = s_keep_host,
-    .release = s_release_host,
-};
-
-const tk_backend *tk_cuda(void) { return &s_cuda; }

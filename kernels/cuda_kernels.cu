@@ -4,8 +4,9 @@
 **
 ** One thread per output element walks the aggregated labels with an
 ** odometer of per-operand offsets, evaluates the scalar program on a small
-** stack in the element type and folds the values with the aggregation, as
-** the reference does.  When there are few output elements and many
+** stack in the element type (the evaluator of kernels/opcodes.h, as the
+** reference's) and folds the values with the aggregation, as the reference
+** does.  When there are few output elements and many
 ** aggregated tuples (a full reduction, row sums of a wide chunk), the
 ** tuples are split into nparts slices: a first kernel leaves one partial
 ** result per (slice, element), a second folds them into out.  The task
@@ -41,36 +42,9 @@ template <typename T> __device__ T s_agg(int agg, T a, T b) {
   }
 }
 
+/* The scalar program on one tuple's inputs (kernels/opcodes.h). */
 template <typename T> __device__ T s_eval(const tk_prog &p, const T *in) {
-  T st[TK_MAX_PROG];
-  int sp = 0;
-  for (int i = 0; i < p.n; i++) {
-    const tk_insn &ins = p.code[i];
-    T a, b;
-    switch (ins.op) {
-    case TK_OP_INPUT: st[sp++] = in[ins.arg]; continue;
-    case TK_OP_CONST: st[sp++] = (T)ins.c; continue;
-    case TK_OP_ADD: b = st[--sp]; st[sp - 1] += b; continue;
-    case TK_OP_SUB: b = st[--sp]; st[sp - 1] -= b; continue;
-    case TK_OP_MUL: b = st[--sp]; st[sp - 1] *= b; continue;
-    case TK_OP_DIV: b = st[--sp]; st[sp - 1] /= b; continue;
-    case TK_OP_POW: b = st[--sp]; st[sp - 1] = pow(st[sp - 1], b); continue;
-    default: break;
-    }
-    a = st[sp - 1];
-    switch (ins.op) {
-    case TK_OP_NEG: a = -a; break;
-    case TK_OP_RELU: a = a > 0 ? a : (T)0; break;
-    case TK_OP_EXP: a = exp(a); break;
-    case TK_OP_LOG: a = log(a); break;
-    case TK_OP_SQRT: a = sqrt(a); break;
-    case TK_OP_ABS: a = fabs(a); break;
-    case TK_OP_TANH: a = tanh(a); break;
-    default: a = (T)1 / ((T)1 + exp(-a)); break; /* TK_OP_SIGMOID */
-    }
-    st[sp - 1] = a;
-  }
-  return st[0];
+  TK_PROG_EVAL_BODY(T, p, in)
 }
 
 /* Thread gid handles output element o = gid % nouter, slice gid / nouter

@@ -1,8 +1,8 @@
 /*
 ** kernels/fast.c - portable optimized kernels: contract, and combine, map
-** and copy as contractions.  The OpenBLAS backend serves them beside its
-** cblas gemm, for the EinSums that are not matrix products (elementwise,
-** broadcasts, max-plus, distances, transposes, reductions).
+** and copy as contractions (kernels/adapt.c).  The OpenBLAS backend serves
+** them beside its cblas gemm, for the EinSums that are not matrix products
+** (elementwise, broadcasts, max-plus, distances, transposes, reductions).
 **
 ** A contraction first drops labels of extent 1 and fuses labels that walk
 ** every operand as one (a contiguous elementwise op becomes one long loop),
@@ -24,7 +24,7 @@
 #include <string.h>
 #include <tgmath.h>
 
-#include "kernels/kernels.h"
+#include "kernels/kernels_int.h"
 
 #define S_BLK 256 /* elements per block, a multiple of S_LANES */
 #define S_TILE 16 /* rows of a tile, see s_run */
@@ -57,22 +57,38 @@ static int s_disjoint(const void *a, const void *b, size_t bytes) {
   return x + bytes <= y || y + bytes <= x;
 }
 
-/* Loop body with x, y the i-th elements of slots a, b (block or scalar). */
-#define S_BIN_LOOP(X, Y, E)                                                   \
+/* Loop body with a, b the i-th elements of slots sa, sb (block or scalar),
+** the names the expressions of kernels/opcodes.h use. */
+#define S_BIN_LOOP(A, B, E)                                                   \
   S_FOR(i, m) {                                                               \
-    S_T x = (X), y = (Y);                                                     \
-    (void)y;                                                                  \
+    S_T a = (A), b = (B);                                                     \
+    (void)b;                                                                  \
     d[i] = (E);                                                               \
   }
 #define S_BIN(E)                                                              \
   do {                                                                        \
     if (!bv)                                                                  \
-      S_BIN_LOOP(av[i], b->s, E)                                              \
+      S_BIN_LOOP(av[i], sb->s, E)                                             \
     else if (!av)                                                             \
-      S_BIN_LOOP(a->s, bv[i], E)                                              \
+      S_BIN_LOOP(sa->s, bv[i], E)                                             \
     else                                                                      \
       S_BIN_LOOP(av[i], bv[i], E)                                             \
   } while (0)
+
+/* Expansions of kernels/opcodes.h for the typed half: an operator's case
+** over scalars, over blocks (binary: S_BIN; unary: a plain loop), or a
+** leaf's case that computes nothing (the interpreter pushes leaves). */
+#define S_LEAF_CASE(NAME, name) case TK_OP_##NAME: break;
+#define S_SKIP_CASE(NAME, name, expr) case TK_OP_##NAME: break;
+#define S_SCALAR_CASE(NAME, name, expr) case TK_OP_##NAME: return (expr);
+#define S_BIN_CASE(NAME, name, expr) case TK_OP_##NAME: S_BIN(expr); break;
+#define S_UN_CASE(NAME, name, expr)                                           \
+  case TK_OP_##NAME:                                                          \
+    S_FOR(i, m) {                                                             \
+      S_T a = v[i];                                                           \
+      d[i] = (expr);                                                          \
+    }                                                                         \
+    break;
 
 /* exp, tanh and the sigmoid in f32 as loops gcc -O2 vectorizes: libm's
 ** expf/tanhf/expm1f are scalar calls, a quarter of the CPU of a network's
@@ -126,6 +142,13 @@ S_NO_TRAPS static int s_un_f32_fast(int op, float *restrict d, const float *rest
   case TK_OP_SIGMOID: S_FOR(i, m) d[i] = 1.0f / (1.0f + s_expf_v(-a[i])); return 1;
   default: return 0;
   }
+}
+
+/* A free scratch block for an instruction's result: there is always one,
+** as s_contract allocates one per stack slot and one more. */
+static int s_take(const int *freeb, int *nfree) {
+  tr_assert(*nfree > 0);
+  return freeb[--*nfree];
 }
 
 #define S_T float
@@ -233,6 +256,7 @@ static int s_contract(const tk_contract *op) {
   if (empty) return TR_OK;
   s_plan_build(op, agg, &p);
   depth = tk_prog_depth(&op->prog);
+  tr_assert(depth >= 1); /* tk_contract_check passed */
   /* One block per stack slot, plus the one an instruction writes into. */
   scratch = tr_alloc_aligned((size_t)(depth + 1) * S_BLK *
                              tr_dtype_size(op->dtype));
@@ -245,61 +269,14 @@ static int s_contract(const tk_contract *op) {
   return rc;
 }
 
-static const tk_prog s_input0 = {.n = 1, .code = {{.op = TK_OP_INPUT}}};
+TK_CONTRACT_ADAPTERS(s_contract)
 
-/* A one-label contraction out[i] (agg)= prog(in[i]) over n elements. */
-static tk_contract s_elementwise(tr_dtype dt, const tk_prog *prog, void *out,
-                                 const void *in, int64_t n, const tr_cancel *cancel) {
-  tk_contract op = {.dtype = dt, .nlabels = 1, .nout = 1, .ninputs = 1, .cancel = cancel};
-  op.extent[0] = n;
-  op.in[0] = in;
-  op.in_stride[0][0] = 1;
-  op.out = out;
-  op.out_stride[0] = 1;
-  op.prog = *prog;
-  return op;
+void tk_fast_init(tk_backend *t) {
+  t->contract = s_contract;
+  t->combine = s_combine;
+  t->map = s_map;
+  t->copy = s_copy;
 }
-
-static int s_combine(tr_dtype dt, tk_agg agg, void *dst, const void *src,
-                     int64_t n, const tr_cancel *cancel) {
-  tk_contract op = s_elementwise(dt, &s_input0, dst, src, n, cancel);
-  op.agg = agg;
-  op.accumulate = 1;
-  return s_contract(&op);
-}
-
-static int s_map(tr_dtype dt, const tk_prog *prog, void *x, int64_t n,
-                 const tr_cancel *cancel) {
-  tk_contract op = s_elementwise(dt, prog, x, x, n, cancel);
-  return s_contract(&op);
-}
-
-static int s_copy(tr_dtype dt, int rank, const int64_t *extent, void *dst,
-                  const int64_t *dst_stride, const void *src,
-                  const int64_t *src_stride, const tr_cancel *cancel) {
-  tk_contract op = {.dtype = dt, .nlabels = rank, .nout = rank, .ninputs = 1,
-                    .cancel = cancel};
-  if (rank < 0 || rank > TK_MAX_LABELS) return TR_EINVAL;
-  for (int d = 0; d < rank; d++) {
-    op.extent[d] = extent[d];
-    op.in_stride[0][d] = src_stride[d];
-    op.out_stride[d] = dst_stride[d];
-  }
-  op.in[0] = src;
-  op.out = dst;
-  op.prog = s_input0;
-  return s_contract(&op);
-}
-
-static const tk_backend s_fast = {
-    .name = "fast",
-    .contract = s_contract,
-    .combine = s_combine,
-    .map = s_map,
-    .copy = s_copy,
-};
-
-const tk_backend *tk_fast(void) { return &s_fast; }
 
 #else /* the typed half, S_T being float or double */
 
@@ -319,63 +296,37 @@ static S_T S_SFX(s_agg)(tk_agg agg, S_T a, S_T b) {
   }
 }
 
-static S_T S_SFX(s_bin1)(int op, S_T x, S_T y) {
+/* An operator on scalars: a op b, or op(a) (b unused). */
+static S_T S_SFX(s_scalar)(tk_opcode op, S_T a, S_T b) {
   switch (op) {
-  case TK_OP_ADD: return x + y;
-  case TK_OP_SUB: return x - y;
-  case TK_OP_MUL: return x * y;
-  case TK_OP_DIV: return x / y;
-  default: return pow(x, y); /* TK_OP_POW */
+    TK_OPCODES(S_LEAF_CASE, S_SCALAR_CASE, S_SCALAR_CASE)
   }
-}
-
-static S_T S_SFX(s_un1)(int op, S_T x) {
-  switch (op) {
-  case TK_OP_NEG: return -x;
-  case TK_OP_RELU: return x > 0 ? x : 0;
-  case TK_OP_EXP: return exp(x);
-  case TK_OP_LOG: return log(x);
-  case TK_OP_SQRT: return sqrt(x);
-  case TK_OP_ABS: return fabs(x);
-  case TK_OP_TANH: return tanh(x);
-  default: return 1 / (1 + exp(-x)); /* TK_OP_SIGMOID */
-  }
+  tr_assert(!"a leaf has no scalar value");
+  return NAN;
 }
 
 /* d = a op b over a padded block; a or b may be a scalar. */
-static void S_SFX(s_bin)(int op, S_T *restrict d, const S_SFX(s_slot) *a,
-                         const S_SFX(s_slot) *b, int64_t n) {
-  const S_T *restrict av = a->v, *restrict bv = b->v;
+static void S_SFX(s_bin)(tk_opcode op, S_T *restrict d, const S_SFX(s_slot) *sa,
+                         const S_SFX(s_slot) *sb, int64_t n) {
+  const S_T *restrict av = sa->v, *restrict bv = sb->v;
   const int64_t m = S_PAD(n);
+  if (op == TK_OP_POW && !bv && sb->s == 2) { /* squares (distances) need no pow() */
+    S_BIN(a * a);
+    return;
+  }
   switch (op) {
-  case TK_OP_ADD: S_BIN(x + y); break;
-  case TK_OP_SUB: S_BIN(x - y); break;
-  case TK_OP_MUL: S_BIN(x * y); break;
-  case TK_OP_DIV: S_BIN(x / y); break;
-  default: /* TK_OP_POW; squares (distances) need no pow() */
-    if (!bv && b->s == 2)
-      S_BIN(x * x);
-    else
-      S_BIN(pow(x, y));
+    TK_OPCODES(S_LEAF_CASE, S_BIN_CASE, S_SKIP_CASE)
   }
 }
 
-static void S_SFX(s_un)(int op, S_T *restrict d, const S_T *restrict a,
+/* d = op(v) over a padded block: loops simple enough for the vectorizer,
+** and the vector polynomials for exp, tanh and the sigmoid in f32. */
+static void S_SFX(s_un)(tk_opcode op, S_T *restrict d, const S_T *restrict v,
                         int64_t n) {
   const int64_t m = S_PAD(n);
-  switch (op) { /* the cheap ones as plain loops, for the vectorizer */
-  case TK_OP_NEG:
-    S_FOR(i, m) d[i] = -a[i];
-    break;
-  case TK_OP_RELU:
-    S_FOR(i, m) d[i] = a[i] > 0 ? a[i] : 0;
-    break;
-  case TK_OP_ABS:
-    S_FOR(i, m) d[i] = fabs(a[i]);
-    break;
-  default:
-    if (sizeof(S_T) == sizeof(float) && s_un_f32_fast(op, (float *)d, (const float *)a, m)) break;
-    S_FOR(i, m) d[i] = S_SFX(s_un1)(op, a[i]);
+  if (sizeof(S_T) == sizeof(float) && s_un_f32_fast(op, (float *)d, (const float *)v, m)) return;
+  switch (op) {
+    TK_OPCODES(S_LEAF_CASE, S_SKIP_CASE, S_UN_CASE)
   }
 }
 
@@ -401,7 +352,8 @@ static S_SFX(s_slot)
   for (int pc = 0; pc < pr->n; pc++) {
     const tk_insn *ins = &pr->code[pc];
     S_SFX(s_slot) r = {NULL, 0, -1}, *a, *b;
-    switch (ins->op) {
+    tr_assert(ins->op >= 0 && ins->op < TK_NOPCODES); /* checked before */
+    switch ((tk_opcode)ins->op) {
     case TK_OP_INPUT: {
       const S_T *p = in[ins->arg];
       int64_t s = sin[ins->arg];
@@ -410,7 +362,7 @@ static S_SFX(s_slot)
       } else if (s == 1 && n % S_LANES == 0) {
         r.v = p; /* contiguous, no padding needed: use it in place */
       } else {
-        S_T *d = scratch + (r.blk = freeb[--nfree]) * S_BLK;
+        S_T *d = scratch + (r.blk = s_take(freeb, &nfree)) * S_BLK;
         S_SFX(s_load)(d, p, s, n);
         r.v = d;
       }
@@ -421,17 +373,13 @@ static S_SFX(s_slot)
       r.s = (S_T)ins->c;
       st[sp++] = r;
       break;
-    case TK_OP_ADD:
-    case TK_OP_SUB:
-    case TK_OP_MUL:
-    case TK_OP_DIV:
-    case TK_OP_POW:
+    TK_OPCODES(TK_OPCODE_NONE, TK_OPCODE_CASE, TK_OPCODE_NONE) /* binary */
       b = &st[--sp];
       a = &st[sp - 1];
       if (!a->v && !b->v) {
-        r.s = S_SFX(s_bin1)(ins->op, a->s, b->s);
+        r.s = S_SFX(s_scalar)(ins->op, a->s, b->s);
       } else {
-        S_T *d = scratch + (r.blk = freeb[--nfree]) * S_BLK;
+        S_T *d = scratch + (r.blk = s_take(freeb, &nfree)) * S_BLK;
         S_SFX(s_bin)(ins->op, d, a, b, n);
         r.v = d;
       }
@@ -439,12 +387,12 @@ static S_SFX(s_slot)
       if (b->blk >= 0) freeb[nfree++] = b->blk;
       *a = r;
       break;
-    default:
+    TK_OPCODES(TK_OPCODE_NONE, TK_OPCODE_NONE, TK_OPCODE_CASE) /* unary */
       a = &st[sp - 1];
       if (!a->v) {
-        r.s = S_SFX(s_un1)(ins->op, a->s);
+        r.s = S_SFX(s_scalar)(ins->op, a->s, 0);
       } else {
-        S_T *d = scratch + (r.blk = freeb[--nfree]) * S_BLK;
+        S_T *d = scratch + (r.blk = s_take(freeb, &nfree)) * S_BLK;
         S_SFX(s_un)(ins->op, d, a->v, n);
         r.v = d;
       }

@@ -3,9 +3,9 @@
 **
 ** The engine never calls BLAS (or CUDA) directly: it asks tk_backend_get()
 ** for a table of function pointers and calls through it.  Every entry has a
-** portable reference implementation in C (kernels/reference.c); a backend
-** such as OpenBLAS (kernels/blas.c) fills only the entries it serves and
-** tk_backend_get() completes the rest from the reference, as BLIS does.
+** portable reference implementation in C (kernels/reference.c); as BLIS
+** does, every table starts as the reference and a backend such as OpenBLAS
+** (kernels/blas.c) sets the entries it serves over it (kernels/table.c).
 ** Tests compare each backend with the reference on random chunks.
 **
 ** Kernels are single-threaded: the engine runs many chunk tasks at once on
@@ -25,6 +25,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "kernels/opcodes.h"
 #include "util/util.h"
 
 #define TK_MAX_LABELS 16 /* distinct labels in one chunk task */
@@ -36,14 +37,27 @@
 ** the TRA join) is compiled to a short postfix program evaluated on a stack
 ** of doubles or floats.  TK_OP_INPUT pushes the current element of input
 ** `arg`; TK_OP_CONST pushes `c`; binary ops pop b then a and push a op b;
-** unary ops replace the top of the stack.
+** unary ops replace the top of the stack.  The opcodes, their names and
+** what each computes are listed once, in kernels/opcodes.h.
 */
+#define TK_OP_ENUM_(NAME, ...) TK_OP_##NAME,
 typedef enum tk_opcode {
-  TK_OP_INPUT, TK_OP_CONST,
-  TK_OP_ADD, TK_OP_SUB, TK_OP_MUL, TK_OP_DIV, TK_OP_POW,
-  TK_OP_NEG, TK_OP_RELU, TK_OP_EXP, TK_OP_LOG, TK_OP_SQRT, TK_OP_ABS,
-  TK_OP_TANH, TK_OP_SIGMOID
+  TK_OPCODES(TK_OP_ENUM_, TK_OP_ENUM_, TK_OP_ENUM_)
 } tk_opcode;
+#undef TK_OP_ENUM_
+#define TK_OP_COUNT_(...) +1
+enum { TK_NOPCODES = 0 TK_OPCODES(TK_OP_COUNT_, TK_OP_COUNT_, TK_OP_COUNT_) };
+#undef TK_OP_COUNT_
+
+/* The opcode's name ("input", "const", "+", "relu"...: kernels/opcodes.h),
+** for EXPLAIN; NULL if op is not an opcode. */
+const char *tk_opcode_name(int op);
+/* How many values op pops (0, 1 or 2; every opcode pushes one), -1 if op
+** is not an opcode. */
+int tk_opcode_pops(int op);
+/* The unary function (TK_OP_NEG..) that a statement spells name, in ASCII
+** letters of any case ("relu", "TANH"), or -1 if there is none. */
+int tk_opcode_function(const char *name);
 
 typedef struct tk_insn {
   int op;   /* a tk_opcode */
@@ -173,7 +187,7 @@ const tk_backend *tk_reference(void);
 
 /* A backend by name ("reference", "openblas", "cuda" where compiled in,
 ** "auto" = the best one for the device chosen with tk_device_select()),
-** with missing entries completed from the reference; NULL if unknown. */
+** every entry filled; NULL if unknown. */
 const tk_backend *tk_backend_get(const char *name);
 
 /* Names of the backends compiled in, space-separated ("reference openblas"
@@ -215,14 +229,6 @@ void tk_device_stats_get(tk_device_stats *out);
 ** device, and the smallest buffer keep() holds there; 0 sends everything
 ** (tests).  Default: about a 256^3 product, 1 MiB. */
 void tk_device_set_offload(int64_t min_work);
-
-/* Internal to kernels/: partial tables that tk_backend_get() layers over
-** the reference.  tk_fast(): portable optimized contract, combine, map and
-** copy (kernels/fast.c); tk_openblas(): gemm through cblas (kernels/blas.c).
-** tk_cuda(): cuBLAS gemm and CUDA contract, combine, map and copy. */
-const tk_backend *tk_fast(void);
-const tk_backend *tk_openblas(void);
-const tk_backend *tk_cuda(void); /* only where compiled in */
 
 /* Let BLAS use nthreads threads in its own calls (1 while the engine runs
 ** chunk tasks in parallel; all cores for a single large task). */

@@ -1,37 +1,39 @@
 /*
-** kernels/prog.c - the scalar programs of EinSums: validation and the
-** scalar evaluator that reference kernels and tests use.
+** kernels/prog.c - the scalar programs of EinSums: the opcodes' names and
+** stack effects (from kernels/opcodes.h), validation, and the scalar
+** evaluator that reference kernels and tests use.
 */
 #include "config.h"
 
 #include <math.h>
+#include <strings.h>
 
 #include "kernels/kernels.h"
 
-/* Stack effect of an opcode: values popped, or -1 for an unknown opcode. */
-static int s_pops(int op) {
-  switch (op) {
-  case TK_OP_INPUT:
-  case TK_OP_CONST:
-    return 0;
-  case TK_OP_ADD:
-  case TK_OP_SUB:
-  case TK_OP_MUL:
-  case TK_OP_DIV:
-  case TK_OP_POW:
-    return 2;
-  case TK_OP_NEG:
-  case TK_OP_RELU:
-  case TK_OP_EXP:
-  case TK_OP_LOG:
-  case TK_OP_SQRT:
-  case TK_OP_ABS:
-  case TK_OP_TANH:
-  case TK_OP_SIGMOID:
-    return 1;
-  default:
-    return -1;
-  }
+/* Each opcode's name and the values it pops. */
+#define S_LEAF(NAME, name) [TK_OP_##NAME] = {name, 0},
+#define S_BIN(NAME, name, expr) [TK_OP_##NAME] = {name, 2},
+#define S_UN(NAME, name, expr) [TK_OP_##NAME] = {name, 1},
+static const struct {
+  const char *name; /* as EXPLAIN writes it */
+  int pops;         /* values popped; one is pushed */
+} s_opcodes[TK_NOPCODES] = {TK_OPCODES(S_LEAF, S_BIN, S_UN)};
+#undef S_LEAF
+#undef S_BIN
+#undef S_UN
+
+const char *tk_opcode_name(int op) {
+  return op >= 0 && op < TK_NOPCODES ? s_opcodes[op].name : NULL;
+}
+
+int tk_opcode_pops(int op) {
+  return op >= 0 && op < TK_NOPCODES ? s_opcodes[op].pops : -1;
+}
+
+int tk_opcode_function(const char *name) {
+  for (int op = 0; op < TK_NOPCODES; op++)
+    if (s_opcodes[op].pops == 1 && !strcasecmp(name, s_opcodes[op].name)) return op;
+  return -1;
 }
 
 int tk_prog_depth(const tk_prog *p) {
@@ -39,7 +41,7 @@ int tk_prog_depth(const tk_prog *p) {
   if (p->n < 1 || p->n > TK_MAX_PROG) return -1;
   for (int i = 0; i < p->n; i++) {
     const tk_insn *in = &p->code[i];
-    int pops = s_pops(in->op);
+    int pops = tk_opcode_pops(in->op);
     if (pops < 0 || sp < pops) return -1;
     if (in->op == TK_OP_INPUT && (in->arg < 0 || in->arg >= TK_MAX_INPUTS))
       return -1;
@@ -51,33 +53,5 @@ int tk_prog_depth(const tk_prog *p) {
 
 /* p must be valid (tk_prog_depth(p) >= 0). */
 double tk_prog_eval(const tk_prog *p, const double *in) {
-  double st[TK_MAX_PROG];
-  int sp = 0;
-  for (int i = 0; i < p->n; i++) {
-    const tk_insn *ins = &p->code[i];
-    double a, b;
-    switch (ins->op) {
-    case TK_OP_INPUT: st[sp++] = in[ins->arg]; continue;
-    case TK_OP_CONST: st[sp++] = ins->c; continue;
-    case TK_OP_ADD: b = st[--sp]; st[sp - 1] += b; continue;
-    case TK_OP_SUB: b = st[--sp]; st[sp - 1] -= b; continue;
-    case TK_OP_MUL: b = st[--sp]; st[sp - 1] *= b; continue;
-    case TK_OP_DIV: b = st[--sp]; st[sp - 1] /= b; continue;
-    case TK_OP_POW: b = st[--sp]; st[sp - 1] = pow(st[sp - 1], b); continue;
-    default: break;
-    }
-    a = st[sp - 1];
-    switch (ins->op) {
-    case TK_OP_NEG: a = -a; break;
-    case TK_OP_RELU: a = a > 0 ? a : 0; break;
-    case TK_OP_EXP: a = exp(a); break;
-    case TK_OP_LOG: a = log(a); break;
-    case TK_OP_SQRT: a = sqrt(a); break;
-    case TK_OP_ABS: a = fabs(a); break;
-    case TK_OP_TANH: a = tanh(a); break;
-    default: a = 1 / (1 + exp(-a)); break; /* TK_OP_SIGMOID */
-    }
-    st[sp - 1] = a;
-  }
-  return st[0];
+  TK_PROG_EVAL_BODY(double, *p, in)
 }

@@ -1,15 +1,16 @@
 /*
 ** kernels/reference.c - the reference backend: every kernel as plain scalar
 ** loops in double, written to be obviously correct rather than fast.  Other
-** backends are tested against it, and tk_backend_get() fills their missing
-** entries from it.  Also the validation of contractions all backends share.
+** backends are tested against it, and every table starts as a copy of it
+** (kernels/table.c).  Its calls check their arguments as every backend's
+** do (kernels/adapt.c).
 */
 #include "config.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "kernels/kernels.h"
+#include "kernels/kernels_int.h"
 
 static double s_get(tr_dtype dt, const void *p, int64_t i) {
   return dt == TR_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
@@ -52,24 +53,6 @@ static int s_next(int64_t *idx, const int64_t *ext, int lo, int hi) {
     idx[d] = 0;
   }
   return 0;
-}
-
-int tk_contract_check(const tk_contract *op) {
-  if (!s_dtype_ok(op->dtype)) return TR_ETYPE;
-  if (op->nlabels < 0 || op->nlabels > TK_MAX_LABELS || op->nout < 0 ||
-      op->nout > op->nlabels || op->ninputs < 0 ||
-      op->ninputs > TK_MAX_INPUTS || (unsigned)op->agg > TK_AGG_MIN ||
-      (op->agg == TK_AGG_NONE && op->nout != op->nlabels) || !op->out ||
-      tk_prog_depth(&op->prog) < 0)
-    return TR_EINVAL;
-  for (int l = 0; l < op->nlabels; l++)
-    if (op->extent[l] < 0) return TR_EINVAL;
-  for (int i = 0; i < op->prog.n; i++) {
-    const tk_insn *in = &op->prog.code[i];
-    if (in->op == TK_OP_INPUT && (in->arg >= op->ninputs || !op->in[in->arg]))
-      return TR_EINVAL;
-  }
-  return TR_OK;
 }
 
 static int s_contract(const tk_contract *op) {
@@ -140,8 +123,9 @@ static int s_gemm(tr_dtype dt, int transa, int transb, int64_t m, int64_t n,
 static int s_combine(tr_dtype dt, tk_agg agg, void *dst, const void *src,
                      int64_t n, const tr_cancel *cancel) {
   int64_t steps = 0;
-  if (!s_dtype_ok(dt)) return TR_ETYPE;
-  if ((unsigned)agg > TK_AGG_MIN || n < 0) return TR_EINVAL;
+  tk_contract op; /* unused: the reference runs its own loop */
+  int rc = tk_combine_contract(dt, agg, dst, src, n, cancel, &op);
+  if (rc <= 0) return rc;
   for (int64_t i = 0; i < n; i++) {
     if (s_stopped(cancel, &steps)) return TR_EINTR;
     s_put(dt, dst, i, s_agg(agg, s_get(dt, dst, i), s_get(dt, src, i)));
@@ -152,11 +136,9 @@ static int s_combine(tr_dtype dt, tk_agg agg, void *dst, const void *src,
 static int s_map(tr_dtype dt, const tk_prog *prog, void *x, int64_t n,
                  const tr_cancel *cancel) {
   int64_t steps = 0;
-  if (!s_dtype_ok(dt)) return TR_ETYPE;
-  if (n < 0 || tk_prog_depth(prog) < 0) return TR_EINVAL;
-  for (int i = 0; i < prog->n; i++)
-    if (prog->code[i].op == TK_OP_INPUT && prog->code[i].arg != 0)
-      return TR_EINVAL;
+  tk_contract op; /* unused: the reference runs its own loop */
+  int rc = tk_map_contract(dt, prog, x, n, cancel, &op);
+  if (rc <= 0) return rc;
   for (int64_t i = 0; i < n; i++) {
     double v = s_get(dt, x, i);
     if (s_stopped(cancel, &steps)) return TR_EINTR;
@@ -170,12 +152,9 @@ static int s_copy(tr_dtype dt, int rank, const int64_t *extent, void *dst,
                   const int64_t *src_stride, const tr_cancel *cancel) {
   int64_t idx[TK_MAX_LABELS] = {0}, steps = 0;
   size_t es = tr_dtype_size(dt);
-  if (!s_dtype_ok(dt)) return TR_ETYPE;
-  if (rank < 0 || rank > TK_MAX_LABELS) return TR_EINVAL;
-  for (int d = 0; d < rank; d++) {
-    if (extent[d] < 0) return TR_EINVAL;
-    if (extent[d] == 0) return TR_OK;
-  }
+  tk_contract op; /* unused: the reference runs its own loop */
+  int rc = tk_copy_contract(dt, rank, extent, dst, dst_stride, src, src_stride, cancel, &op);
+  if (rc <= 0) return rc;
   do {
     int64_t od = 0, os = 0;
     if (s_stopped(cancel, &steps)) return TR_EINTR;

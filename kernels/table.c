@@ -1,10 +1,12 @@
 /*
-** kernels/table.c - backends by name.  A backend's table may leave entries
-** NULL; the table handed out fills each from the next layer down (for
-** openblas: its gemm, then the portable fast kernels, then the reference;
-** for cuda: its entries, then openblas's), so callers never test for
-** missing entries.  Also which backend "auto" means: the device choice of
-** tk_device_select(), and the device entry points of a build without CUDA.
+** kernels/table.c - backends by name.  Each table is built as BLIS builds
+** a context (kernels/kernels_int.h): a copy of the reference, every entry
+** filled, over which each backend sets the entries it serves: the portable
+** fast kernels and cblas gemm for "openblas"; then, for "cuda", the CUDA
+** entries, which receive the finished host table to fall back on.  Callers
+** never test for missing entries.  Also which backend "auto" means: the
+** device choice of tk_device_select(), and the device entry points of a
+** build without CUDA.
 */
 #include "config.h"
 
@@ -12,9 +14,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kernels/kernels.h"
+#include "kernels/kernels_int.h"
 
-/* The completed tables, built once; never written afterwards. */
+/* The tables, built once; never written afterwards. */
 static tk_backend s_openblas;
 #ifdef HAVE_CUDA
 static tk_backend s_cuda;
@@ -25,28 +27,21 @@ static pthread_once_t s_once = PTHREAD_ONCE_INIT;
 enum { S_AUTO, S_CPU, S_GPU };
 static int s_mode = S_AUTO;
 
-/* Fill the NULL entries of t from lower. */
-static void s_complete(tk_backend *t, const tk_backend *lower) {
-  if (!t->gemm) { /* its panel size goes with it */
-    t->gemm = lower->gemm;
-    t->gemm_panel = lower->gemm_panel;
-  }
-  if (!t->contract) t->contract = lower->contract;
-  if (!t->combine) t->combine = lower->combine;
-  if (!t->map) t->map = lower->map;
-  if (!t->copy) t->copy = lower->copy;
-  if (!t->fill_random) t->fill_random = lower->fill_random;
-  if (!t->keep) t->keep = lower->keep;
-  if (!t->release) t->release = lower->release;
+/* Every entry of t is set (callers never test). */
+static int s_full(const tk_backend *t) {
+  return t->name && t->gemm && t->contract && t->combine && t->map && t->copy &&
+         t->fill_random && t->keep && t->release;
 }
 
 static void s_build(void) {
-  s_openblas = *tk_openblas();
-  s_complete(&s_openblas, tk_fast());
-  s_complete(&s_openblas, tk_reference());
+  s_openblas = *tk_reference();
+  tk_fast_init(&s_openblas);
+  tk_openblas_init(&s_openblas);
+  tr_assert(s_full(&s_openblas));
 #ifdef HAVE_CUDA
-  s_cuda = *tk_cuda();
-  s_complete(&s_cuda, &s_openblas);
+  s_cuda = s_openblas; /* the host kernels, which cuda keeps for its fallbacks */
+  tk_cuda_init(&s_cuda);
+  tr_assert(s_full(&s_cuda));
 #endif
 }
 

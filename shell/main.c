@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,6 +164,39 @@ static int s_worker(const tw_config *wc, const char *shell_only,
   return tw_main(wc);
 }
 
+/*
+** Settings of the whole process, made here before the engine or a worker
+** starts a thread, as SQLite keeps its own in sqlite3_config(): code below
+** main() does not change them.
+**
+** Memory.  Chunk buffers are a few MiB each and every statement allocates
+** and frees many of them.  glibc would serve each from a fresh mmap, so
+** every statement would fault in and zero its buffers again (measured:
+** about 5% of a 4096^3 product): such blocks are kept in the heap for
+** reuse.  One arena: chunk buffers are allocated on task threads, and a
+** thread's own arena lives in 64 MiB heaps that glibc unmaps as soon as
+** they empty, so with per-thread arenas a worker still faulted in most of
+** its buffers (nn-large's statements: 0.8-0.9M page faults and 12.6 s of
+** CPU, against 0.2M and 11.0 s with one arena).  Big buffers are few per
+** task, so sharing one lock costs nothing measurable.  In a worker, chunks
+** of 32 MiB and more (the most glibc lets M_MMAP_THRESHOLD be) would still
+** be fresh mappings, faulted in on every use, so every block comes from
+** the heap (measured on the large bench sizes, chunks of 48 MB: nn-large
+** 3.2M page faults and 35-36 s of CPU, against 0.5M and 26-27 s); what a
+** big statement leaves free is given back once the worker is idle.
+**
+** BLAS threads.  One: the engine runs many chunk tasks at once, and gives
+** BLAS more threads only for the length of a run with fewer chunks than
+** threads.
+*/
+static void s_process_settings(int worker) {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  mallopt(M_ARENA_MAX, 1);
+  if (worker) mallopt(M_MMAP_MAX, 0);
+  tk_set_blas_threads(1);
+}
+
 /* tradb --gen-keys DIR: make the cluster key pair. */
 static int s_gen_keys(const char *dir) {
   tr_err err;
@@ -297,6 +331,7 @@ int main(int argc, char **argv) {
       return s_usage_error("--gen-keys takes no other option or DBPATH");
     return s_gen_keys(gen_keys);
   }
+  s_process_settings(worker);
   if ((status = s_device(opt.device, opt.gpu_memory))) return status;
   if (worker) {
     wc.keys = opt.keys;

@@ -439,8 +439,16 @@ static int s_feed(ts_shell *sh, const s_source *src, s_buf *pend, long *start,
 
 /* ---- dot-commands -------------------------------------------------------- */
 
-/* A dot-command: its name, arguments and help line. */
-typedef struct s_dotcmd {
+typedef struct s_dotcmd s_dotcmd;
+
+/* Run dot-command c with its argc words argv (argv[0] is its name, the
+** arity is checked); returns S_OK, S_FAIL (reported), S_STOP or S_QUIT. */
+typedef int s_dotfn(ts_shell *sh, const s_source *src, const s_dotcmd *c, int argc,
+                    char **argv);
+
+/* A dot-command: its name, arguments, help line and handler (as Lua's
+** luaL_Reg and Redis's command table carry theirs). */
+struct s_dotcmd {
   const char *name; /* ".read" */
   const char *args; /* usage of the arguments, one word each; "a|b" lists
                        the choices, FILE completes file names, NAME tensor
@@ -448,24 +456,29 @@ typedef struct s_dotcmd {
   int minargs;      /* fewest arguments */
   int maxargs;      /* most arguments */
   const char *help; /* one-line description */
-} s_dotcmd;
+  s_dotfn *run;     /* what it does */
+};
+
+static s_dotfn s_dot_bail, s_dot_echo, s_dot_quit, s_dot_help, s_dot_mode, s_dot_read,
+    s_dot_schema, s_dot_show, s_dot_tables, s_dot_timer, s_dot_worker, s_dot_workers;
 
 static const s_dotcmd s_dots[] = {
-    {".bail", "on|off", 1, 1, "stop batch input at the first error"},
-    {".echo", "on|off", 1, 1, "print each statement before running it"},
-    {".exit", "", 0, 0, "leave the shell (also Ctrl-D)"},
-    {".help", "", 0, 0, "show this message"},
-    {".mode", "table|csv", 0, 1, "how results are printed"},
-    {".quit", "", 0, 0, "leave the shell (also Ctrl-D)"},
-    {".read", "FILE", 1, 1, "run the statements in FILE"},
-    {".schema", "[NAME]", 0, 1, "CREATE TENSOR statements of all tensors or NAME"},
-    {".show", "", 0, 0, "show the current settings"},
-    {".tables", "", 0, 0, "list the tensors"},
-    {".timer", "on|off", 1, 1, "print the run time of each statement"},
+    {".bail", "on|off", 1, 1, "stop batch input at the first error", s_dot_bail},
+    {".echo", "on|off", 1, 1, "print each statement before running it", s_dot_echo},
+    {".exit", "", 0, 0, "leave the shell (also Ctrl-D)", s_dot_quit},
+    {".help", "", 0, 0, "show this message", s_dot_help},
+    {".mode", "table|csv", 0, 1, "how results are printed", s_dot_mode},
+    {".quit", "", 0, 0, "leave the shell (also Ctrl-D)", s_dot_quit},
+    {".read", "FILE", 1, 1, "run the statements in FILE", s_dot_read},
+    {".schema", "[NAME]", 0, 1, "CREATE TENSOR statements of all tensors or NAME",
+     s_dot_schema},
+    {".show", "", 0, 0, "show the current settings", s_dot_show},
+    {".tables", "", 0, 0, "list the tensors", s_dot_tables},
+    {".timer", "on|off", 1, 1, "print the run time of each statement", s_dot_timer},
     {".worker", "add|remove ENDPOINT", 2, 2,
-     "record and connect a worker, or forget it"},
-    {".workers", "", 0, 0, "list the workers, their state and counters"},
-    {NULL, NULL, 0, 0, NULL}};
+     "record and connect a worker, or forget it", s_dot_worker},
+    {".workers", "", 0, 0, "list the workers, their state and counters", s_dot_workers},
+    {NULL, NULL, 0, 0, NULL, NULL}};
 
 static const char s_statement_help[] =
     "\n"
@@ -515,10 +528,65 @@ static int s_parse_bool(const char *s, int *out) {
   return TR_EINVAL;
 }
 
+/* .bail, .echo and .timer: set *flag from the on|off argument. */
+static int s_set_flag(ts_shell *sh, const s_source *src, const s_dotcmd *c, const char *arg,
+                      int *flag) {
+  if (s_parse_bool(arg, flag))
+    return s_report(sh, src, src->lineno, "%s: expected on or off, not '%s'", c->name, arg);
+  return S_OK;
+}
+
+static int s_dot_bail(ts_shell *sh, const s_source *src, const s_dotcmd *c, int argc,
+                      char **argv) {
+  return s_set_flag(sh, src, c, argv[1], &sh->bail);
+}
+
+static int s_dot_echo(ts_shell *sh, const s_source *src, const s_dotcmd *c, int argc,
+                      char **argv) {
+  return s_set_flag(sh, src, c, argv[1], &sh->echo);
+}
+
+static int s_dot_timer(ts_shell *sh, const s_source *src, const s_dotcmd *c, int argc,
+                       char **argv) {
+  return s_set_flag(sh, src, c, argv[1], &sh->timer);
+}
+
+/* .quit and .exit */
+static int s_dot_quit(ts_shell *sh, const s_source *src, const s_dotcmd *c, int argc,
+                      char **argv) {
+  return S_QUIT;
+}
+
+/* .mode [table|csv] */
+static int s_dot_mode(ts_shell *sh, const s_source *src, const s_dotcmd *c, int argc,
+                      char **argv) {
+  if (argc == 1)
+    printf("current output mode: %s\n", sh->csv ? "csv" : "table");
+  else if (!strcmp(argv[1], "table") || !strcmp(argv[1], "csv"))
+    sh->csv = !strcmp(argv[1], "csv");
+  else
+    return s_report(sh, src, src->lineno, ".mode: unknown mode '%s' (table or csv)", argv[1]);
+  return S_OK;
+}
+
+/* .show */
+static int s_dot_show(ts_shell *sh, const s_source *src, const s_dotcmd *c, int argc,
+                      char **argv) {
+  printf("%8s: %s\n", "mode", sh->csv ? "csv" : "table");
+  printf("%8s: %s\n", "timer", sh->timer ? "on" : "off");
+  printf("%8s: %s\n", "bail", sh->bail ? "on" : "off");
+  printf("%8s: %s\n", "echo", sh->echo ? "on" : "off");
+  printf("%8s: %s\n", "database", sh->dbpath ? sh->dbpath : "(transient)");
+  printf("%8s: %s\n", "backend", te_backend_name(sh->eng));
+  return S_OK;
+}
+
 static int s_run_source(ts_shell *sh, s_source *src);
 
 /* .read FILE */
-static int s_dot_read(ts_shell *sh, const s_source *src, const char *path) {
+static int s_dot_read(ts_shell *sh, const s_source *src, const s_dotcmd *c, int argc,
+                      char **argv) {
+  const char *path = argv[1];
   s_source sub = {NULL, path, 0};
   int flow;
   if (sh->depth >= S_READ_DEPTH)
@@ -535,7 +603,8 @@ static int s_dot_read(ts_shell *sh, const s_source *src, const char *path) {
 }
 
 /* .tables */
-static int s_dot_tables(ts_shell *sh, const s_source *src) {
+static int s_dot_tables(ts_shell *sh, const s_source *src, const s_dotcmd *c, int argc,
+                        char **argv) {
   char **names = NULL;
   tr_err err;
   size_t i;
@@ -548,11 +617,12 @@ static int s_dot_tables(ts_shell *sh, const s_source *src) {
 }
 
 /* .schema [NAME] */
-static int s_dot_schema(ts_shell *sh, const s_source *src, const char *name) {
+static int s_dot_schema(ts_shell *sh, const s_source *src, const s_dotcmd *c, int argc,
+                        char **argv) {
   char *text = NULL;
   tr_err err;
   size_t n;
-  if (te_schema(sh->eng, name, &text, &err))
+  if (te_schema(sh->eng, argc > 1 ? argv[1] : NULL, &text, &err))
     return s_report(sh, src, src->lineno, "%s", err.msg);
   n = text ? strlen(text) : 0;
   if (n) fputs(text, stdout);
@@ -562,7 +632,8 @@ static int s_dot_schema(ts_shell *sh, const s_source *src, const char *name) {
 }
 
 /* .workers */
-static int s_dot_workers(ts_shell *sh, const s_source *src) {
+static int s_dot_workers(ts_shell *sh, const s_source *src, const s_dotcmd *c, int argc,
+                         char **argv) {
   te_result *res = NULL;
   tr_err err;
   if (te_workers(sh->eng, &res, &err))
@@ -573,7 +644,7 @@ static int s_dot_workers(ts_shell *sh, const s_source *src) {
 }
 
 /* .worker add|remove ENDPOINT */
-static int s_dot_worker(ts_shell *sh, const s_source *src, const s_dotcmd *c,
+static int s_dot_worker(ts_shell *sh, const s_source *src, const s_dotcmd *c, int argc,
                         char **argv) {
   te_result *res = NULL;
   tr_err err;
@@ -591,7 +662,8 @@ static int s_dot_worker(ts_shell *sh, const s_source *src, const s_dotcmd *c,
 }
 
 /* .help: the dot-commands, their usage aligned, then the statements. */
-static void s_dot_help(void) {
+static int s_dot_help(ts_shell *sh, const s_source *src, const s_dotcmd *c, int argc,
+                      char **argv) {
   const s_dotcmd *h;
   int w = 0;
   for (h = s_dots; h->name; h++) {
@@ -604,13 +676,14 @@ static void s_dot_help(void) {
     printf("%-*s %s\n", w, usage, h->help);
   }
   fputs(s_statement_help, stdout);
+  return S_OK;
 }
 
 /* Run the dot-command on line (which starts with '.'). */
 static int s_dot(ts_shell *sh, const s_source *src, char *line) {
   char *argv[S_MAX_ARGS + 1];
   const s_dotcmd *c;
-  int argc, *flag = NULL;
+  int argc, flow;
 
   if (sh->echo) printf("%s\n", line);
   argc = s_split(line, argv);
@@ -624,44 +697,12 @@ static int s_dot(ts_shell *sh, const s_source *src, char *line) {
   if (argc - 1 < c->minargs || argc - 1 > c->maxargs)
     return s_report(sh, src, src->lineno, "usage: %s%s%s", c->name,
                     *c->args ? " " : "", c->args);
-
-  if (!strcmp(c->name, ".quit") || !strcmp(c->name, ".exit")) return S_QUIT;
   /* An engine call here (.worker add waits for the worker) may be cut
   ** short by a Ctrl-C from now on, not by one left from the prompt. */
   te_interrupt_clear(sh->eng);
-  if (!strcmp(c->name, ".read")) return s_dot_read(sh, src, argv[1]);
-  if (!strcmp(c->name, ".tables")) return s_dot_tables(sh, src);
-  if (!strcmp(c->name, ".schema"))
-    return s_dot_schema(sh, src, argc > 1 ? argv[1] : NULL);
-  if (!strcmp(c->name, ".workers")) return s_dot_workers(sh, src);
-  if (!strcmp(c->name, ".worker")) return s_dot_worker(sh, src, c, argv);
-  if (!strcmp(c->name, ".help")) {
-    s_dot_help();
-  } else if (!strcmp(c->name, ".mode")) {
-    if (argc == 1)
-      printf("current output mode: %s\n", sh->csv ? "csv" : "table");
-    else if (!strcmp(argv[1], "table") || !strcmp(argv[1], "csv"))
-      sh->csv = !strcmp(argv[1], "csv");
-    else
-      return s_report(sh, src, src->lineno,
-                      ".mode: unknown mode '%s' (table or csv)", argv[1]);
-  } else if (!strcmp(c->name, ".show")) {
-    printf("%8s: %s\n", "mode", sh->csv ? "csv" : "table");
-    printf("%8s: %s\n", "timer", sh->timer ? "on" : "off");
-    printf("%8s: %s\n", "bail", sh->bail ? "on" : "off");
-    printf("%8s: %s\n", "echo", sh->echo ? "on" : "off");
-    printf("%8s: %s\n", "database", sh->dbpath ? sh->dbpath : "(transient)");
-    printf("%8s: %s\n", "backend", te_backend_name(sh->eng));
-  } else {
-    flag = !strcmp(c->name, ".timer") ? &sh->timer
-         : !strcmp(c->name, ".bail")  ? &sh->bail
-                                      : &sh->echo;
-    if (s_parse_bool(argv[1], flag))
-      return s_report(sh, src, src->lineno, "%s: expected on or off, not '%s'",
-                      c->name, argv[1]);
-  }
+  flow = c->run(sh, src, c, argc, argv);
   fflush(stdout);
-  return S_OK;
+  return flow;
 }
 
 /* ---- the terminal: readline, history, completion ------------------------- */

@@ -1,6 +1,6 @@
 /*
-** util/util.c - error buffers, element types, clocks and the thread pool
-** shared by every stage.
+** util/util.c - error buffers, element types, invariant reports, clocks
+** and the thread pool shared by every stage.
 */
 #include "config.h"
 #include "util/util.h"
@@ -49,6 +49,11 @@ void tr_clearerr(tr_err *err) {
     err->code = TR_OK;
     err->msg[0] = '\0';
   }
+}
+
+void tr_assert_fail(const char *expr, const char *file, int line, const char *func) {
+  fprintf(stderr, "tradb: %s:%d: %s: invariant '%s' broken\n", file, line, func, expr);
+  abort();
 }
 
 size_t tr_dtype_size(tr_dtype t) { return t == TR_F64 ? 8 : 4; }

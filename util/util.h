@@ -1,7 +1,8 @@
 /*
 ** util/util.h - the few things every stage of tradb shares: the status
 ** convention, the error buffer that carries a message with a status, the
-** element types, clocks, the cancel token and a small thread pool.
+** element types, invariant checks, clocks, the cancel token and a small
+** thread pool.
 **
 ** Status convention (whole project): functions return int, 0 (TR_OK) on
 ** success and a negative TR_E* code on failure.  When a function takes a
@@ -47,6 +48,34 @@ int tr_seterr(tr_err *err, int code, const char *fmt, ...)
 int tr_prefix(tr_err *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Reset err to TR_OK with an empty message. */
 void tr_clearerr(tr_err *err);
+
+/*
+** Invariants, as SQLite writes them (sqliteInt.h).  tr_assert(x) states
+** what must hold at a point; ALWAYS(x) and NEVER(x) wrap a condition the
+** code still tests although it is believed always true (always false), so
+** that a release build stays safe if the belief is wrong:
+**
+**   if (NEVER(e == NULL)) return TR_EINVAL;
+**
+** With TRADB_DEBUG defined (configure --enable-debug, and the copy of the
+** library that make check's programs link) a broken invariant reports
+** where it broke on stderr and aborts.  Without it tr_assert compiles to
+** nothing (x is not evaluated) and ALWAYS(x), NEVER(x) are just (x).
+*/
+#ifdef TRADB_DEBUG
+#define tr_assert(x) ((x) ? (void)0 : tr_assert_fail(#x, __FILE__, __LINE__, __func__))
+#define ALWAYS(x) ((x) ? 1 : (tr_assert_fail(#x, __FILE__, __LINE__, __func__), 0))
+#define NEVER(x) ((x) ? (tr_assert_fail(#x, __FILE__, __LINE__, __func__), 1) : 0)
+#else
+#define tr_assert(x) ((void)sizeof(!(x))) /* type-checked, not run */
+#define ALWAYS(x) (x)
+#define NEVER(x) (x)
+#endif
+/* Report a broken invariant ("tradb: FILE:LINE: FUNC: invariant 'X'
+** broken") and abort.  The one place outside shell/ that prints: there is
+** no caller left to hand a message to. */
+void tr_assert_fail(const char *expr, const char *file, int line, const char *func)
+    __attribute__((noreturn));
 
 /* Element types of tensors. */
 typedef enum tr_dtype { TR_F32 = 0, TR_F64 = 1 } tr_dtype;

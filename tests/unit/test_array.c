@@ -5,49 +5,15 @@
 */
 #include "config.h"
 #include <criterion/criterion.h>
-#include <dirent.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include "catalog/catalog.h"
+#include "tests/unit/fixture.h"
 
-static char s_tmp[256]; /* per-test scratch directory */
-
-static int s_rm(const char *p, const struct stat *st, int f, struct FTW *w) {
-  (void)st;
-  (void)f;
-  (void)w;
-  remove(p);
-  return 0;
-}
-
-static void s_setup(void) {
-  const char *t = getenv("TMPDIR");
-  snprintf(s_tmp, sizeof s_tmp, "%s/tatest-XXXXXX", t && *t ? t : "/tmp");
-  cr_assert_not_null(mkdtemp(s_tmp));
-}
-
-static void s_teardown(void) { nftw(s_tmp, s_rm, 16, FTW_DEPTH | FTW_PHYS); }
-
-TestSuite(array, .init = s_setup, .fini = s_teardown);
-
-/* s_tmp/name, in a static buffer (one at a time). */
-static const char *s_at(const char *name) {
-  static char p[512];
-  snprintf(p, sizeof p, "%s/%s", s_tmp, name);
-  return p;
-}
-
-static void s_put(const char *path, const void *data, size_t n) {
-  FILE *f = fopen(path, "wb");
-  cr_assert_not_null(f);
-  cr_assert_eq(fwrite(data, 1, n, f), n);
-  fclose(f);
-}
+TestSuite(array, .init = tf_setup, .fini = tf_teardown);
 
 /* Write a .npy file with a given version, header text and data bytes;
 ** the header is padded to `align` (0: no padding besides '\n'). */
@@ -69,18 +35,7 @@ static void s_npy(const char *path, int major, const char *dict,
   buf[total - 1] = '\n';
   cr_assert_leq(total + n, sizeof buf);
   memcpy(buf + total, data, n);
-  s_put(path, buf, total + n);
-}
-
-/* Number of entries in s_tmp besides . and .. */
-static int s_count(void) {
-  DIR *d = opendir(s_tmp);
-  struct dirent *e;
-  int n = 0;
-  while ((e = readdir(d)) != NULL)
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
-  closedir(d);
-  return n;
+  tf_write(path, buf, total + n);
 }
 
 /* Open path expecting failure `code` with `frag` in the message. */
@@ -101,7 +56,7 @@ Test(array, npy_round_trip_f32) {
   tc_array a;
   tr_err err;
   int64_t sh[2] = {3, 4};
-  const char *p = s_at("x.npy");
+  const char *p = tf_path("x.npy");
   cr_assert_eq(tc_array_create(p, TR_F32, 2, sh, &a, &err), TR_OK, "%s",
                err.msg);
   cr_assert_eq(a.stride[0], 4);
@@ -112,7 +67,7 @@ Test(array, npy_round_trip_f32) {
   cr_assert_eq(tc_array_commit(&a, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(tc_array_commit(&a, &err), TR_EINVAL);
   tc_array_close(&a);
-  cr_assert_eq(s_count(), 1);
+  cr_assert_eq(tf_count(tf_dir, "", ""), 1);
 
   cr_assert_eq(tc_array_open(p, TR_F64, &a, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(a.dtype, TR_F32);
@@ -142,7 +97,7 @@ Test(array, npy_round_trip_f64_rank3_and_numpy_file) {
   tc_array a;
   tr_err err;
   int64_t sh[3] = {2, 3, 5};
-  const char *p = s_at("y.NPY");
+  const char *p = tf_path("y.NPY");
   cr_assert_eq(tc_array_create(p, TR_F64, 3, sh, &a, &err), TR_OK, "%s",
                err.msg);
   for (int i = 0; i < 30; i++) ((double *)a.data)[i] = i * 1.25 - 7;
@@ -164,7 +119,7 @@ Test(array, npy_round_trip_f64_rank3_and_numpy_file) {
       system("/usr/bin/python3 -c 'import numpy' 2>/dev/null") != 0)
     return;
   char cmd[1024];
-  const char *q = s_at("np.npy");
+  const char *q = tf_path("np.npy");
   snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import numpy as n; "
            "n.save('%s', n.asfortranarray(n.arange(24, dtype='<f4')"
            ".reshape(2, 3, 4)))\"", q);
@@ -187,7 +142,7 @@ Test(array, npy_fortran_order_by_hand) {
   tr_err err;
   /* 2x3 matrix m[i][j] = 10*i + j stored column-major */
   double d[6] = {0, 10, 1, 11, 2, 12};
-  const char *p = s_at("f.npy");
+  const char *p = tf_path("f.npy");
   s_npy(p, 1, "{'descr': '<f8', 'fortran_order': True, 'shape': (2, 3), }", d,
         sizeof d, 64);
   cr_assert_eq(tc_array_open(p, TR_F32, &a, &err), TR_OK, "%s", err.msg);
@@ -204,7 +159,7 @@ Test(array, npy_fortran_order_by_hand) {
 Test(array, npy_rank0_rank1_and_header_variants) {
   tc_array a;
   tr_err err;
-  const char *p = s_at("s.npy");
+  const char *p = tf_path("s.npy");
   cr_assert_eq(tc_array_create(p, TR_F64, 0, NULL, &a, &err), TR_OK, "%s",
                err.msg);
   *(double *)a.data = 2.5;
@@ -216,7 +171,7 @@ Test(array, npy_rank0_rank1_and_header_variants) {
   tc_array_close(&a);
 
   int64_t five = 5;
-  p = s_at("v.npy");
+  p = tf_path("v.npy");
   cr_assert_eq(tc_array_create(p, TR_F32, 1, &five, &a, &err), TR_OK, "%s",
                err.msg);
   for (int i = 0; i < 5; i++) ((float *)a.data)[i] = (float)i;
@@ -240,7 +195,7 @@ Test(array, npy_rank0_rank1_and_header_variants) {
   for (int k = 0; k < 3; k++) {
     for (int major = 1; major <= 3; major++) {
       for (size_t align = 0; align <= 64; align += 64) {
-        p = s_at("h.npy");
+        p = tf_path("h.npy");
         s_npy(p, major, dicts[k], v, sizeof v, align);
         cr_assert_eq(tc_array_open(p, TR_F64, &a, &err), TR_OK, "%s: %s",
                      dicts[k], err.msg);
@@ -254,7 +209,7 @@ Test(array, npy_rank0_rank1_and_header_variants) {
     }
   }
   /* empty arrays: no data, nothing mapped */
-  p = s_at("e.npy");
+  p = tf_path("e.npy");
   s_npy(p, 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (0, 4), }",
         "", 0, 64);
   cr_assert_eq(tc_array_open(p, TR_F64, &a, &err), TR_OK, "%s", err.msg);
@@ -276,14 +231,14 @@ Test(array, npy_detected_by_magic_without_extension) {
   tc_array a;
   tr_err err;
   double d[2] = {1, 2};
-  const char *p = s_at("noext");
+  const char *p = tf_path("noext");
   s_npy(p, 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }", d,
         sizeof d, 64);
   cr_assert_eq(tc_array_open(p, TR_F32, &a, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(((double *)a.data)[1], 2.0);
   tc_array_close(&a);
-  p = s_at("other.txt");
-  s_put(p, "1,2\n", 4);
+  p = tf_path("other.txt");
+  tf_write(p, "1,2\n", 4);
   s_bad(p, TR_EINVAL, "cannot tell the format");
 }
 
@@ -291,60 +246,60 @@ Test(array, npy_missing_and_unwritable) {
   tc_array a;
   tr_err err;
   int64_t sh[1] = {3};
-  s_bad(s_at("none.npy"), TR_EIO, "No such file or directory");
-  cr_assert_eq(tc_array_open(s_at("none.npy"), TR_F64, &a, &err), TR_EIO);
+  s_bad(tf_path("none.npy"), TR_EIO, "No such file or directory");
+  cr_assert_eq(tc_array_open(tf_path("none.npy"), TR_F64, &a, &err), TR_EIO);
   char want[600];
   snprintf(want, sizeof want, "cannot open '%s': No such file or directory",
-           s_at("none.npy"));
+           tf_path("none.npy"));
   cr_assert_str_eq(err.msg, want);
-  cr_assert_eq(tc_array_create(s_at("nodir/x.npy"), TR_F64, 1, sh, &a, &err),
+  cr_assert_eq(tc_array_create(tf_path("nodir/x.npy"), TR_F64, 1, sh, &a, &err),
                TR_EIO);
   snprintf(want, sizeof want, "cannot write '%s': No such file or directory",
-           s_at("nodir/x.npy"));
+           tf_path("nodir/x.npy"));
   cr_assert_str_eq(err.msg, want);
-  cr_assert_eq(tc_array_create(s_at("nodir/x.csv"), TR_F64, 1, sh, &a, &err),
+  cr_assert_eq(tc_array_create(tf_path("nodir/x.csv"), TR_F64, 1, sh, &a, &err),
                TR_EIO);
   cr_assert(strstr(err.msg, "cannot write"), "%s", err.msg);
   if (geteuid() != 0) {
-    mkdir(s_at("ro"), 0555);
-    cr_assert_eq(tc_array_create(s_at("ro/x.npy"), TR_F64, 1, sh, &a, &err),
+    mkdir(tf_path("ro"), 0555);
+    cr_assert_eq(tc_array_create(tf_path("ro/x.npy"), TR_F64, 1, sh, &a, &err),
                  TR_EIO);
     cr_assert(strstr(err.msg, "Permission denied"), "%s", err.msg);
   }
-  cr_assert_eq(tc_array_create(s_at("x.dat"), TR_F64, 1, sh, &a, &err),
+  cr_assert_eq(tc_array_create(tf_path("x.dat"), TR_F64, 1, sh, &a, &err),
                TR_EINVAL);
   cr_assert(strstr(err.msg, "unknown file type"), "%s", err.msg);
   /* a directory, and FIFOs (which must not hang) */
-  mkdir(s_at("d.npy"), 0755);
-  s_bad(s_at("d.npy"), TR_EIO, "not a regular file");
-  cr_assert_eq(mkfifo(s_at("p.npy"), 0644), 0);
-  s_bad(s_at("p.npy"), TR_EIO, "not a regular file");
-  cr_assert_eq(mkfifo(s_at("p.csv"), 0644), 0);
-  s_bad(s_at("p.csv"), TR_EIO, "not a regular file");
-  cr_assert_eq(mkfifo(s_at("p"), 0644), 0);
-  s_bad(s_at("p"), TR_EIO, "cannot read");
+  mkdir(tf_path("d.npy"), 0755);
+  s_bad(tf_path("d.npy"), TR_EIO, "not a regular file");
+  cr_assert_eq(mkfifo(tf_path("p.npy"), 0644), 0);
+  s_bad(tf_path("p.npy"), TR_EIO, "not a regular file");
+  cr_assert_eq(mkfifo(tf_path("p.csv"), 0644), 0);
+  s_bad(tf_path("p.csv"), TR_EIO, "not a regular file");
+  cr_assert_eq(mkfifo(tf_path("p"), 0644), 0);
+  s_bad(tf_path("p"), TR_EIO, "cannot read");
 }
 
 Test(array, npy_close_without_commit_leaves_nothing) {
   tc_array a, b;
   tr_err err;
   int64_t sh[2] = {100, 100};
-  cr_assert_eq(tc_array_create(s_at("x.npy"), TR_F64, 2, sh, &a, &err), TR_OK,
+  cr_assert_eq(tc_array_create(tf_path("x.npy"), TR_F64, 2, sh, &a, &err), TR_OK,
                "%s", err.msg);
-  cr_assert_eq(tc_array_create(s_at("y.csv"), TR_F64, 2, sh, &b, &err), TR_OK,
+  cr_assert_eq(tc_array_create(tf_path("y.csv"), TR_F64, 2, sh, &b, &err), TR_OK,
                "%s", err.msg);
   ((double *)a.data)[9999] = 1;
   ((double *)b.data)[9999] = 1;
-  cr_assert_eq(s_count(), 2); /* the temporaries */
+  cr_assert_eq(tf_count(tf_dir, "", ""), 2); /* the temporaries */
   tc_array_close(&a);
   tc_array_close(&b);
   tc_array_close(&b);
-  cr_assert_eq(s_count(), 0);
+  cr_assert_eq(tf_count(tf_dir, "", ""), 0);
 }
 
 Test(array, npy_truncated) {
   float v[8] = {0};
-  const char *p = s_at("t.npy");
+  const char *p = tf_path("t.npy");
   s_npy(p, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (10,), }", v,
         sizeof v, 64);
   char want[600];
@@ -355,25 +310,25 @@ Test(array, npy_truncated) {
   cr_assert_eq(tc_array_open(p, TR_F64, &a, &err), TR_ECORRUPT);
   cr_assert_str_eq(err.msg, want);
   /* header cut short */
-  s_put(p, "\x93NUMPY\x01\x00\x50\x00{'descr'", 17);
+  tf_write(p, "\x93NUMPY\x01\x00\x50\x00{'descr'", 17);
   s_bad(p, TR_ECORRUPT, "truncated .npy file");
-  s_put(p, "\x93NUMPY\x01", 7);
+  tf_write(p, "\x93NUMPY\x01", 7);
   s_bad(p, TR_ECORRUPT, "truncated .npy file");
 }
 
 Test(array, npy_bad_magic) {
-  const char *p = s_at("m.npy");
-  s_put(p, "hello world, not numpy", 22);
+  const char *p = tf_path("m.npy");
+  tf_write(p, "hello world, not numpy", 22);
   char want[600];
   snprintf(want, sizeof want, "not a .npy file: %s (bad magic)", p);
   s_bad(p, TR_ECORRUPT, want);
-  s_put(p, "", 0);
+  tf_write(p, "", 0);
   s_bad(p, TR_ECORRUPT, "bad magic");
 }
 
 Test(array, npy_unsupported_dtypes) {
   int32_t v[4] = {1, 2, 3, 4};
-  const char *p = s_at("i.npy");
+  const char *p = tf_path("i.npy");
   char want[600];
   s_npy(p, 1, "{'descr': '<i4', 'fortran_order': False, 'shape': (4,), }", v,
         sizeof v, 64);
@@ -400,7 +355,7 @@ Test(array, npy_unsupported_dtypes) {
 
 Test(array, npy_header_garbage) {
   char v[64] = {0};
-  const char *p = s_at("g.npy");
+  const char *p = tf_path("g.npy");
   const struct {
     const char *dict; /* header text */
     const char *frag; /* expected in the message */
@@ -465,7 +420,7 @@ Test(array, npy_header_garbage) {
         sizeof v, 64);
   s_bad(p, TR_ECORRUPT, "format version 4.0");
   /* absurd header length (version 2: 32-bit length) */
-  s_put(p, "\x93NUMPY\x02\x00\xff\xff\xff\x7f{}", 14);
+  tf_write(p, "\x93NUMPY\x02\x00\xff\xff\xff\x7f{}", 14);
   s_bad(p, TR_ECORRUPT, "too large");
 }
 
@@ -485,7 +440,7 @@ Test(array, csv_round_trip_exact) {
   for (int dt = 0; dt < 2; dt++) {
     tc_array a;
     tr_err err;
-    const char *p = s_at("r.csv");
+    const char *p = tf_path("r.csv");
     cr_assert_eq(tc_array_create(p, (tr_dtype)dt, 2, sh, &a, &err), TR_OK,
                  "%s", err.msg);
     for (int i = 0; i < n; i++) {
@@ -498,7 +453,7 @@ Test(array, csv_round_trip_exact) {
     if (dt == TR_F32) ((float *)a.data)[4] = 1.4e-45f;
     cr_assert_eq(tc_array_commit(&a, &err), TR_OK, "%s", err.msg);
     tc_array_close(&a);
-    cr_assert_eq(s_count(), 1);
+    cr_assert_eq(tf_count(tf_dir, "", ""), 1);
     cr_assert_eq(tc_array_open(p, (tr_dtype)dt, &a, &err), TR_OK, "%s",
                  err.msg);
     cr_assert_eq(a.rank, 2);
@@ -522,7 +477,7 @@ Test(array, csv_ranks_written) {
   tr_err err;
   char buf[200];
   int64_t four = 4, sh3[3] = {1, 2, 3};
-  const char *p = s_at("v.csv");
+  const char *p = tf_path("v.csv");
   cr_assert_eq(tc_array_create(p, TR_F64, 1, &four, &a, &err), TR_OK);
   for (int i = 0; i < 4; i++) ((double *)a.data)[i] = i + 0.5;
   cr_assert_eq(tc_array_commit(&a, &err), TR_OK, "%s", err.msg);
@@ -537,7 +492,7 @@ Test(array, csv_ranks_written) {
   cr_assert_eq(a.shape[0], 4);
   tc_array_close(&a);
 
-  p = s_at("s.csv");
+  p = tf_path("s.csv");
   cr_assert_eq(tc_array_create(p, TR_F32, 0, NULL, &a, &err), TR_OK);
   *(float *)a.data = 7;
   cr_assert_eq(tc_array_commit(&a, &err), TR_OK, "%s", err.msg);
@@ -548,21 +503,21 @@ Test(array, csv_ranks_written) {
   buf[n] = '\0';
   cr_assert_str_eq(buf, "7\n");
 
-  cr_assert_eq(tc_array_create(s_at("t.csv"), TR_F32, 3, sh3, &a, &err),
+  cr_assert_eq(tc_array_create(tf_path("t.csv"), TR_F32, 3, sh3, &a, &err),
                TR_ESHAPE);
   cr_assert(strstr(err.msg, "CSV holds rank 1 or 2 tensors"), "%s", err.msg);
   int64_t z[2] = {0, 3};
-  cr_assert_eq(tc_array_create(s_at("z.csv"), TR_F32, 2, z, &a, &err),
+  cr_assert_eq(tc_array_create(tf_path("z.csv"), TR_F32, 2, z, &a, &err),
                TR_ESHAPE);
-  cr_assert_eq(s_count(), 2);
+  cr_assert_eq(tf_count(tf_dir, "", ""), 2);
 }
 
 Test(array, csv_parse_forms) {
   tc_array a;
   tr_err err;
-  const char *p = s_at("in.csv");
+  const char *p = tf_path("in.csv");
   const char *text = "\xEF\xBB\xBF" "1, 2 ,3\r\n 4,5,\t6\r\n-7,nan,inf\n\n  \n";
-  s_put(p, text, strlen(text));
+  tf_write(p, text, strlen(text));
   cr_assert_eq(tc_array_open(p, TR_F64, &a, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(a.dtype, TR_F64);
   cr_assert_eq(a.rank, 2);
@@ -576,7 +531,7 @@ Test(array, csv_parse_forms) {
   cr_assert(isinf(d[8]));
   tc_array_close(&a);
   /* one value per line: rank 1; no final newline */
-  s_put(p, "1.5\n2.5\n3.5", 11);
+  tf_write(p, "1.5\n2.5\n3.5", 11);
   cr_assert_eq(tc_array_open(p, TR_F32, &a, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(a.dtype, TR_F32);
   cr_assert_eq(a.rank, 1);
@@ -584,14 +539,14 @@ Test(array, csv_parse_forms) {
   cr_assert_eq(((float *)a.data)[2], 3.5f);
   tc_array_close(&a);
   /* one line of several fields: rank 2 [1, n] */
-  s_put(p, "1,2,3,4\n", 8);
+  tf_write(p, "1,2,3,4\n", 8);
   cr_assert_eq(tc_array_open(p, TR_F32, &a, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(a.rank, 2);
   cr_assert_eq(a.shape[0], 1);
   cr_assert_eq(a.shape[1], 4);
   tc_array_close(&a);
   /* a single value */
-  s_put(p, "42", 2);
+  tf_write(p, "42", 2);
   cr_assert_eq(tc_array_open(p, TR_F64, &a, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(a.rank, 1);
   cr_assert_eq(a.shape[0], 1);
@@ -599,45 +554,51 @@ Test(array, csv_parse_forms) {
   tc_array_close(&a);
 }
 
+/* Bad CSV files: the code of each and a part of its message, where '@'
+** stands for the file's path. */
 Test(array, csv_errors) {
-  const char *p = s_at("bad.csv");
-  char want[600];
-  s_put(p, "1,2,3\n4,5,6\n7,8\n", 16);
-  snprintf(want, sizeof want, "ragged CSV %s: line 3 has 2 fields, expected 3",
-           p);
-  s_bad(p, TR_ESHAPE, want);
-  s_put(p, "1,2\nabc,3\n", 10);
-  snprintf(want, sizeof want, "bad number 'abc' in %s line 2 column 1", p);
-  s_bad(p, TR_ESYNTAX, want);
-  s_put(p, "1,2\n3,4x\n", 9);
-  s_bad(p, TR_ESYNTAX, "bad number '4x'");
-  s_put(p, "1,,2\n", 5);
-  s_bad(p, TR_ESYNTAX, "empty field");
-  s_put(p, "1,2,\n", 5);
-  s_bad(p, TR_ESYNTAX, "empty field");
-  s_put(p, "1\n\n2\n", 5);
-  s_bad(p, TR_ESYNTAX, "empty line 2");
-  s_put(p, "1\x00" "2\n", 4);
-  s_bad(p, TR_ESYNTAX, "bad number");
-  s_put(p, "", 0);
-  s_bad(p, TR_ESYNTAX, "empty CSV file");
-  s_put(p, "\n \r\n\n", 5);
-  s_bad(p, TR_ESYNTAX, "empty CSV file");
+  static const struct {
+    const char *text; /* the file */
+    size_t len;       /* its bytes (a NUL may be among them) */
+    int code;
+    const char *msg;
+  } cases[] = {
+      {"1,2,3\n4,5,6\n7,8\n", 16, TR_ESHAPE, "ragged CSV @: line 3 has 2 fields, expected 3"},
+      {"1,2\nabc,3\n", 10, TR_ESYNTAX, "bad number 'abc' in @ line 2 column 1"},
+      {"1,2\n3,4x\n", 9, TR_ESYNTAX, "bad number '4x'"},
+      {"1,,2\n", 5, TR_ESYNTAX, "empty field"},
+      {"1,2,\n", 5, TR_ESYNTAX, "empty field"},
+      {"1\n\n2\n", 5, TR_ESYNTAX, "empty line 2"},
+      {"1\x00" "2\n", 4, TR_ESYNTAX, "bad number"},
+      {"", 0, TR_ESYNTAX, "empty CSV file"},
+      {"\n \r\n\n", 5, TR_ESYNTAX, "empty CSV file"},
+  };
+  const char *p = tf_path("bad.csv");
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *msg = cases[i].msg, *at = strchr(msg, '@');
+    char want[600];
+    if (at)
+      snprintf(want, sizeof want, "%.*s%s%s", (int)(at - msg), msg, p, at + 1);
+    else
+      snprintf(want, sizeof want, "%s", msg);
+    tf_write(p, cases[i].text, cases[i].len);
+    s_bad(p, cases[i].code, want);
+  }
   char longnum[200];
   memset(longnum, '1', sizeof longnum);
-  s_put(p, longnum, sizeof longnum);
+  tf_write(p, longnum, sizeof longnum);
   s_bad(p, TR_ESYNTAX, "bad number '1111");
-  s_bad(s_at("missing.csv"), TR_EIO, "No such file or directory");
+  s_bad(tf_path("missing.csv"), TR_EIO, "No such file or directory");
 }
 
 /* Open text as a one-line CSV of type dt: the value, or NAN on failure
 ** (with the message in msg). */
 static double s_csv_value(const char *text, tr_dtype dt, char *msg, size_t n) {
-  const char *p = s_at("num.csv");
+  const char *p = tf_path("num.csv");
   tc_array a;
   tr_err err;
   double v = NAN;
-  s_put(p, text, strlen(text));
+  tf_write(p, text, strlen(text));
   msg[0] = '\0';
   if (tc_array_open(p, dt, &a, &err) != TR_OK) {
     snprintf(msg, n, "%s", err.msg);
@@ -653,7 +614,7 @@ static double s_csv_value(const char *text, tr_dtype dt, char *msg, size_t n) {
 /* Numbers are decimal or inf/nan spelled out: strtod's hexadecimal and its
 ** inf for an overflowing literal are errors naming file, line and column. */
 Test(array, csv_numbers) {
-  const char *p = s_at("num.csv");
+  const char *p = tf_path("num.csv");
   char msg[1100], want[1100];
   struct {
     const char *text;

@@ -8,9 +8,7 @@
 */
 #include "config.h"
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,30 +17,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "catalog/catalog.h"
+#include "tests/unit/fixture.h"
 
 /* ---- fixtures ------------------------------------------------------------ */
 
-static char s_tmp[256];   /* per-test scratch directory */
-static char s_dbdir[300]; /* the database directory inside it */
-
-static int s_rm(const char *p, const struct stat *st, int f, struct FTW *w) {
-  (void)st;
-  (void)f;
-  (void)w;
-  remove(p);
-  return 0;
-}
+static char s_dbdir[300]; /* the database directory: nested, to be made */
 
 static void s_setup(void) {
-  const char *t = getenv("TMPDIR");
-  snprintf(s_tmp, sizeof s_tmp, "%s/tctest-XXXXXX", t && *t ? t : "/tmp");
-  cr_assert_not_null(mkdtemp(s_tmp));
-  snprintf(s_dbdir, sizeof s_dbdir, "%s/db/nested", s_tmp);
+  tf_setup();
+  snprintf(s_dbdir, sizeof s_dbdir, "%s", tf_path("db/nested"));
 }
 
-static void s_teardown(void) { nftw(s_tmp, s_rm, 16, FTW_DEPTH | FTW_PHYS); }
-
-TestSuite(catalog, .init = s_setup, .fini = s_teardown);
+TestSuite(catalog, .init = s_setup, .fini = tf_teardown);
 
 static tr_tensor s_meta(const char *name, tr_dtype dt, int rank,
                         const int64_t *shape, const int64_t *chunk) {
@@ -58,18 +44,10 @@ static tr_tensor s_meta(const char *name, tr_dtype dt, int rank,
   return t;
 }
 
-/* Number of entries in dir other than ".", ".." and catalog.db with its
-** SQLite companions (-wal, -shm, -journal). */
+/* Number of entries in dir other than catalog.db with its SQLite
+** companions (-wal, -shm, -journal). */
 static int s_count_others(const char *dir) {
-  DIR *d = opendir(dir);
-  struct dirent *e;
-  int n = 0;
-  cr_assert_not_null(d, "%s", dir);
-  while ((e = readdir(d)) != NULL)
-    n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
-         strncmp(e->d_name, "catalog.db", 10);
-  closedir(d);
-  return n;
+  return tf_count(dir, "", "") - tf_count(dir, "catalog.db", "");
 }
 
 /* got must be the entry want: every field, extents past the rank too. */
@@ -239,77 +217,67 @@ Test(catalog, open_create_close_reopen) {
   tc_close(&db);
 }
 
+/* Tensors the catalog refuses, and why. */
 Test(catalog, bad_names_and_shapes) {
-  tc_db *db = NULL;
+  static const struct {
+    const char *name;
+    int rank;
+    int64_t shape[2], chunk[2];
+    int code;
+  } cases[] = {
+      {"", 2, {10, 7}, {4, 3}, TR_ENAME},
+      {"1abc", 2, {10, 7}, {4, 3}, TR_ENAME},
+      {"a-b", 2, {10, 7}, {4, 3}, TR_ENAME},
+      {"a b", 2, {10, 7}, {4, 3}, TR_ENAME},
+      {"drop;table", 2, {10, 7}, {4, 3}, TR_ENAME},
+      {"A", 2, {10, 7}, {4, 0}, TR_ESHAPE},                         /* chunk 0 */
+      {"A", 2, {-1, 7}, {4, 3}, TR_ESHAPE},                         /* negative */
+      {"A", 2, {INT64_MAX / 2, INT64_MAX / 2}, {4, 3}, TR_ESHAPE},  /* too large */
+      {"A", 9, {10, 7}, {4, 3}, TR_ESHAPE},                         /* rank 9 */
+  };
+  tc_db *db = tf_db(s_dbdir);
   tr_err err;
-  cr_assert_eq(tc_open(s_dbdir, &db, &err), TR_OK, "%s", err.msg);
-  const char *bad[] = {"", "1abc", "a-b", "a b", "drop;table"};
-  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    tr_tensor t = s_meta(bad[i], TR_F32, 2, s_sh, s_ch);
-    cr_assert_eq(tc_tensor_create(db, &t, &err), TR_ENAME, "%s", bad[i]);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    tr_tensor t = s_meta(cases[i].name, TR_F32, 2, cases[i].shape, cases[i].chunk);
+    t.rank = cases[i].rank;
+    cr_assert_eq(tc_tensor_create(db, &t, &err), cases[i].code, "case %zu '%s'", i,
+                 cases[i].name);
   }
-  tr_tensor t = s_meta("A", TR_F32, 2, s_sh, s_ch);
-  t.chunk[1] = 0;
-  cr_assert_eq(tc_tensor_create(db, &t, &err), TR_ESHAPE);
-  t.chunk[1] = 3;
-  t.shape[0] = -1;
-  cr_assert_eq(tc_tensor_create(db, &t, &err), TR_ESHAPE);
-  t.shape[0] = INT64_MAX / 2;
-  t.shape[1] = INT64_MAX / 2;
-  cr_assert_eq(tc_tensor_create(db, &t, &err), TR_ESHAPE);
-  t = s_meta("A", TR_F32, 2, s_sh, s_ch);
-  t.rank = 9;
-  cr_assert_eq(tc_tensor_create(db, &t, &err), TR_ESHAPE);
   tc_close(&db);
 }
 
 Test(catalog, not_a_database) {
   tc_db *db = NULL;
   tr_err err;
-  char p[512];
+  char junk[5000];
   /* a regular file where the directory should be */
-  snprintf(p, sizeof p, "%s/file", s_tmp);
-  FILE *f = fopen(p, "w");
-  fputs("hello\n", f);
-  fclose(f);
+  const char *p = tf_path("file");
+  tf_write(p, "hello\n", 6);
   cr_assert_neq(tc_open(p, &db, &err), TR_OK);
   cr_assert_null(db);
   cr_assert(strstr(err.msg, "not a directory"), "%s", err.msg);
   /* a catalog.db that is not SQLite */
-  snprintf(p, sizeof p, "%s/junk", s_tmp);
-  mkdir(p, 0755);
-  snprintf(p, sizeof p, "%s/junk/catalog.db", s_tmp);
-  f = fopen(p, "w");
-  for (int i = 0; i < 200; i++) fputs("this is not a database\n", f);
-  fclose(f);
-  snprintf(p, sizeof p, "%s/junk", s_tmp);
-  cr_assert_eq(tc_open(p, &db, &err), TR_ECORRUPT, "%s", err.msg);
+  mkdir(tf_path("junk"), 0755);
+  junk[0] = '\0';
+  for (int i = 0; i < 200; i++) strcat(junk, "this is not a database\n");
+  tf_write(tf_path("junk/catalog.db"), junk, strlen(junk));
+  cr_assert_eq(tc_open(tf_path("junk"), &db, &err), TR_ECORRUPT, "%s", err.msg);
   cr_assert(strstr(err.msg, "not a tradb catalog"), "%s", err.msg);
   /* an SQLite file of something else */
-  snprintf(p, sizeof p, "%s/other", s_tmp);
-  mkdir(p, 0755);
-  snprintf(p, sizeof p, "%s/other/catalog.db", s_tmp);
+  mkdir(tf_path("other"), 0755);
   sqlite3 *s;
-  cr_assert_eq(sqlite3_open(p, &s), SQLITE_OK);
+  cr_assert_eq(sqlite3_open(tf_path("other/catalog.db"), &s), SQLITE_OK);
   cr_assert_eq(sqlite3_exec(s, "CREATE TABLE x(a)", NULL, NULL, NULL),
                SQLITE_OK);
   sqlite3_close(s);
-  snprintf(p, sizeof p, "%s/other", s_tmp);
-  cr_assert_neq(tc_open(p, &db, &err), TR_OK);
+  cr_assert_neq(tc_open(tf_path("other"), &db, &err), TR_OK);
   cr_assert(strstr(err.msg, "not a tradb catalog"), "%s", err.msg);
   /* a directory with unrelated content is fine */
-  snprintf(p, sizeof p, "%s/plain/readme.txt", s_tmp);
-  mkdir(s_tmp, 0755);
-  snprintf(p, sizeof p, "%s/plain", s_tmp);
-  mkdir(p, 0755);
-  snprintf(p, sizeof p, "%s/plain/readme.txt", s_tmp);
-  f = fopen(p, "w");
-  fclose(f);
-  snprintf(p, sizeof p, "%s/plain", s_tmp);
-  cr_assert_eq(tc_open(p, &db, &err), TR_OK, "%s", err.msg);
+  mkdir(tf_path("plain"), 0755);
+  tf_write(tf_path("plain/readme.txt"), "", 0);
+  db = tf_db(tf_path("plain"));
   tc_close(&db);
-  snprintf(p, sizeof p, "%s/plain/readme.txt", s_tmp);
-  cr_assert_eq(access(p, F_OK), 0);
+  cr_assert_eq(access(tf_path("plain/readme.txt"), F_OK), 0);
 }
 
 Test(catalog, newer_schema_refused) {
@@ -541,10 +509,10 @@ Test(catalog, transient_database_removed_on_close) {
   tc_db *db = NULL;
   tr_err err;
   char dir[512];
-  setenv("TMPDIR", s_tmp, 1);
+  setenv("TMPDIR", tf_dir, 1);
   cr_assert_eq(tc_open(NULL, &db, &err), TR_OK, "%s", err.msg);
   snprintf(dir, sizeof dir, "%s", tc_dir(db));
-  cr_assert_eq(strncmp(dir, s_tmp, strlen(s_tmp)), 0, "%s", dir);
+  cr_assert_eq(strncmp(dir, tf_dir, strlen(tf_dir)), 0, "%s", dir);
   cr_assert(strstr(dir, "/tradb-"), "%s", dir);
   int64_t a = s_site(db, "tcp://a");
   tr_tensor t = s_meta("A", TR_F64, 2, s_sh, s_ch);

@@ -6,9 +6,7 @@
 */
 #include "config.h"
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,45 +15,25 @@
 #include <unistd.h>
 #include <xxhash.h>
 #include "catalog/catalog.h"
+#include "tests/unit/fixture.h"
 
 /* ---- fixtures ------------------------------------------------------------ */
 
-static char s_tmp[256]; /* per-test scratch directory */
-static char s_dir[300]; /* the store or database directory inside it */
-
-static int s_rm(const char *p, const struct stat *st, int f, struct FTW *w) {
-  (void)st;
-  (void)f;
-  (void)w;
-  remove(p);
-  return 0;
-}
+static char s_dir[300]; /* the store or database directory, in the scratch one */
 
 static void s_setup(void) {
-  const char *t = getenv("TMPDIR");
-  snprintf(s_tmp, sizeof s_tmp, "%s/tstest-XXXXXX", t && *t ? t : "/tmp");
-  cr_assert_not_null(mkdtemp(s_tmp));
-  snprintf(s_dir, sizeof s_dir, "%s/d", s_tmp);
+  tf_setup();
+  snprintf(s_dir, sizeof s_dir, "%s", tf_path("d"));
 }
 
-static void s_teardown(void) { nftw(s_tmp, s_rm, 16, FTW_DEPTH | FTW_PHYS); }
-
-TestSuite(store, .init = s_setup, .fini = s_teardown);
-TestSuite(placed, .init = s_setup, .fini = s_teardown);
+TestSuite(store, .init = s_setup, .fini = tf_teardown);
+TestSuite(placed, .init = s_setup, .fini = tf_teardown);
 
 /* ---- store helpers ------------------------------------------------------- */
 
 /* n floats derived from seed. */
 static void s_data(float *v, size_t n, unsigned seed) {
   for (size_t i = 0; i < n; i++) v[i] = (float)(seed * 1000u + i) * 0.25f;
-}
-
-static tc_store *s_open(void) {
-  tc_store *s = NULL;
-  tr_err err;
-  cr_assert_eq(tc_store_open(s_dir, &s, &err), TR_OK, "%s", err.msg);
-  cr_assert_not_null(s);
-  return s;
 }
 
 /* Put n floats of seed under id; returns the checksum. */
@@ -81,44 +59,16 @@ static void s_expect(tc_store *s, uint64_t id, size_t n, unsigned seed) {
                (unsigned long long)id);
 }
 
+/* Whether the store directory holds name. */
 static int s_exists(const char *name) {
-  char p[512];
   struct stat st;
-  snprintf(p, sizeof p, "%s/%s", s_dir, name);
-  return stat(p, &st) == 0;
-}
-
-/* Create the file name in the store with text in it. */
-static void s_write_file(const char *name, const char *text) {
-  char p[512];
-  snprintf(p, sizeof p, "%s/%s", s_dir, name);
-  FILE *f = fopen(p, "w");
-  cr_assert_not_null(f, "%s", p);
-  fputs(text, f);
-  fclose(f);
-}
-
-/* Number of directory entries whose name ends with suffix. */
-static int s_count_suffix(const char *suffix) {
-  DIR *d = opendir(s_dir);
-  struct dirent *e;
-  int n = 0;
-  size_t ls = strlen(suffix);
-  cr_assert_not_null(d);
-  while ((e = readdir(d)) != NULL) {
-    size_t l = strlen(e->d_name);
-    if (l >= ls && strcmp(e->d_name + l - ls, suffix) == 0) n++;
-  }
-  closedir(d);
-  return n;
+  return stat(tf_path("d/%s", name), &st) == 0;
 }
 
 /* Flip one byte of a file at offset off. */
 static void s_flip(const char *name, off_t off) {
-  char p[512];
   unsigned char c;
-  snprintf(p, sizeof p, "%s/%s", s_dir, name);
-  int fd = open(p, O_RDWR);
+  int fd = open(tf_path("d/%s", name), O_RDWR);
   cr_assert(fd >= 0);
   cr_assert_eq(pread(fd, &c, 1, off), 1);
   c ^= 0x40;
@@ -129,7 +79,7 @@ static void s_flip(const char *name, off_t off) {
 /* ---- store --------------------------------------------------------------- */
 
 Test(store, put_get_stat_usage) {
-  tc_store *s = s_open();
+  tc_store *s = tf_store(s_dir);
   tr_err err;
   tr_dtype dt = TR_F64;
   uint64_t nb = 0, sum = 0;
@@ -148,7 +98,7 @@ Test(store, put_get_stat_usage) {
   s_expect(s, 0xfedcba9876543210ull, 3, 2);
   cr_assert(s_exists("000000001234abcd.chk"));
   cr_assert(s_exists("fedcba9876543210.chk"));
-  cr_assert_eq(s_count_suffix(".tmp"), 0);
+  cr_assert_eq(tf_count(s_dir, "", ".tmp"), 0);
   tc_store_usage(s, &chunks, &bytes);
   cr_assert_eq(chunks, 2);
   cr_assert_eq(bytes, 52);
@@ -164,7 +114,7 @@ Test(store, put_get_stat_usage) {
 }
 
 Test(store, reput_replaces) {
-  tc_store *s = s_open();
+  tc_store *s = tf_store(s_dir);
   int64_t chunks, bytes;
   s_put(s, 42, 8, 1);
   uint64_t s2 = s_put(s, 42, 4, 2);
@@ -180,7 +130,7 @@ Test(store, reput_replaces) {
 }
 
 Test(store, checksum_mismatch_on_put_is_rejected) {
-  tc_store *s = s_open();
+  tc_store *s = tf_store(s_dir);
   float v[8];
   uint64_t sum = 0;
   tr_err err;
@@ -190,8 +140,8 @@ Test(store, checksum_mismatch_on_put_is_rejected) {
                             &err), TR_ECORRUPT);
   cr_assert_str_eq(err.msg, "chunk 0000000000000abc: checksum mismatch");
   cr_assert_eq(tc_store_stat(s, 0xabcull, NULL, NULL, NULL), TR_ENOTFOUND);
-  cr_assert_eq(s_count_suffix(".chk"), 0);
-  cr_assert_eq(s_count_suffix(".tmp"), 0);
+  cr_assert_eq(tf_count(s_dir, "", ".chk"), 0);
+  cr_assert_eq(tf_count(s_dir, "", ".tmp"), 0);
   /* The right checksum is accepted. */
   cr_assert_eq(tc_store_put(s, 0xabcull, TR_F32, v, sizeof v, good, &sum,
                             &err), TR_OK, "%s", err.msg);
@@ -201,7 +151,7 @@ Test(store, checksum_mismatch_on_put_is_rejected) {
 }
 
 Test(store, sync) {
-  tc_store *s = s_open();
+  tc_store *s = tf_store(s_dir);
   uint64_t ids[] = {11, 12};
   tr_err err;
   s_put(s, 11, 4, 1);
@@ -215,7 +165,7 @@ Test(store, sync) {
 }
 
 Test(store, drop_and_list) {
-  tc_store *s = s_open();
+  tc_store *s = tf_store(s_dir);
   tr_err err;
   int64_t chunks, bytes, nheld = -1;
   tc_stored *held = NULL;
@@ -243,7 +193,7 @@ Test(store, drop_and_list) {
   free(held);
   uint64_t rest[] = {1, 3, 4, 5, 6};
   cr_assert_eq(tc_store_drop(s, rest, 5, &err), TR_OK);
-  cr_assert_eq(s_count_suffix(".chk"), 0);
+  cr_assert_eq(tf_count(s_dir, "", ".chk"), 0);
   cr_assert_eq(tc_store_list(s, &held, &nheld, &err), TR_OK);
   cr_assert_eq(nheld, 0);
   free(held);
@@ -253,7 +203,7 @@ Test(store, drop_and_list) {
 /* A file that fails its checksum on a read is set aside at once: named
 ** *.bad, no longer listed or served, so the worker reports it missing. */
 Test(store, damaged_file_is_set_aside_on_read) {
-  tc_store *s = s_open();
+  tc_store *s = tf_store(s_dir);
   tr_err err;
   float buf[16];
   tc_stored *held = NULL;
@@ -281,7 +231,7 @@ Test(store, damaged_file_is_set_aside_on_read) {
 /* Chunks move between stores (a worker hands files of the layout before
 ** per-database stores to the database that lists them). */
 Test(store, move_between_stores) {
-  tc_store *s = s_open(), *t = NULL;
+  tc_store *s = tf_store(s_dir), *t = NULL;
   tr_err err;
   char sub[400];
   int64_t chunks;
@@ -305,7 +255,7 @@ Test(store, move_between_stores) {
   tc_store_close(&t);
   /* The outer store skips the inner one's directory when it reopens. */
   tc_store_close(&s);
-  s = s_open();
+  s = tf_store(s_dir);
   tc_store_usage(s, &chunks, NULL);
   cr_assert_eq(chunks, 1);
   cr_assert_eq(tc_store_open(sub, &t, &err), TR_OK, "%s", err.msg);
@@ -318,7 +268,7 @@ Test(store, move_between_stores) {
 /* Many random ids (as chunk ids are), every other one dropped: lookups of
 ** the rest must survive the removals shifting entries in the index. */
 Test(store, index_survives_many_removals) {
-  tc_store *s = s_open();
+  tc_store *s = tf_store(s_dir);
   tr_err err;
   float v[1] = {1.0f};
   enum { N = 2000 };
@@ -344,7 +294,7 @@ Test(store, index_survives_many_removals) {
 }
 
 Test(store, reopen_rebuilds_index_and_removes_temporaries) {
-  tc_store *s = s_open();
+  tc_store *s = tf_store(s_dir);
   tr_err err;
   double d[3] = {1.5, -2.5, 3.25}, got[3];
   uint64_t sums[4], sum;
@@ -355,9 +305,9 @@ Test(store, reopen_rebuilds_index_and_removes_temporaries) {
                TR_OK, "%s", err.msg);
   tc_store_close(&s);
   /* Leftovers of a crash, and a file that is not ours. */
-  s_write_file("0000000000000064.7.tmp", "partial");
-  s_write_file("notes.txt", "");
-  s = s_open();
+  tf_write(tf_path("d/0000000000000064.7.tmp"), "partial", 7);
+  tf_write(tf_path("d/notes.txt"), "", 0);
+  s = tf_store(s_dir);
   cr_assert_not(s_exists("0000000000000064.7.tmp"));
   cr_assert(s_exists("notes.txt"));
   int64_t chunks, bytes;
@@ -381,7 +331,7 @@ Test(store, reopen_rebuilds_index_and_removes_temporaries) {
 }
 
 Test(store, corrupted_file_is_not_served_after_reopen) {
-  tc_store *s = s_open();
+  tc_store *s = tf_store(s_dir);
   tr_err err;
   float buf[16];
   s_put(s, 7, 16, 1);
@@ -390,7 +340,7 @@ Test(store, corrupted_file_is_not_served_after_reopen) {
   tc_store_close(&s);
   s_flip("0000000000000007.chk", 64 + 10); /* payload */
   s_flip("0000000000000009.chk", 20);      /* header: size field */
-  s = s_open();
+  s = tf_store(s_dir);
   cr_assert_eq(tc_store_stat(s, 7, NULL, NULL, NULL), TR_ENOTFOUND);
   cr_assert_eq(tc_store_get(s, 7, buf, sizeof buf, &err), TR_ENOTFOUND);
   cr_assert_eq(tc_store_stat(s, 9, NULL, NULL, NULL), TR_ENOTFOUND);
@@ -403,13 +353,13 @@ Test(store, corrupted_file_is_not_served_after_reopen) {
   cr_assert_eq(chunks, 1);
   tc_store_close(&s);
   /* Set aside for good: a further reopen does not bring them back. */
-  s = s_open();
+  s = tf_store(s_dir);
   cr_assert_eq(tc_store_stat(s, 7, NULL, NULL, NULL), TR_ENOTFOUND);
   tc_store_close(&s);
 }
 
 Test(store, damage_while_open_fails_get) {
-  tc_store *s = s_open();
+  tc_store *s = tf_store(s_dir);
   tr_err err;
   float buf[16];
   s_put(s, 7, 16, 1);
@@ -420,13 +370,13 @@ Test(store, damage_while_open_fails_get) {
 }
 
 Test(store, second_open_is_locked_out) {
-  tc_store *s = s_open(), *t = NULL;
+  tc_store *s = tf_store(s_dir), *t = NULL;
   tr_err err;
   cr_assert_eq(tc_store_open(s_dir, &t, &err), TR_EIO);
   cr_assert_null(t);
   cr_assert(strstr(err.msg, "in use") != NULL, "%s", err.msg);
   tc_store_close(&s);
-  t = s_open();
+  t = tf_store(s_dir);
   tc_store_close(&t);
 }
 
@@ -465,7 +415,7 @@ static void s_inode(const char *name, ino_t *ino, off_t *size) {
 }
 
 Test(store, dropped_files_are_overwritten_by_later_puts) {
-  tc_store *s = s_open();
+  tc_store *s = tf_store(s_dir);
   tr_err err;
   ino_t ino1, ino;
   off_t size;
@@ -475,35 +425,35 @@ Test(store, dropped_files_are_overwritten_by_later_puts) {
   uint64_t id = 1;
   cr_assert_eq(tc_store_drop(s, &id, 1, &err), TR_OK, "%s", err.msg);
   cr_assert_not(s_exists("0000000000000001.chk"));
-  cr_assert_eq(s_count_suffix(".free"), 1);
+  cr_assert_eq(tf_count(s_dir, "", ".free"), 1);
   /* The next put of the same size takes that file. */
   s_put_big(s, 2, S_BIG, 2);
   s_inode("0000000000000002.chk", &ino, &size);
   cr_assert_eq(ino, ino1);
   cr_assert_eq(size, 64 + 4 * S_BIG);
-  cr_assert_eq(s_count_suffix(".free"), 0);
+  cr_assert_eq(tf_count(s_dir, "", ".free"), 0);
   s_expect_big(s, 2, S_BIG, 2);
   /* A smaller chunk in a recycled file: the file is cut to its length
   ** (else it would not verify on reopen). */
   id = 2;
   cr_assert_eq(tc_store_drop(s, &id, 1, &err), TR_OK);
-  cr_assert_eq(s_count_suffix(".free"), 1);
+  cr_assert_eq(tf_count(s_dir, "", ".free"), 1);
   /* Chunks much smaller than the file do not take it (they would throw
   ** its pages away), whatever their size, small or not. */
   s_put(s, 5, 16, 5);
   s_put_big(s, 6, S_BIG / 3, 6);
-  cr_assert_eq(s_count_suffix(".free"), 1);
+  cr_assert_eq(tf_count(s_dir, "", ".free"), 1);
   s_put_big(s, 3, S_BIG * 2 / 3, 3);
   s_inode("0000000000000003.chk", &ino, &size);
   cr_assert_eq(ino, ino1);
   cr_assert_eq(size, 64 + 4 * (S_BIG * 2 / 3));
-  cr_assert_eq(s_count_suffix(".free"), 0);
+  cr_assert_eq(tf_count(s_dir, "", ".free"), 0);
   /* A chunk with no recycled file left gets a new one. */
   s_put_big(s, 4, S_BIG, 4);
   s_inode("0000000000000004.chk", &ino, &size);
   cr_assert_neq(ino, ino1);
   tc_store_close(&s);
-  s = s_open();
+  s = tf_store(s_dir);
   s_expect_big(s, 3, S_BIG * 2 / 3, 3);
   s_expect_big(s, 4, S_BIG, 4);
   s_expect_big(s, 6, S_BIG / 3, 6);
@@ -515,33 +465,33 @@ Test(store, dropped_files_are_overwritten_by_later_puts) {
 }
 
 Test(store, recycled_files_stay_within_budget_and_go_at_close) {
-  tc_store *s = s_open();
+  tc_store *s = tf_store(s_dir);
   tr_err err;
   uint64_t ids[] = {1, 2, 3, 4, 5};
   tc_store_set_recycle(s, (int64_t)(2.5 * 4 * S_BIG));
   for (int i = 0; i < 4; i++) s_put_big(s, ids[i], S_BIG, (unsigned)i);
   s_put(s, 5, 16, 5); /* small files are unlinked, never recycled */
   cr_assert_eq(tc_store_drop(s, ids, 5, &err), TR_OK, "%s", err.msg);
-  cr_assert_eq(s_count_suffix(".chk"), 0);
-  cr_assert_eq(s_count_suffix(".free"), 2);
+  cr_assert_eq(tf_count(s_dir, "", ".chk"), 0);
+  cr_assert_eq(tf_count(s_dir, "", ".free"), 2);
   tc_store_set_recycle(s, 0);
-  cr_assert_eq(s_count_suffix(".free"), 0);
+  cr_assert_eq(tf_count(s_dir, "", ".free"), 0);
   s_put_big(s, 6, S_BIG, 6);
   uint64_t six = 6;
   cr_assert_eq(tc_store_drop(s, &six, 1, &err), TR_OK, "%s", err.msg);
-  cr_assert_eq(s_count_suffix(".free"), 0);
+  cr_assert_eq(tf_count(s_dir, "", ".free"), 0);
   /* Kept files are removed when the store closes, and leftovers of a
   ** crash when it opens; neither is ever served. */
   tc_store_set_recycle(s, 1 << 30);
   s_put_big(s, 7, S_BIG, 7);
   uint64_t seven = 7;
   cr_assert_eq(tc_store_drop(s, &seven, 1, &err), TR_OK, "%s", err.msg);
-  cr_assert_eq(s_count_suffix(".free"), 1);
+  cr_assert_eq(tf_count(s_dir, "", ".free"), 1);
   tc_store_close(&s);
-  cr_assert_eq(s_count_suffix(".free"), 0);
-  s_write_file("0000000000000007.free", "left over");
-  s = s_open();
-  cr_assert_eq(s_count_suffix(".free"), 0);
+  cr_assert_eq(tf_count(s_dir, "", ".free"), 0);
+  tf_write(tf_path("d/0000000000000007.free"), "left over", 9);
+  s = tf_store(s_dir);
+  cr_assert_eq(tf_count(s_dir, "", ".free"), 0);
   cr_assert_eq(tc_store_stat(s, 7, NULL, NULL, NULL), TR_ENOTFOUND);
   tc_store_close(&s);
 }
@@ -559,14 +509,14 @@ static void s_put_scratch(tc_store *s, uint64_t id, size_t n, unsigned seed) {
 }
 
 Test(store, scratch_chunks_are_held_in_memory) {
-  tc_store *s = s_open();
+  tc_store *s = tf_store(s_dir);
   tr_err err;
   tr_dtype dt;
   uint64_t nb, sum;
   int64_t chunks, bytes;
   s_put_scratch(s, 1, 100, 1);
   s_put_scratch(s, 2, 50, 2);
-  cr_assert_eq(s_count_suffix(".chk"), 0);
+  cr_assert_eq(tf_count(s_dir, "", ".chk"), 0);
   s_expect(s, 1, 100, 1);
   cr_assert_eq(tc_store_stat(s, 2, &dt, &nb, &sum), TR_OK);
   cr_assert_eq(nb, 200);
@@ -586,11 +536,11 @@ Test(store, scratch_chunks_are_held_in_memory) {
   /* Replacing: a file over a scratch chunk and a scratch chunk over a
   ** file each leave only the new one. */
   s_put(s, 1, 10, 11);
-  cr_assert_eq(s_count_suffix(".chk"), 1);
+  cr_assert_eq(tf_count(s_dir, "", ".chk"), 1);
   s_expect(s, 1, 10, 11);
   cr_assert_eq(tc_store_sync(s, &one, 1, &err), TR_OK, "%s", err.msg);
   s_put_scratch(s, 1, 20, 12);
-  cr_assert_eq(s_count_suffix(".chk"), 0);
+  cr_assert_eq(tf_count(s_dir, "", ".chk"), 0);
   s_expect(s, 1, 20, 12);
   /* DROP forgets them. */
   uint64_t both[] = {1, 2};
@@ -605,16 +555,16 @@ Test(store, scratch_chunks_are_held_in_memory) {
   tc_store_set_scratch(s, 500);
   s_put_scratch(s, 4, 100, 4); /* 400 bytes: memory */
   s_put_scratch(s, 5, 100, 5); /* would pass 500: a file */
-  cr_assert_eq(s_count_suffix(".chk"), 1);
+  cr_assert_eq(tf_count(s_dir, "", ".chk"), 1);
   cr_assert(s_exists("0000000000000005.chk"));
   uint64_t five = 5, four = 4;
   cr_assert_eq(tc_store_sync(s, &five, 1, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(tc_store_drop(s, &four, 1, &err), TR_OK);
   s_put_scratch(s, 6, 100, 6); /* room again: memory */
-  cr_assert_eq(s_count_suffix(".chk"), 1);
+  cr_assert_eq(tf_count(s_dir, "", ".chk"), 1);
   s_expect(s, 6, 100, 6);
   tc_store_close(&s);
-  s = s_open();
+  s = tf_store(s_dir);
   cr_assert_eq(tc_store_stat(s, 6, NULL, NULL, NULL), TR_ENOTFOUND);
   s_expect(s, 5, 100, 5);
   tc_store_close(&s);
@@ -624,7 +574,7 @@ Test(store, scratch_chunks_are_held_in_memory) {
 ** store closes.  Many ids, so that removals shift entries of a probe run
 ** and leave holes where moved entries were. */
 Test(store, dropped_scratch_chunks_are_freed_once) {
-  tc_store *s = s_open();
+  tc_store *s = tf_store(s_dir);
   tr_err err;
   enum { N = 500 };
   static uint64_t ids[N];
@@ -665,7 +615,7 @@ static void *s_recycler(void *arg) {
 
 Test(store, concurrent_recycling) {
   pthread_t th[4];
-  s_shared = s_open();
+  s_shared = tf_store(s_dir);
   for (unsigned t = 0; t < 4; t++)
     cr_assert_eq(pthread_create(&th[t], NULL, s_recycler,
                                 (void *)(uintptr_t)t), 0);
@@ -677,7 +627,7 @@ Test(store, concurrent_recycling) {
   int64_t chunks;
   tc_store_usage(s_shared, &chunks, NULL);
   cr_assert_eq(chunks, 0);
-  cr_assert_leq(s_count_suffix(".free"), 4);
+  cr_assert_leq(tf_count(s_dir, "", ".free"), 4);
   tc_store_close(&s_shared);
 }
 
@@ -709,7 +659,7 @@ static void *s_worker(void *arg) {
 
 Test(store, concurrent_puts) {
   pthread_t th[S_THREADS];
-  s_shared = s_open();
+  s_shared = tf_store(s_dir);
   for (unsigned t = 0; t < S_THREADS; t++)
     cr_assert_eq(pthread_create(&th[t], NULL, s_worker,
                                 (void *)(uintptr_t)t), 0);
@@ -722,9 +672,9 @@ Test(store, concurrent_puts) {
   tc_store_usage(s_shared, &chunks, &bytes);
   cr_assert_eq(chunks, S_THREADS * S_PER + 1);
   cr_assert_eq(bytes, (S_THREADS * S_PER + 1) * 256);
-  cr_assert_eq(s_count_suffix(".tmp"), 0);
+  cr_assert_eq(tf_count(s_dir, "", ".tmp"), 0);
   tc_store_close(&s_shared);
-  s_shared = s_open();
+  s_shared = tf_store(s_dir);
   tc_store_usage(s_shared, &chunks, NULL);
   cr_assert_eq(chunks, S_THREADS * S_PER + 1);
   for (unsigned t = 0; t < S_THREADS; t++)
@@ -734,13 +684,6 @@ Test(store, concurrent_puts) {
 }
 
 /* ---- placed tensors ------------------------------------------------------ */
-
-static tc_db *s_db(void) {
-  tc_db *db = NULL;
-  tr_err err;
-  cr_assert_eq(tc_open(s_dir, &db, &err), TR_OK, "%s", err.msg);
-  return db;
-}
 
 /* A 5x6 f32 tensor in 2x4 chunks: a 3x2 grid whose chunk sizes in bytes
 ** are, by lin: 32, 16, 32, 16, 16, 8. */
@@ -804,7 +747,7 @@ static int s_has(const uint64_t *v, int64_t n, uint64_t x) {
 }
 
 Test(placed, sites_add_list_remove) {
-  tc_db *db = s_db();
+  tc_db *db = tf_db(s_dir);
   tr_err err;
   int64_t a = 0, b = 0, again = 0;
   tc_site *v = NULL;
@@ -829,7 +772,7 @@ Test(placed, sites_add_list_remove) {
   cr_assert_eq(tc_site_add(db, longep, &again, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(tc_site_remove(db, longep, &err), TR_OK, "%s", err.msg);
   tc_close(&db);
-  db = s_db();
+  db = tf_db(s_dir);
   cr_assert_eq(tc_site_list(db, &v, &n, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(n, 2);
   cr_assert_eq(v[0].id, a < b ? a : b);
@@ -848,7 +791,7 @@ Test(placed, sites_add_list_remove) {
 }
 
 Test(placed, commit_and_locations_round_trip) {
-  tc_db *db = s_db();
+  tc_db *db = tf_db(s_dir);
   tr_err err;
   int64_t a, b, nold = -1, bytes = 0;
   tc_chunkloc l[6], shuffled[6];
@@ -875,7 +818,7 @@ Test(placed, commit_and_locations_round_trip) {
   cr_assert_eq(bytes, 120);
   s_check_locs(db, "P", 0x8000000000000100ull, a, b);
   tc_close(&db);
-  db = s_db();
+  db = tf_db(s_dir);
   s_check_locs(db, "P", 0x8000000000000100ull, a, b);
   tr_tensor *list = NULL;
   int n = 0;
@@ -898,7 +841,7 @@ Test(placed, commit_and_locations_round_trip) {
 }
 
 Test(placed, bad_commit_changes_nothing) {
-  tc_db *db = s_db();
+  tc_db *db = tf_db(s_dir);
   tr_err err;
   int64_t a, b;
   tc_chunkloc l[6], bad[6];
@@ -909,47 +852,44 @@ Test(placed, bad_commit_changes_nothing) {
   cr_assert_eq(tc_commit_placed(db, &t, l, 6, NULL, NULL, NULL, &err), TR_OK,
                "%s", err.msg);
   s_locs(l, 2000, a, -1);
-  /* A missing lin (5 given twice instead of 4). */
-  memcpy(bad, l, sizeof bad);
-  bad[4] = l[5];
-  cr_assert_eq(tc_commit_placed(db, &t, bad, 6, NULL, NULL, NULL, &err),
-               TR_EINVAL);
-  /* Too few locations. */
-  cr_assert_eq(tc_commit_placed(db, &t, l, 5, NULL, NULL, NULL, &err),
-               TR_EINVAL);
-  /* No replica. */
-  memcpy(bad, l, sizeof bad);
-  bad[2].nsites = 0;
-  cr_assert_eq(tc_commit_placed(db, &t, bad, 6, NULL, NULL, NULL, &err),
-               TR_EINVAL);
-  /* A site twice. */
-  memcpy(bad, l, sizeof bad);
-  bad[2].nsites = 2;
-  bad[2].site[1] = a;
-  cr_assert_eq(tc_commit_placed(db, &t, bad, 6, NULL, NULL, NULL, &err),
-               TR_EINVAL);
-  /* A wrong size. */
-  memcpy(bad, l, sizeof bad);
-  bad[5].nbytes = 32;
-  cr_assert_eq(tc_commit_placed(db, &t, bad, 6, NULL, NULL, NULL, &err),
-               TR_EINVAL);
-  /* Chunk id 0. */
-  memcpy(bad, l, sizeof bad);
-  bad[0].chunk_id = 0;
-  cr_assert_eq(tc_commit_placed(db, &t, bad, 6, NULL, NULL, NULL, &err),
-               TR_EINVAL);
-  /* A site the catalog does not know: found inside the transaction. */
-  memcpy(bad, l, sizeof bad);
-  bad[5].site[0] = b + 100;
-  cr_assert_eq(tc_commit_placed(db, &t, bad, 6, NULL, NULL, NULL, &err),
-               TR_EINVAL);
-  cr_assert(strstr(err.msg, "no site") != NULL, "%s", err.msg);
+  /* Version 2's locations, each with one fault: the catalog refuses it. */
+  enum { S_LIN_TWICE, S_TOO_FEW, S_NO_REPLICA, S_SITE_TWICE, S_WRONG_SIZE, S_ID_0, S_NO_SITE };
+  static const struct {
+    int fault;
+    const char *what;
+    const char *msg; /* part of the message, or NULL */
+  } cases[] = {
+      {S_LIN_TWICE, "a missing lin (5 given twice instead of 4)", NULL},
+      {S_TOO_FEW, "too few locations", NULL},
+      {S_NO_REPLICA, "no replica", NULL},
+      {S_SITE_TWICE, "a site twice", NULL},
+      {S_WRONG_SIZE, "a wrong size", NULL},
+      {S_ID_0, "chunk id 0", NULL},
+      {S_NO_SITE, "a site the catalog does not know (found inside the transaction)",
+       "no site"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int64_t n = 6;
+    memcpy(bad, l, sizeof bad);
+    switch (cases[i].fault) {
+    case S_LIN_TWICE: bad[4] = l[5]; break;
+    case S_TOO_FEW: n = 5; break;
+    case S_NO_REPLICA: bad[2].nsites = 0; break;
+    case S_SITE_TWICE: bad[2].nsites = 2; bad[2].site[1] = a; break;
+    case S_WRONG_SIZE: bad[5].nbytes = 32; break;
+    case S_ID_0: bad[0].chunk_id = 0; break;
+    case S_NO_SITE: bad[5].site[0] = b + 100; break;
+    }
+    cr_assert_eq(tc_commit_placed(db, &t, bad, n, NULL, NULL, NULL, &err), TR_EINVAL, "%s",
+                 cases[i].what);
+    if (cases[i].msg) cr_assert(strstr(err.msg, cases[i].msg), "%s: %s", cases[i].what, err.msg);
+  }
   /* Still version 1 with its locations. */
   tr_tensor got;
   cr_assert_eq(tc_tensor_get(db, "P", &got, &err), TR_OK);
   cr_assert_eq(got.version, 1);
   s_check_locs(db, "P", 1000, a, b);
-  /* A bad first commit leaves no tensor behind. */
+  /* A bad first commit (a site it does not know) leaves no tensor behind. */
   tr_tensor q = s_meta("Q");
   cr_assert_eq(tc_commit_placed(db, &q, bad, 6, NULL, NULL, NULL, &err),
                TR_EINVAL);
@@ -958,7 +898,7 @@ Test(placed, bad_commit_changes_nothing) {
 }
 
 Test(placed, replace_returns_old_ids) {
-  tc_db *db = s_db();
+  tc_db *db = tf_db(s_dir);
   tr_err err;
   int64_t a, b, nold = -1;
   uint64_t *old = NULL;
@@ -1001,7 +941,7 @@ Test(placed, replace_returns_old_ids) {
 }
 
 Test(placed, drop_placed_returns_ids) {
-  tc_db *db = s_db();
+  tc_db *db = tf_db(s_dir);
   tr_err err;
   int64_t a, b, n = -1;
   uint64_t *ids = NULL;
@@ -1041,13 +981,13 @@ Test(placed, drop_placed_returns_ids) {
   free(ids);
   cr_assert_eq(got.version, 1);
   tc_close(&db);
-  db = s_db();
+  db = tf_db(s_dir);
   s_check_locs(db, "P", 7000, a, -1);
   tc_close(&db);
 }
 
 Test(placed, site_chunks_and_site_removal) {
-  tc_db *db = s_db();
+  tc_db *db = tf_db(s_dir);
   tr_err err;
   int64_t a, b, n = -1;
   uint64_t *ids = NULL;
@@ -1095,7 +1035,7 @@ Test(placed, site_chunks_and_site_removal) {
 /* Replicas recorded and forgotten by chunk id; the chunks that lack
 ** replicas, or sit on a site; which ids the catalog knows. */
 Test(placed, replicas_by_chunk_id) {
-  tc_db *db = s_db();
+  tc_db *db = tf_db(s_dir);
   tr_err err;
   int64_t a, b, c, n = -1, site[TC_MAX_REPLICAS], under;
   int ns, fewest;
@@ -1164,15 +1104,15 @@ Test(placed, replicas_by_chunk_id) {
 
 /* Every catalog has a database id of its own, kept across opens. */
 Test(placed, database_id) {
-  tc_db *db = s_db(), *other = NULL;
+  tc_db *db = tf_db(s_dir), *other = NULL;
   tr_err err;
   char dir2[400];
   uint64_t id = tc_db_id(db);
   cr_assert_neq(id, 0);
   tc_close(&db);
-  db = s_db();
+  db = tf_db(s_dir);
   cr_assert_eq(tc_db_id(db), id);
-  snprintf(dir2, sizeof dir2, "%s/other", s_tmp);
+  snprintf(dir2, sizeof dir2, "%s", tf_path("other"));
   cr_assert_eq(tc_open(dir2, &other, &err), TR_OK, "%s", err.msg);
   cr_assert_neq(tc_db_id(other), id);
   tc_close(&other);
@@ -1182,7 +1122,7 @@ Test(placed, database_id) {
 /* A missing or empty catalog over local workers' chunk files is an
 ** error, and makes nothing. */
 Test(placed, no_fresh_catalog_over_worker_data) {
-  tc_db *db = s_db();
+  tc_db *db = tf_db(s_dir);
   tr_err err;
   char path[600];
   tc_close(&db);
@@ -1195,7 +1135,7 @@ Test(placed, no_fresh_catalog_over_worker_data) {
   cr_assert_not_null(f);
   fputs("x", f);
   fclose(f);
-  db = s_db(); /* an intact catalog opens */
+  db = tf_db(s_dir); /* an intact catalog opens */
   tc_close(&db);
   snprintf(path, sizeof path, "%s/catalog.db", s_dir);
   cr_assert_eq(truncate(path, 0), 0);
@@ -1211,7 +1151,7 @@ Test(placed, no_fresh_catalog_over_worker_data) {
 }
 
 Test(placed, settings_persist) {
-  tc_db *db = s_db();
+  tc_db *db = tf_db(s_dir);
   tr_err err;
   char v[16];
   cr_assert_eq(tc_setting_get(db, "replicas", v, sizeof v, &err),
@@ -1223,7 +1163,7 @@ Test(placed, settings_persist) {
   cr_assert_eq(tc_setting_set(db, "workers", "tcp://a,tcp://b", &err), TR_OK,
                "%s", err.msg);
   tc_close(&db);
-  db = s_db();
+  db = tf_db(s_dir);
   cr_assert_eq(tc_setting_get(db, "replicas", v, sizeof v, &err), TR_OK, "%s",
                err.msg);
   cr_assert_str_eq(v, "2");

@@ -1,9 +1,13 @@
 /*
-** tests/unit/test_util.c - the status convention, element types and the
-** thread pool.
+** tests/unit/test_util.c - the status convention, element types, the
+** invariant checks and the thread pool.
 */
 #include "config.h"
+#ifndef TRADB_DEBUG
+#define TRADB_DEBUG 1 /* the invariant checks as make check's library has them */
+#endif
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
 #include "util/util.h"
@@ -17,6 +21,19 @@ Test(util, seterr_formats_and_returns_code) {
   cr_assert_eq(e.code, TR_EIO);
   cr_assert_str_eq(e.msg, "cannot open 'x.npy': No such file");
   cr_assert_eq(tr_seterr(NULL, TR_ENAME, "ignored"), TR_ENAME);
+}
+
+Test(util, always_and_never_pass_their_condition_on) {
+  int calls = 0;
+  cr_assert_eq(ALWAYS(++calls == 1), 1);
+  cr_assert_eq(NEVER(++calls == 3), 0);
+  cr_assert_eq(calls, 2, "each condition is evaluated once");
+  tr_assert(calls == 2);
+}
+
+Test(util, broken_invariant_aborts, .signal = SIGABRT) {
+  int x = 1;
+  tr_assert(x == 2);
 }
 
 Test(util, seterr_truncates_long_messages) {
