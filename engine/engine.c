@@ -11,7 +11,6 @@
 #include "config.h"
 #include "engine/engine_int.h"
 
-#include <malloc.h>
 #include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -44,8 +43,6 @@ int te_open(const te_config *cfg, te_engine **out, tr_err *err) {
     tc_close(&e->db);
     goto fail;
   }
-  tk_set_blas_threads(1);
-  tx_reuse_chunk_buffers();
   *out = e;
   return TR_OK;
 fail:

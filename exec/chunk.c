@@ -1,29 +1,11 @@
 /*
 ** exec/chunk.c - chunk helpers both roles use: the default chunk shape,
-** element conversion, FILL's generator, row-major strides, and the heap
-** settings that let chunk-sized buffers be reused.
+** element conversion, FILL's generator and row-major strides.
 */
 #include "config.h"
 #include "exec/exec.h"
 
-#include <malloc.h>
 #include <string.h>
-
-void tx_reuse_chunk_buffers(void) {
-  /* Chunk buffers are a few MiB each and every statement allocates and
-  ** frees many of them.  glibc would serve each from a fresh mmap, so every
-  ** statement would fault in and zero its buffers again (measured: about 5%
-  ** of a 4096^3 product).  Keep such blocks in the heap for reuse.
-  ** One arena: chunk buffers are allocated on task threads, and a thread's
-  ** own arena lives in 64 MiB heaps that glibc unmaps as soon as they
-  ** empty, so with per-thread arenas a worker still faulted in most of its
-  ** buffers (nn-large's statements: 0.8-0.9M page faults and 12.6 s of
-  ** CPU, against 0.2M and 11.0 s with one arena).  Big buffers are few per
-  ** task, so sharing one lock costs nothing measurable. */
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
-  mallopt(M_ARENA_MAX, 1);
-}
 
 void tx_default_chunk(int rank, const int64_t *shape, tr_dtype dt, int64_t *chunk) {
   const int64_t limit = ((int64_t)4 << 20) / (int64_t)tr_dtype_size(dt);

@@ -98,10 +98,6 @@ void tx_task_encode(const tx_task *t, tn_wbuf *b);
 int tx_task_decode(const void *p, size_t n, tx_task *t, tr_err *err);
 void tx_task_free(tx_task *t);
 
-/* Let freed chunk-sized buffers be reused instead of returned to the
-** system (process-wide; the shell and every worker call it). */
-void tx_reuse_chunk_buffers(void);
-
 /* Default chunk shape for a tensor of this shape and type: chunks of at
 ** most about 4 MiB, splitting the largest dimension first. */
 void tx_default_chunk(int rank, const int64_t *shape, tr_dtype dt, int64_t *chunk);

@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <malloc.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -181,14 +180,6 @@ static int s_start(wi_worker *w, const tw_config *cfg) {
   wi_log_as(cfg->listen);
   w->kt = tk_backend_get(cfg->backend ? cfg->backend : "auto");
   w->threads = cfg->threads > 0 ? cfg->threads : tr_ncores();
-  tx_reuse_chunk_buffers();
-  /* Chunks of 32 MiB and more (the most glibc lets M_MMAP_THRESHOLD be)
-  ** would still be fresh mappings, faulted in on every use: serve every
-  ** block from the heap (measured on the large bench sizes, chunks of
-  ** 48 MB: nn-large 3.2M page faults and 35-36 s of CPU, against 0.5M and
-  ** 26-27 s).  What a big statement leaves free is given back once the
-  ** worker is idle (wi_trim_when_idle). */
-  mallopt(M_MMAP_MAX, 0);
   if (!w->kt) {
     wi_log("unknown kernel backend '%s'", cfg->backend);
     return 2;
