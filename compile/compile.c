@@ -434,79 +434,47 @@ int ta_plan_append(ta_plan *dst, const ta_plan *src, tr_err *err) {
 
 /* ---- EXPLAIN ----------------------------------------------------------- */
 
-/* A growing text buffer. */
-typedef struct s_buf {
-  char *s;      /* text */
-  size_t n;     /* length */
-  size_t cap;   /* allocated */
-} s_buf;
-
-static void s_put(s_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void s_put(s_buf *b, const char *fmt, ...) {
-  va_list ap;
-  for (;;) {
-    va_start(ap, fmt);
-    int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
-    va_end(ap);
-    if (k < 0) return;
-    if (b->s && b->n + (size_t)k < b->cap) {
-      b->n += (size_t)k;
-      return;
-    }
-    size_t cap = (b->cap + (size_t)k + 256) * 2;
-    char *t = realloc(b->s, cap);
-    if (!t) return;
-    b->s = t;
-    b->cap = cap;
-  }
-}
-
-static void s_put_dims(s_buf *b, int rank, const int64_t *v) {
-  if (rank == 0) s_put(b, "scalar");
-  for (int d = 0; d < rank; d++) s_put(b, "%s%lld", d ? " x " : "", (long long)v[d]);
+static void s_put_dims(tr_text *b, int rank, const int64_t *v) {
+  if (rank == 0) tr_text_put(b, "scalar");
+  for (int d = 0; d < rank; d++) tr_text_put(b, "%s%lld", d ? " x " : "", (long long)v[d]);
 }
 
 /* Render a postfix program as infix text; operand i is named in[i]. */
-static void s_prog_text(s_buf *b, const tk_prog *p, int pc_end, char names[][TP_NAME_MAX * 2]) {
+static void s_prog_text(tr_text *b, const tk_prog *p, int pc_end, char names[][TP_NAME_MAX * 2]) {
   /* Evaluate the program on a stack of strings instead of numbers. */
   int sp = 0;
   char *txt[TK_MAX_PROG] = {0};
   for (int pc = 0; pc < pc_end; pc++) {
     const tk_insn *in = &p->code[pc];
     char tmp[1024];
-    static const char *const fn[] = {
-      [TK_OP_NEG] = "neg", [TK_OP_RELU] = "relu", [TK_OP_EXP] = "exp", [TK_OP_LOG] = "log",
-      [TK_OP_SQRT] = "sqrt", [TK_OP_ABS] = "abs", [TK_OP_TANH] = "tanh", [TK_OP_SIGMOID] = "sigmoid"};
-    static const char binch[] = {[TK_OP_ADD] = '+', [TK_OP_SUB] = '-', [TK_OP_MUL] = '*',
-                                 [TK_OP_DIV] = '/', [TK_OP_POW] = '^'};
     if (in->op == TK_OP_INPUT)
       snprintf(tmp, sizeof tmp, "%s", names[in->arg]);
     else if (in->op == TK_OP_CONST)
       snprintf(tmp, sizeof tmp, "%g", in->c);
-    else if (in->op >= TK_OP_ADD && in->op <= TK_OP_POW && sp >= 2) {
-      snprintf(tmp, sizeof tmp, "(%s %c %s)", txt[sp - 2], binch[in->op], txt[sp - 1]);
+    else if (tk_opcode_pops(in->op) == 2 && sp >= 2) {
+      snprintf(tmp, sizeof tmp, "(%s %s %s)", txt[sp - 2], tk_opcode_name(in->op), txt[sp - 1]);
       free(txt[--sp]);
       free(txt[--sp]);
     } else if (sp >= 1) {
-      snprintf(tmp, sizeof tmp, "%s(%s)", fn[in->op], txt[sp - 1]);
+      snprintf(tmp, sizeof tmp, "%s(%s)", tk_opcode_name(in->op), txt[sp - 1]);
       free(txt[--sp]);
     } else {
       snprintf(tmp, sizeof tmp, "?");
     }
     txt[sp++] = strdup(tmp);
   }
-  s_put(b, "%s", sp ? txt[sp - 1] : "");
+  tr_text_put(b, "%s", sp ? txt[sp - 1] : "");
   for (int i = 0; i < sp; i++) free(txt[i]);
 }
 
-static void s_label_list(s_buf *b, const ta_node *n, int from, int to) {
-  s_put(b, "<");
-  for (int l = from; l < to; l++) s_put(b, "%s%s", l > from ? "," : "", n->lname[l]);
-  s_put(b, ">");
+static void s_label_list(tr_text *b, const ta_node *n, int from, int to) {
+  tr_text_put(b, "<");
+  for (int l = from; l < to; l++) tr_text_put(b, "%s%s", l > from ? "," : "", n->lname[l]);
+  tr_text_put(b, ">");
 }
 
 char *ta_plan_explain(const ta_plan *p) {
-  s_buf b = {0};
+  tr_text b = {0};
   static const char *const aggname[] = {"NONE", "SUM", "MAX", "MIN"};
   for (int k = 0; k < p->nnodes; k++) {
     const ta_node *n = &p->nodes[k];
@@ -526,37 +494,37 @@ char *ta_plan_explain(const ta_plan *p) {
       tuples *= g;
       if (l < n->nout) groups *= g;
     }
-    s_put(&b, "%s%s ", out->kind == TA_REL_OUTPUT ? "" : "temporary ", out->meta.name);
+    tr_text_put(&b, "%s%s ", out->kind == TA_REL_OUTPUT ? "" : "temporary ", out->meta.name);
     s_label_list(&b, n, 0, n->nout);
-    s_put(&b, ": ");
+    tr_text_put(&b, ": ");
     s_put_dims(&b, out->meta.rank, out->meta.shape);
-    s_put(&b, " %s, chunk ", tr_dtype_name(out->meta.dtype));
+    tr_text_put(&b, " %s, chunk ", tr_dtype_name(out->meta.dtype));
     s_put_dims(&b, out->meta.rank, out->meta.chunk);
-    s_put(&b, "\n");
+    tr_text_put(&b, "\n");
     int ind = 2;
     if (n->post.n) {
       char pn[1][TP_NAME_MAX * 2];
       snprintf(pn[0], sizeof pn[0], "x");
-      s_put(&b, "%*sTRANSFORM(x -> ", ind, "");
+      tr_text_put(&b, "%*sTRANSFORM(x -> ", ind, "");
       s_prog_text(&b, &n->post, n->post.n, pn);
-      s_put(&b, ")  [fused into the aggregation's task]\n");
+      tr_text_put(&b, ")  [fused into the aggregation's task]\n");
       ind += 2;
     }
     if (n->agg != TK_AGG_NONE) {
-      s_put(&b, "%*sAGGREGATE(group by ", ind, "");
+      tr_text_put(&b, "%*sAGGREGATE(group by ", ind, "");
       s_label_list(&b, n, 0, n->nout);
-      s_put(&b, ", %s)  [%lld groups]\n", aggname[n->agg], (long long)groups);
+      tr_text_put(&b, ", %s)  [%lld groups]\n", aggname[n->agg], (long long)groups);
       ind += 2;
     }
-    s_put(&b, "%*sJOIN(on ", ind, "");
+    tr_text_put(&b, "%*sJOIN(on ", ind, "");
     s_label_list(&b, n, 0, n->nlabels);
-    s_put(&b, ", kernel %s: ", n->gemm ? "gemm" : "contract");
+    tr_text_put(&b, ", kernel %s: ", n->gemm ? "gemm" : "contract");
     s_prog_text(&b, &n->prog, n->prog.n, names);
     if (n->agg != TK_AGG_NONE) {
-      s_put(&b, " %s over ", aggname[n->agg]);
+      tr_text_put(&b, " %s over ", aggname[n->agg]);
       s_label_list(&b, n, n->nout, n->nlabels);
     }
-    s_put(&b, ")  [%lld tuples]\n", (long long)tuples);
+    tr_text_put(&b, ")  [%lld tuples]\n", (long long)tuples);
     ind += 2;
     for (int i = 0; i < n->ninputs; i++) {
       const ta_operand *o = &n->in[i];
@@ -566,23 +534,23 @@ char *ta_plan_explain(const ta_plan *p) {
         for (int d2 = d + 1; d2 < o->rank; d2++) diag |= o->label[d] == o->label[d2];
         rechunk |= t->chunk[d] != n->chunk[o->label[d]];
       }
-      s_put(&b, "%*sREKEY(-> %s)", ind, "", names[i]);
-      if (diag) s_put(&b, " FILTER(diagonal keys)");
+      tr_text_put(&b, "%*sREKEY(-> %s)", ind, "", names[i]);
+      if (diag) tr_text_put(&b, " FILTER(diagonal keys)");
       if (rechunk) {
-        s_put(&b, " CONCAT/TILE(chunk ");
+        tr_text_put(&b, " CONCAT/TILE(chunk ");
         s_put_dims(&b, t->rank, t->chunk);
-        s_put(&b, " -> ");
+        tr_text_put(&b, " -> ");
         for (int d = 0; d < o->rank; d++)
-          s_put(&b, "%s%lld", d ? " x " : "", (long long)n->chunk[o->label[d]]);
-        s_put(&b, ")");
+          tr_text_put(&b, "%s%lld", d ? " x " : "", (long long)n->chunk[o->label[d]]);
+        tr_text_put(&b, ")");
       }
-      s_put(&b, " SCAN %s%s (", p->rels[o->rel].kind == TA_REL_STORED ? "" : "temporary ",
+      tr_text_put(&b, " SCAN %s%s (", p->rels[o->rel].kind == TA_REL_STORED ? "" : "temporary ",
             t->name);
       s_put_dims(&b, t->rank, t->shape);
-      s_put(&b, " %s, chunk ", tr_dtype_name(t->dtype));
+      tr_text_put(&b, " %s, chunk ", tr_dtype_name(t->dtype));
       s_put_dims(&b, t->rank, t->chunk);
-      s_put(&b, ")\n");
+      tr_text_put(&b, ")\n");
     }
   }
-  return b.s;
+  return tr_text_done(&b);
 }

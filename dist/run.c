@@ -518,17 +518,13 @@ static int s_run_node_safe(s_run *R, int k, const to_choice *ch, const to_moves 
 }
 
 /* EXPLAIN ANALYZE output, text or JSON. */
-static char *s_analyze_text(const s_run *R, const char *tra, double elapsed, int json) {
+static char *s_analyze_text(const s_run *R, double elapsed, int json) {
   const td_cluster *c = R->c;
-  size_t cap = 8192 + (size_t)R->nops * (512 + (size_t)c->nsites * 200) + (size_t)c->nsites * 512 +
-               (tra ? strlen(tra) * 2 : 0);
-  char *out = malloc(cap);
-  size_t o = 0;
+  tr_text out = {0};
   int64_t total = 0;
   int ns = c->nsites < S_OP_SITES ? c->nsites : S_OP_SITES;
-  if (!out) return NULL;
   for (int i = 0; i < R->nops; i++) total += R->ops[i].floats;
-#define PUT(...) o += (size_t)snprintf(out + o, o < cap ? cap - o : 0, __VA_ARGS__)
+#define PUT(...) tr_text_put(&out, __VA_ARGS__)
   if (json) {
     PUT("\"elapsed_s\": %.6f, \"measured_transfer_floats\": %lld, \"operators\": [", elapsed,
         (long long)total);
@@ -556,7 +552,6 @@ static char *s_analyze_text(const s_run *R, const char *tra, double elapsed, int
           (unsigned long long)c->sites[s].d2h, c->sites[s].copy_s);
     PUT("]");
   } else {
-    PUT("%s", tra ? tra : "");
     PUT("IA operators run (fused ones run inside the local_join task):\n");
     for (int i = 0; i < R->nops; i++) {
       const s_opstat *op = &R->ops[i];
@@ -586,7 +581,7 @@ static char *s_analyze_text(const s_run *R, const char *tra, double elapsed, int
     PUT("Elapsed: %.3f s, measured transfer: %lld floats\n", elapsed, (long long)total);
   }
 #undef PUT
-  return out;
+  return tr_text_done(&out);
 }
 
 static void s_run_free(s_run *R) {
@@ -726,7 +721,7 @@ int td_run_exec(td_run *R, const to_opt *opt, tr_err *err) {
 }
 
 char *td_run_analysis(const td_run *R, int json) {
-  return s_analyze_text(R, NULL, R->t1 - R->t0, json);
+  return s_analyze_text(R, R->t1 - R->t0, json);
 }
 
 void td_run_end(td_run **pr) {

@@ -386,25 +386,6 @@ static int s_canon(s_run *run, const void *src, const int64_t *ls, const int64_t
   tx_row_major(norder, e2, ds);
   *out = tr_alloc_aligned((size_t)total * run->esz);
   if (!*out) return TR_ENOMEM;
-  if (norder > TR_MAX_RANK) {
-    /* copy() handles up to TK_MAX_LABELS dims through the contract kernel */
-    tk_contract op;
-    memset(&op, 0, sizeof op);
-    op.dtype = run->dt;
-    op.nlabels = op.nout = norder;
-    op.ninputs = 1;
-    op.in[0] = src;
-    for (int i = 0; i < norder; i++) {
-      op.extent[i] = e2[i];
-      op.in_stride[0][i] = ss[i];
-      op.out_stride[i] = ds[i];
-    }
-    op.out = *out;
-    op.prog.n = 1;
-    op.prog.code[0].op = TK_OP_INPUT;
-    op.cancel = run->cancel;
-    return run->kt->contract(&op);
-  }
   return run->kt->copy(run->dt, norder, e2, *out, ds, src, ss, run->cancel);
 }
 

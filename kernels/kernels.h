@@ -154,8 +154,9 @@ typedef struct tk_backend {
   /* x[i] = prog(x[i]) in place for i < n; prog's input 0 is x[i]. */
   int (*map)(tr_dtype dt, const tk_prog *prog, void *x, int64_t n, const tr_cancel *cancel);
 
-  /* Strided copy of a rank-`rank` box: dst[idx . dst_stride] =
-  ** src[idx . src_stride] for idx < extent.  Used by tile, concat and
+  /* Strided copy of a rank-`rank` box (rank <= TK_MAX_LABELS, so a box
+  ** over a node's labels, not only a tensor's dimensions): dst[idx .
+  ** dst_stride] = src[idx . src_stride] for idx < extent.  Used by tile, concat and
   ** re-chunking; both sides may be any strides (transposes too). */
   int (*copy)(tr_dtype dt, int rank, const int64_t *extent,
               void *dst, const int64_t *dst_stride,

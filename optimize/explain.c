@@ -11,54 +11,6 @@
 #include <string.h>
 #include <strings.h>
 
-typedef struct s_out {
-  char *s;
-  size_t n, cap;
-  int oom;
-} s_out;
-
-static void s_put(s_out *b, const char *fmt, ...) {
-  va_list ap;
-  for (;;) {
-    size_t room = b->cap - b->n;
-    va_start(ap, fmt);
-    int w = vsnprintf(b->s ? b->s + b->n : NULL, room, fmt, ap);
-    va_end(ap);
-    if (w < 0) return;
-    if ((size_t)w < room) {
-      b->n += (size_t)w;
-      return;
-    }
-    size_t cap = (b->cap + (size_t)w + 1) * 2;
-    char *ns = realloc(b->s, cap);
-    if (!ns) {
-      b->oom = 1;
-      return;
-    }
-    b->s = ns;
-    b->cap = cap;
-  }
-}
-
-/* JSON string contents. */
-static void s_put_js(s_out *b, const char *t) {
-  for (const unsigned char *c = (const unsigned char *)t; *c; c++) {
-    if (*c == '"' || *c == '\\') s_put(b, "\\%c", *c);
-    else if (*c == '\n') s_put(b, "\\n");
-    else if (*c < 0x20) s_put(b, "\\u%04x", *c);
-    else s_put(b, "%c", *c);
-  }
-}
-
-static char *s_done(s_out *b) {
-  if (b->oom) {
-    free(b->s);
-    return NULL;
-  }
-  if (!b->s) return calloc(1, 1);
-  return b->s;
-}
-
 /* One IA operator of the chosen plan, for all three formats. */
 typedef struct s_iaop {
   const char *op;     /* bcast, shuffle, local_join, local_agg, local_filter, local_map */
@@ -143,119 +95,119 @@ static int s_ia_ops(const ta_plan *p, int k, const to_opt *o, s_iaop *ops) {
 static const char *s_kindname(const s_iaop *q) { return q->op ? q->op : "scan"; }
 
 char *to_opt_text(const ta_plan *p, const to_opt *o, const char *tra) {
-  s_out b = {0};
+  tr_text b = {0};
   s_iaop ops[64];
-  if (tra) s_put(&b, "%s", tra);
-  s_put(&b, "IA plan on %d sites: %s\n", o->m, o->alt[o->chosen].name);
+  if (tra) tr_text_put(&b, "%s", tra);
+  tr_text_put(&b, "IA plan on %d sites: %s\n", o->m, o->alt[o->chosen].name);
   for (int k = 0; k < p->nnodes; k++) {
     int no = s_ia_ops(p, k, o, ops);
-    if (p->nnodes > 1) s_put(&b, "  node %d -> %s: %s\n", k + 1, p->rels[p->nodes[k].out].meta.name, o->choice[k].name);
+    if (p->nnodes > 1) tr_text_put(&b, "  node %d -> %s: %s\n", k + 1, p->rels[p->nodes[k].out].meta.name, o->choice[k].name);
     for (int i = 0; i < no; i++) {
       const s_iaop *q = &ops[i];
-      s_put(&b, "  %*s%s %s", 2 * q->depth, "", s_kindname(q), q->what);
-      if (q->labels[0]) s_put(&b, " [%s]", q->labels);
+      tr_text_put(&b, "  %*s%s %s", 2 * q->depth, "", s_kindname(q), q->what);
+      if (q->labels[0]) tr_text_put(&b, " [%s]", q->labels);
       if (q->op && (!strcmp(q->op, "bcast") || !strcmp(q->op, "shuffle")))
-        s_put(&b, "  predicted %lld floats", (long long)q->floats);
-      s_put(&b, "\n");
+        tr_text_put(&b, "  predicted %lld floats", (long long)q->floats);
+      tr_text_put(&b, "\n");
     }
-    s_put(&b, "  %*sIA expression: %s\n", 2, "", o->choice[k].ia);
-    if (o->choice[k].rules[0]) s_put(&b, "  %*srules: %s\n", 2, "", o->choice[k].rules);
+    tr_text_put(&b, "  %*sIA expression: %s\n", 2, "", o->choice[k].ia);
+    if (o->choice[k].rules[0]) tr_text_put(&b, "  %*srules: %s\n", 2, "", o->choice[k].rules);
   }
-  if (o->repl_floats) s_put(&b, "  replication of the output: %lld floats\n", (long long)o->repl_floats);
-  s_put(&b, "Predicted transfer: %lld floats (work imbalance: %.0f float-equivalents)\n", (long long)o->total,
+  if (o->repl_floats) tr_text_put(&b, "  replication of the output: %lld floats\n", (long long)o->repl_floats);
+  tr_text_put(&b, "Predicted transfer: %lld floats (work imbalance: %.0f float-equivalents)\n", (long long)o->total,
         o->imbalance);
-  s_put(&b, "Alternatives (%d distinct of %d IA plans reached, %.2f ms), by cost = floats moved + imbalance:\n",
+  tr_text_put(&b, "Alternatives (%d distinct of %d IA plans reached, %.2f ms), by cost = floats moved + imbalance:\n",
         o->nalt, o->ntrees, o->ms);
   for (int i = 0; i < o->nalt; i++)
-    s_put(&b, "  %14lld floats  cost %14.0f  %s%s\n", (long long)o->alt[i].floats, o->alt[i].cost,
+    tr_text_put(&b, "  %14lld floats  cost %14.0f  %s%s\n", (long long)o->alt[i].floats, o->alt[i].cost,
           o->alt[i].name, i == o->chosen ? "  <- chosen" : "");
-  return s_done(&b);
+  return tr_text_done(&b);
 }
 
 char *to_opt_json(const ta_plan *p, const to_opt *o, const char *tra) {
-  s_out b = {0};
+  tr_text b = {0};
   s_iaop ops[64];
-  s_put(&b, "\"sites\": %d, ", o->m);
+  tr_text_put(&b, "\"sites\": %d, ", o->m);
   if (tra) {
-    s_put(&b, "\"tra\": \"");
-    s_put_js(&b, tra);
-    s_put(&b, "\", ");
+    tr_text_put(&b, "\"tra\": \"");
+    tr_text_json(&b, tra);
+    tr_text_put(&b, "\", ");
   }
-  s_put(&b, "\"predicted_transfer_floats\": %lld, \"chosen\": {\"name\": \"", (long long)o->total);
-  s_put_js(&b, o->alt[o->chosen].name);
-  s_put(&b, "\", \"predicted_transfer_floats\": %lld, \"replication_floats\": %lld, \"nodes\": [",
+  tr_text_put(&b, "\"predicted_transfer_floats\": %lld, \"chosen\": {\"name\": \"", (long long)o->total);
+  tr_text_json(&b, o->alt[o->chosen].name);
+  tr_text_put(&b, "\", \"predicted_transfer_floats\": %lld, \"replication_floats\": %lld, \"nodes\": [",
         (long long)o->total, (long long)o->repl_floats);
   for (int k = 0; k < p->nnodes; k++) {
-    s_put(&b, "%s{\"output\": \"", k ? ", " : "");
-    s_put_js(&b, p->rels[p->nodes[k].out].meta.name);
-    s_put(&b, "\", \"name\": \"");
-    s_put_js(&b, o->choice[k].name);
-    s_put(&b, "\", \"predicted_transfer_floats\": %lld, \"ia_expression\": \"", (long long)o->node_floats[k]);
-    s_put_js(&b, o->choice[k].ia);
-    s_put(&b, "\", \"rules\": \"");
-    s_put_js(&b, o->choice[k].rules);
-    s_put(&b, "\"}");
+    tr_text_put(&b, "%s{\"output\": \"", k ? ", " : "");
+    tr_text_json(&b, p->rels[p->nodes[k].out].meta.name);
+    tr_text_put(&b, "\", \"name\": \"");
+    tr_text_json(&b, o->choice[k].name);
+    tr_text_put(&b, "\", \"predicted_transfer_floats\": %lld, \"ia_expression\": \"", (long long)o->node_floats[k]);
+    tr_text_json(&b, o->choice[k].ia);
+    tr_text_put(&b, "\", \"rules\": \"");
+    tr_text_json(&b, o->choice[k].rules);
+    tr_text_put(&b, "\"}");
   }
-  s_put(&b, "], \"ia\": [");
+  tr_text_put(&b, "], \"ia\": [");
   int first = 1;
   for (int k = 0; k < p->nnodes; k++) {
     int no = s_ia_ops(p, k, o, ops);
     for (int i = 0; i < no; i++) {
       const s_iaop *q = &ops[i];
       if (!q->op) continue;
-      s_put(&b, "%s{\"op\": \"%s\", \"node\": %d, \"depth\": %d, \"relation\": \"", first ? "" : ", ", q->op,
+      tr_text_put(&b, "%s{\"op\": \"%s\", \"node\": %d, \"depth\": %d, \"relation\": \"", first ? "" : ", ", q->op,
             k + 1, q->depth);
-      s_put_js(&b, q->what);
-      s_put(&b, "\", \"labels\": \"");
-      s_put_js(&b, q->labels);
-      s_put(&b, "\", \"sites\": %d, \"predicted_floats\": %lld}", q->sites, (long long)q->floats);
+      tr_text_json(&b, q->what);
+      tr_text_put(&b, "\", \"labels\": \"");
+      tr_text_json(&b, q->labels);
+      tr_text_put(&b, "\", \"sites\": %d, \"predicted_floats\": %lld}", q->sites, (long long)q->floats);
       first = 0;
     }
   }
-  s_put(&b, "]}, \"alternatives\": [");
+  tr_text_put(&b, "]}, \"alternatives\": [");
   for (int i = 0; i < o->nalt; i++) {
-    s_put(&b, "%s{\"name\": \"", i ? ", " : "");
-    s_put_js(&b, o->alt[i].name);
-    s_put(&b, "\", \"predicted_transfer_floats\": %lld, \"cost\": %.0f, \"chosen\": %s}",
+    tr_text_put(&b, "%s{\"name\": \"", i ? ", " : "");
+    tr_text_json(&b, o->alt[i].name);
+    tr_text_put(&b, "\", \"predicted_transfer_floats\": %lld, \"cost\": %.0f, \"chosen\": %s}",
           (long long)o->alt[i].floats, o->alt[i].cost, i == o->chosen ? "true" : "false");
   }
-  s_put(&b, "], \"ia_plans_reached\": %d, \"optimize_ms\": %.3f, \"rules_fired\": {", o->ntrees, o->ms);
-  for (int r = 0; r < oi_rule_count(); r++) s_put(&b, "%s\"%s\": %d", r ? ", " : "", oi_rule_name(r), o->fired[r]);
-  s_put(&b, "}");
-  return s_done(&b);
+  tr_text_put(&b, "], \"ia_plans_reached\": %d, \"optimize_ms\": %.3f, \"rules_fired\": {", o->ntrees, o->ms);
+  for (int r = 0; r < oi_rule_count(); r++) tr_text_put(&b, "%s\"%s\": %d", r ? ", " : "", oi_rule_name(r), o->fired[r]);
+  tr_text_put(&b, "}");
+  return tr_text_done(&b);
 }
 
 char *to_opt_dot(const ta_plan *p, const to_opt *o) {
-  s_out b = {0};
+  tr_text b = {0};
   s_iaop ops[64];
-  s_put(&b, "digraph plan {\n  rankdir=BT;\n  node [shape=box, fontname=\"monospace\"];\n");
-  s_put(&b, "  label=\"");
-  s_put_js(&b, o->alt[o->chosen].name);
-  s_put(&b, ": %lld floats on %d sites\";\n", (long long)o->total, o->m);
+  tr_text_put(&b, "digraph plan {\n  rankdir=BT;\n  node [shape=box, fontname=\"monospace\"];\n");
+  tr_text_put(&b, "  label=\"");
+  tr_text_json(&b, o->alt[o->chosen].name);
+  tr_text_put(&b, ": %lld floats on %d sites\";\n", (long long)o->total, o->m);
   for (int k = 0; k < p->nnodes; k++) {
     int no = s_ia_ops(p, k, o, ops);
     int parent[64];
     for (int i = 0; i < no; i++) {
       const s_iaop *q = &ops[i];
-      s_put(&b, "  n%d_%d [label=\"%s ", k, i, s_kindname(q));
-      s_put_js(&b, q->what);
+      tr_text_put(&b, "  n%d_%d [label=\"%s ", k, i, s_kindname(q));
+      tr_text_json(&b, q->what);
       if (q->labels[0]) {
-        s_put(&b, "\\n[");
-        s_put_js(&b, q->labels);
-        s_put(&b, "]");
+        tr_text_put(&b, "\\n[");
+        tr_text_json(&b, q->labels);
+        tr_text_put(&b, "]");
       }
       if (q->op && (!strcmp(q->op, "bcast") || !strcmp(q->op, "shuffle")))
-        s_put(&b, "\\n%lld floats", (long long)q->floats);
-      s_put(&b, "\"%s];\n", q->op ? "" : ", shape=ellipse");
+        tr_text_put(&b, "\\n%lld floats", (long long)q->floats);
+      tr_text_put(&b, "\"%s];\n", q->op ? "" : ", shape=ellipse");
       parent[i] = -1;
       for (int j = i - 1; j >= 0; j--)
         if (ops[j].depth == q->depth - 1) {
           parent[i] = j;
           break;
         }
-      if (parent[i] >= 0) s_put(&b, "  n%d_%d -> n%d_%d;\n", k, i, k, parent[i]);
+      if (parent[i] >= 0) tr_text_put(&b, "  n%d_%d -> n%d_%d;\n", k, i, k, parent[i]);
     }
   }
-  s_put(&b, "}\n");
-  return s_done(&b);
+  tr_text_put(&b, "}\n");
+  return tr_text_done(&b);
 }

@@ -169,7 +169,7 @@ static int s_child(oi_tree *t, int at) {
 void oi_initial(const oi_ctx *x, oi_tree *t) {
   const ta_node *n = x->n;
   int npost = 0;
-  for (int i = 0; i < n->post.n; i++) npost += n->post.code[i].op >= TK_OP_NEG;
+  for (int i = 0; i < n->post.n; i++) npost += tk_opcode_pops(n->post.code[i].op) == 1;
   t->n = 0;
   int top = s_new(t, IA_SCAN), at = top;
   /* map(agg(shuf(filter(join(...))))) from the top down */

@@ -215,15 +215,6 @@ int pi_signed(pi_parser *p, double *out) {
   return TR_OK;
 }
 
-/* Unary functions by name (case-insensitive). */
-static const struct {
-  const char *name;
-  int op;
-} s_funcs[] = {{"relu", TK_OP_RELU}, {"exp", TK_OP_EXP},
-               {"log", TK_OP_LOG},   {"sqrt", TK_OP_SQRT},
-               {"abs", TK_OP_ABS},   {"tanh", TK_OP_TANH},
-               {"sigmoid", TK_OP_SIGMOID}, {"neg", TK_OP_NEG}};
-
 static const struct {
   const char *name;
   int agg;
@@ -284,8 +275,12 @@ static int s_call(pi_parser *p, tp_expr **out, int *h) {
   int op = -1, rc;
   size_t i;
   char tok[64];
-  for (i = 0; i < sizeof s_funcs / sizeof s_funcs[0] && op < 0; i++)
-    if (pi_is_kw(name, s_funcs[i].name)) op = s_funcs[i].op;
+  /* the unary functions are the kernels' (kernels/opcodes.h) */
+  if (name->type == S_IDENT && name->n < sizeof tok) {
+    memcpy(tok, name->p, name->n);
+    tok[name->n] = '\0';
+    op = tk_opcode_function(tok);
+  }
   for (i = 0; i < sizeof s_aggs / sizeof s_aggs[0] && op < 0; i++)
     if (pi_is_kw(name, s_aggs[i].name)) {
       op = s_aggs[i].agg;

@@ -23,7 +23,10 @@ const char *const tp_keyword_list[] = {
     "EXPLAIN", "ANALYZE", "FORMAT", "JSON", "TEXT", "DOT", "PLAN", "SET",
     "BEGIN", "COMMIT", "ROLLBACK",
     "SUM", "MAX", "MIN",
-    "relu", "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "neg",
+/* the unary functions, as kernels/opcodes.h names them */
+#define S_FN(NAME, name, ...) name,
+    TK_OPCODES(TK_OPCODE_NONE, TK_OPCODE_NONE, S_FN)
+#undef S_FN
     "f32", "f64", NULL};
 
 const char *const *tp_keywords(void) { return tp_keyword_list; }

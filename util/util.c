@@ -187,3 +187,47 @@ int tr_parallel_for(int nthreads, int64_t n, tr_task_fn fn, void *arg, const tr_
   pthread_mutex_destroy(&job.mu);
   return job.status;
 }
+
+void tr_text_put(tr_text *t, const char *fmt, ...) {
+  va_list ap;
+  while (!t->oom) {
+    size_t room = t->cap - t->n;
+    va_start(ap, fmt);
+    int w = vsnprintf(t->s ? t->s + t->n : NULL, room, fmt, ap);
+    va_end(ap);
+    if (w < 0) return;
+    if ((size_t)w < room) {
+      t->n += (size_t)w;
+      return;
+    }
+    size_t cap = (t->cap + (size_t)w + 1) * 2;
+    char *ns = realloc(t->s, cap);
+    if (!ns) {
+      t->oom = 1;
+      return;
+    }
+    t->s = ns;
+    t->cap = cap;
+  }
+}
+
+void tr_text_json(tr_text *t, const char *s) {
+  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+    if (*c == '"' || *c == '\\') tr_text_put(t, "\\%c", *c);
+    else if (*c == '\n') tr_text_put(t, "\\n");
+    else if (*c < 0x20) tr_text_put(t, "\\u%04x", *c);
+    else tr_text_put(t, "%c", *c);
+  }
+}
+
+char *tr_text_done(tr_text *t) {
+  char *s = t->s;
+  if (t->oom) {
+    free(s);
+    s = NULL;
+  } else if (!s) {
+    s = calloc(1, 1);
+  }
+  memset(t, 0, sizeof *t);
+  return s;
+}

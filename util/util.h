@@ -94,6 +94,20 @@ void tr_free_aligned(void *p);
 int tr_write_all(int fd, const void *buf, size_t n);
 int tr_pread_all(int fd, void *buf, size_t n, int64_t off, size_t *got);
 
+/* A growing text: tr_text_put appends printf-style, tr_text_json appends a
+** string escaped for JSON, tr_text_done hands the text over (NUL
+** terminated, the caller's to free; "" if nothing was put; NULL if an
+** allocation failed, after which every put is a no-op). */
+typedef struct tr_text {
+  char *s;    /* text */
+  size_t n;   /* length */
+  size_t cap; /* allocated */
+  int oom;    /* an allocation failed */
+} tr_text;
+void tr_text_put(tr_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void tr_text_json(tr_text *t, const char *s);
+char *tr_text_done(tr_text *t);
+
 /* Seconds on a monotonic clock. */
 double tr_now(void);
 
