@@ -108,7 +108,7 @@ static size_t s_slot(const tc_store *s, uint64_t id) {
 }
 
 static s_entry *s_find(tc_store *s, uint64_t id) {
-  if (s->cap == 0) return NULL;
+  if (s->cap == 0 || id == 0) return NULL; /* 0 marks empty slots: never stored */
   s_entry *e = &s->tab[s_slot(s, id)];
   return e->id == id ? e : NULL;
 }

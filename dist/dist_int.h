@@ -41,6 +41,7 @@ struct td_cluster {
   int nsites;             /* workers */
   td_site *sites;         /* them */
   uint64_t next_req;      /* request ids */
+  int phase_open;          /* a di_phase is open (one at a time) */
   char workdir[4200];     /* where local workers keep data and logs */
   /* Replicas: a chunk a worker reported damaged in the last failed phase
   ** (site index and chunk id, for the retry), and whether some chunks may
@@ -75,6 +76,10 @@ typedef struct di_phase {
   uint64_t base; /* request id of out[0] */
   int n, cap;    /* requests */
   di_out *out;    /* them */
+  int watch_all;  /* workers pass data among themselves in this phase: any
+                     live worker that goes silent fails it, not only those
+                     with requests (a peer's death would otherwise surface
+                     only as a survivor's timeout naming the survivor) */
 } di_phase;
 
 /* A copy to make: chunk id from site index src to site index dst. */

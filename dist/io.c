@@ -40,6 +40,7 @@ struct td_pwrite {
   int up[256], m;       /* live sites */
   int r;                /* replication */
   di_phase ph;           /* PUTs in flight */
+  int ph_open;          /* ph is open (until commit: one phase at a time) */
   size_t inflight;      /* their bytes */
 };
 
@@ -61,12 +62,14 @@ int td_pwrite_begin(td_cluster *c, const tr_tensor *meta, td_pwrite **out, tr_er
   }
   w->r = di_replication(c, w->m);
   di_phase_init(&w->ph, c);
+  w->ph_open = 1;
   *out = w;
   return TR_OK;
 }
 
 /* Store chunk lin (buf is copied) on its `replication` sites. */
 int td_pwrite_chunk(td_pwrite *w, int64_t lin, const void *buf, size_t bytes, tr_err *err) {
+  tr_assert(w->ph_open); /* not after the commit */
   tc_chunkloc *loc = &w->locs[lin];
   loc->lin = lin;
   loc->chunk_id = tc_new_chunk_id();
@@ -99,14 +102,14 @@ int td_pwrite_chunk(td_pwrite *w, int64_t lin, const void *buf, size_t bytes, tr
 int td_pwrite_commit(td_pwrite *w, tr_err *err) {
   int rc = di_wait(&w->ph, err);
   di_phase_free(&w->ph);
-  di_phase_init(&w->ph, w->c);
+  w->ph_open = 0; /* the commit's own phases follow */
   if (!rc) rc = di_commit(w->c, &w->meta, w->locs, tr_nchunks(&w->meta), err);
   return rc;
 }
 
 void td_pwrite_free(td_pwrite **pw) {
   if (!pw || !*pw) return;
-  di_phase_free(&(*pw)->ph);
+  if ((*pw)->ph_open) di_phase_free(&(*pw)->ph);
   free((*pw)->locs);
   free(*pw);
   *pw = NULL;

@@ -22,17 +22,24 @@
 
 #define S_CALL_TIMEOUT_S 600.0   /* longest wait for one phase */
 
+/* A phase's requests take the ids base, base+1, ...: a reply maps to its
+** slot by subtraction.  That holds only while one phase is open at a time
+** (a second would reuse the first's ids), which the asserts check. */
 void di_phase_init(di_phase *ph, td_cluster *c) {
+  tr_assert(!c->phase_open);
   memset(ph, 0, sizeof *ph);
   ph->c = c;
   ph->base = c->next_req + 1;
+  c->phase_open = 1;
 }
 
 void di_phase_free(di_phase *ph) {
   for (int i = 0; i < ph->n; i++)
     if (ph->out[i].done == 1) tn_in_close(&ph->out[i].reply);
   free(ph->out);
+  tr_assert(ph->c->phase_open);
   ph->c->next_req = ph->base + (uint64_t)ph->n;
+  ph->c->phase_open = 0;
   memset(ph, 0, sizeof *ph);
 }
 
@@ -111,6 +118,7 @@ void di_drain(td_cluster *c, di_phase *ph, int timeout_ms) {
       s_incarnation(&c->sites[s], &in);
       if (ph && in.req >= ph->base && in.req < ph->base + (uint64_t)ph->n) {
         di_out *o = &ph->out[in.req - ph->base];
+        tr_assert(o->site >= 0 && o->site < c->nsites);
         /* a heartbeat answers only a ping (the worker's own carry id 0) */
         if (!o->done && o->site == s && (in.type != TN_HEARTBEAT || o->type == TN_HEARTBEAT)) {
           o->done = 1;
@@ -174,6 +182,14 @@ static int s_wait_loop(di_phase *ph, int tolerant, tr_err *err) {
       s_heartbeat_all(c);
       next_beat = now + TN_HEARTBEAT_MS / 1000.0;
     }
+    if (ph->watch_all && !tolerant)
+      for (int s = 0; s < c->nsites; s++) {
+        td_site *st = &c->sites[s];
+        if (st->up && now - st->last_seen > TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0) {
+          st->up = 0;
+          return tr_seterr(err, TR_EIO, "worker %s is down (silent for %.1f s)", st->ep, now - st->last_seen);
+        }
+      }
     for (int i = 0; i < ph->n; i++) {
       td_site *st = &c->sites[ph->out[i].site];
       int silent = now - st->last_seen > TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0;
@@ -251,6 +267,7 @@ int di_sync(td_cluster *c, const tc_chunkloc *locs, int64_t n, tr_err *err) {
 int di_flush_sends(td_cluster *c, tn_wbuf *sends, uint32_t *nsend, int rc, tr_err *err) {
   di_phase ph;
   di_phase_init(&ph, c);
+  ph.watch_all = 1;
   for (int s = 0; !rc && s < c->nsites; s++)
     if (nsend[s]) {
       tn_wbuf b = {0};

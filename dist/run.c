@@ -206,6 +206,7 @@ static int s_fill_tasks(s_run *R, const tr_tensor *t, const tx_fill *f, s_prel *
   pr->made = 1;
   if (!(pr->locs = calloc((size_t)n + 1, sizeof *pr->locs))) return tr_seterr(err, TR_ENOMEM, "out of memory");
   di_phase_init(&ph, c);
+  ph.watch_all = 1; /* tasks push replicas to peers */
   for (int k = 0; k < R->m && !rc; k++) {
     tx_task task;
     memset(&task, 0, sizeof task);
@@ -328,6 +329,7 @@ static int s_run_combine(s_run *R, int k, const to_moves *mv, const uint64_t *pi
   s_opstat *rs = !rc && final && di_replication(c, m) > 1 ? s_op(R, "replicate", om->name, 0) : NULL;
   di_phase ph;
   di_phase_init(&ph, c);
+  ph.watch_all = 1; /* tasks push replicas to peers */
   for (int u = 0; !rc && u < m; u++) {
     tx_task task;
     memset(&task, 0, sizeof task);
@@ -442,6 +444,7 @@ static int s_run_node(s_run *R, int k, const to_choice *ch, const to_moves *move
   if (ch->twophase) tn.post.n = 0;
   di_phase ph;
   di_phase_init(&ph, c);
+  ph.watch_all = 1; /* tasks push replicas to peers */
   for (int u = 0; !rc && u < m; u++) {
     for (int64_t lin = 0; lin < nout; lin++) {
       mine[lin] = (moves->osites[lin] >> u) & 1;

@@ -27,6 +27,7 @@ static int s_new(oi_tree *t, oi_kind k) {
 /* Wrap op `at` (in place) in a unary op of kind k: the op moves to a new
 ** slot and `at` becomes the wrapper, so parents need no update. */
 int oi_wrap(oi_tree *t, int at, oi_kind k, unsigned lab) {
+  tr_assert(at >= 0 && at < t->n);
   int c = s_new(t, IA_SCAN);
   if (c < 0) return -1;
   t->op[c] = t->op[at];
@@ -40,11 +41,17 @@ int oi_wrap(oi_tree *t, int at, oi_kind k, unsigned lab) {
 }
 
 /* Replace op `at` by its only child. */
-void oi_lift(oi_tree *t, int at) { t->op[at] = t->op[t->op[at].kid[0]]; }
+void oi_lift(oi_tree *t, int at) {
+  tr_assert(at >= 0 && at < t->n && t->op[at].nk == 1);
+  tr_assert(t->op[at].kid[0] >= 0 && t->op[at].kid[0] < t->n);
+  t->op[at] = t->op[t->op[at].kid[0]];
+}
 
 /* Swap the unary op `at` with its unary child (their kids stay put). */
 void oi_swap(oi_tree *t, int at) {
+  tr_assert(at >= 0 && at < t->n && t->op[at].nk == 1);
   int c = t->op[at].kid[0];
+  tr_assert(c > 0 && c < t->n && c != at && t->op[c].nk <= 1);
   oi_op a = t->op[at], b = t->op[c];
   t->op[at] = b;
   t->op[c] = a;
@@ -55,6 +62,9 @@ void oi_swap(oi_tree *t, int at) {
 }
 
 static int s_copy(const oi_tree *src, int at, oi_tree *dst) {
+  /* a tree, not a graph: each op is reached once, so the copy never holds
+  ** more ops than the source */
+  tr_assert(at >= 0 && at < src->n && dst->n < src->n);
   int me = dst->n++;
   dst->op[me] = src->op[at];
   for (int i = 0; i < src->op[at].nk; i++) dst->op[me].kid[i] = (int8_t)s_copy(src, src->op[at].kid[i], dst);
@@ -66,6 +76,7 @@ void oi_normalize(oi_tree *t) {
   oi_tree c;
   c.n = 0;
   s_copy(t, 0, &c);
+  tr_assert(c.op[0].kind == t->op[0].kind);
   *t = c;
 }
 

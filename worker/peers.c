@@ -18,13 +18,14 @@
 #include <time.h>
 #include <unistd.h>
 
-/* A DEALER socket to peer ep, opened on first use. */
-static void *s_peer(wi_worker *w, const char *ep, tr_err *err) {
+/* The index of a DEALER socket to peer ep, opened on first use; -1 on
+** failure. */
+static int s_peer(wi_worker *w, const char *ep, tr_err *err) {
   for (int i = 0; i < w->npeers; i++)
-    if (!strcmp(w->peer_ep[i], ep)) return w->peer[i];
+    if (!strcmp(w->peer_ep[i], ep)) return i;
   if (w->npeers >= S_MAX_PEERS) {
     tr_seterr(err, TR_EINVAL, "too many peers");
-    return NULL;
+    return -1;
   }
   void *s = zmq_socket(w->ctx, ZMQ_DEALER);
   int linger = 0, hwm = 0, tmo = 30000;
@@ -35,11 +36,11 @@ static void *s_peer(wi_worker *w, const char *ep, tr_err *err) {
   if (tn_secure_client(s, &w->keys, err) || zmq_connect(s, ep) != 0) {
     if (!err->code) tr_seterr(err, TR_EIO, "cannot connect to %s: %s", ep, zmq_strerror(errno));
     zmq_close(s);
-    return NULL;
+    return -1;
   }
   snprintf(w->peer_ep[w->npeers], TC_ENDPOINT_MAX, "%s", ep);
-  w->peer[w->npeers++] = s;
-  return s;
+  w->peer[w->npeers] = s;
+  return w->npeers++;
 }
 
 /* PUT chunk c of database db to peer as request my_req; buf (malloc) is
@@ -74,24 +75,35 @@ void wi_send_out(wi_worker *w, wi_job *j) {
     wi_out_chunk *o = &j->out[i];
     tr_err err;
     tr_clearerr(&err);
-    void *peer = s_peer(w, o->ep, &err);
-    if (!peer) {
+    int peer = s_peer(w, o->ep, &err);
+    if (peer < 0) {
       pd->failed = 1;
       snprintf(pd->why, sizeof pd->why, "%s", err.msg);
       break;
     }
     void *buf = o->data;
     o->data = NULL; /* s_put_peer frees it, sent or not */
-    if (s_put_peer(w, peer, pd->my_req, pd->db, &o->c, buf, &err)) {
+    if (s_put_peer(w, w->peer[peer], pd->my_req, pd->db, &o->c, buf, &err)) {
       pd->failed = 1;
       snprintf(pd->why, sizeof pd->why, "send to %s failed: %s", o->ep, err.msg);
       break;
     }
     pd->waiting++;
+    pd->peer_waiting[peer]++;
     pd->bytes += o->c.nbytes;
   }
   pd->next = w->pending;
   w->pending = pd;
+}
+
+/* pd->why: `what`, and the peers whose confirmations are missing (the
+** coordinator names them, so the user sees which worker went away). */
+static void s_silent_peers(wi_worker *w, wi_pending *pd, const char *what) {
+  size_t len = (size_t)snprintf(pd->why, sizeof pd->why, "%s:", what);
+  for (int i = 0; i < w->npeers && len < sizeof pd->why; i++)
+    if (pd->peer_waiting[i])
+      len += (size_t)snprintf(pd->why + len, sizeof pd->why - len, " %s (%d chunk(s))", w->peer_ep[i],
+                              pd->peer_waiting[i]);
 }
 
 /* Answer SENDs whose peers all confirmed (or failed, or timed out). */
@@ -105,14 +117,14 @@ void wi_settle(wi_worker *w) {
     }
     if (pd->job) {
       if (pd->failed || pd->waiting > 0) {
-        if (!pd->failed) snprintf(pd->why, sizeof pd->why, "replica peers did not confirm in time");
+        if (!pd->failed) s_silent_peers(w, pd, "replica peers did not confirm in time");
         pd->job->push_failed = 1;
         snprintf(pd->job->push_why, sizeof pd->job->push_why, "%s", pd->why);
         pd->job->pushing -= pd->waiting;
       }
     } else if (pd->failed || pd->waiting > 0) {
       /* Late confirmations find no pending entry and are ignored. */
-      if (!pd->failed) snprintf(pd->why, sizeof pd->why, "peers did not confirm %d chunk(s)", pd->waiting);
+      if (!pd->failed) s_silent_peers(w, pd, "peers did not confirm chunks in time");
       tn_send_error(w->router, pd->route, pd->route_len, pd->req, pd->db, TR_EIO, 0, pd->why);
     } else {
       tn_wbuf b = {0};
@@ -160,8 +172,8 @@ void wi_send_pushes(wi_worker *w) {
     for (int k = p->nrep - 1; k >= 0; k--) {
       void *buf = k ? malloc(p->c.nbytes ? p->c.nbytes : 1) : p->data;
       if (!k) p->data = NULL; /* s_put_peer below frees it, sent or not */
-      void *peer = buf ? s_peer(w, p->rep[k], &err) : NULL;
-      if (!buf || !peer) {
+      int peer = buf ? s_peer(w, p->rep[k], &err) : -1;
+      if (peer < 0) {
         free(buf);
         pd->failed = 1;
         snprintf(pd->why, sizeof pd->why, "cannot replicate to %s: %s", p->rep[k],
@@ -169,11 +181,12 @@ void wi_send_pushes(wi_worker *w) {
         break;
       }
       if (k) memcpy(buf, p->data, p->c.nbytes);
-      if (s_put_peer(w, peer, pd->my_req, p->job->db, &p->c, buf, &err)) {
+      if (s_put_peer(w, w->peer[peer], pd->my_req, p->job->db, &p->c, buf, &err)) {
         pd->failed = 1;
         snprintf(pd->why, sizeof pd->why, "cannot replicate to %s: %s", p->rep[k], err.msg);
         break;
       }
+      pd->peer_waiting[peer]++;
     }
     free(p->data); /* left when a copy or a peer failed */
     pd->next = w->pending;
@@ -182,12 +195,13 @@ void wi_send_pushes(wi_worker *w) {
   }
 }
 
-/* A reply from a peer (to one of our PUTs). */
-void wi_on_peer_reply(wi_worker *w, tn_in *in) {
+/* A reply from peer socket `peer` (to one of our PUTs). */
+void wi_on_peer_reply(wi_worker *w, int peer, tn_in *in) {
   for (wi_pending *pd = w->pending; pd; pd = pd->next)
     if (pd->my_req == in->req) {
       if (in->type == TN_PUT_OK) {
         pd->waiting--;
+        if (pd->peer_waiting[peer]) pd->peer_waiting[peer]--;
         if (pd->job) pd->job->pushing--;
       } else if (in->type == TN_ERROR) {
         char msg[200];

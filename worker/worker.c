@@ -323,7 +323,7 @@ static void s_serve(wi_worker *w) {
       if (items[2 + i].revents & ZMQ_POLLIN) {
         tn_in in;
         while (tn_recv(w->peer[i], 0, ZMQ_DONTWAIT, &in, &err) == TR_OK) {
-          wi_on_peer_reply(w, &in);
+          wi_on_peer_reply(w, i, &in);
           tn_in_close(&in);
         }
       }

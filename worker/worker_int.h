@@ -100,6 +100,7 @@ typedef struct wi_pending {
   uint64_t req;             /* their request id */
   uint64_t db;              /* database the chunks belong to */
   int waiting;              /* confirmations still due */
+  uint16_t peer_waiting[S_MAX_PEERS]; /* of them, per peer socket */
   uint64_t bytes;           /* bytes sent */
   double deadline;          /* when to give up */
   int failed;               /* a peer answered with an error */
@@ -293,6 +294,6 @@ void wi_settle(wi_worker *w);
 ** a buffer once sent, so those are made first). */
 void wi_send_pushes(wi_worker *w);
 /* A reply from a peer (to one of our PUTs). */
-void wi_on_peer_reply(wi_worker *w, tn_in *in);
+void wi_on_peer_reply(wi_worker *w, int peer, tn_in *in);
 
 #endif /* TRADB_WORKER_WORKER_INT_H */

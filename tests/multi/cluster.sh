@@ -110,7 +110,7 @@ ok
 # Ctrl-C (SIGINT) on a shell mid-statement: the workers are told to stop.
 before=$(find "$work"/w0 "$work"/w1 "$work"/w2 -name '*.chk' | wc -l)
 cancels=$(cat "$work"/w[012].log | grep -c "cancel:" || true)
-"$TRADB" --workers "$workers" "$db" <<<'X[i,j] = SUM(A[i,k] * A[k,j] * A[k,j]);' 2> "$work/int.err" &
+"$TRADB" --workers "$workers" --backend reference "$db" <<<'X[i,j] = SUM(A[i,k] * A[k,j] * A[k,j]);' 2> "$work/int.err" &
 shell=$!
 pids+=("$shell")
 deadline=$((SECONDS + 60))

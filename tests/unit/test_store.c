@@ -200,6 +200,25 @@ Test(store, drop_and_list) {
   tc_store_close(&s);
 }
 
+/* Id 0 marks an empty slot in the index: asking for it must not find one
+** (a stat that succeeds, a drop that corrupts the count). */
+Test(store, chunk_id_zero_is_never_held) {
+  tc_store *s = tf_store(s_dir);
+  tr_err err;
+  int64_t chunks, bytes;
+  float buf[4];
+  for (uint64_t id = 1; id <= 3; id++) s_put(s, id, 2, (unsigned)id);
+  cr_assert_eq(tc_store_stat(s, 0, NULL, NULL, NULL), TR_ENOTFOUND);
+  cr_assert_eq(tc_store_get(s, 0, buf, sizeof buf, &err), TR_ENOTFOUND);
+  uint64_t zero[] = {0};
+  cr_assert_eq(tc_store_drop(s, zero, 1, &err), TR_OK, "%s", err.msg);
+  tc_store_usage(s, &chunks, &bytes);
+  cr_assert_eq(chunks, 3);
+  cr_assert_eq(bytes, 3 * 4 * 2);
+  for (uint64_t id = 1; id <= 3; id++) cr_assert_eq(tc_store_stat(s, id, NULL, NULL, NULL), TR_OK);
+  tc_store_close(&s);
+}
+
 /* A file that fails its checksum on a read is set aside at once: named
 ** *.bad, no longer listed or served, so the worker reports it missing. */
 Test(store, damaged_file_is_set_aside_on_read) {

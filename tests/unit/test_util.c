@@ -146,3 +146,23 @@ Test(util, prefix_keeps_the_cause) {
   cr_assert_eq(strncmp(err.msg, "p: xxx", 6), 0);
   cr_assert_eq(tr_prefix(NULL, TR_EIO, "nothing"), TR_EIO);
 }
+
+/* A text grows past any first guess, escapes JSON strings, and hands over
+** "" when nothing was put. */
+Test(util, text_grows_and_escapes) {
+  tr_text t = {0};
+  char *s = tr_text_done(&t);
+  cr_assert_str_eq(s, "");
+  free(s);
+  for (int i = 0; i < 1000; i++) tr_text_put(&t, "%d,", i);
+  tr_text_put(&t, "%s", "");
+  tr_text_json(&t, "a\"b\\c\nd\x01");
+  s = tr_text_done(&t);
+  cr_assert_not_null(s);
+  cr_assert_eq(strncmp(s, "0,1,2,", 6), 0);
+  const char *tail = strstr(s, "999,");
+  cr_assert_not_null(tail);
+  cr_assert_str_eq(tail + 4, "a\\\"b\\\\c\\nd\\u0001");
+  cr_assert_eq(t.s, NULL, "done leaves the text empty for reuse");
+  free(s);
+}
