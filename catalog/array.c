@@ -250,126 +250,71 @@ static int s_descr(const char *descr, const char *path, tr_dtype *out,
 
 /* ---- .npy read ----------------------------------------------------------- */
 
-static int s_npy_open(const char *path, tc_array *a, tr_err *err) {
+/* The preamble (magic, version, header length) of the .npy file on fd of
+** st_size bytes: *prelen is its length, *hlen the header's. */
+static int s_npy_preamble(int fd, const char *path, uint64_t st_size, size_t *prelen, size_t *hlen,
+                          tr_err *err) {
   unsigned char pre[12];
-  struct stat st;
-  s_npyhdr h;
-  s_cur cur;
-  char *hdr = NULL;
-  size_t got = 0, prelen, hlen, nbytes, item;
-  int rc = TR_OK, e;
-  /* O_NONBLOCK so that a FIFO cannot hang the open (it is then refused as
-  ** not a regular file); regular files ignore the flag. */
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0)
-    return tr_seterr(err, TR_EIO, "cannot open '%s': %s", path,
-                     strerror(errno));
-  if (fstat(fd, &st) != 0) {
-    rc = tr_seterr(err, TR_EIO, "cannot open '%s': %s", path, strerror(errno));
-    goto done;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    rc = tr_seterr(err, TR_EIO, "cannot read '%s': not a regular file", path);
-    goto done;
-  }
-  if ((e = tr_pread_all(fd, pre, sizeof pre, 0, &got)) != 0) {
-    rc = tr_seterr(err, TR_EIO, "cannot read '%s': %s", path, strerror(e));
-    goto done;
-  }
-  if (got < 6 || memcmp(pre, s_npy_magic, 6) != 0) {
-    rc = tr_seterr(err, TR_ECORRUPT, "not a .npy file: %s (bad magic)", path);
-    goto done;
-  }
-  if (got < 10) {
-    rc = tr_seterr(err, TR_ECORRUPT, "truncated .npy file %s: no header",
-                   path);
-    goto done;
-  }
+  size_t got = 0;
+  int e;
+  if ((e = tr_pread_all(fd, pre, sizeof pre, 0, &got)) != 0)
+    return tr_seterr(err, TR_EIO, "cannot read '%s': %s", path, strerror(e));
+  if (got < 6 || memcmp(pre, s_npy_magic, 6) != 0)
+    return tr_seterr(err, TR_ECORRUPT, "not a .npy file: %s (bad magic)", path);
+  if (got < 10) return tr_seterr(err, TR_ECORRUPT, "truncated .npy file %s: no header", path);
   if (pre[6] == 1 && pre[7] == 0) {
-    prelen = 10;
-    hlen = (size_t)pre[8] | (size_t)pre[9] << 8;
+    *prelen = 10;
+    *hlen = (size_t)pre[8] | (size_t)pre[9] << 8;
   } else if ((pre[6] == 2 || pre[6] == 3) && pre[7] == 0) {
-    if (got < 12) {
-      rc = tr_seterr(err, TR_ECORRUPT, "truncated .npy file %s: no header",
-                     path);
-      goto done;
-    }
-    prelen = 12;
-    hlen = (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 |
-           (size_t)pre[11] << 24;
+    if (got < 12) return tr_seterr(err, TR_ECORRUPT, "truncated .npy file %s: no header", path);
+    *prelen = 12;
+    *hlen = (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
   } else {
-    rc = tr_seterr(err, TR_ECORRUPT, "unsupported .npy format version %u.%u "
-                   "in %s (tradb reads 1.0, 2.0 and 3.0)", pre[6], pre[7],
-                   path);
-    goto done;
+    return tr_seterr(err, TR_ECORRUPT,
+                     "unsupported .npy format version %u.%u in %s (tradb reads 1.0, 2.0 and 3.0)", pre[6],
+                     pre[7], path);
   }
-  if (hlen > S_HEADER_MAX) {
-    rc = tr_seterr(err, TR_ECORRUPT, "bad .npy header in %s: header length "
-                   "%zu is too large", path, hlen);
-    goto done;
-  }
-  if ((uint64_t)st.st_size < prelen + hlen) {
-    rc = tr_seterr(err, TR_ECORRUPT, "truncated .npy file %s: header of %zu "
-                   "bytes, file has %lld", path, hlen, (long long)st.st_size);
-    goto done;
-  }
-  if (!(hdr = malloc(hlen + 1))) {
-    rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-    goto done;
-  }
-  if ((e = tr_pread_all(fd, hdr, hlen, (off_t)prelen, &got)) != 0 ||
-      got != hlen) {
-    rc = tr_seterr(err, TR_EIO, "cannot read '%s': %s", path,
-                   e ? strerror(e) : "file shrank while reading");
-    goto done;
-  }
-  hdr[hlen] = '\0';
-  cur.p = hdr;
-  cur.end = hdr + hlen;
-  cur.msg[0] = '\0';
-  if ((e = s_parse_header(&cur, &h)) != 0) {
-    if (e == -2)
-      rc = tr_seterr(err, TR_ESHAPE, "%s in %s (tradb's maximum rank is %d)",
-                     cur.msg, path, TR_MAX_RANK);
-    else
-      rc = tr_seterr(err, TR_ECORRUPT, "bad .npy header in %s: %s", path,
-                     cur.msg);
-    goto done;
-  }
-  if ((rc = s_descr(h.descr, path, &a->dtype, err))) goto done;
-  item = tr_dtype_size(a->dtype);
-  if (s_shape_bytes(h.rank, h.shape, item, &nbytes) != 0) {
-    rc = tr_seterr(err, TR_ESHAPE, "bad .npy header in %s: shape too large",
-                   path);
-    goto done;
-  }
-  size_t off = prelen + hlen;
-  if ((uint64_t)st.st_size - off < nbytes) {
-    rc = tr_seterr(err, TR_ECORRUPT, "truncated .npy file %s: expected %zu "
-                   "bytes of data, found %llu", path, nbytes,
-                   (unsigned long long)((uint64_t)st.st_size - off));
-    goto done;
-  }
-  a->rank = h.rank;
-  memcpy(a->shape, h.shape, sizeof h.shape);
-  if (h.fortran) {
-    int64_t s = 1;
-    for (int d = 0; d < h.rank; d++) {
-      a->stride[d] = s;
-      s *= h.shape[d] > 0 ? h.shape[d] : 1;
-    }
+  if (*hlen > S_HEADER_MAX)
+    return tr_seterr(err, TR_ECORRUPT, "bad .npy header in %s: header length %zu is too large", path, *hlen);
+  if (st_size < *prelen + *hlen)
+    return tr_seterr(err, TR_ECORRUPT, "truncated .npy file %s: header of %zu bytes, file has %llu", path,
+                     *hlen, (unsigned long long)st_size);
+  return TR_OK;
+}
+
+/* Read and parse the header (hlen bytes at prelen) into *h. */
+static int s_npy_header(int fd, const char *path, size_t prelen, size_t hlen, s_npyhdr *h, tr_err *err) {
+  s_cur cur;
+  size_t got = 0;
+  int e, rc = TR_OK;
+  char *hdr = malloc(hlen + 1);
+  if (!hdr) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  if ((e = tr_pread_all(fd, hdr, hlen, (off_t)prelen, &got)) != 0 || got != hlen) {
+    rc = tr_seterr(err, TR_EIO, "cannot read '%s': %s", path, e ? strerror(e) : "file shrank while reading");
   } else {
-    ta_c_strides(h.rank, h.shape, a->stride);
+    hdr[hlen] = '\0';
+    cur.p = hdr;
+    cur.end = hdr + hlen;
+    cur.msg[0] = '\0';
+    if ((e = s_parse_header(&cur, h)) == -2)
+      rc = tr_seterr(err, TR_ESHAPE, "%s in %s (tradb's maximum rank is %d)", cur.msg, path, TR_MAX_RANK);
+    else if (e)
+      rc = tr_seterr(err, TR_ECORRUPT, "bad .npy header in %s: %s", path, cur.msg);
   }
+  free(hdr);
+  return rc;
+}
+
+/* Map (or, if unaligned, read) the nbytes of data at off into a. */
+static int s_npy_data(int fd, const char *path, size_t off, size_t nbytes, size_t item, tc_array *a,
+                      tr_err *err) {
+  size_t got = 0;
+  int e;
   if (nbytes == 0) {
     a->kind_ = TA_NPY_MAP; /* nothing to map */
   } else if (off % item == 0) {
     void *m = mmap(NULL, off + nbytes, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m == MAP_FAILED) {
-      rc = tr_seterr(err, TR_EIO, "cannot map '%s': %s", path,
-                     strerror(errno));
-      goto done;
-    }
+    if (m == MAP_FAILED) return tr_seterr(err, TR_EIO, "cannot map '%s': %s", path, strerror(errno));
     a->kind_ = TA_NPY_MAP;
     a->map_ = m;
     a->maplen_ = off + nbytes;
@@ -378,24 +323,58 @@ static int s_npy_open(const char *path, tc_array *a, tr_err *err) {
     /* Old writers did not align the data; copy it so that element loads
     ** stay aligned. */
     void *buf = tr_alloc_aligned(nbytes);
-    if (!buf) {
-      rc = tr_seterr(err, TR_ENOMEM, "out of memory reading '%s'", path);
-      goto done;
-    }
-    if ((e = tr_pread_all(fd, buf, nbytes, (off_t)off, &got)) != 0 ||
-        got != nbytes) {
+    if (!buf) return tr_seterr(err, TR_ENOMEM, "out of memory reading '%s'", path);
+    if ((e = tr_pread_all(fd, buf, nbytes, (off_t)off, &got)) != 0 || got != nbytes) {
       tr_free_aligned(buf);
-      rc = tr_seterr(err, TR_EIO, "cannot read '%s': %s", path,
-                     e ? strerror(e) : "file shrank while reading");
-      goto done;
+      return tr_seterr(err, TR_EIO, "cannot read '%s': %s", path, e ? strerror(e) : "file shrank while reading");
     }
     a->kind_ = TA_NPY_HEAP;
     a->map_ = buf;
     a->maplen_ = nbytes;
     a->data = buf;
   }
-done:
-  free(hdr);
+  return TR_OK;
+}
+
+static int s_npy_open(const char *path, tc_array *a, tr_err *err) {
+  struct stat st;
+  s_npyhdr h;
+  size_t prelen = 0, hlen = 0, nbytes = 0, item;
+  int rc = TR_OK;
+  /* O_NONBLOCK so that a FIFO cannot hang the open (it is then refused as
+  ** not a regular file); regular files ignore the flag. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return tr_seterr(err, TR_EIO, "cannot open '%s': %s", path, strerror(errno));
+  if (fstat(fd, &st) != 0)
+    rc = tr_seterr(err, TR_EIO, "cannot open '%s': %s", path, strerror(errno));
+  else if (!S_ISREG(st.st_mode))
+    rc = tr_seterr(err, TR_EIO, "cannot read '%s': not a regular file", path);
+  if (!rc) rc = s_npy_preamble(fd, path, (uint64_t)st.st_size, &prelen, &hlen, err);
+  if (!rc) rc = s_npy_header(fd, path, prelen, hlen, &h, err);
+  if (!rc) rc = s_descr(h.descr, path, &a->dtype, err);
+  size_t off = prelen + hlen;
+  if (!rc) {
+    item = tr_dtype_size(a->dtype);
+    if (s_shape_bytes(h.rank, h.shape, item, &nbytes) != 0)
+      rc = tr_seterr(err, TR_ESHAPE, "bad .npy header in %s: shape too large", path);
+    else if ((uint64_t)st.st_size - off < nbytes)
+      rc = tr_seterr(err, TR_ECORRUPT, "truncated .npy file %s: expected %zu bytes of data, found %llu", path,
+                     nbytes, (unsigned long long)((uint64_t)st.st_size - off));
+  }
+  if (!rc) {
+    a->rank = h.rank;
+    memcpy(a->shape, h.shape, sizeof h.shape);
+    if (h.fortran) {
+      int64_t s = 1;
+      for (int d = 0; d < h.rank; d++) {
+        a->stride[d] = s;
+        s *= h.shape[d] > 0 ? h.shape[d] : 1;
+      }
+    } else {
+      ta_c_strides(h.rank, h.shape, a->stride);
+    }
+    rc = s_npy_data(fd, path, off, nbytes, item, a, err);
+  }
   close(fd); /* a mapping outlives its descriptor */
   if (rc) ta_reset(a);
   return rc;

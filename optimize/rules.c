@@ -76,11 +76,11 @@ static void s_r1_3(const oi_ctx *x, const oi_tree *t, int at, s_emit *em) {
   }
 }
 
-/* map(agg(R)) = agg with the map composed (key map id) */
-static void s_r1_4(const oi_ctx *x, const oi_tree *t, int at, s_emit *em) {
+/* map(child) = child with the map's functions composed after its own
+** (R1-4 for an aggregation, R1-7 for a join). */
+static void s_compose_map(const oi_tree *t, int at, s_emit *em, int child_kind) {
   const oi_op *o = &t->op[at], *c = &t->op[o->kid[0]];
-  (void)x;
-  if (o->kind == IA_MAP && c->kind == IA_AGG) {
+  if (o->kind == IA_MAP && c->kind == child_kind) {
     oi_tree *u = s_emit_begin(em, t);
     if (!u) return;
     int8_t np = o->npost;
@@ -88,6 +88,12 @@ static void s_r1_4(const oi_ctx *x, const oi_tree *t, int at, s_emit *em) {
     u->op[at].npost = (int8_t)(u->op[at].npost + np);
     s_emit_end(em);
   }
+}
+
+/* map(agg(R)) = agg with the map composed (key map id) */
+static void s_r1_4(const oi_ctx *x, const oi_tree *t, int at, s_emit *em) {
+  (void)x;
+  s_compose_map(t, at, em, IA_AGG);
 }
 
 /* filter(agg(R)) = agg with the filter composed, if the
@@ -130,16 +136,8 @@ static void s_r1_6(const oi_ctx *x, const oi_tree *t, int at, s_emit *em) {
 
 /* map(join(..)) = join with the map composed */
 static void s_r1_7(const oi_ctx *x, const oi_tree *t, int at, s_emit *em) {
-  const oi_op *o = &t->op[at], *c = &t->op[o->kid[0]];
   (void)x;
-  if (o->kind == IA_MAP && c->kind == IA_JOIN) {
-    oi_tree *u = s_emit_begin(em, t);
-    if (!u) return;
-    int8_t np = o->npost;
-    oi_lift(u, at);
-    u->op[at].npost = (int8_t)(u->op[at].npost + np);
-    s_emit_end(em);
-  }
+  s_compose_map(t, at, em, IA_JOIN);
 }
 
 /* only the last of two moves matters */
