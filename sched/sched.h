@@ -47,16 +47,20 @@
 **   TS_OPT   the memory- and machine-constrained ILP (4.13), solved to
 **            optimality: exponential, for small graphs and for testing.
 **            A failure or a timeout falls back to m-ETF as for m-SCT.
-** GLPK (glp_simplex, glp_intopt) solves the LP and the ILP; the module
-** keeps no state between calls, and the same problem always gets the same
-** schedule.  Only the calling thread's GLPK environment is used.
+** GLPK (glp_simplex, glp_intopt) solves the LP and the ILP, silently: the
+** module keeps no state between calls, prints nothing, and the same
+** problem always gets the same schedule.  GLPK keeps an environment per
+** thread, so threads may place graphs at once; like GLPK everywhere, a
+** failed allocation inside the solver ends the process.
 **
 ** Errors (tr_err, TR_EINVAL): a bad field (negative time or memory, an
 ** edge to a task that does not exist, a repeated edge, no machines), a
-** cycle (the message names a task on it), a task larger than every
-** machine (the message names it and the capacity it needs), and a graph
-** the algorithm cannot fit in the machines' memory (it names the task left
-** without room).  An empty graph is not an error: its makespan is 0.
+** cycle (the message lists the tasks on it), a task larger than every
+** machine (the message names it and the capacity it needs), tasks that
+** need more memory in all than the machines have, and a graph the
+** algorithm cannot pack into the machines' memory (it names the task left
+** without room; another algorithm may still succeed).  An empty graph is
+** not an error: its makespan is 0.
 */
 #ifndef TRADB_SCHED_H
 #define TRADB_SCHED_H

@@ -32,6 +32,13 @@ static void g_init(g_case *c, int n, int m) {
   c->pb = (ts_problem){n, c->task, 0, c->edge, m, c->cap};
 }
 
+/* n tasks of the same time and memory on m machines of the same size. */
+static void g_same(g_case *c, int n, int m, double time, int64_t mem, int64_t cap) {
+  g_init(c, n, m);
+  for (int i = 0; i < n; i++) c->task[i] = (ts_task){time, mem, NULL};
+  for (int k = 0; k < m; k++) c->cap[k] = cap;
+}
+
 static void g_edge(g_case *c, int from, int to, double comm) {
   c->edge[c->pb.nedges++] = (ts_edge){from, to, comm};
 }
@@ -278,7 +285,7 @@ Test(sched, legal_and_deterministic_on_random_dags) {
 Test(sched, small_graphs_against_the_optimum_and_the_thesis_bounds) {
   static g_case c;
   static g_search g;
-  int bounded = 0;
+  int bounded = 0, etf_bounded = 0;
   for (uint64_t seed = 1; seed <= 120; seed++) {
     uint64_t s = seed + 1000;
     int n = g_int(&s, 1, 6), m = g_int(&s, 1, 3), sct = (int)(seed % 3 != 0), uniform = (int)(seed % 4 != 1);
@@ -341,9 +348,11 @@ Test(sched, small_graphs_against_the_optimum_and_the_thesis_bounds) {
                 ts_algo_name(a), x->makespan, opt);
       /* ETF (thesis 4.2.1, Hwang et al.): within 2 + rho - 1/m of the
       ** optimum when memory does not bind */
-      if (a == TS_ETF && need <= c.cap[0] * 1 && uniform)
+      if (a == TS_ETF && uniform && need <= c.cap[0]) {
         cr_assert(x->makespan <= (2 + rho - 1.0 / m) * opt + g_eps(opt), "seed %llu: m-ETF %.9g, optimum %.9g",
                   (unsigned long long)seed, x->makespan, opt);
+        etf_bounded++;
+      }
       if (a == TS_SCT && sct) {
         /* the LP relaxes an ILP that every schedule satisfies once c <= p */
         cr_assert(x->lp_makespan <= opt + 1e-6 * (1 + opt), "seed %llu: LP %.9g > optimum %.9g",
@@ -364,6 +373,7 @@ Test(sched, small_graphs_against_the_optimum_and_the_thesis_bounds) {
     }
   }
   cr_assert(bounded >= 30, "only %d graphs checked against Theorem 4.1", bounded);
+  cr_assert(etf_bounded >= 20, "only %d graphs checked against ETF's bound", etf_bounded);
 }
 
 /* ---- hand-made cases ---------------------------------------------------------- */
@@ -376,14 +386,12 @@ Test(sched, small_graphs_against_the_optimum_and_the_thesis_bounds) {
 ** m-ETF takes B first (it can start at 1 like C, and has the lower index)
 ** on A's machine, then C there too: 3. */
 static void g_fork(g_case *c) {
-  g_init(c, 3, 2);
-  for (int i = 0; i < 3; i++) c->task[i] = (ts_task){1, 1, NULL};
+  g_same(c, 3, 2, 1, 1, 100);
   c->task[0].name = "A";
   c->task[1].name = "B";
   c->task[2].name = "C";
   g_edge(c, 0, 1, 0.5);
   g_edge(c, 0, 2, 1);
-  c->cap[0] = c->cap[1] = 100;
 }
 
 Test(sched, lp_of_a_fork_solved_by_hand) {
@@ -413,106 +421,89 @@ Test(sched, lp_of_a_fork_solved_by_hand) {
   ts_schedule_destroy(&s);
 }
 
-/* X -> Z, Y -> Z, unit times and communication.  With the predecessor row
-** as READING-GUIDE reads it (x_XZ + x_YZ >= 1), Z can skip the
-** communication of at most one of its inputs: w = 2.5 (x = 1/2 each).  The
-** row as printed in the thesis (<= 1) would allow both: w = 2. */
-Test(sched, lp_predecessor_row_allows_one_favourite_parent) {
+/* LPs solved by hand; unit times and communication, roomy machines.
+**   chain  A -> B: x_AB = 0 costs nothing, so w = 2 and B is A's favourite.
+**   join   X -> Z, Y -> Z: with the predecessor row as READING-GUIDE reads
+**          it (x_XZ + x_YZ >= 1) Z skips the communication of at most one
+**          input: w = 2.5 at x = 1/2 each.  The row as printed in the
+**          thesis (<= 1) would allow both, w = 2.  One input must travel,
+**          so the optimum is 3.
+**   diamond A -> B, A -> C, B -> D, C -> D: each path pays one unit at
+**          best, so w = 4, and so is the optimum on two machines. */
+Test(sched, lps_solved_by_hand) {
+  static const struct {
+    const char *what; /* the graph */
+    int n, m;         /* tasks, machines */
+    int ne;           /* edges */
+    int edge[4][2];   /* from, to */
+    double lp;        /* the LP's optimum w */
+    int fav0;         /* task 0's favourite child, -2: either */
+    double opt;       /* the optimal makespan */
+  } cases[] = {
+      {"chain", 2, 2, 1, {{0, 1}}, 2, 1, 2},
+      {"join", 3, 3, 2, {{0, 2}, {1, 2}}, 2.5, -2, 3},
+      {"diamond", 4, 2, 4, {{0, 1}, {0, 2}, {1, 3}, {2, 3}}, 4, -2, 4},
+  };
   static g_case c;
-  g_init(&c, 3, 3);
-  for (int i = 0; i < 3; i++) c.task[i] = (ts_task){1, 0, NULL};
-  g_edge(&c, 0, 2, 1);
-  g_edge(&c, 1, 2, 1);
-  c.cap[0] = c.cap[1] = c.cap[2] = 0;
-  ts_schedule *s = g_must(&c.pb, TS_SCT);
-  cr_assert_float_eq(s->lp_makespan, 2.5, 1e-9);
-  cr_assert(!(s->favourite[0] == 2 && s->favourite[1] == 2));
-  ASSERT_LEGAL(&c.pb, s, "join");
-  cr_assert_float_eq(s->makespan, 3, 1e-12, "one input of Z must travel");
-  ts_schedule_destroy(&s);
-}
-
-/* A diamond A -> B, C -> D with unit times and communication: each path
-** pays one unit of communication at best, so the LP optimum is 4 and so
-** is the optimum on two machines. */
-Test(sched, lp_of_a_diamond) {
-  static g_case c;
-  g_init(&c, 4, 2);
-  for (int i = 0; i < 4; i++) c.task[i] = (ts_task){1, 1, NULL};
-  g_edge(&c, 0, 1, 1);
-  g_edge(&c, 0, 2, 1);
-  g_edge(&c, 1, 3, 1);
-  g_edge(&c, 2, 3, 1);
-  c.cap[0] = c.cap[1] = 4;
-  ts_schedule *s = g_must(&c.pb, TS_SCT);
-  cr_assert_float_eq(s->lp_makespan, 4, 1e-9);
-  cr_assert(!(s->favourite[1] == 3 && s->favourite[2] == 3));
-  ASSERT_LEGAL(&c.pb, s, "diamond");
-  ts_schedule_destroy(&s);
-  s = g_must(&c.pb, TS_OPT);
-  cr_assert_float_eq(s->makespan, 4, 1e-9);
-  ts_schedule_destroy(&s);
-}
-
-/* A chain A -> B whose tasks each need 60 of a machine's 100 bytes: every
-** algorithm must put them apart and pay the communication. */
-Test(sched, memory_forces_tasks_apart) {
-  static g_case c;
-  g_init(&c, 2, 2);
-  c.task[0] = (ts_task){1, 60, "A"};
-  c.task[1] = (ts_task){1, 60, "B"};
-  g_edge(&c, 0, 1, 1);
-  c.cap[0] = c.cap[1] = 100;
-  for (ts_algo a = TS_TOPO; a <= TS_OPT; a++) {
-    ts_schedule *s = g_must(&c.pb, a);
-    ASSERT_LEGAL(&c.pb, s, "%s", ts_algo_name(a));
-    cr_assert_neq(s->machine[0], s->machine[1], "%s", ts_algo_name(a));
-    cr_assert_float_eq(s->start[1], 2, 1e-9, "%s", ts_algo_name(a));
-    cr_assert_float_eq(s->makespan, 3, 1e-9, "%s", ts_algo_name(a));
-    cr_assert_eq(s->peak_mem[0], 60);
-    cr_assert_eq(s->peak_mem[1], 60);
+  for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {
+    g_same(&c, cases[t].n, cases[t].m, 1, 1, cases[t].n);
+    for (int e = 0; e < cases[t].ne; e++) g_edge(&c, cases[t].edge[e][0], cases[t].edge[e][1], 1);
+    ts_schedule *s = g_must(&c.pb, TS_SCT);
+    cr_assert_float_eq(s->lp_makespan, cases[t].lp, 1e-9, "%s", cases[t].what);
+    if (cases[t].fav0 > -2) cr_assert_eq(s->favourite[0], cases[t].fav0, "%s", cases[t].what);
+    ASSERT_LEGAL(&c.pb, s, "%s", cases[t].what);
+    cr_assert_geq(s->makespan, cases[t].opt - 1e-12, "%s", cases[t].what);
+    ts_schedule_destroy(&s);
+    s = g_must(&c.pb, TS_OPT);
+    cr_assert_float_eq(s->makespan, cases[t].opt, 1e-9, "%s", cases[t].what);
     ts_schedule_destroy(&s);
   }
-  /* with room for both, they share a machine and skip it */
-  c.cap[0] = 120;
-  ts_schedule *s = g_must(&c.pb, TS_SCT);
-  cr_assert_eq(s->machine[0], s->machine[1]);
-  cr_assert_float_eq(s->makespan, 2, 1e-12);
-  ts_schedule_destroy(&s);
 }
 
-/* Three independent tasks of 10 bytes; machine 1 holds only 5: they must
-** all run on machine 0, one after another. */
-Test(sched, memory_serializes_tasks) {
+/* Memory decides where tasks go.  A chain A -> B of 60-byte tasks on two
+** machines of 100 must be split and pay its communication; with 120 on one
+** machine it stays there (m-TOPO aside: it spreads by count).  Three
+** independent 10-byte tasks where machine 1 holds 5 must all run on
+** machine 0 one after another; with 20 there, two machines share them. */
+Test(sched, memory_forces_tasks_apart_or_together) {
+  static const struct {
+    const char *what; /* the case */
+    int n;            /* tasks (unit time) */
+    int64_t mem;      /* each task's memory */
+    int64_t cap[2];   /* the two machines */
+    int chain;        /* 1: edges i -> i+1 with c = 1 */
+    ts_algo from;     /* algorithms from this one on must pass */
+    double makespan;  /* the makespan all of them reach */
+    int apart;        /* 1: tasks 0 and 1 on different machines */
+    int on;           /* the machine every task runs on, -1: any */
+  } cases[] = {
+      {"chain apart", 2, 60, {100, 100}, 1, TS_TOPO, 3, 1, -1},
+      {"chain together", 2, 60, {120, 100}, 1, TS_ETF, 2, 0, 0},
+      {"one machine, serialized", 3, 10, {30, 5}, 0, TS_TOPO, 3, 0, 0},
+      {"two machines", 3, 10, {30, 20}, 0, TS_TOPO, 2, 0, -1},
+  };
   static g_case c;
-  g_init(&c, 3, 2);
-  for (int i = 0; i < 3; i++) c.task[i] = (ts_task){1, 10, NULL};
-  c.cap[0] = 30;
-  c.cap[1] = 5;
-  for (ts_algo a = TS_TOPO; a <= TS_OPT; a++) {
-    ts_schedule *s = g_must(&c.pb, a);
-    ASSERT_LEGAL(&c.pb, s, "%s", ts_algo_name(a));
-    for (int i = 0; i < 3; i++) cr_assert_eq(s->machine[i], 0, "%s", ts_algo_name(a));
-    cr_assert_float_eq(s->makespan, 3, 1e-9, "%s", ts_algo_name(a));
-    cr_assert_eq(s->peak_mem[0], 30);
-    cr_assert_eq(s->peak_mem[1], 0);
-    ts_schedule_destroy(&s);
-  }
-  /* a machine of 20 more lets them run side by side */
-  c.cap[1] = 20;
-  ts_schedule *s = g_must(&c.pb, TS_ETF);
-  cr_assert_float_eq(s->makespan, 2, 1e-12);
-  ts_schedule_destroy(&s);
+  for (size_t t = 0; t < sizeof cases / sizeof *cases; t++)
+    for (ts_algo a = cases[t].from; a <= TS_OPT; a++) {
+      g_same(&c, cases[t].n, 2, 1, cases[t].mem, cases[t].cap[0]);
+      c.cap[1] = cases[t].cap[1];
+      for (int i = 0; cases[t].chain && i + 1 < cases[t].n; i++) g_edge(&c, i, i + 1, 1);
+      ts_schedule *s = g_must(&c.pb, a);
+      ASSERT_LEGAL(&c.pb, s, "%s, %s", cases[t].what, ts_algo_name(a));
+      cr_assert_float_eq(s->makespan, cases[t].makespan, 1e-9, "%s, %s", cases[t].what, ts_algo_name(a));
+      if (cases[t].apart) cr_assert_neq(s->machine[0], s->machine[1], "%s, %s", cases[t].what, ts_algo_name(a));
+      for (int i = 0; i < cases[t].n && cases[t].on >= 0; i++)
+        cr_assert_eq(s->machine[i], cases[t].on, "%s, %s", cases[t].what, ts_algo_name(a));
+      ts_schedule_destroy(&s);
+    }
 }
 
 /* m-TOPO (thesis 4.1.3): machine i fills until it is full or the tasks
 ** placed reach i n / m. */
 Test(sched, topo_fills_machines_in_turn) {
   static g_case c;
-  g_init(&c, 6, 3);
-  for (int i = 0; i < 6; i++) c.task[i] = (ts_task){1, 10, NULL};
+  g_same(&c, 6, 3, 1, 10, 100);
   for (int i = 0; i + 1 < 6; i++) g_edge(&c, i, i + 1, 0.5);
-  c.cap[0] = c.cap[1] = c.cap[2] = 100;
   ts_schedule *s = g_must(&c.pb, TS_TOPO);
   const int want[6] = {0, 0, 1, 1, 2, 2};
   const double start[6] = {0, 1, 2.5, 3.5, 5, 6};
@@ -535,8 +526,7 @@ Test(sched, topo_fills_machines_in_turn) {
 
 Test(sched, empty_graph) {
   static g_case c;
-  g_init(&c, 0, 2);
-  c.cap[0] = c.cap[1] = 10;
+  g_same(&c, 0, 2, 0, 0, 10);
   for (ts_algo a = TS_TOPO; a <= TS_OPT; a++) {
     ts_schedule *s = g_must(&c.pb, a);
     cr_assert_eq(s->makespan, 0);
@@ -603,10 +593,8 @@ Test(sched, bad_input) {
   static g_case c;
   for (ts_algo a = TS_TOPO; a <= TS_OPT; a++) {
     /* a task larger than every machine: named, with the capacity it needs */
-    g_init(&c, 3, 2);
-    for (int i = 0; i < 3; i++) c.task[i] = (ts_task){1, 10, NULL};
+    g_same(&c, 3, 2, 1, 10, 100);
     c.task[1] = (ts_task){1, 500, "big"};
-    c.cap[0] = 100;
     c.cap[1] = 400;
     g_bad(&c.pb, a, "task 1 (big) needs 500 bytes");
     g_bad(&c.pb, a, "at least 500 bytes");
