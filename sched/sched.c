@@ -617,6 +617,10 @@ static int s_lp_solve(const s_graph *g, double limit, double *x, double *w, char
     rc = 0;
   }
   glp_delete_prob(lp);
+  /* GLPK's environment lives per thread until freed: a thread that placed
+  ** a graph and ended (a pool's worker) would leave it behind.  This also
+  ** ends anything else the thread held in GLPK, hence sched.h's rule. */
+  glp_free_env();
   s_mat_free(&a);
   return rc;
 }
@@ -994,6 +998,7 @@ static int s_ilp_solve(const s_graph *g, double limit, int *mach, double *key, d
     rc = 0;
   }
   glp_delete_prob(lp);
+  glp_free_env();
   s_mat_free(&a);
   free(edge);
   return rc;

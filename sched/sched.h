@@ -50,7 +50,9 @@
 ** GLPK (glp_simplex, glp_intopt) solves the LP and the ILP, silently: the
 ** module keeps no state between calls, prints nothing, and the same
 ** problem always gets the same schedule.  GLPK keeps an environment per
-** thread, so threads may place graphs at once; like GLPK everywhere, a
+** thread, so threads may place graphs at once; each solve ends with
+** glp_free_env, so a thread must not hold GLPK objects of its own across
+** ts_place (sched/ is tradb's only GLPK user).  Like GLPK everywhere, a
 ** failed allocation inside the solver ends the process.
 **
 ** Errors (tr_err, TR_EINVAL): a bad field (negative time or memory, an

@@ -10,6 +10,7 @@
 #include "config.h"
 #include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -572,6 +573,52 @@ Test(sched, solver_failure_falls_back_to_etf) {
     ts_schedule_destroy(&s);
   }
   ts_schedule_destroy(&etf);
+}
+
+/* One thread's share of threads_place_graphs_at_once. */
+typedef struct g_thread {
+  const ts_problem *pb; /* the graph, shared */
+  ts_algo algo;         /* what to run */
+  double makespan[4];   /* the makespans of four runs */
+  int failed;           /* runs that failed or fell back */
+} g_thread;
+
+static void *g_thread_main(void *arg) {
+  g_thread *t = arg;
+  ts_options o;
+  ts_options_init(&o, t->algo);
+  for (int i = 0; i < 4; i++) {
+    ts_schedule *s = NULL;
+    if (ts_place(t->pb, &o, &s, NULL) || s->solver != TS_SOLVER_SOLVED)
+      t->failed++;
+    else
+      t->makespan[i] = s->makespan;
+    ts_schedule_destroy(&s);
+  }
+  return NULL;
+}
+
+/* GLPK's environment is per thread: threads solving at once get what one
+** thread gets. */
+Test(sched, threads_place_graphs_at_once) {
+  static g_case big, small;
+  g_random(&big, 11, 60, 4, 0.1, 0.1, 1, 0.5, 2, 1);
+  g_random(&small, 12, 5, 2, 0.4, 0.5, 1, 0.5, 2, 1);
+  ts_schedule *sct = g_must(&big.pb, TS_SCT), *opt = g_must(&small.pb, TS_OPT);
+  g_thread th[4];
+  pthread_t id[4];
+  for (int i = 0; i < 4; i++) {
+    th[i] = (g_thread){i % 2 ? &small.pb : &big.pb, i % 2 ? TS_OPT : TS_SCT, {0}, 0};
+    cr_assert_eq(pthread_create(&id[i], NULL, g_thread_main, &th[i]), 0);
+  }
+  for (int i = 0; i < 4; i++) {
+    pthread_join(id[i], NULL);
+    cr_assert_eq(th[i].failed, 0, "thread %d", i);
+    for (int r = 0; r < 4; r++)
+      cr_assert_eq(th[i].makespan[r], (i % 2 ? opt : sct)->makespan, "thread %d run %d", i, r);
+  }
+  ts_schedule_destroy(&sct);
+  ts_schedule_destroy(&opt);
 }
 
 /* ---- bad input -------------------------------------------------------------- */
