@@ -1,20 +1,25 @@
 /*
 ** layout/layout.h - how the EinSums of a statement are laid out before they
-** run, chosen by cost:
+** run, chosen by cost over the statement graph:
 **
 **   1. the order in which a product of three or more operands inside one
 **      aggregation is contracted pairwise (exact DP over operand subsets,
 **      opt_einsum's 'optimal'/'dp'; greedy beyond a few operands);
+**   2. the partitioning of every EinSum of a graph over p = sites x
+**      threads pieces of work (EinDecomp, Bourgeois et al., sections 6-8);
 **
-** A pure module: it takes its own descriptions of EinSums (label ids,
-** label sizes, operand label lists), never the engine's plans,
+** A pure module: it takes its own descriptions of EinSums and graphs
+** (label ids, label sizes, operand label lists), never the engine's plans,
 ** so the engine can build them from whatever form its nodes have.  Calls
-** keep no state, print nothing, and allocate only scratch they free.
-** Status: TR_OK or a negative TR_E* code with a message in err
-** (util/util.h).
+** keep no state, print nothing, and allocate only what they return (freed
+** by the matching _destroy) and scratch they free.  Status: TR_OK or a
+** negative TR_E* code with a message in err (util/util.h).
 **
 ** Contract for callers:
 **  - labels of an EinSum are numbered 0 .. nlabels-1, each with one size;
+**  - a graph lists its vertices in dependency order (every operand's
+**    producer has a lower index) and operand j of a vertex has exactly the
+**    shape of its producer's output, dimension by dimension;
 **  - the ordering of (1) is valid only where the join function distributes
 **    over the aggregation (SUM of products, MAX/MIN of sums); the caller
 **    decides that, this module only costs the orders.
@@ -31,7 +36,8 @@
 #define TL_ORDER_DP_MAX 10 /* operands up to which the ordering is exact */
 
 /* One EinSum: out[out labels] = AGG over the other labels of
-** f(in_0[labels], in_1[labels], ...). */
+** f(in_0[labels], in_1[labels], ...).  In a graph, a vertex with nin == 0
+** is a source tensor whose dimensions are out[] (sizes from size[]). */
 typedef struct tl_einsum {
   int nlabels;                          /* labels, numbered 0 .. nlabels-1 */
   int64_t size[TL_MAX_LABELS];          /* extent of each label (> 0) */
@@ -42,7 +48,8 @@ typedef struct tl_einsum {
                                            reads its diagonal */
   int nout;                             /* dimensions of the output */
   int out[TR_MAX_RANK];                 /* label of each output dimension,
-                                           distinct, each read by an operand */
+                                           distinct, each read by an operand
+                                           (sources: any labels) */
 } tl_einsum;
 
 /* TR_OK if e is well formed (labels in range, sizes positive, output
@@ -96,5 +103,92 @@ int tl_order_find(const tl_einsum *e, const tl_order_opts *opts, tl_order *out, 
 int tl_order_eval(const tl_einsum *e, const int (*pair)[2], tl_order *out, tr_err *err);
 /* 1 if every step of o is within the limits of opts (NULL: defaults). */
 int tl_order_fits(const tl_order *o, const tl_order_opts *opts);
+
+/* ---- 2. EinDecomp: partitioning over p pieces of work ----------------- */
+
+/*
+** A graph of EinSums.  Sources (nin == 0) are the inputs; EinDecomp
+** treats them as free to partition any way (the paper: inputs are
+** pre-partitioned offline), the format search as stored in `fmt`.
+*/
+typedef enum tl_kernel {
+  TL_K_GEMM,     /* SUM of a product of two operands: the BLAS path */
+  TL_K_CONTRACT, /* any other join with an aggregation */
+  TL_K_ELEMWISE  /* no aggregated label: a map */
+} tl_kernel;
+
+/*
+** A chunk format (the thesis's physical matrix implementation), for a
+** tensor of any rank.  Every kind is a chunk extent per dimension, k[d],
+** where 0 (or more than the extent) means the whole dimension:
+**   SINGLE: one chunk (all k[d] ignored);
+**   STRIP:  strips of width k[0] across dimension `axis` (axis 0 of a
+**           matrix: row strips; axis 1: column strips), whole elsewhere;
+**   TILE:   chunks of k[0] x k[1] x ... (a matrix's tile k1 x k2).
+** Two formats that give a tensor the same chunk shape are one physical
+** implementation of it.
+*/
+typedef enum tl_fkind { TL_F_SINGLE, TL_F_STRIP, TL_F_TILE } tl_fkind;
+
+typedef struct tl_format {
+  tl_fkind kind;          /* see above */
+  int axis;               /* STRIP: the dimension cut */
+  int64_t k[TR_MAX_RANK]; /* STRIP: k[0] the width; TILE: extent per dim */
+} tl_format;
+
+typedef struct tl_vertex {
+  tl_einsum e;              /* the EinSum; nin == 0: a source tensor */
+  int src[TL_MAX_OPERANDS]; /* vertex producing each operand */
+  tl_kernel kernel;         /* its join kernel, for the compute cost */
+  tl_format fmt;            /* sources: the format it is stored in */
+} tl_vertex;
+
+typedef struct tl_graph {
+  int n;              /* vertices, producers before their consumers */
+  const tl_vertex *v; /* them */
+} tl_graph;
+
+/* TR_OK if every vertex is well formed, producers come first and each
+** operand has its producer's shape. */
+int tl_graph_check(const tl_graph *g, tr_err *err);
+
+/* A partition vector: pieces per label of a vertex's join, powers of two. */
+typedef struct tl_dpart {
+  int d[TK_MAX_LABELS]; /* pieces of each label (1 for labels beyond nlabels) */
+  int path;             /* 0: chosen by the exact DP; k > 0: by the DP along
+                           the k-th longest path of the linearised DAG */
+  double floats;        /* its cost: into the join, into the aggregation and
+                           repartitioning its operands from their producers */
+} tl_dpart;
+
+typedef struct tl_dplan {
+  int n;            /* vertices of the graph */
+  int p;            /* pieces of work per vertex: a power of two */
+  tl_dpart *v;      /* per vertex (sources: all 1, cost 0) */
+  double floats;    /* the whole graph under these vectors, every edge
+                       counted (tl_decomp_cost) */
+  int linearised;   /* 1: some non-source vertex had two consumers, so the
+                       graph was optimised path by path (section 8.4) */
+} tl_dplan;
+
+/* EinDecomp over g for p pieces of work (sites x threads; rounded up to a
+** power of two, at most 2^15).  TR_EINVAL for a vertex of more than
+** TK_MAX_LABELS labels or of more than 2^20 partition vectors (too many to
+** enumerate).  Caller frees *out with tl_dplan_destroy. */
+int tl_decomp(const tl_graph *g, int p, tl_dplan **out, tr_err *err);
+void tl_dplan_destroy(tl_dplan **p);
+
+/* Section 7's costs, in floats.  Join and aggregation of one EinSum under
+** partition vector d (pieces per label): */
+void tl_decomp_vertex(const tl_einsum *e, const int *d, double *join, double *agg);
+/* Repartitioning a tensor of this shape from `from` pieces per dimension
+** (the producer's) to `to` (what the consumer reads). */
+double tl_decomp_repart(int rank, const int64_t *shape, const int *from, const int *to);
+/* The graph's cost under one vector per vertex (d[v].d; sources ignored,
+** they take whatever their consumers read): every vertex's join and
+** aggregation plus every repartition between non-source vertices. */
+double tl_decomp_cost(const tl_graph *g, const tl_dpart *d);
+/* Partition vectors of e with p pieces of work (section 8.1's count). */
+int64_t tl_decomp_count(const tl_einsum *e, int p);
 
 #endif /* TRADB_LAYOUT_H */

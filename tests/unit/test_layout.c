@@ -1,6 +1,7 @@
 /*
 ** tests/unit/test_layout.c - layout/: contraction orders against brute
-** force over every pairwise order.
+** force over every pairwise order, and EinDecomp's DP against brute force
+** over every partition vector (and the paper's worked numbers).
 */
 #include "config.h"
 #include <criterion/criterion.h>
@@ -235,5 +236,411 @@ Test(order, no_order_within_limits_is_an_error) {
   e.out[0] = 7; /* and a malformed EinSum is refused before any search */
   e.nout = 1;
   cr_assert_eq(tl_order_find(&e, NULL, &ord, &err), TR_EINVAL);
+}
+
+/* ---- Random graphs of matrices (EinDecomp and formats) --------------------- */
+
+enum { G_MATMUL, G_ADD, G_MAP, G_TRANSPOSE, G_ROWSUM };
+
+typedef struct s_gen {
+  tl_vertex v[24];
+  int n;
+  int avail[24], navail; /* rank-2 vertices an operation may read */
+  int used[24];          /* times read */
+} s_gen;
+
+static int s_source(s_gen *g, int64_t r, int64_t c, const tl_format *fmt) {
+  tl_vertex *x = &g->v[g->n];
+  memset(x, 0, sizeof *x);
+  x->e.nlabels = 2;
+  x->e.size[0] = r;
+  x->e.size[1] = c;
+  x->e.nout = 2;
+  x->e.out[0] = 0;
+  x->e.out[1] = 1;
+  if (fmt) x->fmt = *fmt;
+  g->avail[g->navail++] = g->n;
+  return g->n++;
+}
+
+static int64_t s_rows(const s_gen *g, int v) { return g->v[v].e.size[g->v[v].e.out[0]]; }
+static int64_t s_cols(const s_gen *g, int v) { return g->v[v].e.size[g->v[v].e.out[1]]; }
+
+/* An operand to read: a source, or an unread vertex (reread allowed when
+** `share`); -1 if none. */
+static int s_pick(uint64_t *rs, s_gen *g, int share, int64_t rows, int64_t cols) {
+  int cand[24], n = 0;
+  for (int i = 0; i < g->navail; i++) {
+    int v = g->avail[i];
+    if (g->v[v].e.nin && g->used[v] && !share) continue;
+    if (rows && s_rows(g, v) != rows) continue;
+    if (cols && s_cols(g, v) != cols) continue;
+    cand[n++] = v;
+  }
+  return n ? cand[s_rand(rs, 0, n - 1)] : -1;
+}
+
+/* A random graph of nops operations on matrices with sizes from sz[];
+** share: intermediates may be read twice; fmts: formats for new sources. */
+static void s_rand_graph(uint64_t *rs, s_gen *g, int nops, const int64_t *sz, int nsz, int share,
+                         const tl_format *fmts, int nfmts) {
+  memset(g, 0, sizeof *g);
+#define S_SZ sz[s_rand(rs, 0, nsz - 1)]
+#define S_FMT (fmts ? &fmts[s_rand(rs, 0, nfmts - 1)] : NULL)
+  s_source(g, S_SZ, S_SZ, S_FMT);
+  for (int k = 0; k < nops; k++) {
+    int op = s_rand(rs, 0, 9);
+    op = op < 4 ? G_MATMUL : op < 6 ? G_ADD : op < 7 ? G_MAP : op < 9 ? G_TRANSPOSE : G_ROWSUM;
+    int x = s_pick(rs, g, share, 0, 0);
+    if (x < 0 || (s_rand(rs, 0, 3) == 0 && g->n < 20)) x = s_source(g, S_SZ, S_SZ, S_FMT);
+    int y = -1;
+    if (op == G_MATMUL) {
+      y = s_pick(rs, g, share, s_cols(g, x), 0);
+      if (y < 0 || y == x) y = s_source(g, s_cols(g, x), S_SZ, S_FMT);
+    } else if (op == G_ADD) {
+      y = s_pick(rs, g, share, s_rows(g, x), s_cols(g, x));
+      if (y < 0 || y == x) y = s_source(g, s_rows(g, x), s_cols(g, x), S_FMT);
+    }
+    tl_vertex *v = &g->v[g->n];
+    memset(v, 0, sizeof *v);
+    tl_einsum *e = &v->e;
+    e->size[0] = s_rows(g, x);
+    e->size[1] = s_cols(g, x);
+    e->rank[0] = 2;
+    e->in[0][0] = 0;
+    e->in[0][1] = 1;
+    v->src[0] = x;
+    v->kernel = TL_K_ELEMWISE;
+    e->nlabels = 2;
+    e->nin = 1;
+    e->nout = 2;
+    e->out[0] = 0;
+    e->out[1] = 1;
+    if (op == G_MATMUL) {
+      e->nlabels = 3;
+      e->size[2] = s_cols(g, y);
+      e->nin = 2;
+      e->rank[1] = 2;
+      e->in[1][0] = 1;
+      e->in[1][1] = 2;
+      v->src[1] = y;
+      e->out[1] = 2;
+      v->kernel = TL_K_GEMM;
+    } else if (op == G_ADD) {
+      e->nin = 2;
+      e->rank[1] = 2;
+      e->in[1][0] = 0;
+      e->in[1][1] = 1;
+      v->src[1] = y;
+    } else if (op == G_TRANSPOSE) {
+      e->out[0] = 1;
+      e->out[1] = 0;
+    } else if (op == G_ROWSUM) {
+      e->nout = 1;
+      v->kernel = TL_K_CONTRACT;
+    }
+    for (int j = 0; j < e->nin; j++) g->used[v->src[j]]++;
+    if (e->nout == 2) g->avail[g->navail++] = g->n;
+    g->n++;
+  }
+#undef S_SZ
+#undef S_FMT
+}
+
+/* Does some non-source vertex have two readers? */
+static int s_shared(const s_gen *g) {
+  for (int v = 0; v < g->n; v++)
+    if (g->v[v].e.nin && g->used[v] > 1) return 1;
+  return 0;
+}
+
+/* ---- 2. EinDecomp ----------------------------------------------------------------- */
+
+Test(decomp, figure4_repartition_costs_320) {
+  int64_t shape[2] = {8, 8};
+  int from[2] = {1, 8}, to[2] = {2, 2}; /* 8 columns of 8 -> 4 tiles of 16 */
+  cr_assert_eq(tl_decomp_repart(2, shape, from, to), 320.0);
+  /* its two parts: the producer pieces sent twice (128), the consumer
+  ** pieces moved three times (192) */
+  int halves[2] = {2, 8}; /* producer pieces already halved: only the 192 */
+  cr_assert_eq(tl_decomp_repart(2, shape, halves, to), 192.0);
+  int whole[2] = {1, 1}; /* one piece read as 4 tiles: sent to 4 places */
+  cr_assert_eq(tl_decomp_repart(2, shape, whole, to), 4 * 64.0);
+  cr_assert_eq(tl_decomp_repart(2, shape, to, to), 0.0);
+}
+
+/* A matmul vertex [i,j] x [j,k] with these sizes. */
+static void s_matmul(tl_einsum *e, int64_t i, int64_t j, int64_t k) {
+  memset(e, 0, sizeof *e);
+  e->nlabels = 3;
+  e->size[0] = i;
+  e->size[1] = j;
+  e->size[2] = k;
+  e->nin = 2;
+  e->rank[0] = e->rank[1] = 2;
+  e->in[0][0] = 0;
+  e->in[0][1] = 1;
+  e->in[1][0] = 1;
+  e->in[1][1] = 2;
+  e->nout = 2;
+  e->out[0] = 0;
+  e->out[1] = 2;
+}
+
+Test(decomp, vertex_costs_and_counts) {
+  tl_einsum e;
+  s_matmul(&e, 8, 8, 8);
+  double j, a;
+  int one[3] = {1, 1, 1}, cube[3] = {2, 2, 2}, cols[3] = {1, 1, 8}, inner[3] = {1, 8, 1};
+  tl_decomp_vertex(&e, one, &j, &a);
+  cr_assert_eq(j, 128.0); /* one call receives both matrices */
+  cr_assert_eq(a, 0.0);
+  tl_decomp_vertex(&e, cols, &j, &a); /* 8 calls, each all of X and a column */
+  cr_assert_eq(j, 8 * (64.0 + 8));
+  cr_assert_eq(a, 0.0); /* no aggregation: the text's top-left case */
+  tl_decomp_vertex(&e, cube, &j, &a); /* 8 calls on 4x4 tiles, j split in 2 */
+  cr_assert_eq(j, 8 * (16.0 + 16));
+  cr_assert_eq(a, 4 * 1 * 16.0); /* p/g = 4 groups, g - 1 = 1 moved, 16 floats */
+  tl_decomp_vertex(&e, inner, &j, &a); /* all on j: 8 partial 8x8 results */
+  cr_assert_eq(a, 7 * 64.0);
+  /* section 8.2: eight kernel calls of a matmul, ten vectors; section 8.1's
+  ** balls in buckets, C(log2 p + u - 1, u - 1): 6 labels and p = 1024 give
+  ** the text's 3003 */
+  cr_assert_eq(tl_decomp_count(&e, 8), 10);
+  tl_einsum six;
+  memset(&six, 0, sizeof six);
+  six.nlabels = 6;
+  for (int l = 0; l < 6; l++) six.size[l] = 4096;
+  cr_assert_eq(tl_decomp_count(&six, 1024), 3003);
+  six.size[0] = 2; /* a label of size 2 takes at most 2 pieces */
+  cr_assert_lt(tl_decomp_count(&six, 1024), 3003);
+  cr_assert_eq(tl_decomp_count(&e, 6), 10); /* 6 rounds up to 8 */
+}
+
+/* Every partition vector of e with p pieces, as this test reads section 6:
+** powers of two, each at most its label's size, product p (or the most
+** the sizes allow). */
+static int s_vectors(const tl_einsum *e, int p, int (*out)[TK_MAX_LABELS], int max) {
+  int cap[TL_MAX_LABELS], tot = 0, P = 0, n = 0;
+  while ((1 << P) < p) P++;
+  for (int l = 0; l < e->nlabels; l++) {
+    cap[l] = 0;
+    while ((2ll << cap[l]) <= e->size[l] && cap[l] < P) cap[l]++;
+    tot += cap[l];
+  }
+  int S = tot < P ? tot : P, x[TL_MAX_LABELS] = {0};
+  for (;;) { /* odometer over exponents */
+    int s = 0;
+    for (int l = 0; l < e->nlabels; l++) s += x[l];
+    if (s == S) {
+      cr_assert_lt(n, max);
+      for (int l = 0; l < TK_MAX_LABELS; l++) out[n][l] = l < e->nlabels ? 1 << x[l] : 1;
+      n++;
+    }
+    int l = 0;
+    while (l < e->nlabels && x[l] == cap[l]) x[l++] = 0;
+    if (l == e->nlabels) break;
+    x[l]++;
+  }
+  return n;
+}
+
+/* What a brute-force search over partition vectors minimises. */
+typedef double (*s_objective)(const tl_graph *g, const tl_dpart *d, const int *which, int nw);
+
+static double s_whole_graph(const tl_graph *g, const tl_dpart *d, const int *which, int nw) {
+  return tl_decomp_cost(g, d);
+}
+
+/* Least objective over every combination of vectors of the vertices
+** which[depth..nw) (the others keep d[]). */
+static double s_brute_vectors(const tl_graph *g, tl_dpart *d, const int *which, int nw, int depth,
+                              int p, s_objective cost) {
+  if (depth == nw) return cost(g, d, which, nw);
+  static int vec[8][4096][TK_MAX_LABELS];
+  int v = which[depth], n = s_vectors(&g->v[v].e, p, vec[depth], 4096);
+  double best = INFINITY;
+  tl_dpart keep = d[v];
+  for (int i = 0; i < n; i++) {
+    memcpy(d[v].d, vec[depth][i], sizeof d[v].d);
+    double s = s_brute_vectors(g, d, which, nw, depth + 1, p, cost);
+    if (s < best) best = s;
+  }
+  d[v] = keep;
+  return best;
+}
+
+Test(decomp, dp_equals_brute_force_on_random_trees_and_dags_with_shared_inputs) {
+  uint64_t rs = 7;
+  int64_t sz[3] = {4, 8, 16};
+  for (int t = 0; t < 60; t++) {
+    s_gen gen;
+    s_rand_graph(&rs, &gen, s_rand(&rs, 1, 4), sz, 3, 0, NULL, 0);
+    tl_graph g = {gen.n, gen.v};
+    int p = 1 << s_rand(&rs, 0, 3), which[8], nw = 0;
+    for (int v = 0; v < g.n; v++)
+      if (g.v[v].e.nin) which[nw++] = v;
+    tl_dplan *plan;
+    tr_err err;
+    cr_assert_eq(tl_decomp(&g, p, &plan, &err), TR_OK, "%s", err.msg);
+    cr_assert_not(plan->linearised);
+    tl_dpart d[24];
+    memcpy(d, plan->v, sizeof d[0] * (size_t)g.n);
+    double brute = s_brute_vectors(&g, d, which, nw, 0, p, s_whole_graph);
+    cr_assert(s_close(plan->floats, brute), "graph %d: DP %g, brute force %g", t, plan->floats,
+              brute);
+    cr_assert(s_close(plan->floats, tl_decomp_cost(&g, plan->v)));
+    double sum = 0;
+    for (int v = 0; v < g.n; v++) sum += plan->v[v].floats;
+    cr_assert(s_close(sum, plan->floats));
+    for (int i = 0; i < nw; i++) { /* p pieces of work where the sizes allow */
+      int prod = 1, v = which[i];
+      for (int l = 0; l < g.v[v].e.nlabels; l++) prod *= plan->v[v].d[l];
+      cr_assert_leq(prod, p);
+    }
+    tl_dplan_destroy(&plan);
+    tl_dplan_destroy(&plan); /* safe twice */
+  }
+}
+
+/* A path's own objective under d (section 8.4): its vertices' joins and
+** aggregations and the repartitions along it, nothing from off the path. */
+static double s_path_cost(const tl_graph *g, const tl_dpart *d, const int *path, int n) {
+  double s = 0;
+  for (int i = 0; i < n; i++) {
+    double jn, ag;
+    tl_decomp_vertex(&g->v[path[i]].e, d[path[i]].d, &jn, &ag);
+    s += jn + ag;
+    if (!i) continue;
+    const tl_einsum *pe = &g->v[path[i - 1]].e, *e = &g->v[path[i]].e;
+    int64_t shape[TR_MAX_RANK];
+    int from[TR_MAX_RANK], to[TR_MAX_RANK];
+    for (int k = 0; k < pe->nout; k++) {
+      shape[k] = pe->size[pe->out[k]];
+      from[k] = d[path[i - 1]].d[pe->out[k]];
+    }
+    for (int j = 0; j < e->nin; j++) {
+      if (g->v[path[i]].src[j] != path[i - 1]) continue;
+      for (int k = 0; k < e->rank[j]; k++) to[k] = d[path[i]].d[e->in[j][k]];
+      s += tl_decomp_repart(pe->nout, shape, from, to);
+    }
+  }
+  return s;
+}
+
+Test(decomp, shared_intermediates_linearise_into_paths_each_optimal) {
+  uint64_t rs = 3;
+  int64_t sz[3] = {4, 8, 16};
+  int dags = 0;
+  for (int t = 0; t < 200 && dags < 25; t++) {
+    s_gen gen;
+    s_rand_graph(&rs, &gen, s_rand(&rs, 3, 5), sz, 3, 1, NULL, 0);
+    if (!s_shared(&gen)) continue;
+    dags++;
+    tl_graph g = {gen.n, gen.v};
+    int p = 1 << s_rand(&rs, 1, 3);
+    tl_dplan *plan;
+    tr_err err;
+    cr_assert_eq(tl_decomp(&g, p, &plan, &err), TR_OK, "%s", err.msg);
+    cr_assert(plan->linearised);
+    int npath = 0, seen_len = 1 << 30;
+    for (int v = 0; v < g.n; v++) {
+      cr_assert_eq(plan->v[v].path > 0, g.v[v].e.nin > 0);
+      if (plan->v[v].path > npath) npath = plan->v[v].path;
+    }
+    tl_dpart d[24];
+    memcpy(d, plan->v, sizeof d[0] * (size_t)g.n);
+    for (int k = 1; k <= npath; k++) {
+      int path[24], n = 0;
+      for (int v = 0; v < g.n; v++)
+        if (plan->v[v].path == k) path[n++] = v;
+      cr_assert_leq(n, seen_len, "paths come longest first");
+      seen_len = n;
+      /* and it is a longest path of the vertices no earlier path took */
+      int len[24] = {0}, longest = 0;
+      for (int v = g.n - 1; v >= 0; v--) {
+        if (!g.v[v].e.nin || plan->v[v].path < k) continue;
+        len[v] = 1;
+        for (int r = v + 1; r < g.n; r++)
+          for (int j = 0; j < g.v[r].e.nin; j++)
+            if (g.v[r].src[j] == v && len[r] + 1 > len[v]) len[v] = len[r] + 1;
+        if (len[v] > longest) longest = len[v];
+      }
+      cr_assert_eq(n, longest, "graph %d path %d has %d vertices, not %d", t, k, n, longest);
+      for (int i = 1; i < n; i++) { /* consecutive vertices are linked */
+        int linked = 0;
+        for (int j = 0; j < g.v[path[i]].e.nin; j++) linked |= g.v[path[i]].src[j] == path[i - 1];
+        cr_assert(linked, "graph %d path %d is not a path", t, k);
+      }
+      double got = s_path_cost(&g, d, path, n);
+      double best = s_brute_vectors(&g, d, path, n, 0, p, s_path_cost);
+      cr_assert(s_close(got, best), "graph %d path %d: DP %g, brute force %g", t, k, got, best);
+    }
+    /* the plan's cost counts every edge, and no labelling beats the optimum */
+    cr_assert(s_close(plan->floats, tl_decomp_cost(&g, plan->v)));
+    int which[8], nw = 0;
+    for (int v = 0; v < g.n && nw < 5; v++)
+      if (g.v[v].e.nin) which[nw++] = v;
+    if (nw < 5) cr_assert_geq(plan->floats * (1 + 1e-12), s_brute_vectors(&g, d, which, nw, 0, p, s_whole_graph));
+    tl_dplan_destroy(&plan);
+  }
+  cr_assert_geq(dags, 10);
+}
+
+Test(decomp, a_chain_of_matmuls_matches_exhaustive_search) {
+  /* Experiment 1's chain A B C D E, skewed sizes, on 8 pieces */
+  tl_vertex v[9];
+  memset(v, 0, sizeof v);
+  int64_t dims[6] = {64, 8, 64, 16, 64, 8};
+  for (int s = 0; s < 5; s++) {
+    v[s].e.nlabels = 2;
+    v[s].e.size[0] = dims[s];
+    v[s].e.size[1] = dims[s + 1];
+    v[s].e.nout = 2;
+    v[s].e.out[1] = 1;
+  }
+  int prev = 0;
+  for (int k = 0; k < 4; k++) {
+    tl_vertex *x = &v[5 + k];
+    s_matmul(&x->e, dims[0], dims[k + 1], dims[k + 2]);
+    x->src[0] = prev;
+    x->src[1] = k + 1;
+    x->kernel = TL_K_GEMM;
+    prev = 5 + k;
+  }
+  tl_graph g = {9, v};
+  tl_dplan *plan;
+  tr_err err;
+  cr_assert_eq(tl_decomp(&g, 8, &plan, &err), TR_OK, "%s", err.msg);
+  tl_dpart d[9];
+  memcpy(d, plan->v, sizeof d);
+  int which[4] = {5, 6, 7, 8};
+  cr_assert(s_close(plan->floats, s_brute_vectors(&g, d, which, 4, 0, 8, s_whole_graph)));
+  tl_dplan_destroy(&plan);
+  cr_assert_null(plan);
+}
+
+Test(decomp, bad_input_is_refused) {
+  tl_vertex v[2];
+  memset(v, 0, sizeof v);
+  v[0].e.nlabels = 1;
+  v[0].e.size[0] = 4;
+  v[0].e.nout = 1;
+  v[1] = v[0];
+  v[1].e.nin = 1;
+  v[1].e.rank[0] = 1;
+  v[1].src[0] = 1; /* reads itself */
+  tl_graph g = {2, v};
+  tl_dplan *plan = NULL;
+  tr_err err;
+  cr_assert_eq(tl_decomp(&g, 4, &plan, &err), TR_EINVAL);
+  cr_assert_null(plan);
+  v[1].src[0] = 0;
+  v[1].e.size[0] = 8; /* not its producer's shape */
+  cr_assert_eq(tl_decomp(&g, 4, &plan, &err), TR_ESHAPE);
+  v[1].e.size[0] = 4;
+  cr_assert_eq(tl_decomp(&g, 1 << 20, &plan, &err), TR_EINVAL);
+  cr_assert_eq(tl_decomp(&g, 4, &plan, &err), TR_OK);
+  tl_dplan_destroy(&plan);
 }
 
