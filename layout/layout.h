@@ -7,6 +7,9 @@
 **      opt_einsum's 'optimal'/'dp'; greedy beyond a few operands);
 **   2. the partitioning of every EinSum of a graph over p = sites x
 **      threads pieces of work (EinDecomp, Bourgeois et al., sections 6-8);
+**   4. the cost in seconds of a plan: a weighted sum of compute,
+**      network, tasks and bytes written, with weights fitted by least
+**      squares from probe runs (Luo's matrix format exploration, ch. 10).
 **
 ** A pure module: it takes its own descriptions of EinSums and graphs
 ** (label ids, label sizes, operand label lists), never the engine's plans,
@@ -190,5 +193,57 @@ double tl_decomp_repart(int rank, const int64_t *shape, const int *from, const i
 double tl_decomp_cost(const tl_graph *g, const tl_dpart *d);
 /* Partition vectors of e with p pieces of work (section 8.1's count). */
 int64_t tl_decomp_count(const tl_einsum *e, int p);
+
+/* ---- 4. Cost in seconds (thesis chapter 10) ---------------------------- */
+
+/* What an operation does on the busiest site: the components of the
+** thesis's cost, with compute split by kernel kind. */
+enum {
+  TL_C_GEMM,     /* gemm flops per core */
+  TL_C_CONTRACT, /* flops of other joins with an aggregation, per core */
+  TL_C_ELEMWISE, /* flops of maps, combines and copies, per core */
+  TL_C_NET,      /* floats received over the network */
+  TL_C_TASKS,    /* tasks run (one kernel call on one chunk tuple each) */
+  TL_C_WRITE,    /* bytes written (intermediates and outputs) */
+  TL_NCOST
+};
+
+typedef struct tl_cost {
+  double c[TL_NCOST]; /* amount of each component */
+} tl_cost;
+
+typedef struct tl_weights {
+  double w[TL_NCOST]; /* seconds per unit of each component */
+} tl_weights;
+
+/* Weights for a cluster nobody has calibrated (see cost.c for why these). */
+void tl_weights_default(tl_weights *w);
+/* Predicted seconds: w . c. */
+double tl_seconds(const tl_weights *w, const tl_cost *c);
+/* Name of component k ("gemm", "net", ...). */
+const char *tl_cost_name(int k);
+
+/* Least-squares weights from n measured runs: c[i] what run i did,
+** seconds[i] how long it took.  TR_EINVAL, naming the component, when the
+** runs do not determine a weight (no run exercises it, or it moves in
+** step with others) or the fit makes one negative. */
+int tl_weights_fit(int n, const tl_cost *c, const double *seconds, tl_weights *w, tr_err *err);
+
+/* A probe run for calibration: statements in tradb's language.  The engine
+** runs `setup` in a scratch database (probes reuse tensor names), then
+** times `run` (EXPLAIN ANALYZE gives its floats moved and tasks per site),
+** fills a tl_cost with the busiest site's amounts from its plan and
+** measurements, and calls tl_weights_fit on all of them.  Each probe
+** mostly exercises the component `varies`; together they determine every
+** weight. */
+typedef struct tl_probe {
+  const char *name;  /* short name, e.g. "gemm-1024" */
+  const char *setup; /* CREATE/FILL statements for its inputs */
+  const char *run;   /* the statement timed */
+  int varies;        /* the TL_C_* component it mostly exercises */
+} tl_probe;
+
+/* The probe table (static, read-only); *n gets its length. */
+const tl_probe *tl_probes(int *n);
 
 #endif /* TRADB_LAYOUT_H */

@@ -1,7 +1,8 @@
 /*
 ** tests/unit/test_layout.c - layout/: contraction orders against brute
-** force over every pairwise order, and EinDecomp's DP against brute force
-** over every partition vector (and the paper's worked numbers).
+** force over every pairwise order, EinDecomp's DP against brute force over
+** every partition vector (and the paper's worked numbers), and the
+** least-squares fit of the cost weights.
 */
 #include "config.h"
 #include <criterion/criterion.h>
@@ -23,6 +24,8 @@ static uint64_t s_next(uint64_t *s) {
 static int s_rand(uint64_t *s, int lo, int hi) { /* in [lo, hi] */
   return lo + (int)(s_next(s) % (uint64_t)(hi - lo + 1));
 }
+
+static double s_unif(uint64_t *s) { return (double)(s_next(s) >> 11) / 9007199254740992.0; }
 
 static int s_close(double a, double b) {
   return fabs(a - b) <= 1e-9 * fmax(1.0, fmax(fabs(a), fabs(b)));
@@ -644,3 +647,75 @@ Test(decomp, bad_input_is_refused) {
   tl_dplan_destroy(&plan);
 }
 
+/* ---- 4. Least squares ------------------------------------------------------------------ */
+
+Test(cost, fit_recovers_known_weights_from_noisy_runs) {
+  uint64_t rs = 17;
+  tl_weights truth, fit;
+  tl_weights_default(&truth);
+  for (int k = 0; k < TL_NCOST; k++) truth.w[k] *= 0.5 + s_unif(&rs);
+  enum { N = 60 };
+  tl_cost c[N];
+  double t[N];
+  /* amounts of the size a probe run has, each varying over two decades */
+  const double scale[TL_NCOST] = {1e10, 1e8, 1e8, 1e7, 1e3, 1e8};
+  for (int i = 0; i < N; i++) {
+    for (int k = 0; k < TL_NCOST; k++) c[i].c[k] = scale[k] * pow(10, 2 * s_unif(&rs) - 1);
+    t[i] = tl_seconds(&truth, &c[i]) * (1 + 0.02 * (2 * s_unif(&rs) - 1));
+  }
+  tr_err err;
+  cr_assert_eq(tl_weights_fit(N, c, t, &fit, &err), TR_OK, "%s", err.msg);
+  for (int k = 0; k < TL_NCOST; k++)
+    cr_assert(fabs(fit.w[k] / truth.w[k] - 1) < 0.05, "%s: fitted %g, true %g", tl_cost_name(k),
+              fit.w[k], truth.w[k]);
+  for (int i = 0; i < N; i++) t[i] = tl_seconds(&truth, &c[i]); /* exact without noise */
+  cr_assert_eq(tl_weights_fit(N, c, t, &fit, &err), TR_OK);
+  for (int k = 0; k < TL_NCOST; k++) cr_assert(fabs(fit.w[k] / truth.w[k] - 1) < 1e-9);
+}
+
+Test(cost, degenerate_probe_sets_are_errors) {
+  uint64_t rs = 4;
+  enum { N = 20 };
+  tl_cost c[N];
+  double t[N];
+  tl_weights w, before;
+  tl_weights_default(&w);
+  for (int i = 0; i < N; i++) {
+    for (int k = 0; k < TL_NCOST; k++) c[i].c[k] = 1 + s_unif(&rs);
+    t[i] = tl_seconds(&w, &c[i]);
+  }
+  tr_err err;
+  cr_assert_eq(tl_weights_fit(TL_NCOST - 1, c, t, &w, &err), TR_EINVAL); /* too few runs */
+  for (int i = 0; i < N; i++) c[i].c[TL_C_TASKS] = 0; /* nothing exercises tasks */
+  before = w;
+  cr_assert_eq(tl_weights_fit(N, c, t, &w, &err), TR_EINVAL);
+  cr_assert(strstr(err.msg, "'tasks'"), "%s", err.msg);
+  cr_assert_eq(memcmp(&w, &before, sizeof w), 0, "weights changed on an error");
+  for (int i = 0; i < N; i++) c[i].c[TL_C_TASKS] = 3 * c[i].c[TL_C_NET]; /* in step with net */
+  cr_assert_eq(tl_weights_fit(N, c, t, &w, &err), TR_EINVAL);
+  cr_assert(strstr(err.msg, "'tasks'"), "%s", err.msg);
+  for (int i = 0; i < N; i++) { /* runs whose times fall as they write more */
+    c[i].c[TL_C_TASKS] = 1 + s_unif(&rs);
+    t[i] = tl_seconds(&w, &c[i]) - 2 * w.w[TL_C_WRITE] * c[i].c[TL_C_WRITE];
+  }
+  cr_assert_eq(tl_weights_fit(N, c, t, &w, &err), TR_EINVAL);
+}
+
+Test(cost, probes_cover_every_component) {
+  int n, count[TL_NCOST] = {0};
+  const tl_probe *p = tl_probes(&n);
+  cr_assert_geq(n, 2 * TL_NCOST);
+  for (int i = 0; i < n; i++) {
+    cr_assert(p[i].name && p[i].setup && p[i].run);
+    cr_assert(strstr(p[i].setup, "CREATE TENSOR"));
+    cr_assert(strchr(p[i].run, '='));
+    cr_assert(p[i].varies >= 0 && p[i].varies < TL_NCOST);
+    count[p[i].varies]++;
+    for (int j = 0; j < i; j++) cr_assert_str_neq(p[i].name, p[j].name);
+  }
+  for (int k = 0; k < TL_NCOST; k++) cr_assert_geq(count[k], 2, "%s", tl_cost_name(k));
+  tl_weights w;
+  tl_weights_default(&w);
+  tl_cost one = {{1, 1, 1, 1, 1, 1}};
+  cr_assert_gt(tl_seconds(&w, &one), 0);
+}
