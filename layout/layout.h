@@ -7,9 +7,12 @@
 **      opt_einsum's 'optimal'/'dp'; greedy beyond a few operands);
 **   2. the partitioning of every EinSum of a graph over p = sites x
 **      threads pieces of work (EinDecomp, Bourgeois et al., sections 6-8);
-**   4. the cost in seconds of a plan: a weighted sum of compute,
+**   3. the chunk format of every tensor and the transformation on every
+**      edge (Luo's matrix format exploration, chapters 4-7, generalised
+**      from matrices to tensors);
+**   4. the cost in seconds that 3 compares by: a weighted sum of compute,
 **      network, tasks and bytes written, with weights fitted by least
-**      squares from probe runs (Luo's matrix format exploration, ch. 10).
+**      squares from probe runs (the same thesis, chapter 10).
 **
 ** A pure module: it takes its own descriptions of EinSums and graphs
 ** (label ids, label sizes, operand label lists), never the engine's plans,
@@ -245,5 +248,88 @@ typedef struct tl_probe {
 
 /* The probe table (static, read-only); *n gets its length. */
 const tl_probe *tl_probes(int *n);
+
+/* ---- 3. Chunk formats (thesis chapters 4-7) ---------------------------- */
+
+/* The chunk shape format f gives a tensor of this rank and shape; TR_EINVAL
+** if f does not apply (a strip across a dimension the tensor lacks). */
+int tl_format_chunk(const tl_format *f, int rank, const int64_t *shape, int64_t *chunk,
+                    tr_err *err);
+
+/* The problem: the graph, the formats a non-source tensor may take (the
+** thesis's P), and what makes a format feasible and costs it. */
+typedef struct tl_fproblem {
+  const tl_graph *g;   /* vertices; sources carry their stored format */
+  int nf;              /* candidate formats */
+  const tl_format *f;  /* them */
+  int64_t chunk_limit; /* bytes one chunk may hold: a format whose chunk is
+                          larger is infeasible for that tensor */
+  tr_dtype dtype;      /* element type of every tensor */
+  int sites;           /* workers */
+  int threads;         /* kernel threads per worker */
+  tl_weights w;        /* seconds per unit of each cost component */
+} tl_fproblem;
+
+/* How an EinSum runs on its (transformed) inputs: the thesis's atomic
+** computation implementations, for tradb's joins. */
+enum {
+  TL_IMPL_HASH = -1 /* every operand shuffled on the join labels; impl j >= 0:
+                       operand j stays where it is, the others are broadcast */
+};
+
+/* What an edge does to its tensor: the thesis's transformations. */
+typedef enum tl_tkind {
+  TL_T_IDENTITY, /* same chunk shape */
+  TL_T_RECHUNK,  /* every new chunk lies in one old chunk: local copies */
+  TL_T_REPART    /* new chunks gather pieces of several old ones: shipped */
+} tl_tkind;
+
+/* The annotation of one vertex. */
+typedef struct tl_fchoice {
+  int impl;                   /* TL_IMPL_HASH or the operand that stays */
+  int fmt;                    /* its output format: index into P (the first
+                                 giving that chunk shape); -1 for a source */
+  int64_t chunk[TR_MAX_RANK]; /* its output chunk shape */
+  int in_fmt[TL_MAX_OPERANDS];/* format each operand is transformed to:
+                                 index into P, or -1 for the producer's own
+                                 (a source's stored format) */
+  int tf[TL_MAX_OPERANDS];    /* tl_tkind of each operand's edge */
+  double seconds;             /* the vertex plus its operand edges */
+} tl_fchoice;
+
+typedef struct tl_fplan {
+  int n;            /* vertices */
+  tl_fchoice *v;    /* per vertex */
+  double seconds;   /* the whole graph */
+  int dag;          /* 1: the frontier DP ran */
+  int max_class;    /* largest equivalence class it kept (DAG) */
+} tl_fplan;
+
+/* Which DP: the tree DP needs every vertex to have at most one consumer
+** (TR_EINVAL otherwise); AUTO takes it when it applies, else the DAG DP. */
+typedef enum tl_fmode { TL_FMODE_AUTO, TL_FMODE_TREE, TL_FMODE_DAG } tl_fmode;
+
+/* The cheapest type-correct annotation of pb->g: sources as stored, sinks
+** free.  TR_ESHAPE if none exists (some tensor has no feasible format);
+** TR_ENOMEM also when an equivalence class would need too large a table.
+** Caller frees *out with tl_fplan_destroy. */
+int tl_formats(const tl_fproblem *pb, tl_fmode mode, tl_fplan **out, tr_err *err);
+void tl_fplan_destroy(tl_fplan **p);
+
+/* Seconds of a full annotation: ch[v].impl and ch[v].in_fmt of every
+** non-source vertex (the rest is derived); INFINITY when it is not
+** type-correct.  Also fills the derived fields of ch (fmt, chunk, tf,
+** seconds).  The plan tl_formats returns costs the same. */
+double tl_formats_cost(const tl_fproblem *pb, tl_fchoice *ch);
+
+/* What a vertex costs under one implementation with operand chunk shapes
+** in_chunk[j] (TR_ESHAPE unless co-partitioned), and what an edge's
+** transformation costs (TR_EINVAL if that kind does not apply to the two
+** chunk shapes), as cost components: the pieces tl_formats weighs, exposed
+** for EXPLAIN and calibration. */
+int tl_impl_cost(const tl_fproblem *pb, int v, int impl, const int64_t (*in_chunk)[TR_MAX_RANK],
+                 tl_cost *c, tr_err *err);
+int tl_transform_cost(const tl_fproblem *pb, int rank, const int64_t *shape, const int64_t *from,
+                      const int64_t *to, tl_tkind kind, tl_cost *c);
 
 #endif /* TRADB_LAYOUT_H */

@@ -1,8 +1,9 @@
 /*
 ** tests/unit/test_layout.c - layout/: contraction orders against brute
 ** force over every pairwise order, EinDecomp's DP against brute force over
-** every partition vector (and the paper's worked numbers), and the
-** least-squares fit of the cost weights.
+** every partition vector (and the paper's worked numbers), the format DPs
+** against brute force over every annotation, and the least-squares fit of
+** the cost weights.
 */
 #include "config.h"
 #include <criterion/criterion.h>
@@ -645,6 +646,285 @@ Test(decomp, bad_input_is_refused) {
   cr_assert_eq(tl_decomp(&g, 1 << 20, &plan, &err), TR_EINVAL);
   cr_assert_eq(tl_decomp(&g, 4, &plan, &err), TR_OK);
   tl_dplan_destroy(&plan);
+}
+
+/* ---- 3. Formats ---------------------------------------------------------------------- */
+
+static tl_format s_fmt(tl_fkind kind, int axis, int64_t k0, int64_t k1) {
+  tl_format f;
+  memset(&f, 0, sizeof f);
+  f.kind = kind;
+  f.axis = axis;
+  f.k[0] = k0;
+  f.k[1] = k1;
+  return f;
+}
+
+static void s_problem(tl_fproblem *pb, const tl_graph *g, const tl_format *f, int nf,
+                      int64_t limit) {
+  memset(pb, 0, sizeof *pb);
+  pb->g = g;
+  pb->nf = nf;
+  pb->f = f;
+  pb->chunk_limit = limit;
+  pb->dtype = TR_F32;
+  pb->sites = 4;
+  pb->threads = 2;
+  tl_weights_default(&pb->w);
+}
+
+/* Least tl_formats_cost over every implementation and operand format of
+** every non-source vertex from v on. */
+static double s_brute_formats(const tl_fproblem *pb, tl_fchoice *ch, int v) {
+  const tl_graph *g = pb->g;
+  while (v < g->n && !g->v[v].e.nin) v++;
+  if (v == g->n) return tl_formats_cost(pb, ch);
+  const tl_einsum *e = &g->v[v].e;
+  int nimpl = e->nin > 1 ? e->nin + 1 : 1, per = pb->nf + 1, combos = 1;
+  for (int j = 0; j < e->nin; j++) combos *= per;
+  double best = INFINITY;
+  for (int i = 0; i < nimpl; i++)
+    for (int c = 0; c < combos; c++) {
+      ch[v].impl = i - 1;
+      for (int j = 0, r = c; j < e->nin; j++, r /= per) ch[v].in_fmt[j] = r % per - 1;
+      double s = s_brute_formats(pb, ch, v + 1);
+      if (s < best) best = s;
+    }
+  return best;
+}
+
+/* Every chosen format and transformation target is feasible. */
+static void s_check_feasible(const tl_fproblem *pb, const tl_fplan *plan) {
+  const tl_graph *g = pb->g;
+  for (int v = 0; v < g->n; v++) {
+    const tl_vertex *x = &g->v[v];
+    if (!x->e.nin) continue;
+    double bytes = 4;
+    for (int k = 0; k < x->e.nout; k++) bytes *= (double)plan->v[v].chunk[k];
+    cr_assert_leq(bytes, (double)pb->chunk_limit, "vertex %d got an infeasible format", v);
+    cr_assert_geq(plan->v[v].fmt, 0);
+    for (int j = 0; j < x->e.nin; j++) {
+      int f = plan->v[v].in_fmt[j], u = x->src[j];
+      if (f < 0) continue;
+      int64_t shape[TR_MAX_RANK], c[TR_MAX_RANK];
+      for (int k = 0; k < g->v[u].e.nout; k++) shape[k] = g->v[u].e.size[g->v[u].e.out[k]];
+      cr_assert_eq(tl_format_chunk(&pb->f[f], g->v[u].e.nout, shape, c, NULL), TR_OK);
+      bytes = 4;
+      for (int k = 0; k < g->v[u].e.nout; k++) bytes *= (double)c[k];
+      cr_assert_leq(bytes, (double)pb->chunk_limit);
+    }
+  }
+}
+
+/* Random graphs against brute force; share: DAGs with shared intermediates. */
+static void s_formats_vs_brute(uint64_t seed, int share, int want) {
+  uint64_t rs = seed;
+  int64_t sz[3] = {64, 128, 256};
+  tl_format P[4] = {s_fmt(TL_F_SINGLE, 0, 0, 0), s_fmt(TL_F_STRIP, 0, 32, 0),
+                    s_fmt(TL_F_STRIP, 1, 64, 0), s_fmt(TL_F_TILE, 0, 64, 64)};
+  int done = 0;
+  for (int t = 0; t < 400 && done < want; t++) {
+    s_gen gen;
+    s_rand_graph(&rs, &gen, s_rand(&rs, 2, 3), sz, 3, share, P, 4);
+    if (s_shared(&gen) != share) continue;
+    int nonsrc = 0;
+    for (int v = 0; v < gen.n; v++) nonsrc += gen.v[v].e.nin > 0;
+    if (nonsrc > 3) continue;
+    tl_graph g = {gen.n, gen.v};
+    tl_fproblem pb;
+    /* 64 KiB chunks: single is infeasible for 256 x 128 and larger */
+    s_problem(&pb, &g, P, 4, s_rand(&rs, 0, 1) ? 64 << 10 : 1 << 30);
+    pb.sites = s_rand(&rs, 1, 8);
+    tl_fplan *plan;
+    tr_err err;
+    int rc = tl_formats(&pb, share ? TL_FMODE_AUTO : TL_FMODE_TREE, &plan, &err);
+    tl_fchoice ch[24];
+    memset(ch, 0, sizeof ch);
+    double brute = s_brute_formats(&pb, ch, 0);
+    if (isinf(brute)) {
+      cr_assert_eq(rc, TR_ESHAPE, "graph %d: brute force found nothing, the DP did", t);
+      continue;
+    }
+    cr_assert_eq(rc, TR_OK, "graph %d: %s", t, err.msg);
+    cr_assert_eq(plan->dag, share);
+    cr_assert(s_close(plan->seconds, brute), "graph %d: DP %.12g, brute force %.12g", t,
+              plan->seconds, brute);
+    double sum = 0;
+    for (int v = 0; v < g.n; v++) sum += plan->v[v].seconds;
+    cr_assert(s_close(sum, plan->seconds));
+    s_check_feasible(&pb, plan);
+    tl_fplan *other; /* the frontier DP is exact on trees too */
+    cr_assert_eq(tl_formats(&pb, TL_FMODE_DAG, &other, &err), TR_OK, "%s", err.msg);
+    cr_assert(s_close(other->seconds, plan->seconds));
+    tl_fplan_destroy(&other);
+    tl_fplan_destroy(&plan);
+    done++;
+  }
+  cr_assert_eq(done, want);
+}
+
+Test(formats, tree_dp_equals_brute_force, .timeout = 120) { s_formats_vs_brute(21, 0, 12); }
+
+Test(formats, dag_dp_equals_brute_force, .timeout = 120) { s_formats_vs_brute(22, 1, 12); }
+
+Test(formats, only_tiles_are_feasible_so_tiles_are_picked) {
+  /* 4096 x 4096 f32 is 64 MiB: with 8 MiB chunks a single chunk or a strip
+  ** of 1024 (16 MiB) is infeasible, a 1024 x 1024 tile (4 MiB) is not */
+  tl_format P[4] = {s_fmt(TL_F_SINGLE, 0, 0, 0), s_fmt(TL_F_STRIP, 0, 1024, 0),
+                    s_fmt(TL_F_STRIP, 1, 1024, 0), s_fmt(TL_F_TILE, 0, 1024, 1024)};
+  tl_vertex v[4];
+  memset(v, 0, sizeof v);
+  for (int s = 0; s < 2; s++) {
+    v[s].e.nlabels = 2;
+    v[s].e.size[0] = v[s].e.size[1] = 4096;
+    v[s].e.nout = 2;
+    v[s].e.out[1] = 1;
+    v[s].fmt = s_fmt(TL_F_TILE, 0, 2048, 2048);
+  }
+  s_matmul(&v[2].e, 4096, 4096, 4096);
+  v[2].src[1] = 1;
+  v[2].kernel = TL_K_GEMM;
+  v[3].e = v[0].e; /* relu(C) */
+  v[3].e.nin = 1;
+  v[3].e.rank[0] = 2;
+  v[3].e.in[0][1] = 1;
+  v[3].src[0] = 2;
+  v[3].kernel = TL_K_ELEMWISE;
+  tl_graph g = {4, v};
+  tl_fproblem pb;
+  s_problem(&pb, &g, P, 4, 8 << 20);
+  tl_fplan *plan;
+  tr_err err;
+  cr_assert_eq(tl_formats(&pb, TL_FMODE_AUTO, &plan, &err), TR_OK, "%s", err.msg);
+  for (int x = 2; x < 4; x++) {
+    cr_assert_eq(plan->v[x].fmt, 3, "vertex %d: format %d", x, plan->v[x].fmt);
+    cr_assert_eq(plan->v[x].chunk[0], 1024);
+    cr_assert_eq(plan->v[x].chunk[1], 1024);
+  }
+  cr_assert_eq(plan->v[2].in_fmt[0], 3); /* the 2048 tiles are re-chunked */
+  cr_assert_eq(plan->v[2].tf[0], TL_T_RECHUNK);
+  tl_fplan_destroy(&plan);
+  pb.chunk_limit = 1 << 20; /* nothing fits: an error, not a plan */
+  cr_assert_eq(tl_formats(&pb, TL_FMODE_AUTO, &plan, &err), TR_ESHAPE);
+  cr_assert_null(plan);
+}
+
+Test(formats, motivating_chain_broadcasts_a_single_ab) {
+  /* Chapter 3: A 100 x 10^4 in 10 row strips, B 10^4 x 100 in 10 column
+  ** strips, C 100 x 10^6 in 100 column strips; A x B x C.  The thesis's
+  ** fast plan multiplies row strips by column strips (no aggregation),
+  ** makes AB a single tuple and broadcasts it against C's strips. */
+  tl_format P[5] = {s_fmt(TL_F_SINGLE, 0, 0, 0), s_fmt(TL_F_STRIP, 0, 10, 0),
+                    s_fmt(TL_F_STRIP, 1, 10, 0), s_fmt(TL_F_STRIP, 1, 10000, 0),
+                    s_fmt(TL_F_TILE, 0, 10, 10)};
+  tl_vertex v[5];
+  memset(v, 0, sizeof v);
+  int64_t sh[3][2] = {{100, 10000}, {10000, 100}, {100, 1000000}};
+  tl_format st[3] = {P[1], P[2], P[3]};
+  for (int s = 0; s < 3; s++) {
+    v[s].e.nlabels = 2;
+    v[s].e.size[0] = sh[s][0];
+    v[s].e.size[1] = sh[s][1];
+    v[s].e.nout = 2;
+    v[s].e.out[1] = 1;
+    v[s].fmt = st[s];
+  }
+  s_matmul(&v[3].e, 100, 10000, 100);
+  v[3].src[1] = 1;
+  v[3].kernel = TL_K_GEMM;
+  s_matmul(&v[4].e, 100, 100, 1000000);
+  v[4].src[0] = 3;
+  v[4].src[1] = 2;
+  v[4].kernel = TL_K_GEMM;
+  tl_graph g = {5, v};
+  tl_fproblem pb;
+  s_problem(&pb, &g, P, 5, 64 << 20);
+  pb.sites = 5;
+  pb.threads = 8;
+  tl_fplan *plan;
+  tr_err err;
+  cr_assert_eq(tl_formats(&pb, TL_FMODE_AUTO, &plan, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(plan->v[3].in_fmt[0], -1); /* A's row strips as stored */
+  cr_assert_eq(plan->v[4].in_fmt[0], 0);  /* AB: a single chunk */
+  cr_assert_eq(plan->v[4].in_fmt[1], -1); /* C's strips as stored */
+  cr_assert_eq(plan->v[4].impl, 1);       /* C stays, AB is broadcast */
+  /* and the all-tile plan the thesis compares with costs more */
+  tl_fchoice tiles[5];
+  memset(tiles, 0, sizeof tiles);
+  for (int x = 3; x < 5; x++) {
+    tiles[x].impl = TL_IMPL_HASH;
+    tiles[x].in_fmt[0] = tiles[x].in_fmt[1] = 4;
+  }
+  cr_assert_gt(tl_formats_cost(&pb, tiles), 5 * plan->seconds);
+  tl_fplan_destroy(&plan);
+}
+
+Test(formats, tree_mode_refuses_a_dag_and_classes_exclude_sources) {
+  /* an FFNN-like DAG: every layer reads the same weight matrix W, and each
+  ** hidden layer is read twice (forward and a residual add) */
+  tl_format P[3] = {s_fmt(TL_F_SINGLE, 0, 0, 0), s_fmt(TL_F_STRIP, 0, 32, 0),
+                    s_fmt(TL_F_TILE, 0, 32, 32)};
+  tl_vertex v[12];
+  memset(v, 0, sizeof v);
+  for (int s = 0; s < 2; s++) { /* X and W, 128 x 128 */
+    v[s].e.nlabels = 2;
+    v[s].e.size[0] = v[s].e.size[1] = 128;
+    v[s].e.nout = 2;
+    v[s].e.out[1] = 1;
+    v[s].fmt = P[2];
+  }
+  int h = 0, n = 2;
+  for (int layer = 0; layer < 5; layer++) {
+    s_matmul(&v[n].e, 128, 128, 128); /* H W */
+    v[n].src[0] = h;
+    v[n].src[1] = 1;
+    v[n].kernel = TL_K_GEMM;
+    n++;
+    v[n].e = v[0].e; /* + H */
+    v[n].e.nin = 2;
+    v[n].e.rank[0] = v[n].e.rank[1] = 2;
+    v[n].e.in[0][1] = v[n].e.in[1][1] = 1;
+    v[n].src[0] = n - 1;
+    v[n].src[1] = h;
+    v[n].kernel = TL_K_ELEMWISE;
+    h = n++;
+  }
+  tl_graph g = {n, v};
+  tl_fproblem pb;
+  s_problem(&pb, &g, P, 3, 1 << 30);
+  tl_fplan *plan;
+  tr_err err;
+  cr_assert_eq(tl_formats(&pb, TL_FMODE_TREE, &plan, &err), TR_EINVAL);
+  cr_assert_eq(tl_formats(&pb, TL_FMODE_AUTO, &plan, &err), TR_OK, "%s", err.msg);
+  cr_assert(plan->dag);
+  cr_assert_leq(plan->max_class, 3, "classes grew to %d: W joined them", plan->max_class);
+  tl_fplan_destroy(&plan);
+}
+
+Test(formats, chunks_and_transformations) {
+  int64_t shape[2] = {100, 60}, c[2];
+  tl_format f = s_fmt(TL_F_STRIP, 1, 25, 0);
+  cr_assert_eq(tl_format_chunk(&f, 2, shape, c, NULL), TR_OK);
+  cr_assert_eq(c[0], 100);
+  cr_assert_eq(c[1], 25);
+  f.axis = 2;
+  cr_assert_eq(tl_format_chunk(&f, 2, shape, c, NULL), TR_EINVAL);
+  f = s_fmt(TL_F_TILE, 0, 1000, 7);
+  cr_assert_eq(tl_format_chunk(&f, 2, shape, c, NULL), TR_OK);
+  cr_assert_eq(c[0], 100);
+  cr_assert_eq(c[1], 7);
+  tl_fproblem pb;
+  s_problem(&pb, NULL, NULL, 0, 1 << 30);
+  int64_t strip[2] = {100, 20}, tile[2] = {50, 10}, other[2] = {30, 60};
+  tl_cost k;
+  cr_assert_eq(tl_transform_cost(&pb, 2, shape, strip, tile, TL_T_RECHUNK, &k), TR_OK);
+  cr_assert_eq(k.c[TL_C_NET], 0);
+  cr_assert_gt(k.c[TL_C_ELEMWISE], 0);
+  cr_assert_eq(tl_transform_cost(&pb, 2, shape, tile, strip, TL_T_RECHUNK, &k), TR_EINVAL);
+  cr_assert_eq(tl_transform_cost(&pb, 2, shape, strip, other, TL_T_REPART, &k), TR_OK);
+  cr_assert_gt(k.c[TL_C_NET], 0);
+  cr_assert_eq(tl_transform_cost(&pb, 2, shape, strip, strip, TL_T_IDENTITY, &k), TR_OK);
+  cr_assert_eq(tl_transform_cost(&pb, 2, shape, strip, tile, TL_T_IDENTITY, &k), TR_EINVAL);
 }
 
 /* ---- 4. Least squares ------------------------------------------------------------------ */
