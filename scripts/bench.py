@@ -617,11 +617,13 @@ def bench_workload(w, d, args, tradb, workers, tools, logname):
     if w.gemm:
         a, b = "%s/in-A.npy" % d, "%s/in-B.npy" % d
         log("  openblas ...")
-        out = run([tools["gemm"], a, b, "%s/openblas-C.npy" % d, str(args.reps)], logname)
+        out = run([tools["gemm"], str(args.reps), "C=A*B", "%s/openblas-C.npy" % d,
+                   "A=" + a, "B=" + b], logname)
         samples["openblas"] = parse_times(out, "gemm", args.reps, "bench_gemm")
         log("  scalapack (mpirun -np %d) ..." % p)
         out = run(["mpirun", "-np", str(p), "-x", "OPENBLAS_NUM_THREADS=1",
-                   tools["psgemm"], a, b, "%s/scalapack-C.npy" % d, str(args.reps), "256"],
+                   tools["psgemm"], str(args.reps), "256", "C=A*B", "%s/scalapack-C.npy" % d,
+                   "A=" + a, "B=" + b],
                   logname, env=MPI_ENV)
         samples["scalapack"] = parse_times(out, "psgemm", args.reps, "bench_psgemm")
     log("  python peers (reference, numpy, dask) ...")
