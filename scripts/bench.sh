@@ -2,10 +2,11 @@
 # scripts/bench.sh - tradb's benchmark suite (`make bench`): the TRA paper's
 # workloads (matmul in three shape regimes, nearest neighbour in a
 # Riemannian metric, one SGD step of a two-layer FFNN) against OpenBLAS,
-# ScaLAPACK, NumPy and Dask, each result checked against NumPy before its
-# time is kept.  The suite itself is scripts/bench.py, run with Debian's
-# /usr/bin/python3 (python3-numpy, python3-dask, python3-distributed); see
-# its header and BENCHMARKS.md.
+# ScaLAPACK, NumPy, PyTorch and Dask, each result checked against NumPy
+# before its time is kept.  The suite itself is scripts/bench.py, run with
+# Debian's /usr/bin/python3 (python3-numpy; python3-torch, python3-dask and
+# python3-distributed for those peers: a peer not installed is skipped with
+# a note); see its header and BENCHMARKS.md.
 #
 # Usage: scripts/bench.sh [--size default|large] [--reps R] [--only W1,W2]
 #                         [--nworkers P] [--out DIR] [--write-md FILE]
@@ -16,9 +17,8 @@
 # Environment: TRADB (the binary, default ./tradb), TMPDIR (scratch space).
 set -euo pipefail
 python=${BENCH_PYTHON:-/usr/bin/python3}
-"$python" -c 'import numpy, dask.array, dask.distributed' 2>/dev/null || {
-  echo "bench.sh: $python cannot import numpy, dask and dask.distributed" \
-    "(scripts/install-deps.sh installs python3-numpy python3-dask python3-distributed)" >&2
+"$python" -c 'import numpy' 2>/dev/null || {
+  echo "bench.sh: $python cannot import numpy (scripts/install-deps.sh installs python3-numpy)" >&2
   exit 1
 }
 exec "$python" "$(dirname "$0")/bench.py" "$@"
