@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """scripts/bench.py - tradb's benchmark suite: the workloads of the TRA
-paper (section 6), scaled to one machine, against OpenBLAS, ScaLAPACK,
-NumPy, PyTorch and Dask.  `make bench` runs it through scripts/bench.sh;
-see BENCHMARKS.md.
+paper (section 6), of EinDecomp (matrix chains, an attention layer) and of
+the matrix-format thesis (a DAG of products), scaled to one machine,
+against OpenBLAS, ScaLAPACK, NumPy, PyTorch and Dask.  `make bench` runs it
+through scripts/bench.sh; see BENCHMARKS.md.
 
 Usage:
   bench.py [--size default|large|small] [--reps R] [--only W1,W2]
@@ -22,6 +23,23 @@ Workloads (all f32; inputs made by tradb's FILL, saved as .npy for peers):
                  hidden layer (paper 6.3, Google speech)
   ffnn-xml       the same, huge input and output, narrow hidden layer
                  (extreme classification, AmazonCat-14K)
+  attention      one multi-head attention layer, "first token" inference
+                 over a prompt (EinDecomp experiment 3): Q/K/V projections,
+                 scores, softmax as MAX / exp / SUM, the weighted sum of V,
+                 the output projection
+  chain3-square, chain4-square, chain3-mixed, chain4-mixed
+                 matrix chains of 3 and 4 operands, square and mixed shapes
+                 (EinDecomp experiment 1): hand-split into pairwise
+                 statements (tradb, tradb-workers), and as one statement
+                 (tradb:1-stmt, tradb-workers:1-stmt)
+  format-dag     the matrix-format thesis's chain (chapter 11): T1 = A B,
+                 T2 = C D, O = ((T1 E)(T1 T2))(T2 F), seven products of
+                 mixed shapes; with tradb's default chunking (tradb,
+                 tradb-workers) and with every matrix in square tiles
+                 (tradb:tiles, tradb-workers:tiles)
+  mm-cold        a fresh session's first statement: C = A B on 4096 x 4096
+                 right after FILL in a new tradb process, no warm-up; every
+                 peer likewise times its first product in a new process
 
 Systems:
   tradb             the embedded default: the shell starts one local worker
@@ -53,7 +71,7 @@ pass is a warm-up and is dropped; a sample is the sum of one pass's
 "Run Time: real" values, so start-up and set-up are not counted.  Every
 other system likewise runs one untimed warm-up and R timed passes; dask
 results are persisted (kept in the cluster as tradb keeps its results on
-the workers).  A cold workload instead runs R fresh sessions
+the workers).  A cold workload (mm-cold) instead runs R fresh sessions
 (tradb) or processes (peers) and times each one's first pass.  The table gives medians.  A pass
 that runs longer than --time-limit seconds (default 30) is interrupted
 (SIGINT, as Ctrl-C) and reported as "timeout".
@@ -77,6 +95,7 @@ system calls and page faults, and EXPLAIN ANALYZE of every statement.
 Environment: TRADB (default ./tradb), TMPDIR (scratch space).
 """
 import json
+import math
 import os
 import queue
 import re
@@ -221,9 +240,26 @@ def ffnn(v, xp):
     return {"dW1": dW1, "dW2": dW2, "W1n": W1 - LR * dW1, "W2n": W2 - LR * dW2}
 
 
+def attention(scale):
+    """Multi-head attention: X (s x d), Wq, Wk, Wv (h x d x e), Wo
+    (h x e x d); per head, softmax(Q K^T * scale) V, then the output
+    projection summed over the heads (the concatenation of the heads
+    times the output matrix)."""
+    def compute(v, xp):
+        X = v["X"]
+        Q = X @ v["Wq"]                       # h x s x e
+        K = X @ v["Wk"]
+        V = X @ v["Wv"]
+        S = (Q @ K.swapaxes(-1, -2)) * scale  # h x s x s
+        E = xp.exp(S - xp.amax(S, -1))
+        P = E / xp.sum(E, -1, keepdims=True)
+        return {"O": xp.sum(P @ V @ v["Wo"], 0)}
+    return compute
+
+
 def workloads(size):
     """The workloads at SIZE ('default': the whole suite in about a
-    few minutes on 2 cores; 'large': about twice the work each;
+    quarter of an hour on 2 cores; 'large': about twice the work each;
     'small': a quick check of the harness, not a benchmark)."""
     big, small = size == "large", size == "small"
     u = "UNIFORM(-1, 1) SEED %d"
@@ -295,6 +331,86 @@ def workloads(size):
              (1000, 100000, 512, 15000, 500, 12500, 512, 3750),
              (250, 12500, 64, 3750, 125, 3125, 64, 1250)))
 
+    # Attention, "first token" inference over a prompt of s tokens (LLaMA
+    # 7B: d = 4096, 32 heads of e = 128, prompts of 1024-4096 tokens), no
+    # causal mask: every token attends to the whole prompt.
+    s, d, h, e = pick((2048, 1024, 8, 128), (2048, 1536, 12, 128), (512, 256, 4, 64))
+    scale = 1 / math.sqrt(e)
+    w = "UNIFORM(-0.05, 0.05) SEED %d"
+    out.append(Workload(
+        "attention", "attention layer, first-token inference",
+        "s=%d d=%d heads=%d e=%d" % (s, d, h, e),
+        [("X", (s, d), (s // 2, d), u % 1),
+         ("Wq", (h, d, e), (h // 2, d, e), w % 2),
+         ("Wk", (h, d, e), (h // 2, d, e), w % 3),
+         ("Wv", (h, d, e), (h // 2, d, e), w % 4),
+         ("Wo", (h, e, d), (h // 2, e, d), w % 5)],
+        [],
+        ["Q[h,q,e] = X[q,d] * Wq[h,d,e];",
+         "K[h,k,e] = X[k,d] * Wk[h,d,e];",
+         "V[h,k,e] = X[k,d] * Wv[h,d,e];",
+         "S[h,q,k] = SUM(Q[h,q,e] * K[h,k,e]) * %.9g;" % scale,
+         "M[h,q] = MAX(S[h,q,k]);",
+         "E[h,q,k] = exp(S[h,q,k] - M[h,q]);",
+         "Z[h,q] = SUM(E[h,q,k]);",
+         "P[h,q,k] = E[h,q,k] / Z[h,q];",
+         "Y[h,q,e] = P[h,q,k] * V[h,k,e];",
+         "O[q,m] = Y[h,q,e] * Wo[h,e,m];"],
+        ["O"], attention(float("%.9g" % scale))))
+
+    # Matrix chains: hand-split into products in the cheapest order (the
+    # peers compute that order too), and as one statement.
+    labels = "ijklm"
+
+    def chain(name, title, shapes, chunks, steps):
+        mats = "ABCD"[:len(shapes)]
+        refs = " * ".join("%s[%s,%s]" % (m, labels[i], labels[i + 1]) for i, m in enumerate(mats))
+        one = "O[i,%s] = %s;" % (labels[len(mats)], refs)
+        lab = {m: (labels[i], labels[i + 1]) for i, m in enumerate(mats)}
+        stmts = []
+        for st in steps:
+            o, rhs = st.split("=")
+            a, b = rhs.split("*")
+            lab[o] = (lab[a][0], lab[b][1])
+            stmts.append("%s[%s,%s] = %s[%s,%s] * %s[%s,%s];" % (
+                o, lab[o][0], lab[o][1], a, lab[a][0], lab[a][1], b, lab[b][0], lab[b][1]))
+        out.append(Workload(
+            name, title, " * ".join("%dx%d" % sh for sh in shapes),
+            [(m, sh, ch, u % (i + 1)) for i, (m, sh, ch) in enumerate(zip(mats, shapes, chunks))],
+            [], stmts, ["O"], program(steps), products=steps,
+            variants=[Variant("1-stmt", stmts=[one])]))
+
+    n, c = pick(3072, 3840, 768), pick(1024, 1280, 256)
+    chain("chain3-square", "matrix chain, 3 square", [(n, n)] * 3, [(c, c)] * 3,
+          ["T=A*B", "O=T*C"])
+    chain("chain4-square", "matrix chain, 4 square", [(n, n)] * 4, [(c, c)] * 4,
+          ["T=A*B", "U=T*C", "O=U*D"])
+    a, b = pick((8192, 2048), (10240, 2560), (2048, 512))
+    chain("chain3-mixed", "matrix chain, 3 mixed", [(a, b), (b, a), (a, b)], [(b, b)] * 3,
+          ["T=B*C", "O=A*T"])
+    a, b = pick((2048, 8192), (2560, 10240), (512, 2048))
+    chain("chain4-mixed", "matrix chain, 4 mixed", [(a, b), (b, a)] * 2, [(a, a)] * 4,
+          ["T=A*B", "U=C*D", "O=T*U"])
+
+    # The matrix-format thesis's chain (chapter 11, size set 1: A 10K x 30K,
+    # B 30K x 50K, C 50K x 1, D 1 x 50K, E and F 50K x 10K), scaled down;
+    # its "all-tile" heuristic stored every matrix in 1000 x 1000 tiles.
+    k, t = pick((1000, 250), (1250, 250), (250, 125))
+    dims = {"A": (k, 3 * k), "B": (3 * k, 5 * k), "C": (5 * k, 1), "D": (1, 5 * k),
+            "E": (5 * k, k), "F": (5 * k, k)}
+    steps = ["T1=A*B", "T2=C*D", "U1=T1*E", "U2=T1*T2", "U3=U1*U2", "U4=T2*F", "O=U3*U4"]
+    stmts = ["%s[i,j] = %s[i,k] * %s[k,j];" % ((st.split("=")[0],) + tuple(st.split("=")[1].split("*")))
+             for st in steps]
+    out.append(Workload(
+        "format-dag", "matrix-format DAG (7 products)",
+        "A %dx%d B %dx%d E,F %dx%d" % (dims["A"] + dims["B"] + dims["E"]),
+        [(m, dims[m], None, u % (i + 1)) for i, m in enumerate("ABCDEF")],
+        [], stmts, ["O"], program(steps), products=steps,
+        variants=[Variant("tiles", chunks={m: tuple(min(t, x) for x in dims[m])
+                                           for m in "ABCDEF"})]))
+
+    n, c = pick(4096, 4096, 1024), pick(1024, 1024, 256)
+    mm("mm-cold", "a fresh session's first statement", n, n, n, c, c, c, cold=True)
     return out
 
 
