@@ -1,12 +1,16 @@
 #!/usr/bin/python3
-"""scripts/bench.py - tradb's benchmark suite: the TRA paper's workloads
-(section 6) scaled to one machine, against OpenBLAS, ScaLAPACK, NumPy and
-Dask.  `make bench` runs it through scripts/bench.sh; see BENCHMARKS.md.
+"""scripts/bench.py - tradb's benchmark suite: the workloads of the TRA
+paper (section 6), of EinDecomp (matrix chains, an attention layer) and of
+the matrix-format thesis (a DAG of products), scaled to one machine,
+against OpenBLAS, ScaLAPACK, NumPy, PyTorch and Dask.  `make bench` runs it
+through scripts/bench.sh; see BENCHMARKS.md.
 
 Usage:
-  bench.py [--size default|large] [--reps R] [--only W1,W2] [--nworkers P]
-           [--out DIR] [--write-md FILE] [--profile]
-  bench.py --peer WORKLOAD DIR SIZE REPS P   (internal: the Python peers)
+  bench.py [--size default|large|small] [--reps R] [--only W1,W2]
+           [--nworkers P] [--time-limit S] [--out DIR] [--write-md FILE]
+           [--profile]
+  bench.py --peer SYSTEM WORKLOAD DIR SIZE REPS P   (internal: a Python
+           peer, or SYSTEM 'reference', in a process of its own)
 
 Workloads (all f32; inputs made by tradb's FILL, saved as .npy for peers):
   mm-general     C = A B, I = J = K                (paper 6.1, Table 3)
@@ -19,28 +23,58 @@ Workloads (all f32; inputs made by tradb's FILL, saved as .npy for peers):
                  hidden layer (paper 6.3, Google speech)
   ffnn-xml       the same, huge input and output, narrow hidden layer
                  (extreme classification, AmazonCat-14K)
+  attention      one multi-head attention layer, "first token" inference
+                 over a prompt (EinDecomp experiment 3): Q/K/V projections,
+                 scores, softmax as MAX / exp / SUM, the weighted sum of V,
+                 the output projection
+  chain3-square, chain4-square, chain3-mixed, chain4-mixed
+                 matrix chains of 3 and 4 operands, square and mixed shapes
+                 (EinDecomp experiment 1): hand-split into pairwise
+                 statements (tradb, tradb-workers), and as one statement
+                 (tradb:1-stmt, tradb-workers:1-stmt)
+  format-dag     the matrix-format thesis's chain (chapter 11): T1 = A B,
+                 T2 = C D, O = ((T1 E)(T1 T2))(T2 F), seven products of
+                 mixed shapes; with tradb's default chunking (tradb,
+                 tradb-workers) and with every matrix in square tiles
+                 (tradb:tiles, tradb-workers:tiles)
+  mm-cold        a fresh session's first statement: C = A B on 4096 x 4096
+                 right after FILL in a new tradb process, no warm-up; every
+                 peer likewise times its first product in a new process
 
 Systems:
   tradb             the embedded default: the shell starts one local worker
                     per core
   tradb-workers     `--workers`: P `tradb --worker` processes on loopback
                     started by the suite, one kernel thread each
-  openblas          one cblas_sgemm call on all cores (matmul only;
-                    scripts/bench_gemm.c)
-  scalapack         psgemm under `mpirun -np P`, one BLAS thread per rank
-                    (matmul only; scripts/bench_psgemm.c)
+  tradb:TAG, tradb-workers:TAG
+                    the same two on another form of the workload (other
+                    statements or chunk shapes, the same outputs)
+  openblas          cblas_sgemm calls on all cores, one per product
+                    (products only; scripts/bench_gemm.c)
+  scalapack         psgemm under `mpirun -np P`, one BLAS thread per rank,
+                    one call per product (products only;
+                    scripts/bench_psgemm.c)
   numpy             the same steps with numpy on all cores
-  dask-threads      dask.array with tradb's chunk shapes, threaded scheduler
+  torch             the same steps with PyTorch on the CPU, one process,
+                    torch.set_num_threads(nproc) (its BLAS, OpenBLAS as
+                    NumPy's, on all cores too), under torch.no_grad()
+  dask-threads      dask.array with tradb's chunk shapes ("auto" where
+                    tradb chooses), threaded scheduler
   dask-distributed  the same on a dask.distributed LocalCluster of P worker
                     processes with one thread each
+A peer that is not installed (no torch, dask, mpicc, ...) is skipped with a
+note in the results, not a failure; numpy is required (the reference).
 
 Timing: one tradb session per configuration creates and fills the inputs,
 then runs the workload's statements R + 1 times with `.timer on`; the first
 pass is a warm-up and is dropped; a sample is the sum of one pass's
-"Run Time: real" values, so start-up and set-up are not counted.  Every other system likewise runs one
-untimed warm-up and R timed passes; dask results are persisted (kept in the
-cluster as tradb keeps its results on the workers).  The table gives
-medians.
+"Run Time: real" values, so start-up and set-up are not counted.  Every
+other system likewise runs one untimed warm-up and R timed passes; dask
+results are persisted (kept in the cluster as tradb keeps its results on
+the workers).  A cold workload (mm-cold) instead runs R fresh sessions
+(tradb) or processes (peers) and times each one's first pass.  The table gives medians.  A pass
+that runs longer than --time-limit seconds (default 30) is interrupted
+(SIGINT, as Ctrl-C) and reported as "timeout".
 
 Correctness: NumPy in f64 on the same inputs is the reference.  Every
 system's outputs are compared with it (max abs error <= 1e-3 * max |ref|
@@ -61,7 +95,9 @@ system calls and page faults, and EXPLAIN ANALYZE of every statement.
 Environment: TRADB (default ./tradb), TMPDIR (scratch space).
 """
 import json
+import math
 import os
+import queue
 import re
 import shutil
 import signal
@@ -70,6 +106,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -77,80 +114,176 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON = "/usr/bin/python3"
 TOL = 1e-3
-PEERS_PY = ("numpy", "dask-threads", "dask-distributed")
-SYSTEMS = ("tradb", "tradb-workers", "openblas", "scalapack") + PEERS_PY
-WORKLOAD_NAMES = ("mm-general", "mm-common-k", "mm-two-large", "nn-wide",
-                  "nn-large", "ffnn-speech", "ffnn-xml")
+C_PEERS = ("openblas", "scalapack")
+PY_PEERS = ("numpy", "torch", "dask-threads", "dask-distributed")
+PEERS = C_PEERS + PY_PEERS
+TRADB = ("tradb", "tradb-workers")
 LR = 0.01
+SIZES = ("default", "large", "small")
+
+
+class Variant:
+    """Another form of a workload on tradb: other statements or other
+    chunk shapes, the same outputs.  Its systems are tradb:TAG and
+    tradb-workers:TAG; the peers run the workload once."""
+
+    def __init__(self, tag, stmts=None, chunks=None):
+        self.tag = tag
+        self.stmts = stmts        # None: the workload's
+        self.chunks = chunks or {}  # tensor -> chunk shape (None: tradb's default)
 
 
 class Workload:
     """One benchmark: tradb's tensors and statements, and the same
-    computation for the Python peers (`compute`, numpy or dask arrays)."""
+    computation for the peers (`compute`, on numpy, torch or dask arrays,
+    with the functions of `xp`)."""
 
     def __init__(self, name, title, size, tensors, derived, stmts, outputs,
-                 compute, gemm=False):
+                 compute, products=None, variants=(), cold=False):
         self.name = name
         self.title = title        # what it computes, for the table
         self.size = size          # the shapes, for the table
-        self.tensors = tensors    # [(name, shape, chunk, fill)]
+        self.tensors = tensors    # [(name, shape, chunk or None, fill)]
         self.derived = derived    # [(name, chunk, statement)]: untimed set-up
         self.stmts = stmts        # the timed statements
         self.outputs = outputs    # tensors checked against the reference
-        self.compute = compute    # dict of input arrays -> dict of outputs
-        self.gemm = gemm          # one A @ B: openblas and scalapack run it
+        self.compute = compute    # (dict of input arrays, ops) -> dict of outputs
+        self.products = products  # ["T=B*C", "O=A*T"]: openblas and scalapack run it
+        self.variants = list(variants)
+        self.cold = cold          # time a fresh session's first pass
 
     def inputs(self):
         return [t[0] for t in self.tensors] + [d[0] for d in self.derived]
 
     def chunks(self):
-        c = {t[0]: tuple(t[2]) for t in self.tensors}
+        """Chunk shapes for dask: tradb's, or "auto" where tradb chooses."""
+        c = {t[0]: tuple(t[2]) if t[2] else "auto" for t in self.tensors}
         c.update({d[0]: tuple(d[1]) for d in self.derived})
         return c
 
+    def forms(self):
+        """(tag, statements) of the primary form (tag None) and the variants."""
+        return [(None, self.stmts)] + [(v.tag, v.stmts or self.stmts) for v in self.variants]
 
-def matmul(v):
-    return {"C": v["A"] @ v["B"]}
+    def variant(self, tag):
+        return next((v for v in self.variants if v.tag == tag), None)
+
+    def systems(self):
+        s = list(TRADB)
+        for v in self.variants:
+            s += [system_name(b, v.tag) for b in TRADB]
+        return s + [p for p in PEERS if self.products or p not in C_PEERS]
 
 
-def nearest(v):
+def system_name(base, tag):
+    return "%s:%s" % (base, tag) if tag else base
+
+
+class NumpyOps:
+    """What the workloads need beyond operators, for numpy arrays and
+    dask arrays (dask dispatches NumPy's ufuncs)."""
+    exp = staticmethod(np.exp)
+    tanh = staticmethod(np.tanh)
+
+    @staticmethod
+    def amax(x, axis):
+        return x.max(axis=axis, keepdims=True)
+
+    @staticmethod
+    def sum(x, axis, keepdims=False):
+        return x.sum(axis=axis, keepdims=keepdims)
+
+
+class TorchOps:
+    """The same for torch tensors."""
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.exp = torch.exp
+        self.tanh = torch.tanh
+
+    def amax(self, x, axis):
+        return self.torch.amax(x, dim=axis, keepdim=True)
+
+    @staticmethod
+    def sum(x, axis, keepdims=False):
+        return x.sum(dim=axis, keepdim=keepdims)
+
+
+def program(steps):
+    """A chain of products, "T=B*C" ... (the last step is the output), as
+    a compute function."""
+    def compute(v, xp):
+        env = dict(v)
+        for st in steps:
+            out, rhs = st.split("=")
+            a, b = rhs.split("*")
+            env[out] = env[a] @ env[b]
+        return {out: env[out]}
+    return compute
+
+
+def nearest(v, xp):
     diff = v["X"] - v["q"]
     proj = diff @ v["M"]
-    dist = (proj * diff).sum(axis=1)
+    dist = xp.sum(proj * diff, 1)
     return {"dist": dist, "m": dist.min()}
 
 
-def ffnn(v):
+def ffnn(v, xp):
     X, Y, W1, W2 = v["X"], v["Y"], v["W1"], v["W2"]
-    H = np.tanh(X @ W1)
-    dO = 1 / (1 + np.exp(-(H @ W2))) - Y
+    H = xp.tanh(X @ W1)
+    dO = 1 / (1 + xp.exp(-(H @ W2))) - Y
     dW2 = H.T @ dO
     dH = (dO @ W2.T) * (1 - H * H)
     dW1 = X.T @ dH
     return {"dW1": dW1, "dW2": dW2, "W1n": W1 - LR * dW1, "W2n": W2 - LR * dW2}
 
 
+def attention(scale):
+    """Multi-head attention: X (s x d), Wq, Wk, Wv (h x d x e), Wo
+    (h x e x d); per head, softmax(Q K^T * scale) V, then the output
+    projection summed over the heads (the concatenation of the heads
+    times the output matrix)."""
+    def compute(v, xp):
+        X = v["X"]
+        Q = X @ v["Wq"]                       # h x s x e
+        K = X @ v["Wk"]
+        V = X @ v["Wv"]
+        S = (Q @ K.swapaxes(-1, -2)) * scale  # h x s x s
+        E = xp.exp(S - xp.amax(S, -1))
+        P = E / xp.sum(E, -1, keepdims=True)
+        return {"O": xp.sum(P @ V @ v["Wo"], 0)}
+    return compute
+
+
 def workloads(size):
-    """The seven workloads at SIZE ('default': the whole suite in a few
-    minutes on 2 cores; 'large': about twice the work each)."""
-    big = size == "large"
+    """The workloads at SIZE ('default': the whole suite in about a
+    quarter of an hour on 2 cores; 'large': about twice the work each;
+    'small': a quick check of the harness, not a benchmark)."""
+    big, small = size == "large", size == "small"
     u = "UNIFORM(-1, 1) SEED %d"
     out = []
 
-    def mm(name, title, i, j, k, ci, cj, ck):
+    def pick(default, large, little):
+        return large if big else little if small else default
+
+    def mm(name, title, i, j, k, ci, cj, ck, cold=False):
         out.append(Workload(
             name, title, "%dx%d * %dx%d" % (i, k, k, j),
             [("A", (i, k), (ci, ck), u % 1), ("B", (k, j), (ck, cj), u % 2)],
-            [], ["C[i,j] = A[i,k] * B[k,j];"], ["C"], matmul, gemm=True))
+            [], ["C[i,j] = A[i,k] * B[k,j];"], ["C"], program(["C=A*B"]),
+            products=["C=A*B"], cold=cold))
 
-    n = 5120 if big else 4096
-    mm("mm-general", "matmul, general", n, n, n, 1024, 1024, 1024)
+    n, c = pick(4096, 5120, 1024), pick(1024, 1024, 256)
+    mm("mm-general", "matmul, general", n, n, n, c, c, c)
     # large: about twice the default's work per workload (every tensor
     # under 512 MB, as in the first large run)
-    k = 98304 if big else 65536
-    mm("mm-common-k", "matmul, common large dim", 1024, 1024, k, 1024, 1024, 8192)
-    n = 10240 if big else 8192
-    mm("mm-two-large", "matmul, two large dims", n, n, 1024, 2048, 2048, 1024)
+    k = pick(65536, 98304, 16384)
+    c = pick(1024, 1024, 256)
+    mm("mm-common-k", "matmul, common large dim", c, c, k, c, c, 8 * c)
+    n, k = pick(8192, 10240, 2048), pick(1024, 1024, 256)
+    mm("mm-two-large", "matmul, two large dims", n, n, k, 2 * k, 2 * k, k)
 
     def nn(name, title, npts, d, cn, cd):
         out.append(Workload(
@@ -165,12 +298,12 @@ def workloads(size):
              "m[] = MIN(dist[n]);"],
             ["dist", "m"], nearest))
 
-    if big:
-        nn("nn-wide", "nearest neighbour, wide", 2048, 7168, 1024, 1792)
-        nn("nn-large", "nearest neighbour, large", 64000, 1536, 8000, 1536)
-    else:
-        nn("nn-wide", "nearest neighbour, wide", 1024, 5120, 512, 1280)
-        nn("nn-large", "nearest neighbour, large", 40000, 1024, 5000, 1024)
+    nn("nn-wide", "nearest neighbour, wide", *pick((1024, 5120, 512, 1280),
+                                                   (2048, 7168, 1024, 1792),
+                                                   (256, 1280, 128, 320)))
+    nn("nn-large", "nearest neighbour, large", *pick((40000, 1024, 5000, 1024),
+                                                     (64000, 1536, 8000, 1536),
+                                                     (10000, 256, 1250, 256)))
 
     def ff(name, title, npts, d, h, l, cn, cd, ch, cl):
         out.append(Workload(
@@ -189,17 +322,99 @@ def workloads(size):
              "W2n[h,l] = W2[h,l] - %g * dW2[h,l];" % LR],
             ["dW1", "dW2", "W1n", "W2n"], ffnn))
 
-    if big:
-        ff("ffnn-speech", "FFNN SGD step, speech-like", 4000, 400, 24000, 10,
-           2000, 400, 6000, 10)
-        ff("ffnn-xml", "FFNN SGD step, extreme classification", 1000, 100000,
-           512, 15000, 500, 12500, 512, 3750)
-    else:
-        ff("ffnn-speech", "FFNN SGD step, speech-like", 2000, 400, 16000, 10,
-           1000, 400, 4000, 10)
-        ff("ffnn-xml", "FFNN SGD step, extreme classification", 1000, 50000,
-           256, 15000, 500, 12500, 256, 3750)
+    ff("ffnn-speech", "FFNN SGD step, speech-like",
+       *pick((2000, 400, 16000, 10, 1000, 400, 4000, 10),
+             (4000, 400, 24000, 10, 2000, 400, 6000, 10),
+             (500, 100, 4000, 10, 250, 100, 1000, 10)))
+    ff("ffnn-xml", "FFNN SGD step, extreme classification",
+       *pick((1000, 50000, 256, 15000, 500, 12500, 256, 3750),
+             (1000, 100000, 512, 15000, 500, 12500, 512, 3750),
+             (250, 12500, 64, 3750, 125, 3125, 64, 1250)))
+
+    # Attention, "first token" inference over a prompt of s tokens (LLaMA
+    # 7B: d = 4096, 32 heads of e = 128, prompts of 1024-4096 tokens), no
+    # causal mask: every token attends to the whole prompt.
+    s, d, h, e = pick((2048, 1024, 8, 128), (2048, 1536, 12, 128), (512, 256, 4, 64))
+    scale = 1 / math.sqrt(e)
+    w = "UNIFORM(-0.05, 0.05) SEED %d"
+    out.append(Workload(
+        "attention", "attention layer, first-token inference",
+        "s=%d d=%d heads=%d e=%d" % (s, d, h, e),
+        [("X", (s, d), (s // 2, d), u % 1),
+         ("Wq", (h, d, e), (h // 2, d, e), w % 2),
+         ("Wk", (h, d, e), (h // 2, d, e), w % 3),
+         ("Wv", (h, d, e), (h // 2, d, e), w % 4),
+         ("Wo", (h, e, d), (h // 2, e, d), w % 5)],
+        [],
+        ["Q[h,q,e] = X[q,d] * Wq[h,d,e];",
+         "K[h,k,e] = X[k,d] * Wk[h,d,e];",
+         "V[h,k,e] = X[k,d] * Wv[h,d,e];",
+         "S[h,q,k] = SUM(Q[h,q,e] * K[h,k,e]) * %.9g;" % scale,
+         "M[h,q] = MAX(S[h,q,k]);",
+         "E[h,q,k] = exp(S[h,q,k] - M[h,q]);",
+         "Z[h,q] = SUM(E[h,q,k]);",
+         "P[h,q,k] = E[h,q,k] / Z[h,q];",
+         "Y[h,q,e] = P[h,q,k] * V[h,k,e];",
+         "O[q,m] = Y[h,q,e] * Wo[h,e,m];"],
+        ["O"], attention(float("%.9g" % scale))))
+
+    # Matrix chains: hand-split into products in the cheapest order (the
+    # peers compute that order too), and as one statement.
+    labels = "ijklm"
+
+    def chain(name, title, shapes, chunks, steps):
+        mats = "ABCD"[:len(shapes)]
+        refs = " * ".join("%s[%s,%s]" % (m, labels[i], labels[i + 1]) for i, m in enumerate(mats))
+        one = "O[i,%s] = %s;" % (labels[len(mats)], refs)
+        lab = {m: (labels[i], labels[i + 1]) for i, m in enumerate(mats)}
+        stmts = []
+        for st in steps:
+            o, rhs = st.split("=")
+            a, b = rhs.split("*")
+            lab[o] = (lab[a][0], lab[b][1])
+            stmts.append("%s[%s,%s] = %s[%s,%s] * %s[%s,%s];" % (
+                o, lab[o][0], lab[o][1], a, lab[a][0], lab[a][1], b, lab[b][0], lab[b][1]))
+        out.append(Workload(
+            name, title, " * ".join("%dx%d" % sh for sh in shapes),
+            [(m, sh, ch, u % (i + 1)) for i, (m, sh, ch) in enumerate(zip(mats, shapes, chunks))],
+            [], stmts, ["O"], program(steps), products=steps,
+            variants=[Variant("1-stmt", stmts=[one])]))
+
+    n, c = pick(3072, 3840, 768), pick(1024, 1280, 256)
+    chain("chain3-square", "matrix chain, 3 square", [(n, n)] * 3, [(c, c)] * 3,
+          ["T=A*B", "O=T*C"])
+    chain("chain4-square", "matrix chain, 4 square", [(n, n)] * 4, [(c, c)] * 4,
+          ["T=A*B", "U=T*C", "O=U*D"])
+    a, b = pick((8192, 2048), (10240, 2560), (2048, 512))
+    chain("chain3-mixed", "matrix chain, 3 mixed", [(a, b), (b, a), (a, b)], [(b, b)] * 3,
+          ["T=B*C", "O=A*T"])
+    a, b = pick((2048, 8192), (2560, 10240), (512, 2048))
+    chain("chain4-mixed", "matrix chain, 4 mixed", [(a, b), (b, a)] * 2, [(a, a)] * 4,
+          ["T=A*B", "U=C*D", "O=T*U"])
+
+    # The matrix-format thesis's chain (chapter 11, size set 1: A 10K x 30K,
+    # B 30K x 50K, C 50K x 1, D 1 x 50K, E and F 50K x 10K), scaled down;
+    # its "all-tile" heuristic stored every matrix in 1000 x 1000 tiles.
+    k, t = pick((1000, 250), (1250, 250), (250, 125))
+    dims = {"A": (k, 3 * k), "B": (3 * k, 5 * k), "C": (5 * k, 1), "D": (1, 5 * k),
+            "E": (5 * k, k), "F": (5 * k, k)}
+    steps = ["T1=A*B", "T2=C*D", "U1=T1*E", "U2=T1*T2", "U3=U1*U2", "U4=T2*F", "O=U3*U4"]
+    stmts = ["%s[i,j] = %s[i,k] * %s[k,j];" % ((st.split("=")[0],) + tuple(st.split("=")[1].split("*")))
+             for st in steps]
+    out.append(Workload(
+        "format-dag", "matrix-format DAG (7 products)",
+        "A %dx%d B %dx%d E,F %dx%d" % (dims["A"] + dims["B"] + dims["E"]),
+        [(m, dims[m], None, u % (i + 1)) for i, m in enumerate("ABCDEF")],
+        [], stmts, ["O"], program(steps), products=steps,
+        variants=[Variant("tiles", chunks={m: tuple(min(t, x) for x in dims[m])
+                                           for m in "ABCDEF"})]))
+
+    n, c = pick(4096, 4096, 1024), pick(1024, 1024, 256)
+    mm("mm-cold", "a fresh session's first statement", n, n, n, c, c, c, cold=True)
     return out
+
+
+WORKLOAD_NAMES = tuple(w.name for w in workloads("default"))
 
 
 def check(ref, got):
@@ -214,77 +429,92 @@ def check(ref, got):
     return bool(np.isfinite(err) and err <= TOL), err
 
 
-# ---- the Python peers (a subprocess per workload) --------------------------
+# ---- the Python peers (a process each) -------------------------------------
 
-def peer_main(name, d, size, reps, nproc):
-    """Compute the f64 reference (saved as ref-NAME.npy), then time and
-    check numpy, dask-threads and dask-distributed; write d/peers.json."""
-    import dask
-    import dask.array as da
-    from dask.distributed import Client, LocalCluster, wait
-    from dask.graph_manipulation import clone
+class Skip(Exception):
+    """A peer that cannot run here (not installed): a note, not a failure."""
 
-    w = {x.name: x for x in workloads(size)}[name]
-    v = {n: np.load("%s/in-%s.npy" % (d, n)) for n in w.inputs()}
-    ref = {k: np.asarray(x, dtype=np.float64)
-           for k, x in w.compute({n: a.astype(np.float64) for n, a in v.items()}).items()}
-    for k, x in ref.items():
-        np.save("%s/ref-%s.npy" % (d, k), x)
-    res = {"samples": {}, "checks": {}}
 
-    def record(system, outs, times):
-        checks = {k: check(ref[k], np.asarray(outs[k])) for k in w.outputs}
-        res["checks"][system] = {k: [ok, err] for k, (ok, err) in checks.items()}
-        res["samples"][system] = times
-        log("  %s: %s" % (system, " ".join("%.4fs" % t for t in times)))
-
-    def timed(run):
-        """RUN() -> (outputs, seconds): one warm-up, whose outputs are what
-        is checked, then REPS timed runs."""
-        outs, _ = run()
-        return outs, [run()[1] for _ in range(reps)]
-
-    def numpy_run():
+def peer_numpy(w, v, nproc, timed):
+    def run():
         t0 = time.perf_counter()
-        outs = w.compute(v)
+        outs = w.compute(v, NumpyOps)
         return outs, time.perf_counter() - t0
+    return timed(run)
 
-    log("  numpy ...")
-    outs, times = timed(numpy_run)
-    record("numpy", outs, times)
-    del outs
 
-    chunks = w.chunks()
+def peer_torch(w, v, nproc, timed):
+    """PyTorch on the CPU: the inputs as tensors sharing NumPy's memory,
+    torch.set_num_threads(nproc) as NumPy's OpenBLAS uses every core (and
+    torch's BLAS is that same OpenBLAS, on all cores), no autograd."""
+    try:
+        import torch
+    except ImportError:
+        raise Skip("%s cannot import torch (scripts/install-deps.sh installs python3-torch)"
+                   % PYTHON)
+    torch.set_num_threads(os.cpu_count())
+    ops = TorchOps(torch)
+    tv = {n: torch.from_numpy(a) for n, a in v.items()}
 
-    def dask_run(persist):
-        """PERSIST: a list of dask arrays -> the list persisted (computed)
-        and held.  The inputs are persisted once; each run builds the graph
-        anew with fresh keys (clone), so that no run can be handed results
-        that an earlier one left behind, and times its persist."""
-        names = list(v)
-        arrs = dict(zip(names, persist([da.from_array(v[n], chunks=chunks[n]) for n in names])))
-        seed = [0]
-
-        def run():
-            seed[0] += 1
-            outs = w.compute(arrs)
-            graph = clone(*outs.values(), omit=list(arrs.values()), seed=seed[0])
-            graph = list(graph) if len(outs) > 1 else [graph]
+    def run():
+        with torch.no_grad():
             t0 = time.perf_counter()
-            done = persist(graph)
+            outs = w.compute(tv, ops)
             t = time.perf_counter() - t0
-            return dict(zip(outs, done)), t
+        return outs, t
 
-        outs, times = timed(run)
-        return {k: x.compute() for k, x in outs.items()}, times
+    outs, times = timed(run)
+    return {k: x.numpy() for k, x in outs.items()}, times
 
-    log("  dask-threads ...")
+
+def import_dask():
+    try:
+        import dask
+        import dask.array  # noqa: F401
+        import dask.distributed  # noqa: F401
+        return dask
+    except ImportError:
+        raise Skip("%s cannot import dask.array and dask.distributed (scripts/install-deps.sh"
+                   " installs python3-dask python3-distributed)" % PYTHON)
+
+
+def dask_run(w, v, timed, persist):
+    """PERSIST: a list of dask arrays -> the list persisted (computed) and
+    held.  The inputs are persisted once; each run builds the graph anew
+    with fresh keys (clone), so that no run can be handed results that an
+    earlier one left behind, and times its persist."""
+    import dask.array as da
+    from dask.graph_manipulation import clone
+    chunks = w.chunks()
+    names = list(v)
+    arrs = dict(zip(names, persist([da.from_array(v[n], chunks=chunks[n]) for n in names])))
+    seed = [0]
+
+    def run():
+        seed[0] += 1
+        outs = w.compute(arrs, NumpyOps)
+        graph = clone(*outs.values(), omit=list(arrs.values()), seed=seed[0])
+        graph = list(graph) if len(outs) > 1 else [graph]
+        t0 = time.perf_counter()
+        done = persist(graph)
+        t = time.perf_counter() - t0
+        return dict(zip(outs, done)), t
+
+    outs, times = timed(run)
+    return {k: x.compute() for k, x in outs.items()}, times
+
+
+def peer_dask_threads(w, v, nproc, timed):
+    dask = import_dask()
     with dask.config.set(scheduler="threads"):
-        outs, times = dask_run(lambda xs: list(dask.persist(*xs)))
-    record("dask-threads", outs, times)
-    del outs
+        return dask_run(w, v, timed, lambda xs: list(dask.persist(*xs)))
 
-    log("  dask-distributed (LocalCluster, %d workers x 1 thread) ..." % nproc)
+
+def peer_dask_distributed(w, v, nproc, timed):
+    """A LocalCluster of NPROC worker processes, one thread (and one BLAS
+    thread) each; started and given the inputs untimed."""
+    dask = import_dask()
+    from dask.distributed import Client, LocalCluster, wait
     env = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     with dask.config.set({"distributed.nanny.pre-spawn-environ": env}):
         with LocalCluster(n_workers=nproc, threads_per_worker=1, processes=True,
@@ -295,9 +525,45 @@ def peer_main(name, d, size, reps, nproc):
                 wait(out)
                 return out
 
-            outs, times = dask_run(persist)
-    record("dask-distributed", outs, times)
-    with open("%s/peers.json" % d, "w") as f:
+            return dask_run(w, v, timed, persist)
+
+
+PY_PEER_FUNCS = {"numpy": peer_numpy, "torch": peer_torch,
+                 "dask-threads": peer_dask_threads, "dask-distributed": peer_dask_distributed}
+
+
+def peer_main(system, name, d, size, reps, nproc):
+    """In a process of its own: SYSTEM 'reference' computes the f64
+    reference (saved as ref-NAME.npy); a peer of PY_PEERS times REPS runs
+    after one warm-up (REPS 0: its first run only, for a cold workload)
+    and checks its outputs against the reference.  Writes d/peer-SYSTEM.json:
+    {"samples", "checks"} or {"skipped": why}."""
+    w = {x.name: x for x in workloads(size)}[name]
+    v = {n: np.load("%s/in-%s.npy" % (d, n)) for n in w.inputs()}
+    if system == "reference":
+        ref = w.compute({n: a.astype(np.float64) for n, a in v.items()}, NumpyOps)
+        for k, x in ref.items():
+            np.save("%s/ref-%s.npy" % (d, k), np.asarray(x, dtype=np.float64))
+        return 0
+
+    def timed(run):
+        """RUN() -> (outputs, seconds): REPS > 0: one warm-up, whose
+        outputs are what is checked, then REPS timed runs; REPS 0: the
+        first run, timed."""
+        outs, t = run()
+        return outs, [run()[1] for _ in range(reps)] if reps else [t]
+
+    try:
+        outs, times = PY_PEER_FUNCS[system](w, v, nproc, timed)
+    except Skip as e:
+        res = {"skipped": str(e)}
+    else:
+        checks = {}
+        for k in w.outputs:
+            ok, err = check(np.load("%s/ref-%s.npy" % (d, k)), np.asarray(outs[k]))
+            checks[k] = [ok, err]
+        res = {"samples": times, "checks": checks}
+    with open("%s/peer-%s.json" % (d, system), "w") as f:
         json.dump(res, f)
     return 0
 
@@ -385,60 +651,151 @@ class Workers:
                 p.wait()
 
 
-def setup_lines(w):
-    """Create and fill the inputs, and make the derived ones (untimed)."""
+class Timeout(Exception):
+    pass
+
+
+def setup_lines(w, tag=None):
+    """Create and fill the inputs, and make the derived ones (untimed):
+    one statement a line."""
+    v = w.variant(tag)
     lines = []
     for name, shape, chunk, fill in w.tensors:
-        lines.append("CREATE TENSOR %s[%s] CHUNK [%s] TYPE f32;"
-                     % (name, ", ".join(map(str, shape)), ", ".join(map(str, chunk))))
+        chunk = v.chunks.get(name, chunk) if v else chunk
+        lines.append("CREATE TENSOR %s[%s]%s TYPE f32;" % (
+            name, ", ".join(map(str, shape)),
+            " CHUNK [%s]" % ", ".join(map(str, chunk)) if chunk else ""))
         lines.append("FILL %s %s;" % (name, fill))
     return lines + [stmt for name, chunk, stmt in w.derived]
 
 
-def timed_lines(w, reps):
+def form_stmts(w, tag):
+    return dict(w.forms())[tag]
+
+
+def timed_lines(w, reps, tag=None):
     """The statements REPS + 1 times under `.timer on` (the first pass is
     the warm-up)."""
-    return [".timer on"] + w.stmts * (reps + 1) + [".timer off"]
+    return [".timer on"] + form_stmts(w, tag) * (reps + 1) + [".timer off"]
 
 
-def drop_lines(w):
-    made = set(w.inputs()) | {re.match(r"\s*(\w+)\[", s).group(1) for s in w.stmts}
+def drop_lines(w, tag=None):
+    made = set(w.inputs()) | {re.match(r"\s*(\w+)\[", s).group(1) for s in form_stmts(w, tag)}
     return ["DROP TENSOR IF EXISTS %s;" % n for n in sorted(made)]
 
 
-def pass_times(w, out, reps, tag):
-    """From tradb's output, the statement times of passes 1..REPS (pass 0
-    is the warm-up): a list of REPS lists of len(w.stmts) seconds."""
-    t = [float(x) for x in re.findall(r"^Run Time: real ([0-9.]+)", out, re.M)]
-    k = len(w.stmts)
-    if len(t) != (reps + 1) * k:
-        raise Failure("%s: expected %d 'Run Time' lines, got %d"
-                      % (tag, (reps + 1) * k, len(t)))
-    return [t[i * k:(i + 1) * k] for i in range(1, reps + 1)]
+def tradb_session(cmd, lines, nsetup, k, npasses, limit, logname, tag):
+    """Run one tradb session on LINES, a script that starts with `.timer
+    on` so that every statement prints one "Run Time" line: NSETUP
+    statements, then NPASSES passes of K statements, then the rest.  Each
+    pass must end within LIMIT seconds: one that does not is interrupted
+    with SIGINT (as Ctrl-C: the statement is cancelled on the workers and
+    the shell stops) and Timeout is raised.  Returns the passes' statement
+    times, a list of NPASSES lists of K seconds."""
+    with open(logname, "a") as errf:
+        errf.write("$ %s  < %s script (%d lines)\n" % (" ".join(cmd), tag, len(lines)))
+        errf.flush()
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=errf, text=True)
+    lines_q = queue.Queue()
+
+    def feed():
+        try:
+            proc.stdin.write("\n".join(lines) + "\n")
+            proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+
+    def read():
+        for line in proc.stdout:
+            lines_q.put(line)
+        lines_q.put(None)
+
+    threading.Thread(target=feed, daemon=True).start()
+    threading.Thread(target=read, daemon=True).start()
+    times, out, timed_out = [], [], False
+    deadline = time.time() + 1800  # the set-up
+    while True:
+        try:
+            line = lines_q.get(timeout=max(0.0, deadline - time.time()))
+        except queue.Empty:
+            timed_out = True
+            log("  %s: a pass ran past %g s: interrupting it (SIGINT)" % (tag, limit))
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            break
+        if line is None:
+            break
+        out.append(line)
+        m = re.match(r"Run Time: real ([0-9.]+)", line)
+        if not m:
+            continue
+        times.append(float(m.group(1)))
+        n = len(times) - nsetup  # statements of the passes done
+        if 0 <= n < k * npasses and n % k == 0:
+            deadline = time.time() + limit
+        elif n == k * npasses:
+            deadline = time.time() + 1800  # saving and dropping
+    rc = proc.wait()
+    with open(logname, "a") as f:
+        f.write("".join(out))
+    if timed_out:
+        raise Timeout("%s: a pass ran past %g s" % (tag, limit))
+    if rc != 0:
+        raise Failure("%s exited with status %d (see %s)" % (cmd[0], rc, logname))
+    t = times[nsetup:nsetup + k * npasses]
+    if len(t) != k * npasses:
+        raise Failure("%s: expected %d 'Run Time' lines for the passes, got %d"
+                      % (tag, k * npasses, len(t)))
+    return [t[i * k:(i + 1) * k] for i in range(npasses)]
 
 
-def run_tradb(w, d, reps, tag, cmd, save_inputs, logname):
-    """One tradb session: set-up, SAVE the inputs (for the peers) if asked,
-    the timed passes, SAVE the outputs, DROP everything.  Returns the
-    passes' statement times (see pass_times)."""
-    lines = setup_lines(w)
-    if save_inputs:
-        lines += ["SAVE %s TO '%s/in-%s.npy';" % (n, d, n) for n in w.inputs()]
-    lines += timed_lines(w, reps)
-    lines += ["SAVE %s TO '%s/%s-%s.npy';" % (n, d, tag, n) for n in w.outputs]
-    lines += drop_lines(w)
-    script = "%s/%s.tql" % (d, tag)
-    with open(script, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    with open(script) as f:
-        out = run(cmd + ["--bail"], logname, stdin=f)
-    return pass_times(w, out, reps, tag)
+def run_tradb(w, tag, d, reps, system, cmd, save_inputs, logname, limit):
+    """tradb sessions on form TAG of W: set-up, SAVE the inputs (for the
+    peers) if asked, the passes, SAVE the outputs, DROP everything.  One
+    session of REPS + 1 passes, the first dropped; or, for a cold
+    workload, REPS fresh sessions of one pass each.  Returns the timed
+    passes' statement times (REPS lists of statement seconds); raises
+    Timeout."""
+    stmts = form_stmts(w, tag)
+    fname = system.replace(":", "_")
+    passes = []
+    for r in range(reps if w.cold else 1):
+        setup = setup_lines(w, tag)
+        if save_inputs and r == 0:
+            setup += ["SAVE %s TO '%s/in-%s.npy';" % (n, d, n) for n in w.inputs()]
+        npasses = 1 if w.cold else reps + 1
+        lines = [".timer on"] + setup + stmts * npasses
+        if r == 0:
+            lines += ["SAVE %s TO '%s/%s-%s.npy';" % (n, d, fname, n) for n in w.outputs]
+        lines += [".mode csv", "SHOW TENSORS;", ".mode table"] if r == 0 else []
+        lines += drop_lines(w, tag) + [".timer off"]
+        ps = tradb_session(cmd + ["--bail"], lines, len(setup), len(stmts), npasses, limit,
+                           logname, system)
+        passes += ps if w.cold else ps[1:]
+    return passes
 
 
-def parse_times(out, word, reps, what):
+def tensor_chunks(logname, system, names):
+    """The chunk shapes of NAMES as SHOW TENSORS printed them (csv) in
+    SYSTEM's last session, from the log."""
+    with open(logname) as f:
+        text = f.read()
+    text = text[text.rfind("< %s script" % system):]
+    got = {}
+    for m in re.finditer(r"^(\w+),([0-9 x]+),([0-9 x]+),", text, re.M):
+        if m.group(1) in names and m.group(1) not in got:
+            got[m.group(1)] = m.group(3).replace(" ", "")
+    return got
+
+
+def parse_times(out, word, n, what):
     t = [float(x) for x in re.findall(r"^%s ([0-9.]+)" % word, out, re.M)]
-    if len(t) != reps:
-        raise Failure("%s: expected %d timings, got %d" % (what, reps, len(t)))
+    if len(t) != n:
+        raise Failure("%s: expected %d timings, got %d" % (what, n, len(t)))
     return t
 
 
@@ -447,14 +804,35 @@ def median(xs):
 
 
 def build_peers(outdir, logname):
+    """Build the C peers; returns {"gemm": path, "psgemm": path} for those
+    that built, and {"skipped": {system: why}} for the others."""
+    tools, skipped = {}, {}
     gemm = "%s/bench_gemm" % outdir
+    try:
+        if not shutil.which("pkg-config") or not shutil.which("gcc"):
+            raise Failure("gcc or pkg-config not found")
+        flags = subprocess.run(["pkg-config", "--cflags", "--libs", "openblas"],
+                               stdout=subprocess.PIPE, text=True, check=True).stdout.split()
+        run(["gcc", "-O2", "-o", gemm, "%s/bench_gemm.c" % HERE] + flags, logname)
+        tools["gemm"] = gemm
+    except (Failure, subprocess.CalledProcessError) as e:
+        skipped["openblas"] = "cannot build scripts/bench_gemm.c (%s; scripts/install-deps.sh" \
+            " installs libopenblas-dev pkg-config)" % e
     psgemm = "%s/bench_psgemm" % outdir
-    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "openblas"],
-                           stdout=subprocess.PIPE, text=True, check=True).stdout.split()
-    run(["gcc", "-O2", "-o", gemm, "%s/bench_gemm.c" % HERE] + flags, logname)
-    run(["mpicc", "-O2", "-o", psgemm, "%s/bench_psgemm.c" % HERE, "-lscalapack-openmpi"],
-        logname)
-    return {"gemm": gemm, "psgemm": psgemm}
+    try:
+        for tool in ("mpicc", "mpirun"):
+            if not shutil.which(tool):
+                raise Failure("%s not found" % tool)
+        run(["mpicc", "-O2", "-o", psgemm, "%s/bench_psgemm.c" % HERE, "-lscalapack-openmpi"],
+            logname)
+        tools["psgemm"] = psgemm
+    except Failure as e:
+        skipped["scalapack"] = "cannot build scripts/bench_psgemm.c (%s; scripts/install-deps.sh" \
+            " installs openmpi-bin libopenmpi-dev libscalapack-openmpi-dev)" % e
+    for s, why in skipped.items():
+        log("bench: %s skipped: %s" % (s, why))
+    tools["skipped"] = skipped
+    return tools
 
 
 MPI_ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
@@ -483,71 +861,111 @@ def loadavg():
 
 
 def report(results, args, p, started, load0, wall, tradb):
-    """The markdown results: a header, the table and the losses."""
+    """The markdown results: a header, the table, the losses and the
+    statements' times."""
     ver = subprocess.run([tradb, "--version"], stdout=subprocess.PIPE,
                          text=True).stdout.strip().replace("\n", " ")
+    skipped = {}
+    for r in results:
+        for s, why in r["skipped"].items():
+            skipped.setdefault(s, why)
     lines = [
         "- date: %s" % time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
         "- machine: %s" % machine(),
         "- tradb: %s; tradb and tradb-workers: %d workers; ScaLAPACK: %d MPI ranks;"
-        " dask-distributed: %d worker processes x 1 thread" % (ver, p, p, p),
+        " dask-distributed: %d worker processes x 1 thread; numpy, torch (torch.set_num_threads"
+        "(%d); its BLAS, OpenBLAS as numpy's, on all cores) and dask-threads: one process on all"
+        " cores" % (ver, p, p, p, os.cpu_count()),
         "- command: `%s`" % args.cmdline,
         "- load average (1/5/15 min) at start: %s; at end: %s (a shared machine: other"
         " work slows every system, unevenly)" % (load0, loadavg()),
-        "- %d timed runs per system after one untimed warm-up; the medians are in seconds;"
-        " wall time of the whole suite: %.0f s" % (args.reps, wall),
+        "- %d timed runs per system after one untimed warm-up%s; the medians are in seconds;"
+        " wall time of the whole suite: %.0f s" % (args.reps, "".join(
+            " (%s: %d fresh processes, each timing its first run)" % (r["w"].name, args.reps)
+            for r in results if r["w"].cold), wall),
         "- every result was checked against NumPy in f64 (max abs error <= %g x max |ref|"
-        " per output) before its time was kept" % TOL,
+        " per output) before its time was kept; \"timeout\": a pass ran past %g s and was"
+        " interrupted" % (TOL, args.time_limit),
+    ]
+    for s in PEERS:
+        if s in skipped:
+            lines.append("- not run: %s: %s" % (s, skipped[s]))
+    lines += [
         "",
         "| workload | size | system | median s | runs | tradb / system | tradb-workers / system |",
         "|---|---|---|---|---|---|---|",
     ]
     losses = []
-    for w, samples, _ in results:
+    for r in results:
+        w, samples = r["w"], r["samples"]
         t0 = median(samples.get("tradb"))
         t1 = median(samples.get("tradb-workers"))
-        for s in SYSTEMS:
+        for s in w.systems():
+            if s in r["timeouts"]:
+                lines.append("| %s | %s | %s | timeout (> %g s) | 0 | - | - |" % (
+                    w.name, w.size, s, r["timeouts"][s]))
+                continue
             if s not in samples:
                 continue
             m = median(samples[s])
             lines.append("| %s | %s | %s | %.3f | %d | %s | %s |" % (
                 w.name, w.size, s, m, len(samples[s]), fmt_ratio(t0, m), fmt_ratio(t1, m)))
-            if s not in ("tradb", "tradb-workers") and t0 and t0 > m:
+            if s in PEERS and t0 and t0 > m:
                 losses.append((t0 / m, w.name, s))
     lines.append("")
     if losses:
         losses.sort(reverse=True)
         lines.append("tradb (embedded) is slower than: " + "; ".join(
-            "%s on %s (x%.2f)" % (s, n, r) for r, n, s in losses) + ".")
+            "%s on %s (x%.2f)" % (s, n, x) for x, n, s in losses) + ".")
     else:
         lines.append("tradb (embedded) is at least as fast as every peer on every workload.")
+    chunked = [r for r in results if any(v.chunks for v in r["w"].variants)]
+    if chunked:
+        lines += ["", "Chunk shapes as stored (from SHOW TENSORS at the end of the embedded"
+                  " session; the assignments' outputs take their chunk sizes from their inputs):",
+                  ""]
+        for r in chunked:
+            for tag, _ in r["w"].forms():
+                c = r["chunks"].get(system_name("tradb", tag), {})
+                lines.append("- %s, %s: %s" % (r["w"].name, system_name("tradb", tag), ", ".join(
+                    "%s %s" % kv for kv in c.items()) or "-"))
     lines += ["", "Where tradb's time goes, statement by statement (medians, seconds):", "",
               "| workload | statement | tradb | tradb-workers |", "|---|---|---|---|"]
-    for w, _, stmts in results:
-        for i, st in enumerate(w.stmts):
-            lines.append("| %s | `%s` | %.3f | %.3f |" % (
-                w.name, st, stmts["tradb"][i], stmts["tradb-workers"][i]))
+    for r in results:
+        w = r["w"]
+        for tag, stmts in w.forms():
+            for i, st in enumerate(stmts):
+                cells = []
+                for b in TRADB:
+                    s = system_name(b, tag)
+                    cells.append("%.3f" % r["stmts"][s][i] if s in r["stmts"] else
+                                 "timeout" if s in r["timeouts"] else "-")
+                lines.append("| %s | `%s` | %s | %s |" % (
+                    "%s (%s)" % (w.name, tag) if tag else w.name, st, cells[0], cells[1]))
     return "\n".join(lines) + "\n"
 
 
 def chart(results, outdir, logname):
     """ratios.dat and, with gnuplot, ratios.svg: tradb / peer per workload."""
-    peers = [s for s in SYSTEMS if s not in ("tradb", "tradb-workers")]
+    peers = [s for s in PEERS if any(s in r["samples"] for r in results)]
+    rows = [r for r in results if r["samples"].get("tradb")]
     dat = "%s/ratios.dat" % outdir
     with open(dat, "w") as f:
         f.write("workload " + " ".join(peers) + "\n")
-        for w, samples, _ in results:
-            t0 = median(samples.get("tradb"))
-            f.write(w.name + " " + " ".join(
-                "%.4f" % (t0 / median(samples[s])) if s in samples else "-"
+        for r in rows:
+            t0 = median(r["samples"]["tradb"])
+            f.write(r["w"].name + " " + " ".join(
+                "%.4f" % (t0 / median(r["samples"][s])) if s in r["samples"] else "-"
                 for s in peers) + "\n")
     if not shutil.which("gnuplot"):
         log("bench: gnuplot not found (install gnuplot-nox): no chart")
         return None
+    if not rows or not peers:
+        return None
     svg = "%s/ratios.svg" % outdir
     n = len(peers)
     plot = """
-set terminal svg size 1000,520 dynamic font 'sans,12' background rgb 'white'
+set terminal svg size %d,520 dynamic font 'sans,12' background rgb 'white'
 set output '%s'
 set title 'tradb (embedded, %d local workers): time / peer time (above 1: the peer is faster)'
 set datafile missing '-'
@@ -558,7 +976,7 @@ set ytics ('1/8' 0.125, '1/4' 0.25, '1/2' 0.5, '1' 1, '2' 2, '4' 4, '8' 8, '16' 
 set ylabel 'tradb / peer (log scale)'
 set grid ytics
 set xrange [-0.6:%d.6]
-set xtics nomirror
+set xtics nomirror rotate by -30
 set style fill solid 0.85 border -1
 set arrow from graph 0, first 1 to graph 1, first 1 nohead lw 2 lc rgb 'black' front
 w = 0.8 / %d
@@ -568,11 +986,12 @@ down(v) = v < 1 ? v : NaN
 plot for [i=2:%d] '%s' using (x(i)):(column(i)):(x(i) - w / 2):(x(i) + w / 2):(1):(column(i)) \\
        with boxxyerror, \\
      for [i=2:%d] '' using (x(i)):(up(column(i))):(sprintf('%%.2f', column(i))) \\
-       with labels rotate by 90 left offset 0,0.3 font ',8' notitle, \\
+       with labels rotate by 90 left offset 0,0.3 font ',7' notitle, \\
      for [i=2:%d] '' using (x(i)):(down(column(i))):(sprintf('%%.2f', column(i))) \\
-       with labels rotate by 90 right offset 0,-0.3 font ',8' notitle, \\
+       with labels rotate by 90 right offset 0,-0.3 font ',7' notitle, \\
      '' using 0:(NaN):xtic(1) notitle
-""" % (svg, os.cpu_count(), len(results) - 1, n, n + 1, dat, n + 1, n + 1)
+""" % (max(1000, 90 * len(rows)), svg, os.cpu_count(), len(rows) - 1, n, n + 1, dat,
+       n + 1, n + 1)
     with open("%s/ratios.gp" % outdir, "w") as f:
         f.write(plot)
     run(["gnuplot", "%s/ratios.gp" % outdir], logname)
@@ -600,56 +1019,107 @@ def write_md(path, results_md, svg):
 
 def bench_workload(w, d, args, tradb, workers, tools, logname):
     """Run workload W on every system, check every result against the
-    reference.  Returns (samples: system -> seconds per run, stmts: tradb
-    system -> median seconds per statement, failures)."""
-    samples, checks, stmts, failed = {}, {}, {}, []
+    reference.  Returns a dict: samples (system -> seconds per run), stmts
+    (tradb system -> median seconds per statement), timeouts (system ->
+    the limit it ran past), skipped (peer -> why), chunks (tradb system ->
+    tensor -> chunk shape as stored), failed (messages)."""
+    r = {"w": w, "samples": {}, "stmts": {}, "timeouts": {}, "skipped": {}, "chunks": {},
+         "failed": []}
+    samples, checks = r["samples"], {}
     p = args.nworkers
-    log("  tradb (embedded) ...")
-    passes = {"tradb": run_tradb(w, d, args.reps, "tradb", [tradb], True, logname)}
-    log("  tradb-workers ...")
-    passes["tradb-workers"] = run_tradb(
-        w, d, args.reps, "tradb-workers", [tradb, "--workers", workers.endpoints],
-        False, logname)
-    for s, ps in passes.items():
-        samples[s] = [sum(x) for x in ps]
-        stmts[s] = [median(list(x)) for x in zip(*ps)]
-        log("  %s: %s" % (s, " ".join("%.4fs" % t for t in samples[s])))
-    if w.gemm:
-        a, b = "%s/in-A.npy" % d, "%s/in-B.npy" % d
-        log("  openblas ...")
-        out = run([tools["gemm"], a, b, "%s/openblas-C.npy" % d, str(args.reps)], logname)
-        samples["openblas"] = parse_times(out, "gemm", args.reps, "bench_gemm")
-        log("  scalapack (mpirun -np %d) ..." % p)
-        out = run(["mpirun", "-np", str(p), "-x", "OPENBLAS_NUM_THREADS=1",
-                   tools["psgemm"], a, b, "%s/scalapack-C.npy" % d, str(args.reps), "256"],
-                  logname, env=MPI_ENV)
-        samples["scalapack"] = parse_times(out, "psgemm", args.reps, "bench_psgemm")
-    log("  python peers (reference, numpy, dask) ...")
-    run([PYTHON, os.path.abspath(__file__), "--peer", w.name, d, args.size,
-         str(args.reps), str(p)], logname)
-    with open("%s/peers.json" % d) as f:
-        peers = json.load(f)
-    samples.update(peers["samples"])
-    checks.update(peers["checks"])
+    reps = args.reps
+    for tag, _ in w.forms():
+        for base, cmd in (("tradb", [tradb]), ("tradb-workers", [tradb, "--workers",
+                                                                workers.endpoints])):
+            s = system_name(base, tag)
+            log("  %s ..." % s)
+            try:
+                ps = run_tradb(w, tag, d, reps, s, cmd, base == "tradb" and tag is None,
+                               logname, args.time_limit)
+            except Timeout:
+                r["timeouts"][s] = args.time_limit
+                continue
+            samples[s] = [sum(x) for x in ps]
+            r["stmts"][s] = [median(list(x)) for x in zip(*ps)]
+            r["chunks"][s] = tensor_chunks(logname, s, w.inputs() + [
+                re.match(r"\s*(\w+)\[", st).group(1) for st in form_stmts(w, tag)])
+            log("  %s: %s" % (s, " ".join("%.4fs" % t for t in samples[s])))
+    runs = reps if w.cold else 1
+    if w.products:
+        prog = ";".join(w.products)
+        made = {st.split("=")[0] for st in w.products}
+        ins = sorted({x for st in w.products for x in re.split(r"[=*]", st)} - made)
+        files = ["%s=%s/in-%s.npy" % (x, d, x) for x in ins]
+        n = 0 if w.cold else reps
+        for s, tool in (("openblas", "gemm"), ("scalapack", "psgemm")):
+            if tool not in tools:
+                r["skipped"][s] = tools["skipped"][s]
+                continue
+            log("  %s%s ..." % (s, " (mpirun -np %d)" % p if s == "scalapack" else ""))
+            outf = "%s/%s-%s.npy" % (d, s, w.outputs[0])
+            t = []
+            for _ in range(runs):
+                if s == "openblas":
+                    out = run([tools["gemm"], str(n), prog, outf] + files, logname)
+                else:
+                    out = run(["mpirun", "-np", str(p), "-x", "OPENBLAS_NUM_THREADS=1",
+                               tools["psgemm"], str(n), "256", prog, outf] + files,
+                              logname, env=MPI_ENV)
+                t += parse_times(out, tool, n or 1, "bench_" + tool)
+            samples[s] = t
+    log("  reference (numpy, f64) ...")
+    peer_cmd = [PYTHON, os.path.abspath(__file__), "--peer"]
+    run(peer_cmd + ["reference", w.name, d, args.size, "0", str(p)], logname)
     ref = {k: np.load("%s/ref-%s.npy" % (d, k)) for k in w.outputs}
-    for s in ("tradb", "tradb-workers", "openblas", "scalapack"):
-        if s in samples:
+    for s in PY_PEERS:
+        log("  %s ..." % s)
+        t, ch = [], {}
+        for _ in range(runs):
+            run(peer_cmd + [s, w.name, d, args.size, "0" if w.cold else str(reps), str(p)],
+                logname)
+            with open("%s/peer-%s.json" % (d, s)) as f:
+                res = json.load(f)
+            if "skipped" in res:
+                r["skipped"][s] = res["skipped"]
+                log("  %s skipped: %s" % (s, res["skipped"]))
+                break
+            t += res["samples"]
+            for k, (ok, err) in res["checks"].items():
+                if k not in ch or not ok:
+                    ch[k] = [ok, err]
+        else:
+            samples[s] = t
+            checks[s] = ch
+            log("  %s: %s" % (s, " ".join("%.4fs" % x for x in t)))
+    for s in w.systems():
+        if s in samples and s not in checks:
             checks[s] = {}
             for k in w.outputs:
-                ok, err = check(ref[k], np.load("%s/%s-%s.npy" % (d, s, k)))
+                ok, err = check(ref[k], np.load("%s/%s-%s.npy" % (d, s.replace(":", "_"), k)))
                 checks[s][k] = [ok, err]
-    for s in SYSTEMS:
+    for s in w.systems():
         if s not in checks:
             continue
         bad = {k: e for k, (ok, e) in checks[s].items() if not ok}
         if bad:
-            failed.append("%s on %s: %s" % (s, w.name, bad))
+            r["failed"].append("%s on %s: %s" % (s, w.name, bad))
             log("bench: WRONG: %s on %s differs from numpy: %s" % (s, w.name, bad))
             del samples[s]
         else:
             log("  check %s: ok (max rel error %s)" % (s, ", ".join(
                 "%s %.1e" % (k, e) for k, (ok, e) in checks[s].items())))
-    return samples, stmts, failed
+    return r
+
+
+def pass_times(w, out, reps, tag):
+    """From tradb's output, the statement times of passes 1..REPS (pass 0
+    is the warm-up): a list of REPS lists of len(w.stmts) seconds."""
+    t = [float(x) for x in re.findall(r"^Run Time: real ([0-9.]+)", out, re.M)]
+    k = len(w.stmts)
+    if len(t) != (reps + 1) * k:
+        raise Failure("%s: expected %d 'Run Time' lines, got %d"
+                      % (tag, (reps + 1) * k, len(t)))
+    return [t[i * k:(i + 1) * k] for i in range(1, reps + 1)]
 
 
 def profile_workload(w, d, args, tradb, workers, outdir, logname):
@@ -706,20 +1176,25 @@ def profile_workload(w, d, args, tradb, workers, outdir, logname):
 def parse_args(argv):
     import argparse
     ap = argparse.ArgumentParser(prog="bench.sh", description="tradb's benchmark suite")
-    ap.add_argument("--size", choices=("default", "large"), default="default")
+    ap.add_argument("--size", choices=SIZES, default="default",
+                    help="default; large (about twice the work each); small (a quick check"
+                    " of the harness, not a benchmark)")
     ap.add_argument("--reps", type=int, default=3, help="timed runs per system (default 3)")
     ap.add_argument("--only", default="", help="comma-separated workloads (default: all)")
     ap.add_argument("--nworkers", type=int, default=os.cpu_count(),
                     help="tradb --workers processes, ScaLAPACK ranks and dask-distributed"
                     " workers (default: nproc)")
+    ap.add_argument("--time-limit", type=float, default=30, metavar="S",
+                    help="seconds one pass of a workload may take on tradb before it is"
+                    " interrupted and reported as a timeout (default 30)")
     ap.add_argument("--out", default="bench-out", help="output directory (default bench-out)")
     ap.add_argument("--write-md", metavar="FILE", help="put the results into FILE")
     ap.add_argument("--profile", action="store_true",
                     help="instead of comparing: profile tradb (--workers) on each workload"
                     " with perf, into DIR/profile-WORKLOAD.txt")
     args = ap.parse_args(argv)
-    if args.reps < 1 or args.nworkers < 1:
-        ap.error("--reps and --nworkers must be positive")
+    if args.reps < 1 or args.nworkers < 1 or args.time_limit <= 0:
+        ap.error("--reps, --nworkers and --time-limit must be positive")
     names = [x for x in args.only.split(",") if x]
     for x in names:
         if x not in WORKLOAD_NAMES:
@@ -732,26 +1207,19 @@ def parse_args(argv):
 def main(argv):
     global LOG
     if argv[:1] == ["--peer"]:
-        if len(argv) != 6:
-            sys.stderr.write("usage: bench.py --peer WORKLOAD DIR SIZE REPS P\n")
+        if len(argv) != 7 or argv[1] not in ("reference",) + PY_PEERS:
+            sys.stderr.write("usage: bench.py --peer reference|%s WORKLOAD DIR SIZE REPS P\n"
+                             % "|".join(PY_PEERS))
             return 2
-        return peer_main(argv[1], argv[2], argv[3], int(argv[4]), int(argv[5]))
+        return peer_main(argv[1], argv[2], argv[3], argv[4], int(argv[5]), int(argv[6]))
     args = parse_args(argv)
     started, load0 = time.time(), loadavg()
     tradb = os.path.abspath(os.environ.get("TRADB", "./tradb"))
     if not os.access(tradb, os.X_OK):
         log("bench: no tradb binary at %s (set TRADB or run make)" % tradb)
         return 1
-    for tool, pkg in (("mpicc", "libopenmpi-dev"), ("mpirun", "openmpi-bin"),
-                      ("pkg-config", "pkg-config")) + ((("perf", "linux-perf"),)
-                                                       if args.profile else ()):
-        if not shutil.which(tool):
-            log("bench: %s not found (scripts/install-deps.sh installs %s)" % (tool, pkg))
-            return 1
-    try:
-        import dask.distributed  # noqa: F401
-    except ImportError:
-        log("bench: %s cannot import dask.distributed (install python3-distributed)" % PYTHON)
+    if args.profile and not shutil.which("perf"):
+        log("bench: perf not found (scripts/install-deps.sh installs linux-perf)")
         return 1
     outdir = os.path.abspath(args.out)
     os.makedirs(outdir, exist_ok=True)
@@ -762,8 +1230,8 @@ def main(argv):
     open(logname, "w").close()
     LOG = open("%s/progress.log" % outdir, "w")
     p = args.nworkers
-    log("bench: %s, %d workloads, %d reps, %d workers; log %s"
-        % (args.size, len(args.names), args.reps, p, logname))
+    log("bench: %s, %d workloads, %d reps, %d workers, time limit %g s per pass; log %s"
+        % (args.size, len(args.names), args.reps, p, args.time_limit, logname))
     tools = build_peers(outdir, logname)
     scratch = tempfile.mkdtemp(prefix="tradb-bench.", dir=os.environ.get("TMPDIR", "/tmp"))
     results, failed = [], []
@@ -776,15 +1244,18 @@ def main(argv):
             d = "%s/%s" % (scratch, w.name)
             os.makedirs(d)
             if args.profile:
-                profile_workload(w, d, args, tradb, workers, outdir, logname)
+                if not w.cold:
+                    profile_workload(w, d, args, tradb, workers, outdir, logname)
                 continue
             log("bench: [%d/%d] %s (%s): %s" % (i + 1, len(wls), w.name, w.title, w.size))
-            samples, stmts, bad = bench_workload(w, d, args, tradb, workers, tools, logname)
-            failed += bad
-            results.append((w, samples, stmts))
+            r = bench_workload(w, d, args, tradb, workers, tools, logname)
+            failed += r["failed"]
+            results.append(r)
             shutil.rmtree(d, ignore_errors=True)
             log("bench: %s done in %.0f s; %s" % (w.name, time.time() - t_w, ", ".join(
-                "%s %.3f" % (s, median(samples[s])) for s in SYSTEMS if s in samples)))
+                "%s %.3f" % (s, median(r["samples"][s])) if s in r["samples"] else
+                "%s timeout" % s for s in w.systems()
+                if s in r["samples"] or s in r["timeouts"])))
     except (Failure, subprocess.TimeoutExpired) as e:
         log("bench: FAILED: %s" % e)
         return 1
@@ -799,9 +1270,13 @@ def main(argv):
             + "\n  ".join(failed))
         return 1
     with open("%s/samples.json" % outdir, "w") as f:
-        json.dump({w.name: {"samples": s, "statements": dict(
-            zip(w.stmts, zip(*(st[k] for k in ("tradb", "tradb-workers")))))}
-            for w, s, st in results}, f, indent=1)
+        json.dump({r["w"].name: {
+            "samples": r["samples"], "timeouts": r["timeouts"], "skipped": r["skipped"],
+            "chunks": r["chunks"],
+            "statements": {system_name("", tag) or "primary": dict(zip(stmts, zip(*(
+                r["stmts"].get(system_name(b, tag), [None] * len(stmts)) for b in TRADB))))
+                for tag, stmts in r["w"].forms()}}
+            for r in results}, f, indent=1)
     wall = time.time() - started
     md = report(results, args, p, started, load0, wall, tradb)
     try:
