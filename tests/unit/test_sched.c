@@ -713,7 +713,7 @@ Test(sched, chrome_trace) {
       strstr(json,
              "{\"name\":\"A\",\"cat\":\"task\",\"ph\":\"X\",\"ts\":0.000,\"dur\":1000000.000,\"pid\":0,\"tid\":0,"),
       "%s", json);
-  cr_assert(strstr(json, "\"name\":\"B \\\"quoted\\\"\\u000a\""), "%s", json);
+  cr_assert(strstr(json, "\"name\":\"B \\\"quoted\\\"\\n\""), "%s", json);
   cr_assert(strstr(json, "\"ts\":1500000.000,\"dur\":1000000.000,\"pid\":1"), "%s", json);
   cr_assert(strstr(json, "\"algorithm\":\"m-SCT\""));
   cr_assert_eq(g_count(json, "{"), g_count(json, "}"));
