@@ -28,5 +28,11 @@ if [ -f test-suite.log ]; then
   fail=$(( ${f1:-0} + ${f2:-0} ))
 fi
 if [ "$status" -ne 0 ] && [ "${fail:-0}" -eq 0 ]; then fail=1; fi
+# A failing test's own log, last: where a CI run shows only the end of
+# what was printed, the reason is there.
+for trs in $(grep -l -E '^:test-result: (FAIL|ERROR)' $(find . -name '*.trs') 2>/dev/null); do
+  echo "==== ${trs%.trs}.log (last 40 lines)"
+  tail -n 40 "${trs%.trs}.log"
+done
 echo "check: ${pass:-0} passed, ${fail} failed, ${skip:-0} skipped"
 exit "$status"

@@ -7,37 +7,8 @@
 # worker rejoins; garbage sent to a worker's port leaves it serving; a
 # worker with CURVE keys refuses a peer without them and stays up.
 # Polls with deadlines; never sleeps a fixed time to wait for a state.
-set -euo pipefail
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-fail() { echo "cluster: FAIL: $*"; for f in "$work"/w*.log; do echo "== $f"; tail -5 "$f"; done; exit 1; }
-passed=0
-ok() { passed=$((passed + 1)); }
-
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
-# start_worker N [extra args]: worker N on a fresh port; sets ep[N], pid[N]
-declare -a ep wpid
-start_worker() {
-  local n=$1; shift
-  local port; port=$(free_port)
-  ep[$n]="tcp://127.0.0.1:$port"
-  "$TRADB" --worker --listen "${ep[$n]}" --data "$work/w$n" "$@" 2>> "$work/w$n.log" &
-  wpid[$n]=$!
-  pids+=("${wpid[$n]}")
-  local deadline=$((SECONDS + 20))
-  until grep -q "listening" "$work/w$n.log" 2>/dev/null; do
-    kill -0 "${wpid[$n]}" 2>/dev/null || fail "worker $n did not start"
-    [ $SECONDS -lt $deadline ] || fail "worker $n not listening within 20 s"
-    sleep 0.05
-  done
-}
+TEST=cluster
+source "$TOP_SRCDIR/tests/multi/lib.sh"
 
 # Worker 2 may hold only 1 MiB of intermediates in memory: the suites
 # below then also run with scratch chunks overflowing into files there.
@@ -203,4 +174,4 @@ for n in 0 1; do
 done
 ok
 
-echo "cluster: $passed passed, 0 failed"
+finish

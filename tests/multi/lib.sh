@@ -47,23 +47,37 @@ wait_until() {
 }
 
 # start_worker N [extra args]: worker N on a fresh loopback port (or the
-# port of ep[N] if set), data in $work/wN; sets ep[N] and wpid[N].
+# port of ep[N] if set), data in $work/wN; sets ep[N] and wpid[N].  A
+# fresh port is free when free_port looks but may be taken before the
+# worker binds it (tests run side by side): then another is tried.
 declare -a ep wpid
 start_worker() {
   local n=$1; shift
-  if [ -z "${ep[$n]:-}" ]; then ep[$n]="tcp://127.0.0.1:$(free_port)"; fi
-  local lines; lines=$(count "listening" "$work/w$n.log")
-  # descriptors 3-9 closed: a test's fifo writer must not stay open in it
-  "$TRADB" --worker --listen "${ep[$n]}" --data "$work/w$n" "$@" 2>> "$work/w$n.log" \
-    3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
-  wpid[$n]=$!
-  track "${wpid[$n]}"
-  local deadline=$((SECONDS + 20))
-  until [ "$(count "listening" "$work/w$n.log")" -gt "$lines" ]; do
-    kill -0 "${wpid[$n]}" 2>/dev/null || fail "worker $n did not start"
-    [ $SECONDS -lt $deadline ] || fail "worker $n not listening within 20 s"
-    sleep 0.05
+  local fresh=0 try
+  if [ -z "${ep[$n]:-}" ]; then fresh=1; fi
+  for try in 1 2 3 4 5; do
+    if [ $fresh -eq 1 ]; then ep[$n]="tcp://127.0.0.1:$(free_port)"; fi
+    local lines; lines=$(count "listening" "$work/w$n.log")
+    local busy; busy=$(count "Address already in use" "$work/w$n.log")
+    # descriptors 3-9 closed: a test's fifo writer must not stay open in it
+    "$TRADB" --worker --listen "${ep[$n]}" --data "$work/w$n" "$@" 2>> "$work/w$n.log" \
+      3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
+    wpid[$n]=$!
+    track "${wpid[$n]}"
+    local deadline=$((SECONDS + 20))
+    until [ "$(count "listening" "$work/w$n.log")" -gt "$lines" ]; do
+      if ! kill -0 "${wpid[$n]}" 2>/dev/null; then
+        if [ $fresh -eq 1 ] && [ "$(count "Address already in use" "$work/w$n.log")" -gt "$busy" ]; then
+          continue 2
+        fi
+        fail "worker $n did not start"
+      fi
+      [ $SECONDS -lt $deadline ] || fail "worker $n not listening within 20 s"
+      sleep 0.05
+    done
+    return 0
   done
+  fail "worker $n: no free port in 5 tries"
 }
 
 # stop_worker N [SIGNAL]: kill worker N (default SIGKILL) and reap it.
