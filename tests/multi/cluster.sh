@@ -76,6 +76,11 @@ until "$TRADB" --workers "$workers" "$db" <<<'.workers' | grep -q "127.0.0.1:$po
   [ $SECONDS -lt $deadline ] || fail "restarted worker did not rejoin"
   sleep 0.2
 done
+# B was written while worker 1 was down: its missing replicas are made in
+# the background now, as new chunk files.  The next step sees its own
+# statement start by the chunk files appearing, so it waits for that first.
+replicated() { "$TRADB" --workers "$workers" "$db" <<<'SHOW TENSORS;' | awk 'NR > 2 && $NF != 0 {short = 1} END {exit short}'; }
+wait_until 60 "replication not restored after worker 1 rejoined" replicated
 ok
 
 # Ctrl-C (SIGINT) on a shell mid-statement: the workers are told to stop.
