@@ -90,7 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   snprintf(path, sizeof path, "/tmp/fuzz_array_%ld%s", (long)getpid(), ext);
   if (s_put(path, data + 1, size - 1) != 0) return 0;
   tr_clearerr(&err);
-  int rc = tc_array_open(path, (mode & 2) ? TR_F64 : TR_F32, &a, &err);
+  int rc = tc_array_open(path, (mode & 2) ? TR_F64 : TR_F32, NULL, &a, &err);
   if (rc == TR_OK) {
     if (a.rank < 0 || a.rank > TR_MAX_RANK) abort();
     s_sum(&a);
