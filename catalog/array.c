@@ -498,7 +498,10 @@ static int s_npy_open(const char *path, tr_dtype dtype, tc_array *a, tr_err *err
   }
   if (!rc && elt != S_F4 && elt != S_F8) rc = s_npy_convert(a, elt, nbytes / item, dtype, path, err);
   close(fd); /* a mapping outlives its descriptor */
-  if (rc) ta_reset(a);
+  if (rc) {
+    tc_array_close(a); /* the data read before a value failed to convert */
+    ta_reset(a);
+  }
   return rc;
 }
 
