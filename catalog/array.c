@@ -601,7 +601,11 @@ int tc_array_open(const char *path, tr_dtype dtype, const tc_csv_opts *csv, tc_a
   if (!path || !*path) return tr_seterr(err, TR_EINVAL, "no file name given");
   if (dtype != TR_F32 && dtype != TR_F64)
     return tr_seterr(err, TR_ETYPE, "bad element type for '%s'", path);
-  if (s_has_ext(path, ".csv")) return ta_csv_open(path, dtype, csv, a, err);
+  if (s_has_ext(path, ".csv") || s_has_ext(path, ".tsv")) return ta_csv_open(path, dtype, csv, a, err);
+  /* Options that would be ignored are refused: the user meant a CSV. */
+  if (csv && (csv->header || csv->delim || csv->has_null))
+    return tr_seterr(err, TR_EINVAL, "HEADER, DELIMITER and NULL apply to CSV files (*.csv, *.tsv) only, not '%s'",
+                     path);
   if (s_has_ext(path, ".npy")) return s_npy_open(path, dtype, a, err);
   /* No known extension: a NumPy file is recognised by its magic. */
   unsigned char m[6];
@@ -617,7 +621,7 @@ int tc_array_open(const char *path, tr_dtype dtype, const tc_csv_opts *csv, tc_a
   if (e != 0)
     return tr_seterr(err, TR_EIO, "cannot read '%s': %s", path, strerror(e));
   return tr_seterr(err, TR_EINVAL, "cannot tell the format of '%s' (not a "
-                   ".npy file; name CSV files *.csv)", path);
+                   ".npy file; name CSV files *.csv or *.tsv)", path);
 }
 
 int tc_array_create(const char *path, tr_dtype dtype, int rank,

@@ -239,7 +239,7 @@ typedef struct tc_csv_opts {
   double null_value; /* (NaN for NULL nan) */
 } tc_csv_opts;
 
-/* Open `path` for reading; the format is chosen by extension (.npy, .csv;
+/* Open `path` for reading; the format is chosen by extension (.npy, .csv or .tsv;
 ** otherwise by the NumPy magic).  A CSV (read as csv says; NULL: the
 ** defaults) and a .npy of integers, booleans or float16 are converted to
 ** element type dtype, a value that the type cannot hold exactly being an

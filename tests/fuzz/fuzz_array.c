@@ -100,7 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   csv.has_null = (mode >> 7) & 1;
   csv.null_value = (double)NAN;
   tr_clearerr(&err);
-  int rc = tc_array_open(path, (mode & 2) ? TR_F64 : TR_F32, &csv, &a, &err);
+  int rc = tc_array_open(path, (mode & 2) ? TR_F64 : TR_F32, (mode & 1) ? &csv : NULL, &a, &err);
   if (rc == TR_OK) {
     if (a.rank < 0 || a.rank > TR_MAX_RANK) abort();
     s_sum(&a);
