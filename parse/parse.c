@@ -390,6 +390,8 @@ static int s_opt_format(pi_parser *p, tp_stmt *st) {
 static int s_opt_plan(pi_parser *p, tp_stmt *st) {
   const pi_tok *v = pi_peek(p, 0);
   size_t o = 0;
+  /* ANALYZE comes before the options: refuse here, at the word PLAN */
+  if (!st->analyze) return pi_fail(p, &p->toks[p->pos - 1], "PLAN needs EXPLAIN ANALYZE (it runs that plan)");
   if (v->type != S_STR) return pi_fail(p, v, "expected a quoted plan name after PLAN");
   for (size_t i = 1; i + 1 < v->n; i++) {
     char c = v->p[i];
@@ -451,8 +453,6 @@ static int s_explain(pi_parser *p, tp_stmt *st) {
       (rc = s_options_list(p, st, "EXPLAIN", s_explain_opts,
                            sizeof s_explain_opts / sizeof s_explain_opts[0])) != TR_OK)
     return rc;
-  if (st->plan[0] && !st->analyze)
-    return pi_fail(p, pi_peek(p, 0), "PLAN needs EXPLAIN ANALYZE (it runs that plan)");
   a = pi_peek(p, 0);
   if (pi_is_kw(a, "COMMIT") && !pi_is_punct(pi_peek(p, 1), '[')) {
     pi_next(p);
