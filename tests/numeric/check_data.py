@@ -115,6 +115,20 @@ check("dm f64", np.load("dm.out.npy"), D.mean(axis=1), "f8", 1e-12)
 check("da f64", np.load("da.out.npy"), D.argmax(axis=0).astype(np.float64),
       "f8", 0)
 
+# NaN is skipped by the arg-forms, as by NumPy's nanargmax / nanargmin; a
+# row of NaN only gives nan (where NumPy raises).
+N = rng.standard_normal((9, 7)).astype(np.float32)
+N[rng.random((9, 7)) < 0.3] = np.nan
+N[4, :] = np.nan
+np.save("N.npy", N)
+tradb("""LOAD N FROM 'N.npy' CHUNK [4, 3];
+na[i] = ARGMAX(N[i,j]); ni[i] = ARGMIN(N[i,j]);
+SAVE na TO 'na.out.npy'; SAVE ni TO 'ni.out.npy';""")
+for name, fn in (("na", np.nanargmax), ("ni", np.nanargmin)):
+    ref = np.array([fn(r) if not np.isnan(r).all() else np.nan for r in N],
+                   dtype=np.float32)
+    check("%s with NaN" % name, np.load(name + ".out.npy"), ref, "f4", 0)
+
 # .npy of other types, converted exactly to f32 (default) or f64.
 typed = {
     "b": np.array([[True, False, True], [False, False, True]]),
