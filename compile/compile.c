@@ -21,7 +21,7 @@
 **    being an operand made for the run (ta_rel.iota).
 **  - Labels still unaggregated at the top get an implicit SUM around the
 **    whole right-hand side only when it is a product (of references,
-**    numbers and aggregations, with unary minus): classic Einstein
+**    numbers and aggregations, with unary minus and quotients): classic Einstein
 **    notation.  Elsewhere, A[i,j] + v[k] or log(A[i,j]) with the left
 **    S[i,j] or X[i], such a label is an error that names it.
 **
@@ -563,14 +563,15 @@ static int s_emit(s_binder *b, s_nodeb *nb, const tp_expr *e, int depth) {
 }
 
 /* Whether e is a product of references, numbers and aggregations (with
-** unary minus), around which an implicit SUM is classic Einstein
+** unary minus, and quotients: a divisor is a factor's reciprocal, as in
+** A[i,k] * B[k,j] / 4), around which an implicit SUM is classic Einstein
 ** notation. */
 static int s_is_product(const tp_expr *e) {
   switch (e->kind) {
   case TP_EXPR_REF:
   case TP_EXPR_NUM:
   case TP_EXPR_AGG: return 1;
-  case TP_EXPR_BIN: return e->op == '*' && s_is_product(e->a) && s_is_product(e->b);
+  case TP_EXPR_BIN: return (e->op == '*' || e->op == '/') && s_is_product(e->a) && s_is_product(e->b);
   case TP_EXPR_FN: return e->op == TK_OP_NEG && s_is_product(e->a);
   }
   return 0;
