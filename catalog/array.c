@@ -179,7 +179,7 @@ static int s_parse_header(s_cur *c, s_npyhdr *h) {
     if (!strcmp(key, "descr")) {
       if (h->seen & 1) return s_fail(c, "duplicate key 'descr'");
       if (c->p < c->end && *c->p == '[')
-        return s_fail(c, "structured dtype (tradb stores f32 and f64)");
+        return s_fail(c, "structured dtype (tradb reads arrays of numbers)");
       if (s_pystr(c, h->descr, sizeof h->descr)) return -1;
       h->seen |= 1;
     } else if (!strcmp(key, "fortran_order")) {
@@ -222,30 +222,150 @@ static int s_parse_header(s_cur *c, s_npyhdr *h) {
   return 0;
 }
 
-/* Map a descr string to a dtype, or explain why not. */
-static int s_descr(const char *descr, const char *path, tr_dtype *out,
-                   tr_err *err) {
+/* What a .npy's elements are: f4 and f8 are read in place, the others
+** converted (s_npy_convert). */
+typedef enum s_elt {
+  S_F4, S_F8, S_F2, S_BOOL, S_I1, S_I2, S_I4, S_I8, S_U1, S_U2, S_U4, S_U8
+} s_elt;
+
+static const struct {
+  char type;   /* the descr's type letter */
+  int size;    /* bytes */
+  s_elt elt;   /* what it is */
+} s_elts[] = {{'f', 4, S_F4}, {'f', 8, S_F8}, {'f', 2, S_F2}, {'b', 1, S_BOOL},
+              {'i', 1, S_I1}, {'i', 2, S_I2}, {'i', 4, S_I4}, {'i', 8, S_I8},
+              {'u', 1, S_U1}, {'u', 2, S_U2}, {'u', 4, S_U4}, {'u', 8, S_U8}};
+
+/* Map a descr string to an element kind and its size, or explain why
+** not.  Multi-byte elements must be little-endian. */
+static int s_descr(const char *descr, const char *path, s_elt *elt, size_t *size, tr_err *err) {
   int little = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
   char d[32];
   s_clean(d, sizeof d, descr, strlen(descr));
-  if ((descr[0] == '<' || (descr[0] == '=' && little)) && descr[1] == 'f' &&
-      descr[3] == '\0') {
-    if (descr[2] == '4') {
-      *out = TR_F32;
+  if (strchr("<>|=", descr[0]) && descr[0] && descr[1] && descr[2] >= '1' && descr[2] <= '8' &&
+      !descr[3])
+    for (size_t i = 0; i < sizeof s_elts / sizeof s_elts[0]; i++) {
+      if (s_elts[i].type != descr[1] || s_elts[i].size != descr[2] - '0') continue;
+      if (s_elts[i].size > 1 && (descr[0] == '>' || (descr[0] == '=' && !little)))
+        return tr_seterr(err, TR_ETYPE, "unsupported dtype '%s' in %s (big-endian; "
+                         "tradb reads little-endian numbers)", d, path);
+      *elt = s_elts[i].elt;
+      *size = (size_t)s_elts[i].size;
       return TR_OK;
     }
-    if (descr[2] == '8') {
-      *out = TR_F64;
-      return TR_OK;
+  return tr_seterr(err, TR_ETYPE,
+                   "unsupported dtype '%s' in %s (tradb reads bool, int8..int64, "
+                   "uint8..uint64 and float16..float64)", d, path);
+}
+
+/* An IEEE half as a float (every half is one exactly). */
+static float s_half(uint16_t h) {
+  uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023, bits;
+  float f;
+  if (e == 31) bits = sign | 0x7f800000u | m << 13;          /* inf, nan */
+  else if (e) bits = sign | (e + 112) << 23 | m << 13;        /* normal */
+  else {                                                     /* zero, subnormal */
+    f = (float)m * 0x1p-24f;
+    return sign ? -f : f;
+  }
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+/* Element i of raw data of kind elt as an integer (*iv, *neg for the
+** unsigned 64-bit ones above INT64_MAX: *uv) or, for float16, *fv. */
+static void s_elt_get(const void *data, size_t i, s_elt elt, int64_t *iv, uint64_t *uv, double *fv,
+                      int *is_u) {
+  const char *p = (const char *)data + i * (elt == S_I8 || elt == S_U8 ? 8 : elt == S_I4 || elt == S_U4 ? 4
+                                             : elt == S_I2 || elt == S_U2 || elt == S_F2 ? 2 : 1);
+  *is_u = 0;
+  switch (elt) {
+  case S_BOOL: *iv = *(const uint8_t *)p != 0; break;
+  case S_I1: *iv = *(const int8_t *)p; break;
+  case S_U1: *iv = *(const uint8_t *)p; break;
+  case S_I2: { int16_t v; memcpy(&v, p, 2); *iv = v; break; }
+  case S_U2: { uint16_t v; memcpy(&v, p, 2); *iv = v; break; }
+  case S_I4: { int32_t v; memcpy(&v, p, 4); *iv = v; break; }
+  case S_U4: { uint32_t v; memcpy(&v, p, 4); *iv = v; break; }
+  case S_I8: memcpy(iv, p, 8); break;
+  case S_U8: memcpy(uv, p, 8); *is_u = 1; break;
+  case S_F2: { uint16_t v; memcpy(&v, p, 2); *fv = s_half(v); break; }
+  default: break;
+  }
+}
+
+/* The index, "2, 0", of the element at memory position pos of a (C or
+** Fortran order: dimensions taken by decreasing stride). */
+static void s_index_text(const tc_array *a, int64_t pos, char *buf, size_t n) {
+  int64_t idx[TR_MAX_RANK] = {0};
+  int used[TR_MAX_RANK] = {0};
+  size_t o = 0;
+  buf[0] = '\0';
+  for (int k = 0; k < a->rank; k++) {
+    int big = -1;
+    for (int d = 0; d < a->rank; d++)
+      if (!used[d] && a->shape[d] > 1 && (big < 0 || a->stride[d] > a->stride[big])) big = d;
+    if (big < 0) break;
+    used[big] = 1;
+    idx[big] = pos / a->stride[big];
+    pos %= a->stride[big];
+  }
+  for (int d = 0; d < a->rank && o < n; d++)
+    o += (size_t)snprintf(buf + o, n - o, "%s%lld", d ? ", " : "", (long long)idx[d]);
+}
+
+/* Convert a's n elements of kind elt (read from the file, in a->data) to
+** dtype, in a buffer that replaces the file's data; the first value that
+** dtype cannot hold exactly is an error naming it and its index. */
+static int s_npy_convert(tc_array *a, s_elt elt, size_t n, tr_dtype dtype, const char *path,
+                         tr_err *err) {
+  void *out = tr_alloc_aligned(n ? n * tr_dtype_size(dtype) : 1);
+  if (!out) return tr_seterr(err, TR_ENOMEM, "out of memory reading '%s'", path);
+  for (size_t i = 0; i < n; i++) {
+    int64_t iv = 0;
+    uint64_t uv = 0;
+    double fv = 0, v;
+    int is_u, exact;
+    s_elt_get(a->data, i, elt, &iv, &uv, &fv, &is_u);
+    if (elt == S_F2) {
+      v = fv;
+      exact = 1;
+    } else if (is_u) {
+      v = (double)uv;
+      exact = v < 0x1p64 && (uint64_t)v == uv;
+    } else {
+      v = (double)iv;
+      exact = v < 0x1p63 && (int64_t)v == iv;
+    }
+    if (dtype == TR_F32) {
+      float f = (float)v;
+      exact = exact && ((double)f == v || v != v);
+      ((float *)out)[i] = f;
+    } else {
+      ((double *)out)[i] = v;
+    }
+    if (!exact) {
+      char where[256];
+      s_index_text(a, (int64_t)i, where, sizeof where);
+      tr_free_aligned(out);
+      if (is_u)
+        return tr_seterr(err, TR_ETYPE, "value %llu at [%s] of %s is not exactly a %s%s",
+                         (unsigned long long)uv, where, path, tr_dtype_name(dtype),
+                         dtype == TR_F32 ? " (load it with TYPE f64)" : "");
+      return tr_seterr(err, TR_ETYPE, "value %lld at [%s] of %s is not exactly a %s%s",
+                       (long long)iv, where, path, tr_dtype_name(dtype),
+                       dtype == TR_F32 ? " (load it with TYPE f64)" : "");
     }
   }
-  if ((descr[0] == '>' || (descr[0] == '=' && !little)) && descr[1] == 'f' &&
-      (descr[2] == '4' || descr[2] == '8') && descr[3] == '\0')
-    return tr_seterr(err, TR_ETYPE, "unsupported dtype '%s' in %s (big-endian; "
-                     "tradb stores little-endian f32 and f64)", d, path);
-  return tr_seterr(err, TR_ETYPE,
-                   "unsupported dtype '%s' in %s (tradb stores f32 and f64)", d,
-                   path);
+  tc_array tmp = *a;
+  tmp.fd_ = -1;
+  tc_array_close(&tmp); /* the file's data */
+  a->kind_ = TA_NPY_HEAP;
+  a->map_ = out;
+  a->maplen_ = n * tr_dtype_size(dtype);
+  a->data = out;
+  a->dtype = dtype;
+  return TR_OK;
 }
 
 /* ---- .npy read ----------------------------------------------------------- */
@@ -336,10 +456,11 @@ static int s_npy_data(int fd, const char *path, size_t off, size_t nbytes, size_
   return TR_OK;
 }
 
-static int s_npy_open(const char *path, tc_array *a, tr_err *err) {
+static int s_npy_open(const char *path, tr_dtype dtype, tc_array *a, tr_err *err) {
   struct stat st;
   s_npyhdr h;
-  size_t prelen = 0, hlen = 0, nbytes = 0, item;
+  s_elt elt = S_F4;
+  size_t prelen = 0, hlen = 0, nbytes = 0, item = 4;
   int rc = TR_OK;
   /* O_NONBLOCK so that a FIFO cannot hang the open (it is then refused as
   ** not a regular file); regular files ignore the flag. */
@@ -351,10 +472,10 @@ static int s_npy_open(const char *path, tc_array *a, tr_err *err) {
     rc = tr_seterr(err, TR_EIO, "cannot read '%s': not a regular file", path);
   if (!rc) rc = s_npy_preamble(fd, path, (uint64_t)st.st_size, &prelen, &hlen, err);
   if (!rc) rc = s_npy_header(fd, path, prelen, hlen, &h, err);
-  if (!rc) rc = s_descr(h.descr, path, &a->dtype, err);
+  if (!rc) rc = s_descr(h.descr, path, &elt, &item, err);
   size_t off = prelen + hlen;
   if (!rc) {
-    item = tr_dtype_size(a->dtype);
+    a->dtype = elt == S_F8 ? TR_F64 : TR_F32;
     if (s_shape_bytes(h.rank, h.shape, item, &nbytes) != 0)
       rc = tr_seterr(err, TR_ESHAPE, "bad .npy header in %s: shape too large", path);
     else if ((uint64_t)st.st_size - off < nbytes)
@@ -375,8 +496,12 @@ static int s_npy_open(const char *path, tc_array *a, tr_err *err) {
     }
     rc = s_npy_data(fd, path, off, nbytes, item, a, err);
   }
+  if (!rc && elt != S_F4 && elt != S_F8) rc = s_npy_convert(a, elt, nbytes / item, dtype, path, err);
   close(fd); /* a mapping outlives its descriptor */
-  if (rc) ta_reset(a);
+  if (rc) {
+    tc_array_close(a); /* the data read before a value failed to convert */
+    ta_reset(a);
+  }
   return rc;
 }
 
@@ -469,17 +594,19 @@ done:
 
 /* ---- entry points -------------------------------------------------------- */
 
-int tc_array_open(const char *path, tr_dtype csv_dtype, tc_array *a,
+int tc_array_open(const char *path, tr_dtype dtype, const tc_csv_opts *csv, tc_array *a,
                   tr_err *err) {
   if (!a) return tr_seterr(err, TR_EINVAL, "tc_array_open: no array");
   ta_reset(a);
   if (!path || !*path) return tr_seterr(err, TR_EINVAL, "no file name given");
-  if (s_has_ext(path, ".csv")) {
-    if (csv_dtype != TR_F32 && csv_dtype != TR_F64)
-      return tr_seterr(err, TR_ETYPE, "bad element type for '%s'", path);
-    return ta_csv_open(path, csv_dtype, a, err);
-  }
-  if (s_has_ext(path, ".npy")) return s_npy_open(path, a, err);
+  if (dtype != TR_F32 && dtype != TR_F64)
+    return tr_seterr(err, TR_ETYPE, "bad element type for '%s'", path);
+  if (s_has_ext(path, ".csv") || s_has_ext(path, ".tsv")) return ta_csv_open(path, dtype, csv, a, err);
+  /* Options that would be ignored are refused: the user meant a CSV. */
+  if (csv && (csv->header || csv->delim || csv->has_null))
+    return tr_seterr(err, TR_EINVAL, "HEADER, DELIMITER and NULL apply to CSV files (*.csv, *.tsv) only, not '%s'",
+                     path);
+  if (s_has_ext(path, ".npy")) return s_npy_open(path, dtype, a, err);
   /* No known extension: a NumPy file is recognised by its magic. */
   unsigned char m[6];
   size_t got = 0;
@@ -490,11 +617,11 @@ int tc_array_open(const char *path, tr_dtype csv_dtype, tc_array *a,
   int e = tr_pread_all(fd, m, sizeof m, 0, &got);
   close(fd);
   if (e == 0 && got == sizeof m && memcmp(m, s_npy_magic, 6) == 0)
-    return s_npy_open(path, a, err);
+    return s_npy_open(path, dtype, a, err);
   if (e != 0)
     return tr_seterr(err, TR_EIO, "cannot read '%s': %s", path, strerror(e));
   return tr_seterr(err, TR_EINVAL, "cannot tell the format of '%s' (not a "
-                   ".npy file; name CSV files *.csv)", path);
+                   ".npy file; name CSV files *.csv or *.tsv)", path);
 }
 
 int tc_array_create(const char *path, tr_dtype dtype, int rank,

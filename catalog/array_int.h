@@ -20,7 +20,8 @@ enum {
 };
 
 /* CSV (csv.c); a is reset on entry and on failure. */
-int ta_csv_open(const char *path, tr_dtype dtype, tc_array *a, tr_err *err);
+int ta_csv_open(const char *path, tr_dtype dtype, const tc_csv_opts *opts, tc_array *a,
+                tr_err *err);
 int ta_csv_create(const char *path, tr_dtype dtype, int rank,
                   const int64_t *shape, tc_array *a, tr_err *err);
 int ta_csv_commit(tc_array *a, tr_err *err);

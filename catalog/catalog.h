@@ -207,10 +207,11 @@ void tc_store_budgets(tc_store *s, int64_t *scratch, int64_t *recycle);
 void tc_store_usage(tc_store *s, int64_t *chunks, int64_t *bytes);
 
 /*
-** Dense arrays in user files, .npy (NumPy format 1.0/2.0/3.0, '<f4' and
-** '<f8', C or Fortran order) and .csv (one row per line, rank 1 or 2).
-** An opened array exposes data with element strides, so loading a chunk is
-** one strided copy whatever the file's order.
+** Dense arrays in user files, .npy (NumPy format 1.0/2.0/3.0, C or Fortran
+** order; '<f4' and '<f8' as they are, and bool, int8..int64,
+** uint8..uint64 and float16 converted) and .csv (one row per line, rank 1
+** or 2).  An opened array exposes data with element strides, so loading a
+** chunk is one strided copy whatever the file's order.
 */
 typedef struct tc_array {
   tr_dtype dtype;              /* element type */
@@ -227,11 +228,26 @@ typedef struct tc_array {
   char *tmp_;                  /* temporary path until commit (write) */
 } tc_array;
 
-/* Open `path` for reading; the format is chosen by extension (.npy, .csv;
-** otherwise by the NumPy magic).  A CSV is parsed into element type
-** csv_dtype.  Errors name the path: missing, unreadable, truncated, not a
-** .npy file, unsupported dtype, ragged CSV, bad number at line L... */
-int tc_array_open(const char *path, tr_dtype csv_dtype, tc_array *a, tr_err *err);
+/* How a CSV file is read (catalog/csv.c); zeros mean "tell from the
+** file". */
+typedef struct tc_csv_opts {
+  int header;        /* 0: the first line is a header if no field of it is
+                        a number; 1: it is one; -1: it is not */
+  char delim;        /* field separator; 0: ',', ';' or tab, the one that
+                        cuts the first lines evenly */
+  int has_null;      /* empty fields read as null_value (else an error) */
+  double null_value; /* (NaN for NULL nan) */
+} tc_csv_opts;
+
+/* Open `path` for reading; the format is chosen by extension (.npy, .csv or .tsv;
+** otherwise by the NumPy magic).  A CSV (read as csv says; NULL: the
+** defaults) and a .npy of integers, booleans or float16 are converted to
+** element type dtype, a value that the type cannot hold exactly being an
+** error naming it and its index.  Errors name the path: missing,
+** unreadable, truncated, not a .npy file, unsupported dtype, ragged CSV,
+** bad number at line L... */
+int tc_array_open(const char *path, tr_dtype dtype, const tc_csv_opts *csv, tc_array *a,
+                  tr_err *err);
 /* Create `path` (by extension .npy or .csv) for writing, C order; the data
 ** goes to a temporary file until tc_array_commit(). */
 int tc_array_create(const char *path, tr_dtype dtype, int rank,

@@ -6,6 +6,12 @@
 ** Numbers are parsed and printed in the "C" locale whatever the process
 ** locale is, so a shell that called setlocale() still reads "1.5".
 **
+** Fields are separated by ',', ';' or a tab (the one that cuts the first
+** lines evenly, unless DELIMITER names one), and the first line may name
+** the columns: it is taken as a header when no field of it is a number
+** (or with HEADER; never with HEADER false).  An empty field is an error
+** naming its line and column, unless NULL gives its value.
+**
 ** A field is a decimal number (digits with an optional point and exponent)
 ** or inf, infinity or nan spelled out, signed or not, in any case: what
 ** this file and NumPy's savetxt write.  strtod alone would also take
@@ -17,6 +23,7 @@
 #include "config.h"
 #include "catalog/array_int.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <locale.h>
@@ -140,120 +147,243 @@ static int s_number_kind(const char *s) {
   return *s ? S_NUM_BAD : S_NUM_DECIMAL;
 }
 
-int ta_csv_open(const char *path, tr_dtype dtype, tc_array *a, tr_err *err) {
-  char *text = NULL;
-  char *vals = NULL;
-  size_t len, item = tr_dtype_size(dtype), nvals = 0, cap = 0;
-  int64_t rows = 0, fields = -1, blank = 0, line = 0;
-  s_cloc loc;
-  int rc;
-  ta_reset(a);
-  if ((rc = s_slurp(path, &text, &len, err))) return rc;
-  s_locale_push(&loc);
-  const char *p = text, *end = text + len;
-  if (len >= 3 && !memcmp(p, "\xEF\xBB\xBF", 3)) p += 3; /* UTF-8 BOM */
-  while (p < end) {
-    const char *eol = memchr(p, '\n', (size_t)(end - p));
-    const char *next = eol ? eol + 1 : end;
-    if (!eol) eol = end;
-    if (eol > p && eol[-1] == '\r') eol--;
-    line++;
-    const char *q = p;
+/* The text of a CSV file being read, and what it is read as. */
+typedef struct s_csv {
+  const char *path;   /* for messages */
+  const char *p, *end;/* the rest of the text */
+  char delim;         /* the field separator */
+  tr_dtype dtype;     /* what fields are read into */
+  const tc_csv_opts *o; /* the options (not NULL) */
+  int64_t line;       /* lines read so far */
+} s_csv;
+
+/* The next non-blank line of c: [*b, *e) without its end of line (and
+** CR); 0 at the end of the text.  A blank line before a later non-blank
+** one is an error (*rc); blank lines at the end are fine. */
+static int s_line(s_csv *c, const char **b, const char **e, int *rc, tr_err *err) {
+  int64_t blank = 0;
+  while (c->p < c->end) {
+    const char *eol = memchr(c->p, '\n', (size_t)(c->end - c->p)), *q = c->p;
+    const char *next = eol ? eol + 1 : c->end;
+    if (!eol) eol = c->end;
+    if (eol > c->p && eol[-1] == '\r') eol--;
+    c->line++;
     while (q < eol && (*q == ' ' || *q == '\t')) q++;
-    if (q == eol) { /* blank: fine only at the end of the file */
-      if (!blank) blank = line;
-      p = next;
+    if (q == eol) {
+      if (!blank) blank = c->line;
+      c->p = next;
       continue;
     }
     if (blank) {
-      rc = tr_seterr(err, TR_ESYNTAX, "empty line %lld in CSV %s",
-                     (long long)blank, path);
-      goto done;
+      *rc = tr_seterr(err, TR_ESYNTAX, "empty line %lld in CSV %s", (long long)blank, c->path);
+      return 0;
     }
+    *b = c->p;
+    *e = eol;
+    c->p = next;
+    return 1;
+  }
+  return 0;
+}
+
+/* Field k's bounds in line [b, e) cut at delim, blanks around it trimmed
+** (but not a tab that separates fields); the start of the next field or
+** NULL after the last. */
+static const char *s_field(const char *b, const char *e, char delim, const char **fs,
+                           const char **fe) {
+  const char *f = memchr(b, delim, (size_t)(e - b)), *s = b, *t;
+  if (!f) f = e;
+  t = f;
+  while (s < t && (*s == ' ' || (*s == '\t' && delim != '\t'))) s++;
+  while (t > s && (t[-1] == ' ' || (t[-1] == '\t' && delim != '\t'))) t--;
+  *fs = s;
+  *fe = t;
+  return f == e ? NULL : f + 1;
+}
+
+/* Fields in line [b, e). */
+static int64_t s_count(const char *b, const char *e, char delim) {
+  int64_t n = 1;
+  for (; b < e; b++) n += *b == delim;
+  return n;
+}
+
+/* The separator of text when none was given: of ',' ';' and tab, the one
+** that cuts the first few lines into the same number of fields (more than
+** one), the most fields first; if none does, the most frequent in the
+** first line; ',' for one column. */
+static char s_guess_delim(const char *p, const char *end) {
+  static const char cand[] = {',', ';', '\t'};
+  int64_t first[3] = {0, 0, 0};
+  int same[3] = {1, 1, 1}, best = -1, lines = 0;
+  while (p < end && lines < 8) {
+    const char *eol = memchr(p, '\n', (size_t)(end - p)), *q = p;
+    if (!eol) eol = end;
+    while (q < eol && (*q == ' ' || *q == '\t' || *q == '\r')) q++;
+    if (q < eol) {
+      for (int k = 0; k < 3; k++) {
+        int64_t n = s_count(p, eol, cand[k]);
+        if (!lines) first[k] = n;
+        else if (n != first[k]) same[k] = 0;
+      }
+      lines++;
+    }
+    p = eol + (eol < end);
+  }
+  for (int k = 0; k < 3; k++)
+    if (same[k] && first[k] > 1 && (best < 0 || first[k] > first[best])) best = k;
+  for (int k = 0; k < 3 && best < 0; k++)
+    if (first[k] > 1 && (best < 0 || first[k] > first[best])) best = k;
+  return best < 0 ? ',' : cand[best];
+}
+
+/* Whether line [b, e) is a header: no field of it is a number (so a line
+** of data with one bad field is an error, not a header). */
+static int s_is_header(const char *b, const char *e, char delim) {
+  const char *fs, *fe, *next = b;
+  int names = 0;
+  while (next) {
+    char num[S_NUM_MAX + 1];
+    size_t n;
+    next = s_field(next, e, delim, &fs, &fe);
+    n = (size_t)(fe - fs);
+    if (n == 0) continue;
+    names++;
+    if (memchr(fs, '\0', n)) return 0; /* not a name: data, to be refused */
+    if (n > S_NUM_MAX) {            /* a name, unless it is all number */
+      if (strspn(fs, "0123456789.eE+-") >= n) return 0;
+      continue;
+    }
+    memcpy(num, fs, n);
+    num[n] = '\0';
+    if (s_number_kind(num) != S_NUM_BAD) return 0;
+  }
+  return names > 0;
+}
+
+/* Field [s, s+n) of line `line`, starting at column col, as a value of
+** c->dtype into out; an error names what is wrong and where. */
+static int s_value(const s_csv *c, const char *s, size_t n, long long col, void *out,
+                   tr_err *err) {
+  char num[S_NUM_MAX + 1], show[48];
+  int kind = S_NUM_BAD, inf;
+  if (n == 0 && c->o->has_null) {
+    if (c->dtype == TR_F32) *(float *)out = (float)c->o->null_value;
+    else *(double *)out = c->o->null_value;
+    return TR_OK;
+  }
+  if (n > 0 && n <= S_NUM_MAX) {
+    memcpy(num, s, n);
+    num[n] = '\0';
+    if (strlen(num) == n) kind = s_number_kind(num); /* no NUL inside */
+  }
+  if (kind == S_NUM_BAD) {
+    s_show(show, sizeof show, s, n);
+    if (!n)
+      return tr_seterr(err, TR_ESYNTAX,
+                       "empty field in %s line %lld column %lld (LOAD .. (NULL nan) reads empty "
+                       "fields as NaN)",
+                       c->path, (long long)c->line, col);
+    return tr_seterr(err, TR_ESYNTAX, "bad number '%s' in %s line %lld column %lld%s", show,
+                     c->path, (long long)c->line, col,
+                     c->line == 1 && c->o->header == 0 && (isalpha((unsigned char)*s) || *s == '_')
+                         ? " (if the first line names the columns: LOAD .. (HEADER))"
+                         : "");
+  }
+  /* strtof for f32: rounding once from text is what makes "%.9g"
+  ** round-trip exactly. */
+  if (c->dtype == TR_F32) {
+    float v = strtof(num, NULL);
+    inf = isinf(v);
+    memcpy(out, &v, sizeof v);
+  } else {
+    double v = strtod(num, NULL);
+    inf = isinf(v);
+    memcpy(out, &v, sizeof v);
+  }
+  if (inf && kind == S_NUM_DECIMAL) {
+    s_show(show, sizeof show, s, n);
+    return tr_seterr(err, TR_ESYNTAX, "number '%s' is too large for %s in %s line %lld column %lld",
+                     show, tr_dtype_name(c->dtype), c->path, (long long)c->line, col);
+  }
+  return TR_OK;
+}
+
+/* Grow *vals (item bytes each, *cap of them) to hold one more. */
+static int s_grow(char **vals, size_t *cap, size_t nvals, size_t item) {
+  if (nvals < *cap) return 0;
+  size_t ncap = *cap ? *cap * 2 : 1024;
+  char *nv = ncap < SIZE_MAX / 16 ? realloc(*vals, ncap * item) : NULL;
+  if (!nv) return -1;
+  *vals = nv;
+  *cap = ncap;
+  return 0;
+}
+
+int ta_csv_open(const char *path, tr_dtype dtype, const tc_csv_opts *opts, tc_array *a,
+                tr_err *err) {
+  static const tc_csv_opts defaults = {0, 0, 0, 0};
+  char *text = NULL, *vals = NULL;
+  size_t len, item = tr_dtype_size(dtype), nvals = 0, cap = 0;
+  int64_t rows = 0, fields = -1, header_line = 0;
+  const char *b, *e;
+  s_cloc loc;
+  int rc = TR_OK;
+  ta_reset(a);
+  if ((rc = s_slurp(path, &text, &len, err))) return rc;
+  s_locale_push(&loc);
+  s_csv c = {path, text, text + len, 0, dtype, opts ? opts : &defaults, 0};
+  if (len >= 3 && !memcmp(c.p, "\xEF\xBB\xBF", 3)) c.p += 3; /* UTF-8 BOM */
+  c.delim = c.o->delim ? c.o->delim : s_guess_delim(c.p, c.end);
+  while (s_line(&c, &b, &e, &rc, err)) {
     int64_t nf = 0;
-    const char *f = p;
-    for (;;) {
-      const char *fe = memchr(f, ',', (size_t)(eol - f));
-      if (!fe) fe = eol;
-      const char *s = f, *e = fe;
-      while (s < e && (*s == ' ' || *s == '\t')) s++;
-      while (e > s && (e[-1] == ' ' || e[-1] == '\t')) e--;
-      char num[S_NUM_MAX + 1], show[48];
-      size_t n = (size_t)(e - s);
-      long long col = (long long)(s - p) + 1; /* the field's first byte */
-      int kind = S_NUM_BAD, inf;
-      if (n > 0 && n <= S_NUM_MAX) {
-        memcpy(num, s, n);
-        num[n] = '\0';
-        if (strlen(num) == n) kind = s_number_kind(num); /* no NUL inside */
-      }
-      if (kind == S_NUM_BAD) {
-        s_show(show, sizeof show, s, n);
-        rc = tr_seterr(err, TR_ESYNTAX,
-                       n ? "bad number '%s' in %s line %lld column %lld"
-                         : "empty field%s in %s line %lld column %lld",
-                       show, path, (long long)line, col);
+    if (!rows && !header_line && c.o->header >= 0 && (c.o->header > 0 || s_is_header(b, e, c.delim))) {
+      header_line = c.line; /* names the columns: its count is checked below */
+      fields = s_count(b, e, c.delim);
+      continue;
+    }
+    for (const char *f = b; f;) {
+      const char *fs, *fe;
+      f = s_field(f, e, c.delim, &fs, &fe);
+      if (s_grow(&vals, &cap, nvals, item)) {
+        rc = tr_seterr(err, TR_ENOMEM, "out of memory reading '%s'", path);
         goto done;
       }
-      if (cap == nvals) {
-        size_t ncap = cap ? cap * 2 : 1024;
-        char *nv = ncap < SIZE_MAX / 16 ? realloc(vals, ncap * item) : NULL;
-        if (!nv) {
-          rc = tr_seterr(err, TR_ENOMEM, "out of memory reading '%s'", path);
-          goto done;
-        }
-        vals = nv;
-        cap = ncap;
-      }
-      /* strtof for f32: rounding once from text is what makes "%.9g"
-      ** round-trip exactly. */
-      if (dtype == TR_F32) {
-        float v = strtof(num, NULL);
-        inf = isinf(v);
-        memcpy(vals + nvals * item, &v, sizeof v);
-      } else {
-        double v = strtod(num, NULL);
-        inf = isinf(v);
-        memcpy(vals + nvals * item, &v, sizeof v);
-      }
-      if (inf && kind == S_NUM_DECIMAL) {
-        s_show(show, sizeof show, s, n);
-        rc = tr_seterr(err, TR_ESYNTAX,
-                       "number '%s' is too large for %s in %s line %lld "
-                       "column %lld", show, tr_dtype_name(dtype), path,
-                       (long long)line, col);
+      if ((rc = s_value(&c, fs, (size_t)(fe - fs), (long long)(fs - b) + 1, vals + nvals * item, err)))
         goto done;
-      }
       nvals++;
       nf++;
-      if (fe == eol) break;
-      f = fe + 1;
     }
     if (fields < 0) {
       fields = nf;
     } else if (nf != fields) {
-      rc = tr_seterr(err, TR_ESHAPE,
-                     "ragged CSV %s: line %lld has %lld fields, expected %lld",
-                     path, (long long)line, (long long)nf, (long long)fields);
+      rc = tr_seterr(err, TR_ESHAPE, "ragged CSV %s: line %lld has %lld fields, expected %lld%s", path,
+                     (long long)c.line, (long long)nf, (long long)fields,
+                     header_line && !rows ? " (as many as the header line names)" : "");
       goto done;
     }
     rows++;
-    p = next;
+  }
+  if (rc) goto done;
+  if (rows == 0 && header_line && c.o->header == 0) {
+    /* one line that looked like names: more likely bad data, said so */
+    tc_csv_opts data = *c.o;
+    data.header = -1;
+    s_locale_pop(&loc);
+    free(text);
+    free(vals);
+    return ta_csv_open(path, dtype, &data, a, err);
   }
   if (rows == 0) {
-    rc = tr_seterr(err, TR_ESYNTAX, "empty CSV file %s", path);
+    rc = header_line ? tr_seterr(err, TR_ESYNTAX, "CSV %s has a header line but no data", path)
+                     : tr_seterr(err, TR_ESYNTAX, "empty CSV file %s", path);
     goto done;
   }
   a->kind_ = TA_CSV_READ;
   a->dtype = dtype;
-  if (fields == 1) {
-    a->rank = 1;
-    a->shape[0] = rows;
-  } else {
-    a->rank = 2;
-    a->shape[0] = rows;
-    a->shape[1] = fields;
-  }
+  a->rank = fields == 1 ? 1 : 2;
+  a->shape[0] = rows;
+  a->shape[1] = fields;
   ta_c_strides(a->rank, a->shape, a->stride);
   a->map_ = vals;
   a->maplen_ = nvals * item;

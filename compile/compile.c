@@ -1,15 +1,29 @@
 /*
-** engine/compile.c - from an assignment's syntax tree to a plan.
+** compile/compile.c - from an assignment's syntax tree to a plan.
 **
 ** Binding: every tensor reference is looked up in the catalog, its rank
-** checked against its labels, and every label bound to one size.
+** checked against its labels, and every label bound to one size.  Errors
+** point (tr_err.at) at the reference they are about.
 **
 ** Aggregation rules (the language reference in README.md):
-**  - SUM(e), MAX(e), MIN(e) aggregate e over the labels occurring in e but
-**    not on the left-hand side; the result carries the left-hand labels
-**    that occur in e.
+**  - SUM(e), MAX(e), MIN(e), MEAN(e) aggregate e over the labels occurring
+**    in e but not on the left-hand side; the result carries the left-hand
+**    labels that occur in e.  MEAN is a SUM whose result is divided by the
+**    number of values summed.
+**  - ARGMAX(e), ARGMIN(e) aggregate exactly one label.  Inside another
+**    aggregation they take the last label of e that is not on the left
+**    (in the order labels first occur in e) and keep the others, which
+**    the enclosing aggregation then aggregates:
+**    acc[] = MEAN(ARGMAX(P[n,l]) == ARGMAX(Y[n,l])) is, for each n, the
+**    argmax over l, averaged over n.  Each becomes three EinSum nodes
+**    (s_build_arg): the values (unless e is one reference), their maximum
+**    M, and MIN over the label of where(e == M, index, inf), the index
+**    being an operand made for the run (ta_rel.iota).
 **  - Labels still unaggregated at the top get an implicit SUM around the
-**    whole right-hand side.
+**    whole right-hand side only when it is a product (of references,
+**    numbers and aggregations, with unary minus and quotients): classic Einstein
+**    notation.  Elsewhere, A[i,j] + v[k] or log(A[i,j]) with the left
+**    S[i,j] or X[i], such a label is an error that names it.
 **
 ** Each aggregation becomes one EinSum node (TRA join + aggregation); the
 ** top, if it is not itself an aggregation, becomes an elementwise node
@@ -20,6 +34,7 @@
 #include "config.h"
 #include "compile/compile.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +60,9 @@ typedef struct s_binder {
   int lhs_id[TR_MAX_RANK];              /* left-hand label ids in order */
   int nlhs;                             /* left-hand rank */
   int ntemps;                           /* temporaries made */
+  int nnested;                          /* arg-forms inside another
+                                           aggregation */
+  const tp_expr *nested[TA_MAX_NODES];  /* them (s_find_nested) */
 } s_binder;
 
 /* A node under construction. */
@@ -87,7 +105,8 @@ static int s_stored_rel(s_binder *b, const char *name, int *rel) {
       return TR_OK;
     }
   int rc = tc_tensor_get(b->db, name, &r->meta, b->err);
-  if (rc != TR_OK) return rc == TR_ENOTFOUND ? TR_ENAME : rc;
+  if (rc == TR_ENOTFOUND) b->err->code = rc = TR_ENAME;
+  if (rc != TR_OK) return rc;
   *rel = p->nrels++;
   return TR_OK;
 }
@@ -98,34 +117,76 @@ static int s_bind(s_binder *b, const tp_expr *e) {
   if (!e) return TR_OK;
   if (e->kind == TP_EXPR_REF) {
     int rel, rc = s_stored_rel(b, e->name, &rel);
-    if (rc) return rc;
+    if (rc) return tr_at(b->err, e->pos, rc);
     const tr_tensor *t = &b->plan->rels[rel].meta;
     if (t->rank != e->nlabels)
-      return tr_seterr(b->err, TR_ESHAPE,
-                       "rank mismatch: %s has rank %d but is indexed with %d label%s",
-                       e->name, t->rank, e->nlabels, e->nlabels == 1 ? "" : "s");
+      return tr_at(b->err, e->pos,
+                   tr_seterr(b->err, TR_ESHAPE,
+                             "rank mismatch: %s has rank %d but is indexed with %d label%s",
+                             e->name, t->rank, e->nlabels, e->nlabels == 1 ? "" : "s"));
     for (int d = 0; d < e->nlabels; d++) {
       char where[TP_NAME_MAX * 2];
       s_ref_text(e, where, sizeof where);
       int id = s_label_id(b, e->labels[d]);
       if (id < 0) {
         if (b->nlab >= S_MAX_LABELS)
-          return tr_seterr(b->err, TR_EINVAL, "too many labels in one statement");
+          return tr_at(b->err, e->pos,
+                       tr_seterr(b->err, TR_EINVAL, "too many labels in one statement"));
         id = b->nlab++;
         snprintf(b->lab[id], TP_NAME_MAX, "%s", e->labels[d]);
         b->lsize[id] = t->shape[d];
         snprintf(b->lwhere[id], sizeof b->lwhere[id], "%s", where);
       } else if (b->lsize[id] != t->shape[d]) {
-        return tr_seterr(b->err, TR_ESHAPE,
-                         "label '%s' bound to sizes %lld (%s) and %lld (%s)",
-                         e->labels[d], (long long)b->lsize[id], b->lwhere[id],
-                         (long long)t->shape[d], where);
+        return tr_at(b->err, e->pos,
+                     tr_seterr(b->err, TR_ESHAPE,
+                               "label '%s' bound to sizes %lld (%s) and %lld (%s)",
+                               e->labels[d], (long long)b->lsize[id], b->lwhere[id],
+                               (long long)t->shape[d], where));
       }
     }
     return TR_OK;
   }
   int rc = s_bind(b, e->a);
-  return rc ? rc : s_bind(b, e->b);
+  if (!rc) rc = s_bind(b, e->b);
+  return rc ? rc : s_bind(b, e->c);
+}
+
+static int s_is_arg(const tp_expr *e) {
+  return e->kind == TP_EXPR_AGG && (e->op == TP_AGG_ARGMAX || e->op == TP_AGG_ARGMIN);
+}
+
+/* Record the arg-forms of e that some aggregation encloses (inside: e is
+** within one). */
+static int s_find_nested(s_binder *b, const tp_expr *e, int inside) {
+  if (!e) return TR_OK;
+  if (inside && s_is_arg(e)) {
+    if (b->nnested >= TA_MAX_NODES)
+      return tr_at(b->err, e->pos, tr_seterr(b->err, TR_EINVAL, "expression has too many aggregations"));
+    b->nested[b->nnested++] = e;
+  }
+  inside |= e->kind == TP_EXPR_AGG;
+  int rc = s_find_nested(b, e->a, inside);
+  if (!rc) rc = s_find_nested(b, e->b, inside);
+  return rc ? rc : s_find_nested(b, e->c, inside);
+}
+
+/* The label of e, among those in m, that first occurs last in e; -1 if
+** none.  *seen collects the labels met so far. */
+static int s_last_label(const s_binder *b, const tp_expr *e, s_mask m, s_mask *seen) {
+  int last = -1, k;
+  if (!e) return -1;
+  if (e->kind == TP_EXPR_REF) {
+    for (int d = 0; d < e->nlabels; d++) {
+      int id = s_label_id(b, e->labels[d]);
+      if ((m >> id & 1) && !(*seen >> id & 1)) last = id;
+      *seen |= (s_mask)1 << id;
+    }
+    return last;
+  }
+  if ((k = s_last_label(b, e->a, m, seen)) >= 0) last = k;
+  if ((k = s_last_label(b, e->b, m, seen)) >= 0) last = k;
+  if ((k = s_last_label(b, e->c, m, seen)) >= 0) last = k;
+  return last;
 }
 
 /* Labels of e visible outside it: an aggregation keeps only left-hand
@@ -138,11 +199,29 @@ static s_mask s_labels(const s_binder *b, const tp_expr *e) {
     for (int d = 0; d < e->nlabels; d++) m |= (s_mask)1 << s_label_id(b, e->labels[d]);
     return m;
   }
-  case TP_EXPR_AGG:
-    return s_labels(b, e->a) & b->lhs;
-  default:
-    return s_labels(b, e->a) | s_labels(b, e->b);
+  case TP_EXPR_AGG: {
+    s_mask inner = s_labels(b, e->a), keep = inner & b->lhs, seen = 0;
+    for (int i = 0; i < b->nnested; i++)
+      if (b->nested[i] == e && (inner & ~keep)) { /* leaves all but one label outside */
+        int last = s_last_label(b, e->a, inner & ~keep, &seen);
+        keep = inner & ~((s_mask)1 << last);
+      }
+    return keep;
   }
+  default:
+    return s_labels(b, e->a) | s_labels(b, e->b) | s_labels(b, e->c);
+  }
+}
+
+/* The statement label ids of mask m in a relation's order: left-hand
+** labels in left-hand order, then the others by id; returns how many. */
+static int s_keep_ids(const s_binder *b, s_mask m, int *ids) {
+  int k = 0;
+  for (int j = 0; j < b->nlhs; j++)
+    if (m >> b->lhs_id[j] & 1) ids[k++] = b->lhs_id[j];
+  for (int id = 0; id < b->nlab; id++)
+    if ((m >> id & 1) && !(b->lhs >> id & 1)) ids[k++] = id;
+  return k;
 }
 
 static int s_emit(s_binder *b, s_nodeb *nb, const tp_expr *e, int depth);
@@ -265,24 +344,32 @@ static int s_push_node(s_binder *b, s_nodeb *nb, const char *out_name) {
   return TR_OK;
 }
 
-/* Build the node of aggregation e (kind AGG); *rel receives the relation
-** holding its result, whose labels are the left-hand labels of e in
-** left-hand order. */
+/* A node over the labels kept by aggregation e (in s_keep_ids order) as
+** its output labels; *nkeep gets their number, ids their label ids. */
+static int s_start_node(s_binder *b, s_nodeb *nb, const tp_expr *e, int *ids, int *nkeep) {
+  int k = s_keep_ids(b, s_labels(b, e), ids);
+  if (k > TR_MAX_RANK)
+    return tr_at(b->err, e->pos,
+                 tr_seterr(b->err, TR_ESHAPE, "an aggregation here keeps %d labels (at most %d)", k,
+                           TR_MAX_RANK));
+  for (int i = 0; i < k; i++)
+    if (s_node_label(b, nb, ids[i]) < 0) return b->err->code;
+  nb->n.nout = nb->n.nlabels;
+  *nkeep = k;
+  return TR_OK;
+}
+
+/* Build the node of aggregation e (kind AGG; MEAN builds its SUM); *rel
+** receives the relation holding its result, whose labels are the ones e
+** keeps (s_keep_ids order). */
 static int s_build_agg(s_binder *b, const tp_expr *e, const char *out_name, int *rel,
                        int depth) {
   s_nodeb *nb = calloc(1, sizeof *nb);
+  int ids[TK_MAX_LABELS], k, rc;
   if (!nb) return tr_seterr(b->err, TR_ENOMEM, "out of memory");
-  s_mask inner = s_labels(b, e->a);
-  int rc = TR_OK;
-  for (int k = 0; k < b->nlhs; k++)
-    if (inner & ((s_mask)1 << b->lhs_id[k]))
-      if (s_node_label(b, nb, b->lhs_id[k]) < 0) {
-        rc = TR_EINVAL;
-        goto done;
-      }
-  nb->n.nout = nb->n.nlabels;
-  nb->n.agg = (tk_agg)e->op;
-  rc = s_emit(b, nb, e->a, depth + 1);
+  rc = s_start_node(b, nb, e, ids, &k);
+  nb->n.agg = e->op == TP_AGG_MEAN ? TK_AGG_SUM : (tk_agg)e->op;
+  if (!rc) rc = s_emit(b, nb, e->a, depth + 1);
   if (rc) goto done;
   if (nb->n.nlabels == nb->n.nout) nb->n.agg = TK_AGG_NONE; /* nothing to sum */
   rc = s_push_node(b, nb, out_name);
@@ -292,10 +379,149 @@ done:
   return rc;
 }
 
+/* The number of values MEAN(e) sums: the product of the sizes of the
+** labels it aggregates. */
+static double s_mean_count(const s_binder *b, const tp_expr *e) {
+  s_mask agg = s_labels(b, e->a) & ~s_labels(b, e);
+  double n = 1;
+  for (int id = 0; id < b->nlab; id++)
+    if (agg >> id & 1) n *= (double)b->lsize[id];
+  return n;
+}
+
+/* The index operand of label id for ARGMAX / ARGMIN: a relation made for
+** the run holding 0 .. size-1 (ta_rel.iota), chunked like the label in
+** the node nb it joins. */
+static int s_index_rel(s_binder *b, const s_nodeb *nb, int id, int *rel) {
+  ta_plan *p = b->plan;
+  int64_t size = b->lsize[id], chunk = size;
+  for (int i = 0; i < nb->n.ninputs && chunk == size; i++)
+    for (int d = 0; d < nb->n.in[i].rank; d++)
+      if (nb->id[nb->n.in[i].label[d]] == id) chunk = p->rels[nb->n.in[i].rel].meta.chunk[d];
+  tr_dtype dt = size > (INT64_C(1) << 24) ? TR_F64 : TR_F32; /* exact in the type */
+  char name[TR_NAME_MAX];
+  snprintf(name, sizeof name, "_index%lldc%lld%s", (long long)size, (long long)chunk,
+           dt == TR_F64 ? "d" : "");
+  for (int i = 0; i < p->nrels; i++)
+    if (p->rels[i].iota && !strcmp(p->rels[i].meta.name, name)) return *rel = i, TR_OK;
+  if (p->nrels >= TA_MAX_RELS)
+    return tr_seterr(b->err, TR_EINVAL, "statement references too many tensors");
+  ta_rel *r = &p->rels[p->nrels];
+  memset(r, 0, sizeof *r);
+  r->kind = TA_REL_STORED;
+  r->iota = 1;
+  snprintf(r->meta.name, sizeof r->meta.name, "%s", name);
+  r->meta.dtype = dt;
+  r->meta.rank = 1;
+  r->meta.shape[0] = size;
+  r->meta.chunk[0] = chunk;
+  *rel = p->nrels++;
+  return TR_OK;
+}
+
+/* The values an arg-form compares: its argument when that is one
+** reference, else the temporary holding them (rel, labelled ids). */
+typedef struct s_values {
+  const tp_expr *ref; /* the reference, or NULL */
+  int rel;            /* else: the temporary */
+  int rank;           /* its rank */
+  int ids[TR_MAX_RANK]; /* its labels */
+} s_values;
+
+/* A node over e's kept labels and label `lab` of the values v, aggregated
+** by agg; M (>= 0): the relation of their maximum (minimum), making the
+** node MIN over lab of where(v == M, index, inf).  *rel gets its output. */
+static int s_arg_node(s_binder *b, const tp_expr *e, const s_values *v, int lab, tk_agg agg,
+                      int M, const char *out_name, int *rel, int depth) {
+  s_nodeb *nb = calloc(1, sizeof *nb);
+  int ids[TK_MAX_LABELS], k, rc, i, x = -1;
+  if (!nb) return tr_seterr(b->err, TR_ENOMEM, "out of memory");
+  rc = s_start_node(b, nb, e, ids, &k);
+  if (!rc && s_node_label(b, nb, lab) < 0) rc = b->err->code;
+  nb->n.agg = agg;
+  if (!rc && v->ref) {
+    rc = s_emit(b, nb, v->ref, depth + 1);
+  } else if (!rc) {
+    i = s_operand(b, nb, v->rel, v->rank, v->ids);
+    rc = i < 0 ? b->err->code : s_insn(b, &nb->n.prog, TK_OP_INPUT, i, 0);
+  }
+  if (!rc && M >= 0) {
+    tk_prog *p = &nb->n.prog, *post = &nb->n.post;
+    if ((i = s_operand(b, nb, M, k, ids)) < 0 || s_index_rel(b, nb, lab, &x) ||
+        (x = s_operand(b, nb, x, 1, &lab)) < 0) {
+      rc = b->err->code;
+      goto done;
+    }
+    s_insn(b, p, TK_OP_INPUT, i, 0);
+    s_insn(b, p, TK_OP_EQ, 0, 0);
+    s_insn(b, p, TK_OP_INPUT, x, 0);
+    s_insn(b, p, TK_OP_CONST, 0, INFINITY);
+    rc = s_insn(b, p, TK_OP_WHERE, 0, 0);
+    /* no value equals the maximum only where every value is NaN */
+    s_insn(b, post, TK_OP_INPUT, 0, 0);
+    s_insn(b, post, TK_OP_CONST, 0, INFINITY);
+    s_insn(b, post, TK_OP_EQ, 0, 0);
+    s_insn(b, post, TK_OP_CONST, 0, NAN);
+    s_insn(b, post, TK_OP_INPUT, 0, 0);
+    s_insn(b, post, TK_OP_WHERE, 0, 0);
+  }
+  if (!rc) rc = s_push_node(b, nb, out_name);
+  if (!rc) *rel = b->plan->nodes[b->plan->nnodes - 1].out;
+done:
+  free(nb);
+  return rc;
+}
+
+/* ARGMAX(e) / ARGMIN(e) (see the top of this file): *rel gets the
+** relation of its result, labelled as s_keep_ids orders what it keeps. */
+static int s_build_arg(s_binder *b, const tp_expr *e, const char *out_name, int *rel, int depth) {
+  const char *what = e->op == TP_AGG_ARGMAX ? "ARGMAX" : "ARGMIN";
+  tk_agg agg = e->op == TP_AGG_ARGMAX ? TK_AGG_MAX : TK_AGG_MIN;
+  s_mask keep = s_labels(b, e), over = s_labels(b, e->a) & ~keep;
+  int lab = -1, n = 0, M, rc;
+  s_values v = {e->a, -1, 0, {0}};
+  char names[256] = "";
+  for (int id = 0; id < b->nlab; id++)
+    if (over >> id & 1) {
+      size_t o = strlen(names);
+      snprintf(names + o, sizeof names - o, "%s'%s'", n++ ? ", " : "", b->lab[id]);
+      lab = id;
+    }
+  if (n != 1)
+    return tr_at(b->err, e->pos,
+                 tr_seterr(b->err, TR_ESHAPE,
+                           n ? "%s aggregates exactly one label, but %s are not on the left: put all "
+                               "but one on the left, or the %s inside an aggregation that takes the "
+                               "others, e.g. MEAN(%s(...))"
+                             : "%s aggregates exactly one label, but every label of its argument "
+                               "is on the left",
+                           what, names, what, what));
+  /* The values, computed once, so that both nodes compare the same
+  ** numbers (a function may round differently from one kernel path to
+  ** another). */
+  if (e->a->kind != TP_EXPR_REF) {
+    s_nodeb *nb = calloc(1, sizeof *nb);
+    if (!nb) return tr_seterr(b->err, TR_ENOMEM, "out of memory");
+    rc = s_start_node(b, nb, e, v.ids, &v.rank);
+    if (!rc && s_node_label(b, nb, lab) < 0) rc = b->err->code;
+    nb->n.nout = nb->n.nlabels;
+    nb->n.agg = TK_AGG_NONE;
+    if (!rc) rc = s_emit(b, nb, e->a, depth + 1);
+    if (!rc) rc = s_push_node(b, nb, NULL);
+    free(nb);
+    if (rc) return rc;
+    v.ref = NULL;
+    v.rel = b->plan->nodes[b->plan->nnodes - 1].out;
+    v.ids[v.rank++] = lab;
+  }
+  if ((rc = s_arg_node(b, e, &v, lab, agg, -1, NULL, &M, depth))) return rc;
+  return s_arg_node(b, e, &v, lab, TK_AGG_MIN, M, out_name, rel, depth);
+}
+
 /* Emit the scalar program of e into node nb. */
 static int s_emit(s_binder *b, s_nodeb *nb, const tp_expr *e, int depth) {
   tk_prog *p = &nb->n.prog;
-  int rc, ids[TR_MAX_RANK];
+  int rc, ids[TK_MAX_LABELS];
   switch (e->kind) {
   case TP_EXPR_NUM:
     return s_insn(b, p, TK_OP_CONST, 0, e->num);
@@ -308,7 +534,9 @@ static int s_emit(s_binder *b, s_nodeb *nb, const tp_expr *e, int depth) {
   }
   case TP_EXPR_BIN: {
     static const struct { int ch, op; } ops[] = {
-      {'+', TK_OP_ADD}, {'-', TK_OP_SUB}, {'*', TK_OP_MUL}, {'/', TK_OP_DIV}, {'^', TK_OP_POW}};
+      {'+', TK_OP_ADD}, {'-', TK_OP_SUB}, {'*', TK_OP_MUL}, {'/', TK_OP_DIV}, {'^', TK_OP_POW},
+      {'<', TK_OP_LT}, {TP_OP_LE, TK_OP_LE}, {'>', TK_OP_GT}, {TP_OP_GE, TK_OP_GE},
+      {TP_OP_EQ, TK_OP_EQ}, {TP_OP_NE, TK_OP_NE}};
     if ((rc = s_emit(b, nb, e->a, depth)) || (rc = s_emit(b, nb, e->b, depth))) return rc;
     for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
       if (ops[k].ch == e->op) return s_insn(b, p, ops[k].op, 0, 0);
@@ -316,17 +544,69 @@ static int s_emit(s_binder *b, s_nodeb *nb, const tp_expr *e, int depth) {
   }
   case TP_EXPR_FN:
     if ((rc = s_emit(b, nb, e->a, depth))) return rc;
+    if (e->b && (rc = s_emit(b, nb, e->b, depth))) return rc;
+    if (e->c && (rc = s_emit(b, nb, e->c, depth))) return rc;
     return s_insn(b, p, e->op, 0, 0);
   case TP_EXPR_AGG: {
-    int rel, k = 0;
-    if ((rc = s_build_agg(b, e, NULL, &rel, depth))) return rc;
-    for (int j = 0; j < b->nlhs; j++)
-      if (s_labels(b, e) & ((s_mask)1 << b->lhs_id[j])) ids[k++] = b->lhs_id[j];
+    int rel, k;
+    if ((rc = s_is_arg(e) ? s_build_arg(b, e, NULL, &rel, depth) : s_build_agg(b, e, NULL, &rel, depth)))
+      return rc;
+    k = s_keep_ids(b, s_labels(b, e), ids);
     int i = s_operand(b, nb, rel, k, ids);
-    return i < 0 ? b->err->code : s_insn(b, p, TK_OP_INPUT, i, 0);
+    if (i < 0 || (rc = s_insn(b, p, TK_OP_INPUT, i, 0))) return i < 0 ? b->err->code : rc;
+    if (e->op != TP_AGG_MEAN) return TR_OK;
+    if ((rc = s_insn(b, p, TK_OP_CONST, 0, s_mean_count(b, e)))) return rc;
+    return s_insn(b, p, TK_OP_DIV, 0, 0);
   }
   }
   return tr_seterr(b->err, TR_EINVAL, "internal: bad expression node");
+}
+
+/* Whether e is a product of references, numbers and aggregations (with
+** unary minus, and quotients: a divisor is a factor's reciprocal, as in
+** A[i,k] * B[k,j] / 4), around which an implicit SUM is classic Einstein
+** notation. */
+static int s_is_product(const tp_expr *e) {
+  switch (e->kind) {
+  case TP_EXPR_REF:
+  case TP_EXPR_NUM:
+  case TP_EXPR_AGG: return 1;
+  case TP_EXPR_BIN: return (e->op == '*' || e->op == '/') && s_is_product(e->a) && s_is_product(e->b);
+  case TP_EXPR_FN: return e->op == TK_OP_NEG && s_is_product(e->a);
+  }
+  return 0;
+}
+
+/* The first reference in e to label id (for where an error points). */
+static const tp_expr *s_label_ref(const s_binder *b, const tp_expr *e, int id) {
+  const tp_expr *r = NULL;
+  if (!e) return NULL;
+  if (e->kind == TP_EXPR_REF) {
+    for (int d = 0; d < e->nlabels; d++)
+      if (s_label_id(b, e->labels[d]) == id) return e;
+    return NULL;
+  }
+  if (e->kind != TP_EXPR_AGG && !(r = s_label_ref(b, e->a, id)) && !(r = s_label_ref(b, e->b, id)))
+    r = s_label_ref(b, e->c, id);
+  return r;
+}
+
+/* Labels of rhs not on the left that no aggregation binds are summed
+** implicitly only around a product; elsewhere the first is an error. */
+static int s_implicit_sum(s_binder *b, const tp_expr *rhs) {
+  s_mask free = s_labels(b, rhs) & ~b->lhs;
+  if (!free || s_is_product(rhs)) return TR_OK;
+  for (int id = 0; id < b->nlab; id++)
+    if (free >> id & 1) {
+      const tp_expr *r = s_label_ref(b, rhs, id);
+      return tr_at(b->err, r ? r->pos : 0,
+                   tr_seterr(b->err, TR_ESHAPE,
+                             "label '%s' is not on the left and no aggregation takes it: an "
+                             "implicit SUM is only taken around a product, so write one, e.g. "
+                             "SUM(...) around the expression to sum over '%s'",
+                             b->lab[id], b->lab[id]));
+    }
+  return TR_OK;
 }
 
 /* A top node that only transforms the previous node's whole result: move
@@ -358,20 +638,22 @@ int ta_compile(tc_db *db, const tr_tensor *pend, int npend, const tp_stmt *s, ta
   b->npend = npend;
   b->plan = plan;
   b->err = err;
-  if ((rc = s_bind(b, s->rhs))) goto done;
+  if ((rc = s_bind(b, s->rhs)) || (rc = s_find_nested(b, s->rhs, 0))) goto done;
   for (int k = 0; k < s->nout; k++) {
     int id = s_label_id(b, s->out_labels[k]);
     if (id < 0) {
-      rc = tr_seterr(err, TR_ESHAPE, "output label '%s' is not bound by any input",
-                     s->out_labels[k]);
+      rc = tr_at(err, s->name_pos,
+                 tr_seterr(err, TR_ESHAPE, "output label '%s' is not bound by any input",
+                           s->out_labels[k]));
       goto done;
     }
     b->lhs |= (s_mask)1 << id;
     b->lhs_id[b->nlhs++] = id;
   }
-  /* Implicit SUM around the whole right-hand side. */
+  /* Implicit SUM around the whole right-hand side, if it is a product. */
   tp_expr wrap;
   const tp_expr *top = s->rhs;
+  if ((rc = s_implicit_sum(b, s->rhs))) goto done;
   if (s_labels(b, s->rhs) & ~b->lhs) {
     memset(&wrap, 0, sizeof wrap);
     wrap.kind = TP_EXPR_AGG;
@@ -379,7 +661,10 @@ int ta_compile(tc_db *db, const tr_tensor *pend, int npend, const tp_stmt *s, ta
     wrap.a = (tp_expr *)s->rhs;
     top = &wrap;
   }
-  if (top->kind == TP_EXPR_AGG) {
+  if (s_is_arg(top)) {
+    int rel;
+    if ((rc = s_build_arg(b, top, s->name, &rel, 0))) goto done;
+  } else if (top->kind == TP_EXPR_AGG && top->op != TP_AGG_MEAN) {
     int rel;
     if ((rc = s_build_agg(b, top, s->name, &rel, 0))) goto done;
     /* Its output labels are the left-hand ones occurring in it, in order;
@@ -451,7 +736,11 @@ static void s_prog_text(tr_text *b, const tk_prog *p, int pc_end, char names[][T
       snprintf(tmp, sizeof tmp, "%s", names[in->arg]);
     else if (in->op == TK_OP_CONST)
       snprintf(tmp, sizeof tmp, "%g", in->c);
-    else if (tk_opcode_pops(in->op) == 2 && sp >= 2) {
+    else if (tk_opcode_pops(in->op) == 3 && sp >= 3) {
+      snprintf(tmp, sizeof tmp, "%s(%s, %s, %s)", tk_opcode_name(in->op), txt[sp - 3], txt[sp - 2],
+               txt[sp - 1]);
+      for (int k = 0; k < 3; k++) free(txt[--sp]);
+    } else if (tk_opcode_pops(in->op) == 2 && sp >= 2) {
       snprintf(tmp, sizeof tmp, "(%s %s %s)", txt[sp - 2], tk_opcode_name(in->op), txt[sp - 1]);
       free(txt[--sp]);
       free(txt[--sp]);

@@ -41,6 +41,9 @@ typedef struct ta_rel {
   tr_tensor meta;     /* name, dtype, shape and chunk shape */
   int pending;        /* STORED: the output of an earlier statement of the
                          same block, not yet in the catalog */
+  int iota;           /* STORED, not in the catalog: made for the run, each
+                         element its index (rank 1: 0 .. n-1), the index
+                         operand of ARGMAX / ARGMIN */
 } ta_rel;
 
 typedef struct ta_operand {

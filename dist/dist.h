@@ -66,8 +66,10 @@ int td_maintain(td_cluster *c, double budget_s, tr_err *err);
 
 /* ---- Settings ----------------------------------------------------------- */
 
-/* SET name = value (replication). */
-int td_set(td_cluster *c, const char *name, const char *value, tr_err *err);
+/* SET replication = k (1 <= k <= TC_MAX_REPLICAS, checked by the caller):
+** kept with the database; chunks stored before get their new replicas in
+** the background (td_maintain). */
+int td_set_replication(td_cluster *c, int k, tr_err *err);
 /* The replicas each chunk should have now: the setting, at most the
 ** number of workers. */
 int td_target(td_cluster *c);
@@ -88,6 +90,21 @@ void td_pwrite_free(td_pwrite **w);
 int td_pread(td_cluster *c, const tr_tensor *t, const int64_t *lins, int64_t n,
              int (*fn)(void *ctx, int64_t lin, const void *buf, size_t bytes, tr_err *err),
              void *ctx, tr_err *err);
+
+/* ---- Progress and cost ---------------------------------------------------- */
+
+/* Called while the coordinator waits on workers, about ten times a second:
+** units of work done so far of those known (a task's unit is one output
+** chunk, which its worker reports as it makes them; any other request is
+** one unit).  The total grows as a statement sends more requests. */
+typedef void td_progress_fn(void *ctx, int64_t done, int64_t total);
+/* Report the progress of statements to fn (NULL: to no one). */
+void td_set_progress(td_cluster *c, td_progress_fn *fn, void *ctx);
+/* A statement starts: its progress counts from zero. */
+void td_progress_start(td_cluster *c);
+/* CPU seconds (user, system) the workers spent in this coordinator's
+** tasks, as their replies say, since it opened. */
+void td_worker_cpu(const td_cluster *c, double *user, double *sys);
 
 /* ---- Running plans ----------------------------------------------------- */
 

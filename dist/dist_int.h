@@ -29,6 +29,9 @@ typedef struct td_site {
   char kernels[16];              /* backend its last task ran on */
   uint64_t h2d, d2h;             /* bytes its tasks copied to / from a GPU */
   double copy_s;                 /* time of those copies */
+  /* its running task, as its heartbeats say (progress) */
+  uint64_t task_req;             /* request id of the task (0: none) */
+  int64_t task_made;             /* output chunks it has made */
 } td_site;
 
 /* The coordinator of one database. */
@@ -55,6 +58,11 @@ struct td_cluster {
   int64_t nlost, caplost;
   double last_ping;       /* when the workers were last asked who is alive */
   char *notice;           /* warnings for the engine (td_take_notice) */
+  /* Progress (td_set_progress): units of the statement's finished phases */
+  td_progress_fn *progress;
+  void *progress_ctx;
+  int64_t prog_done, prog_total;
+  double cpu_user, cpu_sys; /* workers' CPU in our tasks (td_worker_cpu) */
 };
 
 /* Add a line to the notices. */
@@ -68,6 +76,8 @@ typedef struct di_out {
   int type;      /* request type */
   int done;      /* reply received */
   tn_in reply;   /* the reply (when done) */
+  int64_t units; /* the work it stands for (progress): a task's output
+                    chunks, set by its sender; 1 by default */
 } di_out;
 
 /* A phase: requests sent, replies awaited together. */

@@ -45,19 +45,15 @@ static int64_t s_lost_on(const td_cluster *c, uint64_t chunk) {
   return l ? l->site : 0;
 }
 
-int td_set(td_cluster *c, const char *name, const char *value, tr_err *err) {
-  if (strcmp(name, "replication"))
-    return tr_seterr(err, TR_ENAME, "unknown setting '%s' (settings: replication)", name);
-  char *end;
-  long k = strtol(value, &end, 10);
-  if (*end || k < 1 || k > TC_MAX_REPLICAS)
-    return tr_seterr(err, TR_EINVAL, "replication must be an integer from 1 to %d", TC_MAX_REPLICAS);
-  int rc = tc_setting_set(c->db, name, value, err);
+int td_set_replication(td_cluster *c, int k, tr_err *err) {
+  char value[16];
+  snprintf(value, sizeof value, "%d", k);
+  int rc = tc_setting_set(c->db, "replication", value, err);
   if (rc) return rc;
   /* Chunks stored before may now have too few: te_maintain copies them. */
   c->repair = 1;
   if (k > c->nsites)
-    td_notice(c, "replication = %ld is kept, but this database has %d worker%s: each chunk gets "
+    td_notice(c, "replication = %d is kept, but this database has %d worker%s: each chunk gets "
               "%d replica%s until more workers join", k, c->nsites, c->nsites == 1 ? "" : "s",
               c->nsites, c->nsites == 1 ? "" : "s");
   return TR_OK;

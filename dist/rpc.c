@@ -34,8 +34,11 @@ void di_phase_init(di_phase *ph, td_cluster *c) {
 }
 
 void di_phase_free(di_phase *ph) {
-  for (int i = 0; i < ph->n; i++)
+  for (int i = 0; i < ph->n; i++) {
     if (ph->out[i].done == 1) tn_in_close(&ph->out[i].reply);
+    ph->c->prog_done += ph->out[i].units; /* over, one way or the other */
+    ph->c->prog_total += ph->out[i].units;
+  }
   free(ph->out);
   tr_assert(ph->c->phase_open);
   ph->c->next_req = ph->base + (uint64_t)ph->n;
@@ -61,6 +64,7 @@ int di_request(di_phase *ph, int s, int type, const tn_wbuf *body, int ndata,
   memset(o, 0, sizeof *o);
   o->site = s;
   o->type = type;
+  o->units = 1;
   int rc = tn_send(c->sites[s].sock, NULL, 0, type, ph->base + (uint64_t)ph->n, c->db_id, body,
                    ndata, data, len, fr, NULL, err);
   if (rc) return tr_prefix(err, rc, "cannot send to worker %s", c->sites[s].ep);
@@ -98,6 +102,48 @@ static void s_incarnation(td_site *st, tn_in *in) {
   if (tn_rbuf_ok(&r) != TR_OK || !inc) return;
   if (st->incarnation && inc != st->incarnation) st->restarted = 1;
   st->incarnation = inc;
+  /* A heartbeat may go on with the task the worker runs for us: its
+  ** request id and the output chunks made so far. */
+  if (in->type == TN_HEARTBEAT && r.off < r.n) {
+    uint64_t req = tn_get_u64(&r);
+    int64_t made = (int64_t)tn_get_u64(&r);
+    if (tn_rbuf_ok(&r) == TR_OK) {
+      st->task_req = req;
+      st->task_made = made;
+    }
+  }
+}
+
+void td_set_progress(td_cluster *c, td_progress_fn *fn, void *ctx) {
+  c->progress = fn;
+  c->progress_ctx = ctx;
+}
+
+void td_progress_start(td_cluster *c) {
+  c->prog_done = c->prog_total = 0;
+  for (int s = 0; s < c->nsites; s++) c->sites[s].task_req = 0;
+}
+
+void td_worker_cpu(const td_cluster *c, double *user, double *sys) {
+  *user = c->cpu_user;
+  *sys = c->cpu_sys;
+}
+
+/* Tell the progress callback how far the statement is: the finished
+** phases, and of this one the replies in and what running tasks made. */
+static void s_progress(di_phase *ph) {
+  td_cluster *c = ph->c;
+  int64_t done = c->prog_done, total = c->prog_total;
+  if (!c->progress) return;
+  for (int i = 0; i < ph->n; i++) {
+    const di_out *o = &ph->out[i];
+    const td_site *st = &c->sites[o->site];
+    total += o->units;
+    if (o->done) done += o->units;
+    else if (st->task_req == ph->base + (uint64_t)i)
+      done += st->task_made < o->units ? st->task_made : o->units - 1;
+  }
+  c->progress(c->progress_ctx, done, total);
 }
 
 /* Read what the sites sent; replies of ph (may be NULL) are stored. */
@@ -170,6 +216,7 @@ static int s_wait_loop(di_phase *ph, int tolerant, tr_err *err) {
       }
     }
     if (!pending) return TR_OK;
+    s_progress(ph);
     double now = tr_now();
     if (tr_cancelled(c->interrupt)) return tr_seterr(err, TR_EINTR, "interrupted");
     if (now - start > S_CALL_TIMEOUT_S) {

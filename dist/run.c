@@ -151,6 +151,8 @@ static void s_task_results(s_run *R, di_phase *ph, s_prel *pr, tr_dtype dt, int 
     c->sites[st].h2d += tn_get_u64(&r);
     c->sites[st].d2h += tn_get_u64(&r);
     c->sites[st].copy_s += tn_get_f64(&r);
+    c->cpu_user += tn_get_f64(&r);
+    c->cpu_sys += tn_get_f64(&r);
     c->sites[st].busy_s += secs;
     c->sites[st].tasks++;
     if (js) {
@@ -189,6 +191,7 @@ static int s_task_submit(s_run *R, di_phase *ph, tx_task *t, int reps, int u, tr
     tn_wbuf b = {0};
     tx_task_encode(t, &b);
     rc = di_request(ph, R->up[u], TN_TASK, &b, 0, NULL, NULL, NULL, err);
+    if (!rc) ph->out[ph->n - 1].units = t->nout; /* progress: chunk by chunk */
     tn_wbuf_free(&b);
   }
   tx_task_free(t);
@@ -673,7 +676,8 @@ int td_run_begin(td_cluster *c, ta_plan *p, int run, td_run **out, int *m, int *
   }
   R->m = di_up_sites(c, R->up);
   if (!R->m) rc = tr_seterr(err, TR_EIO, "no worker is up");
-  /* Where the stored inputs are; declared-only tensors become zeros. */
+  /* Where the stored inputs are; declared-only tensors become zeros
+  ** (and index operands their indices). */
   for (int i = 0; !rc && i < p->nrels; i++) {
     ta_rel *r = &p->rels[i];
     if (r->kind != TA_REL_STORED || r->pending) continue;
@@ -681,8 +685,8 @@ int td_run_begin(td_cluster *c, ta_plan *p, int run, td_run **out, int *m, int *
       rc = s_placed_zeros(R, i, err);
       continue;
     }
-    if (r->meta.version == 0) {
-      tx_fill zeros = {TP_FILL_ZEROS, 0, 0, 0};
+    if (r->meta.version == 0) { /* an ARGMAX's index operand holds indices */
+      tx_fill zeros = {r->iota ? TP_FILL_INDEX : TP_FILL_ZEROS, 0, 0, 0};
       rc = s_fill_tasks(R, &r->meta, &zeros, &R->rel[i], 0, err);
     } else {
       rc = tc_chunk_locations(c->db, &r->meta, &R->rel[i].locs, &R->rel[i].n, err);

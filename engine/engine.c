@@ -68,6 +68,30 @@ size_t te_statement_end(const char *text) { return tp_statement_end(text); }
 int te_is_blank(const char *text) { return tp_is_blank(text); }
 const char *const *te_keywords(void) { return tp_keywords(); }
 
+const char *const *te_words(te_words_kind kind) {
+  switch (kind) {
+  case TE_WORDS_STATEMENTS: return tp_statement_words;
+  case TE_WORDS_EXPLAIN: return tp_explain_words;
+  case TE_WORDS_LOAD: return tp_load_words;
+  case TE_WORDS_AGGREGATES: return tp_aggregate_words;
+  case TE_WORDS_FUNCTIONS: return tp_function_words;
+  }
+  return NULL;
+}
+
+void te_set_progress(te_engine *e, te_progress_fn *fn, void *ctx) {
+  td_set_progress(e->cluster, fn, ctx);
+}
+
+void te_worker_cpu(te_engine *e, double *user, double *sys) {
+  td_worker_cpu(e->cluster, user, sys);
+}
+
+void te_set_print(te_engine *e, int summarise, int width) {
+  e->print_summary = summarise;
+  e->print_width = width;
+}
+
 void te_interrupt(te_engine *e) { tr_cancel_set(&e->interrupt); }
 
 void te_interrupt_clear(te_engine *e) { tr_cancel_clear(&e->interrupt); }
@@ -210,11 +234,41 @@ static int s_in_block(te_engine *e, tp_stmt **sp, te_result **res, tr_err *err) 
   }
 }
 
+/* After a failure naming a tensor that does not exist ("no such tensor:
+** NAME", the catalog's words): point at it if nothing is pointed at yet
+** (at, the statement's name), and add the nearest tensor name. */
+static void s_suggest(te_engine *e, int at, tr_err *err) {
+  static const char lead[] = "no such tensor: ";
+  char name[TP_NAME_MAX], **names = NULL;
+  size_t n, o;
+  int k, count = 0;
+  if (err->code == TR_ENAME && !err->at) err->at = at; /* exists already, or is unknown */
+  if ((err->code != TR_ENAME && err->code != TR_ENOTFOUND) || strncmp(err->msg, lead, sizeof lead - 1))
+    return;
+  if (!err->at) err->at = at;
+  n = strcspn(err->msg + sizeof lead - 1, " ");
+  if (n >= sizeof name) return;
+  memcpy(name, err->msg + sizeof lead - 1, n);
+  name[n] = '\0';
+  if (te_tensor_names(e, &names, NULL)) return;
+  while (names[count]) count++;
+  k = tr_closest(name, (const char *const *)names, count);
+  o = sizeof lead - 1 + n;
+  if (k >= 0) {
+    char msg[sizeof err->msg + TP_NAME_MAX + 32];
+    int m = snprintf(msg, sizeof msg, "%.*s (did you mean %s?)%s", (int)o, err->msg, names[k],
+                     err->msg + o);
+    if (m > 0 && (size_t)m < sizeof err->msg) memcpy(err->msg, msg, (size_t)m + 1);
+  }
+  te_free_names(names);
+}
+
 int te_exec(te_engine *e, const char *text, size_t len, te_result **res, tr_err *err) {
   tp_stmt *s = NULL;
   te_result *r = NULL;
   if (res) *res = NULL;
   tr_clearerr(err);
+  td_progress_start(e->cluster);
   int rc = tp_parse(text, len, &s, err);
   if (rc) return rc;
   if (e->in_block) {
@@ -230,6 +284,8 @@ int te_exec(te_engine *e, const char *text, size_t len, te_result **res, tr_err 
   case TP_ST_SAVE: rc = te_save(e, s, err); break;
   case TP_ST_FILL: rc = te_fill(e, s, err); break;
   case TP_ST_SHOW: rc = te_show(e, &r, err); break;
+  case TP_ST_SETTINGS: rc = te_show_settings(e, &r, err); break;
+  case TP_ST_SLICE: rc = te_slice(e, s, err); break;
   case TP_ST_DESCRIBE: rc = te_describe(e, s, &r, err); break;
   case TP_ST_DROP:
     rc = td_drop(e->cluster, s->name, err);
@@ -240,9 +296,10 @@ int te_exec(te_engine *e, const char *text, size_t len, te_result **res, tr_err 
   case TP_ST_EXPLAIN:
     rc = s->block ? tr_seterr(err, TR_EINVAL, "no block is open (BEGIN starts one)") : te_assign(e, s, &r, err);
     break;
-  case TP_ST_SET: rc = td_set(e->cluster, s->setting, s->value, err); break;
+  case TP_ST_SET: rc = te_set(e, s, err); break;
   }
 done:
+  if (rc && err) s_suggest(e, s->name_pos, err);
   tp_stmt_free(&s);
   if (rc && err && !err->code) tr_seterr(err, rc, "statement failed (status %d)", rc);
   if (!rc) r = te_take_notice(e, r);

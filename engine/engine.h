@@ -63,6 +63,12 @@ typedef struct te_result {
                                   tensor's rank) */
   int64_t shape[TR_MAX_RANK];  /* extent of the values */
   int64_t origin[TR_MAX_RANK]; /* global index of values[0] */
+  int64_t gap[TR_MAX_RANK];    /* summarised (te_set_print): values along
+                                  dimension d at positions gap[d] and after
+                                  are skip[d] indices further on (the
+                                  middle was left out); -1: none */
+  int64_t skip[TR_MAX_RANK];   /* indices left out at gap[d] */
+  int64_t full[TR_MAX_RANK];   /* extent of the slice asked for */
   double *values;              /* row-major, prod(shape) values */
   /* TE_RES_TEXT */
   char *text;                  /* NUL-terminated, ends with a newline */
@@ -128,6 +134,37 @@ void te_interrupt_clear(te_engine *e);
 
 /* Keywords of the language (NULL-terminated, static), for completion. */
 const char *const *te_keywords(void);
+
+/* Words of the language for help and completion (NULL-terminated,
+** static): the first words of statements, EXPLAIN's options, LOAD's
+** options, the aggregations and the functions. */
+typedef enum te_words_kind {
+  TE_WORDS_STATEMENTS, TE_WORDS_EXPLAIN, TE_WORDS_LOAD, TE_WORDS_AGGREGATES, TE_WORDS_FUNCTIONS
+} te_words_kind;
+const char *const *te_words(te_words_kind kind);
+
+/* Setting i (0, 1, ... until it returns 0) of those SET changes: its
+** name, what it is for, its range and default. */
+int te_settings_list(int i, const char **name, const char **help, long *lo, long *hi, long *dflt);
+/* The value of setting name (one te_settings_list gives): its default
+** until SET. */
+long te_setting(te_engine *e, const char *name);
+
+/* Progress of the running statement (called on the thread running it,
+** about ten times a second while it waits on workers): units of work
+** done of those known so far (see td_set_progress). */
+typedef void te_progress_fn(void *ctx, int64_t done, int64_t total);
+void te_set_progress(te_engine *e, te_progress_fn *fn, void *ctx);
+
+/* CPU seconds, user and system, the workers spent in this engine's
+** tasks since it opened (the shell's .timer adds its own). */
+void te_worker_cpu(te_engine *e, double *user, double *sys);
+
+/* How PRINT returns values: summarise (1: at most the print_lines
+** setting's lines, columns for a screen `width` characters wide, the
+** rest left out in the middle of each dimension as NumPy does; 0: every
+** value). */
+void te_set_print(te_engine *e, int summarise, int width);
 
 /* Names of all tensors; *names is a NULL-terminated array the caller frees
 ** with te_free_names(). */

@@ -30,6 +30,8 @@ struct te_engine {
   tp_stmt *block[TA_MAX_NODES];
   int npend;
   tr_tensor pend[TA_MAX_NODES];
+  int print_summary;      /* te_set_print */
+  int print_width;
 };
 
 /* ---- results (result.c) ---------------------------------------------------- */
@@ -46,6 +48,40 @@ te_result *te_take_notice(te_engine *e, te_result *r);
 /* "4 x 6" from dimensions, with sep between them. */
 void te_dims_text(char *buf, size_t n, int rank, const int64_t *v, const char *sep);
 
+/* ---- settings (settings.c) ---------------------------------------------------- */
+
+/* SET name = value; SHOW SETTINGS. */
+int te_set(te_engine *e, const tp_stmt *s, tr_err *err);
+int te_show_settings(te_engine *e, te_result **res, tr_err *err);
+
+/* ---- slices (slice.c) ------------------------------------------------------------ */
+
+/* The part of a tensor a statement names: each dimension's first global
+** index and extent, and whether it stays a dimension of what is made (a
+** single index of a slice drops it). */
+typedef struct te_box {
+  int rank;                 /* the tensor's */
+  int64_t lo[TR_MAX_RANK];  /* first index */
+  int64_t ext[TR_MAX_RANK]; /* extent */
+  int keep[TR_MAX_RANK];    /* a dimension of the array (else extent 1) */
+} te_box;
+
+/* The box of s's ranges of t (all of it without ranges). */
+int te_box_of(const tp_stmt *s, const tr_tensor *t, te_box *box, tr_err *err);
+/* Copy between chunk lin of t (row-major, type t->dtype) and the user's
+** array a, which holds box (a's dimensions are the box's kept ones), in
+** either direction, with e's kernels: to the array the part of the chunk
+** inside the box, from it a whole chunk (which must lie inside).
+** TR_EINTR once e is interrupted. */
+int te_box_copy(te_engine *e, const tr_tensor *t, const te_box *box, tc_array *a, int64_t lin,
+                void *chunk, int to_array);
+/* Write t (a new version, or a new tensor) from array a, chunk by chunk. */
+int te_write_array(te_engine *e, const tr_tensor *t, tc_array *a, const char *what, tr_err *err);
+/* name = src[ranges] */
+int te_slice(te_engine *e, const tp_stmt *s, tr_err *err);
+/* PRINT name[ranges] */
+int te_print(te_engine *e, const tp_stmt *s, te_result **res, tr_err *err);
+
 /* ---- statements (statements.c) ---------------------------------------------- */
 
 int te_create(te_engine *e, const tp_stmt *s, tr_err *err);
@@ -54,7 +90,6 @@ int te_save(te_engine *e, const tp_stmt *s, tr_err *err);
 int te_fill(te_engine *e, const tp_stmt *s, tr_err *err);
 int te_show(te_engine *e, te_result **res, tr_err *err);
 int te_describe(te_engine *e, const tp_stmt *s, te_result **res, tr_err *err);
-int te_print(te_engine *e, const tp_stmt *s, te_result **res, tr_err *err);
 /* An assignment, or EXPLAIN [ANALYZE] of one. */
 int te_assign(te_engine *e, const tp_stmt *s, te_result **res, tr_err *err);
 /* Run a compiled plan: where its inputs are (dist), optimized with that

@@ -1,7 +1,7 @@
 /*
 ** engine/statements.c - the statements: CREATE, LOAD, SAVE, FILL, SHOW,
-** DESCRIBE, PRINT, and assignments, whose plans go compile -> optimize ->
-** run in te_run_plan.
+** DESCRIBE, and assignments, whose plans go compile -> optimize -> run in
+** te_run_plan (PRINT and slices are in slice.c, SET in settings.c).
 */
 #include "config.h"
 #include "engine/engine_int.h"
@@ -12,20 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define S_PRINT_MAX 1000000 /* elements PRINT shows at most */
-
 /* SAVE: each chunk read from a worker goes into its box of the file. */
 typedef struct s_save_ctx {
   te_engine *e;     /* engine */
   tr_tensor *t;     /* tensor */
   tc_array *a;      /* destination */
+  const te_box *box;/* the part of t it holds */
 } s_save_ctx;
-
-/* PRINT: values of each chunk that fall in the slice go to the result. */
-typedef struct s_print_ctx {
-  const tr_tensor *t;  /* tensor */
-  te_result *r;        /* result being filled */
-} s_print_ctx;
 
 /* Check a CHUNK clause against a rank and fill t->chunk (clamped to the
 ** shape); without one pick the default.  A chunk travels to and from the
@@ -55,45 +48,6 @@ static int s_set_chunk(const tp_stmt *s, tr_tensor *t, tr_err *err) {
   return TR_OK;
 }
 
-/* Copy between chunk lin of t (row-major, type t->dtype) and its box in
-** the user's array a (type a->dtype), in either direction, with e's
-** kernels; TR_EINTR once e is interrupted. */
-static int s_chunk_array_copy(te_engine *e, const tr_tensor *t, tc_array *a, int64_t lin,
-                              void *chunk, int to_array) {
-  const tk_backend *kt = e->kt;
-  int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK], cs[TR_MAX_RANK], off = 0;
-  tr_key_from_linear(t, lin, key);
-  int64_t n = tr_chunk_extent(t, key, ext);
-  tx_row_major(t->rank, ext, cs);
-  for (int d = 0; d < t->rank; d++) off += key[d] * t->chunk[d] * a->stride[d];
-  size_t asz = tr_dtype_size(a->dtype);
-  char *abase = (char *)a->data + (size_t)off * asz;
-  void *tmp = chunk;
-  if (a->dtype != t->dtype) {
-    tmp = tr_alloc_aligned((size_t)n * asz);
-    if (!tmp) return TR_ENOMEM;
-    if (to_array) tx_convert(tmp, a->dtype, chunk, t->dtype, n);
-  }
-  int rc = TR_OK;
-  if (t->rank == 0)
-    memcpy(to_array ? (void *)abase : tmp, to_array ? tmp : (void *)abase, asz);
-  else if (to_array)
-    rc = kt->copy(a->dtype, a->rank, ext, abase, a->stride, tmp, cs, &e->interrupt);
-  else
-    rc = kt->copy(a->dtype, a->rank, ext, tmp, cs, abase, a->stride, &e->interrupt);
-  if (!rc && !to_array && tmp != chunk) tx_convert(chunk, t->dtype, tmp, a->dtype, n);
-  if (tmp != chunk) tr_free_aligned(tmp);
-  return rc;
-}
-
-/* Every chunk number of t, 0..n-1 (caller frees). */
-static int64_t *s_all_lins(const tr_tensor *t) {
-  int64_t n = tr_nchunks(t);
-  int64_t *v = malloc(sizeof *v * (size_t)(n + 1));
-  for (int64_t i = 0; v && i < n; i++) v[i] = i;
-  return v;
-}
-
 int te_create(te_engine *e, const tp_stmt *s, tr_err *err) {
   tr_tensor t;
   memset(&t, 0, sizeof t);
@@ -108,11 +62,10 @@ int te_create(te_engine *e, const tp_stmt *s, tr_err *err) {
 int te_load(te_engine *e, const tp_stmt *s, tr_err *err) {
   tr_tensor t;
   tc_array a;
-  td_pwrite *w = NULL;
-  void *buf = NULL;
   int exists = tc_tensor_get(e->db, s->name, &t, NULL) == TR_OK;
-  tr_dtype csv_dt = s->has_type ? s->dtype : exists ? t.dtype : TR_F32;
-  int rc = tc_array_open(s->path, csv_dt, &a, err);
+  tr_dtype dt = s->has_type ? s->dtype : exists ? t.dtype : TR_F32;
+  tc_csv_opts csv = {s->header, s->delim, s->has_null, s->null_value};
+  int rc = tc_array_open(s->path, dt, &csv, &a, err);
   if (rc) return rc;
   if (exists) {
     int same = a.rank == t.rank;
@@ -144,26 +97,8 @@ int te_load(te_engine *e, const tp_stmt *s, tr_err *err) {
       }
     if ((rc = s_set_chunk(s, &t, err))) goto done;
   }
-  if ((rc = td_pwrite_begin(e->cluster, &t, &w, err))) goto done;
-  int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK];
-  size_t cap = (size_t)tr_chunk_extent(&t, (int64_t[TR_MAX_RANK]){0}, ext) * tr_dtype_size(t.dtype);
-  if (!(buf = tr_alloc_aligned(cap))) {
-    rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-    goto done;
-  }
-  for (int64_t lin = 0; lin < tr_nchunks(&t) && !rc; lin++) {
-    tr_key_from_linear(&t, lin, key);
-    size_t bytes = (size_t)tr_chunk_extent(&t, key, ext) * tr_dtype_size(t.dtype);
-    if ((rc = s_chunk_array_copy(e, &t, &a, lin, buf, 0)))
-      tr_seterr(err, rc, rc == TR_EINTR ? "interrupted" : "copy from '%s' failed", s->path);
-    else
-      rc = td_pwrite_chunk(w, lin, buf, bytes, err);
-    if (!rc && tr_cancelled(&e->interrupt)) rc = tr_seterr(err, TR_EINTR, "interrupted");
-  }
-  if (!rc) rc = td_pwrite_commit(w, err);
+  rc = te_write_array(e, &t, &a, s->path, err);
 done:
-  tr_free_aligned(buf);
-  td_pwrite_free(&w);
   tc_array_close(&a);
   return rc;
 }
@@ -171,23 +106,40 @@ done:
 static int s_save_chunk(void *ctx, int64_t lin, const void *buf, size_t bytes, tr_err *err) {
   s_save_ctx *c = ctx;
   (void)bytes;
-  int rc = s_chunk_array_copy(c->e, c->t, c->a, lin, (void *)buf, 1);
+  int rc = te_box_copy(c->e, c->t, c->box, c->a, lin, (void *)buf, 1);
   if (rc == TR_EINTR) return tr_seterr(err, rc, "interrupted");
   return rc ? tr_seterr(err, rc, "copy to the output file failed") : TR_OK;
 }
 
+/* SAVE name[ranges] TO 'path': the chunks that overlap the slice are
+** read, each into its part of the file. */
 int te_save(te_engine *e, const tp_stmt *s, tr_err *err) {
   tr_tensor t;
   tc_array a;
+  te_box box;
+  int64_t shape[TR_MAX_RANK], *lins = NULL, nl = 0;
+  int rank = 0;
   int rc = tc_tensor_get(e->db, s->name, &t, err);
-  if (rc) return rc;
-  if ((rc = tc_array_create(s->path, t.dtype, t.rank, t.shape, &a, err))) return rc;
-  s_save_ctx c = {e, &t, &a};
-  int64_t *lins = s_all_lins(&t);
-  rc = lins ? td_pread(e->cluster, &t, lins, tr_nchunks(&t), s_save_chunk, &c, err)
-            : tr_seterr(err, TR_ENOMEM, "out of memory");
-  free(lins);
+  if (rc || (rc = te_box_of(s, &t, &box, err))) return rc;
+  for (int d = 0; d < t.rank; d++)
+    if (box.keep[d]) shape[rank++] = box.ext[d];
+  if ((rc = tc_array_create(s->path, t.dtype, rank, shape, &a, err))) return rc;
+  s_save_ctx c = {e, &t, &a, &box};
+  if (!(lins = malloc(sizeof *lins * (size_t)(tr_nchunks(&t) + 1)))) {
+    rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+    goto done;
+  }
+  for (int64_t lin = 0; lin < tr_nchunks(&t); lin++) { /* those overlapping the box */
+    int64_t key[TR_MAX_RANK], in = 1;
+    tr_key_from_linear(&t, lin, key);
+    for (int d = 0; d < t.rank; d++)
+      in &= key[d] * t.chunk[d] < box.lo[d] + box.ext[d] && (key[d] + 1) * t.chunk[d] > box.lo[d];
+    if (in) lins[nl++] = lin;
+  }
+  rc = td_pread(e->cluster, &t, lins, nl, s_save_chunk, &c, err);
   if (!rc) rc = tc_array_commit(&a, err);
+done:
+  free(lins);
   tc_array_close(&a);
   return rc;
 }
@@ -269,93 +221,6 @@ int te_describe(te_engine *e, const tp_stmt *s, te_result **res, tr_err *err) {
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) te_rows_add(r, rows[i]);
   *res = r;
   return TR_OK;
-}
-
-static int s_print_chunk(void *ctx, int64_t lin, const void *cb, size_t bytes, tr_err *err) {
-  s_print_ctx *c = ctx;
-  const tr_tensor *t = c->t;
-  te_result *r = c->r;
-  int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK], idx[TR_MAX_RANK] = {0}, vs[TR_MAX_RANK];
-  (void)bytes;
-  (void)err;
-  tr_key_from_linear(t, lin, key);
-  int64_t n = tr_chunk_extent(t, key, ext);
-  tx_row_major(t->rank, r->shape, vs);
-  for (int64_t i = 0; i < n; i++) {
-    int inside = 1;
-    int64_t off = 0;
-    for (int d = 0; d < t->rank; d++) {
-      int64_t gpos = key[d] * t->chunk[d] + idx[d] - r->origin[d];
-      if (gpos < 0 || gpos >= r->shape[d]) inside = 0;
-      off += gpos * vs[d];
-    }
-    if (inside) r->values[off] = t->dtype == TR_F64 ? ((const double *)cb)[i] : (double)((const float *)cb)[i];
-    for (int d = t->rank - 1; d >= 0 && ++idx[d] == ext[d]; d--) idx[d] = 0;
-  }
-  return TR_OK;
-}
-
-int te_print(te_engine *e, const tp_stmt *s, te_result **res, tr_err *err) {
-  tr_tensor t;
-  int64_t *lins = NULL, nl = 0;
-  int rc = tc_tensor_get(e->db, s->name, &t, err);
-  if (rc) return rc;
-  if (s->nranges && s->nranges != t.rank)
-    return tr_seterr(err, TR_ESHAPE, "PRINT %s: %d range%s given but %s has rank %d", s->name,
-                     s->nranges, s->nranges == 1 ? "" : "s", s->name, t.rank);
-  te_result *r = calloc(1, sizeof *r);
-  if (!r) return tr_seterr(err, TR_ENOMEM, "out of memory");
-  r->kind = TE_RES_TENSOR;
-  snprintf(r->name, sizeof r->name, "%s", t.name);
-  r->dtype = t.dtype;
-  r->rank = t.rank;
-  int64_t total = 1;
-  for (int d = 0; d < t.rank; d++) {
-    int64_t lo = s->nranges ? s->lo[d] : 0, hi = s->nranges ? s->hi[d] : -1;
-    if (hi < 0) hi = t.shape[d];
-    if (lo >= hi || hi > t.shape[d]) {
-      rc = tr_seterr(err, TR_ESHAPE, "range %lld:%lld out of bounds for dimension %d of %s (size %lld)",
-                     (long long)lo, (long long)hi, d, t.name, (long long)t.shape[d]);
-      goto done;
-    }
-    r->origin[d] = lo;
-    r->shape[d] = hi - lo;
-    total *= hi - lo;
-  }
-  if (total > S_PRINT_MAX) {
-    rc = tr_seterr(err, TR_EINVAL, "PRINT %s would show %lld values (at most %d): print a slice, e.g. PRINT %s[0:10%s]",
-                   t.name, (long long)total, S_PRINT_MAX, t.name, t.rank > 1 ? ", 0:10" : "");
-    goto done;
-  }
-  r->values = malloc(sizeof(double) * (size_t)total);
-  lins = malloc(sizeof *lins * (size_t)(tr_nchunks(&t) + 1));
-  if (!r->values || !lins) {
-    rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-    goto done;
-  }
-  /* The chunks overlapping the slice. */
-  int64_t first[TR_MAX_RANK], last[TR_MAX_RANK], key[TR_MAX_RANK];
-  for (int d = 0; d < t.rank; d++) {
-    first[d] = r->origin[d] / t.chunk[d];
-    last[d] = (r->origin[d] + r->shape[d] - 1) / t.chunk[d];
-    key[d] = first[d];
-  }
-  for (;;) {
-    lins[nl++] = tr_key_linear(&t, key);
-    int d = t.rank - 1;
-    while (d >= 0 && ++key[d] > last[d]) {
-      key[d] = first[d];
-      d--;
-    }
-    if (d < 0) break;
-  }
-  s_print_ctx c = {&t, r};
-  rc = td_pread(e->cluster, &t, lins, nl, s_print_chunk, &c, err);
-done:
-  free(lins);
-  if (rc) te_result_free(&r);
-  else *res = r;
-  return rc;
 }
 
 /* The EXPLAIN of plan p as optimized (o), with what run measured when it

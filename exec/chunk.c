@@ -64,6 +64,8 @@ int tx_fill_chunk(const tk_backend *kt, const tr_tensor *t, const tx_fill *f, in
       v = 1.0;
       for (int d = 1; d < t->rank; d++)
         if (origin[d] + idx[d] != origin[0] + idx[0]) v = 0.0;
+    } else if (f->kind == TP_FILL_INDEX && t->rank > 0) {
+      v = (double)(origin[t->rank - 1] + idx[t->rank - 1]);
     }
     if (t->dtype == TR_F64) ((double *)buf)[i] = v;
     else ((float *)buf)[i] = (float)v;

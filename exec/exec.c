@@ -641,7 +641,7 @@ static int s_node_task(void *arg, int64_t t) {
   for (int l = 0; l < n->nlabels; l++) lkey[l] = l < n->nout ? okey[l] : 0;
   tx_row_major(n->nout, oext, ols);
   void *out = tr_alloc_aligned((size_t)nel * run->esz);
-  if (!out) return s_fail(run, &(tr_err){TR_ENOMEM, "out of memory"});
+  if (!out) return s_fail(run, &(tr_err){TR_ENOMEM, "out of memory", 0});
   run->kt->keep(out, (size_t)nel * run->esz); /* written by kernels only */
   s_chunk ch[TK_MAX_INPUTS];
   memset(ch, 0, sizeof ch);

@@ -49,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/cuda_kernels.h"
 #include "kernels/kernels_int.h"
@@ -84,7 +85,15 @@ static void s_probe(void) {
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e == cudaSuccess && n > 0) e = cudaGetDeviceProperties(&p, 0);
   if (e != cudaSuccess || n < 1) {
-    snprintf(s_desc, sizeof s_desc, "none (%s)",
+    /* Without the NVIDIA driver (no GPU), the runtime calls the missing
+    ** driver "insufficient": say plainly that there is none, the
+    ** runtime's words after. */
+    int driver = access("/proc/driver/nvidia/version", F_OK) == 0;
+    const char *why = e == cudaSuccess || e == cudaErrorNoDevice ? "no CUDA-capable GPU"
+                      : !driver ? "no NVIDIA driver is loaded"
+                      : e == cudaErrorInsufficientDriver ? "the NVIDIA driver is older than this build's CUDA"
+                                                         : "the GPU cannot be used";
+    snprintf(s_desc, sizeof s_desc, "none (%s; CUDA: %s)", why,
              e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device");
     (void)cudaGetLastError();
     return;

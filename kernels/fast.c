@@ -76,12 +76,20 @@ static int s_disjoint(const void *a, const void *b, size_t bytes) {
   } while (0)
 
 /* Expansions of kernels/opcodes.h for the typed half: an operator's case
-** over scalars, over blocks (binary: S_BIN; unary: a plain loop), or a
-** leaf's case that computes nothing (the interpreter pushes leaves). */
+** over scalars, over blocks (binary: S_BIN; where and unary: plain loops),
+** or a leaf's case that computes nothing (the interpreter pushes leaves). */
 #define S_LEAF_CASE(NAME, name) case TK_OP_##NAME: break;
 #define S_SKIP_CASE(NAME, name, expr) case TK_OP_##NAME: break;
 #define S_SCALAR_CASE(NAME, name, expr) case TK_OP_##NAME: return (expr);
 #define S_BIN_CASE(NAME, name, expr) case TK_OP_##NAME: S_BIN(expr); break;
+#define S_SEL_CASE(NAME, name, expr)                                          \
+  case TK_OP_##NAME:                                                          \
+    S_FOR(i, m) {                                                             \
+      S_T a = sa->v ? sa->v[i] : sa->s, b = sb->v ? sb->v[i] : sb->s;         \
+      S_T c = sc->v ? sc->v[i] : sc->s;                                       \
+      d[i] = (expr);                                                          \
+    }                                                                         \
+    break;
 #define S_UN_CASE(NAME, name, expr)                                           \
   case TK_OP_##NAME:                                                          \
     S_FOR(i, m) {                                                             \
@@ -296,10 +304,12 @@ static S_T S_SFX(s_agg)(tk_agg agg, S_T a, S_T b) {
   }
 }
 
-/* An operator on scalars: a op b, or op(a) (b unused). */
-static S_T S_SFX(s_scalar)(tk_opcode op, S_T a, S_T b) {
+/* An operator on scalars: a op b, where(a, b, c), or op(a) (the others
+** unused). */
+static S_T S_SFX(s_scalar)(tk_opcode op, S_T a, S_T b, S_T c) {
+  (void)c;
   switch (op) {
-    TK_OPCODES(S_LEAF_CASE, S_SCALAR_CASE, S_SCALAR_CASE)
+    TK_OPCODES(S_LEAF_CASE, S_SCALAR_CASE, S_SCALAR_CASE, S_SCALAR_CASE)
   }
   tr_assert(!"a leaf has no scalar value");
   return NAN;
@@ -315,7 +325,17 @@ static void S_SFX(s_bin)(tk_opcode op, S_T *restrict d, const S_SFX(s_slot) *sa,
     return;
   }
   switch (op) {
-    TK_OPCODES(S_LEAF_CASE, S_BIN_CASE, S_SKIP_CASE)
+    TK_OPCODES(S_LEAF_CASE, S_BIN_CASE, S_SKIP_CASE, S_SKIP_CASE)
+  }
+}
+
+/* d = where(a, b, c) over a padded block; any of them may be a scalar.
+** Rare enough (masks) that a plain loop with selects will do. */
+static void S_SFX(s_sel)(tk_opcode op, S_T *restrict d, const S_SFX(s_slot) *sa,
+                         const S_SFX(s_slot) *sb, const S_SFX(s_slot) *sc, int64_t n) {
+  const int64_t m = S_PAD(n);
+  switch (op) {
+    TK_OPCODES(S_LEAF_CASE, S_SKIP_CASE, S_SEL_CASE, S_SKIP_CASE)
   }
 }
 
@@ -326,7 +346,7 @@ static void S_SFX(s_un)(tk_opcode op, S_T *restrict d, const S_T *restrict v,
   const int64_t m = S_PAD(n);
   if (sizeof(S_T) == sizeof(float) && s_un_f32_fast(op, (float *)d, (const float *)v, m)) return;
   switch (op) {
-    TK_OPCODES(S_LEAF_CASE, S_SKIP_CASE, S_UN_CASE)
+    TK_OPCODES(S_LEAF_CASE, S_SKIP_CASE, S_SKIP_CASE, S_UN_CASE)
   }
 }
 
@@ -351,7 +371,7 @@ static S_SFX(s_slot)
   for (int i = nblk - 1; i >= 0; i--) freeb[nfree++] = i;
   for (int pc = 0; pc < pr->n; pc++) {
     const tk_insn *ins = &pr->code[pc];
-    S_SFX(s_slot) r = {NULL, 0, -1}, *a, *b;
+    S_SFX(s_slot) r = {NULL, 0, -1}, *a, *b, *c;
     tr_assert(ins->op >= 0 && ins->op < TK_NOPCODES); /* checked before */
     switch ((tk_opcode)ins->op) {
     case TK_OP_INPUT: {
@@ -373,11 +393,11 @@ static S_SFX(s_slot)
       r.s = (S_T)ins->c;
       st[sp++] = r;
       break;
-    TK_OPCODES(TK_OPCODE_NONE, TK_OPCODE_CASE, TK_OPCODE_NONE) /* binary */
+    TK_OPCODES(TK_OPCODE_NONE, TK_OPCODE_CASE, TK_OPCODE_NONE, TK_OPCODE_NONE) /* binary */
       b = &st[--sp];
       a = &st[sp - 1];
       if (!a->v && !b->v) {
-        r.s = S_SFX(s_scalar)(ins->op, a->s, b->s);
+        r.s = S_SFX(s_scalar)(ins->op, a->s, b->s, 0);
       } else {
         S_T *d = scratch + (r.blk = s_take(freeb, &nfree)) * S_BLK;
         S_SFX(s_bin)(ins->op, d, a, b, n);
@@ -387,10 +407,26 @@ static S_SFX(s_slot)
       if (b->blk >= 0) freeb[nfree++] = b->blk;
       *a = r;
       break;
-    TK_OPCODES(TK_OPCODE_NONE, TK_OPCODE_NONE, TK_OPCODE_CASE) /* unary */
+    TK_OPCODES(TK_OPCODE_NONE, TK_OPCODE_NONE, TK_OPCODE_CASE, TK_OPCODE_NONE) /* where */
+      c = &st[--sp];
+      b = &st[--sp];
+      a = &st[sp - 1];
+      if (!a->v && !b->v && !c->v) {
+        r.s = S_SFX(s_scalar)(ins->op, a->s, b->s, c->s);
+      } else {
+        S_T *d = scratch + (r.blk = s_take(freeb, &nfree)) * S_BLK;
+        S_SFX(s_sel)(ins->op, d, a, b, c, n);
+        r.v = d;
+      }
+      if (a->blk >= 0) freeb[nfree++] = a->blk;
+      if (b->blk >= 0) freeb[nfree++] = b->blk;
+      if (c->blk >= 0) freeb[nfree++] = c->blk;
+      *a = r;
+      break;
+    TK_OPCODES(TK_OPCODE_NONE, TK_OPCODE_NONE, TK_OPCODE_NONE, TK_OPCODE_CASE) /* unary */
       a = &st[sp - 1];
       if (!a->v) {
-        r.s = S_SFX(s_scalar)(ins->op, a->s, 0);
+        r.s = S_SFX(s_scalar)(ins->op, a->s, 0, 0);
       } else {
         S_T *d = scratch + (r.blk = s_take(freeb, &nfree)) * S_BLK;
         S_SFX(s_un)(ins->op, d, a->v, n);

@@ -42,21 +42,22 @@
 */
 #define TK_OP_ENUM_(NAME, ...) TK_OP_##NAME,
 typedef enum tk_opcode {
-  TK_OPCODES(TK_OP_ENUM_, TK_OP_ENUM_, TK_OP_ENUM_)
+  TK_OPCODES(TK_OP_ENUM_, TK_OP_ENUM_, TK_OP_ENUM_, TK_OP_ENUM_)
 } tk_opcode;
 #undef TK_OP_ENUM_
 #define TK_OP_COUNT_(...) +1
-enum { TK_NOPCODES = 0 TK_OPCODES(TK_OP_COUNT_, TK_OP_COUNT_, TK_OP_COUNT_) };
+enum { TK_NOPCODES = 0 TK_OPCODES(TK_OP_COUNT_, TK_OP_COUNT_, TK_OP_COUNT_, TK_OP_COUNT_) };
 #undef TK_OP_COUNT_
 
 /* The opcode's name ("input", "const", "+", "relu"...: kernels/opcodes.h),
 ** for EXPLAIN; NULL if op is not an opcode. */
 const char *tk_opcode_name(int op);
-/* How many values op pops (0, 1 or 2; every opcode pushes one), -1 if op
-** is not an opcode. */
+/* How many values op pops (0 to 3; every opcode pushes one), -1 if op is
+** not an opcode. */
 int tk_opcode_pops(int op);
-/* The unary function (TK_OP_NEG..) that a statement spells name, in ASCII
-** letters of any case ("relu", "TANH"), or -1 if there is none. */
+/* The function (a unary one, TK_OP_NEG.., or TK_OP_WHERE) that a statement
+** spells name, in ASCII letters of any case ("relu", "TANH", "where"), or
+** -1 if there is none; tk_opcode_pops says how many arguments it takes. */
 int tk_opcode_function(const char *name);
 
 typedef struct tk_insn {

@@ -13,13 +13,15 @@
 /* Each opcode's name and the values it pops. */
 #define S_LEAF(NAME, name) [TK_OP_##NAME] = {name, 0},
 #define S_BIN(NAME, name, expr) [TK_OP_##NAME] = {name, 2},
+#define S_SEL(NAME, name, expr) [TK_OP_##NAME] = {name, 3},
 #define S_UN(NAME, name, expr) [TK_OP_##NAME] = {name, 1},
 static const struct {
   const char *name; /* as EXPLAIN writes it */
   int pops;         /* values popped; one is pushed */
-} s_opcodes[TK_NOPCODES] = {TK_OPCODES(S_LEAF, S_BIN, S_UN)};
+} s_opcodes[TK_NOPCODES] = {TK_OPCODES(S_LEAF, S_BIN, S_SEL, S_UN)};
 #undef S_LEAF
 #undef S_BIN
+#undef S_SEL
 #undef S_UN
 
 const char *tk_opcode_name(int op) {
@@ -32,7 +34,9 @@ int tk_opcode_pops(int op) {
 
 int tk_opcode_function(const char *name) {
   for (int op = 0; op < TK_NOPCODES; op++)
-    if (s_opcodes[op].pops == 1 && !strcasecmp(name, s_opcodes[op].name)) return op;
+    if ((s_opcodes[op].pops == 1 || s_opcodes[op].pops == 3) &&
+        !strcasecmp(name, s_opcodes[op].name))
+      return op;
   return -1;
 }
 

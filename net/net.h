@@ -53,7 +53,9 @@ typedef enum tn_type {
                     a heartbeat whose request id is not 0.  Body: empty from
                     a coordinator; {u64 incarnation} from a worker: random
                     per worker process, so a coordinator sees a worker that
-                    restarted (and lost the requests it held) at once */
+                    restarted (and lost the requests it held) at once;
+                    then, while a TASK of that coordinator runs, {u64
+                    request id, u64 output chunks made} (progress) */
   TN_PUT,        /* -> worker: store chunks; body {u32 n, n x chunk meta}, data n frames */
   TN_PUT_OK,     /* reply: body {u32 n} */
   TN_GET,        /* coord -> worker: body {u32 n, n x u64 chunk id}; */

@@ -57,12 +57,17 @@ void pi_show(const pi_tok *t, char *buf, size_t size) {
 
 /* Fail with "syntax error near 'TOK': <message>".  When t is a lexical
 ** error token, its own message is reported instead. */
+int pi_pos(const pi_parser *p, const pi_tok *t) {
+  return (int)(t->p - p->text) + 1;
+}
+
 int pi_fail(pi_parser *p, const pi_tok *t, const char *fmt, ...) {
   char msg[512], tok[64];
+  int at = pi_pos(p, t);
   if (t->type == S_ERR) {
     pi_show(t, tok, sizeof tok);
-    return tr_seterr(p->err, TR_ESYNTAX, "syntax error near '%s': %s", tok,
-                     t->errmsg);
+    return tr_at(p->err, at, tr_seterr(p->err, TR_ESYNTAX, "syntax error near '%s': %s", tok,
+                                       t->errmsg));
   }
   {
     va_list ap;
@@ -71,10 +76,10 @@ int pi_fail(pi_parser *p, const pi_tok *t, const char *fmt, ...) {
     va_end(ap);
   }
   if (t->type == S_EOF)
-    return tr_seterr(p->err, TR_ESYNTAX, "syntax error near end of input: %s",
-                     msg);
+    return tr_at(p->err, at,
+                 tr_seterr(p->err, TR_ESYNTAX, "syntax error near end of input: %s", msg));
   pi_show(t, tok, sizeof tok);
-  return tr_seterr(p->err, TR_ESYNTAX, "syntax error near '%s': %s", tok, msg);
+  return tr_at(p->err, at, tr_seterr(p->err, TR_ESYNTAX, "syntax error near '%s': %s", tok, msg));
 }
 
 /* Fail with "syntax error: <message>" (for messages naming the culprit). */
@@ -85,7 +90,7 @@ int pi_fail2(pi_parser *p, const pi_tok *t, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  return tr_seterr(p->err, TR_ESYNTAX, "syntax error: %s", msg);
+  return tr_at(p->err, pi_pos(p, t), tr_seterr(p->err, TR_ESYNTAX, "syntax error: %s", msg));
 }
 
 int pi_expect(pi_parser *p, int ch) {
@@ -215,10 +220,17 @@ int pi_signed(pi_parser *p, double *out) {
   return TR_OK;
 }
 
+/* The aggregations a statement can write: the kernels' and the ones the
+** compiler builds from them (parse.h). */
 static const struct {
   const char *name;
   int agg;
-} s_aggs[] = {{"sum", TK_AGG_SUM}, {"max", TK_AGG_MAX}, {"min", TK_AGG_MIN}};
+} s_aggs[] = {{"SUM", TK_AGG_SUM},          {"MAX", TK_AGG_MAX},
+              {"MIN", TK_AGG_MIN},          {"MEAN", TP_AGG_MEAN},
+              {"ARGMAX", TP_AGG_ARGMAX},    {"ARGMIN", TP_AGG_ARGMIN}};
+#define S_NAGGS (sizeof s_aggs / sizeof s_aggs[0])
+
+const char *const tp_aggregate_words[] = {"SUM", "MAX", "MIN", "MEAN", "ARGMAX", "ARGMIN", NULL};
 
 /* ---- Expressions ------------------------------------------------------- */
 
@@ -226,10 +238,11 @@ void tp_expr_free(tp_expr *e) {
   if (!e) return;
   tp_expr_free(e->a);
   tp_expr_free(e->b);
+  tp_expr_free(e->c);
   free(e);
 }
 
-tp_expr *pi_node(pi_parser *p, tp_expr_kind kind, int op, int line) {
+tp_expr *pi_node(pi_parser *p, tp_expr_kind kind, int op, const pi_tok *t) {
   tp_expr *e = calloc(1, sizeof *e);
   if (!e) {
     tr_seterr(p->err, TR_ENOMEM, "out of memory");
@@ -237,73 +250,93 @@ tp_expr *pi_node(pi_parser *p, tp_expr_kind kind, int op, int line) {
   }
   e->kind = kind;
   e->op = op;
-  e->line = line;
+  e->line = t->line;
+  e->pos = pi_pos(p, t);
   return e;
 }
 
 static int s_unary(pi_parser *p, tp_expr **out, int *h);
 
-/* Make a node of kind/op over a and b whose subtree height is h; frees a
-** and b on failure.  at is the token blamed if the tree gets too high. */
-static int s_wrap(pi_parser *p, const pi_tok *at, tp_expr_kind kind, int op,
-                  int line, tp_expr *a, tp_expr *b, int h, tp_expr **out) {
+/* Make a node of kind/op at token `at` over a, b and c whose subtree
+** height is h; frees a, b and c on failure (also blaming `at` when the
+** tree gets too high). */
+static int s_wrap(pi_parser *p, const pi_tok *at, tp_expr_kind kind, int op, tp_expr *a,
+                  tp_expr *b, tp_expr *c, int h, tp_expr **out) {
   tp_expr *e = NULL;
-  if (h > S_DEPTH_MAX) {
+  if (h > S_DEPTH_MAX || !(e = pi_node(p, kind, op, at))) {
     tp_expr_free(a);
     tp_expr_free(b);
-    return pi_fail(p, at, "expression nested too deeply (at most %d levels)",
-                  S_DEPTH_MAX);
-  }
-  if (!(e = pi_node(p, kind, op, line))) {
-    tp_expr_free(a);
-    tp_expr_free(b);
-    return TR_ENOMEM;
+    tp_expr_free(c);
+    return h > S_DEPTH_MAX
+               ? pi_fail(p, at, "expression nested too deeply (at most %d levels)", S_DEPTH_MAX)
+               : TR_ENOMEM;
   }
   e->a = a;
   e->b = b;
+  e->c = c;
+  if (kind == TP_EXPR_BIN) e->line = a->line; /* the line it starts on */
   *out = e;
   return TR_OK;
 }
 
 static int s_max(int a, int b) { return a > b ? a : b; }
 
-/* name '(' expr ')' for a function or an aggregate. */
+/* "unknown function 'NAME'", with the nearest function or aggregation
+** when one is near. */
+static int s_unknown_function(pi_parser *p, const pi_tok *name) {
+  const char *cands[TK_NOPCODES + S_NAGGS];
+  char tok[64];
+  int n = 0, k;
+  for (int op = 0; op < TK_NOPCODES; op++)
+    if (tk_opcode_function(tk_opcode_name(op)) == op) cands[n++] = tk_opcode_name(op);
+  for (size_t i = 0; i < S_NAGGS; i++) cands[n++] = s_aggs[i].name;
+  pi_show(name, tok, sizeof tok);
+  k = tr_closest(tok, cands, n);
+  if (k >= 0) return pi_fail2(p, name, "unknown function '%s' (did you mean %s?)", tok, cands[k]);
+  return pi_fail2(p, name, "unknown function '%s'", tok);
+}
+
+/* name '(' expr [',' expr ',' expr] ')' for a function (one argument, or
+** three for where) or an aggregate (one). */
 static int s_call(pi_parser *p, tp_expr **out, int *h) {
   const pi_tok *name = pi_next(p);
-  tp_expr *a = NULL;
+  tp_expr *arg[3] = {NULL, NULL, NULL};
   tp_expr_kind kind = TP_EXPR_FN;
-  int op = -1, rc;
-  size_t i;
+  int op = -1, nargs = 1, rc = TR_OK;
   char tok[64];
-  /* the unary functions are the kernels' (kernels/opcodes.h) */
+  /* the functions are the kernels' (kernels/opcodes.h) */
   if (name->type == S_IDENT && name->n < sizeof tok) {
     memcpy(tok, name->p, name->n);
     tok[name->n] = '\0';
-    op = tk_opcode_function(tok);
+    if ((op = tk_opcode_function(tok)) >= 0) nargs = tk_opcode_pops(op);
   }
-  for (i = 0; i < sizeof s_aggs / sizeof s_aggs[0] && op < 0; i++)
+  for (size_t i = 0; i < S_NAGGS && op < 0; i++)
     if (pi_is_kw(name, s_aggs[i].name)) {
       op = s_aggs[i].agg;
       kind = TP_EXPR_AGG;
     }
-  if (op < 0) {
-    pi_show(name, tok, sizeof tok);
-    return pi_fail2(p, name, "unknown function '%s'", tok);
-  }
+  if (op < 0) return s_unknown_function(p, name);
   pi_next(p); /* '(' */
-  if ((rc = pi_expr(p, &a, h)) != TR_OK) return rc;
-  if ((rc = pi_expect(p, ')')) != TR_OK) {
-    tp_expr_free(a);
+  for (int i = 0; i < nargs && !rc; i++) {
+    int ha = 0;
+    if (i && (rc = pi_expect(p, ',')) != TR_OK) break;
+    if ((rc = pi_expr(p, &arg[i], &ha)) == TR_OK) *h = s_max(*h, ha);
+  }
+  if (!rc && !pi_is_punct(pi_peek(p, 0), ')') && nargs == 1 && pi_is_punct(pi_peek(p, 0), ','))
+    rc = pi_fail(p, pi_peek(p, 0), "%.*s takes one argument", (int)name->n, name->p);
+  if (!rc) rc = pi_expect(p, ')');
+  if (rc) {
+    for (int i = 0; i < 3; i++) tp_expr_free(arg[i]);
     return rc;
   }
   *h += 1;
-  return s_wrap(p, name, kind, op, name->line, a, NULL, *h, out);
+  return s_wrap(p, name, kind, op, arg[0], arg[1], arg[2], *h, out);
 }
 
 /* name '[' labels ']' */
 static int s_ref(pi_parser *p, tp_expr **out, int *h) {
   const pi_tok *name = pi_peek(p, 0);
-  tp_expr *e = pi_node(p, TP_EXPR_REF, 0, name->line);
+  tp_expr *e = pi_node(p, TP_EXPR_REF, 0, name);
   int rc;
   if (!e) return TR_ENOMEM;
   if ((rc = pi_ident(p, e->name, "tensor name")) != TR_OK ||
@@ -322,7 +355,7 @@ static int s_primary(pi_parser *p, tp_expr **out, int *h) {
   int rc;
   char tok[64];
   if (t->type == S_NUM) {
-    tp_expr *e = pi_node(p, TP_EXPR_NUM, 0, t->line);
+    tp_expr *e = pi_node(p, TP_EXPR_NUM, 0, t);
     if (!e) return TR_ENOMEM;
     e->num = t->num;
     pi_next(p);
@@ -368,7 +401,7 @@ static int s_power(pi_parser *p, tp_expr **out, int *h) {
     return rc;
   }
   *h = s_max(ha, hb) + 1;
-  return s_wrap(p, op, TP_EXPR_BIN, '^', a->line, a, b, *h, out);
+  return s_wrap(p, op, TP_EXPR_BIN, '^', a, b, NULL, *h, out);
 }
 
 static int s_unary(pi_parser *p, tp_expr **out, int *h) {
@@ -385,10 +418,11 @@ static int s_unary(pi_parser *p, tp_expr **out, int *h) {
     if (rc == TR_OK && a->kind == TP_EXPR_NUM) {
       a->num = -a->num; /* fold a negative literal */
       a->line = t->line;
+      a->pos = pi_pos(p, t);
       *out = a;
     } else if (rc == TR_OK) {
       *h += 1;
-      rc = s_wrap(p, t, TP_EXPR_FN, TK_OP_NEG, t->line, a, NULL, *h, out);
+      rc = s_wrap(p, t, TP_EXPR_FN, TK_OP_NEG, a, NULL, NULL, *h, out);
     }
   } else if (pi_is_punct(t, '+')) {
     pi_next(p); /* unary plus: no-op */
@@ -401,36 +435,70 @@ static int s_unary(pi_parser *p, tp_expr **out, int *h) {
 }
 
 /* A left-associative chain of operands parsed by `sub`, joined by the
-** operators op1 or op2. */
+** operators ops[0, nops). */
 static int s_chain(pi_parser *p, tp_expr **out, int *h,
-                   int (*sub)(pi_parser *, tp_expr **, int *), int op1, int op2) {
+                   int (*sub)(pi_parser *, tp_expr **, int *), const int *ops, int nops) {
   tp_expr *a = NULL;
   int rc;
   if ((rc = sub(p, &a, h)) != TR_OK) return rc;
   for (;;) {
     const pi_tok *op = pi_peek(p, 0);
     tp_expr *b = NULL;
-    int hb = 0;
-    if (!pi_is_punct(op, op1) && !pi_is_punct(op, op2)) break;
+    int hb = 0, k = 0;
+    while (k < nops && !pi_is_punct(op, ops[k])) k++;
+    if (k == nops) break;
     pi_next(p);
     if ((rc = sub(p, &b, &hb)) != TR_OK) {
       tp_expr_free(a);
       return rc;
     }
     *h = s_max(*h, hb) + 1;
-    if ((rc = s_wrap(p, op, TP_EXPR_BIN, op->ch, a->line, a, b, *h, &a)) !=
-        TR_OK)
-      return rc;
+    if ((rc = s_wrap(p, op, TP_EXPR_BIN, op->ch, a, b, NULL, *h, &a)) != TR_OK) return rc;
   }
   *out = a;
   return TR_OK;
 }
 
 static int s_term(pi_parser *p, tp_expr **out, int *h) {
-  return s_chain(p, out, h, s_unary, '*', '/');
+  static const int ops[] = {'*', '/'};
+  return s_chain(p, out, h, s_unary, ops, 2);
 }
 
+static int s_sum(pi_parser *p, tp_expr **out, int *h) {
+  static const int ops[] = {'+', '-'};
+  return s_chain(p, out, h, s_term, ops, 2);
+}
+
+/* The comparison operator token t is, or 0. */
+static int s_cmp(const pi_tok *t) {
+  static const int ops[] = {'<', TP_OP_LE, '>', TP_OP_GE, TP_OP_EQ, TP_OP_NE};
+  for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
+    if (pi_is_punct(t, ops[k])) return ops[k];
+  return 0;
+}
+
+/* sum (cmp sum)?: a comparison gives 1 or 0.  One per expression: in
+** a < b < c the second would compare a truth value with c. */
 int pi_expr(pi_parser *p, tp_expr **out, int *h) {
-  return s_chain(p, out, h, s_term, '+', '-');
+  tp_expr *a = NULL, *b = NULL;
+  int hb = 0, rc;
+  const pi_tok *op;
+  if ((rc = s_sum(p, &a, h)) != TR_OK) return rc;
+  op = pi_peek(p, 0);
+  if (!s_cmp(op)) {
+    *out = a;
+    return TR_OK;
+  }
+  pi_next(p);
+  if ((rc = s_sum(p, &b, &hb)) != TR_OK) {
+    tp_expr_free(a);
+    return rc;
+  }
+  if (s_cmp(pi_peek(p, 0))) {
+    tp_expr_free(a);
+    tp_expr_free(b);
+    return pi_fail(p, pi_peek(p, 0), "comparisons do not chain: write (a < b) * (b < c)");
+  }
+  *h = s_max(*h, hb) + 1;
+  return s_wrap(p, op, TP_EXPR_BIN, op->ch, a, b, NULL, *h, out);
 }
-

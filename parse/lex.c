@@ -19,17 +19,23 @@
 const char *const tp_keyword_list[] = {
     "CREATE", "TENSOR", "CHUNK", "TYPE", "LOAD", "FROM", "SAVE", "TO",
     "FILL", "ZEROS", "ONES", "IDENTITY", "UNIFORM", "NORMAL", "SEED",
-    "SHOW", "TENSORS", "DESCRIBE", "DROP", "IF", "EXISTS", "PRINT",
+    "SHOW", "TENSORS", "SETTINGS", "DESCRIBE", "DROP", "IF", "EXISTS", "PRINT",
     "EXPLAIN", "ANALYZE", "FORMAT", "JSON", "TEXT", "DOT", "PLAN", "SET",
-    "BEGIN", "COMMIT", "ROLLBACK",
-    "SUM", "MAX", "MIN",
-/* the unary functions, as kernels/opcodes.h names them */
+    "BEGIN", "COMMIT", "ROLLBACK", "HEADER", "DELIMITER", "NULL",
+    "SUM", "MAX", "MIN", "MEAN", "ARGMAX", "ARGMIN",
+/* the functions, as kernels/opcodes.h names them */
 #define S_FN(NAME, name, ...) name,
-    TK_OPCODES(TK_OPCODE_NONE, TK_OPCODE_NONE, S_FN)
+    TK_OPCODES(TK_OPCODE_NONE, TK_OPCODE_NONE, S_FN, S_FN)
 #undef S_FN
     "f32", "f64", NULL};
 
 const char *const *tp_keywords(void) { return tp_keyword_list; }
+
+const char *const tp_function_words[] = {
+#define S_FN(NAME, name, ...) name,
+    TK_OPCODES(TK_OPCODE_NONE, TK_OPCODE_NONE, S_FN, S_FN)
+#undef S_FN
+    NULL};
 
 
 /* ---- Statement boundaries ---------------------------------------------- */
@@ -209,11 +215,23 @@ int pi_lex(pi_parser *p) {
       }
       t.n = i - st;
       line += nl;
-    } else if (strchr("[](),:;=+-*/^", (int)c) && c != '\0') {
+    } else if (strchr("[](),:;=+-*/^<>!", (int)c) && c != '\0') {
+      /* comparisons of two characters: <= >= == != */
+      static const struct { char c; int ch; } two[] = {
+          {'<', TP_OP_LE}, {'>', TP_OP_GE}, {'=', TP_OP_EQ}, {'!', TP_OP_NE}};
       t.type = S_PUNCT;
       t.ch = c;
       t.n = 1;
-      i++;
+      for (size_t k = 0; k < sizeof two / sizeof two[0]; k++)
+        if (c == two[k].c && i + 1 < len && s[i + 1] == '=') {
+          t.ch = two[k].ch;
+          t.n = 2;
+        }
+      if (t.ch == '!') {
+        t.type = S_ERR;
+        t.errmsg = "unexpected character (not equal is '!=')";
+      }
+      i += t.n;
     } else {
       t.type = S_ERR;
       t.n = 1;

@@ -15,10 +15,16 @@
 
 /* ---- Statements -------------------------------------------------------- */
 
+/* The statement's tensor name, and where it is. */
+static int s_name(pi_parser *p, tp_stmt *st) {
+  st->name_pos = pi_pos(p, pi_peek(p, 0));
+  return pi_ident(p, st->name, "tensor name");
+}
+
 /* out '[' labels ']' '=' expr */
 static int s_assign(pi_parser *p, tp_stmt *st) {
   int rc, i, j, h = 0;
-  if ((rc = pi_ident(p, st->name, "tensor name")) != TR_OK ||
+  if ((rc = s_name(p, st)) != TR_OK ||
       (rc = pi_expect(p, '[')) != TR_OK ||
       (rc = pi_label_list(p, st->out_labels, &st->nout, st->name)) != TR_OK)
     return rc;
@@ -67,8 +73,7 @@ static int s_create(pi_parser *p, tp_stmt *st) {
   int rc;
   const pi_tok *t;
   st->kind = TP_ST_CREATE;
-  if ((rc = pi_expect_kw(p, "TENSOR")) != TR_OK ||
-      (rc = pi_ident(p, st->name, "tensor name")) != TR_OK ||
+  if ((rc = pi_expect_kw(p, "TENSOR")) != TR_OK || (rc = s_name(p, st)) != TR_OK ||
       (rc = pi_dim_list(p, st->shape, &st->rank, "dimension")) != TR_OK)
     return rc;
   t = pi_peek(p, 0);
@@ -81,22 +86,90 @@ static int s_create(pi_parser *p, tp_stmt *st) {
   return TR_OK;
 }
 
+/* ---- LOAD options ---------------------------------------------------------- */
+
+/* HEADER [true|false|on|off]: whether the CSV's first line names the
+** columns (without the option, tradb tells from the line itself). */
+static int s_opt_header(pi_parser *p, tp_stmt *st) {
+  const pi_tok *v = pi_peek(p, 0);
+  st->header = 1;
+  if (pi_is_kw(v, "true") || pi_is_kw(v, "on")) {
+    pi_next(p);
+  } else if (pi_is_kw(v, "false") || pi_is_kw(v, "off")) {
+    st->header = -1;
+    pi_next(p);
+  }
+  return TR_OK;
+}
+
+/* DELIMITER 'c': one character (a tab as '\t' or a tab itself); not a
+** quote, a digit or anything a number is written with. */
+static int s_opt_delimiter(pi_parser *p, tp_stmt *st) {
+  const pi_tok *v = pi_peek(p, 0);
+  char c;
+  if (v->type != S_STR) return pi_fail(p, v, "expected a quoted character after DELIMITER, such as ';'");
+  if (v->n == 3 && v->p[1] != '\'') c = v->p[1];
+  else if (v->n == 4 && v->p[1] == '\\' && v->p[2] == 't') c = '\t';
+  else return pi_fail(p, v, "DELIMITER is one character, such as ',' ';' '|' or '\\t'");
+  if (strchr("0123456789.+-eE\"\n\r", c) || (unsigned char)c < 0x09)
+    return pi_fail(p, v, "DELIMITER cannot be a character numbers are written with");
+  st->delim = c;
+  pi_next(p);
+  return TR_OK;
+}
+
+/* NULL nan | NULL number: what an empty field reads as (without it, an
+** empty field is an error). */
+static int s_opt_null(pi_parser *p, tp_stmt *st) {
+  const pi_tok *v = pi_peek(p, 0);
+  if (pi_is_kw(v, "nan")) {
+    st->null_value = NAN;
+    pi_next(p);
+  } else if (pi_signed(p, &st->null_value) != TR_OK) {
+    return pi_fail(p, v, "expected nan or a number after NULL");
+  }
+  st->has_null = 1;
+  return TR_OK;
+}
+
+/* An option list: its names, each with the parser of its value (which
+** consumes the value and sets the statement's fields): a new option is
+** one entry and one such function. */
+typedef struct s_option {
+  const char *name;
+  int (*value)(pi_parser *p, tp_stmt *st);
+} s_option;
+
+static const s_option s_load_opts[] = {
+    {"HEADER", s_opt_header}, {"DELIMITER", s_opt_delimiter}, {"NULL", s_opt_null}};
+const char *const tp_load_words[] = {"HEADER", "DELIMITER", "NULL", NULL};
+
+static int s_options_list(pi_parser *p, tp_stmt *st, const char *what, const s_option *opts,
+                          size_t nopts);
+
 static int s_load(pi_parser *p, tp_stmt *st) {
   int rc;
   st->kind = TP_ST_LOAD;
-  if ((rc = pi_ident(p, st->name, "tensor name")) != TR_OK ||
+  if ((rc = s_name(p, st)) != TR_OK ||
       (rc = pi_expect_kw(p, "FROM")) != TR_OK ||
       (rc = pi_path(p, st->path)) != TR_OK)
+    return rc;
+  if (pi_is_punct(pi_peek(p, 0), '(') &&
+      (rc = s_options_list(p, st, "LOAD", s_load_opts,
+                           sizeof s_load_opts / sizeof s_load_opts[0])) != TR_OK)
     return rc;
   return s_options(p, st);
 }
 
+static int s_ranges(pi_parser *p, tp_stmt *st);
+
+/* SAVE name [ranges] TO 'path' */
 static int s_save(pi_parser *p, tp_stmt *st) {
   int rc;
   st->kind = TP_ST_SAVE;
-  if ((rc = pi_ident(p, st->name, "tensor name")) != TR_OK ||
-      (rc = pi_expect_kw(p, "TO")) != TR_OK)
-    return rc;
+  if ((rc = s_name(p, st)) != TR_OK) return rc;
+  if (pi_is_punct(pi_peek(p, 0), '[') && (rc = s_ranges(p, st)) != TR_OK) return rc;
+  if ((rc = pi_expect_kw(p, "TO")) != TR_OK) return rc;
   return pi_path(p, st->path);
 }
 
@@ -104,7 +177,7 @@ static int s_fill(pi_parser *p, tp_stmt *st) {
   int rc, params = 0;
   const pi_tok *t;
   st->kind = TP_ST_FILL;
-  if ((rc = pi_ident(p, st->name, "tensor name")) != TR_OK) return rc;
+  if ((rc = s_name(p, st)) != TR_OK) return rc;
   t = pi_peek(p, 0);
   if (pi_is_kw(t, "ZEROS")) {
     st->fill = TP_FILL_ZEROS;
@@ -155,19 +228,29 @@ static int s_drop(pi_parser *p, tp_stmt *st) {
     pi_next(p);
     st->if_exists = 1;
   }
-  return pi_ident(p, st->name, "tensor name");
+  return s_name(p, st);
 }
 
-/* A non-negative index for PRINT ranges. */
+/* An index of a slice, negative counting from the end. */
 static int s_index(pi_parser *p, int64_t *out) {
   const pi_tok *t = pi_peek(p, 0);
-  if (t->type != S_NUM || !t->is_int)
-    return pi_fail(p, t, "index must be a non-negative integer");
-  if (t->ovf || t->ival >= (uint64_t)S_DIM_MAX)
-    return pi_fail(p, t, "index too large");
-  *out = (int64_t)t->ival;
+  int neg = 0;
+  if (pi_is_punct(t, '-')) {
+    neg = 1;
+    pi_next(p);
+    t = pi_peek(p, 0);
+  }
+  if (t->type != S_NUM || !t->is_int) return pi_fail(p, t, "index must be an integer");
+  if (t->ovf || t->ival >= (uint64_t)S_DIM_MAX) return pi_fail(p, t, "index too large");
+  *out = neg ? -(int64_t)t->ival : (int64_t)t->ival;
   pi_next(p);
   return TR_OK;
+}
+
+/* Whether token t starts an index (a number, or '-' and a number). */
+static int s_is_index(pi_parser *p, size_t k) {
+  const pi_tok *t = pi_peek(p, k);
+  return t->type == S_NUM || (pi_is_punct(t, '-') && pi_peek(p, k + 1)->type == S_NUM);
 }
 
 /* After an item of a list closed by `closer`: consume ',' (returns 1: more
@@ -185,52 +268,109 @@ static int s_list_next(pi_parser *p, int closer) {
   return 1;
 }
 
-static int s_print(pi_parser *p, tp_stmt *st) {
+/* One range: lo:hi, lo:, :hi, :, or one index. */
+static int s_range(pi_parser *p, tp_range *r) {
+  const pi_tok *t = pi_peek(p, 0);
   int rc;
-  st->kind = TP_ST_PRINT;
-  if ((rc = pi_ident(p, st->name, "tensor name")) != TR_OK) return rc;
-  if (!pi_is_punct(pi_peek(p, 0), '[')) return TR_OK;
+  memset(r, 0, sizeof *r);
+  if (s_is_index(p, 0)) {
+    if ((rc = s_index(p, &r->lo)) != TR_OK) return rc;
+    r->has_lo = 1;
+    if (!pi_is_punct(pi_peek(p, 0), ':')) {
+      r->single = 1;
+      return TR_OK;
+    }
+  } else if (!pi_is_punct(t, ':')) {
+    return pi_fail(p, t, "expected an index or a range such as 0:4");
+  }
+  pi_next(p); /* ':' */
+  if (s_is_index(p, 0)) {
+    if ((rc = s_index(p, &r->hi)) != TR_OK) return rc;
+    r->has_hi = 1;
+  }
+  /* bounds of one sign can be checked now; mixed ones need the size */
+  if (r->has_lo && r->has_hi && (r->lo < 0) == (r->hi < 0) && r->hi <= r->lo)
+    return pi_fail2(p, t, "empty range %lld:%lld", (long long)r->lo, (long long)r->hi);
+  return TR_OK;
+}
+
+/* '[' range (',' range)* ']' or '[]'; p is at the '['. */
+static int s_ranges(pi_parser *p, tp_stmt *st) {
+  int rc;
+  st->ranges_pos = pi_pos(p, pi_peek(p, 0));
   pi_next(p);
   if (pi_is_punct(pi_peek(p, 0), ']')) {
     pi_next(p);
     return TR_OK;
   }
   for (;;) {
-    const pi_tok *t = pi_peek(p, 0);
-    int64_t lo = 0, hi = -1;
     if (st->nranges == TR_MAX_RANK)
-      return pi_fail(p, t, "too many ranges (at most %d)", TR_MAX_RANK);
-    if (pi_is_punct(t, ':')) {
-      pi_next(p);
-      if (pi_peek(p, 0)->type == S_NUM && (rc = s_index(p, &hi)) != TR_OK)
-        return rc;
-    } else if (t->type == S_NUM) {
-      if ((rc = s_index(p, &lo)) != TR_OK) return rc;
-      if (pi_is_punct(pi_peek(p, 0), ':')) {
-        pi_next(p);
-        if (pi_peek(p, 0)->type == S_NUM && (rc = s_index(p, &hi)) != TR_OK)
-          return rc;
-      } else {
-        hi = lo + 1;
-      }
-    } else if (pi_is_punct(t, '-')) {
-      return pi_fail(p, t, "index must be a non-negative integer");
-    } else {
-      return pi_fail(p, t, "expected an index or a range such as 0:4");
-    }
-    if (hi >= 0 && hi <= lo)
-      return pi_fail2(p, t, "empty range %lld:%lld", (long long)lo,
-                     (long long)hi);
-    st->lo[st->nranges] = lo;
-    st->hi[st->nranges] = hi;
+      return pi_fail(p, pi_peek(p, 0), "too many ranges (at most %d)", TR_MAX_RANK);
+    if ((rc = s_range(p, &st->range[st->nranges])) != TR_OK) return rc;
     st->nranges++;
     if ((rc = s_list_next(p, ']')) != 1) return rc;
   }
 }
 
+static int s_print(pi_parser *p, tp_stmt *st) {
+  int rc;
+  st->kind = TP_ST_PRINT;
+  if ((rc = s_name(p, st)) != TR_OK) return rc;
+  if (!pi_is_punct(pi_peek(p, 0), '[')) return TR_OK;
+  return s_ranges(p, st);
+}
+
+/* name = src [ranges]: p is at name, which '=' follows.  A label (an
+** identifier) inside the brackets means an assignment missing its output
+** labels. */
+static int s_slice(pi_parser *p, tp_stmt *st) {
+  const pi_tok *src;
+  char tok[64];
+  int rc;
+  st->kind = TP_ST_SLICE;
+  if ((rc = s_name(p, st)) != TR_OK) return rc;
+  pi_next(p); /* '=' */
+  src = pi_peek(p, 0);
+  if (src->type != S_IDENT || pi_is_punct(pi_peek(p, 1), '(') ||
+      (pi_is_punct(pi_peek(p, 1), '[') && pi_peek(p, 2)->type == S_IDENT)) {
+    const pi_tok *t = &p->toks[0];
+    pi_show(t, tok, sizeof tok);
+    return pi_fail2(p, t,
+                    "expected '[' after tensor name '%s' (an assignment labels its output, "
+                    "e.g. %s[i,j] = ...; %s = X[0:4, :] copies a slice of X)",
+                    tok, tok, tok);
+  }
+  st->src_pos = pi_pos(p, src);
+  if ((rc = pi_ident(p, st->src, "tensor name")) != TR_OK) return rc;
+  if (!pi_is_punct(pi_peek(p, 0), '[')) return TR_OK;
+  return s_ranges(p, st);
+}
+
+int tp_range_resolve(const tp_range *r, int64_t n, int d, const char *name, int64_t *lo,
+                     int64_t *hi, tr_err *err) {
+  int64_t a = r->has_lo ? r->lo : 0, b = r->has_hi ? r->hi : n;
+  if (a < 0) a += n;
+  if (b < 0) b += n;
+  if (r->single) b = a + 1;
+  if (a < 0 || b > n || a >= b) {
+    char lo_t[32] = "", hi_t[32] = "";
+    if (r->has_lo) snprintf(lo_t, sizeof lo_t, "%lld", (long long)r->lo);
+    if (r->has_hi) snprintf(hi_t, sizeof hi_t, "%lld", (long long)r->hi);
+    if (r->single)
+      return tr_seterr(err, TR_ESHAPE, "index %s out of bounds for dimension %d of %s (size %lld)",
+                       lo_t, d, name, (long long)n);
+    return tr_seterr(err, TR_ESHAPE, "range %s:%s %s for dimension %d of %s (size %lld)", lo_t,
+                     hi_t, a >= b && a >= 0 && b <= n ? "is empty" : "out of bounds", d, name,
+                     (long long)n);
+  }
+  *lo = a;
+  *hi = b;
+  return TR_OK;
+}
+
 /* ---- EXPLAIN options ----------------------------------------------------- */
 
-/* FORMAT TEXT | JSON */
+/* FORMAT TEXT | JSON | DOT */
 static int s_opt_format(pi_parser *p, tp_stmt *st) {
   const pi_tok *v = pi_peek(p, 0);
   st->json = st->dot = 0;
@@ -250,6 +390,8 @@ static int s_opt_format(pi_parser *p, tp_stmt *st) {
 static int s_opt_plan(pi_parser *p, tp_stmt *st) {
   const pi_tok *v = pi_peek(p, 0);
   size_t o = 0;
+  /* ANALYZE comes before the options: refuse here, at the word PLAN */
+  if (!st->analyze) return pi_fail(p, &p->toks[p->pos - 1], "PLAN needs EXPLAIN ANALYZE (it runs that plan)");
   if (v->type != S_STR) return pi_fail(p, v, "expected a quoted plan name after PLAN");
   for (size_t i = 1; i + 1 < v->n; i++) {
     char c = v->p[i];
@@ -263,38 +405,36 @@ static int s_opt_plan(pi_parser *p, tp_stmt *st) {
   return TR_OK;
 }
 
-/* The options EXPLAIN knows, each with the parser of its value (which
-** consumes the value and sets the statement's fields): a new option is
-** one entry here and one such function. */
-static const struct {
-  const char *name;
-  int (*value)(pi_parser *p, tp_stmt *st);
-} s_explain_opts[] = {{"FORMAT", s_opt_format}, {"PLAN", s_opt_plan}};
+/* The options EXPLAIN knows. */
+static const s_option s_explain_opts[] = {{"FORMAT", s_opt_format}, {"PLAN", s_opt_plan}};
+const char *const tp_explain_words[] = {"FORMAT", "PLAN", NULL};
 
-#define S_NEXPLAIN_OPTS (sizeof s_explain_opts / sizeof s_explain_opts[0])
-
-/* '(' NAME value [, NAME value]... ')' after EXPLAIN [ANALYZE]; p is at
-** the '('.  Each option may be given once. */
-static int s_explain_options(pi_parser *p, tp_stmt *st) {
-  int seen[S_NEXPLAIN_OPTS] = {0}, rc;
+/* '(' NAME value [, NAME value]... ')' after what (EXPLAIN [ANALYZE], LOAD
+** .. FROM 'f'); p is at the '('.  Each option may be given once. */
+static int s_options_list(pi_parser *p, tp_stmt *st, const char *what, const s_option *opts,
+                          size_t nopts) {
+  int seen[8] = {0}, rc;
   char tok[64];
+  tr_assert(nopts <= sizeof seen / sizeof seen[0]);
   pi_next(p); /* '(' */
   for (;;) {
     const pi_tok *t = pi_peek(p, 0);
     size_t i;
-    if (t->type != S_IDENT) return pi_fail(p, t, "expected an EXPLAIN option");
-    for (i = 0; i < S_NEXPLAIN_OPTS && !pi_is_kw(t, s_explain_opts[i].name); i++)
-      continue;
-    if (i == S_NEXPLAIN_OPTS) {
+    if (t->type != S_IDENT) return pi_fail(p, t, "expected %s %s option", strchr("AEIOU", what[0]) ? "an" : "a", what);
+    for (i = 0; i < nopts && !pi_is_kw(t, opts[i].name); i++) continue;
+    if (i == nopts) {
+      const char *names[8];
+      int k;
+      for (i = 0; i < nopts; i++) names[i] = opts[i].name;
       pi_show(t, tok, sizeof tok);
-      return pi_fail2(p, t, "unknown EXPLAIN option '%s'", tok);
+      k = tr_closest(tok, names, (int)nopts);
+      if (k >= 0) return pi_fail2(p, t, "unknown %s option '%s' (did you mean %s?)", what, tok, names[k]);
+      return pi_fail2(p, t, "unknown %s option '%s'", what, tok);
     }
-    if (seen[i])
-      return pi_fail(p, t, "EXPLAIN option %s given twice",
-                    s_explain_opts[i].name);
+    if (seen[i]) return pi_fail(p, t, "%s option %s given twice", what, opts[i].name);
     seen[i] = 1;
     pi_next(p);
-    if ((rc = s_explain_opts[i].value(p, st)) != TR_OK) return rc;
+    if ((rc = opts[i].value(p, st)) != TR_OK) return rc;
     if ((rc = s_list_next(p, ')')) != 1) return rc;
   }
 }
@@ -310,10 +450,9 @@ static int s_explain(pi_parser *p, tp_stmt *st) {
     st->analyze = 1;
   }
   if (pi_is_punct(pi_peek(p, 0), '(') &&
-      (rc = s_explain_options(p, st)) != TR_OK)
+      (rc = s_options_list(p, st, "EXPLAIN", s_explain_opts,
+                           sizeof s_explain_opts / sizeof s_explain_opts[0])) != TR_OK)
     return rc;
-  if (st->plan[0] && !st->analyze)
-    return pi_fail(p, pi_peek(p, 0), "PLAN needs EXPLAIN ANALYZE (it runs that plan)");
   a = pi_peek(p, 0);
   if (pi_is_kw(a, "COMMIT") && !pi_is_punct(pi_peek(p, 1), '[')) {
     pi_next(p);
@@ -354,6 +493,7 @@ static int s_set(pi_parser *p, tp_stmt *st) {
   size_t n;
   int rc;
   st->kind = TP_ST_SET;
+  st->name_pos = pi_pos(p, pi_peek(p, 0));
   if ((rc = pi_ident(p, st->setting, "setting name")) != TR_OK ||
       (rc = pi_expect(p, '=')) != TR_OK)
     return rc;
@@ -371,6 +511,7 @@ static int s_set(pi_parser *p, tp_stmt *st) {
   if (n >= TP_NAME_MAX)
     return pi_fail(p, v, "value too long (at most %d characters)",
                   TP_NAME_MAX - 1);
+  st->value_pos = pi_pos(p, sign ? sign : v);
   if (sign) st->value[0] = (char)sign->ch;
   memcpy(st->value + (sign ? 1 : 0), v->p, v->n);
   st->value[n] = '\0';
@@ -378,15 +519,19 @@ static int s_set(pi_parser *p, tp_stmt *st) {
   return TR_OK;
 }
 
-/* One statement of any kind; p is at its first token. */
-static int s_show_tensors(pi_parser *p, tp_stmt *st) {
+/* SHOW TENSORS | SHOW SETTINGS */
+static int s_show(pi_parser *p, tp_stmt *st) {
+  const pi_tok *t = pi_peek(p, 0);
   st->kind = TP_ST_SHOW;
-  return pi_expect_kw(p, "TENSORS");
+  if (pi_is_kw(t, "SETTINGS")) st->kind = TP_ST_SETTINGS;
+  else if (!pi_is_kw(t, "TENSORS")) return pi_fail(p, t, "expected TENSORS or SETTINGS");
+  pi_next(p);
+  return TR_OK;
 }
 
 static int s_describe(pi_parser *p, tp_stmt *st) {
   st->kind = TP_ST_DESCRIBE;
-  return pi_ident(p, st->name, "tensor name");
+  return s_name(p, st);
 }
 
 /* Statements by their first keyword; each parser starts after it. */
@@ -395,29 +540,37 @@ static const struct {
   int (*parse)(pi_parser *p, tp_stmt *st);
 } s_statements[] = {
   {"CREATE", s_create}, {"LOAD", s_load},          {"SAVE", s_save},
-  {"FILL", s_fill},     {"SHOW", s_show_tensors},  {"DESCRIBE", s_describe},
+  {"FILL", s_fill},     {"SHOW", s_show},          {"DESCRIBE", s_describe},
   {"DROP", s_drop},     {"PRINT", s_print},        {"EXPLAIN", s_explain},
   {"SET", s_set},       {"BEGIN", s_begin},        {"COMMIT", s_commit},
   {"END", s_commit},    {"ROLLBACK", s_rollback}};
+#define S_NSTATEMENTS (sizeof s_statements / sizeof s_statements[0])
 
+const char *const tp_statement_words[] = {"CREATE", "LOAD",  "SAVE",  "FILL",  "SHOW",
+                                          "DESCRIBE", "DROP", "PRINT", "EXPLAIN", "SET",
+                                          "BEGIN", "COMMIT", "END", "ROLLBACK", NULL};
+
+/* One statement of any kind; p is at its first token. */
 static int s_statement(pi_parser *p, tp_stmt *st) {
   const pi_tok *t = pi_peek(p, 0), *t1 = pi_peek(p, 1);
   char tok[64];
+  int k;
   if (t->type == S_EOF || pi_is_punct(t, ';'))
-    return tr_seterr(p->err, TR_ESYNTAX, "empty statement");
+    return tr_at(p->err, pi_pos(p, t), tr_seterr(p->err, TR_ESYNTAX, "empty statement"));
   if (t->type != S_IDENT) return pi_fail(p, t, "expected a statement");
   if (pi_is_punct(t1, '[')) {
     st->kind = TP_ST_ASSIGN;
     return s_assign(p, st);
   }
-  for (size_t i = 0; i < sizeof s_statements / sizeof s_statements[0]; i++)
+  for (size_t i = 0; i < S_NSTATEMENTS; i++)
     if (pi_is_kw(t, s_statements[i].kw)) {
       pi_next(p);
       return s_statements[i].parse(p, st);
     }
+  if (pi_is_punct(t1, '=')) return s_slice(p, st);
   pi_show(t, tok, sizeof tok);
-  if (pi_is_punct(t1, '='))
-    return pi_fail2(p, t, "expected '[' after tensor name '%s'", tok);
+  if ((k = tr_closest(tok, tp_statement_words, (int)S_NSTATEMENTS)) >= 0)
+    return pi_fail2(p, t, "unknown statement '%s' (did you mean %s?)", tok, tp_statement_words[k]);
   return pi_fail2(p, t, "unknown statement '%s'", tok);
 }
 

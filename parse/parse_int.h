@@ -18,20 +18,25 @@
 ** is a tensor reference (`sum[i]` is a tensor called sum).
 **
 ** Expressions, lowest to highest precedence:
-**     expr    := term (('+' | '-') term)*
+**     expr    := sum (cmp sum)?               cmp: < <= > >= == != (they do
+**                                              not chain: a < b < c is an
+**                                              error)
+**     sum     := term (('+' | '-') term)*
 **     term    := unary (('*' | '/') unary)*
 **     unary   := ('-' | '+') unary | power
 **     power   := primary ('^' unary)?         right associative; -a^2 is
 **                                              -(a^2); a^-2 is a^(-2)
 **     primary := number | name '[' labels ']' | '(' expr ')'
-**              | fn '(' expr ')' | (SUM|MAX|MIN) '(' expr ')'
+**              | fn '(' expr ')' | where '(' expr ',' expr ',' expr ')'
+**              | (SUM|MAX|MIN|MEAN|ARGMAX|ARGMIN) '(' expr ')'
 ** Unary plus is accepted and ignored; unary minus applied directly to a
 ** number literal folds into the literal.  Nesting (and the height of the
 ** tree) is limited to S_DEPTH_MAX so that the recursion of this parser and
 ** of the stages after it stays bounded.
 **
 ** Nothing here prints; errors come back as TR_ESYNTAX (TR_ENOMEM when an
-** allocation fails) with a one-line message in the tr_err.
+** allocation fails) with a one-line message in the tr_err, whose `at`
+** points at the token blamed.
 */
 #ifndef TRADB_PARSE_PARSE_INT_H
 #define TRADB_PARSE_PARSE_INT_H
@@ -49,7 +54,8 @@ typedef enum pi_toktype {
   S_IDENT, /* [A-Za-z_][A-Za-z0-9_]* */
   S_NUM,   /* number literal */
   S_STR,   /* 'string' (span includes the quotes) */
-  S_PUNCT, /* one of [ ] ( ) , : ; = + - * / ^ (ch) */
+  S_PUNCT, /* one of [ ] ( ) , : ; = + - * / ^ < > (ch), or a comparison
+              of two characters (ch a TP_OP_*) */
   S_ERR    /* lexical error (errmsg) */
 } pi_toktype;
 
@@ -106,6 +112,8 @@ int pi_ident(pi_parser *p, char *dst, const char *what);
 int pi_path(pi_parser *p, char *dst);
 /* A positive integer (dimension or chunk extent). */
 int pi_dim(pi_parser *p, int64_t *out, const char *what);
+/* 1 + the byte offset of token t in the statement text (tr_err.at). */
+int pi_pos(const pi_parser *p, const pi_tok *t);
 /* '[' positive integers ']' into v (at most TR_MAX_RANK). */
 int pi_dim_list(pi_parser *p, int64_t *v, int *n, const char *what);
 /* Labels after '[' through ']'; tensor names the tensor for messages. */
@@ -113,7 +121,8 @@ int pi_label_list(pi_parser *p, char (*labels)[TP_NAME_MAX], int *n,
                         const char *tensor);
 /* An optionally signed number (FILL parameters). */
 int pi_signed(pi_parser *p, double *out);
-tp_expr *pi_node(pi_parser *p, tp_expr_kind kind, int op, int line);
+/* A new expression node of kind and op placed at token t. */
+tp_expr *pi_node(pi_parser *p, tp_expr_kind kind, int op, const pi_tok *t);
 int pi_expr(pi_parser *p, tp_expr **out, int *h);
 
 #endif /* TRADB_PARSE_PARSE_INT_H */

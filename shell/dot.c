@@ -15,38 +15,53 @@
 /* ---- dot-commands -------------------------------------------------------- */
 
 
-static si_dotfn s_dot_bail, s_dot_echo, s_dot_quit, s_dot_help, s_dot_mode, s_dot_read,
-    s_dot_schema, s_dot_show, s_dot_tables, s_dot_timer, s_dot_worker, s_dot_workers;
+static si_dotfn s_dot_bail, s_dot_echo, s_dot_quit, s_dot_help, s_dot_mode, s_dot_once,
+    s_dot_output, s_dot_progress, s_dot_read, s_dot_schema, s_dot_show, s_dot_tables, s_dot_timer,
+    s_dot_worker, s_dot_workers;
 
 const si_dotcmd si_dots[] = {
     {".bail", "on|off", 1, 1, "stop batch input at the first error", s_dot_bail},
     {".echo", "on|off", 1, 1, "print each statement before running it", s_dot_echo},
     {".exit", "", 0, 0, "leave the shell (also Ctrl-D)", s_dot_quit},
     {".help", "", 0, 0, "show this message", s_dot_help},
-    {".mode", "table|csv", 0, 1, "how results are printed", s_dot_mode},
+    {".mode", "table|csv|json|markdown", 0, 1, "how results are printed", s_dot_mode},
+    {".once", "FILE", 1, 1, "send the next statement's results to FILE", s_dot_once},
+    {".output", "[FILE]", 0, 1, "send results to FILE (no FILE: back to the screen)",
+     s_dot_output},
+    {".progress", "on|off", 1, 1, "show the progress of statements that run over a second",
+     s_dot_progress},
     {".quit", "", 0, 0, "leave the shell (also Ctrl-D)", s_dot_quit},
     {".read", "FILE", 1, 1, "run the statements in FILE", s_dot_read},
     {".schema", "[NAME]", 0, 1, "CREATE TENSOR statements of all tensors or NAME",
      s_dot_schema},
-    {".show", "", 0, 0, "show the current settings", s_dot_show},
+    {".show", "", 0, 0, "show every setting: the shell's and the database's", s_dot_show},
     {".tables", "", 0, 0, "list the tensors", s_dot_tables},
-    {".timer", "on|off", 1, 1, "print the run time of each statement", s_dot_timer},
+    {".timer", "on|off", 1, 1, "print the run time of each statement (workers' CPU included)",
+     s_dot_timer},
     {".worker", "add|remove ENDPOINT", 2, 2,
      "record and connect a worker, or forget it", s_dot_worker},
     {".workers", "", 0, 0, "list the workers, their state and counters", s_dot_workers},
     {NULL, NULL, 0, 0, NULL, NULL}};
 
+/* The modes of .mode, as si_mode numbers them. */
+static const char *const s_modes[] = {"table", "csv", "json", "markdown"};
+
 static const char s_statement_help[] =
     "\n"
     "Statements end with ';' and may span lines; '--' starts a comment.\n"
-    "  CREATE TENSOR A[1000, 1000] [CHUNK [250, 250]] [TYPE f64];\n"
-    "  LOAD A FROM 'a.npy' [CHUNK [..]] [TYPE f32];   SAVE A TO 'a.csv';\n"
+    "  CREATE TENSOR A[1000, 1000] [CHUNK [250, 250]] [TYPE f32|f64];\n"
+    "  LOAD A FROM 'a.npy' [CHUNK [..]] [TYPE f32|f64];   (bool, int and float16 .npy converted)\n"
+    "  LOAD A FROM 'a.csv' [(HEADER [false], DELIMITER ';', NULL nan)] [CHUNK [..]] [TYPE ..];\n"
+    "  SAVE A TO 'a.npy';   SAVE A[0:5, :] TO 'a.csv';\n"
     "  FILL A ZEROS|ONES|IDENTITY|UNIFORM(lo, hi)|NORMAL(mu, sd) [SEED n];\n"
-    "  C[i, j] = SUM(A[i, k] * B[k, j]);\n"
-    "  EXPLAIN [ANALYZE] [(FORMAT TEXT|JSON)] C[i, j] = ...;   SET name = value;\n"
-    "  PRINT A;   PRINT A[0:4, 0:4];   SHOW TENSORS;   DESCRIBE A;\n"
-    "  DROP TENSOR [IF EXISTS] A;\n"
-    "Ctrl-C cancels the running statement.\n";
+    "  C[i, j] = A[i, k] * B[k, j];           (an implicit SUM only around a product)\n"
+    "  H[n, h] = relu(SUM(X[n, d] * W[d, h]));\n"
+    "  acc[] = MEAN(ARGMAX(P[n, l]) == ARGMAX(Y[n, l]));\n"
+    "  R = X[3:10, 2:5];   PRINT A;   PRINT A[-1, 0:3];   (a copy; ranges lo:hi, -1 the last)\n"
+    "  SHOW TENSORS;   SHOW SETTINGS;   DESCRIBE A;   DROP TENSOR [IF EXISTS] A;\n"
+    "  SET name = value;\n"
+    "  EXPLAIN [ANALYZE] [(FORMAT TEXT|JSON|DOT, PLAN 'name')] C[i, j] = ...;\n"
+    "  BEGIN; ...assignments...; COMMIT;   (or ROLLBACK; EXPLAIN [ANALYZE] COMMIT)\n";
 
 /* Split line in place into words: blanks separate them, '...' or "..."
 ** quote one.  Returns the number of words, -1 for an unterminated quote,
@@ -113,27 +128,69 @@ static int s_dot_quit(ts_shell *sh, const si_source *src, const si_dotcmd *c, in
   return SI_QUIT;
 }
 
-/* .mode [table|csv] */
+/* .mode [table|csv|json|markdown] */
 static int s_dot_mode(ts_shell *sh, const si_source *src, const si_dotcmd *c, int argc,
                       char **argv) {
-  if (argc == 1)
-    printf("current output mode: %s\n", sh->csv ? "csv" : "table");
-  else if (!strcmp(argv[1], "table") || !strcmp(argv[1], "csv"))
-    sh->csv = !strcmp(argv[1], "csv");
-  else
-    return si_report(sh, src, src->lineno, ".mode: unknown mode '%s' (table or csv)", argv[1]);
+  if (argc == 1) {
+    fprintf(sh->out, "current output mode: %s\n", s_modes[sh->mode]);
+    return SI_OK;
+  }
+  for (size_t i = 0; i < sizeof s_modes / sizeof s_modes[0]; i++)
+    if (!strcmp(argv[1], s_modes[i])) {
+      sh->mode = (si_mode)i;
+      return SI_OK;
+    }
+  return si_report(sh, src, src->lineno, ".mode: unknown mode '%s' (table, csv, json or markdown)",
+                   argv[1]);
+}
+
+/* Send results to path from now on (once: for the next statement or
+** dot-command only); NULL: to stdout. */
+static int s_redirect(ts_shell *sh, const si_source *src, const char *path, int once) {
+  FILE *f = stdout;
+  if (path && !(f = fopen(path, "w")))
+    return si_report(sh, src, src->lineno, "cannot write '%s': %s", path, strerror(errno));
+  fflush(sh->out);
+  if (sh->out != stdout) fclose(sh->out);
+  sh->out = f;
+  sh->once = once && path;
   return SI_OK;
 }
 
-/* .show */
+/* .output [FILE] */
+static int s_dot_output(ts_shell *sh, const si_source *src, const si_dotcmd *c, int argc,
+                        char **argv) {
+  return s_redirect(sh, src, argc > 1 ? argv[1] : NULL, 0);
+}
+
+/* .once FILE */
+static int s_dot_once(ts_shell *sh, const si_source *src, const si_dotcmd *c, int argc,
+                      char **argv) {
+  return s_redirect(sh, src, argv[1], 1);
+}
+
+/* .progress on|off */
+static int s_dot_progress(ts_shell *sh, const si_source *src, const si_dotcmd *c, int argc,
+                          char **argv) {
+  return s_set_flag(sh, src, c, argv[1], &sh->progress);
+}
+
+/* .show: the shell's settings, then the database's (SHOW SETTINGS). */
 static int s_dot_show(ts_shell *sh, const si_source *src, const si_dotcmd *c, int argc,
                       char **argv) {
-  printf("%8s: %s\n", "mode", sh->csv ? "csv" : "table");
-  printf("%8s: %s\n", "timer", sh->timer ? "on" : "off");
-  printf("%8s: %s\n", "bail", sh->bail ? "on" : "off");
-  printf("%8s: %s\n", "echo", sh->echo ? "on" : "off");
-  printf("%8s: %s\n", "database", sh->dbpath ? sh->dbpath : "(transient)");
-  printf("%8s: %s\n", "backend", te_backend_name(sh->eng));
+  const char *name, *help;
+  long lo, hi, dflt;
+  FILE *f = sh->out;
+  fprintf(f, "%12s: %s\n", "mode", s_modes[sh->mode]);
+  fprintf(f, "%12s: %s\n", "timer", sh->timer ? "on" : "off");
+  fprintf(f, "%12s: %s\n", "bail", sh->bail ? "on" : "off");
+  fprintf(f, "%12s: %s\n", "echo", sh->echo ? "on" : "off");
+  fprintf(f, "%12s: %s\n", "progress", sh->progress ? "on" : "off");
+  fprintf(f, "%12s: %s\n", "output", sh->out == stdout ? "stdout" : sh->once ? "file (once)" : "file");
+  fprintf(f, "%12s: %s\n", "database", sh->dbpath ? sh->dbpath : "(transient)");
+  fprintf(f, "%12s: %s\n", "backend", te_backend_name(sh->eng));
+  for (int i = 0; te_settings_list(i, &name, &help, &lo, &hi, &dflt); i++)
+    fprintf(f, "%12s: %ld\n", name, te_setting(sh->eng, name));
   return SI_OK;
 }
 
@@ -152,8 +209,8 @@ static int s_dot_tables(ts_shell *sh, const si_source *src, const si_dotcmd *c, 
   size_t i;
   if (te_tensor_names(sh->eng, &names, &err))
     return si_report(sh, src, src->lineno, "%s", err.msg);
-  for (i = 0; names[i]; i++) printf("%s%s", i ? " " : "", names[i]);
-  if (i) fputc('\n', stdout);
+  for (i = 0; names[i]; i++) fprintf(sh->out, "%s%s", i ? " " : "", names[i]);
+  if (i) fputc('\n', sh->out);
   te_free_names(names);
   return SI_OK;
 }
@@ -167,8 +224,8 @@ static int s_dot_schema(ts_shell *sh, const si_source *src, const si_dotcmd *c, 
   if (te_schema(sh->eng, argc > 1 ? argv[1] : NULL, &text, &err))
     return si_report(sh, src, src->lineno, "%s", err.msg);
   n = text ? strlen(text) : 0;
-  if (n) fputs(text, stdout);
-  if (n && text[n - 1] != '\n') fputc('\n', stdout);
+  if (n) fputs(text, sh->out);
+  if (n && text[n - 1] != '\n') fputc('\n', sh->out);
   free(text);
   return SI_OK;
 }
@@ -203,10 +260,26 @@ static int s_dot_worker(ts_shell *sh, const si_source *src, const si_dotcmd *c, 
   return SI_OK;
 }
 
-/* .help: the dot-commands, their usage aligned, then the statements. */
+/* Print words, a NULL-terminated list, after title, wrapped at 78. */
+static void s_help_words(FILE *f, const char *title, const char *const *words, const char *sep) {
+  size_t col = (size_t)fprintf(f, "%s", title);
+  for (const char *const *w = words; *w; w++) {
+    size_t n = strlen(*w) + (w[1] ? strlen(sep) : 0);
+    if (col + n > 78) col = (size_t)fprintf(f, "\n    ");
+    col += (size_t)fprintf(f, "%s%s", *w, w[1] ? sep : "");
+  }
+  fputc('\n', f);
+}
+
+/* .help: the dot-commands, their usage aligned, then the statements, the
+** functions, aggregations and options of the language, and the settings
+** (the lists from the engine, so they cannot fall behind it). */
 static int s_dot_help(ts_shell *sh, const si_source *src, const si_dotcmd *c, int argc,
                       char **argv) {
   const si_dotcmd *h;
+  FILE *f = sh->out;
+  const char *name, *help;
+  long lo, hi, dflt;
   int w = 0;
   for (h = si_dots; h->name; h++) {
     int n = (int)(strlen(h->name) + 1 + strlen(h->args));
@@ -215,9 +288,22 @@ static int s_dot_help(ts_shell *sh, const si_source *src, const si_dotcmd *c, in
   for (h = si_dots; h->name; h++) {
     char usage[64];
     snprintf(usage, sizeof usage, "%s %s", h->name, h->args);
-    printf("%-*s %s\n", w, usage, h->help);
+    fprintf(f, "%-*s %s\n", w, usage, h->help);
   }
-  fputs(s_statement_help, stdout);
+  fputs(s_statement_help, f);
+  s_help_words(f, "Functions: ", te_words(TE_WORDS_FUNCTIONS), ", ");
+  fputs("  where(c, a, b) is a where c is not 0, else b; step(x) is 1 where x > 0, else 0\n", f);
+  fputs("Operators: + - * / ^ and the comparisons < <= > >= == != (1 or 0)\n", f);
+  s_help_words(f, "Aggregations: ", te_words(TE_WORDS_AGGREGATES), ", ");
+  fputs("  ARGMAX and ARGMIN aggregate one label and give the index of the first largest\n"
+        "  (smallest) value; inside another aggregation they take the last label\n",
+        f);
+  s_help_words(f, "EXPLAIN options: ", te_words(TE_WORDS_EXPLAIN), ", ");
+  s_help_words(f, "LOAD options (CSV): ", te_words(TE_WORDS_LOAD), ", ");
+  fputs("Settings (SET name = value; SHOW SETTINGS):\n", f);
+  for (int i = 0; te_settings_list(i, &name, &help, &lo, &hi, &dflt); i++)
+    fprintf(f, "  %-12s %ld to %ld, default %ld: %s\n", name, lo, hi, dflt, help);
+  fputs("Ctrl-C cancels the running statement.\n", f);
   return SI_OK;
 }
 
@@ -227,15 +313,22 @@ int si_dot(ts_shell *sh, const si_source *src, char *line) {
   const si_dotcmd *c;
   int argc, flow;
 
-  if (sh->echo) printf("%s\n", line);
+  if (sh->echo) fprintf(sh->out, "%s\n", line);
   argc = s_split(line, argv);
   if (argc < 0)
     return si_report(sh, src, src->lineno, "%s",
                     argc == -1 ? "unterminated quote" : "too many arguments");
   for (c = si_dots; c->name && strcmp(c->name, argv[0]); c++) continue;
-  if (!c->name)
+  if (!c->name) {
+    const char *names[64];
+    int n = 0, k;
+    for (c = si_dots; c->name && n < 64; c++) names[n++] = c->name;
+    if ((k = tr_closest(argv[0], names, n)) >= 0)
+      return si_report(sh, src, src->lineno, "unknown command: %s (did you mean %s?)", argv[0],
+                       names[k]);
     return si_report(sh, src, src->lineno,
                     "unknown command: %s (enter \".help\" for a list)", argv[0]);
+  }
   if (argc - 1 < c->minargs || argc - 1 > c->maxargs)
     return si_report(sh, src, src->lineno, "usage: %s%s%s", c->name,
                     *c->args ? " " : "", c->args);
@@ -243,6 +336,7 @@ int si_dot(ts_shell *sh, const si_source *src, char *line) {
   ** short by a Ctrl-C from now on, not by one left from the prompt. */
   te_interrupt_clear(sh->eng);
   flow = c->run(sh, src, c, argc, argv);
-  fflush(stdout);
+  fflush(sh->out);
+  if (c->run != s_dot_once) si_output_done(sh);
   return flow;
 }

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine/engine.h"
@@ -242,6 +243,7 @@ int main(int argc, char **argv) {
   const char *shell_only = NULL, *worker_only = NULL;
   int worker = 0, others = 0; /* others: options besides --gen-keys */
   ts_shell *sh = NULL;
+  struct stat st;
   tr_err err;
   int c, status;
 
@@ -342,6 +344,14 @@ int main(int argc, char **argv) {
   if (worker_only) return s_usage_error("%s needs --worker", worker_only);
   if (argc - optind > 1) return s_usage_error("more than one DBPATH given");
   opt.dbpath = optind < argc ? argv[optind] : NULL;
+  if (opt.dbpath && stat(opt.dbpath, &st) == 0 && S_ISREG(st.st_mode)) {
+    /* tradb script.tql would make a database called script.tql */
+    fprintf(stderr,
+            "tradb: '%s' is a file, not a database directory; to run the statements in it: "
+            "tradb DBPATH < %s (or tradb < %s for a transient database)\n",
+            opt.dbpath, opt.dbpath, opt.dbpath);
+    return 2;
+  }
   opt.self_exe = s_self_exe(exe, sizeof exe);
 
   if (ts_open(&opt, &sh, &err)) {

@@ -1,7 +1,8 @@
 /*
 ** shell/shell.c - the tradb shell: input (terminal, file, string), statement
-** splitting, errors, Ctrl-C.  Dot-commands are in dot.c, result printing in
-** print.c, the terminal (readline, history, completion) in terminal.c.
+** splitting, errors, Ctrl-C, progress.  Dot-commands are in dot.c, result
+** printing in print.c, the terminal (readline, history, completion) in
+** terminal.c.
 **
 ** Input.  Lines are accumulated until te_statement_end() finds a complete
 ** statement; every complete statement is run (several may share a line, one
@@ -9,19 +10,27 @@
 ** is a dot-command.  A NUL byte ends a line's content.  Statements that
 ** hold nothing but blanks and comments before their ';' are skipped.
 **
-** Errors.  Terminal: "Error: MSG" on stderr.  Batch input (stdin, -c):
-** "line N: MSG", N the input line where the statement starts (its first
-** character that is not a blank or in a comment) or of the dot-command.
-** Files run by .read: "FILE:N: MSG".  A failed statement or dot-command
-** counts as a failure (batch exit status 1); with bail on, batch input
-** stops at the first failure; an interrupted statement (Ctrl-C) always
-** stops batch input ("line N: interrupted").  On the terminal neither
-** ends the session: the rest of the line is dropped and the prompt comes
-** back.  Ctrl-C at the prompt drops the line and any pending statement.
+** Errors.  Terminal: "Error: MSG" on stderr, and when the engine says which
+** token it is about, the line holding it with a caret under it.  Batch
+** input (stdin, -c): "line L:C: MSG", L and C the line and column of that
+** token, or "line N: MSG", N the input line where the statement starts (its
+** first character that is not a blank or in a comment) or of the
+** dot-command.  Files run by .read: "FILE:L:C: MSG".  A failed statement or
+** dot-command counts as a failure (batch exit status 1); with bail on,
+** batch input stops at the first failure; an interrupted statement
+** (Ctrl-C) always stops batch input ("line N: interrupted").  On the
+** terminal neither ends the session: the rest of the line is dropped and
+** the prompt comes back.  Ctrl-C at the prompt drops the line and any
+** pending statement.
 **
 ** .timer on:  after each statement "Run Time: real R user U sys S"
 ** (seconds, 3 decimals; real from a monotonic clock, user and sys from
-** getrusage).
+** getrusage and what the workers' task replies say they spent).
+**
+** .progress on (the default on a terminal):  a statement running longer
+** than a second shows one line on stderr, redrawn as it goes (tasks done
+** of the total known, percent, elapsed, an estimate of what is left), and
+** cleared when it ends; where stderr is not a terminal, a line a second.
 */
 #include "config.h"
 #include "shell/shell_int.h"
@@ -35,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 /* The engine whose statements a Ctrl-C interrupts (te_interrupt). */
 static _Atomic(te_engine *) s_sigint_engine; /* ts_install_sigint's; NULL once closed */
@@ -63,15 +73,78 @@ static double s_secs(struct timeval tv) {
   return (double)tv.tv_sec + (double)tv.tv_usec * 1e-6;
 }
 
+/* ---- progress ------------------------------------------------------------ */
+
+/* The engine's progress callback: the line on stderr (see the top). */
+static void s_progress(void *ctx, int64_t done, int64_t total) {
+  ts_shell *sh = ctx;
+  double now = tr_now(), el = now - sh->run_t0;
+  int tty = isatty(STDERR_FILENO);
+  char left[64] = "";
+  if (!sh->progress || el < 1.0 || total <= 0 || now - sh->prog_last < (tty ? 0.1 : 1.0)) return;
+  sh->prog_last = now;
+  if (done > 0 && done < total) snprintf(left, sizeof left, ", about %.0f s left", el * (double)(total - done) / (double)done);
+  fprintf(stderr, "%s%lld/%lld tasks  %3d%%  %.1f s%s%s", tty ? "\r" : "", (long long)done,
+          (long long)total, (int)(100 * done / total), el, left, tty ? "\033[K" : "\n");
+  fflush(stderr);
+}
+
+/* A statement ended: clear its progress line. */
+static void s_progress_end(ts_shell *sh) {
+  if (sh->prog_last > 0 && isatty(STDERR_FILENO)) fputs("\r\033[K", stderr);
+  sh->prog_last = 0;
+}
+
 /* ---- statements ---------------------------------------------------------- */
 
-/* Run text[0, len) (its ';' included), which starts at input line `line`. */
-static int s_exec(ts_shell *sh, const si_source *src, char *text, size_t len,
-                  long line) {
+/* Where a statement's text is: the input line and column (1-based) of its
+** first byte. */
+typedef struct s_place {
+  long line;
+  long col;
+} s_place;
+
+/* Columns of text[0, n): characters, not the bytes UTF-8 continues with. */
+static long s_cols(const char *text, size_t n) {
+  long c = 0;
+  for (size_t i = 0; i < n; i++) c += ((unsigned char)text[i] & 0xC0) != 0x80;
+  return c;
+}
+
+/* Report a failed statement text[0, len) of src that starts at `at`: at
+** the token err says, or at the statement's first line. */
+static int s_fail(ts_shell *sh, const si_source *src, const char *text, size_t len, s_place at,
+                  long first, const tr_err *err) {
+  const char *msg = err->msg[0] ? err->msg : "statement failed";
+  if (err->at <= 0 || (size_t)err->at > len + 1) return si_report(sh, src, first, "%s", msg);
+  size_t off = (size_t)err->at - 1, bol = 0, eol;
+  long line = at.line, col;
+  for (size_t i = 0; i < off; i++)
+    if (text[i] == '\n') {
+      line++;
+      bol = i + 1;
+    }
+  col = s_cols(text + bol, off - bol) + (bol ? 1 : at.col);
+  for (eol = off; eol < len && text[eol] != '\n'; eol++) continue;
+  return si_report_at(sh, src, line, col, text + bol, eol - bol, msg);
+}
+
+/* CPU seconds of this process and of the workers, user and system. */
+static void s_cpu(ts_shell *sh, double *user, double *sys) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  te_worker_cpu(sh->eng, user, sys);
+  *user += s_secs(ru.ru_utime);
+  *sys += s_secs(ru.ru_stime);
+}
+
+/* Run text[0, len) (its ';' included), which starts at input line `first`
+** (its first byte: at). */
+static int s_exec(ts_shell *sh, const si_source *src, char *text, size_t len, long first,
+                  s_place at) {
   char saved = text[len], saved_end = text[len - 1];
   te_result *res = NULL;
-  struct rusage ru0, ru1;
-  double t0 = 0;
+  double u0 = 0, s0 = 0, u1, s1;
   tr_err err;
   int rc, flow = SI_OK;
   size_t a = 0, z = len;
@@ -84,36 +157,35 @@ static int s_exec(ts_shell *sh, const si_source *src, char *text, size_t len,
   if (sh->echo) {
     while (a < z && isspace((unsigned char)text[a])) a++;
     while (z > a && isspace((unsigned char)text[z - 1])) z--;
-    printf("%.*s\n", (int)(z - a), text + a);
+    fprintf(sh->out, "%.*s\n", (int)(z - a), text + a);
   }
   tr_clearerr(&err);
   /* From here a Ctrl-C cancels this statement: the engine's request is
   ** cleared first, so one that lands between the two is not lost. */
   te_interrupt_clear(sh->eng);
   si_sigint = 0;
-  if (sh->timer) {
-    t0 = tr_now();
-    getrusage(RUSAGE_SELF, &ru0);
-  }
+  sh->run_t0 = tr_now();
+  if (sh->timer) s_cpu(sh, &u0, &s0);
+  te_set_print(sh->eng, sh->mode == SI_TABLE || sh->mode == SI_MARKDOWN, si_width(sh));
   rc = te_exec(sh->eng, text, len, &res, &err);
+  s_progress_end(sh);
   if (rc == TR_OK) {
     si_print_result(sh, res);
-    if (res) si_warn(src, line, res->notice);
+    if (res) si_warn(src, first, res->notice);
   } else if (rc == TR_EINTR) {
-    si_report(sh, src, line, "interrupted");
+    si_report(sh, src, first, "interrupted");
     flow = SI_STOP;
   } else {
-    flow = si_report(sh, src, line, "%s",
-                    err.msg[0] ? err.msg : "statement failed");
+    flow = s_fail(sh, src, text, len, at, first, &err);
   }
   if (sh->timer) {
-    getrusage(RUSAGE_SELF, &ru1);
-    printf("Run Time: real %.3f user %.3f sys %.3f\n", tr_now() - t0,
-           s_secs(ru1.ru_utime) - s_secs(ru0.ru_utime),
-           s_secs(ru1.ru_stime) - s_secs(ru0.ru_stime));
+    s_cpu(sh, &u1, &s1);
+    fprintf(sh->out, "Run Time: real %.3f user %.3f sys %.3f\n", tr_now() - sh->run_t0, u1 - u0,
+            s1 - s0);
   }
-  fflush(stdout);
+  fflush(sh->out);
   te_result_free(&res);
+  si_output_done(sh);
   /* Between statements of a script there is no idle time: restoring
   ** replicas (if any are missing) gets a short slice here instead. */
   if (src->in && flow == SI_OK) te_maintain(sh->eng, SI_MAINTAIN_S, &err);
@@ -129,44 +201,65 @@ static int s_has_nul(const char *line, size_t len, long from, long to) {
   return from < to && memchr(line + from, '\0', (size_t)(to - from));
 }
 
+/* The text read but not yet run. */
+typedef struct s_pending {
+  si_buf buf;   /* pending statement text; empty or not blank */
+  long start;   /* input line where the statement starts (0: none) */
+  int nul;      /* it holds a NUL byte */
+  s_place at;   /* where buf.p[0] is in the input */
+} s_pending;
+
+/* Move pl past text[0, n). */
+static void s_advance(s_place *pl, const char *text, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (text[i] == '\n') {
+      pl->line++;
+      pl->col = 1;
+    } else if (((unsigned char)text[i] & 0xC0) != 0x80) {
+      pl->col++;
+    }
+}
+
 /* Add line[0, len) to the pending text and run every statement it
-** completes.  *start is the input line where the pending statement starts
-** (0: none); *nul says that statement holds a NUL byte.  A statement with
-** a NUL byte is dropped, not run (the caller reported the line): C strings
-** end there, so what runs would not be what the input says. */
-static int s_feed(ts_shell *sh, const si_source *src, si_buf *pend, long *start,
-                  int *nul, const char *line, size_t len) {
+** completes.  A statement with a NUL byte is dropped, not run (the caller
+** reported the line): C strings end there, so what runs would not be what
+** the input says. */
+static int s_feed(ts_shell *sh, const si_source *src, s_pending *pd, const char *line,
+                  size_t len) {
+  si_buf *pend = &pd->buf;
   size_t n;
   long at = (long)pend->len; /* where line starts in pend->p */
   int flow = SI_OK;
 
+  if (!pend->len) pd->at = (s_place){src->lineno, 1};
   if (s_buf_add(pend, line, len) || s_buf_add(pend, "\n", 1)) {
     pend->len = 0;
-    *start = 0;
-    *nul = 0;
+    pd->start = 0;
+    pd->nul = 0;
     return si_report(sh, src, src->lineno, "out of memory");
   }
   for (char *z = pend->p + at; (z = memchr(z, '\0', pend->len - (size_t)(z - pend->p)));)
     *z = ' '; /* keeps the statements around it whole */
-  if (!*start && !te_is_blank(pend->p)) *start = src->lineno;
-  while (*start && (n = te_statement_end(pend->p)) > 0) {
-    int held = *nul || s_has_nul(line, len, -at, (long)n - at);
-    int f = held ? SI_OK : s_exec(sh, src, pend->p, n, *start);
+  if (!pd->start && !te_is_blank(pend->p)) pd->start = src->lineno;
+  while (pd->start && (n = te_statement_end(pend->p)) > 0) {
+    int held = pd->nul || s_has_nul(line, len, -at, (long)n - at);
+    int f = held ? SI_OK : s_exec(sh, src, pend->p, n, pd->start, pd->at);
+    s_advance(&pd->at, pend->p, n);
     memmove(pend->p, pend->p + n, pend->len - n + 1);
     pend->len -= n;
     at -= (long)n;
-    *nul = 0;
-    *start = te_is_blank(pend->p) ? 0 : src->lineno;
+    pd->nul = 0;
+    pd->start = te_is_blank(pend->p) ? 0 : src->lineno;
     if (f == SI_FAIL && sh->bail) f = SI_STOP;
     if (f == SI_STOP) { /* the rest of the line is dropped */
-      *start = 0;
+      pd->start = 0;
       flow = SI_STOP;
       break;
     }
     if (f == SI_FAIL) flow = SI_FAIL;
   }
-  if (!*start) pend->len = 0; /* only blanks and comments left */
-  *nul = *start && (*nul || s_has_nul(line, len, -at, (long)len));
+  if (!pd->start) pend->len = 0; /* only blanks and comments left */
+  pd->nul = pd->start && (pd->nul || s_has_nul(line, len, -at, (long)len));
   return flow;
 }
 
@@ -175,8 +268,7 @@ static int s_feed(ts_shell *sh, const si_source *src, si_buf *pend, long *start,
 /* Next line of src into *line (getline-style buffer), without its end of
 ** line, and its length into *len (batch input may hold NUL bytes);
 ** `pending` picks the continuation prompt.  An S_* read status. */
-static int s_next_line(const ts_shell *sh, si_source *src, char **line,
-                       size_t *cap, size_t *len, int pending) {
+static int s_next_line(si_source *src, char **line, size_t *cap, size_t *len, int pending) {
   ssize_t n = 0;
   if (!src->in) {
     char *l;
@@ -186,7 +278,6 @@ static int s_next_line(const ts_shell *sh, si_source *src, char **line,
     *line = l;
     *cap = strlen(l) + 1;
     n = (ssize_t)strlen(l);
-    si_remember(l, sh->histfile);
   } else {
     for (;;) {
       if (si_sigint) return SI_INTR;
@@ -219,22 +310,34 @@ static int s_read_file(ts_shell *sh, const si_source *src, const char *path) {
   return flow;
 }
 
+/* On the terminal, a statement's lines go to the history as one entry once
+** it is complete (and a dot-command alone). */
+static void s_history(ts_shell *sh, const si_source *src, si_buf *hist, const char *line,
+                      size_t len, int complete) {
+  if (src->in) return;
+  if (hist->len && s_buf_add(hist, "\n", 1)) hist->len = 0;
+  if (s_buf_add(hist, line, len)) hist->len = 0;
+  if (complete && hist->len) {
+    si_remember(hist->p, sh->histfile);
+    hist->len = 0;
+  }
+}
+
 /* Read src to its end (or .quit, or a stop); SI_OK, SI_FAIL, SI_STOP, SI_QUIT. */
 int si_run_source(ts_shell *sh, si_source *src) {
-  si_buf pend = {NULL, 0, 0}; /* pending statement text; empty or not blank */
-  long start = 0;            /* input line where it starts */
-  int nul = 0;               /* it holds a NUL byte */
+  s_pending pd = {{NULL, 0, 0}, 0, 0, {0, 1}}; /* text read, not yet run */
+  si_buf hist = {NULL, 0, 0};                   /* the lines of a statement */
   char *line = NULL;
   size_t cap = 0, len = 0;
   int flow = SI_OK;
 
   for (;;) {
-    int got = s_next_line(sh, src, &line, &cap, &len, pend.len > 0);
+    int got = s_next_line(src, &line, &cap, &len, pd.buf.len > 0);
     if (got == SI_EOF) break;
     if (got == SI_CANCEL) { /* Ctrl-C at the prompt */
-      pend.len = 0;
-      start = 0;
-      nul = 0;
+      pd.buf.len = hist.len = 0;
+      pd.start = 0;
+      pd.nul = 0;
       continue;
     }
     if (got == SI_INTR) {
@@ -252,23 +355,26 @@ int si_run_source(ts_shell *sh, si_source *src) {
                                    : SI_OK;
     if (flow == SI_FAIL && sh->bail)
       ; /* stop here */
-    else if (!pend.len && line[0] == '.') {
+    else if (!pd.buf.len && line[0] == '.') {
+      s_history(sh, src, &hist, line, len, 1);
       if (flow == SI_OK) flow = si_dot(sh, src, line);
       if (flow == SI_READ) flow = s_read_file(sh, src, sh->read_path);
     } else {
-      int f = s_feed(sh, src, &pend, &start, &nul, line, len);
+      int f = s_feed(sh, src, &pd, line, len);
+      s_history(sh, src, &hist, line, len, !pd.buf.len);
       if (f != SI_OK) flow = f;
     }
     if (flow == SI_FAIL && sh->bail) flow = SI_STOP;
     if (flow == SI_QUIT || (flow == SI_STOP && src->in)) goto done;
     flow = SI_OK;
   }
-  if (pend.len)
-    flow = si_report(sh, src, start,
+  if (pd.buf.len)
+    flow = si_report(sh, src, pd.start,
                     "incomplete statement at end of input (missing ';'?)");
 done:
   free(line);
-  free(pend.p);
+  free(pd.buf.p);
+  free(hist.p);
   return flow;
 }
 
@@ -312,12 +418,15 @@ int ts_open(const ts_options *opt, ts_shell **out, tr_err *err) {
   sh->dbpath = opt->dbpath;
   sh->bail = opt->bail;
   sh->echo = opt->echo;
+  sh->out = stdout;
+  te_set_progress(sh->eng, s_progress, sh);
   *out = sh;
   return TR_OK;
 }
 
 void ts_close(ts_shell **sh) {
   if (!sh || !*sh) return;
+  if ((*sh)->out != stdout) fclose((*sh)->out);
   atomic_store(&s_sigint_engine, NULL); /* before it goes away */
   te_close(&(*sh)->eng);
   free((*sh)->histfile);
@@ -334,6 +443,7 @@ int ts_interactive(ts_shell *sh) {
   else
     printf("Connected to a transient database.\n");
   fflush(stdout);
+  sh->progress = isatty(STDERR_FILENO);
   si_terminal_open(sh);
   si_run_source(sh, &src);
   si_terminal_close(sh);
@@ -346,15 +456,33 @@ int ts_batch(ts_shell *sh, FILE *in) {
   return sh->nfail ? 1 : 0;
 }
 
+/* Whether text ends in a statement without its ';' (after the complete
+** ones, something not blank that is not a dot-command line). */
+static int s_lacks_semicolon(const char *text) {
+  size_t n;
+  const char *last;
+  while ((n = te_statement_end(text)) > 0) text += n;
+  if (te_is_blank(text)) return 0;
+  for (last = text + strlen(text); last > text && isspace((unsigned char)last[-1]); last--) continue;
+  while (last > text && last[-1] != '\n') last--;
+  while (*last == ' ' || *last == '\t') last++;
+  return *last != '.';
+}
+
 int ts_batch_string(ts_shell *sh, const char *text) {
   FILE *in;
+  char *copy = NULL;
   int status;
   if (!*text) return 0;
+  /* -c 'PRINT A' runs like -c 'PRINT A;', as sqlite3 -cmd does */
+  if (s_lacks_semicolon(text) && asprintf(&copy, "%s\n;", text) > 0) text = copy;
   if (!(in = fmemopen((void *)text, strlen(text), "r"))) {
     fprintf(stderr, "Error: %s\n", strerror(errno));
+    free(copy);
     return 1;
   }
   status = ts_batch(sh, in);
   fclose(in);
+  free(copy);
   return status;
 }

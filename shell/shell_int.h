@@ -38,17 +38,29 @@ enum {
 ** defined in terminal.c). */
 extern volatile sig_atomic_t si_sigint;
 
+/* How results are printed (.mode). */
+typedef enum si_mode { SI_TABLE, SI_CSV, SI_JSON, SI_MARKDOWN } si_mode;
+
 struct ts_shell {
   te_engine *eng;     /* the engine statements go to */
   const char *dbpath; /* database directory; NULL = transient */
-  int csv;            /* .mode csv (else table) */
+  si_mode mode;       /* .mode */
   int timer;          /* .timer on */
   int bail;           /* .bail on */
   int echo;           /* .echo on */
+  int progress;       /* .progress on: a line on stderr while a statement
+                         runs longer than a second */
   int depth;          /* .read files open */
   const char *read_path; /* SI_READ: the file .read names */
   long nfail;         /* failed statements and dot-commands so far */
   char *histfile;     /* history file (terminal); NULL = none */
+  FILE *out;          /* where results go: stdout, or the file of .output
+                         or .once */
+  int once;           /* out is .once's: back to stdout after the next
+                         statement or dot-command */
+  /* the statement running, for its progress line */
+  double run_t0;      /* when it started */
+  double prog_last;   /* when the progress line was last drawn (0: never) */
 };
 
 /* Where lines come from. */
@@ -104,11 +116,21 @@ int si_run_source(ts_shell *sh, si_source *src);
 /* Print an error for input line `line` of src and count the failure. */
 int si_report(ts_shell *sh, const si_source *src, long line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* The same for the token at column col (1-based) of line `line`, whose
+** text is text[0, len): batch input gets "line L:C: msg", the terminal
+** the line with a caret under the token. */
+int si_report_at(ts_shell *sh, const si_source *src, long line, long col, const char *text,
+                 size_t len, const char *msg);
+/* Back to stdout after the statement or dot-command .once was for. */
+void si_output_done(ts_shell *sh);
 /* Print a result's warnings (one per line) on stderr, placed as errors are;
 ** they do not count as failures. */
 void si_warn(const si_source *src, long line, const char *notice);
-/* Print a statement's result on stdout in the shell's mode. */
+/* Print a statement's result on sh->out in the shell's mode. */
 void si_print_result(const ts_shell *sh, const te_result *r);
+/* The width of the screen PRINT summarises for: the terminal's, $COLUMNS,
+** or 80. */
+int si_width(const ts_shell *sh);
 /* Cell (row, col) of a ROWS result; row -1 is the header. */
 const char *si_cell(const te_result *r, int row, int col);
 
@@ -121,7 +143,8 @@ void si_terminal_close(ts_shell *sh);
 /* Read a line on the terminal with the prompt: SI_LINE (*out is the line,
 ** the caller's to free), SI_EOF (Ctrl-D) or SI_CANCEL (Ctrl-C). */
 int si_readline(const char *prompt, char **out);
-/* Add a line to the history and append it to the history file. */
-void si_remember(const char *line, const char *path);
+/* Add an entry (a statement's lines, or a dot-command) to the history and
+** append it to the history file. */
+void si_remember(const char *entry, const char *path);
 
 #endif

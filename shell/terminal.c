@@ -1,7 +1,8 @@
 /*
 ** shell/terminal.c - the terminal: readline with a prompt that polls Ctrl-C and
-** idle repair, history, completion of keywords, tensor names, dot-commands
-** and their arguments.
+** idle repair, history (a statement of several lines is one entry),
+** completion of keywords, tensor names, file names, dot-commands and their
+** arguments, by what comes before the word.
 */
 #include "config.h"
 #include "shell/shell_int.h"
@@ -109,13 +110,15 @@ static char *s_history_path(void) {
   return path;
 }
 
-/* Add a terminal line to the history (and its file). */
-void si_remember(const char *line, const char *path) {
+/* Add an entry to the history (and its file): a statement of several
+** lines stays one entry, its lines kept (a '--' comment ends at its line),
+** which the file keeps apart with timestamps (history_multiline_entries). */
+void si_remember(const char *entry, const char *path) {
   HIST_ENTRY *last = history_length ? history_get(history_base + history_length - 1) : NULL;
-  const char *p = line;
+  const char *p = entry;
   while (isspace((unsigned char)*p)) p++;
-  if (!*p || (last && !strcmp(last->line, line))) return;
-  add_history(line);
+  if (!*p || (last && !strcmp(last->line, entry))) return;
+  add_history(entry);
   if (path && append_history(1, path)) write_history(path);
 }
 
@@ -190,7 +193,7 @@ static int s_complete_arg(const si_dotcmd *c, int k, const char *text) {
   size_t len = strlen(text);
   const char *p;
   s_word(c->args, k - 1, spec, sizeof spec);
-  if (!strcmp(spec, "FILE")) return 0;
+  if (!strcmp(spec, "FILE") || !strcmp(spec, "[FILE]")) return 0;
   if (!strcmp(spec, "[NAME]")) s_cand_tensors(text);
   if (!strcmp(spec, "ENDPOINT")) {
     /* only a worker that is known can be removed; a new one is typed */
@@ -210,8 +213,62 @@ static int s_complete_arg(const si_dotcmd *c, int k, const char *text) {
   return 1;
 }
 
+/* The word before position `at` of the line (upper-cased into buf, "" if
+** none); *quoted says whether `at` is inside a '...' string. */
+static void s_prev_word(int at, char *buf, size_t size, int *quoted, char *before, size_t bsize) {
+  const char *l = rl_line_buffer;
+  int q = 0, i, e;
+  for (i = 0; i < at; i++) q ^= l[i] == '\'';
+  *quoted = q;
+  buf[0] = before[0] = '\0';
+  for (int k = 0; k < 2; k++) {
+    char *dst = k ? before : buf;
+    size_t cap = k ? bsize : size;
+    e = at;
+    while (e > 0 && (isspace((unsigned char)l[e - 1]) || l[e - 1] == '\'')) e--;
+    for (i = e; i > 0 && (isalnum((unsigned char)l[i - 1]) || l[i - 1] == '_'); i--) continue;
+    snprintf(dst, cap, "%.*s", e - i, l + i);
+    for (char *c = dst; *c; c++) *c = (char)toupper((unsigned char)*c);
+    at = i;
+  }
+}
+
+/* Completions by what comes before the word: file names after FROM and TO
+** (in quotes: readline's, closing the quote), tensor names after the
+** words that name one, TENSOR after DROP.  Returns 0 when the context says
+** nothing (keywords and tensor names then). */
+static int s_complete_context(const char *text, int start) {
+  char prev[32], before[32];
+  int quoted;
+  s_prev_word(start, prev, sizeof prev, &quoted, before, sizeof before);
+  if (quoted || !strcmp(prev, "FROM") || !strcmp(prev, "TO")) {
+    char *f;
+    for (int st = 0; (f = rl_filename_completion_function(text, st)); st++) {
+      char q[4200];
+      snprintf(q, sizeof q, "%s%s", quoted ? "" : "'", f);
+      s_cand_add(q, 0);
+      free(f);
+    }
+    rl_filename_completion_desired = 1; /* directories get a '/' */
+    rl_completion_append_character = '\'';
+    return 1;
+  }
+  if (!strcmp(prev, "DROP")) {
+    if (!strncasecmp("TENSOR", text, strlen(text))) s_cand_add("TENSOR", islower((unsigned char)*text));
+    return 1;
+  }
+  if (!strcmp(prev, "DESCRIBE") || !strcmp(prev, "PRINT") || !strcmp(prev, "SAVE") ||
+      !strcmp(prev, "FILL") || !strcmp(prev, "EXISTS") ||
+      (!strcmp(prev, "TENSOR") && !strcmp(before, "DROP"))) {
+    s_cand_tensors(text);
+    return 1;
+  }
+  return 0;
+}
+
 /* readline completion: dot-command names at the start of a line, their
-** arguments after them, keywords and tensor names in statements. */
+** arguments after them; in statements, by context (s_complete_context),
+** else keywords and tensor names. */
 static char **s_complete(const char *text, int start, int end) {
   size_t len = strlen(text);
   const char *p;
@@ -238,6 +295,8 @@ static char **s_complete(const char *text, int start, int end) {
         return NULL;
       }
     }
+  } else if (s_complete_context(text, start)) {
+    return s_ncand ? rl_completion_matches(text, s_cand_next) : NULL;
   } else {
     const char *const *kw = te_keywords();
     int lower = 0;
@@ -256,6 +315,8 @@ void si_terminal_open(ts_shell *sh) {
   rl_catch_signals = 0;
   rl_attempted_completion_function = s_complete;
   rl_completion_word_break_hook = s_word_breaks;
+  history_write_timestamps = 1; /* what keeps a multi-line entry one */
+  history_multiline_entries = 1;
   stifle_history(S_HISTORY_LINES);
   if ((sh->histfile = s_history_path())) read_history(sh->histfile);
 }

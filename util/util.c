@@ -1,16 +1,18 @@
 /*
-** util/util.c - error buffers, element types, invariant reports, clocks
-** and the thread pool shared by every stage.
+** util/util.c - error buffers, "did you mean" hints, element types,
+** invariant reports, clocks and the thread pool shared by every stage.
 */
 #include "config.h"
 #include "util/util.h"
 
+#include <ctype.h>
 #include <pthread.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,6 +26,7 @@ int tr_seterr(tr_err *err, int code, const char *fmt, ...) {
     vsnprintf(err->msg, sizeof err->msg, fmt, ap);
     va_end(ap);
     err->code = code;
+    err->at = 0;
   }
   return code;
 }
@@ -48,7 +51,46 @@ void tr_clearerr(tr_err *err) {
   if (err) {
     err->code = TR_OK;
     err->msg[0] = '\0';
+    err->at = 0;
   }
+}
+
+/* Edits between a and b, letter case ignored (optimal string alignment:
+** insert, delete, change, swap of neighbours), or limit + 1 when more. */
+static int s_edits(const char *a, const char *b, int limit) {
+  int n = (int)strlen(a), m = (int)strlen(b);
+  if (n > 63 || m > 63 || abs(n - m) > limit) return limit + 1;
+  int d[64][64];
+  for (int i = 0; i <= n; i++) d[i][0] = i;
+  for (int j = 0; j <= m; j++) d[0][j] = j;
+  for (int i = 1; i <= n; i++)
+    for (int j = 1; j <= m; j++) {
+      int ca = tolower((unsigned char)a[i - 1]), cb = tolower((unsigned char)b[j - 1]);
+      int v = d[i - 1][j - 1] + (ca != cb);
+      if (d[i - 1][j] + 1 < v) v = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+      if (i > 1 && j > 1 && ca == tolower((unsigned char)b[j - 2]) &&
+          cb == tolower((unsigned char)a[i - 2]) && d[i - 2][j - 2] + 1 < v)
+        v = d[i - 2][j - 2] + 1;
+      d[i][j] = v;
+    }
+  return d[n][m];
+}
+
+int tr_closest(const char *word, const char *const *cands, int n) {
+  size_t len = strlen(word);
+  int limit = len <= 4 ? 1 : len <= 8 ? 2 : 3, best = -1, bestd = limit + 1;
+  for (int i = 0; i < n; i++)
+    if (!strcmp(cands[i], word)) return -1;
+  for (int i = 0; i < n; i++) {
+    if (!strcasecmp(cands[i], word)) return i;
+    int e = s_edits(word, cands[i], limit);
+    if (e < bestd) {
+      bestd = e;
+      best = i;
+    }
+  }
+  return best;
 }
 
 void tr_assert_fail(const char *expr, const char *file, int line, const char *func) {

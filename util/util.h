@@ -36,6 +36,10 @@ enum {
 typedef struct tr_err {
   int code;       /* the TR_E* code of the last failure, TR_OK if none */
   char msg[1024]; /* one line, no trailing newline, no "error:" prefix */
+  int at;         /* 1 + the byte offset, in the statement's text, of the
+                     token the message is about (parse/, compile/ and the
+                     engine set it, so the shell can point at it); 0:
+                     unknown.  tr_seterr resets it to 0. */
 } tr_err;
 
 /* Record code and a printf-style message in err (which may be NULL);
@@ -48,6 +52,20 @@ int tr_seterr(tr_err *err, int code, const char *fmt, ...)
 int tr_prefix(tr_err *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Reset err to TR_OK with an empty message. */
 void tr_clearerr(tr_err *err);
+/* Say where in the statement the failure code of err is (at as in tr_err,
+** 0: unknown); returns code, so `return tr_at(err, pos, tr_seterr(...))`
+** reports and places an error in one step. */
+static inline int tr_at(tr_err *err, int at, int code) {
+  if (err) err->at = at;
+  return code;
+}
+
+/* The candidate closest to word, for "did you mean" hints: one that
+** differs only in letter case, else the nearest by edits (insert, delete,
+** change or swap two neighbours; at most 1 for words up to 4 letters, 2 up
+** to 8, 3 beyond).  Its index in cands[0, n), or -1 when none is near or
+** word itself is a candidate. */
+int tr_closest(const char *word, const char *const *cands, int n);
 
 /*
 ** Invariants, as SQLite writes them (sqliteInt.h).  tr_assert(x) states

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -54,6 +55,7 @@ static int s_task_write(void *ctx, int64_t lin, const void *buf, size_t bytes, t
       io->bytes[i] = bytes;
       int rc = (t->scratch ? tc_store_put_scratch : tc_store_put)(
           io->job->store, t->out_id[i], t->out_meta.dtype, buf, bytes, 0, &io->sum[i], err);
+      if (!rc) io->job->made++;
       if (!rc && t->nrep) {
         /* Replicate it now, while the other chunks are still computed. */
         wi_push *p = malloc(sizeof *p);
@@ -155,14 +157,26 @@ static int s_combine_one(void *arg, int64_t i) {
   return rc;
 }
 
+/* CPU seconds this process has used, user and system. */
+static void s_cpu(double *user, double *sys) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  *user = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6;
+  *sys = (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
 /* Run one TASK; fills the reply: TASK_OK {u32 n, n x chunk meta, f64 s,
-** str backend} or an error. */
+** str backend, u64 GPU bytes in, out, f64 their seconds, f64 CPU user,
+** system} or an error.  The CPU is the process's over the task: tasks run
+** one at a time, on the kernel threads. */
 static void s_run_task(wi_worker *w, wi_job *j) {
   tx_task t;
   tr_err err;
   tk_device_stats d0, d1;
+  double u0, s0, u1, s1;
   tr_clearerr(&err);
   tk_device_stats_get(&d0);
+  s_cpu(&u0, &s0);
   double t0 = tr_now();
   int rc = tx_task_decode(j->body, j->body_len, &t, &err);
   if (rc) {
@@ -179,11 +193,11 @@ static void s_run_task(wi_worker *w, wi_job *j) {
   if (!io.sum || !io.bytes) {
     rc = tr_seterr(&err, TR_ENOMEM, "out of memory");
   } else if (t.kind == TX_TASK_FILL) {
-    s_fillrun fr = {&io, {0, ""}, PTHREAD_MUTEX_INITIALIZER};
+    s_fillrun fr = {&io, {0, "", 0}, PTHREAD_MUTEX_INITIALIZER};
     rc = tr_parallel_for(w->threads, t.nout, s_fill_one, &fr, &j->cancel);
     if (rc) err = fr.err.code ? fr.err : err;
   } else if (t.kind == TX_TASK_COMBINE) {
-    s_fillrun fr = {&io, {0, ""}, PTHREAD_MUTEX_INITIALIZER};
+    s_fillrun fr = {&io, {0, "", 0}, PTHREAD_MUTEX_INITIALIZER};
     rc = tr_parallel_for(w->threads, t.nout, s_combine_one, &fr, &j->cancel);
     if (rc) err = fr.err.code ? fr.err : err;
   } else {
@@ -209,6 +223,9 @@ static void s_run_task(wi_worker *w, wi_job *j) {
     tn_put_u64(&j->reply, d1.h2d_bytes - d0.h2d_bytes);
     tn_put_u64(&j->reply, d1.d2h_bytes - d0.d2h_bytes);
     tn_put_f64(&j->reply, d1.copy_s - d0.copy_s);
+    s_cpu(&u1, &s1);
+    tn_put_f64(&j->reply, u1 - u0);
+    tn_put_f64(&j->reply, s1 - s0);
   }
   free(io.sum);
   free(io.bytes);
@@ -299,6 +316,15 @@ void wi_heard(wi_worker *w, const uint8_t *route, size_t len) {
   if (w->running && s_from(w->running, route, len)) w->running->heard = now;
   for (wi_job *j = w->todo; j; j = j->next)
     if (s_from(j, route, len)) j->heard = now;
+  pthread_mutex_unlock(&w->mu);
+}
+
+void wi_task_progress(wi_worker *w, const uint8_t *route, size_t len, tn_wbuf *hb) {
+  pthread_mutex_lock(&w->mu);
+  if (w->running && w->running->type == TN_TASK && s_from(w->running, route, len)) {
+    tn_put_u64(hb, w->running->req);
+    tn_put_u64(hb, (uint64_t)w->running->made);
+  }
   pthread_mutex_unlock(&w->mu);
 }
 

@@ -339,6 +339,7 @@ static void s_serve(wi_worker *w) {
       if (w->coord_len) {
         tn_wbuf hb = {0};
         tn_put_u64(&hb, w->incarnation);
+        wi_task_progress(w, w->coord, w->coord_len, &hb);
         tn_send(w->router, w->coord, w->coord_len, TN_HEARTBEAT, 0, 0, &hb, 0, NULL, NULL, NULL, NULL,
                 &err);
         tn_wbuf_free(&hb);

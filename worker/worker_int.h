@@ -139,6 +139,8 @@ typedef struct wi_job {
   char msg[sizeof(((tr_err *)0)->msg) + 300]; /* TN_ERROR: message */
   _Atomic uint64_t bad;     /* TN_ERROR: a chunk that failed its checksum */
   tr_cancel cancel;         /* TN_TASK: set to stop it (its kernels poll) */
+  _Atomic int64_t made;     /* TN_TASK: output chunks stored so far, which
+                               heartbeats report (progress) */
   double heard;             /* TN_TASK, TN_SYNC: when its coordinator last
                                sent anything (under mu) */
   struct wi_job *next;       /* queue */
@@ -264,6 +266,9 @@ void wi_queue(wi_worker *w, tn_in *in);
 /* Any message from route is a sign of life of the coordinator of the jobs
 ** it sent (heartbeats included). */
 void wi_heard(wi_worker *w, const uint8_t *route, size_t len);
+/* Append to heartbeat body hb the TASK running for route, if any: its
+** request id and the output chunks it has made (the shell's progress). */
+void wi_task_progress(wi_worker *w, const uint8_t *route, size_t len, tn_wbuf *hb);
 /* Cancel the task-thread jobs from route: the running one through its
 ** token (its kernels stop within a poll), the queued ones answered
 ** TR_EINTR and dropped.  Logs one line saying why; a no-op when there is

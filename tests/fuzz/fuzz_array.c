@@ -6,13 +6,17 @@
 **
 ** Input: the first byte chooses how the rest is opened:
 **   bit 0   0: a .npy file, 1: a .csv file
-**   bit 1   element type for CSV: 0 f32, 1 f64
+**   bit 1   element type (CSV, converted .npy): 0 f32, 1 f64
 **   bit 2   (.npy only) no extension, so the format comes from the magic
+**   bits 3-4 (CSV) header: 0 told from the file, 1 HEADER, 2 no header
+**   bits 5-6 (CSV) delimiter: 0 told from the file, 1 ',', 2 ';', 3 tab
+**   bit 7   (CSV) NULL nan: empty fields read as NaN
 ** The remaining bytes are the file's content.
 */
 #include "config.h"
 
 #include <fcntl.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,8 +93,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *ext = (mode & 1) ? ".csv" : (mode & 4) ? "" : ".npy";
   snprintf(path, sizeof path, "/tmp/fuzz_array_%ld%s", (long)getpid(), ext);
   if (s_put(path, data + 1, size - 1) != 0) return 0;
+  static const char delims[4] = {0, ',', ';', '\t'};
+  tc_csv_opts csv = {0};
+  csv.header = ((mode >> 3) & 3) == 1 ? 1 : ((mode >> 3) & 3) == 2 ? -1 : 0;
+  csv.delim = delims[(mode >> 5) & 3];
+  csv.has_null = (mode >> 7) & 1;
+  csv.null_value = (double)NAN;
   tr_clearerr(&err);
-  int rc = tc_array_open(path, (mode & 2) ? TR_F64 : TR_F32, &a, &err);
+  int rc = tc_array_open(path, (mode & 2) ? TR_F64 : TR_F32, (mode & 1) ? &csv : NULL, &a, &err);
   if (rc == TR_OK) {
     if (a.rank < 0 || a.rank > TR_MAX_RANK) abort();
     s_sum(&a);

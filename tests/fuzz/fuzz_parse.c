@@ -27,7 +27,8 @@ static void parse_one(const char *text, size_t len) {
   rc = tp_parse(text, len, &st, &err);
   if (rc == TR_OK) {
     if (!st) abort();
-    if (st->kind == TP_ST_ASSIGN || st->kind == TP_ST_EXPLAIN) {
+    /* EXPLAIN [ANALYZE] COMMIT explains the open block: no expression */
+    if (st->kind == TP_ST_ASSIGN || (st->kind == TP_ST_EXPLAIN && !st->block)) {
       if (!st->rhs || st->nout < 0 || st->nout > TR_MAX_RANK) abort();
     }
     if (st->rank < 0 || st->rank > TR_MAX_RANK) abort();

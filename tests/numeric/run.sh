@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Numeric tests against NumPy (tests/numeric/check.py); skipped (exit 77)
-# when Debian's python3-numpy is not installed.
+# Numeric tests against NumPy (tests/numeric/check.py, check_data.py);
+# skipped (exit 77) when Debian's python3-numpy is not installed.
 set -euo pipefail
 PY=/usr/bin/python3
 if ! "$PY" -c 'import numpy' 2>/dev/null; then
@@ -10,3 +10,4 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$PY" "$TOP_SRCDIR/tests/numeric/check.py" "$TRADB" "$work"
+"$PY" "$TOP_SRCDIR/tests/numeric/check_data.py" "$TRADB" "$work"

@@ -42,7 +42,7 @@ static void s_npy(const char *path, int major, const char *dict,
 static void s_bad(const char *path, int code, const char *frag) {
   tc_array a;
   tr_err err;
-  int rc = tc_array_open(path, TR_F64, &a, &err);
+  int rc = tc_array_open(path, TR_F64, NULL, &a, &err);
   cr_assert_eq(rc, code, "rc %d for %s: %s", rc, path, err.msg);
   cr_assert(strstr(err.msg, frag), "message '%s' lacks '%s'", err.msg, frag);
   cr_assert_null(a.data);
@@ -69,7 +69,7 @@ Test(array, npy_round_trip_f32) {
   tc_array_close(&a);
   cr_assert_eq(tf_count(tf_dir, "", ""), 1);
 
-  cr_assert_eq(tc_array_open(p, TR_F64, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_array_open(p, TR_F64, NULL, &a, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(a.dtype, TR_F32);
   cr_assert_eq(a.rank, 2);
   cr_assert_eq(a.shape[0], 3);
@@ -103,7 +103,7 @@ Test(array, npy_round_trip_f64_rank3_and_numpy_file) {
   for (int i = 0; i < 30; i++) ((double *)a.data)[i] = i * 1.25 - 7;
   cr_assert_eq(tc_array_commit(&a, &err), TR_OK, "%s", err.msg);
   tc_array_close(&a);
-  cr_assert_eq(tc_array_open(p, TR_F32, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_array_open(p, TR_F32, NULL, &a, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(a.dtype, TR_F64);
   cr_assert_eq(a.rank, 3);
   cr_assert_eq(a.stride[0], 15);
@@ -124,7 +124,7 @@ Test(array, npy_round_trip_f64_rank3_and_numpy_file) {
            "n.save('%s', n.asfortranarray(n.arange(24, dtype='<f4')"
            ".reshape(2, 3, 4)))\"", q);
   cr_assert_eq(system(cmd), 0);
-  cr_assert_eq(tc_array_open(q, TR_F64, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_array_open(q, TR_F64, NULL, &a, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(a.stride[0], 1);
   cr_assert_eq(a.stride[1], 2);
   cr_assert_eq(a.stride[2], 6);
@@ -145,7 +145,7 @@ Test(array, npy_fortran_order_by_hand) {
   const char *p = tf_path("f.npy");
   s_npy(p, 1, "{'descr': '<f8', 'fortran_order': True, 'shape': (2, 3), }", d,
         sizeof d, 64);
-  cr_assert_eq(tc_array_open(p, TR_F32, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_array_open(p, TR_F32, NULL, &a, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(a.rank, 2);
   cr_assert_eq(a.stride[0], 1);
   cr_assert_eq(a.stride[1], 2);
@@ -165,7 +165,7 @@ Test(array, npy_rank0_rank1_and_header_variants) {
   *(double *)a.data = 2.5;
   cr_assert_eq(tc_array_commit(&a, &err), TR_OK, "%s", err.msg);
   tc_array_close(&a);
-  cr_assert_eq(tc_array_open(p, TR_F64, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_array_open(p, TR_F64, NULL, &a, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(a.rank, 0);
   cr_assert_eq(*(double *)a.data, 2.5);
   tc_array_close(&a);
@@ -177,7 +177,7 @@ Test(array, npy_rank0_rank1_and_header_variants) {
   for (int i = 0; i < 5; i++) ((float *)a.data)[i] = (float)i;
   cr_assert_eq(tc_array_commit(&a, &err), TR_OK, "%s", err.msg);
   tc_array_close(&a);
-  cr_assert_eq(tc_array_open(p, TR_F64, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_array_open(p, TR_F64, NULL, &a, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(a.rank, 1);
   cr_assert_eq(a.shape[0], 5);
   cr_assert_eq(a.stride[0], 1);
@@ -197,7 +197,7 @@ Test(array, npy_rank0_rank1_and_header_variants) {
       for (size_t align = 0; align <= 64; align += 64) {
         p = tf_path("h.npy");
         s_npy(p, major, dicts[k], v, sizeof v, align);
-        cr_assert_eq(tc_array_open(p, TR_F64, &a, &err), TR_OK, "%s: %s",
+        cr_assert_eq(tc_array_open(p, TR_F64, NULL, &a, &err), TR_OK, "%s: %s",
                      dicts[k], err.msg);
         cr_assert_eq(a.rank, 2);
         cr_assert_eq(a.shape[0], 3);
@@ -212,7 +212,7 @@ Test(array, npy_rank0_rank1_and_header_variants) {
   p = tf_path("e.npy");
   s_npy(p, 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (0, 4), }",
         "", 0, 64);
-  cr_assert_eq(tc_array_open(p, TR_F64, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_array_open(p, TR_F64, NULL, &a, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(a.shape[0], 0);
   cr_assert_eq(a.shape[1], 4);
   tc_array_close(&a);
@@ -221,7 +221,7 @@ Test(array, npy_rank0_rank1_and_header_variants) {
                err.msg);
   cr_assert_eq(tc_array_commit(&a, &err), TR_OK, "%s", err.msg);
   tc_array_close(&a);
-  cr_assert_eq(tc_array_open(p, TR_F64, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_array_open(p, TR_F64, NULL, &a, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(a.shape[0], 4);
   cr_assert_eq(a.shape[1], 0);
   tc_array_close(&a);
@@ -234,7 +234,7 @@ Test(array, npy_detected_by_magic_without_extension) {
   const char *p = tf_path("noext");
   s_npy(p, 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }", d,
         sizeof d, 64);
-  cr_assert_eq(tc_array_open(p, TR_F32, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_array_open(p, TR_F32, NULL, &a, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(((double *)a.data)[1], 2.0);
   tc_array_close(&a);
   p = tf_path("other.txt");
@@ -247,7 +247,7 @@ Test(array, npy_missing_and_unwritable) {
   tr_err err;
   int64_t sh[1] = {3};
   s_bad(tf_path("none.npy"), TR_EIO, "No such file or directory");
-  cr_assert_eq(tc_array_open(tf_path("none.npy"), TR_F64, &a, &err), TR_EIO);
+  cr_assert_eq(tc_array_open(tf_path("none.npy"), TR_F64, NULL, &a, &err), TR_EIO);
   char want[600];
   snprintf(want, sizeof want, "cannot open '%s': No such file or directory",
            tf_path("none.npy"));
@@ -307,7 +307,7 @@ Test(array, npy_truncated) {
            "truncated .npy file %s: expected 40 bytes of data, found 32", p);
   tc_array a;
   tr_err err;
-  cr_assert_eq(tc_array_open(p, TR_F64, &a, &err), TR_ECORRUPT);
+  cr_assert_eq(tc_array_open(p, TR_F64, NULL, &a, &err), TR_ECORRUPT);
   cr_assert_str_eq(err.msg, want);
   /* header cut short */
   tf_write(p, "\x93NUMPY\x01\x00\x50\x00{'descr'", 17);
@@ -330,13 +330,13 @@ Test(array, npy_unsupported_dtypes) {
   int32_t v[4] = {1, 2, 3, 4};
   const char *p = tf_path("i.npy");
   char want[600];
-  s_npy(p, 1, "{'descr': '<i4', 'fortran_order': False, 'shape': (4,), }", v,
+  s_npy(p, 1, "{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }", v,
         sizeof v, 64);
   snprintf(want, sizeof want,
-           "unsupported dtype '<i4' in %s (tradb stores f32 and f64)", p);
+           "unsupported dtype '<c8' in %s (tradb reads bool, int8..int64, uint8..uint64 "
+           "and float16..float64)", p);
   s_bad(p, TR_ETYPE, want);
-  const char *others[] = {"'|b1'", "'O'", "'<f2'", "'<c8'", "'<f16'", "''",
-                          "'|u1'", "'<f'"};
+  const char *others[] = {"'O'", "'<f16'", "''", "'<f'", "'<U4'", "'<i16'", "'<b2'", "'<u3'"};
   for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
     char dict[200];
     snprintf(dict, sizeof dict, "{'descr': %s, 'fortran_order': False, "
@@ -348,9 +348,89 @@ Test(array, npy_unsupported_dtypes) {
         sizeof v, 64);
   s_bad(p, TR_ETYPE, "unsupported dtype '>f4'");
   s_bad(p, TR_ETYPE, "big-endian");
+  s_npy(p, 1, "{'descr': '>i4', 'fortran_order': False, 'shape': (4,), }", v,
+        sizeof v, 64);
+  s_bad(p, TR_ETYPE, "big-endian");
   s_npy(p, 1, "{'descr': [('a', '<f4')], 'fortran_order': False, "
         "'shape': (4,), }", v, sizeof v, 64);
   s_bad(p, TR_ECORRUPT, "structured dtype");
+}
+
+/* Open the .npy of descr and shape "(2, 3)" holding data, as dt; returns
+** the values as doubles in memory order, or fails with msg in want. */
+static void s_npy_as(const char *descr, const char *order, const void *data, size_t n,
+                     tr_dtype dt, const double *values, const char *want) {
+  const char *p = tf_path("c.npy");
+  char dict[200];
+  tc_array a;
+  tr_err err;
+  snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': %s, 'shape': (2, 3), }", descr,
+           order);
+  s_npy(p, 1, dict, data, n, 64);
+  int rc = tc_array_open(p, dt, NULL, &a, &err);
+  if (want) {
+    cr_assert_eq(rc, TR_ETYPE, "%s: %s", descr, err.msg);
+    cr_assert(strstr(err.msg, want), "%s: '%s' lacks '%s'", descr, err.msg, want);
+    cr_assert_null(a.data);
+    return;
+  }
+  cr_assert_eq(rc, TR_OK, "%s: %s", descr, err.msg);
+  cr_assert_eq(a.dtype, dt, "%s is read as the type asked for", descr);
+  cr_assert_eq(a.rank, 2);
+  for (int i = 0; i < 6; i++) {
+    double v = dt == TR_F32 ? ((float *)a.data)[i] : ((double *)a.data)[i];
+    cr_assert_eq(v, values[i], "%s [%d]: %g, not %g", descr, i, v, values[i]);
+  }
+  cr_assert_eq(a.stride[0], order[0] == 'T' ? 1 : 3, "%s keeps its order", descr);
+  tc_array_close(&a);
+}
+
+/* bool, int8..int64, uint8..uint64 and float16 are converted to the type
+** asked for, exactly, or refused naming the first value that is not. */
+Test(array, npy_converted) {
+  const double small[6] = {0, 1, -2, 3, 127, -128}, usmall[6] = {0, 1, 2, 3, 127, 255};
+  int8_t i1[6] = {0, 1, -2, 3, 127, -128};
+  uint8_t u1[6] = {0, 1, 2, 3, 127, 255}, b1[6] = {0, 1, 1, 0, 2, 1};
+  int16_t i2[6] = {0, 1, -2, 3, 127, -128};
+  uint16_t u2[6] = {0, 1, 2, 3, 127, 255};
+  int32_t i4[6] = {0, 1, -2, 3, 127, -128};
+  uint32_t u4[6] = {0, 1, 2, 3, 127, 255};
+  int64_t i8[6] = {0, 1, -2, 3, 127, -128};
+  uint64_t u8[6] = {0, 1, 2, 3, 127, 255};
+  for (int t = 0; t < 2; t++) {
+    tr_dtype dt = t ? TR_F64 : TR_F32;
+    const double bools[6] = {0, 1, 1, 0, 1, 1};
+    s_npy_as("|b1", "False", b1, sizeof b1, dt, bools, NULL);
+    s_npy_as("|i1", "False", i1, sizeof i1, dt, small, NULL);
+    s_npy_as("|u1", "False", u1, sizeof u1, dt, usmall, NULL);
+    s_npy_as("<i2", "False", i2, sizeof i2, dt, small, NULL);
+    s_npy_as("<u2", "True", u2, sizeof u2, dt, usmall, NULL);
+    s_npy_as("<i4", "False", i4, sizeof i4, dt, small, NULL);
+    s_npy_as("<u4", "False", u4, sizeof u4, dt, usmall, NULL);
+    s_npy_as("<i8", "True", i8, sizeof i8, dt, small, NULL);
+    s_npy_as("=u8", "False", u8, sizeof u8, dt, usmall, NULL);
+  }
+  /* float16: normal, subnormal, zero, negative, inf, the largest */
+  uint16_t h[6] = {0x3c00, 0x0001, 0x8000, 0xc100, 0x7c00, 0x7bff};
+  const double hv[6] = {1, 0x1p-24, -0.0, -2.5, INFINITY, 65504};
+  s_npy_as("<f2", "False", h, sizeof h, TR_F32, hv, NULL);
+  s_npy_as("<f2", "False", h, sizeof h, TR_F64, hv, NULL);
+  /* 2^24 + 1 is not a float: the message names the value and its index
+  ** (in Fortran order the second value in memory is [1, 0]) */
+  int32_t big[6] = {0, 16777217, 2, 3, 4, 5};
+  s_npy_as("<i4", "False", big, sizeof big, TR_F32, NULL,
+           "value 16777217 at [0, 1] of");
+  s_npy_as("<i4", "False", big, sizeof big, TR_F32, NULL, "is not exactly a f32 (load it with TYPE f64)");
+  s_npy_as("<i4", "True", big, sizeof big, TR_F32, NULL, "value 16777217 at [1, 0] of");
+  const double bigd[6] = {0, 16777217, 2, 3, 4, 5};
+  s_npy_as("<i4", "False", big, sizeof big, TR_F64, bigd, NULL);
+  int64_t huge[6] = {1, 2, 3, 4, 5, INT64_C(9007199254740993)}; /* 2^53 + 1 */
+  s_npy_as("<i8", "False", huge, sizeof huge, TR_F64, NULL, "value 9007199254740993 at [1, 2]");
+  uint64_t uhuge[6] = {UINT64_MAX, 0, 0, 0, 0, 0};
+  s_npy_as("<u8", "False", uhuge, sizeof uhuge, TR_F64, NULL, "value 18446744073709551615 at [0, 0]");
+  int64_t exact[6] = {INT64_C(1) << 62, -(INT64_C(1) << 62), 0, 0, 0, 0}; /* powers of 2 are */
+  const double exactv[6] = {0x1p62, -0x1p62, 0, 0, 0, 0};
+  s_npy_as("<i8", "False", exact, sizeof exact, TR_F32, exactv, NULL);
 }
 
 Test(array, npy_header_garbage) {
@@ -397,7 +477,7 @@ Test(array, npy_header_garbage) {
     s_npy(p, 1, cases[i].dict, v, sizeof v, 64);
     tc_array a;
     tr_err err;
-    int rc = tc_array_open(p, TR_F64, &a, &err);
+    int rc = tc_array_open(p, TR_F64, NULL, &a, &err);
     cr_assert(rc == TR_ECORRUPT || rc == TR_ESHAPE, "case %zu: rc %d", i, rc);
     cr_assert(strstr(err.msg, cases[i].frag), "case %zu: '%s' lacks '%s'", i,
               err.msg, cases[i].frag);
@@ -454,7 +534,7 @@ Test(array, csv_round_trip_exact) {
     cr_assert_eq(tc_array_commit(&a, &err), TR_OK, "%s", err.msg);
     tc_array_close(&a);
     cr_assert_eq(tf_count(tf_dir, "", ""), 1);
-    cr_assert_eq(tc_array_open(p, (tr_dtype)dt, &a, &err), TR_OK, "%s",
+    cr_assert_eq(tc_array_open(p, (tr_dtype)dt, NULL, &a, &err), TR_OK, "%s",
                  err.msg);
     cr_assert_eq(a.rank, 2);
     cr_assert_eq(a.shape[0], 3);
@@ -487,7 +567,7 @@ Test(array, csv_ranks_written) {
   fclose(f);
   buf[n] = '\0';
   cr_assert_str_eq(buf, "0.5\n1.5\n2.5\n3.5\n");
-  cr_assert_eq(tc_array_open(p, TR_F64, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_array_open(p, TR_F64, NULL, &a, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(a.rank, 1);
   cr_assert_eq(a.shape[0], 4);
   tc_array_close(&a);
@@ -518,7 +598,7 @@ Test(array, csv_parse_forms) {
   const char *p = tf_path("in.csv");
   const char *text = "\xEF\xBB\xBF" "1, 2 ,3\r\n 4,5,\t6\r\n-7,nan,inf\n\n  \n";
   tf_write(p, text, strlen(text));
-  cr_assert_eq(tc_array_open(p, TR_F64, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_array_open(p, TR_F64, NULL, &a, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(a.dtype, TR_F64);
   cr_assert_eq(a.rank, 2);
   cr_assert_eq(a.shape[0], 3);
@@ -532,7 +612,7 @@ Test(array, csv_parse_forms) {
   tc_array_close(&a);
   /* one value per line: rank 1; no final newline */
   tf_write(p, "1.5\n2.5\n3.5", 11);
-  cr_assert_eq(tc_array_open(p, TR_F32, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_array_open(p, TR_F32, NULL, &a, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(a.dtype, TR_F32);
   cr_assert_eq(a.rank, 1);
   cr_assert_eq(a.shape[0], 3);
@@ -540,14 +620,14 @@ Test(array, csv_parse_forms) {
   tc_array_close(&a);
   /* one line of several fields: rank 2 [1, n] */
   tf_write(p, "1,2,3,4\n", 8);
-  cr_assert_eq(tc_array_open(p, TR_F32, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_array_open(p, TR_F32, NULL, &a, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(a.rank, 2);
   cr_assert_eq(a.shape[0], 1);
   cr_assert_eq(a.shape[1], 4);
   tc_array_close(&a);
   /* a single value */
   tf_write(p, "42", 2);
-  cr_assert_eq(tc_array_open(p, TR_F64, &a, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_array_open(p, TR_F64, NULL, &a, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(a.rank, 1);
   cr_assert_eq(a.shape[0], 1);
   cr_assert_eq(*(double *)a.data, 42);
@@ -591,6 +671,83 @@ Test(array, csv_errors) {
   s_bad(tf_path("missing.csv"), TR_EIO, "No such file or directory");
 }
 
+/* Read text as CSV with options o (NULL: the defaults): the shape and the
+** values, or the failure's message in msg. */
+static int s_csv_read(const char *text, const tc_csv_opts *o, int64_t *rows, int64_t *cols,
+                      double *v, size_t nv, char *msg, size_t n) {
+  const char *p = tf_path("o.csv");
+  tc_array a;
+  tr_err err;
+  tf_write(p, text, strlen(text));
+  msg[0] = '\0';
+  int rc = tc_array_open(p, TR_F64, o, &a, &err);
+  if (rc) {
+    snprintf(msg, n, "%s", err.msg);
+    return rc;
+  }
+  *rows = a.shape[0];
+  *cols = a.rank == 2 ? a.shape[1] : 1;
+  for (size_t i = 0; i < nv && i < (size_t)(*rows * *cols); i++) v[i] = ((double *)a.data)[i];
+  tc_array_close(&a);
+  return TR_OK;
+}
+
+/* A header line is told from its having no number in it, the separator
+** from how it cuts the first lines; options say otherwise. */
+Test(array, csv_header_and_delimiters) {
+  static const struct {
+    const char *text;
+    tc_csv_opts o;
+    int64_t rows, cols;
+    double v0, vlast;
+  } ok[] = {
+      {"sepal_len,sepal_wid\n5.1,3.5\n4.9,3\n", {0}, 2, 2, 5.1, 3},
+      {"a;b;c\n1;2;3\n", {0}, 1, 3, 1, 3},
+      {"1;2.5;3\n4;5;6\n", {0}, 2, 3, 1, 6},
+      {"x\ty\n1\t2\n3\t4\n", {0}, 2, 2, 1, 4},
+      {"1\t 2\n3\t4\n", {0}, 2, 2, 1, 4},
+      {" w , h \n1,2\n", {0}, 1, 2, 1, 2},
+      {"1|2\n3|4\n", {0, '|', 0, 0}, 2, 2, 1, 4},
+      {"10,20\n1,2\n", {1, 0, 0, 0}, 1, 2, 1, 2},        /* HEADER: even numbers */
+      {"1,,3\n4,5,\n", {0, 0, 1, -1}, 2, 3, 1, -1},     /* NULL -1 */
+      {"value\n7\n", {0}, 1, 1, 7, 7},
+  };
+  char msg[1100];
+  double v[16];
+  int64_t rows, cols;
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    int rc = s_csv_read(ok[i].text, &ok[i].o, &rows, &cols, v, 16, msg, sizeof msg);
+    cr_assert_eq(rc, TR_OK, "case %zu: %s", i, msg);
+    cr_assert(rows == ok[i].rows && cols == ok[i].cols, "case %zu: %lld x %lld", i,
+              (long long)rows, (long long)cols);
+    cr_assert_eq(v[0], ok[i].v0, "case %zu", i);
+    cr_assert_eq(v[rows * cols - 1], ok[i].vlast, "case %zu", i);
+  }
+  tc_csv_opts nan_null = {0, 0, 1, NAN};
+  cr_assert_eq(s_csv_read("1,,3\n", &nan_null, &rows, &cols, v, 16, msg, sizeof msg), TR_OK);
+  cr_assert(isnan(v[1]) && v[2] == 3);
+  static const struct {
+    const char *text;
+    tc_csv_opts o;
+    const char *msg;
+  } bad[] = {
+      {"1,2\n3,\n", {0}, "empty field in"},
+      {"1,2\n3,\n", {0}, "line 2 column 3 (LOAD .. (NULL nan) reads empty fields as NaN)"},
+      {"a,b\n1,2\n", {-1, 0, 0, 0}, "bad number 'a' in"},      /* HEADER false */
+      {"1,2,x\n3,4,5\n", {0}, "bad number 'x'"},               /* not a header: a number */
+      {"1,2,x\n3,4,5\n", {0}, "(if the first line names the columns: LOAD .. (HEADER))"},
+      {"a,b,c\n1,2\n", {0}, "line 2 has 2 fields, expected 3 (as many as the header line names)"},
+      {"name\n", {0}, "bad number 'name'"},                    /* a header and nothing */
+      {"name\n", {1, 0, 0, 0}, "has a header line but no data"},
+      {"1;2\n3;4\n", {-1, ',', 0, 0}, "bad number '1;2'"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    cr_assert_neq(s_csv_read(bad[i].text, &bad[i].o, &rows, &cols, v, 16, msg, sizeof msg), TR_OK,
+                  "case %zu", i);
+    cr_assert(strstr(msg, bad[i].msg), "case %zu: '%s' lacks '%s'", i, msg, bad[i].msg);
+  }
+}
+
 /* Open text as a one-line CSV of type dt: the value, or NAN on failure
 ** (with the message in msg). */
 static double s_csv_value(const char *text, tr_dtype dt, char *msg, size_t n) {
@@ -600,7 +757,7 @@ static double s_csv_value(const char *text, tr_dtype dt, char *msg, size_t n) {
   double v = NAN;
   tf_write(p, text, strlen(text));
   msg[0] = '\0';
-  if (tc_array_open(p, dt, &a, &err) != TR_OK) {
+  if (tc_array_open(p, dt, NULL, &a, &err) != TR_OK) {
     snprintf(msg, n, "%s", err.msg);
     cr_assert_null(a.data);
     return NAN;

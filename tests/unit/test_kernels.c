@@ -289,14 +289,18 @@ Test(prog, opcode_list) {
     int pops = tk_opcode_pops(op);
     char upper[32];
     cr_assert_not_null(name, "opcode %d", op);
-    cr_assert(pops >= 0 && pops <= 2, "%s pops %d", name, pops);
-    cr_assert_eq(pops == 2, op >= TK_OP_ADD && op <= TK_OP_POW, "%s", name);
+    cr_assert(pops >= 0 && pops <= 3, "%s pops %d", name, pops);
+    cr_assert_eq(pops == 2, op >= TK_OP_ADD && op <= TK_OP_NE, "%s", name);
+    cr_assert_eq(pops == 3, op == TK_OP_WHERE, "%s", name);
     cr_assert_eq(pops == 1, op >= TK_OP_NEG, "%s", name);
     for (size_t i = 0; i <= strlen(name) && i < sizeof upper; i++)
       upper[i] = (char)toupper((unsigned char)name[i]);
-    cr_assert_eq(tk_opcode_function(upper), pops == 1 ? op : -1, "%s", upper);
+    cr_assert_eq(tk_opcode_function(upper), pops == 1 || pops == 3 ? op : -1, "%s", upper);
   }
   cr_assert_str_eq(tk_opcode_name(TK_OP_SIGMOID), "sigmoid");
+  cr_assert_str_eq(tk_opcode_name(TK_OP_STEP), "step");
+  cr_assert_str_eq(tk_opcode_name(TK_OP_WHERE), "where");
+  cr_assert_str_eq(tk_opcode_name(TK_OP_NE), "!=");
   cr_assert_str_eq(tk_opcode_name(TK_OP_POW), "^");
   cr_assert_null(tk_opcode_name(TK_NOPCODES));
   cr_assert_null(tk_opcode_name(-1));
@@ -327,6 +331,15 @@ Test(prog, eval_every_operator) {
       {"0 sqrt", sqrt(0.7)},      {"1 abs", 1.3},
       {"1 tanh", tanh(-1.3)},     {"1 sigmoid", 1 / (1 + exp(1.3))},
       {"#2 #3 #4 * -", -10},
+      {"0 1 <", 0},               {"1 0 <", 1},
+      {"0 0 <=", 1},              {"0 1 <=", 0},
+      {"0 1 >", 1},               {"1 1 >", 0},
+      {"1 1 >=", 1},              {"1 0 >=", 0},
+      {"0 0 ==", 1},              {"0 1 ==", 0},
+      {"0 1 !=", 1},              {"1 1 !=", 0},
+      {"#0 0 1 where", -1.3},     {"#2 0 1 where", 0.7},
+      {"1 #0 < 0 1 where", 0.7},  {"0 step", 1},
+      {"1 step", 0},              {"#0 step", 0},
   };
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
     tk_prog p = s_prog(t[i].src);
@@ -686,7 +699,7 @@ Test(contract, fusion_and_blocks) {
 /* Random einsums: random labels, extents, layouts (permuted, reversed,
 ** diagonal, gapped), programs, aggs. */
 static void s_gen_expr(tk_insn *code, int *n, int nin, int depth) {
-  int r = depth > 0 ? s_irand(12) : s_irand(2);
+  int r = depth > 0 ? s_irand(14) : s_irand(2);
 #define S_EMIT(o, a, cst) (code[(*n)++] = (tk_insn){.op = (o), .arg = (a), .c = (cst)})
 #define S_PLUS1() (S_EMIT(TK_OP_ABS, 0, 0), S_EMIT(TK_OP_CONST, 0, 1), S_EMIT(TK_OP_ADD, 0, 0))
   switch (r) {
@@ -728,11 +741,26 @@ static void s_gen_expr(tk_insn *code, int *n, int nin, int depth) {
     S_EMIT(TK_OP_TANH, 0, 0);
     S_EMIT(TK_OP_EXP, 0, 0);
     break;
+  case 9: /* a comparison: 1 or 0 */
+    s_gen_expr(code, n, nin, depth - 1);
+    s_gen_expr(code, n, nin, depth - 1);
+    S_EMIT(TK_OP_LT + s_irand(TK_OP_NE - TK_OP_LT + 1), 0, 0);
+    break;
+  case 10: /* where(a < b, c, d) or where(a, c, d) */
+    s_gen_expr(code, n, nin, depth - 1);
+    if (s_irand(2)) {
+      s_gen_expr(code, n, nin, depth - 1);
+      S_EMIT(TK_OP_LT, 0, 0);
+    }
+    s_gen_expr(code, n, nin, depth - 1);
+    s_gen_expr(code, n, nin, depth - 1);
+    S_EMIT(TK_OP_WHERE, 0, 0);
+    break;
   default: {
     static const int un[] = {TK_OP_NEG, TK_OP_RELU, TK_OP_ABS, TK_OP_TANH,
-                             TK_OP_SIGMOID};
+                             TK_OP_SIGMOID, TK_OP_STEP};
     s_gen_expr(code, n, nin, depth - 1);
-    S_EMIT(un[s_irand(5)], 0, 0);
+    S_EMIT(un[s_irand(6)], 0, 0);
   }
   }
 #undef S_EMIT

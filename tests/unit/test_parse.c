@@ -8,6 +8,7 @@
 #include "parse/parse.h"
 
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -55,6 +56,7 @@ static const char *fn_name(int op) {
   case TK_OP_ABS: return "abs";
   case TK_OP_TANH: return "tanh";
   case TK_OP_SIGMOID: return "sigmoid";
+  case TK_OP_STEP: return "step";
   default: return "?fn";
   }
 }
@@ -64,7 +66,22 @@ static const char *agg_name(int op) {
   case TK_AGG_SUM: return "SUM";
   case TK_AGG_MAX: return "MAX";
   case TK_AGG_MIN: return "MIN";
+  case TP_AGG_MEAN: return "MEAN";
+  case TP_AGG_ARGMAX: return "ARGMAX";
+  case TP_AGG_ARGMIN: return "ARGMIN";
   default: return "?agg";
+  }
+}
+
+/* A binary operator as written. */
+static const char *op_name(int op) {
+  static char one[2];
+  switch (op) {
+  case TP_OP_LE: return "<=";
+  case TP_OP_GE: return ">=";
+  case TP_OP_EQ: return "==";
+  case TP_OP_NE: return "!=";
+  default: one[0] = (char)op; return one;
   }
 }
 
@@ -90,12 +107,21 @@ static void render(const tp_expr *e, char *buf, size_t size) {
     render(e->a, a, sizeof a);
     render(e->b, b, sizeof b);
     /* Rendered trees in these tests are short; cut, never overflow. */
-    if (snprintf(buf, size, "(%.500s %c %.500s)", a, e->op, b) < 0) buf[0] = '\0';
+    if (snprintf(buf, size, "(%.500s %s %.500s)", a, op_name(e->op), b) < 0) buf[0] = '\0';
     return;
   case TP_EXPR_FN:
     cr_assert_not_null(e->a);
-    cr_assert_null(e->b);
     render(e->a, a, sizeof a);
+    if (e->op == TK_OP_WHERE) {
+      char c[1024];
+      cr_assert_not_null(e->b);
+      cr_assert_not_null(e->c);
+      render(e->b, b, sizeof b);
+      render(e->c, c, sizeof c);
+      if (snprintf(buf, size, "where(%.300s, %.300s, %.300s)", a, b, c) < 0) buf[0] = '\0';
+      return;
+    }
+    cr_assert_null(e->b);
     snprintf(buf, size, "%s(%s)", fn_name(e->op), a);
     return;
   case TP_EXPR_AGG:
@@ -296,12 +322,15 @@ Test(fill, errors) {
 /* ---- SHOW / DESCRIBE / DROP / PRINT ------------------------------------ */
 
 Test(misc, show_describe_drop) {
-  tp_stmt *st = ok("SHOW TENSORS;");
-  cr_assert_eq(st->kind, TP_ST_SHOW);
-  tp_stmt_free(&st);
-  st = ok("show tensors");
-  cr_assert_eq(st->kind, TP_ST_SHOW);
-  tp_stmt_free(&st);
+  static const struct { const char *text; tp_stmt_kind kind; } shows[] = {
+      {"SHOW TENSORS;", TP_ST_SHOW}, {"show tensors", TP_ST_SHOW},
+      {"SHOW SETTINGS;", TP_ST_SETTINGS}, {"show Settings", TP_ST_SETTINGS}};
+  tp_stmt *st;
+  for (size_t i = 0; i < sizeof shows / sizeof shows[0]; i++) {
+    st = ok(shows[i].text);
+    cr_assert_eq(st->kind, shows[i].kind, "%s", shows[i].text);
+    tp_stmt_free(&st);
+  }
   st = ok("DESCRIBE Weights;");
   cr_assert_eq(st->kind, TP_ST_DESCRIBE);
   cr_assert_str_eq(st->name, "Weights");
@@ -320,11 +349,23 @@ Test(misc, show_describe_drop) {
   cr_assert_str_eq(st->name, "IF");
   tp_stmt_free(&st);
   bad("SHOW;", "near ';'", "expected TENSORS");
+  bad("SHOW SETTING;", "expected TENSORS or SETTINGS");
   bad("SHOW TABLES;", "near 'TABLES'", "expected TENSORS");
   bad("DESCRIBE;", "expected tensor name");
   bad("DESCRIBE A B;", "unexpected 'B' after end of statement");
   bad("DROP A;", "expected TENSOR");
   bad("DROP TENSOR IF EXISTS;", "expected tensor name");
+}
+
+/* Range k of st: lo, hi as written and which of them were. */
+static void range_is(const tp_stmt *st, int k, int has_lo, int64_t lo, int has_hi, int64_t hi,
+                     int single) {
+  const tp_range *r = &st->range[k];
+  cr_assert_eq(r->has_lo, has_lo, "range %d", k);
+  cr_assert_eq(r->has_hi, has_hi, "range %d", k);
+  cr_assert_eq(r->single, single, "range %d", k);
+  if (has_lo) cr_assert_eq(r->lo, lo, "range %d", k);
+  if (has_hi) cr_assert_eq(r->hi, hi, "range %d", k);
 }
 
 Test(print, forms) {
@@ -335,16 +376,22 @@ Test(print, forms) {
   tp_stmt_free(&st);
   st = ok("PRINT A[0:4, 2:5];");
   cr_assert_eq(st->nranges, 2);
-  cr_assert(st->lo[0] == 0 && st->hi[0] == 4);
-  cr_assert(st->lo[1] == 2 && st->hi[1] == 5);
+  range_is(st, 0, 1, 0, 1, 4, 0);
+  range_is(st, 1, 1, 2, 1, 5, 0);
   tp_stmt_free(&st);
   st = ok("print A[3, :, :7, 1:, 9:10]");
   cr_assert_eq(st->nranges, 5);
-  cr_assert(st->lo[0] == 3 && st->hi[0] == 4);
-  cr_assert(st->lo[1] == 0 && st->hi[1] == -1);
-  cr_assert(st->lo[2] == 0 && st->hi[2] == 7);
-  cr_assert(st->lo[3] == 1 && st->hi[3] == -1);
-  cr_assert(st->lo[4] == 9 && st->hi[4] == 10);
+  range_is(st, 0, 1, 3, 0, 0, 1);
+  range_is(st, 1, 0, 0, 0, 0, 0);
+  range_is(st, 2, 0, 0, 1, 7, 0);
+  range_is(st, 3, 1, 1, 0, 0, 0);
+  range_is(st, 4, 1, 9, 1, 10, 0);
+  tp_stmt_free(&st);
+  st = ok("PRINT A[-1, 0:3, -3:-1, :-2, 2:-1];"); /* from the end, as NumPy */
+  range_is(st, 0, 1, -1, 0, 0, 1);
+  range_is(st, 2, 1, -3, 1, -1, 0);
+  range_is(st, 3, 0, 0, 1, -2, 0);
+  range_is(st, 4, 1, 2, 1, -1, 0);
   tp_stmt_free(&st);
   st = ok("PRINT s[];");
   cr_assert_eq(st->nranges, 0);
@@ -354,13 +401,99 @@ Test(print, forms) {
 Test(print, errors) {
   bad("PRINT A[4:2];", "empty range 4:2");
   bad("PRINT A[3:3];", "empty range");
-  bad("PRINT A[-1];", "non-negative integer");
-  bad("PRINT A[1.5:3];", "non-negative integer");
+  bad("PRINT A[-1:-2];", "empty range -1:-2");
+  bad("PRINT A[1.5:3];", "index must be an integer");
+  bad("PRINT A[- x];", "expected an index or a range");
   bad("PRINT A[i];", "near 'i'", "expected an index or a range");
   bad("PRINT A[0:1,0:1,0:1,0:1,0:1,0:1,0:1,0:1,0:1];", "too many ranges");
   bad("PRINT A[0:4 2:5];", "near '2'", "expected ',' or ']'");
   bad("PRINT A[0:4", "near end of input");
   bad("PRINT;", "expected tensor name");
+}
+
+/* Negative indices and ranges resolve against the size, and out of
+** bounds they name the dimension and the tensor. */
+Test(print, resolve) {
+  static const struct {
+    const char *text;
+    int64_t n, lo, hi; /* hi < 0: an error */
+    const char *msg;
+  } cases[] = {
+      {"PRINT A[-1];", 5, 4, 5, NULL},     {"PRINT A[-5];", 5, 0, 1, NULL},
+      {"PRINT A[1:-1];", 5, 1, 4, NULL},   {"PRINT A[:-2];", 5, 0, 3, NULL},
+      {"PRINT A[-2:];", 5, 3, 5, NULL},    {"PRINT A[:];", 5, 0, 5, NULL},
+      {"PRINT A[-6];", 5, 0, -1, "index -6 out of bounds for dimension 0 of A (size 5)"},
+      {"PRINT A[5];", 5, 0, -1, "index 5 out of bounds"},
+      {"PRINT A[0:6];", 5, 0, -1, "range 0:6 out of bounds"},
+      {"PRINT A[3:-3];", 5, 0, -1, "range 3:-3 is empty"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    tp_stmt *st = ok(cases[i].text);
+    int64_t lo = -7, hi = -7;
+    tr_err err;
+    tr_clearerr(&err);
+    int rc = tp_range_resolve(&st->range[0], cases[i].n, 0, "A", &lo, &hi, &err);
+    if (cases[i].hi >= 0) {
+      cr_assert_eq(rc, TR_OK, "%s: %s", cases[i].text, err.msg);
+      cr_assert(lo == cases[i].lo && hi == cases[i].hi, "%s: %lld:%lld", cases[i].text,
+                (long long)lo, (long long)hi);
+    } else {
+      cr_assert_eq(rc, TR_ESHAPE, "%s", cases[i].text);
+      cr_assert(strstr(err.msg, cases[i].msg), "%s: %s", cases[i].text, err.msg);
+    }
+    tp_stmt_free(&st);
+  }
+}
+
+/* R = X[ranges] copies a slice; SAVE takes ranges too. */
+Test(slice, forms) {
+  tp_stmt *st = ok("R = X[3:10, 2:5];");
+  cr_assert_eq(st->kind, TP_ST_SLICE);
+  cr_assert_str_eq(st->name, "R");
+  cr_assert_str_eq(st->src, "X");
+  cr_assert_eq(st->nranges, 2);
+  range_is(st, 1, 1, 2, 1, 5, 0);
+  tp_stmt_free(&st);
+  st = ok("R = X;");
+  cr_assert_eq(st->kind, TP_ST_SLICE);
+  cr_assert_eq(st->nranges, 0);
+  tp_stmt_free(&st);
+  st = ok("SAVE X[0:5, :] TO 'f.npy';");
+  cr_assert_eq(st->kind, TP_ST_SAVE);
+  cr_assert_eq(st->nranges, 2);
+  cr_assert_str_eq(st->path, "f.npy");
+  tp_stmt_free(&st);
+  bad("R = X[i, j];", "expected '[' after tensor name 'R'", "R[i,j] = ...", "copies a slice");
+  bad("R = 3;", "expected '[' after tensor name 'R'");
+  bad("R = sum(X[i]);", "expected '[' after tensor name 'R'");
+  bad("R = X[0:2] + 1;", "unexpected '+' after end of statement");
+  bad("SAVE X[0:2 TO 'f.npy';", "expected ',' or ']'");
+}
+
+/* LOAD's options in parentheses, for CSV files. */
+Test(load, csv_options) {
+  tp_stmt *st = ok("LOAD T FROM 'f.csv' (HEADER, DELIMITER ';');");
+  cr_assert_eq(st->header, 1);
+  cr_assert_eq(st->delim, ';');
+  cr_assert(!st->has_null);
+  tp_stmt_free(&st);
+  st = ok("load T from 'f.csv' (delimiter '\\t', null nan, header false) CHUNK [4] TYPE f64;");
+  cr_assert_eq(st->header, -1);
+  cr_assert_eq(st->delim, '\t');
+  cr_assert(st->has_null && isnan(st->null_value));
+  cr_assert(st->has_chunk && st->has_type);
+  tp_stmt_free(&st);
+  st = ok("LOAD T FROM 'f.csv' (NULL -1.5, DELIMITER '|');");
+  cr_assert(st->has_null && st->null_value == -1.5);
+  cr_assert_eq(st->header, 0, "no HEADER: told from the file");
+  tp_stmt_free(&st);
+  bad("LOAD T FROM 'f.csv' (HEADRE);", "unknown LOAD option 'HEADRE'", "did you mean HEADER?");
+  bad("LOAD T FROM 'f.csv' (HEADER, HEADER);", "LOAD option HEADER given twice");
+  bad("LOAD T FROM 'f.csv' (DELIMITER ';;');", "one character");
+  bad("LOAD T FROM 'f.csv' (DELIMITER '.');", "numbers are written with");
+  bad("LOAD T FROM 'f.csv' (DELIMITER ;);", "quoted character");
+  bad("LOAD T FROM 'f.csv' (NULL zero);", "expected nan or a number");
+  bad("LOAD T FROM 'f.csv' ();", "expected a LOAD option");
 }
 
 /* ---- Assignments ------------------------------------------------------- */
@@ -513,6 +646,87 @@ Test(expr, errors) {
   bad("x[i] = relu(A[i];", "expected ')'");
   bad("x[i] = relu();", "near ')'", "expected an expression");
   bad("x[i] = A[i] ^;", "expected an expression");
+}
+
+/* Comparisons: lowest precedence, two-character tokens, no chains. */
+Test(expr, comparisons) {
+  rhs_is("x[i] = A[i] < B[i];", "(A[i] < B[i])");
+  rhs_is("x[i] = A[i] <= B[i] + 1;", "(A[i] <= (B[i] + 1))");
+  rhs_is("x[i] = 2 * A[i] > -B[i];", "((2 * A[i]) > neg(B[i]))");
+  rhs_is("x[i] = A[i]>=B[i];", "(A[i] >= B[i])");
+  rhs_is("x[i] = A[i] == B[i] ^ 2;", "(A[i] == (B[i] ^ 2))");
+  rhs_is("x[i] = (A[i] != B[i]) * (B[i] < 0);", "((A[i] != B[i]) * (B[i] < 0))");
+  rhs_is("x[] = MEAN(ARGMAX(P[n,l]) == ARGMAX(Y[n,l]));",
+         "MEAN((ARGMAX(P[n,l]) == ARGMAX(Y[n,l])))");
+  bad("x[i] = A[i] < B[i] < C[i];", "comparisons do not chain");
+  bad("x[i] = A[i] ! B[i];", "near '!'", "not equal is '!='");
+  bad("x[i] = A[i] =< B[i];", "unexpected '='");
+  bad("x[i] == A[i];", "expected '='");
+}
+
+/* where(c, a, b) takes three arguments, the other functions one; the
+** aggregations MEAN, ARGMAX and ARGMIN parse as the others do. */
+Test(expr, where_step_and_new_aggregations) {
+  tp_stmt *st;
+  rhs_is("x[i] = where(A[i] > 0, A[i], 0);", "where((A[i] > 0), A[i], 0)");
+  rhs_is("x[i] = step(A[i]) * B[i];", "(step(A[i]) * B[i])");
+  rhs_is("x[i] = WHERE(A[i], where(B[i], 1, 2), -C[i]);",
+         "where(A[i], where(B[i], 1, 2), neg(C[i]))");
+  st = ok("x[i] = Mean(A[i,j]) + argmin(A[i,j]) + ArgMax(A[i,j]);");
+  cr_assert_eq(st->rhs->a->a->op, TP_AGG_MEAN);
+  cr_assert_eq(st->rhs->a->b->op, TP_AGG_ARGMIN);
+  cr_assert_eq(st->rhs->b->op, TP_AGG_ARGMAX);
+  tp_stmt_free(&st);
+  bad("x[i] = where(A[i], B[i]);", "near ')'", "expected ','");
+  bad("x[i] = where(A[i]);", "expected ','");
+  bad("x[i] = relu(A[i], B[i]);", "relu takes one argument");
+  bad("x[i] = MEAN(A[i], B[i]);", "MEAN takes one argument");
+}
+
+/* An unknown function, statement or option names the nearest one. */
+Test(expr, did_you_mean) {
+  bad("x[i] = sqr(A[i]);", "unknown function 'sqr' (did you mean sqrt?)");
+  bad("x[i] = sigmod(A[i]);", "did you mean sigmoid?");
+  bad("x[i] = ARGMX(A[i,j]);", "did you mean ARGMAX?");
+  bad("x[i] = frobnicate(A[i]);", "unknown function 'frobnicate'");
+  bad("PRNT A;", "unknown statement 'PRNT' (did you mean PRINT?)");
+  bad("describ A;", "did you mean DESCRIBE?");
+  bad("EXPLAIN (FORMTA JSON) C[i] = A[i];", "did you mean FORMAT?");
+}
+
+/* tr_err.at points at the token an error is about (1 + its offset). */
+Test(expr, error_positions) {
+  static const struct {
+    const char *text;
+    const char *at; /* the text from the token on */
+  } cases[] = {
+      {"x[i] = A[i] +;", ";"},
+      {"x[i] = foo(A[i]);", "foo(A[i]);"},
+      {"CREATE TENSOR A[0];", "0];"},
+      {"x[i] =\n  A[i] @ B[i];", "@ B[i];"},
+      {"PRINT A[4:2];", "4:2];"},
+      {"SELCT 1;", "SELCT 1;"},
+      {"x[i] = A[i] < B[i] < C[i];", "< C[i];"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    tp_stmt *st = NULL;
+    tr_err err;
+    tr_clearerr(&err);
+    cr_assert_neq(tp_parse(cases[i].text, strlen(cases[i].text), &st, &err), TR_OK);
+    cr_assert_gt(err.at, 0, "%s: no position", cases[i].text);
+    cr_assert_str_eq(cases[i].text + err.at - 1, cases[i].at, "%s", cases[i].text);
+  }
+  {
+    tp_stmt *st = ok("PRINT  Foo[1];");
+    cr_assert_eq(st->name_pos, 8);
+    cr_assert_eq(st->ranges_pos, 11);
+    tp_stmt_free(&st);
+    st = ok("y[i] =\n  A[i] + B[i];");
+    cr_assert_eq(st->rhs->pos, 15, "a BIN node sits at its operator");
+    cr_assert_eq(st->rhs->a->pos, 10);
+    cr_assert_eq(st->rhs->b->line, 2);
+    tp_stmt_free(&st);
+  }
 }
 
 Test(expr, rank8_refs) {
