@@ -37,6 +37,8 @@ user can pipe into tradb.
 import argparse
 import sys
 
+import numpy as np
+
 EPS = 1e-5  # added to each variance before its square root
 MOM = 0.9   # running statistics: new = MOM * old + (1 - MOM) * batch's
 
@@ -77,27 +79,27 @@ def setup(net, seed):
     return st
 
 
-def batch(net, offset, sites=True):
+def batch(net, offset):
     """This step's mini-batch: examples offset..offset+B of every shard."""
     b = "%d:%d" % (offset, offset + net.batch)
     return ["Xb = Xl[:, %s, :];" % b, "Yb = Yl[:, %s, :];" % b]
 
 
-def _normalise(l, pre, out, s, labels, reduce_):
-    """Running statistics of hidden layer l's inputs `pre` (per neuron),
-    then out = relu((pre - mu) / sd).  s: the subnet label prefix ('s,'
-    for IST's per-subnet statistics, '' for the whole network's)."""
-    lab = ",".join(labels)
-    j = labels[-1]
-    m = "%s%s" % (s, j)
+def _normalise(l, j, subnets):
+    """Hidden layer l's running statistics, updated with the batch's
+    inputs A<l>[s,b,j], then H<l> = relu((A<l> - mu) / sd).  subnets:
+    IST's per-subnet statistics mu<l>s[s,j] (means over the subnet's
+    batch b); else the whole network's mu<l>[j] (means over all the
+    batches, s and b)."""
+    a = "A%d[s,b,%s]" % (l, j)
+    mu, sd = ("mu%ds[s,%s]" % (l, j), "sd%ds[s,%s]" % (l, j)) if subnets else \
+        ("mu%d[%s]" % (l, j), "sd%d[%s]" % (l, j))
+    inner = "A%d[%s,b2,%s]" % (l, "s" if subnets else "s2", j)  # the batch's mean
     return [
-        "mu%d%s[%s] = %g * mu%d%s[%s] + %g * MEAN(%s[%s]);"
-        % (l, reduce_, m, MOM, l, reduce_, m, 1 - MOM, pre, lab),
-        "sd%d%s[%s] = %g * sd%d%s[%s] + %g * sqrt(MEAN((%s[%s] - MEAN(%s[%s])) ^ 2) + %g);"
-        % (l, reduce_, m, MOM, l, reduce_, m, 1 - MOM, pre, lab, pre,
-           (s + "b2," + j) if s else "s2,b2," + j, EPS),
-        "%s[%s] = relu((%s[%s] - mu%d%s[%s]) / sd%d%s[%s]);"
-        % (out, lab, pre, lab, l, reduce_, m, l, reduce_, m),
+        "%s = %g * %s + %g * MEAN(%s);" % (mu, MOM, mu, 1 - MOM, a),
+        "%s = %g * %s + %g * sqrt(MEAN((%s - MEAN(%s)) ^ 2) + %g);"
+        % (sd, MOM, sd, 1 - MOM, a, inner, EPS),
+        "H%d[s,b,%s] = relu((%s - %s) / %s);" % (l, j, a, mu, sd),
     ]
 
 
@@ -116,8 +118,7 @@ def _step(net, ist):
     for l in range(1, k + 1):
         st.append("A%d[s,b,%s] = SUM(%s[s,b,%s] * %s[%s]);"
                   % (l, lab[l], prev, lab[l - 1], ws(l), wlab(l)))
-        st += _normalise(l, "A%d" % l, "H%d" % l, "s," if ist else "",
-                         ["s", "b", lab[l]], sfx)
+        st += _normalise(l, lab[l], ist)
         prev = "H%d" % l
     scale = 1.0 / (net.batch if ist else net.batch * net.n)
     st += ["O[s,b,c] = SUM(%s[s,b,%s] * %s[%s]);" % (prev, lab[k], ws(k + 1), wlab(k + 1)),
@@ -194,6 +195,28 @@ def evaluate(net):
     return st
 
 
+def split(X, y, test, seed, n):
+    """Shuffle by seed, hold out `test` examples, cut the rest into n shards
+    of equal size; calibration examples from the training set."""
+    rng = np.random.default_rng(seed)
+    p = rng.permutation(len(y))
+    X, y = X[p].astype(np.float32), y[p]
+    classes = int(y.max()) + 1
+    Xt, yt, Xtr, ytr = X[:test], y[:test], X[test:], y[test:]
+    m = len(ytr) // n
+    Y = np.eye(classes, dtype=np.float32)[ytr]
+    return {"Xl": Xtr[:n * m].reshape(n, m, -1), "Yl": Y[:n * m].reshape(n, m, -1),
+            "Xc": Xtr[:min(512, len(ytr))], "Xt": Xt, "yt": yt.astype(np.float32)}, m
+
+
+def digits():
+    """scikit-learn's digits: 1797 examples of 64 pixels (scaled to [0, 1]),
+    10 classes."""
+    from sklearn.datasets import load_digits
+    d = load_digits()
+    return d.data / 16.0, d.target
+
+
 def main():
     ap = argparse.ArgumentParser(
         description="Print a tradb script that trains a network by IST or data-parallel "
@@ -202,28 +225,50 @@ def main():
                     "examples and labels) from the current directory, and prints the "
                     "test accuracy after each epoch: scripts/ist.py | ./tradb")
     ap.add_argument("--method", choices=["ist", "dp"], default="ist")
-    ap.add_argument("--sizes", default="64,128,128,10", help="layer sizes, input first")
+    ap.add_argument("--sizes", default="64,512,512,10", help="layer sizes, input first")
     ap.add_argument("--sites", type=int, default=2, help="n: shards and subnets")
-    ap.add_argument("--examples", type=int, required=True, help="m: examples per shard")
+    ap.add_argument("--examples", type=int, help="m: examples per shard")
     ap.add_argument("--batch", type=int, default=32, help="examples per shard and step")
     ap.add_argument("--local-steps", type=int, default=11, help="J: IST steps per round")
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--digits", action="store_true",
+                    help="first write the files from scikit-learn's digits (360 test "
+                    "examples held out by --seed; --examples is then set by --sites)")
     a = ap.parse_args()
+    if a.digits:
+        X, y = digits()
+        data, a.examples = split(X, y, 360, a.seed, a.sites)
+        for k, v in data.items():
+            np.save(k + ".npy", v)
+    if a.examples is None:
+        ap.error("--examples (or --digits) is required")
     net = Net([int(x) for x in a.sizes.split(",")], a.sites, a.batch, a.lr)
-    out = ["LOAD Xl FROM 'Xl.npy' CHUNK [1, %d, %d];" % (a.examples, net.sizes[0]),
-           "LOAD Yl FROM 'Yl.npy' CHUNK [1, %d, %d];" % (a.examples, net.sizes[-1]),
-           "LOAD Xc FROM 'Xc.npy';", "LOAD Xt FROM 'Xt.npy';", "LOAD yt FROM 'yt.npy';"]
-    out += setup(net, a.seed)
-    for e, offs in enumerate(epochs(a.examples, a.batch, a.epochs)):
-        if a.method == "ist":
-            for r, i in enumerate(range(0, len(offs), a.local_steps)):
-                out += ist_round(net, a.seed + 1 + e * 1000 + r, offs[i:i + a.local_steps])
+    print("\n".join(st for st, _ in program(net, a.method, a.examples, a.epochs,
+                                            a.local_steps, a.seed)))
+
+
+def program(net, method, m, epochs_, local_steps, seed):
+    """A whole run: load the data, declare the network, then each epoch's
+    training (IST rounds of local_steps steps, or data-parallel steps)
+    and evaluation.  Each statement is tagged 'setup', 'train', 'eval' or
+    'acc' (the PRINT of the accuracy)."""
+    out = [(st, "setup") for st in [
+        "LOAD Xl FROM 'Xl.npy' CHUNK [1, %d, %d];" % (m, net.sizes[0]),
+        "LOAD Yl FROM 'Yl.npy' CHUNK [1, %d, %d];" % (m, net.sizes[-1]),
+        "LOAD Xc FROM 'Xc.npy';", "LOAD Xt FROM 'Xt.npy';", "LOAD yt FROM 'yt.npy';"]
+           + setup(net, seed)]
+    for e, offs in enumerate(epochs(m, net.batch, epochs_)):
+        st = []
+        if method == "ist":
+            for r, i in enumerate(range(0, len(offs), local_steps)):
+                st += ist_round(net, seed + 1 + e * 1000 + r, offs[i:i + local_steps])
         else:
-            out += dp_steps(net, offs)
-        out += evaluate(net) + ["PRINT acc;"]
-    print("\n".join(out))
+            st = dp_steps(net, offs)
+        out += [(x, "train") for x in st] + [(x, "eval") for x in evaluate(net)]
+        out.append(("PRINT acc;", "acc"))
+    return out
 
 
 def epochs(m, b, count):
