@@ -182,7 +182,9 @@ def chart(outdir, curves):
         log("bench-ist: gnuplot not found (install gnuplot-nox): no chart")
         return None
     svg = os.path.join(outdir, "ist.svg")
-    plots = ", ".join("'%s' index %d with linespoints title '%s'" % (dat, i, t)
+    # IST solid, data parallel dashed; one colour per data set and workers
+    plots = ", ".join("'%s' index %d with linespoints lc %d dt %d title '%s'"
+                      % (dat, i, i // 2 + 1, 1 if t.startswith("IST") else 2, t)
                       for i, (t, _) in enumerate(curves))
     gp = os.path.join(outdir, "ist.gp")
     with open(gp, "w") as f:
