@@ -6,6 +6,7 @@
 #include "config.h"
 #include "engine/engine_int.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <sys/random.h>
 #include <stdio.h>
@@ -144,6 +145,24 @@ done:
   return rc;
 }
 
+/* FILL PERMUTATION needs one row of its leading dimensions for each entry
+** of its last: P[s,j,h] with S*J == H assigns every h to exactly one
+** (s,j). */
+static int s_check_permutation(const tr_tensor *t, tr_err *err) {
+  int64_t rows = 1;
+  if (t->rank < 2)
+    return tr_seterr(err, TR_ESHAPE,
+                     "FILL %s PERMUTATION needs a tensor of rank 2 or more (it has rank %d)",
+                     t->name, t->rank);
+  for (int d = 0; d < t->rank - 1; d++) rows *= t->shape[d];
+  if (rows != t->shape[t->rank - 1])
+    return tr_seterr(err, TR_ESHAPE,
+                     "FILL %s PERMUTATION needs the leading dimensions to hold as many rows "
+                     "(%" PRId64 ") as the last dimension has entries (%" PRId64 ")",
+                     t->name, rows, t->shape[t->rank - 1]);
+  return TR_OK;
+}
+
 int te_fill(te_engine *e, const tp_stmt *s, tr_err *err) {
   tr_tensor t;
   int rc = tc_tensor_get(e->db, s->name, &t, err);
@@ -154,6 +173,7 @@ int te_fill(te_engine *e, const tp_stmt *s, tr_err *err) {
     return tr_seterr(err, TR_EINVAL, "UNIFORM(lo, hi) needs lo < hi");
   if (s->fill == TP_FILL_NORMAL && !(s->p1 >= 0))
     return tr_seterr(err, TR_EINVAL, "NORMAL(mu, sd) needs sd >= 0");
+  if (s->fill == TP_FILL_PERMUTATION && (rc = s_check_permutation(&t, err)) != TR_OK) return rc;
   tx_fill f = {s->fill, s->p0, s->p1, s->seed};
   if (!s->has_seed && getrandom(&f.seed, sizeof f.seed, 0) != (ssize_t)sizeof f.seed)
     f.seed = (uint64_t)(tr_now() * 1e9);

@@ -5,6 +5,7 @@
 #include "config.h"
 #include "exec/exec.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 void tx_default_chunk(int rank, const int64_t *shape, tr_dtype dt, int64_t *chunk) {
@@ -46,6 +47,34 @@ void tx_row_major(int rank, const int64_t *ext, int64_t *stride) {
   }
 }
 
+/* splitmix64's finalizer, a bijective 64-bit mix: the permutation's
+** random stream is a pure function of (seed, step), like FILL UNIFORM's. */
+static uint64_t s_mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15u;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
+  return x ^ (x >> 31);
+}
+
+/* The permutation of 0..n-1 that FILL PERMUTATION SEED seed stands for:
+** Fisher-Yates from the last position down, position i swapped with one
+** drawn uniformly from 0..i (multiply-high, not a biased modulo).  Every
+** chunk computes the whole permutation, so the values never depend on
+** the chunking.  NULL when out of memory; the caller frees. */
+static int64_t *s_permutation(uint64_t seed, int64_t n) {
+  int64_t *perm = malloc((size_t)(n > 0 ? n : 1) * sizeof *perm);
+  if (!perm) return NULL;
+  for (int64_t i = 0; i < n; i++) perm[i] = i;
+  for (int64_t i = n - 1; i > 0; i--) {
+    uint64_t r = s_mix(seed ^ s_mix((uint64_t)i));
+    int64_t j = (int64_t)(((unsigned __int128)r * (uint64_t)(i + 1)) >> 64);
+    int64_t tmp = perm[i];
+    perm[i] = perm[j];
+    perm[j] = tmp;
+  }
+  return perm;
+}
+
 int tx_fill_chunk(const tk_backend *kt, const tr_tensor *t, const tx_fill *f, int64_t lin,
                   void *buf, const tr_cancel *cancel) {
   int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK], origin[TR_MAX_RANK];
@@ -56,11 +85,24 @@ int tx_fill_chunk(const tk_backend *kt, const tr_tensor *t, const tx_fill *f, in
     return kt->fill_random(t->dtype, f->kind == TP_FILL_UNIFORM ? TK_FILL_UNIFORM : TK_FILL_NORMAL,
                            f->p0, f->p1, f->seed, t->rank, t->shape, origin, ext, buf, cancel);
   double one = f->kind == TP_FILL_ONES ? 1.0 : 0.0;
-  int64_t idx[TR_MAX_RANK] = {0};
+  int64_t idx[TR_MAX_RANK] = {0}, *perm = NULL;
+  if (f->kind == TP_FILL_PERMUTATION) {
+    /* te_fill checked rank >= 2 and that the leading dimensions number as
+    ** many rows as the last dimension has entries */
+    if (!ALWAYS(t->rank >= 2)) return TR_EINVAL;
+    if (!(perm = s_permutation(f->seed, t->shape[t->rank - 1]))) return TR_ENOMEM;
+  }
   for (int64_t i = 0; i < n; i++) {
     double v = one;
-    if (i % 65536 == 0 && tr_cancelled(cancel)) return TR_EINTR;
-    if (f->kind == TP_FILL_IDENTITY) {
+    if (i % 65536 == 0 && tr_cancelled(cancel)) {
+      free(perm);
+      return TR_EINTR;
+    }
+    if (f->kind == TP_FILL_PERMUTATION) {
+      int64_t row = 0; /* row-major number of the leading indices */
+      for (int d = 0; d < t->rank - 1; d++) row = row * t->shape[d] + origin[d] + idx[d];
+      v = perm[row] == origin[t->rank - 1] + idx[t->rank - 1] ? 1.0 : 0.0;
+    } else if (f->kind == TP_FILL_IDENTITY) {
       v = 1.0;
       for (int d = 1; d < t->rank; d++)
         if (origin[d] + idx[d] != origin[0] + idx[0]) v = 0.0;
@@ -71,5 +113,6 @@ int tx_fill_chunk(const tk_backend *kt, const tr_tensor *t, const tx_fill *f, in
     else ((float *)buf)[i] = (float)v;
     for (int d = t->rank - 1; d >= 0 && ++idx[d] == ext[d]; d--) idx[d] = 0;
   }
+  free(perm);
   return TR_OK;
 }

@@ -133,7 +133,7 @@ int tx_task_decode(const void *p, size_t len, tx_task *t, tr_err *err) {
     t->f.p0 = tn_get_f64(&r);
     t->f.p1 = tn_get_f64(&r);
     t->f.seed = tn_get_u64(&r);
-    if (t->f.kind > TP_FILL_INDEX) r.bad = 1;
+    if (t->f.kind > TP_FILL_PERMUTATION) r.bad = 1; /* the last kind */
   } else if (!r.bad) {
     uint32_t nl = tn_get_u32(&r), no = tn_get_u32(&r);
     if (nl > TK_MAX_LABELS || no > nl || (int)no != t->out_meta.rank) goto bad;

@@ -18,7 +18,7 @@
 
 const char *const tp_keyword_list[] = {
     "CREATE", "TENSOR", "CHUNK", "TYPE", "LOAD", "FROM", "SAVE", "TO",
-    "FILL", "ZEROS", "ONES", "IDENTITY", "UNIFORM", "NORMAL", "SEED",
+    "FILL", "ZEROS", "ONES", "IDENTITY", "UNIFORM", "NORMAL", "PERMUTATION", "SEED",
     "SHOW", "TENSORS", "SETTINGS", "DESCRIBE", "DROP", "IF", "EXISTS", "PRINT",
     "EXPLAIN", "ANALYZE", "FORMAT", "JSON", "TEXT", "DOT", "PLAN", "SET",
     "BEGIN", "COMMIT", "ROLLBACK", "HEADER", "DELIMITER", "NULL",

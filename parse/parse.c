@@ -191,8 +191,10 @@ static int s_fill(pi_parser *p, tp_stmt *st) {
   } else if (pi_is_kw(t, "NORMAL")) {
     st->fill = TP_FILL_NORMAL;
     params = 1;
+  } else if (pi_is_kw(t, "PERMUTATION")) {
+    st->fill = TP_FILL_PERMUTATION;
   } else {
-    return pi_fail(p, t, "expected ZEROS, ONES, IDENTITY, UNIFORM or NORMAL");
+    return pi_fail(p, t, "expected ZEROS, ONES, IDENTITY, UNIFORM, NORMAL or PERMUTATION");
   }
   pi_next(p);
   if (params) {
@@ -206,8 +208,8 @@ static int s_fill(pi_parser *p, tp_stmt *st) {
   t = pi_peek(p, 0);
   if (pi_is_kw(t, "SEED")) {
     const pi_tok *n;
-    if (!params)
-      return pi_fail(p, t, "SEED is only allowed after UNIFORM or NORMAL");
+    if (!params && st->fill != TP_FILL_PERMUTATION)
+      return pi_fail(p, t, "SEED is only allowed after UNIFORM, NORMAL or PERMUTATION");
     pi_next(p);
     n = pi_peek(p, 0);
     if (n->type != S_NUM || !n->is_int || n->ovf)

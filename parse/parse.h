@@ -70,7 +70,7 @@ typedef enum tp_stmt_kind {
   TP_ST_CREATE,   /* CREATE TENSOR name[shape] [CHUNK [..]] [TYPE t] */
   TP_ST_LOAD,     /* LOAD name FROM 'path' [(options)] [CHUNK [..]] [TYPE t] */
   TP_ST_SAVE,     /* SAVE name[ranges] TO 'path' */
-  TP_ST_FILL,     /* FILL name ZEROS|ONES|IDENTITY|UNIFORM(a,b)|NORMAL(m,s) [SEED n] */
+  TP_ST_FILL,     /* FILL name ZEROS|ONES|IDENTITY|UNIFORM(a,b)|NORMAL(m,s)|PERMUTATION [SEED n] */
   TP_ST_ASSIGN,   /* out[labels] = expr */
   TP_ST_SLICE,    /* name = src[ranges]: a copy of a slice */
   TP_ST_SHOW,     /* SHOW TENSORS */
@@ -87,8 +87,13 @@ typedef enum tp_stmt_kind {
 
 typedef enum tp_fill_kind {
   TP_FILL_ZEROS, TP_FILL_ONES, TP_FILL_IDENTITY, TP_FILL_UNIFORM, TP_FILL_NORMAL,
-  TP_FILL_INDEX /* no statement names it: each element's index along the
-                   last dimension (the index operand of ARGMAX / ARGMIN) */
+  TP_FILL_INDEX, /* no statement names it: each element's index along the
+                    last dimension (the index operand of ARGMAX / ARGMIN) */
+  TP_FILL_PERMUTATION /* one-hot rows of a random permutation of the last
+                         dimension: P[k..., h] = 1 where h is the image of
+                         the leading indices' row-major number k (the last
+                         kind: fill tasks carry the number, so new kinds go
+                         after it and a worker refuses one it does not know) */
 } tp_fill_kind;
 
 typedef struct tp_stmt {

@@ -53,7 +53,7 @@ static const char s_statement_help[] =
     "  LOAD A FROM 'a.npy' [CHUNK [..]] [TYPE f32|f64];   (bool, int and float16 .npy converted)\n"
     "  LOAD A FROM 'a.csv' [(HEADER [false], DELIMITER ';', NULL nan)] [CHUNK [..]] [TYPE ..];\n"
     "  SAVE A TO 'a.npy';   SAVE A[0:5, :] TO 'a.csv';\n"
-    "  FILL A ZEROS|ONES|IDENTITY|UNIFORM(lo, hi)|NORMAL(mu, sd) [SEED n];\n"
+    "  FILL A ZEROS|ONES|IDENTITY|UNIFORM(lo, hi)|NORMAL(mu, sd)|PERMUTATION [SEED n];\n"
     "  C[i, j] = A[i, k] * B[k, j];           (an implicit SUM only around a product)\n"
     "  H[n, h] = relu(SUM(X[n, d] * W[d, h]));\n"
     "  acc[] = MEAN(ARGMAX(P[n, l]) == ARGMAX(Y[n, l]));\n"

@@ -11,3 +11,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$PY" "$TOP_SRCDIR/tests/numeric/check.py" "$TRADB" "$work"
 "$PY" "$TOP_SRCDIR/tests/numeric/check_data.py" "$TRADB" "$work"
+# independent subnet training (scripts/ist.py): the partition, one round
+# and one data-parallel step against NumPy
+mkdir "$work/ist"
+"$PY" "$TOP_SRCDIR/tests/numeric/ist_check.py" "$TRADB" "$work/ist" "$TOP_SRCDIR"

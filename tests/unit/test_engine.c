@@ -465,6 +465,28 @@ Test(task, scratch_flag_round_trips_and_is_checked) {
   tn_wbuf_free(&b);
 }
 
+/* A FILL task's kind travels as a number: every kind round-trips, one
+** past the last is refused as malformed. */
+Test(task, fill_kind_round_trips_and_is_checked) {
+  for (int kind = TP_FILL_ZEROS; kind <= TP_FILL_PERMUTATION + 1; kind++) {
+    tx_task t, got;
+    tn_wbuf b = {0};
+    tr_err err;
+    s_fill_task(&t, 0, 0);
+    t.f.kind = (tp_fill_kind)kind;
+    tx_task_encode(&t, &b);
+    int rc = tx_task_decode(b.p, b.n, &got, &err);
+    if (kind <= TP_FILL_PERMUTATION) {
+      cr_assert_eq(rc, TR_OK, "kind %d: %s", kind, err.msg);
+      cr_assert_eq(got.f.kind, kind);
+      tx_task_free(&got);
+    } else {
+      cr_assert_eq(rc, TR_EINVAL, "kind %d", kind);
+    }
+    tn_wbuf_free(&b);
+  }
+}
+
 /* te_interrupt stops the statement it finds running (here: about to start)
 ** with TR_EINTR and leaves the data as it was; the request stays until
 ** te_interrupt_clear, as sqlite3_interrupt's does. */

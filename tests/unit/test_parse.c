@@ -304,10 +304,21 @@ Test(fill, forms) {
   st = ok("FILL W NORMAL(0, 1) seed 18446744073709551615;");
   cr_assert_eq(st->seed, UINT64_MAX);
   tp_stmt_free(&st);
+  st = ok("FILL P permutation SEED 9;");
+  cr_assert_eq(st->fill, TP_FILL_PERMUTATION);
+  cr_assert(st->has_seed);
+  cr_assert_eq(st->seed, 9);
+  tp_stmt_free(&st);
+  st = ok("FILL P PERMUTATION;");
+  cr_assert_eq(st->fill, TP_FILL_PERMUTATION);
+  cr_assert(!st->has_seed);
+  tp_stmt_free(&st);
 }
 
 Test(fill, errors) {
-  bad("FILL A ZEROS SEED 3;", "SEED is only allowed after UNIFORM or NORMAL");
+  bad("FILL A ZEROS SEED 3;", "SEED is only allowed after UNIFORM, NORMAL or PERMUTATION");
+  bad("FILL A PERMUTATION(3);", "unexpected '('");
+  bad("FILL A PERMUTATION SEED x;", "SEED must be a non-negative integer");
   bad("FILL A IDENTITY SEED 3;", "SEED is only allowed");
   bad("FILL A UNIFORM(0, 1) SEED -1;", "SEED must be a non-negative integer");
   bad("FILL A UNIFORM(0, 1) SEED 1.5;", "SEED must be a non-negative integer");
@@ -315,7 +326,7 @@ Test(fill, errors) {
   bad("FILL A UNIFORM(0);", "near ')'", "expected ','");
   bad("FILL A UNIFORM 0, 1;", "expected '('");
   bad("FILL A NORMAL(a, 1);", "near 'a'", "expected a number");
-  bad("FILL A RANDOM;", "near 'RANDOM'", "ZEROS, ONES, IDENTITY, UNIFORM or NORMAL");
+  bad("FILL A RANDOM;", "near 'RANDOM'", "ZEROS, ONES, IDENTITY, UNIFORM, NORMAL or PERMUTATION");
   bad("FILL A UNIFORM(0, 1) SEED 1 SEED 2;", "unexpected 'SEED'");
 }
 
