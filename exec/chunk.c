@@ -47,15 +47,6 @@ void tx_row_major(int rank, const int64_t *ext, int64_t *stride) {
   }
 }
 
-/* splitmix64's finalizer, a bijective 64-bit mix: the permutation's
-** random stream is a pure function of (seed, step), like FILL UNIFORM's. */
-static uint64_t s_mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15u;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
-  return x ^ (x >> 31);
-}
-
 /* The permutation of 0..n-1 that FILL PERMUTATION SEED seed stands for:
 ** Fisher-Yates from the last position down, position i swapped with one
 ** drawn uniformly from 0..i (multiply-high, not a biased modulo).  Every
@@ -66,7 +57,7 @@ static int64_t *s_permutation(uint64_t seed, int64_t n) {
   if (!perm) return NULL;
   for (int64_t i = 0; i < n; i++) perm[i] = i;
   for (int64_t i = n - 1; i > 0; i--) {
-    uint64_t r = s_mix(seed ^ s_mix((uint64_t)i));
+    uint64_t r = tr_mix64(seed ^ tr_mix64((uint64_t)i));
     int64_t j = (int64_t)(((unsigned __int128)r * (uint64_t)(i + 1)) >> 64);
     int64_t tmp = perm[i];
     perm[i] = perm[j];

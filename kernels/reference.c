@@ -168,18 +168,10 @@ static int s_copy(tr_dtype dt, int rank, const int64_t *extent, void *dst,
   return TR_OK;
 }
 
-/* splitmix64's finalizer: a bijective 64-bit mix. */
-static uint64_t s_mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15u;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
-  return x ^ (x >> 31);
-}
-
 /* Counter-based uniform in [0, 1): a pure function of (seed, ctr), so any
 ** element can be generated on its own, by any chunk, in any order. */
 static double s_unit(uint64_t seed, uint64_t ctr) {
-  return (double)(s_mix(seed ^ s_mix(ctr)) >> 11) * 0x1p-53;
+  return (double)(tr_mix64(seed ^ tr_mix64(ctr)) >> 11) * 0x1p-53;
 }
 
 static int s_fill_random(tr_dtype dt, tk_dist dist, double p0, double p1,

@@ -126,6 +126,16 @@ void tr_text_put(tr_text *t, const char *fmt, ...) __attribute__((format(printf,
 void tr_text_json(tr_text *t, const char *s);
 char *tr_text_done(tr_text *t);
 
+/* splitmix64's finalizer, a bijective 64-bit mix: the random fills'
+** streams are pure functions of (seed, position) built on it, so any
+** chunk makes its own values in any order. */
+static inline uint64_t tr_mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15u;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
+  return x ^ (x >> 31);
+}
+
 /* Seconds on a monotonic clock. */
 double tr_now(void);
 
