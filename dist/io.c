@@ -39,6 +39,7 @@ struct td_pwrite {
   tc_chunkloc *locs;    /* where each chunk goes */
   int up[256], m;       /* live sites */
   int r;                /* replication */
+  int keep;             /* how the workers keep the chunks (a tc_keep) */
   di_phase ph;           /* PUTs in flight */
   int ph_open;          /* ph is open (until commit: one phase at a time) */
   size_t inflight;      /* their bytes */
@@ -61,6 +62,7 @@ int td_pwrite_begin(td_cluster *c, const tr_tensor *meta, td_pwrite **out, tr_er
     return tr_seterr(err, TR_EIO, "no worker is up");
   }
   w->r = di_replication(c, w->m);
+  w->keep = di_keep(c, w->r);
   di_phase_init(&w->ph, c);
   w->ph_open = 1;
   *out = w;
@@ -80,6 +82,7 @@ int td_pwrite_chunk(td_pwrite *w, int64_t lin, const void *buf, size_t bytes, tr
   tn_put_u32(&b, 1);
   tn_chunk c = {loc->chunk_id, (uint8_t)w->meta.dtype, bytes, loc->checksum};
   tn_put_chunk(&b, &c);
+  tn_put_u8(&b, (uint8_t)w->keep);
   int rc = TR_OK;
   for (int k = 0; k < w->r && !rc; k++) {
     int s = w->up[(lin + k) % w->m];
