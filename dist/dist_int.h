@@ -121,10 +121,14 @@ int di_site_index(const td_cluster *c, int64_t id);
 int di_has(const tc_chunkloc *loc, int64_t site_id);
 /* Replication factor in effect: the setting (default 2), at most m. */
 int di_replication(td_cluster *c, int m);
+/* SET synchronous = full: a statement's outputs are durable on their
+** workers' disks before it commits (else normal, the default: in memory on
+** at least two workers, on disk within seconds; see the README). */
+int di_sync_full(td_cluster *c);
 /* How workers keep the chunks of an output that gets `copies` copies (a
-** tc_keep): in their files at once with fewer than 2 copies (one copy in
-** memory dies with its worker); else in memory, written in the background
-** (the commit syncs them). */
+** tc_keep): in their files at once under synchronous = full, or with
+** fewer than 2 copies (one copy in memory dies with its worker); else in
+** memory, written in the background. */
 int di_keep(td_cluster *c, int copies);
 /* The live site that serves chunk loc of t (reads it for others, and
 ** drives the joins that keep t in place), or -1.  The catalog lists a

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -46,8 +47,14 @@ static int64_t s_lost_on(const td_cluster *c, uint64_t chunk) {
 }
 
 int td_set(td_cluster *c, const char *name, const char *value, tr_err *err) {
+  if (!strcmp(name, "synchronous")) {
+    int full = !strcasecmp(value, "full");
+    if (!full && strcasecmp(value, "normal"))
+      return tr_seterr(err, TR_EINVAL, "synchronous must be full or normal, not '%s'", value);
+    return tc_setting_set(c->db, name, full ? "full" : "normal", err);
+  }
   if (strcmp(name, "replication"))
-    return tr_seterr(err, TR_ENAME, "unknown setting '%s' (settings: replication)", name);
+    return tr_seterr(err, TR_ENAME, "unknown setting '%s' (settings: replication, synchronous)", name);
   char *end;
   long k = strtol(value, &end, 10);
   if (*end || k < 1 || k > TC_MAX_REPLICAS)

@@ -70,9 +70,13 @@ int di_replication(td_cluster *c, int m) {
 
 int td_target(td_cluster *c) { return di_replication(c, c->nsites); }
 
+int di_sync_full(td_cluster *c) {
+  char v[64];
+  return tc_setting_get(c->db, "synchronous", v, sizeof v, NULL) == TR_OK && !strcmp(v, "full");
+}
+
 int di_keep(td_cluster *c, int copies) {
-  (void)c;
-  return copies < 2 ? TC_KEEP_FILE : TC_KEEP_BACKGROUND;
+  return di_sync_full(c) || copies < 2 ? TC_KEEP_FILE : TC_KEEP_BACKGROUND;
 }
 
 /* The live site that serves chunk loc of t (reads it for others, and
