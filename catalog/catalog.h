@@ -176,9 +176,11 @@ typedef enum tc_keep {
                             them; tc_store_sync refuses them */
   TC_KEEP_BACKGROUND = 2 /* kept in memory and written to its file in the
                             background a delay after the put (2 s by
-                            default, see tc_store_set_writeback), unless
-                            dropped before; tc_store_sync writes it at once
-                            if it is not yet */
+                            default, see tc_store_set_writeback) once no
+                            task has used the store for 0.25 s, at the
+                            latest 30 s after the put, unless dropped
+                            before; tc_store_sync writes it at once if it
+                            is not yet */
 } tc_keep;
 
 /* Store chunk id from blob b, which the store keeps a reference to (its
@@ -231,6 +233,11 @@ void tc_store_set_recycle(tc_store *s, int64_t bytes);
 /* When chunks held in memory only are written: delay seconds after their
 ** put (default 2); delay < 0: only when synced or when the store closes. */
 void tc_store_set_writeback(tc_store *s, double delay);
+/* A task starts (on 1) or ends (on 0) using the store: chunks held in
+** memory only are written once it has been idle for a moment (or at the
+** latest 30 s after their put), so the writer does not take memory
+** bandwidth from the statements running. */
+void tc_store_busy(tc_store *s, int on);
 /* Let go of the copies in memory of chunks that are in their files too
 ** (a worker gone idle gives their memory back; reads then use the files). */
 void tc_store_trim(tc_store *s);

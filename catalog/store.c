@@ -181,6 +181,7 @@ int tc_store_put_blob(tc_store *s, uint64_t id, tr_dtype dt, tr_blob *b, tc_keep
     e.scratch = keep == TC_KEEP_SCRATCH;
     if (!e.scratch) {
       e.due = tr_now() + s->delay;
+      e.last = e.due > tr_now() + CI_DEFER_MAX_S ? e.due : tr_now() + CI_DEFER_MAX_S;
       s->dirty_bytes += (int64_t)n;
     }
     s_install(s, &e);
@@ -435,6 +436,17 @@ void tc_store_set_recycle(tc_store *s, int64_t bytes) {
 
 void tc_store_set_memory(tc_store *s, int64_t bytes) {
   if (s) atomic_store(&s->mem_max, bytes > 0 ? bytes : 0);
+}
+
+void tc_store_busy(tc_store *s, int on) {
+  if (!s) return;
+  pthread_mutex_lock(&s->wmu);
+  s->busy += on ? 1 : -1;
+  tr_assert(s->busy >= 0);
+  if (!s->busy) s->idle_since = tr_now();
+  s->wgen++;
+  pthread_cond_broadcast(&s->wcv);
+  pthread_mutex_unlock(&s->wmu);
 }
 
 void tc_store_trim(tc_store *s) {

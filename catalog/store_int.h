@@ -20,6 +20,8 @@
 
 #define CI_RECYCLE_MIN (256 << 10) /* smaller dropped files are simply unlinked */
 #define CI_RECYCLE_FILES 64        /* recycled files kept at most */
+#define CI_IDLE_S 0.25     /* the store is idle once no task has used it this long */
+#define CI_DEFER_MAX_S 30.0 /* a dirty chunk waits for an idle store this long at most */
 
 /* One indexed chunk.  Its bytes are in memory (mem), in its file (file),
 ** or both; one in memory only is dirty unless it is scratch. */
@@ -33,7 +35,10 @@ typedef struct ci_entry {
                       the id from a later put of the same id */
   uint64_t used;   /* when it was last read (same clock): the least
                       recently used copy in memory goes first */
-  double due;      /* dirty: when a writer must have started on it */
+  double due;      /* dirty: when the writer may start on it (its put +
+                      the delay), if the store is idle by then */
+  double last;     /* dirty: when the writer starts on it, idle or not
+                      (its put + CI_DEFER_MAX_S) */
   uint8_t file;    /* its file holds it, under its final name */
   uint8_t scratch; /* never written unless over budget: dropped before
                       anything commits it */
@@ -62,6 +67,8 @@ struct tc_store {
   pthread_cond_t wcv;        /* the writer waits here for work */
   uint64_t wgen;             /* bumped (under wmu) when work may have come */
   int wquit;                 /* the writer stops (under wmu) */
+  int busy;                  /* tasks using the store now (under wmu) */
+  double idle_since;         /* when the last of them ended (under wmu) */
   pthread_t writer;          /* the background writer */
   int writing;               /* it was started */
   int dir_unsynced;          /* a chunk file took its final name since the

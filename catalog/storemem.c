@@ -12,8 +12,11 @@
 ** its file at once instead (store.c), so the budget holds.
 **
 ** A writer thread writes dirty chunks, oldest first, once each has waited
-** `delay` seconds (2 by default): the bound on how long a chunk is held
-** in memory only.  Each file is synced (fdatasync) before it takes its
+** `delay` seconds (2 by default) and no task has used the store for
+** CI_IDLE_S, or at the latest CI_DEFER_MAX_S after its put: the bound on
+** how long a chunk is held in memory only.  Measured on mm-general
+** (4096^2 products back to back, the inputs FILLed just before), writing
+** the inputs while the products ran took a pass from 0.7 s to 1.6-1.9 s.  Each file is synced (fdatasync) before it takes its
 ** final name, and the directory before the writer sleeps, so a chunk the
 ** writer has written survives a crash of the machine too; closing the
 ** store writes and syncs every dirty chunk the same way.  A chunk dropped before then is never written, as a
@@ -126,21 +129,35 @@ static void s_sync_dir(tc_store *s) {
   if (need) ci_fsync_dir(s->dir);
 }
 
-/* Claim the oldest dirty chunk that is due, or set *next to when the next
-** one falls due (INFINITY: none).  Returns its id, 0 if none. */
+/* When the writer may start on dirty chunk e: its due time once the store
+** has been idle CI_IDLE_S (busy: tasks are using it now; idle_since: when
+** the last ended), and its last moment whatever the store does. */
+static double s_start_at(const ci_entry *e, int busy, double idle_since) {
+  double idle = busy ? INFINITY : idle_since + CI_IDLE_S;
+  double at = e->due > idle ? e->due : idle;
+  return at < e->last ? at : e->last;
+}
+
+/* Claim the oldest dirty chunk the writer may start on, or set *next to
+** when it next may (INFINITY: none).  Returns its id, 0 if none. */
 static uint64_t s_claim(tc_store *s, double *next, uint64_t *seq, tr_blob **b, tr_dtype *dt,
                         uint64_t *sum) {
   double now = tr_now();
   ci_entry *pick = NULL;
   *next = INFINITY;
+  pthread_mutex_lock(&s->wmu);
+  int busy = s->busy;
+  double idle_since = s->idle_since;
+  pthread_mutex_unlock(&s->wmu);
   pthread_rwlock_wrlock(&s->lock);
   for (size_t i = 0; s->delay >= 0 && i < s->cap; i++) {
     ci_entry *e = &s->tab[i];
     if (!e->id || !CI_DIRTY(e) || e->writing) continue;
-    if (e->due <= now) {
+    double at = s_start_at(e, busy, idle_since);
+    if (at <= now) {
       if (!pick || e->seq < pick->seq) pick = e;
-    } else if (e->due < *next) {
-      *next = e->due;
+    } else if (at < *next) {
+      *next = at;
     }
   }
   uint64_t id = 0;

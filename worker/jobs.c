@@ -175,6 +175,7 @@ static void s_run_task(wi_worker *w, wi_job *j) {
     tx_task_free(&t);
     return;
   }
+  tc_store_busy(j->store, 1); /* its background writes wait for the task */
   s_taskio io = {w, j, &t, calloc((size_t)t.nout + 1, 8), calloc((size_t)t.nout + 1, 8)};
   if (!io.sum || !io.bytes) {
     rc = tr_seterr(&err, TR_ENOMEM, "out of memory");
@@ -210,6 +211,7 @@ static void s_run_task(wi_worker *w, wi_job *j) {
     tn_put_u64(&j->reply, d1.d2h_bytes - d0.d2h_bytes);
     tn_put_f64(&j->reply, d1.copy_s - d0.copy_s);
   }
+  tc_store_busy(j->store, 0);
   free(io.sum);
   free(io.bytes);
   tx_task_free(&t);

@@ -122,6 +122,23 @@ Test(storemem, writer_writes_due_chunks) {
   s_reopened_holds(&s, 9, 9, 32);
 }
 
+/* While a task uses the store, a due chunk waits (up to 30 s); once the
+** store is idle it is written.  Polled with a deadline. */
+Test(storemem, writer_waits_for_an_idle_store) {
+  tc_store *s = tf_store(s_dir);
+  tc_store_set_writeback(s, 0);
+  tc_store_busy(s, 1);
+  s_put(s, 6, 32, 6, TC_KEEP_BACKGROUND);
+  usleep(300000); /* the writer had time to start: it must not have */
+  cr_assert_eq(s_unwritten(s), 128);
+  cr_assert_eq(s_files(), 0);
+  tc_store_busy(s, 0);
+  double end = tr_now() + 30;
+  while (s_unwritten(s) > 0 && tr_now() < end) usleep(10000);
+  cr_assert_eq(s_unwritten(s), 0, "the writer did not write the chunk once the store was idle");
+  s_reopened_holds(&s, 6, 6, 32);
+}
+
 /* A chunk dropped (or replaced) before it was due is never written. */
 Test(storemem, dropped_before_due_is_never_written) {
   tc_store *s = tf_store(s_dir);
