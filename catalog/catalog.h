@@ -152,37 +152,65 @@ int tc_setting_get(tc_db *db, const char *name, char *value, size_t cap, tr_err 
 int tc_setting_set(tc_db *db, const char *name, const char *value, tr_err *err);
 
 /*
-** A worker's chunk store: checksummed chunk files in one directory, named
-** by chunk id, with an in-memory index rebuilt on open (files that do not
-** verify are set aside, never served).  Used by `tradb --worker`.
-** Thread-safe: every function may be called from many threads at once.
+** A worker's chunk store: chunks by id, each in a checksummed file, in
+** memory, or both, with an in-memory index rebuilt on open from the files
+** (those that do not verify are set aside, never served).  Chunks held in
+** memory stay within a byte budget, and those held there only are written
+** to their files by a background writer (catalog/storemem.c).  Used by
+** `tradb --worker`.  Thread-safe: every function may be called from many
+** threads at once.
 */
 typedef struct tc_store tc_store;
 int tc_store_open(const char *dir, tc_store **out, tr_err *err);
+/* Close, first writing what is held in memory only into its files.
+** Safe on NULL and twice. */
 void tc_store_close(tc_store **s);
-/* Store a chunk; if checksum != 0 the payload must match it (else
-** TR_ECORRUPT).  The file is written with write-back started, durable
-** only after tc_store_sync.  Re-putting an existing id replaces it.
-** *sum (may be NULL) receives the payload checksum. */
+
+/* How a put keeps a chunk. */
+typedef enum tc_keep {
+  TC_KEEP_FILE = 0,      /* written to its file now (durable after
+                            tc_store_sync), its bytes also kept in memory
+                            for reads while the budget allows */
+  TC_KEEP_SCRATCH = 1,   /* kept in memory and never written: a statement's
+                            intermediates, dropped before anything commits
+                            them; tc_store_sync refuses them */
+  TC_KEEP_BACKGROUND = 2 /* kept in memory and written to its file in the
+                            background a delay after the put (2 s by
+                            default, see tc_store_set_writeback) once no
+                            task has used the store for 0.25 s, at the
+                            latest 30 s after the put, unless dropped
+                            before; tc_store_sync writes it at once if it
+                            is not yet */
+} tc_keep;
+
+/* Store chunk id from blob b, which the store keeps a reference to (its
+** bytes must not change after).  A chunk that does not fit the memory
+** budget is written to its file at once, whatever keep says.  If checksum
+** != 0 the payload must match it (else TR_ECORRUPT); *sum (may be NULL)
+** receives the payload checksum.  Re-putting an existing id replaces it. */
+int tc_store_put_blob(tc_store *s, uint64_t id, tr_dtype dt, tr_blob *b, tc_keep keep,
+                      uint64_t checksum, uint64_t *sum, tr_err *err);
+/* The same from a copy of data: TC_KEEP_FILE, and TC_KEEP_SCRATCH. */
 int tc_store_put(tc_store *s, uint64_t id, tr_dtype dt, const void *data, size_t nbytes,
                  uint64_t checksum, uint64_t *sum, tr_err *err);
-/* Store a scratch chunk, one that is dropped before anything commits it
-** (a statement's intermediates): held in memory while the store's budget
-** for them (1/8 of memory) lasts, else put as tc_store_put does.  Served
-** as any chunk; tc_store_sync refuses it while in memory. */
 int tc_store_put_scratch(tc_store *s, uint64_t id, tr_dtype dt, const void *data,
                          size_t nbytes, uint64_t checksum, uint64_t *sum, tr_err *err);
 /* Size and checksum of a chunk: TR_ENOTFOUND if absent. */
 int tc_store_stat(tc_store *s, uint64_t id, tr_dtype *dt, uint64_t *nbytes, uint64_t *sum);
-/* Read a chunk (checksum verified) into buf of exactly its size.  A file
+/* Chunk id, of exactly nbytes, as a blob (*out: a reference the caller
+** drops): the bytes held in memory if they are, else its file read and
+** checked in full (then kept in memory while the budget allows).  A file
 ** that fails its checksum is set aside (renamed *.bad, forgotten) and the
 ** read fails with TR_ECORRUPT saying so. */
+int tc_store_get_blob(tc_store *s, uint64_t id, size_t nbytes, tr_blob **out, tr_err *err);
+/* The same, copied into buf. */
 int tc_store_get(tc_store *s, uint64_t id, void *buf, size_t nbytes, tr_err *err);
-/* Make chunks durable (fdatasync each, then the directory). */
+/* Make chunks durable: written to their files if they are not yet, then
+** fdatasync each, then the directory. */
 int tc_store_sync(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err);
 /* Forget chunks; unknown ids are ignored.  Files of 256 KiB or more are
-** kept for later puts to overwrite (see store.c), up to a budget of disk
-** bytes: 1/16 of memory, at most 1 GiB, unless set. */
+** kept for later puts to overwrite (see storefiles.c), up to a budget of
+** disk bytes: 1/16 of memory, at most 1 GiB, unless set. */
 int tc_store_drop(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err);
 /* What the store holds: id, size, checksum and type of every chunk;
 ** *out is the caller's. */
@@ -197,14 +225,28 @@ int tc_store_list(tc_store *s, tc_stored **out, int64_t *n, tr_err *err);
 ** how a worker hands chunks kept in the layout before per-database stores
 ** to the database that lists them. */
 int tc_store_move(tc_store *dst, tc_store *src, uint64_t id, tr_err *err);
-/* Set the budget for scratch chunks held in memory, for later puts. */
-void tc_store_set_scratch(tc_store *s, int64_t bytes);
-/* Set the budget for kept files (0: keep none); files beyond it go. */
+/* The budget for chunks held in memory (default 1/8 of memory), for
+** later puts. */
+void tc_store_set_memory(tc_store *s, int64_t bytes);
+/* The budget for kept files (0: keep none); files beyond it go. */
 void tc_store_set_recycle(tc_store *s, int64_t bytes);
-/* The budgets for scratch chunks in memory and for kept files. */
-void tc_store_budgets(tc_store *s, int64_t *scratch, int64_t *recycle);
+/* When chunks held in memory only are written: delay seconds after their
+** put (default 2); delay < 0: only when synced or when the store closes. */
+void tc_store_set_writeback(tc_store *s, double delay);
+/* A task starts (on 1) or ends (on 0) using the store: chunks held in
+** memory only are written once it has been idle for a moment (or at the
+** latest 30 s after their put), so the writer does not take memory
+** bandwidth from the statements running. */
+void tc_store_busy(tc_store *s, int on);
+/* Let go of the copies in memory of chunks that are in their files too
+** (a worker gone idle gives their memory back; reads then use the files). */
+void tc_store_trim(tc_store *s);
+/* The budgets for chunks in memory and for kept files. */
+void tc_store_budgets(tc_store *s, int64_t *memory, int64_t *recycle);
 /* Chunks held and their total bytes. */
 void tc_store_usage(tc_store *s, int64_t *chunks, int64_t *bytes);
+/* Bytes held in memory, and of them not yet in their files. */
+void tc_store_memory(tc_store *s, int64_t *held, int64_t *unwritten);
 
 /*
 ** Dense arrays in user files, .npy (NumPy format 1.0/2.0/3.0, C or Fortran

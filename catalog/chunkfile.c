@@ -63,11 +63,10 @@ static int s_write2(int fd, const void *h, size_t hn, const void *data,
 }
 
 int cf_write(const char *path, tr_dtype dtype, const void *data,
-             size_t nbytes, uint64_t *sum, tr_err *err) {
+             size_t nbytes, uint64_t s, tr_err *err) {
   unsigned char h[CF_HEADER_SIZE];
   struct stat st;
   int rc = TR_OK, e;
-  uint64_t s = cf_checksum(data, nbytes);
   int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600); /* the owner's only */
   if (fd < 0)
     return tr_seterr(err, TR_EIO, "cannot create chunk file '%s': %s", path,
@@ -99,10 +98,7 @@ done:
   if (close(fd) != 0 && rc == TR_OK)
     rc = tr_seterr(err, TR_EIO, "cannot write chunk file '%s': %s", path,
                    strerror(errno));
-  if (rc != TR_OK)
-    unlink(path);
-  else if (sum)
-    *sum = s;
+  if (rc != TR_OK) unlink(path);
   return rc;
 }
 

@@ -29,10 +29,11 @@ uint64_t cf_checksum(const void *data, size_t nbytes);
 ** it is durable only after cf_sync().  A file already at `path` (a
 ** recycled chunk file) is overwritten in place and cut to the new length:
 ** rewriting pages the page cache still holds is a copy, where a new file
-** needs fresh pages and blocks.  *sum receives the payload checksum.  On
-** failure nothing is left at `path` and err says why. */
+** needs fresh pages and blocks.  sum is the payload's checksum
+** (cf_checksum), which the caller has already computed.  On failure
+** nothing is left at `path` and err says why. */
 int cf_write(const char *path, tr_dtype dtype, const void *data,
-             size_t nbytes, uint64_t *sum, tr_err *err);
+             size_t nbytes, uint64_t sum, tr_err *err);
 
 /* Wait until the file `path` is on disk (fdatasync). */
 int cf_sync(const char *path, tr_err *err);

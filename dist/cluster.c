@@ -25,6 +25,8 @@
 #define S_REJOIN_GRACE_S 0.03  /* a ping waits this long for workers believed down */
 
 #define S_IDLE_PING_S 1.0      /* te_maintain pings at most this often */
+#define S_REAP_S 120.0         /* a stopping local worker is killed after this long:
+                                  enough to write what it holds in memory only */
 
 static int s_site_reopen(td_cluster *c, td_site *st, tr_err *err);
 static int s_inventory(td_cluster *c, int only, tr_err *err);
@@ -237,10 +239,11 @@ static td_site *s_site_new(td_cluster *c, const char *ep, tr_err *err) {
 }
 
 /* Wait for local worker pid, told to stop: it stops within a poll
-** interval, but is not waited for forever. */
+** interval once it has written to disk the chunks it held in memory only
+** (SET synchronous = normal), but is not waited for forever. */
 static void s_reap(pid_t pid) {
   int st;
-  double end = tr_now() + 5;
+  double end = tr_now() + S_REAP_S;
   while (waitpid(pid, &st, WNOHANG) == 0) {
     if (tr_now() > end) {
       kill(pid, SIGKILL);

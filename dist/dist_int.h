@@ -117,9 +117,10 @@ void di_reply_body(di_phase *ph, int i, tn_rbuf *r);
 void di_drop_ids(td_cluster *c, int only, const uint64_t *ids, int64_t n);
 /* SYNC every chunk of locs on the sites holding it. */
 int di_sync(td_cluster *c, const tc_chunkloc *locs, int64_t n, tr_err *err);
-/* Send the SEND batches (entries {u64 id, str peer} per source site) and
-** wait for all of them; frees the batches. */
-int di_flush_sends(td_cluster *c, tn_wbuf *sends, uint32_t *nsend, int rc, tr_err *err);
+/* Send the SEND batches (entries {u64 id, str peer} per source site),
+** the peers to keep the chunks as keep says (a tc_keep), and wait for all
+** of them; frees the batches. */
+int di_flush_sends(td_cluster *c, tn_wbuf *sends, uint32_t *nsend, int keep, int rc, tr_err *err);
 
 /* ---- sites.c ------------------------------------------------------------- */
 
@@ -130,6 +131,15 @@ int di_site_index(const td_cluster *c, int64_t id);
 int di_has(const tc_chunkloc *loc, int64_t site_id);
 /* Replication factor in effect: the setting (default 2), at most m. */
 int di_replication(td_cluster *c, int m);
+/* SET synchronous = full: a statement's outputs are durable on their
+** workers' disks before it commits (else normal, the default: in memory on
+** at least two workers, on disk within seconds; see the README). */
+int di_sync_full(td_cluster *c);
+/* How workers keep the chunks of an output that gets `copies` copies (a
+** tc_keep): in their files at once under synchronous = full, or with
+** fewer than 2 copies (one copy in memory dies with its worker); else in
+** memory, written in the background. */
+int di_keep(td_cluster *c, int copies);
 /* The live site that serves chunk loc of t (reads it for others, and
 ** drives the joins that keep t in place), or -1.  The catalog lists a
 ** chunk's holders by site id, so taking the first would put every chunk

@@ -21,11 +21,26 @@
 
 #define S_INFLIGHT_BYTES (256u << 20) /* PUT data in flight before waiting */
 
+/* The chunks of locs that must be durable before their version commits:
+** all of them under synchronous = full; under normal only those with one
+** copy (the others are in memory on two workers or more, and reach their
+** disks in the background).  Returns how many, copied to out. */
+static int64_t s_to_sync(td_cluster *c, const tc_chunkloc *locs, int64_t n, tc_chunkloc *out) {
+  int full = di_sync_full(c);
+  int64_t k = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (full || locs[i].nsites < 2) out[k++] = locs[i];
+  return k;
+}
+
 /* Make a written version visible: sync, commit, drop the old version. */
 int di_commit(td_cluster *c, const tr_tensor *meta, tc_chunkloc *locs, int64_t n, tr_err *err) {
   uint64_t *old = NULL;
   int64_t nold = 0;
-  int rc = di_sync(c, locs, n, err);
+  tc_chunkloc *sync = malloc(((size_t)n + 1) * sizeof *sync);
+  int rc = sync ? di_sync(c, sync, s_to_sync(c, locs, n, sync), err)
+                : tr_seterr(err, TR_ENOMEM, "out of memory");
+  free(sync);
   if (!rc) rc = tc_commit_placed(c->db, meta, locs, n, NULL, &old, &nold, err);
   if (!rc) di_note_replicas(c, meta, locs, n);
   if (!rc) di_drop_ids(c, -1, old, nold);
@@ -39,6 +54,7 @@ struct td_pwrite {
   tc_chunkloc *locs;    /* where each chunk goes */
   int up[256], m;       /* live sites */
   int r;                /* replication */
+  int keep;             /* how the workers keep the chunks (a tc_keep) */
   di_phase ph;           /* PUTs in flight */
   int ph_open;          /* ph is open (until commit: one phase at a time) */
   size_t inflight;      /* their bytes */
@@ -61,6 +77,7 @@ int td_pwrite_begin(td_cluster *c, const tr_tensor *meta, td_pwrite **out, tr_er
     return tr_seterr(err, TR_EIO, "no worker is up");
   }
   w->r = di_replication(c, w->m);
+  w->keep = di_keep(c, w->r);
   di_phase_init(&w->ph, c);
   w->ph_open = 1;
   *out = w;
@@ -80,6 +97,7 @@ int td_pwrite_chunk(td_pwrite *w, int64_t lin, const void *buf, size_t bytes, tr
   tn_put_u32(&b, 1);
   tn_chunk c = {loc->chunk_id, (uint8_t)w->meta.dtype, bytes, loc->checksum};
   tn_put_chunk(&b, &c);
+  tn_put_u8(&b, (uint8_t)w->keep);
   int rc = TR_OK;
   for (int k = 0; k < w->r && !rc; k++) {
     int s = w->up[(lin + k) % w->m];

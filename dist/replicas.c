@@ -108,7 +108,7 @@ int di_copy_chunks(td_cluster *c, const di_copy *cp, int64_t n, tr_err *err) {
     free(sends);
     free(nsend);
   } else {
-    rc = di_flush_sends(c, sends, nsend, rc, err); /* frees sends, nsend */
+    rc = di_flush_sends(c, sends, nsend, TC_KEEP_BACKGROUND, rc, err); /* frees sends, nsend; synced below */
   }
   if (rc == TR_ECORRUPT && c->bad_chunk) s_forget_bad(c, c->bad_site, c->bad_chunk);
   if (!rc) rc = di_sync(c, locs, n, err);

@@ -311,7 +311,7 @@ int di_sync(td_cluster *c, const tc_chunkloc *locs, int64_t n, tr_err *err) {
 
 /* Send the SEND batches (entries {u64 id, str peer} per source site) and
 ** wait for all of them; frees the batches. */
-int di_flush_sends(td_cluster *c, tn_wbuf *sends, uint32_t *nsend, int rc, tr_err *err) {
+int di_flush_sends(td_cluster *c, tn_wbuf *sends, uint32_t *nsend, int keep, int rc, tr_err *err) {
   di_phase ph;
   di_phase_init(&ph, c);
   ph.watch_all = 1;
@@ -330,6 +330,7 @@ int di_flush_sends(td_cluster *c, tn_wbuf *sends, uint32_t *nsend, int rc, tr_er
           b.oom = 1;
         }
       }
+      tn_put_u8(&b, (uint8_t)keep);
       rc = di_request(&ph, s, TN_SEND, &b, 0, NULL, NULL, NULL, err);
       tn_wbuf_free(&b);
     }

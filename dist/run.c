@@ -183,10 +183,12 @@ static int s_task_submit(s_run *R, di_phase *ph, tx_task *t, int reps, int u, tr
   int rc = TR_OK;
   /* What is not replicated is not committed either: partials, a plan's
   ** intermediates, zeros standing in for declared-only tensors. */
-  if (reps)
+  if (reps) {
     s_task_reps(R, u, t);
-  else
-    t->scratch = 1;
+    t->keep = di_keep(R->c, t->nrep + 1);
+  } else {
+    t->keep = TC_KEEP_SCRATCH;
+  }
   if (t->nout) {
     tn_wbuf b = {0};
     tx_task_encode(t, &b);
@@ -322,7 +324,7 @@ static int s_run_combine(s_run *R, int k, const to_moves *mv, const uint64_t *pi
       s_moved(R, ss, R->up[u], own, tr_chunk_extent(om, kk, ext));
     }
   }
-  rc = di_flush_sends(c, sends, nsend, rc, err); /* frees sends, nsend */
+  rc = di_flush_sends(c, sends, nsend, TC_KEEP_SCRATCH, rc, err); /* frees sends, nsend */
   if (ss) ss->seconds = tr_now() - t0;
   /* Combine tasks: operand 0 is the partials relation, one entry per
   ** partial (several per output chunk). */
@@ -426,7 +428,8 @@ static int s_run_node(s_run *R, int k, const to_choice *ch, const to_moves *move
     if (rechunk) s_op(R, "local_map", what, 1);
     rc = s_plan_sends(R, in[i], it, moves->need[i], os, sends, nsend, err);
   }
-  rc = di_flush_sends(c, sends, nsend, rc, err);
+  /* copies for this statement only, dropped when it ends */
+  rc = di_flush_sends(c, sends, nsend, TC_KEEP_SCRATCH, rc, err);
   sends = NULL;
   nsend = NULL;
   for (int i = opbase; i < R->nops; i++)

@@ -70,6 +70,15 @@ int di_replication(td_cluster *c, int m) {
 
 int td_target(td_cluster *c) { return di_replication(c, c->nsites); }
 
+int di_sync_full(td_cluster *c) {
+  char v[64];
+  return tc_setting_get(c->db, "synchronous", v, sizeof v, NULL) == TR_OK && !strcmp(v, "full");
+}
+
+int di_keep(td_cluster *c, int copies) {
+  return di_sync_full(c) || copies < 2 ? TC_KEEP_FILE : TC_KEEP_BACKGROUND;
+}
+
 /* The live site that serves chunk loc of t (reads it for others, and
 ** drives the joins that keep t in place), or -1.  The catalog lists a
 ** chunk's holders by site id, so taking the first would put every chunk

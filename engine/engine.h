@@ -144,11 +144,14 @@ typedef enum te_words_kind {
 const char *const *te_words(te_words_kind kind);
 
 /* Setting i (0, 1, ... until it returns 0) of those SET changes: its
-** name, what it is for, its range and default. */
-int te_settings_list(int i, const char **name, const char **help, long *lo, long *hi, long *dflt);
+** name, what it is for, the values it allows and its default (as text). */
+int te_settings_list(int i, const char **name, const char **help, char *allowed, size_t na,
+                     char *dflt, size_t nd);
 /* The value of setting name (one te_settings_list gives): its default
-** until SET. */
+** until SET.  A setting of named values gives the index of its name. */
 long te_setting(te_engine *e, const char *name);
+/* The same as text (a number, or the value's name), into buf. */
+void te_setting_text(te_engine *e, const char *name, char *buf, size_t n);
 
 /* Progress of the running statement (called on the thread running it,
 ** about ten times a second while it waits on workers): units of work

@@ -12,23 +12,33 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static int s_set_replication(te_engine *e, const char *name, long v, tr_err *err);
 static int s_set_stored(te_engine *e, const char *name, long v, tr_err *err);
+static int s_find(const char *name);
 
-/* The settings, by name (they are integers). */
+static const char *const s_synchronous[] = {"normal", "full", NULL};
+
+/* The settings, by name.  A number from lo to hi, or, where names is
+** given, one of names[lo..hi] (kept in the catalog as the name; its value
+** as a number is its index). */
 static const struct {
-  const char *name; /* as SET writes it (lower case) */
-  long lo, hi;      /* allowed values */
-  long dflt;        /* value until SET */
-  const char *help; /* one line */
+  const char *name;         /* as SET writes it (lower case) */
+  const char *const *names; /* the values' names, or NULL for a number */
+  long lo, hi;              /* allowed values */
+  long dflt;                /* value until SET */
+  const char *help;         /* one line */
   int (*set)(te_engine *e, const char *name, long v, tr_err *err); /* stores it */
 } s_settings[] = {
-    {"print_lines", 0, 1000000, 40,
+    {"print_lines", NULL, 0, 1000000, 40,
      "lines of values PRINT shows before it summarises with '...' (0: every value)",
      s_set_stored},
-    {"replication", 1, TC_MAX_REPLICAS, 2,
+    {"replication", NULL, 1, TC_MAX_REPLICAS, 2,
      "workers that hold every stored chunk (at most the number of workers)", s_set_replication},
+    {"synchronous", s_synchronous, 0, 1, 0,
+     "where a statement's output is when it ends: its workers' memory (normal) or disks (full)",
+     s_set_stored},
 };
 #define S_NSETTINGS (int)(sizeof s_settings / sizeof s_settings[0])
 
@@ -37,12 +47,48 @@ static int s_set_replication(te_engine *e, const char *name, long v, tr_err *err
   return td_set_replication(e->cluster, (int)v, err);
 }
 
-static int s_set_stored(te_engine *e, const char *name, long v, tr_err *err) {
-  char value[32];
-  snprintf(value, sizeof value, "%ld", v);
-  return tc_setting_set(e->db, name, value, err);
+/* Setting i's value v as text, into buf. */
+static void s_text(int i, long v, char *buf, size_t n) {
+  if (s_settings[i].names) snprintf(buf, n, "%s", s_settings[i].names[v]);
+  else snprintf(buf, n, "%ld", v);
 }
 
+/* The values setting i allows, as text, into buf. */
+static void s_allowed(int i, char *buf, size_t n) {
+  size_t o = 0;
+  if (!s_settings[i].names) {
+    snprintf(buf, n, "%ld to %ld", s_settings[i].lo, s_settings[i].hi);
+    return;
+  }
+  buf[0] = '\0';
+  for (long v = s_settings[i].lo; v <= s_settings[i].hi && o < n; v++)
+    o += (size_t)snprintf(buf + o, n - o, "%s%s", v > s_settings[i].lo ? " | " : "",
+                          s_settings[i].names[v]);
+}
+
+/* Text as a value of setting i: TR_OK with *v, or -1. */
+static int s_parse(int i, const char *text, long *v) {
+  char *end;
+  if (s_settings[i].names) {
+    for (long k = s_settings[i].lo; k <= s_settings[i].hi; k++)
+      if (!strcasecmp(text, s_settings[i].names[k])) {
+        *v = k;
+        return TR_OK;
+      }
+    return -1;
+  }
+  errno = 0;
+  *v = strtol(text, &end, 10);
+  return errno || *end || end == text || *v < s_settings[i].lo || *v > s_settings[i].hi ? -1 : TR_OK;
+}
+
+static int s_set_stored(te_engine *e, const char *name, long v, tr_err *err) {
+  char value[32];
+  int i = s_find(name);
+  if (NEVER(i < 0)) return tr_seterr(err, TR_EINVAL, "unknown setting '%s'", name);
+  s_text(i, v, value, sizeof value);
+  return tc_setting_set(e->db, name, value, err);
+}
 static int s_find(const char *name) {
   for (int i = 0; i < S_NSETTINGS; i++)
     if (!strcmp(s_settings[i].name, name)) return i;
@@ -59,19 +105,25 @@ static void s_names(char *buf, size_t n) {
 
 long te_setting(te_engine *e, const char *name) {
   int i = s_find(name);
-  char v[64], *end;
+  char v[64];
+  long x;
   if (NEVER(i < 0)) return 0;
-  if (tc_setting_get(e->db, name, v, sizeof v, NULL) == TR_OK) {
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (!errno && !*end && x >= s_settings[i].lo && x <= s_settings[i].hi) return x;
-  }
+  if (tc_setting_get(e->db, name, v, sizeof v, NULL) == TR_OK && s_parse(i, v, &x) == TR_OK) return x;
   return s_settings[i].dflt;
+}
+
+void te_setting_text(te_engine *e, const char *name, char *buf, size_t n) {
+  int i = s_find(name);
+  if (NEVER(i < 0)) {
+    snprintf(buf, n, "?");
+    return;
+  }
+  s_text(i, te_setting(e, name), buf, n);
 }
 
 int te_set(te_engine *e, const tp_stmt *s, tr_err *err) {
   int i = s_find(s->setting), k;
-  char names[256], *end;
+  char names[256];
   if (i < 0) {
     const char *cands[S_NSETTINGS];
     for (k = 0; k < S_NSETTINGS; k++) cands[k] = s_settings[k].name;
@@ -82,12 +134,13 @@ int te_set(te_engine *e, const tp_stmt *s, tr_err *err) {
                            k >= 0 ? "did you mean " : "", k >= 0 ? cands[k] : "",
                            k >= 0 ? "? " : "", names));
   }
-  errno = 0;
-  long v = strtol(s->value, &end, 10);
-  if (errno || *end || end == s->value || v < s_settings[i].lo || v > s_settings[i].hi)
+  long v;
+  if (s_parse(i, s->value, &v) != TR_OK) {
+    s_allowed(i, names, sizeof names);
     return tr_at(err, s->value_pos,
-                 tr_seterr(err, TR_EINVAL, "%s must be an integer from %ld to %ld, not '%s'",
-                           s_settings[i].name, s_settings[i].lo, s_settings[i].hi, s->value));
+                 tr_seterr(err, TR_EINVAL, "%s must be %s%s, not '%s'", s_settings[i].name,
+                           s_settings[i].names ? "one of " : "an integer from ", names, s->value));
+  }
   return s_settings[i].set(e, s_settings[i].name, v, err);
 }
 
@@ -96,10 +149,10 @@ int te_show_settings(te_engine *e, te_result **res, tr_err *err) {
   te_result *r = te_rows_new(5, cols);
   if (!r) return tr_seterr(err, TR_ENOMEM, "out of memory");
   for (int i = 0; i < S_NSETTINGS; i++) {
-    char v[32], d[32], allowed[64];
-    snprintf(v, sizeof v, "%ld", te_setting(e, s_settings[i].name));
-    snprintf(d, sizeof d, "%ld", s_settings[i].dflt);
-    snprintf(allowed, sizeof allowed, "%ld to %ld", s_settings[i].lo, s_settings[i].hi);
+    char v[32], d[32], allowed[128];
+    s_text(i, te_setting(e, s_settings[i].name), v, sizeof v);
+    s_text(i, s_settings[i].dflt, d, sizeof d);
+    s_allowed(i, allowed, sizeof allowed);
     const char *cells[] = {s_settings[i].name, v, d, allowed, s_settings[i].help};
     if (te_rows_add(r, cells)) {
       te_result_free(&r);
@@ -110,12 +163,12 @@ int te_show_settings(te_engine *e, te_result **res, tr_err *err) {
   return TR_OK;
 }
 
-int te_settings_list(int i, const char **name, const char **help, long *lo, long *hi, long *dflt) {
+int te_settings_list(int i, const char **name, const char **help, char *allowed, size_t na,
+                     char *dflt, size_t nd) {
   if (i < 0 || i >= S_NSETTINGS) return 0;
   *name = s_settings[i].name;
   *help = s_settings[i].help;
-  *lo = s_settings[i].lo;
-  *hi = s_settings[i].hi;
-  *dflt = s_settings[i].dflt;
+  s_allowed(i, allowed, na);
+  s_text(i, s_settings[i].dflt, dflt, nd);
   return 1;
 }

@@ -34,7 +34,8 @@
 typedef struct s_entry {
   int rel;              /* relation */
   int64_t lin;          /* chunk number */
-  void *buf;            /* payload, NULL while loading */
+  tr_blob *blob;        /* the chunk's bytes (a reference), NULL while loading */
+  void *buf;            /* its data, NULL while loading */
   size_t bytes;         /* payload size */
   int refs;             /* tasks using it */
   int ready;            /* 1 once loaded */
@@ -88,7 +89,7 @@ static void s_evict(s_cache *c) {
     *victim = v->next;
     c->bytes -= v->bytes;
     c->kt->release(v->buf);
-    tr_free_aligned(v->buf);
+    tr_blob_unref(&v->blob);
     free(v);
   }
 }
@@ -136,14 +137,13 @@ static int s_cache_get(s_run *run, int rel, int64_t lin, s_entry **out, tr_err *
   int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK];
   tr_key_from_linear(t, lin, key);
   size_t bytes = (size_t)tr_chunk_extent(t, key, ext) * tr_dtype_size(t->dtype);
-  void *buf = tr_alloc_aligned(bytes);
-  int rc = buf ? run->io->read(run->io->ctx, rel, lin, buf, bytes, err)
-               : tr_seterr(err, TR_ENOMEM, "out of memory");
+  tr_blob *blob = NULL;
+  int rc = run->io->read(run->io->ctx, rel, lin, bytes, &blob, err);
+  void *buf = rc ? NULL : tr_blob_data(blob);
   if (!rc) run->kt->keep(buf, bytes); /* unchanged until evicted */
   pthread_mutex_lock(&c->mu);
   if (rc) {
-    tr_free_aligned(buf);
-    buf = NULL;
+    tr_blob_unref(&blob);
     bytes = 0;
     /* Unlink it so a later request retries; waiters see buf == NULL. */
     for (s_entry **pp = &c->bucket[h]; *pp; pp = &(*pp)->next)
@@ -152,6 +152,7 @@ static int s_cache_get(s_run *run, int rel, int64_t lin, s_entry **out, tr_err *
         break;
       }
   }
+  en->blob = blob;
   en->buf = buf;
   en->bytes = bytes;
   en->ready = 1;
@@ -174,7 +175,7 @@ static void s_cache_free(s_cache *c) {
   for (int b = 0; b < S_BUCKETS; b++)
     for (s_entry *en = c->bucket[b], *nx; en; en = nx) {
       nx = en->next;
-      tr_free_aligned(en->buf);
+      tr_blob_unref(&en->blob);
       free(en);
     }
   pthread_mutex_destroy(&c->mu);
@@ -640,8 +641,9 @@ static int s_node_task(void *arg, int64_t t) {
   nel = tr_chunk_extent(om, okey, oext);
   for (int l = 0; l < n->nlabels; l++) lkey[l] = l < n->nout ? okey[l] : 0;
   tx_row_major(n->nout, oext, ols);
-  void *out = tr_alloc_aligned((size_t)nel * run->esz);
-  if (!out) return s_fail(run, &(tr_err){TR_ENOMEM, "out of memory", 0});
+  tr_blob *ob = tr_blob_new((size_t)nel * run->esz);
+  if (!ob) return s_fail(run, &(tr_err){TR_ENOMEM, "out of memory", 0});
+  void *out = tr_blob_data(ob);
   run->kt->keep(out, (size_t)nel * run->esz); /* written by kernels only */
   s_chunk ch[TK_MAX_INPUTS];
   memset(ch, 0, sizeof ch);
@@ -677,9 +679,9 @@ static int s_node_task(void *arg, int64_t t) {
     rc = run->kt->map(run->dt, &n->post, out, nel, run->cancel);
     if (rc) s_kernel_failed(&err, om, rc);
   }
-  if (!rc) rc = run->io->write(run->io->ctx, g, out, (size_t)nel * run->esz, &err);
   run->kt->release(out);
-  tr_free_aligned(out);
+  if (!rc) rc = run->io->write(run->io->ctx, g, ob, &err);
+  tr_blob_unref(&ob);
   return rc ? s_fail(run, &err) : TR_OK;
 }
 

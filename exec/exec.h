@@ -11,13 +11,15 @@
 #include "net/net.h"
 
 /* Where a node's operand chunks come from and its output chunks go:
-** read(ctx, operand, lin, ...) fills buf with chunk lin of operand's
-** relation; write(ctx, lin, ...) takes output chunk lin.  Both are called
-** from many threads at once. */
+** read(ctx, operand, lin, bytes, &b, err) gives chunk lin of operand's
+** relation (bytes long) as a blob reference the caller drops, so a chunk
+** the store holds in memory is read without a copy; write(ctx, lin, b,
+** err) takes output chunk lin, keeping references to b as it needs (its
+** bytes do not change after).  Both are called from many threads at once. */
 typedef struct tx_chunk_io {
   void *ctx;
-  int (*read)(void *ctx, int operand, int64_t lin, void *buf, size_t bytes, tr_err *err);
-  int (*write)(void *ctx, int64_t lin, const void *buf, size_t bytes, tr_err *err);
+  int (*read)(void *ctx, int operand, int64_t lin, size_t bytes, tr_blob **out, tr_err *err);
+  int (*write)(void *ctx, int64_t lin, tr_blob *b, tr_err *err);
   /* With a node whose drive >= 0: is chunk lin of that operand here (so
   ** its join tuples run here)?  NULL: every chunk is. */
   int (*has)(void *ctx, int operand, int64_t lin);
@@ -87,9 +89,12 @@ typedef struct tx_task {
   int nrep;                           /* workers each output chunk is also
                                          pushed to as soon as it is made */
   char rep[TC_MAX_REPLICAS][TC_ENDPOINT_MAX]; /* their endpoints */
-  int scratch;                        /* outputs are dropped before anything
-                                         commits them (intermediates,
-                                         partials): tc_store_put_scratch */
+  int keep;                           /* how the outputs are stored and
+                                         pushed (a tc_keep): TC_KEEP_SCRATCH
+                                         for what is dropped before anything
+                                         commits it (intermediates,
+                                         partials), else as the durability
+                                         setting asks */
 } tx_task;
 
 void tx_task_encode(const tx_task *t, tn_wbuf *b);

@@ -106,7 +106,7 @@ void tx_task_encode(const tx_task *t, tn_wbuf *b) {
   }
   tn_put_u32(b, (uint32_t)t->nrep);
   for (int i = 0; i < t->nrep; i++) tn_put_str(b, t->rep[i]);
-  tn_put_u8(b, (uint8_t)t->scratch);
+  tn_put_u8(b, (uint8_t)t->keep);
 }
 
 void tx_task_free(tx_task *t) {
@@ -211,9 +211,10 @@ int tx_task_decode(const void *p, size_t len, tx_task *t, tr_err *err) {
   if (nrep > TC_MAX_REPLICAS) goto bad;
   t->nrep = (int)nrep;
   for (int i = 0; i < t->nrep; i++) tn_get_str(&r, t->rep[i], sizeof t->rep[i]);
-  uint8_t scratch = tn_get_u8(&r);
-  if (scratch > 1 || (scratch && t->nrep)) goto bad; /* a scratch chunk has no replicas */
-  t->scratch = scratch;
+  uint8_t keep = tn_get_u8(&r);
+  if (keep > TC_KEEP_BACKGROUND || (keep == TC_KEEP_SCRATCH && t->nrep))
+    goto bad; /* a scratch chunk has no replicas */
+  t->keep = keep;
   if (tn_rbuf_ok(&r) == TR_OK) return TR_OK;
 bad:
   tx_task_free(t);

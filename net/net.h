@@ -56,12 +56,15 @@ typedef enum tn_type {
                     restarted (and lost the requests it held) at once;
                     then, while a TASK of that coordinator runs, {u64
                     request id, u64 output chunks made} (progress) */
-  TN_PUT,        /* -> worker: store chunks; body {u32 n, n x chunk meta}, data n frames */
+  TN_PUT,        /* -> worker: store chunks; body {u32 n, n x chunk meta, [u8 keep]},
+                    data n frames; keep (a tc_keep, default TC_KEEP_FILE) says
+                    how the worker's store keeps them */
   TN_PUT_OK,     /* reply: body {u32 n} */
   TN_GET,        /* coord -> worker: body {u32 n, n x u64 chunk id}; */
   TN_DATA,       /* reply: body {u32 n, n x chunk meta}, data n frames */
   TN_SEND,       /* coord -> worker: push chunks to peers; body {u32 n, n x
-                    (u64 chunk id, str peer endpoint)} */
+                    (u64 chunk id, str peer endpoint), [u8 keep]}: the peers
+                    keep them as keep says (as in PUT) */
   TN_SEND_OK,    /* reply once every peer confirmed: body {u64 bytes sent} */
   TN_TASK,       /* coord -> worker: run kernel tasks; body: engine-encoded */
   TN_TASK_OK,    /* reply: body engine-encoded results (chunk metas, stats) */
@@ -192,6 +195,14 @@ typedef void(tn_free_fn)(void *data, void *hint);
 int tn_send(void *sock, const void *route, size_t route_len, int type, uint64_t req,
             uint64_t db, const tn_wbuf *body, int ndata, void *const *data, const size_t *len,
             tn_free_fn *free_fn, void *hint, tr_err *err);
+/* Send n data frames from blobs: each blob's reference (the caller's) is
+** dropped once its frame is sent or the message fails, as with tn_send's
+** free_fn. */
+int tn_send_blobs(void *sock, const void *route, size_t route_len, int type, uint64_t req,
+                  uint64_t db, const tn_wbuf *body, int n, tr_blob *const *blobs, tr_err *err);
+/* Data frame i of a received message as a blob, without a copy (the frame
+** is moved out of in, which keeps an empty one); NULL if out of memory. */
+tr_blob *tn_in_take_data(tn_in *in, int i);
 /* Reply with TN_ERROR {code, message, chunk} (chunk: the id of a chunk
 ** that failed its checksum, else 0). */
 int tn_send_error(void *sock, const void *route, size_t route_len, uint64_t req, uint64_t db,

@@ -488,9 +488,9 @@ static void s_end_message(void *sock) {
 ** Every frame is built before the first is sent, so that running out of
 ** memory can never cut a message short on the wire.
 */
-int tn_send(void *sock, const void *route, size_t route_len, int type, uint64_t req,
-            uint64_t db, const tn_wbuf *body, int ndata, void *const *data, const size_t *len,
-            tn_free_fn *free_fn, void *hint, tr_err *err) {
+static int s_send(void *sock, const void *route, size_t route_len, int type, uint64_t req,
+                  uint64_t db, const tn_wbuf *body, int ndata, void *const *data, const size_t *len,
+                  tn_free_fn *free_fn, void *hint, void *const *hints, tr_err *err) {
   uint8_t hdr[TN_HEADER_SIZE];
   zmq_msg_t local[S_LOCAL_FRAMES], *msgs = local;
   int rc = TR_OK, started = 0, i = 0, nf = 0, sent = 0, total, e;
@@ -542,8 +542,8 @@ int tn_send(void *sock, const void *route, size_t route_len, int type, uint64_t 
   while (i < ndata) {
     int k = i++; /* from here on frame k is ZeroMQ's or already freed */
     if (free_fn) {
-      if (zmq_msg_init_data(&msgs[nf], data[k], len[k], free_fn, hint) != 0) {
-        free_fn(data[k], hint);
+      if (zmq_msg_init_data(&msgs[nf], data[k], len[k], free_fn, hints ? hints[k] : hint) != 0) {
+        free_fn(data[k], hints ? hints[k] : hint);
         rc = tr_seterr(err, TR_ENOMEM, "out of memory sending %s", tn_type_name(type));
         goto done;
       }
@@ -575,10 +575,66 @@ done:
   /* Unsent frames: closing a zero-copy one calls its free_fn. */
   for (int k = sent; k < nf; k++) zmq_msg_close(&msgs[k]);
   if (free_fn)
-    for (; i < ndata; i++) free_fn(data[i], hint);
+    for (; i < ndata; i++) free_fn(data[i], hints ? hints[i] : hint);
   if (rc != TR_OK && started) s_end_message(sock);
   if (msgs != local) free(msgs);
   return rc;
+}
+
+int tn_send(void *sock, const void *route, size_t route_len, int type, uint64_t req,
+            uint64_t db, const tn_wbuf *body, int ndata, void *const *data, const size_t *len,
+            tn_free_fn *free_fn, void *hint, tr_err *err) {
+  return s_send(sock, route, route_len, type, req, db, body, ndata, data, len, free_fn, hint, NULL,
+                err);
+}
+
+int tn_send_blobs(void *sock, const void *route, size_t route_len, int type, uint64_t req,
+                  uint64_t db, const tn_wbuf *body, int n, tr_blob *const *blobs, tr_err *err) {
+  void *local_d[S_LOCAL_FRAMES] = {0}, **data = local_d;
+  size_t local_l[S_LOCAL_FRAMES] = {0}, *len = local_l;
+  if (n > S_LOCAL_FRAMES) {
+    data = malloc((size_t)n * sizeof *data);
+    len = malloc((size_t)n * sizeof *len);
+  }
+  if (!data || !len) {
+    for (int k = 0; k < n; k++) tr_blob_release(NULL, blobs[k]);
+    if (data != local_d) free(data);
+    if (len != local_l) free(len);
+    return tr_seterr(err, TR_ENOMEM, "out of memory sending %s", tn_type_name(type));
+  }
+  for (int k = 0; k < n; k++) {
+    data[k] = tr_blob_data(blobs[k]);
+    len[k] = tr_blob_size(blobs[k]);
+  }
+  int rc = s_send(sock, route, route_len, type, req, db, body, n, data, len, tr_blob_release, NULL,
+                  (void *const *)blobs, err);
+  if (data != local_d) free(data);
+  if (len != local_l) free(len);
+  return rc;
+}
+
+/* A frame's bytes handed to a blob: the message is moved to the heap and
+** closed with the blob's last reference. */
+static void s_close_frame(void *data, void *hint) {
+  (void)data;
+  zmq_msg_close(hint);
+  free(hint);
+}
+
+tr_blob *tn_in_take_data(tn_in *in, int i) {
+  zmq_msg_t *m = malloc(sizeof *m);
+  if (!m || i < 0 || i >= in->ndata) {
+    free(m);
+    return NULL;
+  }
+  zmq_msg_init(m);
+  zmq_msg_move(m, &in->data[i]); /* in->data[i] is left an empty frame */
+  tr_blob *b = tr_blob_adopt(zmq_msg_data(m), zmq_msg_size(m), s_close_frame, m);
+  if (!b) {
+    zmq_msg_move(&in->data[i], m);
+    free(m);
+  }
+  return b;
 }
 
 int tn_send_error(void *sock, const void *route, size_t route_len, uint64_t req, uint64_t db,

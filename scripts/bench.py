@@ -8,7 +8,7 @@ through scripts/bench.sh; see BENCHMARKS.md.
 Usage:
   bench.py [--size default|large|small] [--reps R] [--only W1,W2]
            [--nworkers P] [--time-limit S] [--out DIR] [--write-md FILE]
-           [--profile]
+           [--synchronous V1,V2] [--profile]
   bench.py --peer SYSTEM WORKLOAD DIR SIZE REPS P   (internal: a Python
            peer, or SYSTEM 'reference', in a process of its own)
 
@@ -127,10 +127,11 @@ class Variant:
     chunk shapes, the same outputs.  Its systems are tradb:TAG and
     tradb-workers:TAG; the peers run the workload once."""
 
-    def __init__(self, tag, stmts=None, chunks=None):
+    def __init__(self, tag, stmts=None, chunks=None, settings=None):
         self.tag = tag
         self.stmts = stmts        # None: the workload's
         self.chunks = chunks or {}  # tensor -> chunk shape (None: tradb's default)
+        self.settings = list(settings or [])  # SET statements run first
 
 
 class Workload:
@@ -659,7 +660,7 @@ def setup_lines(w, tag=None):
     """Create and fill the inputs, and make the derived ones (untimed):
     one statement a line."""
     v = w.variant(tag)
-    lines = []
+    lines = list(v.settings) if v else []
     for name, shape, chunk, fill in w.tensors:
         chunk = v.chunks.get(name, chunk) if v else chunk
         lines.append("CREATE TENSOR %s[%s]%s TYPE f32;" % (
@@ -1189,6 +1190,10 @@ def parse_args(argv):
                     " interrupted and reported as a timeout (default 30)")
     ap.add_argument("--out", default="bench-out", help="output directory (default bench-out)")
     ap.add_argument("--write-md", metavar="FILE", help="put the results into FILE")
+    ap.add_argument("--synchronous", default="", metavar="V1,V2",
+                    help="also run tradb under these values of SET synchronous, as the"
+                    " systems tradb:V and tradb-workers:V (plain tradb runs under the"
+                    " default, normal)")
     ap.add_argument("--profile", action="store_true",
                     help="instead of comparing: profile tradb (--workers) on each workload"
                     " with perf, into DIR/profile-WORKLOAD.txt")
@@ -1200,6 +1205,10 @@ def parse_args(argv):
         if x not in WORKLOAD_NAMES:
             ap.error("unknown workload '%s' (known: %s)" % (x, ", ".join(WORKLOAD_NAMES)))
     args.names = names or list(WORKLOAD_NAMES)
+    args.sync = [x for x in args.synchronous.split(",") if x]
+    for x in args.sync:
+        if x not in ("full", "normal"):
+            ap.error("--synchronous: '%s' is not full or normal" % x)
     args.cmdline = " ".join(["scripts/bench.sh"] + argv)
     return args
 
@@ -1239,6 +1248,8 @@ def main(argv):
     try:
         workers = Workers(tradb, scratch, p, logname)
         wls = [w for w in workloads(args.size) if w.name in args.names]
+        for w in wls:  # the durability settings side by side
+            w.variants += [Variant(v, settings=["SET synchronous = %s;" % v]) for v in args.sync]
         for i, w in enumerate(wls):
             t_w = time.time()
             d = "%s/%s" % (scratch, w.name)

@@ -179,7 +179,7 @@ static int s_dot_progress(ts_shell *sh, const si_source *src, const si_dotcmd *c
 static int s_dot_show(ts_shell *sh, const si_source *src, const si_dotcmd *c, int argc,
                       char **argv) {
   const char *name, *help;
-  long lo, hi, dflt;
+  char allowed[128], dflt[32], value[32];
   FILE *f = sh->out;
   fprintf(f, "%12s: %s\n", "mode", s_modes[sh->mode]);
   fprintf(f, "%12s: %s\n", "timer", sh->timer ? "on" : "off");
@@ -189,8 +189,10 @@ static int s_dot_show(ts_shell *sh, const si_source *src, const si_dotcmd *c, in
   fprintf(f, "%12s: %s\n", "output", sh->out == stdout ? "stdout" : sh->once ? "file (once)" : "file");
   fprintf(f, "%12s: %s\n", "database", sh->dbpath ? sh->dbpath : "(transient)");
   fprintf(f, "%12s: %s\n", "backend", te_backend_name(sh->eng));
-  for (int i = 0; te_settings_list(i, &name, &help, &lo, &hi, &dflt); i++)
-    fprintf(f, "%12s: %ld\n", name, te_setting(sh->eng, name));
+  for (int i = 0; te_settings_list(i, &name, &help, allowed, sizeof allowed, dflt, sizeof dflt); i++) {
+    te_setting_text(sh->eng, name, value, sizeof value);
+    fprintf(f, "%12s: %s\n", name, value);
+  }
   return SI_OK;
 }
 
@@ -279,7 +281,7 @@ static int s_dot_help(ts_shell *sh, const si_source *src, const si_dotcmd *c, in
   const si_dotcmd *h;
   FILE *f = sh->out;
   const char *name, *help;
-  long lo, hi, dflt;
+  char allowed[128], dflt[32];
   int w = 0;
   for (h = si_dots; h->name; h++) {
     int n = (int)(strlen(h->name) + 1 + strlen(h->args));
@@ -301,8 +303,8 @@ static int s_dot_help(ts_shell *sh, const si_source *src, const si_dotcmd *c, in
   s_help_words(f, "EXPLAIN options: ", te_words(TE_WORDS_EXPLAIN), ", ");
   s_help_words(f, "LOAD options (CSV): ", te_words(TE_WORDS_LOAD), ", ");
   fputs("Settings (SET name = value; SHOW SETTINGS):\n", f);
-  for (int i = 0; te_settings_list(i, &name, &help, &lo, &hi, &dflt); i++)
-    fprintf(f, "  %-12s %ld to %ld, default %ld: %s\n", name, lo, hi, dflt, help);
+  for (int i = 0; te_settings_list(i, &name, &help, allowed, sizeof allowed, dflt, sizeof dflt); i++)
+    fprintf(f, "  %-12s %s, default %s: %s\n", name, allowed, dflt, help);
   fputs("Ctrl-C cancels the running statement.\n", f);
   return SI_OK;
 }

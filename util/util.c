@@ -125,6 +125,60 @@ void *tr_alloc_aligned(size_t bytes) {
 
 void tr_free_aligned(void *p) { free(p); }
 
+struct tr_blob {
+  int refs;                          /* references (atomic built-ins) */
+  void *data;                        /* the bytes */
+  size_t bytes;                      /* their number */
+  void (*fn)(void *data, void *hint); /* adopted: how to hand them back */
+  void *hint;                        /* fn's second argument */
+};
+
+tr_blob *tr_blob_new(size_t bytes) {
+  tr_blob *b = malloc(sizeof *b);
+  void *data = b ? tr_alloc_aligned(bytes) : NULL;
+  if (!data) {
+    free(b);
+    return NULL;
+  }
+  *b = (tr_blob){1, data, bytes, NULL, NULL};
+  return b;
+}
+
+tr_blob *tr_blob_adopt(void *data, size_t bytes, void (*fn)(void *data, void *hint), void *hint) {
+  tr_blob *b = malloc(sizeof *b);
+  if (b) *b = (tr_blob){1, data, bytes, fn, hint};
+  return b;
+}
+
+void *tr_blob_data(const tr_blob *b) { return b->data; }
+
+size_t tr_blob_size(const tr_blob *b) { return b->bytes; }
+
+tr_blob *tr_blob_ref(tr_blob *b) {
+  __atomic_add_fetch(&b->refs, 1, __ATOMIC_RELAXED);
+  return b;
+}
+
+void tr_blob_unref(tr_blob **pb) {
+  tr_blob *b = pb ? *pb : NULL;
+  if (!b) return;
+  *pb = NULL;
+  /* acquire-release: the last owner sees every write made before the
+  ** other owners let go */
+  int left = __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL);
+  tr_assert(left >= 0);
+  if (left > 0) return;
+  if (b->fn) b->fn(b->data, b->hint);
+  else tr_free_aligned(b->data);
+  free(b);
+}
+
+void tr_blob_release(void *data, void *hint) {
+  tr_blob *b = hint;
+  (void)data;
+  tr_blob_unref(&b);
+}
+
 int tr_write_all(int fd, const void *buf, size_t n) {
   const char *p = buf;
   while (n > 0) {

@@ -106,6 +106,27 @@ int tr_dtype_parse(const char *s, tr_dtype *out); /* TR_OK or TR_ETYPE */
 void *tr_alloc_aligned(size_t bytes);
 void tr_free_aligned(void *p);
 
+/*
+** Shared chunk bytes: a buffer with a reference count, so that the store
+** keeping a chunk in memory, the tasks reading it and the socket sending
+** it to a replica hold one copy between them instead of one each.
+** tr_blob_new makes 64-byte aligned bytes (tr_alloc_aligned); tr_blob_adopt
+** wraps bytes someone else owns (a received ZeroMQ frame), handed back
+** through fn(data, hint) with the last reference.  The bytes must not
+** change once a second reference exists.  References may be taken and
+** dropped from any thread.
+*/
+typedef struct tr_blob tr_blob;
+tr_blob *tr_blob_new(size_t bytes); /* refs 1; NULL if out of memory */
+tr_blob *tr_blob_adopt(void *data, size_t bytes, void (*fn)(void *data, void *hint), void *hint);
+void *tr_blob_data(const tr_blob *b);
+size_t tr_blob_size(const tr_blob *b);
+tr_blob *tr_blob_ref(tr_blob *b);    /* b, with one more reference */
+void tr_blob_unref(tr_blob **b);     /* drops *b's reference, sets *b NULL; NULL-safe */
+/* For tn_send and the like, whose free function takes (data, hint): drops
+** the reference hint (a tr_blob *) that the sent bytes came with. */
+void tr_blob_release(void *data, void *hint);
+
 /* File I/O that retries on EINTR and short transfers.  tr_write_all writes
 ** all n bytes; tr_pread_all reads up to n bytes at off, stopping at end of
 ** file, and sets *got.  Both return 0 or an errno value. */

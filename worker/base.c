@@ -102,13 +102,24 @@ void wi_busy(wi_worker *w) {
   w->trimmed = 0;
 }
 
-/* Give free heap memory back to the system once the worker has been idle
-** for S_TRIM_IDLE_S: between statements the heap is kept (the next one
-** reuses it), but a worker left idle should not hold its peak. */
+/* Give memory back to the system once the worker has been idle for
+** S_TRIM_IDLE_S: between statements the heap and the stores' copies of
+** chunks in memory are kept (the next statement reads them), but a worker
+** left idle should not hold its peak.  Chunks not yet in their files stay
+** until the background writer has written them; the trim is done once
+** none is left. */
 void wi_trim_when_idle(wi_worker *w) {
   if (w->trimmed || tr_now() - w->last_busy < S_TRIM_IDLE_S) return;
+  int64_t unwritten = 0;
+  for (int i = 0; i < w->ndbs; i++) {
+    int64_t u;
+    tc_store_trim(w->dbs[i].store);
+    tc_store_memory(w->dbs[i].store, NULL, &u);
+    unwritten += u;
+  }
+  tc_store_trim(w->root);
   malloc_trim(0);
-  w->trimmed = 1;
+  w->trimmed = unwritten == 0;
 }
 
 int wi_reply(wi_worker *w, const uint8_t *route, size_t rl, int type, uint64_t req,
@@ -120,10 +131,6 @@ int wi_reply(wi_worker *w, const uint8_t *route, size_t rl, int type, uint64_t r
   return rc;
 }
 
-void wi_free_buf(void *data, void *hint) {
-  (void)hint;
-  free(data);
-}
 
 void wi_fail_job(wi_job *j, int code, const char *msg) {
   j->rtype = TN_ERROR;
@@ -134,7 +141,7 @@ void wi_fail_job(wi_job *j, int code, const char *msg) {
 void wi_job_free(wi_job *j) {
   tn_wbuf_free(&j->reply);
   tn_in_close(&j->in); /* jobs are zeroed: closes nothing if not moved in */
-  for (uint32_t i = 0; i < j->nout; i++) free(j->out[i].data);
+  for (uint32_t i = 0; i < j->nout; i++) tr_blob_unref(&j->out[i].data);
   free(j->out);
   free(j->body);
   free(j);

@@ -34,8 +34,15 @@ static int s_read_out(wi_worker *w, wi_job *j, uint64_t id, wi_out_chunk *o, tr_
     return tr_seterr(err, TR_ENOTFOUND, "chunk %016llx is not on worker %s", (unsigned long long)id,
                      w->cfg->listen);
   o->c.dtype = (uint8_t)dt;
-  if (!(o->data = malloc(o->c.nbytes ? o->c.nbytes : 1))) return tr_seterr(err, TR_ENOMEM, "out of memory");
-  return wi_job_get(j, id, o->data, o->c.nbytes, err);
+  return wi_job_get(j, id, o->c.nbytes, &o->data, err);
+}
+
+/* The optional last field of PUT and SEND: how the chunks are kept. */
+static int s_keep(tn_rbuf *r) {
+  if (r->off >= r->n) return TC_KEEP_FILE;
+  uint8_t k = tn_get_u8(r);
+  if (k > TC_KEEP_BACKGROUND) r->bad = 1;
+  return k;
 }
 
 /* GET {n x u64 id} -> DATA {n x chunk meta} + frames, and SEND {n x (u64
@@ -57,6 +64,7 @@ static void s_run_read(wi_worker *w, wi_job *j) {
     j->nout = i + 1;
     rc = s_read_out(w, j, id, &j->out[i], &err);
   }
+  if (send) j->keep = s_keep(&r);
   if (!rc && (r.bad || tn_rbuf_ok(&r) != TR_OK))
     rc = tr_seterr(&err, TR_EINVAL, send ? "malformed SEND" : "malformed GET");
   if (rc) {
@@ -82,20 +90,23 @@ static void s_run_put(wi_worker *w, wi_job *j) {
   uint32_t n = tn_get_count(&r, 25);
   int rc = TR_OK;
   if (n != (uint32_t)in->ndata) rc = tr_seterr(&err, TR_EINVAL, "PUT lists %u chunks but carries %d", n, in->ndata);
+  tn_chunk *c = rc ? NULL : calloc(n + 1, sizeof *c);
+  if (!rc && !c) rc = tr_seterr(&err, TR_ENOMEM, "out of memory");
+  for (uint32_t i = 0; i < n && !rc; i++) tn_get_chunk(&r, &c[i]);
+  int keep = rc ? TC_KEEP_FILE : s_keep(&r);
+  if (!rc && tn_rbuf_ok(&r) != TR_OK) rc = tr_seterr(&err, TR_EINVAL, "malformed PUT");
   if (!rc && n && !(j->store = wi_store_for(w, j->db, S_OPEN_CREATE, &err))) rc = err.code;
   for (uint32_t i = 0; i < n && !rc; i++) {
-    tn_chunk c;
-    size_t len;
-    tn_get_chunk(&r, &c);
-    const void *data = tn_in_data(in, (int)i, &len);
-    if (r.bad || len != c.nbytes) {
-      rc = tr_seterr(&err, TR_EINVAL, "malformed PUT");
-      break;
-    }
-    rc = tc_store_put(j->store, c.id, (tr_dtype)c.dtype, data, len, c.checksum, NULL, &err);
-    if (!rc) j->recv += len;
+    /* the frame's bytes become the stored chunk: no copy */
+    tr_blob *b = tn_in_take_data(in, (int)i);
+    if (!b) rc = tr_seterr(&err, TR_ENOMEM, "out of memory");
+    else if (tr_blob_size(b) != c[i].nbytes) rc = tr_seterr(&err, TR_EINVAL, "malformed PUT");
+    else rc = tc_store_put_blob(j->store, c[i].id, (tr_dtype)c[i].dtype, b, (tc_keep)keep,
+                                c[i].checksum, NULL, &err);
+    if (!rc) j->recv += c[i].nbytes;
+    tr_blob_unref(&b);
   }
-  if (!rc && tn_rbuf_ok(&r) != TR_OK) rc = tr_seterr(&err, TR_EINVAL, "malformed PUT");
+  free(c);
   if (rc) {
     wi_log("PUT refused: %s", err.msg);
     wi_fail_job(j, rc, err.msg);

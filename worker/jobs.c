@@ -29,13 +29,13 @@ typedef struct s_taskio {
   uint64_t *bytes;    /* its size */
 } s_taskio;
 
-static int s_task_read(void *ctx, int operand, int64_t lin, void *buf, size_t bytes,
+static int s_task_read(void *ctx, int operand, int64_t lin, size_t bytes, tr_blob **out,
                        tr_err *err) {
   s_taskio *io = ctx;
   const tx_task *t = io->t;
   for (int64_t i = 0; i < t->nin; i++)
     if (t->in_op[i] == operand && t->in_lin[i] == lin)
-      return wi_job_get(io->job, t->in_id[i], buf, bytes, err);
+      return wi_job_get(io->job, t->in_id[i], bytes, out, err);
   return tr_seterr(err, TR_ENOTFOUND, "chunk %lld of operand %d (%s) is not on this worker",
                    (long long)lin, operand, t->in_meta[operand].name);
 }
@@ -47,27 +47,25 @@ static int s_task_has(void *ctx, int operand, int64_t lin) {
   return 0;
 }
 
-static int s_task_write(void *ctx, int64_t lin, const void *buf, size_t bytes, tr_err *err) {
+/* Store output chunk lin as the task says, and queue its pushes to the
+** replica workers: the push shares the bytes the store keeps. */
+static int s_task_write(void *ctx, int64_t lin, tr_blob *b, tr_err *err) {
   s_taskio *io = ctx;
   const tx_task *t = io->t;
   for (int64_t i = 0; i < t->nout; i++)
     if (t->out_lin[i] == lin) {
-      io->bytes[i] = bytes;
-      int rc = (t->scratch ? tc_store_put_scratch : tc_store_put)(
-          io->job->store, t->out_id[i], t->out_meta.dtype, buf, bytes, 0, &io->sum[i], err);
+      io->bytes[i] = tr_blob_size(b);
+      int rc = tc_store_put_blob(io->job->store, t->out_id[i], t->out_meta.dtype, b,
+                                 (tc_keep)t->keep, 0, &io->sum[i], err);
       if (!rc) io->job->made++;
       if (!rc && t->nrep) {
         /* Replicate it now, while the other chunks are still computed. */
         wi_push *p = malloc(sizeof *p);
-        void *copy = p ? malloc(bytes ? bytes : 1) : NULL;
-        if (!copy) {
-          free(p);
-          return tr_seterr(err, TR_ENOMEM, "out of memory");
-        }
-        memcpy(copy, buf, bytes);
-        p->c = (tn_chunk){t->out_id[i], (uint8_t)t->out_meta.dtype, bytes, io->sum[i]};
-        p->data = copy;
+        if (!p) return tr_seterr(err, TR_ENOMEM, "out of memory");
+        p->c = (tn_chunk){t->out_id[i], (uint8_t)t->out_meta.dtype, io->bytes[i], io->sum[i]};
+        p->data = tr_blob_ref(b);
         p->job = io->job;
+        p->keep = t->keep;
         p->nrep = t->nrep;
         memcpy(p->rep, t->rep, sizeof p->rep);
         pthread_mutex_lock(&io->w->mu);
@@ -105,14 +103,14 @@ static int s_fill_one(void *arg, int64_t i) {
   int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK];
   tr_key_from_linear(&t->out_meta, t->out_lin[i], key);
   size_t bytes = (size_t)tr_chunk_extent(&t->out_meta, key, ext) * tr_dtype_size(t->out_meta.dtype);
-  void *buf = tr_alloc_aligned(bytes);
+  tr_blob *b = tr_blob_new(bytes);
   tr_err err;
-  int rc = buf ? tx_fill_chunk(fr->io->w->kt, &t->out_meta, &t->f, t->out_lin[i], buf,
-                               &fr->io->job->cancel)
-               : tr_seterr(&err, TR_ENOMEM, "out of memory");
-  if (buf && rc) s_kernel_failed(&err, "fill", rc);
-  if (!rc) rc = s_task_write(fr->io, t->out_lin[i], buf, bytes, &err);
-  tr_free_aligned(buf);
+  int rc = b ? tx_fill_chunk(fr->io->w->kt, &t->out_meta, &t->f, t->out_lin[i], tr_blob_data(b),
+                             &fr->io->job->cancel)
+             : tr_seterr(&err, TR_ENOMEM, "out of memory");
+  if (b && rc) s_kernel_failed(&err, "fill", rc);
+  if (!rc) rc = s_task_write(fr->io, t->out_lin[i], b, &err);
+  tr_blob_unref(&b);
   if (rc) {
     pthread_mutex_lock(&fr->mu);
     if (!fr->err.code) fr->err = err;
@@ -130,25 +128,27 @@ static int s_combine_one(void *arg, int64_t i) {
   tr_key_from_linear(&t->out_meta, lin, key);
   int64_t nel = tr_chunk_extent(&t->out_meta, key, ext);
   size_t bytes = (size_t)nel * tr_dtype_size(t->out_meta.dtype);
-  void *acc = tr_alloc_aligned(bytes), *part = tr_alloc_aligned(bytes);
+  tr_blob *acc = tr_blob_new(bytes), *part = NULL;
   tr_err err;
-  int rc = acc && part ? TR_OK : tr_seterr(&err, TR_ENOMEM, "out of memory");
+  int rc = acc ? TR_OK : tr_seterr(&err, TR_ENOMEM, "out of memory");
   int first = 1;
   for (int64_t k = 0; !rc && k < t->nin; k++) {
     if (t->in_lin[k] != lin) continue;
-    rc = wi_job_get(fr->io->job, t->in_id[k], first ? acc : part, bytes, &err);
-    if (!rc && !first &&
-        (rc = kt->combine(t->out_meta.dtype, t->node.agg, acc, part, nel, &fr->io->job->cancel)))
+    rc = wi_job_get(fr->io->job, t->in_id[k], bytes, &part, &err);
+    if (!rc && first) /* the store's bytes are shared: fold into a copy */
+      memcpy(tr_blob_data(acc), tr_blob_data(part), bytes);
+    else if (!rc && (rc = kt->combine(t->out_meta.dtype, t->node.agg, tr_blob_data(acc),
+                                      tr_blob_data(part), nel, &fr->io->job->cancel)))
       s_kernel_failed(&err, "combine", rc);
+    tr_blob_unref(&part);
     first = 0;
   }
   if (!rc && first) rc = tr_seterr(&err, TR_EINVAL, "no partial of output chunk %lld", (long long)lin);
   if (!rc && t->node.post.n &&
-      (rc = kt->map(t->out_meta.dtype, &t->node.post, acc, nel, &fr->io->job->cancel)))
+      (rc = kt->map(t->out_meta.dtype, &t->node.post, tr_blob_data(acc), nel, &fr->io->job->cancel)))
     s_kernel_failed(&err, "map", rc);
-  if (!rc) rc = s_task_write(fr->io, lin, acc, bytes, &err);
-  tr_free_aligned(acc);
-  tr_free_aligned(part);
+  if (!rc) rc = s_task_write(fr->io, lin, acc, &err);
+  tr_blob_unref(&acc);
   if (rc) {
     pthread_mutex_lock(&fr->mu);
     if (!fr->err.code) fr->err = err;
@@ -189,6 +189,7 @@ static void s_run_task(wi_worker *w, wi_job *j) {
     tx_task_free(&t);
     return;
   }
+  tc_store_busy(j->store, 1); /* its background writes wait for the task */
   s_taskio io = {w, j, &t, calloc((size_t)t.nout + 1, 8), calloc((size_t)t.nout + 1, 8)};
   if (!io.sum || !io.bytes) {
     rc = tr_seterr(&err, TR_ENOMEM, "out of memory");
@@ -227,6 +228,7 @@ static void s_run_task(wi_worker *w, wi_job *j) {
     tn_put_f64(&j->reply, u1 - u0);
     tn_put_f64(&j->reply, s1 - s0);
   }
+  tc_store_busy(j->store, 0);
   free(io.sum);
   free(io.bytes);
   tx_task_free(&t);

@@ -43,16 +43,17 @@ static int s_peer(wi_worker *w, const char *ep, tr_err *err) {
   return w->npeers++;
 }
 
-/* PUT chunk c of database db to peer as request my_req; buf (malloc) is
-** handed over, freed once sent or at once on failure. */
+/* PUT chunk c of database db to peer as request my_req, to be kept as
+** keep says; the reference b is handed over, dropped once sent or at once
+** on failure. */
 static int s_put_peer(wi_worker *w, void *peer, uint64_t my_req, uint64_t db, const tn_chunk *c,
-                      void *buf, tr_err *err) {
-  tn_wbuf b = {0};
-  size_t len = c->nbytes;
-  tn_put_u32(&b, 1);
-  tn_put_chunk(&b, c);
-  int rc = tn_send(peer, NULL, 0, TN_PUT, my_req, db, &b, 1, &buf, &len, wi_free_buf, NULL, err);
-  tn_wbuf_free(&b);
+                      tr_blob *b, int keep, tr_err *err) {
+  tn_wbuf body = {0};
+  tn_put_u32(&body, 1);
+  tn_put_chunk(&body, c);
+  tn_put_u8(&body, (uint8_t)keep);
+  int rc = tn_send_blobs(peer, NULL, 0, TN_PUT, my_req, db, &body, 1, &b, err);
+  tn_wbuf_free(&body);
   if (!rc) w->bytes_sent += c->nbytes;
   return rc;
 }
@@ -81,9 +82,9 @@ void wi_send_out(wi_worker *w, wi_job *j) {
       snprintf(pd->why, sizeof pd->why, "%s", err.msg);
       break;
     }
-    void *buf = o->data;
-    o->data = NULL; /* s_put_peer frees it, sent or not */
-    if (s_put_peer(w, w->peer[peer], pd->my_req, pd->db, &o->c, buf, &err)) {
+    tr_blob *buf = o->data;
+    o->data = NULL; /* s_put_peer drops it, sent or not */
+    if (s_put_peer(w, w->peer[peer], pd->my_req, pd->db, &o->c, buf, j->keep, &err)) {
       pd->failed = 1;
       snprintf(pd->why, sizeof pd->why, "send to %s failed: %s", o->ep, err.msg);
       break;
@@ -137,9 +138,9 @@ void wi_settle(wi_worker *w) {
   }
 }
 
-/* Send the queued replica pushes: one PUT per chunk and peer, the copy the
-** task made to the last peer and copies of it to the others (ZeroMQ frees
-** a buffer once sent, so those are made first). */
+/* Send the queued replica pushes: one PUT per chunk and peer, each
+** sending the bytes the task's store keeps (a blob reference per peer,
+** dropped once sent), kept by the peers as the task's outputs are. */
 void wi_send_pushes(wi_worker *w) {
   char c[64];
   while (read(w->wake[0], c, sizeof c) > 0) {
@@ -161,7 +162,7 @@ void wi_send_pushes(wi_worker *w) {
       snprintf(p->job->push_why, sizeof p->job->push_why, "cannot replicate chunk %016llx: out of memory",
                (unsigned long long)p->c.id);
       pthread_mutex_unlock(&w->mu);
-      free(p->data);
+      tr_blob_unref(&p->data);
       free(p);
       continue;
     }
@@ -170,25 +171,22 @@ void wi_send_pushes(wi_worker *w) {
     pd->deadline = tr_now() + S_SEND_TIMEOUT_S;
     pd->waiting = p->nrep;
     for (int k = p->nrep - 1; k >= 0; k--) {
-      void *buf = k ? malloc(p->c.nbytes ? p->c.nbytes : 1) : p->data;
-      if (!k) p->data = NULL; /* s_put_peer below frees it, sent or not */
-      int peer = buf ? s_peer(w, p->rep[k], &err) : -1;
+      int peer = s_peer(w, p->rep[k], &err);
       if (peer < 0) {
-        free(buf);
         pd->failed = 1;
-        snprintf(pd->why, sizeof pd->why, "cannot replicate to %s: %s", p->rep[k],
-                 buf ? err.msg : "out of memory");
+        snprintf(pd->why, sizeof pd->why, "cannot replicate to %s: %s", p->rep[k], err.msg);
         break;
       }
-      if (k) memcpy(buf, p->data, p->c.nbytes);
-      if (s_put_peer(w, w->peer[peer], pd->my_req, p->job->db, &p->c, buf, &err)) {
+      /* every peer is sent the bytes the store holds: a reference each */
+      if (s_put_peer(w, w->peer[peer], pd->my_req, p->job->db, &p->c, tr_blob_ref(p->data), p->keep,
+                     &err)) {
         pd->failed = 1;
         snprintf(pd->why, sizeof pd->why, "cannot replicate to %s: %s", p->rep[k], err.msg);
         break;
       }
       pd->peer_waiting[peer]++;
     }
-    free(p->data); /* left when a copy or a peer failed */
+    tr_blob_unref(&p->data);
     pd->next = w->pending;
     w->pending = pd;
     free(p);

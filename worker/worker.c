@@ -28,24 +28,23 @@ static void s_on_signal(int sig) {
 }
 
 /* GET, second half (main loop): the chunks the store thread read, as the
-** reply's frames. */
+** reply's frames (the store's bytes, not copies). */
 static void s_reply_data(wi_worker *w, wi_job *j) {
-  void **bufs = calloc(j->nout + 1, sizeof *bufs);
-  size_t *lens = calloc(j->nout + 1, sizeof *lens);
-  if (!bufs || !lens) {
+  tr_blob **blobs = calloc(j->nout + 1, sizeof *blobs);
+  tr_err err;
+  if (!blobs) {
     tn_send_error(w->router, j->route, j->route_len, j->req, j->db, TR_ENOMEM, 0, "out of memory");
-  } else {
-    for (uint32_t i = 0; i < j->nout; i++) {
-      bufs[i] = j->out[i].data;
-      lens[i] = j->out[i].c.nbytes;
-      j->out[i].data = NULL; /* tn_send frees them, sent or not */
-      w->bytes_sent += lens[i];
-    }
-    wi_reply(w, j->route, j->route_len, TN_DATA, j->req, j->db, &j->reply, (int)j->nout, bufs, lens,
-            wi_free_buf);
+    return;
   }
-  free(bufs);
-  free(lens);
+  for (uint32_t i = 0; i < j->nout; i++) {
+    blobs[i] = j->out[i].data;
+    j->out[i].data = NULL; /* tn_send_blobs drops them, sent or not */
+    w->bytes_sent += j->out[i].c.nbytes;
+  }
+  if (tn_send_blobs(w->router, j->route, j->route_len, TN_DATA, j->req, j->db, &j->reply,
+                    (int)j->nout, blobs, &err))
+    wi_log("cannot reply %s: %s", tn_type_name(TN_DATA), err.msg);
+  free(blobs);
 }
 
 static void s_flush_done(wi_worker *w) {
@@ -380,7 +379,7 @@ static void s_teardown(wi_worker *w) {
   tc_store_close(&w->root);
   for (wi_push *p = w->pushq, *nx; p; p = nx) {
     nx = p->next;
-    free(p->data);
+    tr_blob_unref(&p->data);
     free(p);
   }
   for (wi_job *j = w->held, *nx; j; j = nx) {

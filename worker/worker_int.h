@@ -111,7 +111,7 @@ typedef struct wi_pending {
 /* A chunk read from the store to be sent (GET, SEND). */
 typedef struct wi_out_chunk {
   tn_chunk c;               /* id, dtype, size, checksum */
-  void *data;               /* its bytes (malloc), until handed to ZeroMQ */
+  tr_blob *data;            /* its bytes (a reference), until handed to ZeroMQ */
   char ep[TC_ENDPOINT_MAX]; /* SEND: the peer it goes to */
 } wi_out_chunk;
 
@@ -122,6 +122,7 @@ typedef struct wi_job {
   uint64_t recv;            /* TN_PUT: bytes stored */
   wi_out_chunk *out;         /* TN_GET, TN_SEND: the chunks read */
   uint32_t nout;            /* their number */
+  int keep;                 /* TN_SEND: how the peers keep them (a tc_keep) */
   uint8_t route[256];       /* requester */
   size_t route_len;         /* its length */
   uint64_t req;             /* request id */
@@ -210,9 +211,10 @@ typedef enum wi_open {
 /* An output chunk to push to the task's replica workers. */
 typedef struct wi_push {
   tn_chunk c;                  /* the chunk: id, dtype, size, checksum */
-  void *data;                  /* a copy of its bytes (malloc): the main
-                                  loop sends it without reading the store */
+  tr_blob *data;               /* its bytes, shared with the store: the
+                                  main loop sends them without reading it */
   wi_job *job;                  /* task it belongs to (and its database) */
+  int keep;                    /* how the peers keep it (a tc_keep) */
   int nrep;                    /* peers */
   char rep[TC_MAX_REPLICAS][TC_ENDPOINT_MAX]; /* their endpoints */
   struct wi_push *next;         /* queue */
@@ -237,7 +239,6 @@ void wi_trim_when_idle(wi_worker *w);
 int wi_reply(wi_worker *w, const uint8_t *route, size_t rl, int type, uint64_t req,
                    uint64_t db, const tn_wbuf *body, int ndata, void *const *data,
                    const size_t *len, tn_free_fn *fr);
-void wi_free_buf(void *data, void *hint);
 void wi_fail_job(wi_job *j, int code, const char *msg);
 void wi_job_free(wi_job *j);
 /* A zeroed job answering request in (its type, route and request id), or
@@ -254,9 +255,9 @@ void wi_request_body(tn_in *in, tn_rbuf *r, tr_err *err);
 ** NULL with err set when there is none or it cannot be opened.  Stores
 ** stay open until the worker stops, so the pointer may be kept. */
 tc_store *wi_store_for(wi_worker *w, uint64_t db, wi_open how, tr_err *err);
-/* Read chunk id of the job's store; a checksum failure names the chunk in
-** the job's error reply. */
-int wi_job_get(wi_job *j, uint64_t id, void *buf, size_t bytes, tr_err *err);
+/* Chunk id (of bytes) of the job's store, as a blob reference the caller
+** drops; a checksum failure names the chunk in the job's error reply. */
+int wi_job_get(wi_job *j, uint64_t id, size_t bytes, tr_blob **out, tr_err *err);
 
 /* ---- jobs.c -------------------------------------------------------------- */
 
@@ -294,9 +295,9 @@ void wi_queue_store(wi_worker *w, tn_in *in);
 void wi_send_out(wi_worker *w, wi_job *j);
 /* Answer SENDs whose peers all confirmed (or failed, or timed out). */
 void wi_settle(wi_worker *w);
-/* Send the queued replica pushes: one PUT per chunk and peer, the copy the
-** task made to the last peer and copies of it to the others (ZeroMQ frees
-** a buffer once sent, so those are made first). */
+/* Send the queued replica pushes: one PUT per chunk and peer, each
+** sending the bytes the task's store keeps (a blob reference per peer,
+** dropped once sent), kept by the peers as the task's outputs are. */
 void wi_send_pushes(wi_worker *w);
 /* A reply from a peer (to one of our PUTs). */
 void wi_on_peer_reply(wi_worker *w, int peer, tn_in *in);

@@ -28,9 +28,13 @@ if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
   ok
 fi
 
-# Kill one worker in the middle of a statement.
+# Kill one worker in the middle of a statement.  synchronous = full: A's
+# files are there when the set-up ends, and a statement's output chunks
+# appear as files as they are made, which is how the steps below see a
+# statement mid-way (under normal they stay in memory until it ends).
 db=$work/db
 "$TRADB" --workers "$workers" "$db" <<'EOF2' || fail "set-up failed"
+SET synchronous = full;
 CREATE TENSOR A[1536, 1536] CHUNK [256, 256];
 FILL A ONES;
 EOF2

@@ -8,7 +8,9 @@
 # statement read are found when worker 0 restarts, and repaired as well,
 # so that worker 0 alone serves A afterwards.
 TEST=damaged_replica; source "$TOP_SRCDIR/tests/multi/lib.sh"
-for n in 0 1 2; do start_worker $n --threads 1; done
+# --memory 4096: the workers keep no copy of a chunk in memory (a read
+# would be served from it and never meet the damaged file)
+for n in 0 1 2; do start_worker $n --threads 1 --memory 4096; done
 W="${ep[0]},${ep[1]},${ep[2]}"
 db=$work/db
 "$TRADB" --workers "$W" "$db" <<'EOF2' > "$work/ref.out" || fail "set-up failed"
@@ -51,7 +53,7 @@ ok
 # verifies every file) and are repaired too: worker 0 then serves all of A
 # on its own.
 stop_worker 0 TERM
-start_worker 0 --threads 1
+start_worker 0 --threads 1 --memory 4096
 repaired() { [ "$("$TRADB" --workers "$W" "$db" <<<'SHOW TENSORS;' | awk 'NR > 2 && $1 == "A" {print $NF}')" = 0 ]; }
 wait_until 60 "A not repaired after worker 0 restarted" repaired
 stop_worker 1; stop_worker 2

@@ -10,7 +10,11 @@ trap cleanup EXIT
 db=$work/db
 fail() { echo "interrupt: FAIL: $*"; exit 1; }
 
+# synchronous = full: the statement's output chunks appear as files as
+# they are made, which is how the test sees it mid-way (under normal they
+# stay in the workers' memory until it ends).
 "$TRADB" "$db" <<'EOF2' || fail "set-up failed"
+SET synchronous = full;
 CREATE TENSOR A[1536, 1536] CHUNK [256, 256];
 FILL A ONES;
 EOF2

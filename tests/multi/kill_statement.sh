@@ -14,7 +14,11 @@ db=$work/db
 fail() { echo "kill_statement: FAIL: $*"; exit 1; }
 nchunks() { find "$db/workers" -name '*.chk' | wc -l; }
 
+# synchronous = full: the statement below writes each output chunk to its
+# file as it is made, which is how the test sees it mid-way (under normal
+# they stay in the workers' memory until the workers are idle).
 "$TRADB" "$db" <<'EOF2' || fail "set-up failed"
+SET synchronous = full;
 CREATE TENSOR A[1536, 1536] CHUNK [256, 256];
 FILL A ONES;
 C[i,j] = A[i,j] * 2;

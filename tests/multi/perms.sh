@@ -50,8 +50,15 @@ owner_only() {
     [ -S "$db/workers/w$n.ipc" ] || fail "no ipc socket $db/workers/w$n.ipc"
     mode_is "$db/workers/w$n.ipc" 600
   done
-  [ -n "$(find "$db/workers" -name '*.chk')" ] || fail "no chunk files under $db/workers"
+  # outputs reach their files in the background (SET synchronous = normal)
+  local deadline=$((SECONDS + 30))
+  until has_chunk_files "$db/workers"; do
+    [ $SECONDS -lt $deadline ] || fail "no chunk files under $db/workers within 30 s"
+    sleep 0.05
+  done
 }
+
+has_chunk_files() { [ -n "$(find "$1" -name '*.chk')" ]; }
 
 # with_shell UMASK [DBPATH]: run a shell with 2 local workers under UMASK,
 # store a tensor, and check the database while the shell holds it open

@@ -17,8 +17,11 @@ FILL A UNIFORM(0, 1) SEED 3;
 s[] = SUM(A[i,j]);
 PRINT s;
 EOF2
+# A's 16 chunks on 3 workers reach their files in the background
+# (SET synchronous = normal)
+all_written() { [ "$(nchk "${dirs[@]}")" -ge 48 ]; }
+wait_until 30 "expected db1's 48 chunk files on the workers, found $(nchk "${dirs[@]}")" all_written
 held=$(nchk "${dirs[@]}")
-[ "$held" -ge 48 ] || fail "expected db1's chunks on the workers, found $held"
 
 # A second database on the same workers: nothing of db1 goes.
 "$TRADB" --workers "$W" "$work/db2" <<<'SHOW TENSORS; CREATE TENSOR B[128, 128] CHUNK [32, 32]; FILL B ONES;' \

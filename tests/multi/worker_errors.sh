@@ -59,7 +59,9 @@ start_worker 2 --threads 1
 stop_worker 2
 f=$(find "$work/w2" -name '*.chk' | head -1)
 printf '\x55\x55\x55\x55' | dd of="$f" bs=1 seek=200 conv=notrunc 2>/dev/null
-start_worker 2 --threads 1
+# --memory 4096: no copy of a chunk in memory, so the task below reads
+# the damaged file (a copy in memory would be served instead)
+start_worker 2 --threads 1 --memory 4096
 set +e
 "$TRADB" --workers "${ep[2]}" "$work/db2" <<<'PRINT D;' > /dev/null 2> "$work/sum.err"
 rc=$?

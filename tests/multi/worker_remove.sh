@@ -53,8 +53,11 @@ ok
 
 # Back up: C is whole again.  Removed while down (its chunks all have
 # other replicas), then added back: it keeps them.
+# synchronous = full: worker 1 is killed right after D is made, and its
+# copies must be on its disk by then (under normal, the default, they
+# could still be in its memory only; see README).
 start_worker 1 --threads 1
-out=$("$TRADB" "$db" <<<'SET replication = 2; c[] = SUM(C[i,j]); PRINT c;' 2>&1) || fail "C unreadable: $out"
+out=$("$TRADB" "$db" <<<'SET replication = 2; SET synchronous = full; c[] = SUM(C[i,j]); PRINT c;' 2>&1) || fail "C unreadable: $out"
 [ "$(echo "$out" | tail -1)" = "4096" ] || fail "C wrong: $out"
 "$TRADB" "$db" <<<'D[i,j] = C[i,j] * 2;' || fail "D failed"
 repaired() { [ "$("$TRADB" "$db" <<<'SHOW TENSORS;' | awk 'NR > 2 && $NF != "0"' | wc -l)" = 0 ]; }

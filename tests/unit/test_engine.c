@@ -408,8 +408,8 @@ Test(engine, block_stays_open_after_explain_commit) {
 
 /* ---- the task message ---------------------------------------------------- */
 
-/* A FILL task for 2 chunks of a 4 x 3 tensor, scratch or replicated. */
-static void s_fill_task(tx_task *t, int scratch, int nrep) {
+/* A FILL task for 2 chunks of a 4 x 3 tensor, kept as keep says. */
+static void s_fill_task(tx_task *t, int keep, int nrep) {
   static int64_t lin[2] = {0, 1};
   static uint64_t ids[2] = {11, 12};
   memset(t, 0, sizeof *t);
@@ -427,40 +427,43 @@ static void s_fill_task(tx_task *t, int scratch, int nrep) {
   t->out_id = ids;
   t->nrep = nrep;
   if (nrep) snprintf(t->rep[0], sizeof t->rep[0], "ipc:///tmp/peer");
-  t->scratch = scratch;
+  t->keep = keep;
 }
 
-/* Whether the task's outputs are scratch (kept in the worker's memory,
-** never committed) travels with it; a scratch task with replicas, or any
-** other value, is refused as malformed. */
-Test(task, scratch_flag_round_trips_and_is_checked) {
-  for (int scratch = 0; scratch < 2; scratch++) {
+/* How the task's outputs are kept (in the file, in memory until written
+** in the background, or scratch: in memory only, never committed) travels
+** with it; a scratch task with replicas, or any other value, is refused
+** as malformed. */
+Test(task, keep_round_trips_and_is_checked) {
+  static const int keeps[] = {TC_KEEP_FILE, TC_KEEP_SCRATCH, TC_KEEP_BACKGROUND};
+  for (int k = 0; k < 3; k++) {
     tx_task t, got;
     tn_wbuf b = {0};
     tr_err err;
-    s_fill_task(&t, scratch, !scratch);
+    int scratch = keeps[k] == TC_KEEP_SCRATCH;
+    s_fill_task(&t, keeps[k], !scratch);
     tx_task_encode(&t, &b);
     cr_assert_eq(tx_task_decode(b.p, b.n, &got, &err), TR_OK, "%s", err.msg);
-    cr_assert_eq(got.scratch, scratch);
+    cr_assert_eq(got.keep, keeps[k]);
     cr_assert_eq(got.nrep, !scratch);
     cr_assert_eq(got.nout, 2);
     cr_assert_eq(got.out_id[1], 12);
     tx_task_free(&got);
-    /* cut short: the flag is the last byte */
+    /* cut short: the field is the last byte */
     cr_assert_eq(tx_task_decode(b.p, b.n - 1, &got, &err), TR_EINVAL);
     tn_wbuf_free(&b);
   }
   tx_task t, got;
   tn_wbuf b = {0};
   tr_err err;
-  s_fill_task(&t, 1, 1);
+  s_fill_task(&t, TC_KEEP_SCRATCH, 1);
   tx_task_encode(&t, &b);
   cr_assert_eq(tx_task_decode(b.p, b.n, &got, &err), TR_EINVAL);
   cr_assert(strstr(err.msg, "malformed task") != NULL, "%s", err.msg);
-  s_fill_task(&t, 0, 0);
+  s_fill_task(&t, TC_KEEP_FILE, 0);
   tn_wbuf_free(&b);
   tx_task_encode(&t, &b);
-  b.p[b.n - 1] = 2;
+  b.p[b.n - 1] = 3;
   cr_assert_eq(tx_task_decode(b.p, b.n, &got, &err), TR_EINVAL);
   tn_wbuf_free(&b);
 }

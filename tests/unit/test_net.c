@@ -542,6 +542,59 @@ Test(net, in_move_hands_frames_over) {
   s_pair_close(&p);
 }
 
+/* Blobs are sent without a copy, each reference dropped once its frame is
+** sent (the adopted bytes handed back once, with the last reference); a
+** received frame taken as a blob keeps its bytes in place until the
+** blob's last reference goes, and leaves an empty frame behind. */
+static atomic_int s_blob_back;
+static void s_blob_fn(void *data, void *hint) {
+  (void)hint;
+  free(data);
+  atomic_fetch_add(&s_blob_back, 1);
+}
+
+Test(net, blobs_sent_and_taken_without_copies, .timeout = 20) {
+  s_pair p;
+  tn_in in;
+  tr_err err;
+  tn_wbuf body = {0};
+  atomic_store(&s_blob_back, 0);
+  tr_blob *b[2];
+  for (int i = 0; i < 2; i++) {
+    char *d = malloc(4096);
+    memset(d, 'p' + i, 4096);
+    b[i] = tr_blob_adopt(d, 4096, s_blob_fn, NULL);
+    cr_assert_not_null(b[i]);
+  }
+  tr_blob *kept = tr_blob_ref(b[0]); /* a second owner, as the store */
+  tn_put_u32(&body, 2);
+  s_pair_open(&p);
+  cr_assert_eq(tn_send_blobs(p.dealer, NULL, 0, TN_PUT, 5, 0, &body, 2, b, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(s_recv_within(p.router, 1, &in, &err, 5000), TR_OK, "%s", err.msg);
+  /* the unshared blob is handed back once sent; the shared one is not */
+  double end = tr_now() + 5;
+  while (atomic_load(&s_blob_back) < 1 && tr_now() < end) usleep(1000);
+  cr_assert_eq(atomic_load(&s_blob_back), 1);
+  tr_blob_unref(&kept);
+  cr_assert_eq(atomic_load(&s_blob_back), 2);
+  size_t n;
+  const void *frame = tn_in_data(&in, 1, &n);
+  tr_blob *got = tn_in_take_data(&in, 1);
+  cr_assert_not_null(got);
+  cr_assert_eq(tr_blob_data(got), frame, "the frame's bytes, not a copy");
+  cr_assert_eq(tr_blob_size(got), 4096);
+  cr_assert_eq(((char *)tr_blob_data(got))[4095], 'q');
+  tn_in_data(&in, 1, &n);
+  cr_assert_eq(n, 0, "the taken frame is left empty");
+  cr_assert_null(tn_in_take_data(&in, 2));
+  tn_in_close(&in); /* the blob outlives the message */
+  cr_assert_eq(((char *)tr_blob_data(got))[0], 'q');
+  tr_blob_unref(&got);
+  cr_assert_null(got);
+  tn_wbuf_free(&body);
+  s_pair_close(&p);
+}
+
 Test(net, failed_send_frees_every_frame_once, .timeout = 20) {
   void *ctx = zmq_ctx_new();
   void *dealer = s_sock(ctx, ZMQ_DEALER), *router = s_sock(ctx, ZMQ_ROUTER);

@@ -220,13 +220,15 @@ Test(store, chunk_id_zero_is_never_held) {
 }
 
 /* A file that fails its checksum on a read is set aside at once: named
-** *.bad, no longer listed or served, so the worker reports it missing. */
+** *.bad, no longer listed or served, so the worker reports it missing.
+** (No memory budget: every read is a read of the file.) */
 Test(store, damaged_file_is_set_aside_on_read) {
   tc_store *s = tf_store(s_dir);
   tr_err err;
   float buf[16];
   tc_stored *held = NULL;
   int64_t nheld;
+  tc_store_set_memory(s, 0);
   s_put(s, 7, 16, 1);
   s_put(s, 8, 16, 2);
   s_flip("0000000000000007.chk", 64 + 3);
@@ -381,6 +383,7 @@ Test(store, damage_while_open_fails_get) {
   tc_store *s = tf_store(s_dir);
   tr_err err;
   float buf[16];
+  tc_store_set_memory(s, 0);
   s_put(s, 7, 16, 1);
   s_flip("0000000000000007.chk", 64 + 3);
   cr_assert_eq(tc_store_get(s, 7, buf, sizeof buf, &err), TR_ECORRUPT);
@@ -571,7 +574,7 @@ Test(store, scratch_chunks_are_held_in_memory) {
   cr_assert_eq(bytes, 0);
   /* Past the budget they go to files, which a restart finds again; the
   ** ones in memory are gone with the process that held them. */
-  tc_store_set_scratch(s, 500);
+  tc_store_set_memory(s, 500);
   s_put_scratch(s, 4, 100, 4); /* 400 bytes: memory */
   s_put_scratch(s, 5, 100, 5); /* would pass 500: a file */
   cr_assert_eq(tf_count(s_dir, "", ".chk"), 1);

@@ -1,0 +1,138 @@
+/*
+** catalog/store_int.h - private to catalog/: a worker's chunk store as the
+** four files that make it up share it.  store.c serves the API of
+** catalog.h; storemem.c the chunks held in memory (the byte budget, which
+** copies go when it is full, the background writer); storefiles.c the
+** files (names, the scan at open, recycled files); storeindex.c the index.
+** Calls go only in that order, so no two of them call each other.
+**
+** Locks: `lock` (a rwlock) guards the index, every entry's fields and the
+** files under final names; `mem_bytes` and `dirty_bytes` change only with
+** it held for writing.  `free_mu` guards the recycled files and is taken
+** after `lock`.  `wmu` only pairs with `wcv`, on which the writer sleeps.
+*/
+#ifndef TRADB_CATALOG_STORE_INT_H
+#define TRADB_CATALOG_STORE_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include "catalog/catalog_int.h"
+
+#define CI_RECYCLE_MIN (256 << 10) /* smaller dropped files are simply unlinked */
+#define CI_RECYCLE_FILES 64        /* recycled files kept at most */
+#define CI_IDLE_S 0.25     /* the store is idle once no task has used it this long */
+#define CI_DEFER_MAX_S 30.0 /* a dirty chunk waits for an idle store this long at most */
+
+/* One indexed chunk.  Its bytes are in memory (mem), in its file (file),
+** or both; one in memory only is dirty unless it is scratch. */
+typedef struct ci_entry {
+  uint64_t id;     /* chunk id; 0 marks an empty slot */
+  uint64_t nbytes; /* payload bytes */
+  uint64_t sum;    /* payload checksum */
+  tr_dtype dtype;  /* element type */
+  tr_blob *mem;    /* its bytes in memory (the store's reference), or NULL */
+  uint64_t seq;    /* when it was put, in put order: tells this version of
+                      the id from a later put of the same id */
+  uint64_t used;   /* when it was last read (same clock): the least
+                      recently used copy in memory goes first */
+  double due;      /* dirty: when the writer may start on it (its put +
+                      the delay), if the store is idle by then */
+  double last;     /* dirty: when the writer starts on it, idle or not
+                      (its put + CI_DEFER_MAX_S) */
+  uint8_t file;    /* its file holds it, under its final name */
+  uint8_t scratch; /* never written unless over budget: dropped before
+                      anything commits it */
+  uint8_t writing; /* a background writer is writing its file */
+} ci_entry;
+
+#define CI_DIRTY(e) ((e)->mem && !(e)->file && !(e)->scratch)
+
+struct tc_store {
+  char *dir;                 /* the store directory */
+  int lockfd;                /* DIR/LOCK, flock'd until close; -1 if not */
+  pthread_rwlock_t lock;     /* see above */
+  ci_entry *tab;             /* open addressing with linear probing */
+  size_t cap;                /* slots in tab: 0 or a power of two */
+  int64_t count;             /* chunks indexed */
+  int64_t bytes;             /* their payload bytes */
+  int64_t nbad;              /* files set aside as *.bad by open */
+  atomic_uint_fast64_t clock; /* seq and used values, and temporary names */
+  /* memory (storemem.c) */
+  int64_t mem_bytes;         /* bytes of chunks held in memory */
+  int64_t dirty_bytes;       /* of them, not yet written */
+  atomic_int_fast64_t mem_max; /* the budget for mem_bytes */
+  double delay;              /* a dirty chunk is written this long after
+                                its put; < 0: only when asked */
+  pthread_mutex_t wmu;       /* with wcv */
+  pthread_cond_t wcv;        /* the writer waits here for work */
+  uint64_t wgen;             /* bumped (under wmu) when work may have come */
+  int wquit;                 /* the writer stops (under wmu) */
+  int busy;                  /* tasks using the store now (under wmu) */
+  double idle_since;         /* when the last of them ended (under wmu) */
+  pthread_t writer;          /* the background writer */
+  int writing;               /* it was started */
+  int dir_unsynced;          /* a chunk file took its final name since the
+                                directory was last synced (under lock) */
+  /* recycled files (storefiles.c) */
+  pthread_mutex_t free_mu;   /* guards the four below */
+  struct {
+    uint64_t seq;            /* the file is DIR/<seq>.free */
+    int64_t size;            /* its length */
+  } free[CI_RECYCLE_FILES];  /* oldest first */
+  int nfree;
+  int64_t free_bytes;        /* their total length */
+  int64_t free_max;          /* the budget for free_bytes; 0: recycle none */
+};
+
+/* ---- storeindex.c: the index (lock held; for writing to change it) --------- */
+
+ci_entry *ci_find(tc_store *s, uint64_t id);
+/* Make room for one more entry: TR_OK or TR_ENOMEM. */
+int ci_reserve(tc_store *s);
+/* Insert or replace e (after ci_reserve; a replaced entry's memory was
+** let go). */
+void ci_set(tc_store *s, const ci_entry *e);
+/* Remove id, which is indexed and holds no memory (ci_mem_drop first). */
+void ci_remove(tc_store *s, uint64_t id);
+/* Index a chunk file the scan at open verified (e gets its seq). */
+int ci_index_file(tc_store *s, ci_entry *e);
+
+/* ---- storefiles.c ----------------------------------------------------------- */
+
+/* DIR/<id>.chk, and DIR/<id>.<n>.tmp for a new file being written. */
+void ci_chunk_path(const tc_store *s, uint64_t id, char *buf);
+void ci_tmp_path(tc_store *s, uint64_t id, char *buf);
+/* Write a chunk's bytes to the temporary file tmp, overwriting a recycled
+** file of about its size when there is one (see ci_recycle). */
+int ci_write_tmp(tc_store *s, const char *tmp, tr_dtype dt, const void *data, size_t nbytes,
+                 uint64_t sum, tr_err *err);
+/* Keep the file at path (size bytes long) for a later write: 1 if it was
+** renamed into the recycled files, 0 if the caller should unlink it. */
+int ci_recycle(tc_store *s, const char *path, int64_t size);
+/* Remove every recycled file beyond the budget bytes (0: all). */
+void ci_recycle_limit(tc_store *s, int64_t bytes);
+/* Rebuild the index from DIR at open. */
+int ci_scan(tc_store *s, tr_err *err);
+
+/* ---- storemem.c ------------------------------------------------------------- */
+
+/* Make room for n more bytes in memory (lock held for writing): drops the
+** least recently used copies that are also in their files.  1 and counted
+** in mem_bytes if they fit the budget, else 0 (nothing counted). */
+int ci_mem_admit(tc_store *s, uint64_t n);
+/* Let go of every copy in memory that is also in its file (lock held for
+** writing). */
+void ci_mem_trim(tc_store *s);
+/* Let go of e's bytes in memory, if any (lock held for writing). */
+void ci_mem_drop(tc_store *s, ci_entry *e);
+/* Start and stop the background writer; stopping writes every dirty
+** chunk first. */
+void ci_writer_start(tc_store *s);
+void ci_writer_stop(tc_store *s);
+/* Wake the writer: a dirty chunk was put, or the delay changed. */
+void ci_writer_wake(tc_store *s);
+/* Write dirty chunk id's file now (no lock held): TR_OK also when it is
+** no longer dirty (written meanwhile, or dropped). */
+int ci_write_now(tc_store *s, uint64_t id, tr_err *err);
+
+#endif /* TRADB_CATALOG_STORE_INT_H */

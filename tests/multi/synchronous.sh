@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# What `SET synchronous` guarantees for a statement's output once it has
+# committed (see the README's "What is guaranteed for stored data"):
+# - a bad value is refused, listing the allowed ones;
+# - normal (the default): the output is in the memory of both its
+#   workers, so a worker killed at once loses nothing (the other serves
+#   it), and workers told to stop write it to their files first, so
+#   restarting them loses nothing either;
+# - full: the output is in both workers' files, so even killing both at
+#   once loses nothing.
+TEST=synchronous; source "$TOP_SRCDIR/tests/multi/lib.sh"
+for n in 0 1; do start_worker $n --threads 1; done
+W="${ep[0]},${ep[1]}"
+db=$work/db
+run() { "$TRADB" --workers "$W" "$db"; }
+sum_of() { run <<<"t$1[] = SUM($1[i,j]); PRINT t$1;" 2>&1 | tail -1; }
+run <<<'CREATE TENSOR A[256, 256] CHUNK [64, 64]; FILL A ONES;' || fail "set-up failed"
+
+set +e
+out=$(run <<<'SET synchronous = sometimes;' 2>&1)
+rc=$?
+set -e
+[ $rc -ne 0 ] || fail "a bad value was accepted"
+echo "$out" | grep -q "one of normal | full" || fail "the error does not list the values: $out"
+ok
+
+# normal: one worker killed right after the statement.
+run <<<'B[i,j] = A[i,j] * 2;' || fail "B failed"
+stop_worker 1
+[ "$(sum_of B)" = "131072" ] || fail "B lost or wrong with worker 1 killed: $(sum_of B)"
+start_worker 1 --threads 1
+ok
+
+# normal: both workers told to stop right after the statement, then
+# started again.
+run <<<'C[i,j] = A[i,j] + 2;' || fail "C failed"
+stop_worker 0 TERM; stop_worker 1 TERM
+start_worker 0 --threads 1; start_worker 1 --threads 1
+[ "$(sum_of C)" = "196608" ] || fail "C lost or wrong after the workers restarted: $(sum_of C)"
+ok
+
+# full: both workers killed right after the statement.
+run <<<'SET synchronous = FULL; D[i,j] = A[i,j] * 4;' || fail "D failed"
+stop_worker 0; stop_worker 1
+start_worker 0 --threads 1; start_worker 1 --threads 1
+[ "$(sum_of D)" = "262144" ] || fail "D lost or wrong after both workers were killed: $(sum_of D)"
+ok
+finish

@@ -1,0 +1,200 @@
+/*
+** tests/unit/test_storemem.c - the chunks a worker's store holds in
+** memory (catalog/storemem.c): chunks put to be written in the background
+** (TC_KEEP_BACKGROUND) are in no file until they are due, synced, or the
+** store closes, and none is lost on the way; copies in memory serve reads
+** without the file, stay within the byte budget, and go when trimmed.
+*/
+#include "config.h"
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "catalog/catalog.h"
+#include "tests/unit/fixture.h"
+
+static char s_dir[300];
+
+static void s_setup(void) {
+  tf_setup();
+  snprintf(s_dir, sizeof s_dir, "%s", tf_path("d"));
+}
+
+TestSuite(storemem, .init = s_setup, .fini = tf_teardown);
+
+/* n floats of seed as a new blob. */
+static tr_blob *s_blob(size_t n, unsigned seed) {
+  tr_blob *b = tr_blob_new(n * 4);
+  cr_assert_not_null(b);
+  float *v = tr_blob_data(b);
+  for (size_t i = 0; i < n; i++) v[i] = (float)(seed * 1000u + i) * 0.5f;
+  return b;
+}
+
+/* Put n floats of seed under id, kept as keep says. */
+static void s_put(tc_store *s, uint64_t id, size_t n, unsigned seed, tc_keep keep) {
+  tr_err err;
+  tr_blob *b = s_blob(n, seed);
+  cr_assert_eq(tc_store_put_blob(s, id, TR_F32, b, keep, 0, NULL, &err), TR_OK, "%s", err.msg);
+  tr_blob_unref(&b);
+}
+
+/* Chunk id must hold n floats of seed. */
+static void s_expect(tc_store *s, uint64_t id, size_t n, unsigned seed) {
+  tr_err err;
+  tr_blob *want = s_blob(n, seed), *got = NULL;
+  cr_assert_eq(tc_store_get_blob(s, id, n * 4, &got, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(memcmp(tr_blob_data(got), tr_blob_data(want), n * 4), 0, "chunk %llu differs",
+               (unsigned long long)id);
+  tr_blob_unref(&got);
+  tr_blob_unref(&want);
+}
+
+static int s_files(void) { return tf_count(s_dir, "", ".chk"); }
+
+/* Close *s, then chunks first..last (n floats, seeded by id) must be in
+** the store reopened from its files. */
+static void s_reopened_holds(tc_store **s, uint64_t first, uint64_t last, size_t n) {
+  tc_store_close(s);
+  *s = tf_store(s_dir);
+  for (uint64_t id = first; id <= last; id++) s_expect(*s, id, n, (unsigned)id);
+  tc_store_close(s);
+}
+
+static int64_t s_unwritten(tc_store *s) {
+  int64_t u;
+  tc_store_memory(s, NULL, &u);
+  return u;
+}
+
+/* Flip a payload byte of chunk id's file. */
+static void s_damage(uint64_t id) {
+  unsigned char c;
+  int fd = open(tf_path("d/%016llx.chk", (unsigned long long)id), O_RDWR);
+  cr_assert(fd >= 0);
+  cr_assert_eq(pread(fd, &c, 1, 70), 1);
+  c ^= 0x40;
+  cr_assert_eq(pwrite(fd, &c, 1, 70), 1);
+  close(fd);
+}
+
+/* Held in memory until synced: no file before, the right bytes after, and
+** the sync is what wrote them (the writer waits for a sync only). */
+Test(storemem, background_chunk_is_written_by_sync) {
+  tc_store *s = tf_store(s_dir);
+  tr_err err;
+  tc_store_set_writeback(s, -1);
+  s_put(s, 5, 64, 5, TC_KEEP_BACKGROUND);
+  cr_assert_eq(s_files(), 0);
+  cr_assert_eq(s_unwritten(s), 256);
+  s_expect(s, 5, 64, 5);
+  uint64_t id = 5;
+  cr_assert_eq(tc_store_sync(s, &id, 1, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(s_files(), 1);
+  cr_assert_eq(s_unwritten(s), 0);
+  s_reopened_holds(&s, 5, 5, 64);
+}
+
+/* Closing the store (a worker told to stop) writes every chunk held in
+** memory only: a reopened store finds them all. */
+Test(storemem, close_writes_what_is_in_memory_only) {
+  tc_store *s = tf_store(s_dir);
+  tc_store_set_writeback(s, -1);
+  for (uint64_t id = 1; id <= 3; id++) s_put(s, id, 100, (unsigned)id, TC_KEEP_BACKGROUND);
+  cr_assert_eq(s_files(), 0);
+  tc_store_close(&s);
+  cr_assert_eq(s_files(), 3);
+  s_reopened_holds(&s, 1, 3, 100);
+}
+
+/* The writer writes a chunk once its delay has passed, with no sync and
+** no close.  Polled with a deadline. */
+Test(storemem, writer_writes_due_chunks) {
+  tc_store *s = tf_store(s_dir);
+  tc_store_set_writeback(s, 0);
+  s_put(s, 9, 32, 9, TC_KEEP_BACKGROUND);
+  double end = tr_now() + 30;
+  while (s_unwritten(s) > 0 && tr_now() < end) usleep(10000);
+  cr_assert_eq(s_unwritten(s), 0, "the writer did not write the chunk within 30 s");
+  cr_assert_eq(s_files(), 1);
+  s_reopened_holds(&s, 9, 9, 32);
+}
+
+/* While a task uses the store, a due chunk waits (up to 30 s); once the
+** store is idle it is written.  Polled with a deadline. */
+Test(storemem, writer_waits_for_an_idle_store) {
+  tc_store *s = tf_store(s_dir);
+  tc_store_set_writeback(s, 0);
+  tc_store_busy(s, 1);
+  s_put(s, 6, 32, 6, TC_KEEP_BACKGROUND);
+  usleep(300000); /* the writer had time to start: it must not have */
+  cr_assert_eq(s_unwritten(s), 128);
+  cr_assert_eq(s_files(), 0);
+  tc_store_busy(s, 0);
+  double end = tr_now() + 30;
+  while (s_unwritten(s) > 0 && tr_now() < end) usleep(10000);
+  cr_assert_eq(s_unwritten(s), 0, "the writer did not write the chunk once the store was idle");
+  s_reopened_holds(&s, 6, 6, 32);
+}
+
+/* A chunk dropped (or replaced) before it was due is never written. */
+Test(storemem, dropped_before_due_is_never_written) {
+  tc_store *s = tf_store(s_dir);
+  tr_err err;
+  tc_store_set_writeback(s, -1);
+  s_put(s, 4, 64, 4, TC_KEEP_BACKGROUND);
+  s_put(s, 4, 64, 44, TC_KEEP_BACKGROUND); /* replaces it */
+  cr_assert_eq(s_unwritten(s), 256);
+  uint64_t id = 4;
+  cr_assert_eq(tc_store_drop(s, &id, 1, &err), TR_OK);
+  cr_assert_eq(s_unwritten(s), 0);
+  tc_store_close(&s);
+  cr_assert_eq(s_files(), 0);
+}
+
+/* A copy in memory serves reads without the file (a damaged file is not
+** met); once trimmed, reads go to the file and its checksum catches the
+** damage. */
+Test(storemem, copy_in_memory_serves_reads_until_trimmed) {
+  tc_store *s = tf_store(s_dir);
+  tr_err err;
+  tr_blob *b = NULL;
+  s_put(s, 7, 64, 7, TC_KEEP_FILE);
+  cr_assert_eq(s_files(), 1);
+  s_damage(7);
+  s_expect(s, 7, 64, 7);
+  tc_store_trim(s);
+  int64_t held;
+  tc_store_memory(s, &held, NULL);
+  cr_assert_eq(held, 0);
+  cr_assert_eq(tc_store_get_blob(s, 7, 256, &b, &err), TR_ECORRUPT);
+  cr_assert_null(b);
+  tc_store_close(&s);
+}
+
+/* The budget holds: a chunk that does not fit is written at once however
+** it was put, and copies also in files make room, least recently used
+** first; chunks in memory only are never let go to make room. */
+Test(storemem, budget_holds) {
+  tc_store *s = tf_store(s_dir);
+  int64_t held;
+  tc_store_set_writeback(s, -1);
+  tc_store_set_memory(s, 1000);
+  s_put(s, 1, 100, 1, TC_KEEP_BACKGROUND); /* 400 bytes: memory only */
+  s_put(s, 2, 100, 2, TC_KEEP_FILE);       /* 400: file, copy in memory */
+  cr_assert_eq(s_files(), 1);
+  tc_store_memory(s, &held, NULL);
+  cr_assert_eq(held, 800);
+  s_put(s, 3, 100, 3, TC_KEEP_BACKGROUND); /* 2's copy makes room */
+  tc_store_memory(s, &held, NULL);
+  cr_assert_eq(held, 800);
+  cr_assert_eq(s_unwritten(s), 800);
+  s_put(s, 4, 100, 4, TC_KEEP_BACKGROUND); /* no room: its file at once */
+  cr_assert_eq(s_files(), 2);
+  cr_assert_eq(s_unwritten(s), 800);
+  for (uint64_t id = 1; id <= 4; id++) s_expect(s, id, 100, (unsigned)id);
+  tc_store_close(&s);
+  cr_assert_eq(s_files(), 4);
+}
