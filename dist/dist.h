@@ -71,6 +71,9 @@ int td_set(td_cluster *c, const char *name, const char *value, tr_err *err);
 /* The replicas each chunk should have now: the setting, at most the
 ** number of workers. */
 int td_target(td_cluster *c);
+/* Kernel threads of the live worker that has fewest (at least 1): what
+** the optimizer sizes pieces of work for. */
+int td_threads(td_cluster *c);
 
 /* ---- Chunks for the shell ------------------------------------------------ */
 

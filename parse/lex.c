@@ -21,7 +21,7 @@ const char *const tp_keyword_list[] = {
     "FILL", "ZEROS", "ONES", "IDENTITY", "UNIFORM", "NORMAL", "SEED",
     "SHOW", "TENSORS", "DESCRIBE", "DROP", "IF", "EXISTS", "PRINT",
     "EXPLAIN", "ANALYZE", "FORMAT", "JSON", "TEXT", "DOT", "PLAN", "SET",
-    "BEGIN", "COMMIT", "ROLLBACK",
+    "BEGIN", "COMMIT", "ROLLBACK", "CALIBRATE",
     "SUM", "MAX", "MIN",
 /* the unary functions, as kernels/opcodes.h names them */
 #define S_FN(NAME, name, ...) name,

@@ -378,6 +378,13 @@ static int s_set(pi_parser *p, tp_stmt *st) {
   return TR_OK;
 }
 
+/* CALIBRATE: fit the cost model's weights on the current workers. */
+static int s_calibrate(pi_parser *p, tp_stmt *st) {
+  (void)p;
+  st->kind = TP_ST_CALIBRATE;
+  return TR_OK;
+}
+
 /* One statement of any kind; p is at its first token. */
 static int s_show_tensors(pi_parser *p, tp_stmt *st) {
   st->kind = TP_ST_SHOW;
@@ -398,7 +405,7 @@ static const struct {
   {"FILL", s_fill},     {"SHOW", s_show_tensors},  {"DESCRIBE", s_describe},
   {"DROP", s_drop},     {"PRINT", s_print},        {"EXPLAIN", s_explain},
   {"SET", s_set},       {"BEGIN", s_begin},        {"COMMIT", s_commit},
-  {"END", s_commit},    {"ROLLBACK", s_rollback}};
+  {"END", s_commit},    {"ROLLBACK", s_rollback},  {"CALIBRATE", s_calibrate}};
 
 static int s_statement(pi_parser *p, tp_stmt *st) {
   const pi_tok *t = pi_peek(p, 0), *t1 = pi_peek(p, 1);

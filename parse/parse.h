@@ -52,7 +52,8 @@ typedef enum tp_stmt_kind {
   TP_ST_SET,      /* SET name = value */
   TP_ST_BEGIN,    /* BEGIN: statements until COMMIT are one block */
   TP_ST_COMMIT,   /* COMMIT (EXPLAIN [..] COMMIT: explain the block) */
-  TP_ST_ROLLBACK  /* ROLLBACK: forget the block's statements */
+  TP_ST_ROLLBACK, /* ROLLBACK: forget the block's statements */
+  TP_ST_CALIBRATE /* CALIBRATE: fit the cost weights on the workers */
 } tp_stmt_kind;
 
 typedef enum tp_fill_kind {

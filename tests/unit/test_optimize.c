@@ -67,6 +67,16 @@ static void s_place(const ta_plan *p, to_placed *pl, int m) {
   }
 }
 
+/* m sites, outputs replicated repl times, one thread each, the default
+** weights, the chunking as declared. */
+static to_env s_env(int m, int repl) {
+  to_env env = {m, repl, 1, {{0}, 0}, TO_LAYOUT_DECLARED, 256 << 20, 1 << 30};
+  tl_weights_default(&env.w);
+  return env;
+}
+
+#define ENV(m, repl) (&(to_env[]){s_env(m, repl)}[0])
+
 static void s_unplace(to_placed *pl) {
   for (int r = 0; r < TA_MAX_RELS; r++) to_placed_free(&pl[r]);
 }
@@ -86,7 +96,7 @@ Test(optimize, rules_reach_bmm_cmm_rmm_and_rank_them_by_exact_transfer) {
   ** partitioning one of them */
   s_matmul(&p, 512, 512, 512, 256, 256, 128);
   s_place(&p, pl, 4);
-  cr_assert_eq(to_optimize(&p, 4, 1, pl, NULL, &o, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(to_optimize(&p, ENV(4, 1), pl, NULL, &o, &err), TR_OK, "%s", err.msg);
   cr_assert_not_null(s_alt(&o, "BMM"));
   cr_assert_not_null(s_alt(&o, "CMM"));
   cr_assert_not_null(s_alt(&o, "RMM"));
@@ -100,7 +110,7 @@ Test(optimize, rules_reach_bmm_cmm_rmm_and_rank_them_by_exact_transfer) {
   to_moves mv;
   to_placed cur[TA_MAX_RELS];
   s_place(&p, cur, 4);
-  cr_assert_eq(to_moves_compute(&p, 0, &cmm->choice[0], 4, 1, cur, &mv, 0, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(to_moves_compute(&p, 0, &cmm->choice[0], ENV(4, 1), cur, &mv, 0, &err), TR_OK, "%s", err.msg);
   int64_t partial = 4 * 3 * 256 * 256;
   cr_assert_eq(mv.partial_floats, partial);
   cr_assert_eq(mv.total, mv.in_floats[0] + mv.in_floats[1] + partial);
@@ -119,14 +129,14 @@ Test(optimize, table4_regimes) {
   /* A common large dimension: CMM moves only small partial outputs. */
   s_matmul(&p, 256, 256, 16384, 256, 256, 2048);
   s_place(&p, pl, 4);
-  cr_assert_eq(to_optimize(&p, 4, 1, pl, NULL, &o, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(to_optimize(&p, ENV(4, 1), pl, NULL, &o, &err), TR_OK, "%s", err.msg);
   cr_assert(!strncmp(o.alt[o.chosen].name, "CMM", 3), "chose %s", o.alt[o.chosen].name);
   to_opt_free(&o);
   s_unplace(pl);
   /* Two large dimensions: moving the (large) output's partials loses. */
   s_matmul(&p, 2048, 2048, 256, 512, 512, 256);
   s_place(&p, pl, 4);
-  cr_assert_eq(to_optimize(&p, 4, 1, pl, NULL, &o, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(to_optimize(&p, ENV(4, 1), pl, NULL, &o, &err), TR_OK, "%s", err.msg);
   cr_assert(strncmp(o.alt[o.chosen].name, "CMM", 3), "chose %s", o.alt[o.chosen].name);
   const struct to_alt *cmm = s_alt(&o, "CMM");
   cr_assert(!cmm || cmm->floats > o.alt[o.chosen].floats);
@@ -141,14 +151,14 @@ Test(optimize, plan_by_name_and_unknown_names) {
   tr_err err;
   s_matmul(&p, 512, 512, 512, 128, 128, 128);
   s_place(&p, pl, 4);
-  cr_assert_eq(to_optimize(&p, 4, 2, pl, "cmm", &o, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(to_optimize(&p, ENV(4, 2), pl, "cmm", &o, &err), TR_OK, "%s", err.msg);
   cr_assert(!strncmp(o.alt[o.chosen].name, "CMM", 3), "forced %s", o.alt[o.chosen].name);
   cr_assert_eq(o.total, o.alt[o.chosen].floats, "the forced plan's prediction");
   cr_assert_eq(o.repl_floats, 512 * 512, "replication 2: one more copy of C");
   to_opt_free(&o);
-  cr_assert_eq(to_optimize(&p, 4, 1, pl, "XMM", &o, &err), TR_ENOTFOUND);
+  cr_assert_eq(to_optimize(&p, ENV(4, 1), pl, "XMM", &o, &err), TR_ENOTFOUND);
   cr_assert(strstr(err.msg, "no plan 'XMM'") && strstr(err.msg, "CMM[k]"), "%s", err.msg);
-  cr_assert_eq(to_optimize(&p, 4, 1, pl, "BMM", &o, &err), TR_ENOTFOUND, "several BMM plans: ambiguous");
+  cr_assert_eq(to_optimize(&p, ENV(4, 1), pl, "BMM", &o, &err), TR_ENOTFOUND, "several BMM plans: ambiguous");
   cr_assert(strstr(err.msg, "more than one"), "%s", err.msg);
   s_unplace(pl);
 }
@@ -167,17 +177,17 @@ Test(optimize, side_conditions_checked_on_the_placement) {
   c.mv[0] = c.mv[1] = TO_MV_KEEP;
   c.twophase = 1;
   c.agg_part = 3;
-  cr_assert_eq(to_moves_compute(&p, 0, &c, 4, 1, pl, &mv, 0, &err), TR_EINVAL);
+  cr_assert_eq(to_moves_compute(&p, 0, &c, ENV(4, 1), pl, &mv, 0, &err), TR_EINVAL);
   cr_assert(strstr(err.msg, "co-partitioned"), "%s", err.msg);
   /* A local aggregation whose tuples are spread over sites is refused. */
   c.mv[1] = TO_MV_BCAST;
   c.twophase = 0;
-  cr_assert_eq(to_moves_compute(&p, 0, &c, 4, 1, pl, &mv, 0, &err), TR_EINVAL);
+  cr_assert_eq(to_moves_compute(&p, 0, &c, ENV(4, 1), pl, &mv, 0, &err), TR_EINVAL);
   /* A chunk nobody holds: the error names tensor and chunk. */
   c.twophase = 1;
   pl[0].prim[5] = -1;
   pl[0].has[5] = 0;
-  cr_assert_eq(to_moves_compute(&p, 0, &c, 4, 1, pl, &mv, 0, &err), TR_ECORRUPT);
+  cr_assert_eq(to_moves_compute(&p, 0, &c, ENV(4, 1), pl, &mv, 0, &err), TR_ECORRUPT);
   cr_assert(strstr(err.msg, "tensor A chunk [1,1]"), "%s", err.msg);
   s_unplace(pl);
 }
@@ -189,7 +199,7 @@ Test(optimize, explain_formats) {
   tr_err err;
   s_matmul(&p, 512, 512, 512, 256, 256, 128);
   s_place(&p, pl, 4);
-  cr_assert_eq(to_optimize(&p, 4, 1, pl, "CMM", &o, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(to_optimize(&p, ENV(4, 1), pl, "CMM", &o, &err), TR_OK, "%s", err.msg);
   char *t = to_opt_text(&p, &o, NULL), *j = to_opt_json(&p, &o, NULL), *d = to_opt_dot(&p, &o);
   cr_assert(t && strstr(t, "IA plan on 4 sites: CMM[k]") && strstr(t, "<- chosen") && strstr(t, "shuffle A"), "%s", t);
   cr_assert(j && strstr(j, "\"sites\": 4") && strstr(j, "\"chosen\": {\"name\": \"CMM[k]\"") &&
