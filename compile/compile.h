@@ -41,9 +41,10 @@ typedef struct ta_rel {
   tr_tensor meta;     /* name, dtype, shape and chunk shape */
   int pending;        /* STORED: the output of an earlier statement of the
                          same block, not yet in the catalog */
-  int declared;       /* OUTPUT: meta.chunk is the chunk shape the user
-                         declared for the tensor (CREATE TENSOR .. CHUNK),
-                         which its result keeps whatever the layout */
+  int declared;       /* OUTPUT: the user declared the tensor's chunks
+                         (CREATE TENSOR .. CHUNK): dchunk, which the
+                         layout search keeps */
+  int64_t dchunk[TR_MAX_RANK]; /* that chunk shape */
 } ta_rel;
 
 typedef struct ta_operand {

@@ -110,3 +110,16 @@ int td_threads(td_cluster *c) {
       t = c->sites[s].threads;
   return t ? t : 1;
 }
+
+int td_cores(td_cluster *c) {
+  int local = 0, remote = 0;
+  for (int s = 0; s < c->nsites; s++) {
+    if (!c->sites[s].up) continue;
+    int t = c->sites[s].threads > 0 ? c->sites[s].threads : 1;
+    if (c->sites[s].pid) local += t;
+    else remote += t;
+  }
+  /* local workers share this machine; remote ones count as their own */
+  if (local > tr_ncores()) local = tr_ncores();
+  return local + remote;
+}

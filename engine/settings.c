@@ -12,7 +12,8 @@
 #include <strings.h>
 
 #define S_WEIGHTS "cost_weights" /* the catalog setting holding fitted weights */
-#define S_REPS 3                 /* timed runs of each probe, after one untimed */
+#define S_REPS 3                 /* timed runs of each probe, after S_WARM untimed */
+#define S_WARM 2
 #define S_PREFIX "_cal_"         /* the probes' tensors */
 
 /* ---- SET ------------------------------------------------------------------- */
@@ -102,18 +103,23 @@ static int s_probe_tensors(te_engine *e, int refuse, tr_err *err) {
   return rc;
 }
 
+static int s_cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
 /* Set up probe pr, run it once untimed and S_REPS times timed. */
 static int s_probe(te_engine *e, const tl_probe *pr, tl_cost *c, double *t, tr_err *err) {
   tp_stmt *s = NULL;
   ta_plan *plan = calloc(1, sizeof *plan);
   int rc = plan ? s_setup(e, pr->setup, err) : tr_seterr(err, TR_ENOMEM, "out of memory");
   if (!rc) rc = tp_parse(pr->run, strlen(pr->run), &s, err);
-  for (int r = 0; !rc && r <= S_REPS; r++) {
+  for (int r = 0; !rc && r < S_WARM + S_REPS; r++) {
     te_measure m;
     if ((rc = ta_compile(e->db, NULL, 0, s, 0, plan, err)) ||
         (rc = te_run_plan(e, plan, NULL, NULL, &m, err)))
       break;
-    if (r) c[r - 1] = m.cost, t[r - 1] = m.elapsed_s;
+    if (r >= S_WARM) c[r - S_WARM] = m.cost, t[r - S_WARM] = m.elapsed_s;
   }
   tp_stmt_free(&s);
   free(plan);
@@ -122,10 +128,6 @@ static int s_probe(te_engine *e, const tl_probe *pr, tl_cost *c, double *t, tr_e
   return rc ? rc : drc ? (*err = e2, drc) : TR_OK;
 }
 
-static int s_cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 /* The table CALIBRATE prints: per probe the median measured time and
 ** what the new weights predict, then the weights. */
@@ -166,6 +168,14 @@ int te_calibrate(te_engine *e, te_result **res, tr_err *err) {
     if (rc) tr_prefix(err, rc, "CALIBRATE, probe %s", pr[i].name);
   }
   e->layout = saved;
+  /* each run's time is its probe's median: one slow run (a page fault
+  ** storm, a neighbour's burst) must not pull a weight */
+  for (int i = 0; !rc && i < np; i++) {
+    double m[S_REPS];
+    memcpy(m, &t[i * S_REPS], sizeof m);
+    qsort(m, S_REPS, sizeof *m, s_cmp_double);
+    for (int r = 0; r < S_REPS; r++) t[i * S_REPS + r] = m[S_REPS / 2];
+  }
   if (!rc) rc = tl_weights_fit(np * S_REPS, c, t, &w, err);
   char text[512];
   tl_weights_text(&w, text, sizeof text);

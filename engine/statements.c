@@ -396,7 +396,7 @@ static int s_declared_outputs(te_engine *e, ta_plan *p, tr_err *err) {
     for (int d = 0; same && d < t.rank; d++) same = t.shape[d] == r->meta.shape[d];
     if (!same) continue;
     r->declared = 1;
-    for (int d = 0; d < t.rank; d++) r->meta.chunk[d] = ch[d] < t.shape[d] ? ch[d] : t.shape[d];
+    for (int d = 0; d < t.rank; d++) r->dchunk[d] = ch[d] < t.shape[d] ? ch[d] : t.shape[d];
   }
   return TR_OK;
 }
@@ -415,7 +415,8 @@ int te_run_plan(te_engine *e, ta_plan *p, const tp_stmt *x, te_result **res, te_
   /* compile (the caller's) -> where the inputs are -> optimize -> run */
   int rc = s_declared_outputs(e, p, err);
   if (!rc) rc = td_run_begin(e->cluster, p, exec, &run, &m, &repl, &pl, err);
-  to_env env = {m, repl, td_threads(e->cluster), e->w, e->layout, TE_CHUNK_LIMIT, TN_MAX_DATA};
+  to_env env = {m,        repl,      td_threads(e->cluster), td_cores(e->cluster),
+                e->w,     e->layout, TE_CHUNK_LIMIT,         TN_MAX_DATA};
   if (!rc) rc = to_optimize(p, &env, pl, x && x->plan[0] ? x->plan : NULL, &opt, err);
   if (!rc && exec) rc = td_run_exec(run, &opt, err);
   if (!rc && meas) *meas = (te_measure){opt.cost, opt.seconds, tr_now() - t0};

@@ -234,7 +234,9 @@ done:
 ** the least-squares system is well determined: gemm products at 1024 and
 ** 2048; max-plus products (a contraction without BLAS); sums of four
 ** tensors (maps); transposed joins, whose operands are chunked across each
-** other and shuffle; a small product cut into 16 x 16 chunks (thousands of
+** other and shuffle, and row dot products of operands chunked across each
+** other (one is shuffled, little is written); a small product cut into
+** 16 x 16 chunks (thousands of
 ** tasks doing little); outer products (large outputs from small inputs,
 ** mostly bytes written); tiny statements of one and two nodes (round
 ** trips and nothing else).
@@ -250,6 +252,9 @@ done:
 #define S_TJ(n)                                                                             \
   "CREATE TENSOR _cal_a[" #n "," #n "] CHUNK [" #n ",128]; CREATE TENSOR _cal_b[" #n "," #n \
   "] CHUNK [128," #n "]; FILL _cal_a UNIFORM(-1,1) SEED 1; FILL _cal_b UNIFORM(-1,1) SEED 2;"
+#define S_SHUF(n)                                                                           \
+  "CREATE TENSOR _cal_a[" #n "," #n "] CHUNK [256," #n "]; CREATE TENSOR _cal_b[" #n "," #n \
+  "] CHUNK [" #n ",256]; FILL _cal_a UNIFORM(-1,1) SEED 1; FILL _cal_b UNIFORM(-1,1) SEED 2;"
 #define S_OUTER(n, c)                                                                     \
   "CREATE TENSOR _cal_u[" #n "] CHUNK [" #c "]; CREATE TENSOR _cal_v[" #n "] CHUNK [" #c \
   "]; FILL _cal_u UNIFORM(-1,1) SEED 1; FILL _cal_v UNIFORM(-1,1) SEED 2;"
@@ -267,6 +272,8 @@ static const tl_probe s_probes[] = {
      TL_C_ELEMWISE},
     {"transpose-join-2048", S_TJ(2048), "_cal_c[i,j] = _cal_a[i,j] + _cal_b[j,i];", TL_C_NET},
     {"transpose-join-4096", S_TJ(4096), "_cal_c[i,j] = _cal_a[i,j] + _cal_b[j,i];", TL_C_NET},
+    {"shuffle-dot-2048", S_SHUF(2048), "_cal_c[i] = SUM(_cal_a[i,k] * _cal_b[i,k]);", TL_C_NET},
+    {"shuffle-dot-4096", S_SHUF(4096), "_cal_c[i] = SUM(_cal_a[i,k] * _cal_b[i,k]);", TL_C_NET},
     {"tiny-chunks-128", S_MM(128, 16), "_cal_c[i,j] = _cal_a[i,k] * _cal_b[k,j];", TL_C_TASKS},
     {"tiny-chunks-256", S_MM(256, 16), "_cal_c[i,j] = _cal_a[i,k] * _cal_b[k,j];", TL_C_TASKS},
     {"outer-4096", S_OUTER(4096, 1024), "_cal_c[i,j] = _cal_u[i] * _cal_v[j];", TL_C_WRITE},

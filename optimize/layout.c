@@ -120,7 +120,7 @@ static void s_graph(s_lay *L) {
     const ta_rel *o = &p->rels[n->out];
     if (o->kind == TA_REL_OUTPUT && o->declared)
       for (int d = 0; d < n->nout; d++)
-        x->chunk[d] = o->meta.chunk[d] < n->size[d] ? o->meta.chunk[d] : n->size[d];
+        x->chunk[d] = o->dchunk[d] < n->size[d] ? o->dchunk[d] : n->size[d];
     L->vrel[L->nv] = n->out;
     L->vnode[L->nv] = k;
     L->relv[n->out] = L->nv++;
@@ -270,7 +270,8 @@ int oi_layout(ta_plan *p, const to_env *env, const to_placed *pl, to_layout_info
   for (int i = 0; i < p->nrels; i++)
     if (p->rels[i].meta.dtype == TR_F64) dt = TR_F64;
   tl_graph g = {L->nv, L->v};
-  tl_fproblem pb = {&g, env->m * (env->threads > 0 ? env->threads : 1), env->chunk_limit, dt,
+  int64_t limit = env->chunk_limit < env->chunk_max ? env->chunk_limit : env->chunk_max;
+  tl_fproblem pb = {&g, env->m * (env->threads > 0 ? env->threads : 1), limit, dt,
                     env->m, env->threads > 0 ? env->threads : 1, env->w, s_vertex, s_edge, L};
   info->pieces = pb.p;
   rc = tl_formats(&pb, TL_FMODE_AUTO, &plan, err);
@@ -309,10 +310,23 @@ static int s_writable(const ta_plan *p, int64_t max) {
   return 1;
 }
 
+/* Outputs the user declared chunks for get them, whichever chunking runs:
+** the node making one computes in them on its output labels. */
+static void s_declared(ta_plan *p) {
+  for (int k = 0; k < p->nnodes; k++) {
+    ta_node *n = &p->nodes[k];
+    ta_rel *o = &p->rels[n->out];
+    if (o->kind != TA_REL_OUTPUT || !o->declared) continue;
+    for (int d = 0; d < n->nout; d++)
+      n->chunk[d] = o->meta.chunk[d] = o->dchunk[d] < n->size[d] ? o->dchunk[d] : n->size[d];
+  }
+}
+
 int to_optimize(ta_plan *p, const to_env *env, to_placed *pl, const char *force, to_opt *o,
                 tr_err *err) {
   if (env->layout != TO_LAYOUT_AUTO || !p->nnodes)
     return oi_optimize_plan(p, env, pl, force, o, err);
+  s_declared(p);
   ta_plan *q = malloc(sizeof *q);
   to_layout_info info;
   to_opt od, oa;

@@ -88,9 +88,11 @@ static int s_tuple(s_mc *M, const int64_t *lkey, int s) {
     box[l] = n->chunk[l] < rest ? n->chunk[l] : rest;
     wk *= (double)box[l];
   }
-  /* a multiply and an add per term of an aggregation; a map's elements */
-  int kind = n->gemm ? TL_C_GEMM : n->agg != TK_AGG_NONE ? TL_C_CONTRACT : TL_C_ELEMWISE;
-  M->site[s].c[kind] += kind == TL_C_ELEMWISE ? wk : 2 * wk;
+  /* gemm: a multiply and an add per term; the other kernels evaluate the
+  ** join's scalar program per term (and fold it, for an aggregation) */
+  if (n->gemm) M->site[s].c[TL_C_GEMM] += 2 * wk;
+  else if (n->agg != TK_AGG_NONE) M->site[s].c[TL_C_CONTRACT] += wk * (n->prog.n + 1);
+  else M->site[s].c[TL_C_ELEMWISE] += wk * n->prog.n;
   M->site[s].c[TL_C_TASKS] += 1;
   for (int i = 0; i < n->ninputs; i++) {
     if (M->rechunk >> i & 1u) { /* its box is cut from the stored chunks: a copy */
@@ -223,7 +225,8 @@ static int s_owners(s_mc *M) {
 /* The output written where it is made and at its replicas (bytes), then
 ** the busiest site: its components per core, and the node's round trips
 ** (its operand moves, its tasks, the partials' shuffle and combine, the
-** commit of an output). */
+** commit of an output).  Elements count once per instruction of the
+** program evaluated on them. */
 static void s_seconds(s_mc *M) {
   const ta_node *n = M->n;
   const tr_tensor *om = &M->p->rels[n->out].meta;
@@ -233,15 +236,17 @@ static void s_seconds(s_mc *M) {
   if (r > M->m) r = M->m;
   for (int64_t lin = 0; lin < tr_nchunks(om); lin++) {
     double fl = (double)s_chunk_floats(om, lin);
+    M->site[mv->owner[lin]].c[TL_C_ELEMWISE] += fl * n->post.n; /* the fused transform */
     for (int j = 0; j < r; j++) {
       int u = (mv->owner[lin] + j) % M->m;
       M->site[u].c[TL_C_WRITE] += fl;
       if (j) M->site[u].c[TL_C_NET] += fl, M->site[mv->owner[lin]].c[TL_C_NET] += fl;
     }
   }
-  double best = -1;
+  double best = -1, all[TL_NCOST] = {0};
   for (int u = 0; u < M->m; u++) {
     tl_cost *c = &M->site[u];
+    for (int k = TL_C_GEMM; k <= TL_C_ELEMWISE; k++) all[k] += c->c[k];
     /* gemm runs on all the site's threads (BLAS threads when it has fewer
     ** chunks than threads); the other loops one output chunk per thread */
     double width = M->outs[u] < thr ? (M->outs[u] < 1 ? 1 : M->outs[u]) : thr;
@@ -256,6 +261,10 @@ static void s_seconds(s_mc *M) {
       mv->cost = *c;
     }
   }
+  /* sites sharing fewer cores than they have threads run at the pace
+  ** the cores allow: no faster than the whole work over all cores */
+  for (int k = TL_C_GEMM; k <= TL_C_ELEMWISE && M->env->cores > 0; k++)
+    if (all[k] / M->env->cores > mv->cost.c[k]) mv->cost.c[k] = all[k] / M->env->cores;
   int moved = 0;
   for (int i = 0; i < n->ninputs; i++) moved |= mv->in_floats[i] > 0;
   mv->cost.c[TL_C_PHASES] = 1 + moved + 2 * M->c->twophase + out;

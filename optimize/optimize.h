@@ -128,6 +128,9 @@ typedef struct to_env {
   int m;              /* live sites */
   int repl;           /* replicas of every output chunk */
   int threads;        /* kernel threads per site */
+  int cores;          /* cores all sites share (0: as many as their
+                         threads): local workers on one machine compete
+                         for its cores */
   tl_weights w;       /* seconds per unit of each cost component */
   to_layout_mode layout; /* see above */
   int64_t chunk_limit;   /* bytes the layout search keeps a chunk within */

@@ -322,6 +322,9 @@ static int s_predict(const ta_plan *p, const to_env *env, const to_placed *pl, t
   for (int i = 0; cur && i < TA_MAX_RELS; i++) to_placed_free(&cur[i]);
   free(cur);
   if (rc) return rc;
+  /* and the statement's own round trip: finding where its inputs are */
+  o->cost.c[TL_C_PHASES] += 1;
+  o->seconds += env->w.w[TL_C_PHASES];
   o->total += o->repl_floats;
   for (int i = 0; i < o->nalt; i++) o->alt[i].floats += o->repl_floats;
   return TR_OK;
