@@ -55,21 +55,26 @@ int tl_cost_index(const char *name) {
 }
 
 /*
-** Defaults for an uncalibrated cluster, per unit on the busiest site
-** (fitted by CALIBRATE on a 2-core x86-64 with 4 local workers, one
-** kernel thread each, and rounded):
-**  gemm      s/flop: OpenBLAS f32 on one core shared by two workers;
-**  contract  s/flop: the general contraction loops;
-**  elemwise  s/element: maps, combines and re-chunking copies;
-**  net       s/float sent or received: ZeroMQ over local sockets, copies
-**            on both ends;
-**  tasks     s/kernel call: a chunk tuple fetched, a kernel called;
-**  write     s/byte: chunks stored, checksummed, synced at commit;
-**  phases    s/round trip: a phase of requests to the workers, a commit.
+** Defaults for an uncalibrated cluster, per unit on the busiest site: what
+** CALIBRATE fitted (three runs, rounded) on a 2-core x86-64 with 4 local
+** workers of one kernel thread each, OpenBLAS f32:
+**  gemm      1e-11   s/flop: one core of AVX-512 FMA, some 100 Gflop/s;
+**  contract  6e-11   s/flop-instruction: the contraction loops, per term
+**            and instruction of the join's program;
+**  elemwise  8.5e-10 s/element-instruction: maps, combines and copies;
+**  net       2.5e-9  s/float sent or received: ZeroMQ over local sockets,
+**            a copy on each end;
+**  tasks     5.5e-4  s/kernel call: a chunk tuple fetched through the
+**            chunk cache, re-chunked if need be, a kernel called;
+**  write     0       s/byte: the fit puts what replicating and storing an
+**            output costs on its floats sent (they move together), and
+**            writes land in memory or the page cache;
+**  phases    6e-4    s/round trip: a phase of requests to the workers, a
+**            commit.
 ** They only need to order plans sensibly until CALIBRATE replaces them.
 */
 void tl_weights_default(tl_weights *w) {
-  static const double d[TL_NCOST] = {4e-11, 1e-9, 2e-9, 4e-9, 5e-5, 2e-9, 2e-3};
+  static const double d[TL_NCOST] = {1e-11, 6e-11, 8.5e-10, 2.5e-9, 5.5e-4, 0, 6e-4};
   memcpy(w->w, d, sizeof d);
   w->fitted = 0;
 }

@@ -201,7 +201,8 @@ enum {
   TL_C_CONTRACT, /* flops of other joins with an aggregation, per core */
   TL_C_ELEMWISE, /* elements of maps, combines and re-chunking copies, per core */
   TL_C_NET,      /* floats sent and received over the network */
-  TL_C_TASKS,    /* kernel calls (one chunk tuple each) */
+  TL_C_TASKS,    /* kernel calls (one chunk tuple each), and chunks of an
+                    output stored durably (one sync each) */
   TL_C_WRITE,    /* bytes written (intermediates, outputs, replicas) */
   TL_C_PHASES,   /* round trips to the workers: sending operands, the join
                     tasks, combining partials, committing an output */

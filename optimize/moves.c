@@ -222,7 +222,9 @@ static int s_owners(s_mc *M) {
   return TR_OK;
 }
 
-/* The output written where it is made and at its replicas (bytes), then
+/* The output written where it is made and at its replicas (bytes; and
+** for a statement's output, each chunk synced at the commit as a task),
+** then
 ** the busiest site: its components per core, and the node's round trips
 ** (its operand moves, its tasks, the partials' shuffle and combine, the
 ** commit of an output).  Elements count once per instruction of the
@@ -240,6 +242,7 @@ static void s_seconds(s_mc *M) {
     for (int j = 0; j < r; j++) {
       int u = (mv->owner[lin] + j) % M->m;
       M->site[u].c[TL_C_WRITE] += fl;
+      if (out) M->site[u].c[TL_C_TASKS] += 1; /* a chunk stored durably: a sync */
       if (j) M->site[u].c[TL_C_NET] += fl, M->site[mv->owner[lin]].c[TL_C_NET] += fl;
     }
   }
