@@ -90,8 +90,20 @@ static int s_tuple(s_mc *M, const int64_t *lkey, int s) {
   }
   /* gemm: a multiply and an add per term; the other kernels evaluate the
   ** join's scalar program per term (and fold it, for an aggregation) */
-  if (n->gemm) M->site[s].c[TL_C_GEMM] += 2 * wk;
-  else if (n->agg != TK_AGG_NONE) M->site[s].c[TL_C_CONTRACT] += wk * (n->prog.n + 1);
+  if (n->gemm) {
+    /* and each call reads its operand blocks and reads and writes its
+    ** output block: a gemm thin in any dimension is bound by that, not
+    ** by its flops */
+    double touched = 1;
+    for (int l = 0; l < n->nout; l++) touched *= (double)box[l];
+    for (int i = 0; i < n->ninputs; i++) {
+      double el = 1;
+      for (int d = 0; d < n->in[i].rank; d++) el *= (double)box[n->in[i].label[d]];
+      touched += el;
+    }
+    M->site[s].c[TL_C_GEMM] += 2 * wk;
+    M->site[s].c[TL_C_ELEMWISE] += touched;
+  } else if (n->agg != TK_AGG_NONE) M->site[s].c[TL_C_CONTRACT] += wk * (n->prog.n + 1);
   else M->site[s].c[TL_C_ELEMWISE] += wk * n->prog.n;
   M->site[s].c[TL_C_TASKS] += 1;
   for (int i = 0; i < n->ninputs; i++) {

@@ -244,6 +244,30 @@ Test(optimize, plans_ranked_by_predicted_seconds) {
   s_unplace(pl);
 }
 
+/* A gemm cut thin on its summed label does the same flops in more
+** calls, each reading and writing its whole output block: that traffic
+** is counted, so the thin cut is predicted slower. */
+Test(optimize, thin_gemm_calls_count_the_blocks_they_touch) {
+  static ta_plan p;
+  to_placed pl[TA_MAX_RELS];
+  to_opt o[2];
+  tr_err err;
+  to_env env = s_env(1, 1);
+  env.cores = 1;
+  for (int t = 0; t < 2; t++) {
+    s_matmul(&p, 1024, 1024, 64, 1024, 1024, t ? 16 : 64);
+    s_place(&p, pl, 1);
+    cr_assert_eq(to_optimize(&p, &env, pl, NULL, &o[t], &err), TR_OK, "%s", err.msg);
+    s_unplace(pl);
+  }
+  cr_assert_eq(o[1].node_cost[0].c[TL_C_GEMM], o[0].node_cost[0].c[TL_C_GEMM], "the same flops");
+  cr_assert_eq(o[1].node_cost[0].c[TL_C_ELEMWISE] - o[0].node_cost[0].c[TL_C_ELEMWISE],
+               3.0 * 1024 * 1024, "three more calls, each touching the 1024 x 1024 output");
+  cr_assert_gt(o[1].seconds, o[0].seconds);
+  to_opt_free(&o[0]);
+  to_opt_free(&o[1]);
+}
+
 /* Relation r's chunks all on site 0 (and its replica on site 1). */
 static void s_on_one_site(const ta_plan *p, to_placed *pl, int r) {
   for (int64_t l = 0; l < pl[r].n; l++) {
