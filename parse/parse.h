@@ -89,7 +89,9 @@ typedef struct tp_stmt {
   int analyze;                   /* EXPLAIN ANALYZE: run and measure */
   int json;                      /* (FORMAT JSON) */
   int dot;                       /* (FORMAT DOT) */
-  char plan[TP_NAME_MAX * 4];    /* (PLAN 'name'): run that alternative */
+  /* (PLAN 'name'): run that alternative; a block's plan names one plan
+  ** per node (products split into steps make many), joined by " | " */
+  char plan[TP_NAME_MAX * 8];
   int block;                     /* EXPLAIN .. COMMIT: of the open block */
   /* SET */
   char setting[TP_NAME_MAX];     /* name, lower-cased */
