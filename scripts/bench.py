@@ -935,7 +935,8 @@ def report(results, args, p, started, load0, wall, tradb):
     chunked = [r for r in results if any(v.chunks for v in r["w"].variants)]
     if chunked:
         lines += ["", "Chunk shapes as stored (from SHOW TENSORS at the end of the embedded"
-                  " session; the assignments' outputs take their chunk sizes from their inputs):",
+                  " session; the assignments' outputs have the chunks the layout chose, or"
+                  " under SET layout = declared their inputs' chunk sizes):",
                   ""]
         for r in chunked:
             for tag, _ in r["w"].forms():
