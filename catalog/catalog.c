@@ -431,6 +431,11 @@ static int s_schema(tc_db *db, tr_err *err) {
   sqlite3_finalize(st);
   st = NULL;
   if ((rc = s_db_id(db, err))) goto done;
+  /* Added after version 1 without a new version: a catalog made before
+  ** simply has no declared chunk shapes yet. */
+  if ((rc = ci_exec(db, "CREATE TABLE IF NOT EXISTS declared_chunks(name TEXT PRIMARY KEY,"
+                    " chunk TEXT)", err)))
+    goto done;
   rc = ci_exec(db, "COMMIT", err);
 done:
   sqlite3_finalize(st);

@@ -147,6 +147,16 @@ int tc_tensor_replicas(tc_db *db, const tr_tensor *t, int target, int *fewest, i
 /* A fresh cluster-wide chunk id (random 64-bit, never 0). */
 uint64_t tc_new_chunk_id(void);
 
+/* The chunk shape the user declared for the tensor called name (CREATE
+** TENSOR .. CHUNK, LOAD .. CHUNK), kept by name so that an assignment
+** that replaces the tensor keeps it: *declared = 1 and chunk[0..rank)
+** filled when one of that rank was declared.  Set with rank >= 0; rank <
+** 0 forgets it (a tensor declared without CHUNK, or dropped). */
+int tc_declared_chunk_get(tc_db *db, const char *name, int rank, int64_t *chunk, int *declared,
+                          tr_err *err);
+int tc_declared_chunk_set(tc_db *db, const char *name, int rank, const int64_t *chunk,
+                          tr_err *err);
+
 /* Settings that persist with the database (SET name = value). */
 int tc_setting_get(tc_db *db, const char *name, char *value, size_t cap, tr_err *err);
 int tc_setting_set(tc_db *db, const char *name, const char *value, tr_err *err);

@@ -695,3 +695,50 @@ int tc_setting_set(tc_db *db, const char *name, const char *value,
   sqlite3_finalize(st);
   return rc;
 }
+
+int tc_declared_chunk_get(tc_db *db, const char *name, int rank, int64_t *chunk, int *declared,
+                          tr_err *err) {
+  sqlite3_stmt *st = NULL;
+  int rc, s;
+  *declared = 0;
+  if ((rc = ci_prepare(db, "SELECT chunk FROM declared_chunks WHERE name = ?1", &st, err))) return rc;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+  s = sqlite3_step(st);
+  if (s == SQLITE_ROW) {
+    const char *v = (const char *)sqlite3_column_text(st, 0);
+    int n = 0;
+    while (v && *v && n < TR_MAX_RANK) {
+      char *end;
+      long long x = strtoll(v, &end, 10);
+      if (end == v || x < 1) break;
+      chunk[n++] = x;
+      v = *end == ',' ? end + 1 : end;
+    }
+    /* a shape of another rank belongs to an earlier tensor of the name */
+    *declared = v && !*v && n == rank;
+  } else if (s != SQLITE_DONE) {
+    rc = ci_sqlfail(db, err, "reading a declared chunk shape");
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
+int tc_declared_chunk_set(tc_db *db, const char *name, int rank, const int64_t *chunk,
+                          tr_err *err) {
+  sqlite3_stmt *st = NULL;
+  char v[TR_MAX_RANK * 24 + 1] = "";
+  size_t o = 0;
+  int rc;
+  for (int d = 0; d < rank; d++)
+    o += (size_t)snprintf(v + o, sizeof v - o, "%s%lld", d ? "," : "", (long long)chunk[d]);
+  if ((rc = ci_prepare(db, rank < 0 ? "DELETE FROM declared_chunks WHERE name = ?1"
+                                    : "INSERT INTO declared_chunks(name, chunk) VALUES(?1, ?2) "
+                                      "ON CONFLICT(name) DO UPDATE SET chunk = excluded.chunk",
+                       &st, err)))
+    return rc;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+  if (rank >= 0) sqlite3_bind_text(st, 2, v, -1, SQLITE_TRANSIENT);
+  if (sqlite3_step(st) != SQLITE_DONE) rc = ci_sqlfail(db, err, "saving a declared chunk shape");
+  sqlite3_finalize(st);
+  return rc;
+}

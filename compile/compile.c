@@ -33,6 +33,7 @@
 */
 #include "config.h"
 #include "compile/compile.h"
+#include "layout/layout.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -63,6 +64,7 @@ typedef struct s_binder {
   int nnested;                          /* arg-forms inside another
                                            aggregation */
   const tp_expr *nested[TA_MAX_NODES];  /* them (s_find_nested) */
+  unsigned flags;                       /* TA_SPLIT */
 } s_binder;
 
 /* A node under construction. */
@@ -344,6 +346,8 @@ static int s_push_node(s_binder *b, s_nodeb *nb, const char *out_name) {
   return TR_OK;
 }
 
+static int s_split_agg(s_binder *b, const tp_expr *e, const char *out_name, int *rel, int depth);
+
 /* A node over the labels kept by aggregation e (in s_keep_ids order) as
 ** its output labels; *nkeep gets their number, ids their label ids. */
 static int s_start_node(s_binder *b, s_nodeb *nb, const tp_expr *e, int *ids, int *nkeep) {
@@ -364,6 +368,10 @@ static int s_start_node(s_binder *b, s_nodeb *nb, const tp_expr *e, int *ids, in
 ** keeps (s_keep_ids order). */
 static int s_build_agg(s_binder *b, const tp_expr *e, const char *out_name, int *rel,
                        int depth) {
+  if (b->flags & TA_SPLIT) {
+    int rc = s_split_agg(b, e, out_name, rel, depth);
+    if (rc != TR_ENOTFOUND) return rc; /* split, or failed */
+  }
   s_nodeb *nb = calloc(1, sizeof *nb);
   int ids[TK_MAX_LABELS], k, rc;
   if (!nb) return tr_seterr(b->err, TR_ENOMEM, "out of memory");
@@ -609,6 +617,163 @@ static int s_implicit_sum(s_binder *b, const tp_expr *rhs) {
   return TR_OK;
 }
 
+/* ---- Products of three or more operands: pairwise steps ---------------------- */
+
+/* The factors of e: the operands of its top chain of op ('*' or '+');
+** 0 if there are more than fit. */
+static int s_factors(const tp_expr *e, int op, const tp_expr **f, int *n) {
+  if (e->kind == TP_EXPR_BIN && e->op == op) return s_factors(e->a, op, f, n) && s_factors(e->b, op, f, n);
+  if (*n >= TL_MAX_OPERANDS) return 0;
+  f[(*n)++] = e;
+  return 1;
+}
+
+static int s_has_ref(const tp_expr *e) {
+  return e && (e->kind == TP_EXPR_REF || e->kind == TP_EXPR_AGG || s_has_ref(e->a) || s_has_ref(e->b));
+}
+
+/* A factor as EXPLAIN shows it in an order. */
+static void s_factor_text(const s_binder *b, const tp_expr *e, char *buf, size_t n) {
+  if (e->kind == TP_EXPR_REF) s_ref_text(e, buf, n);
+  else if (e->kind == TP_EXPR_FN && e->a && e->a->kind == TP_EXPR_REF) {
+    char r[TP_NAME_MAX * 2];
+    s_ref_text(e->a, r, sizeof r);
+    snprintf(buf, n, "%s(%s)", tk_opcode_name(e->op), r);
+  } else {
+    size_t o = (size_t)snprintf(buf, n, "(expr over ");
+    s_mask m = s_labels(b, e);
+    for (int l = 0, first = 1; l < b->nlab && o < n; l++)
+      if (m >> l & 1) o += (size_t)snprintf(buf + o, n - o, "%s%s", first ? "" : ",", b->lab[l]), first = 0;
+    if (o < n) snprintf(buf + o, n - o, ")");
+  }
+}
+
+/*
+** SUM(f1 * f2 * .. * fn) with n >= 3 factors that reference tensors, or
+** MAX/MIN(f1 + .. + fn): the join function distributes over the
+** aggregation, so the product is contracted two factors at a time, each
+** step summing out the labels no later factor and not the output needs,
+** in the order layout/'s tl_order_find gives (exact DP over factor
+** subsets, greedy beyond).  Each step is a node; the results of all but
+** the last are temporaries.  Factors without a tensor (numbers) are
+** applied in the last step.  TR_ENOTFOUND when e is not such a product:
+** the caller builds one node.
+*/
+static int s_split_agg(s_binder *b, const tp_expr *e, const char *out_name, int *rel, int depth) {
+  const tp_expr *f[TL_MAX_OPERANDS], *fac[TL_MAX_OPERANDS], *cons[TL_MAX_OPERANDS];
+  int nf = 0, nfac = 0, ncons = 0, rc = TR_OK;
+  int op = e->op == TK_AGG_SUM ? '*' : '+', insn = e->op == TK_AGG_SUM ? TK_OP_MUL : TK_OP_ADD;
+  /* SUM, MAX and MIN only (MEAN and the arg-forms build on one node), and
+  ** only an aggregation that keeps left-hand labels alone: the last step's
+  ** output labels are those, in left-hand order, as s_start_node's are. */
+  if ((e->op != TK_AGG_SUM && e->op != TK_AGG_MAX && e->op != TK_AGG_MIN) ||
+      (s_labels(b, e) & ~b->lhs) || !s_factors(e->a, op, f, &nf))
+    return TR_ENOTFOUND;
+  for (int j = 0; j < nf; j++) {
+    if (s_has_ref(f[j])) fac[nfac++] = f[j];
+    else cons[ncons++] = f[j];
+  }
+  if (nfac < 3) return TR_ENOTFOUND;
+  /* The EinSum of the factors over the statement's labels. */
+  tl_einsum *es = calloc(1, sizeof *es);
+  tl_order *ord = calloc(1, sizeof *ord);
+  ta_split *sp = &b->plan->splits[b->plan->nsplits];
+  int lid[S_MAX_LABELS], sid[TL_MAX_LABELS], ne = 0;
+  if (!es || !ord) {
+    rc = tr_seterr(b->err, TR_ENOMEM, "out of memory");
+    goto done;
+  }
+  for (int l = 0; l < S_MAX_LABELS; l++) lid[l] = -1;
+  s_mask inner = s_labels(b, e->a);
+  for (int l = 0; l < b->nlab; l++)
+    if (inner >> l & 1) {
+      lid[l] = ne;
+      sid[ne] = l;
+      es->size[ne++] = b->lsize[l];
+    }
+  es->nlabels = ne;
+  es->nin = nfac;
+  for (int j = 0; j < nfac; j++) {
+    s_mask m = s_labels(b, fac[j]);
+    if (__builtin_popcountll(m) > TR_MAX_RANK) {
+      rc = TR_ENOTFOUND; /* a factor too wide to be a tensor: one node */
+      goto done;
+    }
+    for (int l = 0; l < b->nlab; l++)
+      if (m >> l & 1) es->in[j][es->rank[j]++] = lid[l];
+  }
+  for (int k = 0; k < b->nlhs; k++)
+    if (inner >> b->lhs_id[k] & 1) es->out[es->nout++] = lid[b->lhs_id[k]];
+  tl_order_opts oo = {TK_MAX_LABELS, TR_MAX_RANK, 0};
+  tr_err oerr;
+  if (tl_order_find(es, &oo, ord, &oerr)) {
+    rc = tr_seterr(b->err, oerr.code == TR_ESHAPE ? TR_ESHAPE : TR_EINVAL,
+                   "cannot split the product of %d factors into steps of at most %d labels: %s",
+                   nfac, TK_MAX_LABELS, oerr.msg);
+    goto done;
+  }
+  /* Emit the steps: tensor t < nfac is factor t, nfac + k step k's result. */
+  int trel[2 * TL_MAX_OPERANDS], tn[2 * TL_MAX_OPERANDS], tid[2 * TL_MAX_OPERANDS][TR_MAX_RANK];
+  char (*txt)[256] = calloc(2 * TL_MAX_OPERANDS, sizeof *txt);
+  if (!txt) {
+    rc = tr_seterr(b->err, TR_ENOMEM, "out of memory");
+    goto done;
+  }
+  for (int j = 0; j < nfac; j++) s_factor_text(b, fac[j], txt[j], sizeof txt[j]);
+  sp->first = b->plan->nnodes;
+  for (int k = 0; k < ord->nsteps && !rc; k++) {
+    const tl_step *st = &ord->step[k];
+    int last = k == ord->nsteps - 1, t[2] = {st->a, st->b};
+    s_nodeb *nb = calloc(1, sizeof *nb);
+    if (!nb) {
+      rc = tr_seterr(b->err, TR_ENOMEM, "out of memory");
+      break;
+    }
+    /* kept labels lead: the output's in left-hand order, else by label */
+    tn[nfac + k] = 0;
+    for (int x = 0; x < (last ? es->nout : ne); x++) {
+      int l = last ? es->out[x] : x;
+      if (!(st->keep >> l & 1)) continue;
+      tid[nfac + k][tn[nfac + k]++] = sid[l];
+      if (s_node_label(b, nb, sid[l]) < 0) rc = b->err->code;
+    }
+    nb->n.nout = nb->n.nlabels;
+    nb->n.agg = (st->join & ~st->keep) ? (tk_agg)e->op : TK_AGG_NONE;
+    for (int i = 0; i < 2 && !rc; i++) {
+      if (t[i] < nfac) {
+        rc = s_emit(b, nb, fac[t[i]], depth + 1);
+      } else {
+        int o = s_operand(b, nb, trel[t[i]], tn[t[i]], tid[t[i]]);
+        rc = o < 0 ? b->err->code : s_insn(b, &nb->n.prog, TK_OP_INPUT, o, 0);
+      }
+    }
+    if (!rc) rc = s_insn(b, &nb->n.prog, insn, 0, 0);
+    for (int c = 0; last && c < ncons && !rc; c++) {
+      rc = s_emit(b, nb, cons[c], depth + 1);
+      if (!rc) rc = s_insn(b, &nb->n.prog, insn, 0, 0);
+    }
+    if (!rc) rc = s_push_node(b, nb, last ? out_name : NULL);
+    if (!rc) trel[nfac + k] = b->plan->nodes[b->plan->nnodes - 1].out;
+    char both[sizeof txt[0]];
+    snprintf(both, sizeof both, "(%.120s %.120s)", txt[t[0]], txt[t[1]]);
+    memcpy(txt[nfac + k], both, sizeof both);
+    free(nb);
+  }
+  if (!rc) {
+    *rel = trel[nfac + ord->nsteps - 1];
+    sp->last = b->plan->nnodes - 1;
+    sp->exact = ord->exact;
+    sp->flops = ord->flops;
+    snprintf(sp->order, sizeof sp->order, "%s", txt[nfac + ord->nsteps - 1]);
+    b->plan->nsplits++;
+  }
+  free(txt);
+done:
+  free(es);
+  free(ord);
+  return rc;
+}
+
 /* A top node that only transforms the previous node's whole result: move
 ** its program into that node as a fused Transform. */
 static void s_fuse_transform(ta_plan *p) {
@@ -627,8 +792,8 @@ static void s_fuse_transform(ta_plan *p) {
   p->nrels--; /* the top's output relation was the last one added */
 }
 
-int ta_compile(tc_db *db, const tr_tensor *pend, int npend, const tp_stmt *s, ta_plan *plan,
-               tr_err *err) {
+int ta_compile(tc_db *db, const tr_tensor *pend, int npend, const tp_stmt *s, unsigned flags,
+               ta_plan *plan, tr_err *err) {
   s_binder *b = calloc(1, sizeof *b);
   int rc;
   if (!b) return tr_seterr(err, TR_ENOMEM, "out of memory");
@@ -638,6 +803,7 @@ int ta_compile(tc_db *db, const tr_tensor *pend, int npend, const tp_stmt *s, ta
   b->npend = npend;
   b->plan = plan;
   b->err = err;
+  b->flags = flags;
   if ((rc = s_bind(b, s->rhs)) || (rc = s_find_nested(b, s->rhs, 0))) goto done;
   for (int k = 0; k < s->nout; k++) {
     int id = s_label_id(b, s->out_labels[k]);
@@ -708,6 +874,12 @@ int ta_plan_append(ta_plan *dst, const ta_plan *src, tr_err *err) {
     dst->rels[dst->nrels] = *r;
     map[i] = dst->nrels++;
   }
+  for (int k = 0; k < src->nsplits; k++) {
+    ta_split sp = src->splits[k];
+    sp.first += dst->nnodes;
+    sp.last += dst->nnodes;
+    dst->splits[dst->nsplits++] = sp;
+  }
   for (int k = 0; k < src->nnodes; k++) {
     ta_node n = src->nodes[k];
     for (int i = 0; i < n.ninputs; i++) n.in[i].rel = map[n.in[i].rel];
@@ -769,6 +941,13 @@ char *ta_plan_explain(const ta_plan *p) {
     const ta_node *n = &p->nodes[k];
     const ta_rel *out = &p->rels[n->out];
     char names[TK_MAX_INPUTS][TP_NAME_MAX * 2];
+    for (int i = 0; i < p->nsplits; i++)
+      if (p->splits[i].first == k)
+        tr_text_put(&b, "product split into %d pairwise steps, in the order of least flops (%s, "
+                        "%.4g flops): %s\n",
+                    p->splits[i].last - p->splits[i].first + 1,
+                    p->splits[i].exact ? "exact DP over factor subsets" : "greedy",
+                    p->splits[i].flops, p->splits[i].order);
     for (int i = 0; i < n->ninputs; i++) {
       const ta_operand *o = &n->in[i];
       int w = snprintf(names[i], sizeof names[i], "%s[", p->rels[o->rel].meta.name);

@@ -44,6 +44,10 @@ typedef struct ta_rel {
   int iota;           /* STORED, not in the catalog: made for the run, each
                          element its index (rank 1: 0 .. n-1), the index
                          operand of ARGMAX / ARGMIN */
+  int declared;       /* OUTPUT: the user declared the tensor's chunks
+                         (CREATE TENSOR .. CHUNK): dchunk, which the
+                         layout search keeps */
+  int64_t dchunk[TR_MAX_RANK]; /* that chunk shape */
 } ta_rel;
 
 typedef struct ta_operand {
@@ -73,19 +77,36 @@ typedef struct ta_node {
                                             output chunks may be partial */
 } ta_node;
 
+/* A product of three or more operands inside one aggregation, compiled
+** to pairwise steps (nodes first .. last) in the order of least flops. */
+typedef struct ta_split {
+  int first, last;   /* its nodes */
+  int exact;         /* 1: the order is the DP's optimum; 0: greedy's */
+  double flops;      /* of all its steps (opt_einsum's count) */
+  char order[256];   /* e.g. "(A[i,j] (B[j,k] C[k,l]))" */
+} ta_split;
+
 typedef struct ta_plan {
   int nrels;                      /* relations used */
   ta_rel rels[TA_MAX_RELS];       /* stored inputs, temps, the output */
   int nnodes;                     /* EinSum nodes */
   ta_node nodes[TA_MAX_NODES];    /* in the order they run */
+  int nsplits;                    /* products split into steps */
+  ta_split splits[TA_MAX_NODES];  /* them (EXPLAIN) */
 } ta_plan;
+
+/* Compile flags. */
+#define TA_SPLIT 1u /* split products of three or more operands inside an
+                       aggregation (SUM of a product, MAX or MIN of a sum)
+                       into pairwise steps, in the order of least cost
+                       (layout/'s tl_order_find) */
 
 /* Bind an assignment (TP_ST_ASSIGN or TP_ST_EXPLAIN) to the catalog db
 ** and build its plan.  pend[0..npend) are the outputs of earlier
 ** statements of an open block, not yet in the catalog: a name found there
-** is bound to them first. */
-int ta_compile(tc_db *db, const tr_tensor *pend, int npend, const tp_stmt *s, ta_plan *plan,
-               tr_err *err);
+** is bound to them first.  flags: TA_SPLIT or 0. */
+int ta_compile(tc_db *db, const tr_tensor *pend, int npend, const tp_stmt *s, unsigned flags,
+               ta_plan *plan, tr_err *err);
 /* Append plan src (a later statement of a block) to dst: relations it
 ** reads that earlier statements write become those outputs. */
 int ta_plan_append(ta_plan *dst, const ta_plan *src, tr_err *err);

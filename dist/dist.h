@@ -73,6 +73,12 @@ int td_set_replication(td_cluster *c, int k, tr_err *err);
 /* The replicas each chunk should have now: the setting, at most the
 ** number of workers. */
 int td_target(td_cluster *c);
+/* Kernel threads of the live worker that has fewest (at least 1): what
+** the optimizer sizes pieces of work for. */
+int td_threads(td_cluster *c);
+/* Cores the live workers compute on: their threads, local workers (which
+** share this machine) counted at most as its cores. */
+int td_cores(td_cluster *c);
 
 /* ---- Chunks for the shell ------------------------------------------------ */
 

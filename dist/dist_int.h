@@ -22,6 +22,7 @@ typedef struct td_site {
   uint64_t incarnation;          /* its process, as HELLO_OK and heartbeats say */
   int restarted;                 /* a new incarnation answered: what the old one
                                     held for us (requests, scratch) is lost */
+  int threads;                   /* kernel threads it has (HELLO_OK) */
   /* measured by the coordinator, reset per statement (EXPLAIN ANALYZE) */
   int64_t tasks;                 /* tasks run */
   int64_t floats_in, floats_out; /* floats received / sent */

@@ -95,7 +95,7 @@ static void s_incarnation(td_site *st, tn_in *in) {
   if (in->type == TN_HELLO_OK) {
     char skip[TC_ENDPOINT_MAX];
     tn_get_str(&r, skip, sizeof skip);
-    (void)tn_get_u32(&r);
+    st->threads = (int)tn_get_u32(&r);
     tn_get_str(&r, skip, sizeof skip);
   }
   inc = tn_get_u64(&r);

@@ -55,6 +55,7 @@ struct td_run {
   to_placed pl[TA_MAX_RELS];    /* the same as site-position masks */
   int up[256], m;               /* live sites */
   s_opstat ops[TA_MAX_NODES * (3 * TK_MAX_INPUTS + 4) + 2]; /* measured operators */
+  double node_s[TA_MAX_NODES];  /* measured seconds of each node, its commit included */
   int nops;                     /* used */
   uint64_t *drop;               /* ids to drop at the end (per site in drop_site) */
   int *drop_site;               /* site of each (-1: every site) */
@@ -535,8 +536,10 @@ static char *s_analyze_text(const s_run *R, double elapsed, int json) {
   for (int i = 0; i < R->nops; i++) total += R->ops[i].floats;
 #define PUT(...) tr_text_put(&out, __VA_ARGS__)
   if (json) {
-    PUT("\"elapsed_s\": %.6f, \"measured_transfer_floats\": %lld, \"operators\": [", elapsed,
+    PUT("\"elapsed_s\": %.6f, \"measured_transfer_floats\": %lld, \"node_s\": [", elapsed,
         (long long)total);
+    for (int k = 0; k < R->p->nnodes; k++) PUT("%s%.6f", k ? ", " : "", R->node_s[k]);
+    PUT("], \"operators\": [");
     for (int i = 0; i < R->nops; i++) {
       const s_opstat *op = &R->ops[i];
       PUT("%s{\"op\": \"%s\", \"relation\": \"%s\", \"fused\": %s, \"floats\": %lld, "
@@ -587,7 +590,10 @@ static char *s_analyze_text(const s_run *R, double elapsed, int json) {
         PUT("    gpu copies: %llu bytes in, %llu bytes out, %.3f s\n", (unsigned long long)c->sites[s].h2d,
             (unsigned long long)c->sites[s].d2h, c->sites[s].copy_s);
     }
-    PUT("Elapsed: %.3f s, measured transfer: %lld floats\n", elapsed, (long long)total);
+    PUT("Nodes:");
+    for (int k = 0; k < R->p->nnodes; k++)
+      PUT(" %d -> %s %.3f s", k + 1, R->p->rels[R->p->nodes[k].out].meta.name, R->node_s[k]);
+    PUT("\nElapsed: %.3f s, measured transfer: %lld floats\n", elapsed, (long long)total);
   }
 #undef PUT
   return tr_text_done(&out);
@@ -713,7 +719,9 @@ int td_run_exec(td_run *R, const to_opt *opt, tr_err *err) {
   int rc = TR_OK;
   for (int k = 0; !rc && k < p->nnodes; k++) {
     int out = p->nodes[k].out;
+    double tn0 = tr_now();
     rc = s_run_node_safe(R, k, &opt->choice[k], &opt->moves[k], err);
+    R->node_s[k] = tr_now() - tn0;
     if (rc || p->rels[out].kind != TA_REL_OUTPUT) continue;
     double tc0 = tr_now();
     rc = di_commit(c, &p->rels[out].meta, R->rel[out].locs, R->rel[out].n, err);
@@ -723,6 +731,7 @@ int td_run_exec(td_run *R, const to_opt *opt, tr_err *err) {
       ** on the workers and the catalog transaction. */
       s_op(R, "commit", p->rels[out].meta.name, 0)->seconds = tr_now() - tc0;
     }
+    R->node_s[k] = tr_now() - tn0;
   }
   s_cleanup(R, rc != TR_OK);
   R->cleaned = 1;

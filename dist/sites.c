@@ -111,3 +111,24 @@ int di_unreadable(const tr_tensor *t, const tc_chunkloc *loc, const char *why, t
     why = loc->nsites ? "every worker holding it is down" : "no replica is left (lost or damaged)";
   return tr_seterr(err, TR_ECORRUPT, "cannot read tensor %s chunk [%s]: %s", t->name, ks, why);
 }
+
+int td_threads(td_cluster *c) {
+  int t = 0;
+  for (int s = 0; s < c->nsites; s++)
+    if (c->sites[s].up && c->sites[s].threads > 0 && (!t || c->sites[s].threads < t))
+      t = c->sites[s].threads;
+  return t ? t : 1;
+}
+
+int td_cores(td_cluster *c) {
+  int local = 0, remote = 0;
+  for (int s = 0; s < c->nsites; s++) {
+    if (!c->sites[s].up) continue;
+    int t = c->sites[s].threads > 0 ? c->sites[s].threads : 1;
+    if (c->sites[s].pid) local += t;
+    else remote += t;
+  }
+  /* local workers share this machine; remote ones count as their own */
+  if (local > tr_ncores()) local = tr_ncores();
+  return local + remote;
+}

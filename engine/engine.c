@@ -39,7 +39,8 @@ int te_open(const te_config *cfg, te_engine **out, tr_err *err) {
     dc = (td_config){cfg->workers, cfg->local_workers, cfg->threads, cfg->backend, cfg->keys,
                      cfg->self_exe, cfg->device, cfg->gpu_memory};
   }
-  if ((rc = td_cluster_open(e->db, &dc, &e->interrupt, &e->cluster, err))) {
+  if ((rc = te_settings_load(e, err)) ||
+      (rc = td_cluster_open(e->db, &dc, &e->interrupt, &e->cluster, err))) {
     tc_close(&e->db);
     goto fail;
   }
@@ -159,7 +160,7 @@ static int s_block_add(te_engine *e, tp_stmt **sp, tr_err *err) {
   if (!plan) return tr_seterr(err, TR_ENOMEM, "out of memory");
   int rc = e->nblock >= TA_MAX_NODES
                ? tr_seterr(err, TR_EINVAL, "block too large: at most %d statements", TA_MAX_NODES)
-               : ta_compile(e->db, e->pend, e->npend, *sp, plan, err);
+               : ta_compile(e->db, e->pend, e->npend, *sp, te_compile_flags(e), plan, err);
   if (!rc) {
     const ta_node *last = &plan->nodes[plan->nnodes - 1];
     e->pend[e->npend++] = plan->rels[last->out].meta;
@@ -174,32 +175,16 @@ static int s_block_add(te_engine *e, tp_stmt **sp, tr_err *err) {
 ** as one plan, optimized together. */
 static int s_block_run(te_engine *e, const tp_stmt *x, te_result **res, tr_err *err) {
   ta_plan *all = calloc(1, sizeof *all), *one = calloc(1, sizeof *one);
-  char *tra = NULL;
-  size_t tl = 0;
   int rc = all && one ? TR_OK : tr_seterr(err, TR_ENOMEM, "out of memory");
   e->npend = 0;
   for (int i = 0; !rc && i < e->nblock; i++) {
-    rc = ta_compile(e->db, e->pend, e->npend, e->block[i], one, err);
+    rc = ta_compile(e->db, e->pend, e->npend, e->block[i], te_compile_flags(e), one, err);
     if (!rc) rc = ta_plan_append(all, one, err);
     if (!rc) e->pend[e->npend++] = one->rels[one->nodes[one->nnodes - 1].out].meta;
-    if (!rc && x) {
-      char *t = ta_plan_explain(one);
-      char *nt = t ? realloc(tra, tl + strlen(t) + 1) : NULL;
-      if (!nt) {
-        free(t);
-        rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-        break;
-      }
-      tra = nt;
-      memcpy(tra + tl, t, strlen(t) + 1);
-      tl += strlen(t);
-      free(t);
-    }
   }
   /* e->pend now holds the block's outputs again, for an open block's
   ** later statements (EXPLAIN .. COMMIT without ANALYZE keeps it open). */
-  if (!rc && all->nnodes) rc = te_run_plan(e, all, x, tra, res, err);
-  free(tra);
+  if (!rc && all->nnodes) rc = te_run_plan(e, all, x, res, NULL, err);
   free(all);
   free(one);
   return rc;
@@ -290,6 +275,7 @@ int te_exec(te_engine *e, const char *text, size_t len, te_result **res, tr_err 
   case TP_ST_DROP:
     rc = td_drop(e->cluster, s->name, err);
     if (rc == TR_ENOTFOUND && s->if_exists) rc = TR_OK;
+    if (!rc) rc = tc_declared_chunk_set(e->db, s->name, -1, NULL, err);
     break;
   case TP_ST_PRINT: rc = te_print(e, s, &r, err); break;
   case TP_ST_ASSIGN: rc = te_assign(e, s, &r, err); break;
@@ -297,6 +283,7 @@ int te_exec(te_engine *e, const char *text, size_t len, te_result **res, tr_err 
     rc = s->block ? tr_seterr(err, TR_EINVAL, "no block is open (BEGIN starts one)") : te_assign(e, s, &r, err);
     break;
   case TP_ST_SET: rc = te_set(e, s, err); break;
+  case TP_ST_CALIBRATE: rc = te_calibrate(e, &r, err); break;
   }
 done:
   if (rc && err) s_suggest(e, s->name_pos, err);

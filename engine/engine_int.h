@@ -13,6 +13,12 @@
 #include "catalog/catalog.h"
 #include "dist/dist.h"
 
+/* Bytes the layout search keeps a chunk within: large enough that a
+** kernel call amortises its overhead, small enough that a task's operand
+** chunks fit a worker's memory many times over.  Declared chunkings may
+** go up to what a worker accepts (TN_MAX_DATA). */
+#define TE_CHUNK_LIMIT ((int64_t)256 << 20)
+
 /* The engine handle. */
 struct te_engine {
   tc_db *db;              /* catalog */
@@ -20,6 +26,9 @@ struct te_engine {
   int threads;            /* threads for local chunk loops */
   size_t cache_budget;    /* bytes of chunks kept in memory per plan */
   td_cluster *cluster;    /* the workers */
+  tl_weights w;           /* the cost model's weights: fitted by CALIBRATE
+                             (kept in the catalog) or the defaults */
+  to_layout_mode layout;  /* SET layout: auto (the default) or declared */
   tr_cancel interrupt;    /* set by te_interrupt (Ctrl-C): the running
                              statement stops, its workers are told to */
   /* An open block (BEGIN .. COMMIT): its assignments, optimized and run
@@ -92,11 +101,31 @@ int te_show(te_engine *e, te_result **res, tr_err *err);
 int te_describe(te_engine *e, const tp_stmt *s, te_result **res, tr_err *err);
 /* An assignment, or EXPLAIN [ANALYZE] of one. */
 int te_assign(te_engine *e, const tp_stmt *s, te_result **res, tr_err *err);
+/* Compile flags for the current layout setting (TA_SPLIT under auto). */
+unsigned te_compile_flags(const te_engine *e);
+
+/* What te_run_plan predicted and measured (CALIBRATE). */
+typedef struct te_measure {
+  tl_cost cost;       /* the chosen plan's components, summed over nodes */
+  double predicted_s; /* its predicted seconds */
+  double elapsed_s;   /* from finding the inputs to the last commit */
+} te_measure;
+
 /* Run a compiled plan: where its inputs are (dist), optimized with that
-** placement (optimize), run (dist).  x: the EXPLAIN statement (NULL for a
-** plain run): *res then gets the plan (after the TRA text tra), and with
-** ANALYZE what the run measured. */
-int te_run_plan(te_engine *e, ta_plan *p, const tp_stmt *x, const char *tra, te_result **res,
+** placement (optimize: its layout, then its IA plans), run (dist).  x:
+** the EXPLAIN statement (NULL for a plain run): *res then gets the TRA
+** plan as optimized and the IA plan, and with ANALYZE what the run
+** measured.  meas (may be NULL): filled for a run. */
+int te_run_plan(te_engine *e, ta_plan *p, const tp_stmt *x, te_result **res, te_measure *meas,
                 tr_err *err);
+
+/* ---- the cost model's weights (calibrate.c) ---------------------------------------- */
+
+/* The settings kept in the catalog, read at open (settings.c; the weights too). */
+int te_settings_load(te_engine *e, tr_err *err);
+/* The fitted weights kept in the catalog, or the defaults: into e->w. */
+int te_weights_load(te_engine *e, tr_err *err);
+/* CALIBRATE: run the probes, fit the weights, keep them. */
+int te_calibrate(te_engine *e, te_result **res, tr_err *err);
 
 #endif /* TRADB_ENGINE_INT_H */

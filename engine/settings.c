@@ -2,7 +2,8 @@
 ** engine/settings.c - the settings a statement changes (SET name = value)
 ** and shows (SHOW SETTINGS): one table, each entry with its range, its
 ** default, what it is for and what setting it does.  They are kept with
-** the database (catalog settings).
+** the database (catalog settings).  The cost model's fitted weights are
+** kept there too, by CALIBRATE (calibrate.c).
 */
 #include "config.h"
 #include "engine/engine_int.h"
@@ -18,7 +19,10 @@ static int s_set_replication(te_engine *e, const char *name, long v, tr_err *err
 static int s_set_stored(te_engine *e, const char *name, long v, tr_err *err);
 static int s_find(const char *name);
 
+static int s_set_layout(te_engine *e, const char *name, long v, tr_err *err);
+
 static const char *const s_synchronous[] = {"normal", "full", NULL};
+static const char *const s_layouts[] = {"auto", "declared", NULL}; /* TO_LAYOUT_* order */
 
 /* The settings, by name.  A number from lo to hi, or, where names is
 ** given, one of names[lo..hi] (kept in the catalog as the name; its value
@@ -31,6 +35,9 @@ static const struct {
   const char *help;         /* one line */
   int (*set)(te_engine *e, const char *name, long v, tr_err *err); /* stores it */
 } s_settings[] = {
+    {"layout", s_layouts, 0, 1, 0,
+     "chunkings the optimizer chooses (auto) or the ones the tensors were declared with",
+     s_set_layout},
     {"print_lines", NULL, 0, 1000000, 40,
      "lines of values PRINT shows before it summarises with '...' (0: every value)",
      s_set_stored},
@@ -45,6 +52,12 @@ static const struct {
 static int s_set_replication(te_engine *e, const char *name, long v, tr_err *err) {
   (void)name;
   return td_set_replication(e->cluster, (int)v, err);
+}
+
+static int s_set_layout(te_engine *e, const char *name, long v, tr_err *err) {
+  int rc = s_set_stored(e, name, v, err);
+  if (!rc) e->layout = v ? TO_LAYOUT_DECLARED : TO_LAYOUT_AUTO;
+  return rc;
 }
 
 /* Setting i's value v as text, into buf. */
@@ -171,4 +184,9 @@ int te_settings_list(int i, const char **name, const char **help, char *allowed,
   s_allowed(i, allowed, na);
   s_text(i, s_settings[i].dflt, dflt, nd);
   return 1;
+}
+
+int te_settings_load(te_engine *e, tr_err *err) {
+  e->layout = te_setting(e, "layout") ? TO_LAYOUT_DECLARED : TO_LAYOUT_AUTO;
+  return te_weights_load(e, err);
 }

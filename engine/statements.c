@@ -57,7 +57,10 @@ int te_create(te_engine *e, const tp_stmt *s, tr_err *err) {
   t.rank = s->rank;
   memcpy(t.shape, s->shape, sizeof t.shape);
   int rc = s_set_chunk(s, &t, err);
-  return rc ? rc : tc_tensor_create(e->db, &t, err);
+  if (!rc) rc = tc_tensor_create(e->db, &t, err);
+  /* the chunks a user declares are kept by assignments to the tensor */
+  if (!rc) rc = tc_declared_chunk_set(e->db, t.name, s->has_chunk ? t.rank : -1, t.chunk, err);
+  return rc;
 }
 
 int te_load(te_engine *e, const tp_stmt *s, tr_err *err) {
@@ -99,6 +102,7 @@ int te_load(te_engine *e, const tp_stmt *s, tr_err *err) {
     if ((rc = s_set_chunk(s, &t, err))) goto done;
   }
   rc = te_write_array(e, &t, &a, s->path, err);
+  if (!rc && s->has_chunk) rc = tc_declared_chunk_set(e->db, t.name, t.rank, t.chunk, err);
 done:
   tc_array_close(&a);
   return rc;
@@ -263,19 +267,50 @@ static te_result *s_explain(const ta_plan *p, const to_opt *o, const td_run *run
   return te_text_result(all);
 }
 
-int te_run_plan(te_engine *e, ta_plan *p, const tp_stmt *x, const char *tra, te_result **res,
+/* Outputs whose tensors exist with a chunk shape the user declared keep
+** it (auto layout; declared layout takes the operands' chunking). */
+static int s_declared_outputs(te_engine *e, ta_plan *p, tr_err *err) {
+  for (int i = 0; i < p->nrels && e->layout == TO_LAYOUT_AUTO; i++) {
+    ta_rel *r = &p->rels[i];
+    tr_tensor t;
+    int64_t ch[TR_MAX_RANK];
+    int declared = 0, rc, same;
+    if (r->kind != TA_REL_OUTPUT || tc_tensor_get(e->db, r->meta.name, &t, NULL)) continue;
+    if ((rc = tc_declared_chunk_get(e->db, r->meta.name, r->meta.rank, ch, &declared, err))) return rc;
+    same = declared && t.rank == r->meta.rank;
+    for (int d = 0; same && d < t.rank; d++) same = t.shape[d] == r->meta.shape[d];
+    if (!same) continue;
+    r->declared = 1;
+    for (int d = 0; d < t.rank; d++) r->dchunk[d] = ch[d] < t.shape[d] ? ch[d] : t.shape[d];
+  }
+  return TR_OK;
+}
+
+unsigned te_compile_flags(const te_engine *e) { return e->layout == TO_LAYOUT_AUTO ? TA_SPLIT : 0; }
+
+int te_run_plan(te_engine *e, ta_plan *p, const tp_stmt *x, te_result **res, te_measure *meas,
                 tr_err *err) {
   td_run *run = NULL;
   to_placed *pl = NULL;
   to_opt opt;
+  char *tra = NULL;
   int m = 0, repl = 0, exec = !x || x->analyze;
+  double t0 = tr_now();
   memset(&opt, 0, sizeof opt);
   /* compile (the caller's) -> where the inputs are -> optimize -> run */
-  int rc = td_run_begin(e->cluster, p, exec, &run, &m, &repl, &pl, err);
-  if (!rc) rc = to_optimize(p, m, repl, pl, x && x->plan[0] ? x->plan : NULL, &opt, err);
+  int rc = s_declared_outputs(e, p, err);
+  if (!rc) rc = td_run_begin(e->cluster, p, exec, &run, &m, &repl, &pl, err);
+  to_env env = {m,        repl,      td_threads(e->cluster), td_cores(e->cluster),
+                e->w,     e->layout, TE_CHUNK_LIMIT,         TN_MAX_DATA};
+  if (!rc) rc = to_optimize(p, &env, pl, x && x->plan[0] ? x->plan : NULL, &opt, err);
   if (!rc && exec) rc = td_run_exec(run, &opt, err);
+  if (!rc && meas) *meas = (te_measure){opt.cost, opt.seconds, tr_now() - t0};
+  /* the TRA text of the plan as it ran: in the chunking chosen */
+  if (!rc && x && res && !x->dot && !(tra = ta_plan_explain(p)))
+    rc = tr_seterr(err, TR_ENOMEM, "out of memory");
   if (!rc && x && res && !(*res = s_explain(p, &opt, run, x, tra)))
     rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+  free(tra);
   to_opt_free(&opt);
   td_run_end(&run);
   return rc;
@@ -283,13 +318,9 @@ int te_run_plan(te_engine *e, ta_plan *p, const tp_stmt *x, const char *tra, te_
 
 int te_assign(te_engine *e, const tp_stmt *s, te_result **res, tr_err *err) {
   ta_plan *plan = calloc(1, sizeof *plan);
-  char *tra = NULL;
   if (!plan) return tr_seterr(err, TR_ENOMEM, "out of memory");
-  int rc = ta_compile(e->db, e->pend, e->npend, s, plan, err);
-  if (!rc && s->kind == TP_ST_EXPLAIN && !(tra = ta_plan_explain(plan)))
-    rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-  if (!rc) rc = te_run_plan(e, plan, s->kind == TP_ST_EXPLAIN ? s : NULL, tra, res, err);
-  free(tra);
+  int rc = ta_compile(e->db, e->pend, e->npend, s, te_compile_flags(e), plan, err);
+  if (!rc) rc = te_run_plan(e, plan, s->kind == TP_ST_EXPLAIN ? s : NULL, res, NULL, err);
   free(plan);
   return rc;
 }

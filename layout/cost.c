@@ -14,19 +14,28 @@
 **    its overhead adds up one by one;
 **  - every component is the busiest site's amount (compute per core), so a
 **    weight is one site's (or core's) seconds per unit, as the thesis's
-**    formulas divide by n (and n x p for compute).
+**    formulas divide by n (and n x p for compute);
+**  - a seventh component counts round trips (phases of requests to the
+**    workers, commits): on a statement of a few milliseconds they are
+**    most of its time, and the thesis's Hadoop jobs had no such floor.
 **
 ** Fit (section 10.3): t_i ~ C_i . w, w = argmin |C w - t|^2.  The thesis
 ** writes the normal equations, w = (C^T C)^-1 C^T t; here the same
 ** least-squares solution comes from a Householder QR of C with its columns
 ** scaled to unit length, which squares no condition number and shows a
 ** degenerate probe set as a vanishing diagonal of R instead of as a
-** wildly wrong w.
+** wildly wrong w.  Two departures, both for predictions that hold over
+** four decades of run time: each run's row is divided by its time, so
+** the fit minimises relative rather than absolute errors (the thesis's
+** plain fit lets the longest runs decide every weight), and the weights
+** are constrained to be non-negative (a component never makes a run
+** faster), solved exactly over the supports of w.
 */
 #include "config.h"
 #include "layout/layout.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,25 +43,40 @@
 ** on the ones before them. */
 #define S_RANK_TOL 1e-8
 
-static const char *const s_names[TL_NCOST] = {"gemm", "contract", "elemwise",
-                                              "net",  "tasks",    "write"};
+static const char *const s_names[TL_NCOST] = {"gemm", "contract", "elemwise", "net",
+                                              "tasks", "write",    "phases"};
 
 const char *tl_cost_name(int k) { return k >= 0 && k < TL_NCOST ? s_names[k] : "?"; }
 
+int tl_cost_index(const char *name) {
+  for (int k = 0; k < TL_NCOST; k++)
+    if (!strcmp(name, s_names[k])) return k;
+  return -1;
+}
+
 /*
-** Defaults for an uncalibrated cluster, per unit on the busiest site:
-**  gemm      2e-11 s/flop: OpenBLAS f32 on one AVX2 core, about 50 Gflop/s;
-**  contract  5e-10 s/flop: the general contraction loops, about 2 Gflop/s;
-**  elemwise  1e-9  s/flop: maps and combines stream memory, ~1 G elements/s;
-**  net       4e-9  s/float: ~1 GB/s through ZeroMQ over TCP (10 GbE or
-**            loopback with copies);
-**  tasks     5e-5  s/task: a task message, queueing and a kernel call;
-**  write     1e-9  s/byte: chunks written to a worker's store, ~1 GB/s.
-** They only need to order plans sensibly until tl_weights_fit replaces them.
+** Defaults for an uncalibrated cluster, per unit on the busiest site: what
+** CALIBRATE fitted (three runs, rounded) on a 2-core x86-64 with 4 local
+** workers of one kernel thread each, OpenBLAS f32:
+**  gemm      1e-11   s/flop: one core of AVX-512 FMA, some 100 Gflop/s;
+**  contract  6e-11   s/flop-instruction: the contraction loops, per term
+**            and instruction of the join's program;
+**  elemwise  8.5e-10 s/element-instruction: maps, combines and copies;
+**  net       2.5e-9  s/float sent or received: ZeroMQ over local sockets,
+**            a copy on each end;
+**  tasks     5.5e-4  s/kernel call: a chunk tuple fetched through the
+**            chunk cache, re-chunked if need be, a kernel called;
+**  write     0       s/byte: the fit puts what replicating and storing an
+**            output costs on its floats sent (they move together), and
+**            writes land in memory or the page cache;
+**  phases    6e-4    s/round trip: a phase of requests to the workers, a
+**            commit.
+** They only need to order plans sensibly until CALIBRATE replaces them.
 */
 void tl_weights_default(tl_weights *w) {
-  static const double d[TL_NCOST] = {2e-11, 5e-10, 1e-9, 4e-9, 5e-5, 1e-9};
+  static const double d[TL_NCOST] = {1e-11, 6e-11, 8.5e-10, 2.5e-9, 5.5e-4, 0, 6e-4};
   memcpy(w->w, d, sizeof d);
+  w->fitted = 0;
 }
 
 double tl_seconds(const tl_weights *w, const tl_cost *c) {
@@ -61,71 +85,148 @@ double tl_seconds(const tl_weights *w, const tl_cost *c) {
   return s;
 }
 
+void tl_weights_text(const tl_weights *w, char *buf, size_t n) {
+  size_t o = 0;
+  if (n) buf[0] = '\0';
+  for (int k = 0; k < TL_NCOST && o < n; k++)
+    o += (size_t)snprintf(buf + o, n - o, "%s%s=%.6g", k ? " " : "", s_names[k], w->w[k]);
+}
+
+int tl_weights_parse(const char *text, tl_weights *w, tr_err *err) {
+  tl_weights x = *w;
+  int seen[TL_NCOST] = {0};
+  const char *p = text;
+  while (*p) {
+    char name[32];
+    int len = 0;
+    while (*p == ' ') p++;
+    if (!*p) break;
+    while (*p && *p != '=' && *p != ' ' && len < (int)sizeof name - 1) name[len++] = *p++;
+    name[len] = '\0';
+    int k = tl_cost_index(name);
+    if (k < 0 || *p != '=') return tr_seterr(err, TR_EINVAL, "unknown cost component '%s'", name);
+    char *end;
+    double v = strtod(p + 1, &end);
+    if (end == p + 1 || !(v >= 0) || isinf(v))
+      return tr_seterr(err, TR_EINVAL, "cost weight '%s' must be a number >= 0", name);
+    x.w[k] = v;
+    seen[k] = 1;
+    p = end;
+  }
+  for (int k = 0; k < TL_NCOST; k++)
+    if (!seen[k]) return tr_seterr(err, TR_EINVAL, "no weight for '%s'", s_names[k]);
+  *w = x;
+  return TR_OK;
+}
+
+/* Least squares on the columns `use` (bit mask) of the n x K column-major
+** matrix a against b, by Householder QR; x[k] = 0 off `use`.  Returns the
+** residual's squared norm, or -1 if a column depends on the ones before
+** it (its name's index in *dep). */
+static double s_lsq(const double *a0, const double *b0, int n, unsigned use, double *x, int *dep) {
+  enum { K = TL_NCOST };
+  double *a = malloc(sizeof *a * (size_t)n * K), *b = malloc(sizeof *b * (size_t)n), res = 0;
+  int col[K], nc = 0;
+  if (!a || !b) {
+    free(a);
+    free(b);
+    return -2;
+  }
+  for (int k = 0; k < K; k++) {
+    x[k] = 0;
+    if (use & (1u << k)) memcpy(&a[nc * n], &a0[k * n], sizeof *a * (size_t)n), col[nc++] = k;
+  }
+  memcpy(b, b0, sizeof *b * (size_t)n);
+  for (int k = 0; k < nc; k++) {
+    double *c = &a[k * n], norm = 0;
+    for (int i = k; i < n; i++) norm += c[i] * c[i];
+    norm = sqrt(norm);
+    if (norm < S_RANK_TOL) {
+      *dep = col[k];
+      res = -1;
+      goto done;
+    }
+    double alpha = c[k] > 0 ? -norm : norm; /* v = c - alpha e_k, no cancellation */
+    c[k] -= alpha;
+    double vv = 0;
+    for (int i = k; i < n; i++) vv += c[i] * c[i];
+    for (int j = k + 1; j <= nc; j++) { /* j == nc: b */
+      double *y = j < nc ? &a[j * n] : b, dot = 0;
+      for (int i = k; i < n; i++) dot += c[i] * y[i];
+      double f = 2 * dot / vv;
+      for (int i = k; i < n; i++) y[i] -= f * c[i];
+    }
+    c[k] = alpha; /* R's diagonal; the rest of the column is v, no longer needed */
+  }
+  for (int k = nc - 1; k >= 0; k--) {
+    double s = b[k];
+    for (int j = k + 1; j < nc; j++) s -= a[j * n + k] * x[col[j]];
+    x[col[k]] = s / a[k * n + k];
+  }
+  for (int i = nc; i < n; i++) res += b[i] * b[i];
+done:
+  free(a);
+  free(b);
+  return res;
+}
+
 int tl_weights_fit(int n, const tl_cost *c, const double *seconds, tl_weights *w, tr_err *err) {
   enum { K = TL_NCOST };
-  int rc = TR_OK;
+  int rc = TR_OK, dep = 0;
   if (n < K)
     return tr_seterr(err, TR_EINVAL, "%d runs cannot determine %d weights: need at least %d", n,
                      K, K);
   double *a = malloc(sizeof *a * (size_t)n * K), *b = malloc(sizeof *b * (size_t)n);
-  double scale[K], x[K];
+  double scale[K], x[K], best[K], best_res = INFINITY;
   if (!a || !b) {
     rc = tr_seterr(err, TR_ENOMEM, "out of memory fitting %d runs", n);
     goto done;
   }
-  /* a is column major: a[k * n + i] = component k of run i, scaled */
+  /* Row i divided by its time (relative errors), columns scaled to unit
+  ** length: a[k * n + i] = c_ik / t_i / scale_k, b_i = 1. */
+  for (int i = 0; i < n; i++)
+    if (!(seconds[i] > 0)) {
+      rc = tr_seterr(err, TR_EINVAL, "run %d took %g s: times must be positive", i, seconds[i]);
+      goto done;
+    }
   for (int k = 0; k < K; k++) {
     double s = 0;
-    for (int i = 0; i < n; i++) s += c[i].c[k] * c[i].c[k];
+    for (int i = 0; i < n; i++) s += (c[i].c[k] / seconds[i]) * (c[i].c[k] / seconds[i]);
     scale[k] = sqrt(s);
     if (!(scale[k] > 0)) {
       rc = tr_seterr(err, TR_EINVAL, "no run exercises '%s': its weight is undetermined",
                      s_names[k]);
       goto done;
     }
-    for (int i = 0; i < n; i++) a[k * n + i] = c[i].c[k] / scale[k];
+    for (int i = 0; i < n; i++) a[k * n + i] = c[i].c[k] / seconds[i] / scale[k];
   }
-  for (int i = 0; i < n; i++) b[i] = seconds[i];
-  /* Householder QR, applying each reflection to b as well */
-  for (int k = 0; k < K; k++) {
-    double *col = &a[k * n], norm = 0;
-    for (int i = k; i < n; i++) norm += col[i] * col[i];
-    norm = sqrt(norm);
-    if (norm < S_RANK_TOL) {
-      rc = tr_seterr(err, TR_EINVAL,
-                     "the runs do not separate '%s' from the components before it: it moves in "
-                     "step with them",
-                     s_names[k]);
-      goto done;
+  for (int i = 0; i < n; i++) b[i] = 1;
+  double r = s_lsq(a, b, n, (1u << K) - 1, x, &dep);
+  if (r == -1) {
+    rc = tr_seterr(err, TR_EINVAL,
+                   "the runs do not separate '%s' from the components before it: it moves in "
+                   "step with them",
+                   s_names[dep]);
+    goto done;
+  }
+  /* Non-negative least squares, exactly: the optimum is the unconstrained
+  ** fit on its own support, so try every support (2^K of them) and keep
+  ** the best whose weights are all >= 0. */
+  for (unsigned use = 1; r >= 0 && use < (1u << K); use++) {
+    double res = s_lsq(a, b, n, use, x, &dep);
+    int ok = res >= 0;
+    for (int k = 0; k < K && ok; k++) ok = x[k] >= 0;
+    if (ok && res < best_res) {
+      best_res = res;
+      memcpy(best, x, sizeof x);
     }
-    double alpha = col[k] > 0 ? -norm : norm; /* v = col - alpha e_k, no cancellation */
-    col[k] -= alpha;
-    double vv = 0;
-    for (int i = k; i < n; i++) vv += col[i] * col[i];
-    for (int j = k + 1; j <= K; j++) { /* j == K: b */
-      double *y = j < K ? &a[j * n] : b, dot = 0;
-      for (int i = k; i < n; i++) dot += col[i] * y[i];
-      double f = 2 * dot / vv;
-      for (int i = k; i < n; i++) y[i] -= f * col[i];
-    }
-    col[k] = alpha; /* R's diagonal; the rest of the column is v, no longer needed */
   }
-  for (int k = K - 1; k >= 0; k--) {
-    double s = b[k];
-    for (int j = k + 1; j < K; j++) s -= a[j * n + k] * x[j];
-    x[k] = s / a[k * n + k];
+  if (r < 0 || isinf(best_res)) {
+    rc = tr_seterr(err, TR_ENOMEM, "out of memory fitting %d runs", n);
+    goto done;
   }
-  for (int k = 0; k < K; k++) {
-    double wk = x[k] / scale[k];
-    if (!(wk >= 0)) {
-      rc = tr_seterr(err, TR_EINVAL,
-                     "the fitted weight of '%s' is %g: the runs do not determine it (measure "
-                     "shapes that vary it more)",
-                     s_names[k], wk);
-      goto done;
-    }
-    w->w[k] = wk;
-  }
+  for (int k = 0; k < K; k++) w->w[k] = best[k] / scale[k];
+  w->fitted = 1;
 done:
   free(a);
   free(b);
@@ -133,68 +234,57 @@ done:
 }
 
 /*
-** The probe runs.  Each varies one component much more than the others
-** and the set spans all six, at two sizes each, so the least-squares
-** system is well determined: gemm products at 1024 and 2048; max-plus
-** products (a contraction without BLAS); sums of four tensors (maps);
-** transposed joins, whose operands are chunked across each other and
-** shuffle; a small product cut into 16 x 16 chunks (thousands of tasks
-** doing little); outer products (large outputs from small inputs, mostly
-** bytes written).
+** The probe runs, on tensors named _cal_*.  Each varies one component much
+** more than the others and the set spans all seven, at two sizes each, so
+** the least-squares system is well determined: gemm products at 1024 and
+** 2048; max-plus products (a contraction without BLAS); sums of four
+** tensors (maps); transposed joins, whose operands are chunked across each
+** other and shuffle, and row dot products of operands chunked across each
+** other (one is shuffled, little is written); a small product cut into
+** 16 x 16 chunks (thousands of
+** tasks doing little); outer products (large outputs from small inputs,
+** mostly bytes written); tiny statements of one and two nodes (round
+** trips and nothing else).
 */
+#define S_MM(n, c)                                                                        \
+  "CREATE TENSOR _cal_a[" #n "," #n "] CHUNK [" #c "," #c "]; CREATE TENSOR _cal_b[" #n  \
+  "," #n "] CHUNK [" #c "," #c "]; FILL _cal_a UNIFORM(-1,1) SEED 1; FILL _cal_b UNIFORM(-1,1) SEED 2;"
+#define S_SUM4(n)                                                                          \
+  "CREATE TENSOR _cal_a[" #n "," #n "] CHUNK [1024,1024]; CREATE TENSOR _cal_b[" #n "," #n \
+  "] CHUNK [1024,1024]; CREATE TENSOR _cal_d[" #n "," #n "] CHUNK [1024,1024]; CREATE TENSOR" \
+  " _cal_e[" #n "," #n "] CHUNK [1024,1024]; FILL _cal_a UNIFORM(-1,1) SEED 1; FILL _cal_b"  \
+  " UNIFORM(-1,1) SEED 2; FILL _cal_d UNIFORM(-1,1) SEED 3; FILL _cal_e UNIFORM(-1,1) SEED 4;"
+#define S_TJ(n)                                                                             \
+  "CREATE TENSOR _cal_a[" #n "," #n "] CHUNK [" #n ",128]; CREATE TENSOR _cal_b[" #n "," #n \
+  "] CHUNK [128," #n "]; FILL _cal_a UNIFORM(-1,1) SEED 1; FILL _cal_b UNIFORM(-1,1) SEED 2;"
+#define S_SHUF(n)                                                                           \
+  "CREATE TENSOR _cal_a[" #n "," #n "] CHUNK [256," #n "]; CREATE TENSOR _cal_b[" #n "," #n \
+  "] CHUNK [" #n ",256]; FILL _cal_a UNIFORM(-1,1) SEED 1; FILL _cal_b UNIFORM(-1,1) SEED 2;"
+#define S_OUTER(n, c)                                                                     \
+  "CREATE TENSOR _cal_u[" #n "] CHUNK [" #c "]; CREATE TENSOR _cal_v[" #n "] CHUNK [" #c \
+  "]; FILL _cal_u UNIFORM(-1,1) SEED 1; FILL _cal_v UNIFORM(-1,1) SEED 2;"
+
 static const tl_probe s_probes[] = {
-    {"gemm-1024",
-     "CREATE TENSOR pa[1024,1024] CHUNK [512,512]; CREATE TENSOR pb[1024,1024] CHUNK [512,512];"
-     " FILL pa UNIFORM(-1,1) SEED 1; FILL pb UNIFORM(-1,1) SEED 2;",
-     "pc[i,j] = pa[i,k] * pb[k,j];", TL_C_GEMM},
-    {"gemm-2048",
-     "CREATE TENSOR pa[2048,2048] CHUNK [1024,1024]; CREATE TENSOR pb[2048,2048] CHUNK [1024,1024];"
-     " FILL pa UNIFORM(-1,1) SEED 1; FILL pb UNIFORM(-1,1) SEED 2;",
-     "pc[i,j] = pa[i,k] * pb[k,j];", TL_C_GEMM},
-    {"maxplus-256",
-     "CREATE TENSOR pa[256,256] CHUNK [128,128]; CREATE TENSOR pb[256,256] CHUNK [128,128];"
-     " FILL pa UNIFORM(-1,1) SEED 1; FILL pb UNIFORM(-1,1) SEED 2;",
-     "pc[i,j] = MAX(pa[i,k] + pb[k,j]);", TL_C_CONTRACT},
-    {"maxplus-512",
-     "CREATE TENSOR pa[512,512] CHUNK [256,256]; CREATE TENSOR pb[512,512] CHUNK [256,256];"
-     " FILL pa UNIFORM(-1,1) SEED 1; FILL pb UNIFORM(-1,1) SEED 2;",
-     "pc[i,j] = MAX(pa[i,k] + pb[k,j]);", TL_C_CONTRACT},
-    {"sum4-2048",
-     "CREATE TENSOR pa[2048,2048] CHUNK [1024,1024]; CREATE TENSOR pb[2048,2048] CHUNK [1024,1024];"
-     " CREATE TENSOR pd[2048,2048] CHUNK [1024,1024]; CREATE TENSOR pe[2048,2048] CHUNK [1024,1024];"
-     " FILL pa UNIFORM(-1,1) SEED 1; FILL pb UNIFORM(-1,1) SEED 2;"
-     " FILL pd UNIFORM(-1,1) SEED 3; FILL pe UNIFORM(-1,1) SEED 4;",
-     "pc[i,j] = exp(pa[i,j]) * pb[i,j] + tanh(pd[i,j]) - pe[i,j];", TL_C_ELEMWISE},
-    {"sum4-4096",
-     "CREATE TENSOR pa[4096,4096] CHUNK [1024,1024]; CREATE TENSOR pb[4096,4096] CHUNK [1024,1024];"
-     " CREATE TENSOR pd[4096,4096] CHUNK [1024,1024]; CREATE TENSOR pe[4096,4096] CHUNK [1024,1024];"
-     " FILL pa UNIFORM(-1,1) SEED 1; FILL pb UNIFORM(-1,1) SEED 2;"
-     " FILL pd UNIFORM(-1,1) SEED 3; FILL pe UNIFORM(-1,1) SEED 4;",
-     "pc[i,j] = exp(pa[i,j]) * pb[i,j] + tanh(pd[i,j]) - pe[i,j];", TL_C_ELEMWISE},
-    {"transpose-join-2048",
-     "CREATE TENSOR pa[2048,2048] CHUNK [2048,128]; CREATE TENSOR pb[2048,2048] CHUNK [128,2048];"
-     " FILL pa UNIFORM(-1,1) SEED 1; FILL pb UNIFORM(-1,1) SEED 2;",
-     "pc[i,j] = pa[i,j] + pb[j,i];", TL_C_NET},
-    {"transpose-join-4096",
-     "CREATE TENSOR pa[4096,4096] CHUNK [4096,128]; CREATE TENSOR pb[4096,4096] CHUNK [128,4096];"
-     " FILL pa UNIFORM(-1,1) SEED 1; FILL pb UNIFORM(-1,1) SEED 2;",
-     "pc[i,j] = pa[i,j] + pb[j,i];", TL_C_NET},
-    {"tiny-chunks-128",
-     "CREATE TENSOR pa[128,128] CHUNK [16,16]; CREATE TENSOR pb[128,128] CHUNK [16,16];"
-     " FILL pa UNIFORM(-1,1) SEED 1; FILL pb UNIFORM(-1,1) SEED 2;",
-     "pc[i,j] = pa[i,k] * pb[k,j];", TL_C_TASKS},
-    {"tiny-chunks-256",
-     "CREATE TENSOR pa[256,256] CHUNK [16,16]; CREATE TENSOR pb[256,256] CHUNK [16,16];"
-     " FILL pa UNIFORM(-1,1) SEED 1; FILL pb UNIFORM(-1,1) SEED 2;",
-     "pc[i,j] = pa[i,k] * pb[k,j];", TL_C_TASKS},
-    {"outer-4096",
-     "CREATE TENSOR pu[4096] CHUNK [1024]; CREATE TENSOR pv[4096] CHUNK [1024];"
-     " FILL pu UNIFORM(-1,1) SEED 1; FILL pv UNIFORM(-1,1) SEED 2;",
-     "pc[i,j] = pu[i] * pv[j];", TL_C_WRITE},
-    {"outer-8192",
-     "CREATE TENSOR pu[8192] CHUNK [2048]; CREATE TENSOR pv[8192] CHUNK [2048];"
-     " FILL pu UNIFORM(-1,1) SEED 1; FILL pv UNIFORM(-1,1) SEED 2;",
-     "pc[i,j] = pu[i] * pv[j];", TL_C_WRITE},
+    {"gemm-1024", S_MM(1024, 512), "_cal_c[i,j] = _cal_a[i,k] * _cal_b[k,j];", TL_C_GEMM},
+    {"gemm-2048", S_MM(2048, 1024), "_cal_c[i,j] = _cal_a[i,k] * _cal_b[k,j];", TL_C_GEMM},
+    {"maxplus-256", S_MM(256, 128), "_cal_c[i,j] = MAX(_cal_a[i,k] + _cal_b[k,j]);", TL_C_CONTRACT},
+    {"maxplus-512", S_MM(512, 256), "_cal_c[i,j] = MAX(_cal_a[i,k] + _cal_b[k,j]);", TL_C_CONTRACT},
+    {"sum4-2048", S_SUM4(2048),
+     "_cal_c[i,j] = exp(_cal_a[i,j]) * _cal_b[i,j] + tanh(_cal_d[i,j]) - _cal_e[i,j];",
+     TL_C_ELEMWISE},
+    {"sum4-4096", S_SUM4(4096),
+     "_cal_c[i,j] = exp(_cal_a[i,j]) * _cal_b[i,j] + tanh(_cal_d[i,j]) - _cal_e[i,j];",
+     TL_C_ELEMWISE},
+    {"transpose-join-2048", S_TJ(2048), "_cal_c[i,j] = _cal_a[i,j] + _cal_b[j,i];", TL_C_NET},
+    {"transpose-join-4096", S_TJ(4096), "_cal_c[i,j] = _cal_a[i,j] + _cal_b[j,i];", TL_C_NET},
+    {"shuffle-dot-2048", S_SHUF(2048), "_cal_c[i] = SUM(_cal_a[i,k] * _cal_b[i,k]);", TL_C_NET},
+    {"shuffle-dot-4096", S_SHUF(4096), "_cal_c[i] = SUM(_cal_a[i,k] * _cal_b[i,k]);", TL_C_NET},
+    {"tiny-chunks-128", S_MM(128, 16), "_cal_c[i,j] = _cal_a[i,k] * _cal_b[k,j];", TL_C_TASKS},
+    {"tiny-chunks-256", S_MM(256, 16), "_cal_c[i,j] = _cal_a[i,k] * _cal_b[k,j];", TL_C_TASKS},
+    {"outer-4096", S_OUTER(4096, 1024), "_cal_c[i,j] = _cal_u[i] * _cal_v[j];", TL_C_WRITE},
+    {"outer-8192", S_OUTER(8192, 2048), "_cal_c[i,j] = _cal_u[i] * _cal_v[j];", TL_C_WRITE},
+    {"one-node-16", S_OUTER(16, 16), "_cal_c[i] = _cal_u[i] + 1;", TL_C_PHASES},
+    {"two-nodes-16", S_OUTER(16, 16), "_cal_c[i] = SUM(_cal_u[j]) * _cal_v[i];", TL_C_PHASES},
 };
 
 const tl_probe *tl_probes(int *n) {

@@ -232,6 +232,32 @@ int64_t tl_decomp_count(const tl_einsum *e, int p) {
   return ways[S];
 }
 
+int tl_decomp_vectors(const tl_einsum *e, int p, int **out, int *n, tr_err *err) {
+  int cap[TL_MAX_LABELS], P = s_log2p(p < 1 ? 1 : p), rc;
+  s_keys ks = {0};
+  *out = NULL;
+  *n = 0;
+  if (P > S_MAX_LOG2P || e->nlabels > TK_MAX_LABELS)
+    return tr_seterr(err, TR_EINVAL, "%d pieces over %d labels: at most %d pieces, %d labels", p,
+                     e->nlabels, 1 << S_MAX_LOG2P, TK_MAX_LABELS);
+  if (tl_decomp_count(e, 1 << P) > S_MAX_VECTORS)
+    return tr_seterr(err, TR_EINVAL, "more than %d partition vectors for %d pieces", S_MAX_VECTORS,
+                     1 << P);
+  if ((rc = s_enum(0, e->nlabels, s_caps(e, P, cap), cap, 0, &ks)))
+    return tr_seterr(err, rc, "out of memory enumerating partition vectors");
+  int *v = malloc(sizeof *v * (size_t)(ks.n * (e->nlabels ? e->nlabels : 1) + 1));
+  if (!v) {
+    free(ks.k);
+    return tr_seterr(err, TR_ENOMEM, "out of memory enumerating partition vectors");
+  }
+  for (int i = 0; i < ks.n; i++)
+    for (int l = 0; l < e->nlabels; l++) v[i * e->nlabels + l] = 1 << s_get(ks.k[i], l);
+  *out = v;
+  *n = ks.n;
+  free(ks.k);
+  return TR_OK;
+}
+
 /* ---- The dynamic program -------------------------------------------------- */
 
 /* One table entry: the least cost with this output partitioning. */

@@ -5,21 +5,22 @@
 **   1. the order in which a product of three or more operands inside one
 **      aggregation is contracted pairwise (exact DP over operand subsets,
 **      opt_einsum's 'optimal'/'dp'; greedy beyond a few operands);
-**   2. the partitioning of every EinSum of a graph over p = sites x
+**   2. partition vectors of every EinSum of a graph over p = sites x
 **      threads pieces of work (EinDecomp, Bourgeois et al., sections 6-8);
 **   3. the chunk format of every tensor and the transformation on every
 **      edge (Luo's matrix format exploration, chapters 4-7, generalised
-**      from matrices to tensors);
+**      from matrices to tensors), candidates drawn from 2's vectors;
 **   4. the cost in seconds that 3 compares by: a weighted sum of compute,
-**      network, tasks and bytes written, with weights fitted by least
-**      squares from probe runs (the same thesis, chapter 10).
+**      network, tasks, bytes written and round trips, with weights fitted
+**      by least squares from probe runs (the same thesis, chapter 10).
 **
-** A pure module: it takes its own descriptions of EinSums and graphs
+** A pure library: it takes its own descriptions of EinSums and graphs
 ** (label ids, label sizes, operand label lists), never the engine's plans,
-** so the engine can build them from whatever form its nodes have.  Calls
-** keep no state, print nothing, and allocate only what they return (freed
-** by the matching _destroy) and scratch they free.  Status: TR_OK or a
-** negative TR_E* code with a message in err (util/util.h).
+** so the compiler (1) and the optimizer (2-4) build them from whatever
+** form their nodes have; it sits below both.  Calls keep no state, print
+** nothing, and allocate only what they return (freed by the matching
+** _destroy or free) and scratch they free.  Status: TR_OK or a negative
+** TR_E* code with a message in err (util/util.h).
 **
 ** Contract for callers:
 **  - labels of an EinSum are numbered 0 .. nlabels-1, each with one size;
@@ -115,7 +116,7 @@ int tl_order_fits(const tl_order *o, const tl_order_opts *opts);
 /*
 ** A graph of EinSums.  Sources (nin == 0) are the inputs; EinDecomp
 ** treats them as free to partition any way (the paper: inputs are
-** pre-partitioned offline), the format search as stored in `fmt`.
+** pre-partitioned offline), the format search as stored in `chunk`.
 */
 typedef enum tl_kernel {
   TL_K_GEMM,     /* SUM of a product of two operands: the BLAS path */
@@ -123,30 +124,18 @@ typedef enum tl_kernel {
   TL_K_ELEMWISE  /* no aggregated label: a map */
 } tl_kernel;
 
-/*
-** A chunk format (the thesis's physical matrix implementation), for a
-** tensor of any rank.  Every kind is a chunk extent per dimension, k[d],
-** where 0 (or more than the extent) means the whole dimension:
-**   SINGLE: one chunk (all k[d] ignored);
-**   STRIP:  strips of width k[0] across dimension `axis` (axis 0 of a
-**           matrix: row strips; axis 1: column strips), whole elsewhere;
-**   TILE:   chunks of k[0] x k[1] x ... (a matrix's tile k1 x k2).
-** Two formats that give a tensor the same chunk shape are one physical
-** implementation of it.
-*/
-typedef enum tl_fkind { TL_F_SINGLE, TL_F_STRIP, TL_F_TILE } tl_fkind;
-
-typedef struct tl_format {
-  tl_fkind kind;          /* see above */
-  int axis;               /* STRIP: the dimension cut */
-  int64_t k[TR_MAX_RANK]; /* STRIP: k[0] the width; TILE: extent per dim */
-} tl_format;
-
 typedef struct tl_vertex {
-  tl_einsum e;              /* the EinSum; nin == 0: a source tensor */
-  int src[TL_MAX_OPERANDS]; /* vertex producing each operand */
-  tl_kernel kernel;         /* its join kernel, for the compute cost */
-  tl_format fmt;            /* sources: the format it is stored in */
+  tl_einsum e;                  /* the EinSum; nin == 0: a source tensor */
+  int src[TL_MAX_OPERANDS];     /* vertex producing each operand */
+  tl_kernel kernel;             /* its join kernel, for the compute cost */
+  int64_t chunk[TR_MAX_RANK];   /* sources: the chunk shape it is stored in;
+                                   others: all 0 (the search chooses), or the
+                                   chunk shape its result must have (a
+                                   tensor whose chunks the user declared) */
+  int64_t ext0[TL_MAX_LABELS];  /* non-sources: a chunking of its labels to
+                                   consider besides EinDecomp's vectors (the
+                                   one the statement's storage implies); all
+                                   0: none */
 } tl_vertex;
 
 typedef struct tl_graph {
@@ -196,18 +185,27 @@ double tl_decomp_repart(int rank, const int64_t *shape, const int *from, const i
 double tl_decomp_cost(const tl_graph *g, const tl_dpart *d);
 /* Partition vectors of e with p pieces of work (section 8.1's count). */
 int64_t tl_decomp_count(const tl_einsum *e, int p);
+/* Section 8.1's enumeration: every partition vector of e whose entries
+** multiply to p (a power of two; entries within their labels' sizes, the
+** largest product they allow when that is less than p), label by label
+** in e's label order.  *out (caller frees) gets *n vectors of e->nlabels
+** entries each.  TR_EINVAL beyond 2^20 vectors. */
+int tl_decomp_vectors(const tl_einsum *e, int p, int **out, int *n, tr_err *err);
 
 /* ---- 4. Cost in seconds (thesis chapter 10) ---------------------------- */
 
-/* What an operation does on the busiest site: the components of the
+/* What an operation does on its busiest site: the components of the
 ** thesis's cost, with compute split by kernel kind. */
 enum {
   TL_C_GEMM,     /* gemm flops per core */
   TL_C_CONTRACT, /* flops of other joins with an aggregation, per core */
-  TL_C_ELEMWISE, /* flops of maps, combines and copies, per core */
-  TL_C_NET,      /* floats received over the network */
-  TL_C_TASKS,    /* tasks run (one kernel call on one chunk tuple each) */
-  TL_C_WRITE,    /* bytes written (intermediates and outputs) */
+  TL_C_ELEMWISE, /* elements of maps, combines and re-chunking copies, per core */
+  TL_C_NET,      /* floats sent and received over the network */
+  TL_C_TASKS,    /* kernel calls (one chunk tuple each), and chunks of an
+                    output stored durably (one sync each) */
+  TL_C_WRITE,    /* bytes written (intermediates, outputs, replicas) */
+  TL_C_PHASES,   /* round trips to the workers: sending operands, the join
+                    tasks, combining partials, committing an output */
   TL_NCOST
 };
 
@@ -217,27 +215,39 @@ typedef struct tl_cost {
 
 typedef struct tl_weights {
   double w[TL_NCOST]; /* seconds per unit of each component */
+  int fitted;         /* 1: fitted from probe runs on this cluster (CALIBRATE) */
 } tl_weights;
 
 /* Weights for a cluster nobody has calibrated (see cost.c for why these). */
 void tl_weights_default(tl_weights *w);
 /* Predicted seconds: w . c. */
 double tl_seconds(const tl_weights *w, const tl_cost *c);
-/* Name of component k ("gemm", "net", ...). */
+/* Name of component k ("gemm", "net", ...), and the component of a name
+** (-1 if none). */
 const char *tl_cost_name(int k);
+int tl_cost_index(const char *name);
+/* Weights as text ("gemm=2e-11 contract=..."), and back: TR_EINVAL naming
+** what is wrong (an unknown or missing component, a negative weight); *w
+** is unchanged then. */
+void tl_weights_text(const tl_weights *w, char *buf, size_t n);
+int tl_weights_parse(const char *text, tl_weights *w, tr_err *err);
 
 /* Least-squares weights from n measured runs: c[i] what run i did,
-** seconds[i] how long it took.  TR_EINVAL, naming the component, when the
-** runs do not determine a weight (no run exercises it, or it moves in
-** step with others) or the fit makes one negative. */
+** seconds[i] how long it took.  Each run's equation is divided by its
+** time, so the fit minimises relative errors: a 10 ms statement counts
+** as much as a 10 s one.  Weights are kept non-negative (Lawson-Hanson
+** active set): a component whose unconstrained weight would be negative
+** gets 0.  TR_EINVAL, naming the component, when the runs do not
+** determine a weight (no run exercises it, or it moves in step with
+** others); *w is unchanged then. */
 int tl_weights_fit(int n, const tl_cost *c, const double *seconds, tl_weights *w, tr_err *err);
 
-/* A probe run for calibration: statements in tradb's language.  The engine
-** runs `setup` in a scratch database (probes reuse tensor names), then
-** times `run` (EXPLAIN ANALYZE gives its floats moved and tasks per site),
-** fills a tl_cost with the busiest site's amounts from its plan and
-** measurements, and calls tl_weights_fit on all of them.  Each probe
-** mostly exercises the component `varies`; together they determine every
+/* A probe run for calibration: statements in tradb's language, on
+** tensors named _cal_* (the engine refuses to calibrate while a tensor
+** of such a name exists).  The engine runs `setup`, then times `run`
+** several times, takes the components of the plan it ran, and fits the
+** weights to all of them with tl_weights_fit.  Each probe mostly
+** exercises the component `varies`; together they determine every
 ** weight. */
 typedef struct tl_probe {
   const char *name;  /* short name, e.g. "gemm-1024" */
@@ -251,31 +261,35 @@ const tl_probe *tl_probes(int *n);
 
 /* ---- 3. Chunk formats (thesis chapters 4-7) ---------------------------- */
 
-/* The chunk shape format f gives a tensor of this rank and shape; TR_EINVAL
-** if f does not apply (a strip across a dimension the tensor lacks). */
-int tl_format_chunk(const tl_format *f, int rank, const int64_t *shape, int64_t *chunk,
-                    tr_err *err);
-
-/* The problem: the graph, the formats a non-source tensor may take (the
-** thesis's P), and what makes a format feasible and costs it. */
+/*
+** A format is a chunk shape: the thesis's single tuple (one chunk), row or
+** column strips (one dimension cut) and tiles (both cut), for tensors of
+** any rank.  Every non-source vertex's candidates come from EinDecomp
+** partition vectors over its labels: each vector d with prod(d) = 1, 2,
+** 4, .. p (p = sites x threads) gives a chunking of the labels, ext[l] =
+** ceil(size[l] / d[l]), hence a chunk shape for the output and one for
+** every operand.  A chunking is feasible when every chunk it makes fits
+** the per-chunk byte limit (the thesis's p.f(m): a single tuple cannot
+** hold a 40 GB matrix); when none with up to p pieces is, vectors with
+** more pieces are added until one is.
+*/
 typedef struct tl_fproblem {
-  const tl_graph *g;   /* vertices; sources carry their stored format */
-  int nf;              /* candidate formats */
-  const tl_format *f;  /* them */
-  int64_t chunk_limit; /* bytes one chunk may hold: a format whose chunk is
-                          larger is infeasible for that tensor */
+  const tl_graph *g;   /* vertices; sources carry their stored chunk shape */
+  int p;               /* pieces of work: sites x threads */
+  int64_t chunk_limit; /* bytes one chunk may hold */
   tr_dtype dtype;      /* element type of every tensor */
   int sites;           /* workers */
   int threads;         /* kernel threads per worker */
   tl_weights w;        /* seconds per unit of each cost component */
+  /* The costs the search compares, in seconds: the caller's (ctx passed
+  ** back), or tl_vertex_cost and tl_transform_cost when NULL.  vertex:
+  ** v run on label extents ext with its operands already in the chunk
+  ** shapes ext gives them; edge: u's tensor taken from chunk shape `from`
+  ** to `to` (never called with equal shapes: identity costs nothing). */
+  double (*vertex_cost)(void *ctx, int v, const int64_t *ext);
+  double (*edge_cost)(void *ctx, int u, const int64_t *from, const int64_t *to);
+  void *ctx;
 } tl_fproblem;
-
-/* How an EinSum runs on its (transformed) inputs: the thesis's atomic
-** computation implementations, for tradb's joins. */
-enum {
-  TL_IMPL_HASH = -1 /* every operand shuffled on the join labels; impl j >= 0:
-                       operand j stays where it is, the others are broadcast */
-};
 
 /* What an edge does to its tensor: the thesis's transformations. */
 typedef enum tl_tkind {
@@ -284,15 +298,13 @@ typedef enum tl_tkind {
   TL_T_REPART    /* new chunks gather pieces of several old ones: shipped */
 } tl_tkind;
 
+/* The kind of transformation from one chunk shape to another. */
+tl_tkind tl_transform_kind(int rank, const int64_t *shape, const int64_t *from, const int64_t *to);
+
 /* The annotation of one vertex. */
 typedef struct tl_fchoice {
-  int impl;                   /* TL_IMPL_HASH or the operand that stays */
-  int fmt;                    /* its output format: index into P (the first
-                                 giving that chunk shape); -1 for a source */
+  int64_t ext[TL_MAX_LABELS]; /* chunk extent of each label (non-sources) */
   int64_t chunk[TR_MAX_RANK]; /* its output chunk shape */
-  int in_fmt[TL_MAX_OPERANDS];/* format each operand is transformed to:
-                                 index into P, or -1 for the producer's own
-                                 (a source's stored format) */
   int tf[TL_MAX_OPERANDS];    /* tl_tkind of each operand's edge */
   double seconds;             /* the vertex plus its operand edges */
 } tl_fchoice;
@@ -301,34 +313,44 @@ typedef struct tl_fplan {
   int n;            /* vertices */
   tl_fchoice *v;    /* per vertex */
   double seconds;   /* the whole graph */
-  int dag;          /* 1: the frontier DP ran */
-  int max_class;    /* largest equivalence class it kept (DAG) */
+  int dag;          /* 1: a DAG search ran (frontier, or by paths) */
+  int linearised;   /* 1: a frontier table grew too large, and the DAG was
+                       searched path by path instead (EinDecomp 8.4) */
+  int max_class;    /* largest equivalence class the frontier DP kept */
+  int candidates;   /* chunkings considered, over all vertices */
 } tl_fplan;
 
 /* Which DP: the tree DP needs every vertex to have at most one consumer
-** (TR_EINVAL otherwise); AUTO takes it when it applies, else the DAG DP. */
-typedef enum tl_fmode { TL_FMODE_AUTO, TL_FMODE_TREE, TL_FMODE_DAG } tl_fmode;
+** (TR_EINVAL otherwise); AUTO takes it when it applies, else the frontier
+** DP, and if one of its equivalence classes would need too large a table,
+** the DP along paths. */
+typedef enum tl_fmode { TL_FMODE_AUTO, TL_FMODE_TREE, TL_FMODE_DAG, TL_FMODE_PATHS } tl_fmode;
 
-/* The cheapest type-correct annotation of pb->g: sources as stored, sinks
-** free.  TR_ESHAPE if none exists (some tensor has no feasible format);
-** TR_ENOMEM also when an equivalence class would need too large a table.
-** Caller frees *out with tl_fplan_destroy. */
+/* The cheapest feasible annotation of pb->g: sources as stored, sinks as
+** required (or free).  TR_ESHAPE if none exists; TR_ENOMEM also when the
+** frontier DP (mode DAG) would need too large a table.  Caller frees
+** *out with tl_fplan_destroy. */
 int tl_formats(const tl_fproblem *pb, tl_fmode mode, tl_fplan **out, tr_err *err);
 void tl_fplan_destroy(tl_fplan **p);
 
-/* Seconds of a full annotation: ch[v].impl and ch[v].in_fmt of every
-** non-source vertex (the rest is derived); INFINITY when it is not
-** type-correct.  Also fills the derived fields of ch (fmt, chunk, tf,
-** seconds).  The plan tl_formats returns costs the same. */
+/* The candidate chunkings of non-source vertex v, as the search takes
+** them: ext (caller frees) gets *n label-extent vectors of TL_MAX_LABELS
+** entries.  TR_ESHAPE if none is feasible. */
+int tl_chunkings(const tl_fproblem *pb, int v, int64_t (**ext)[TL_MAX_LABELS], int *n,
+                 tr_err *err);
+
+/* Seconds of a full annotation: ch[v].ext of every non-source vertex (the
+** rest is derived and filled in: chunk, tf, seconds); INFINITY when a
+** chunking is not feasible or a required output shape is not met.  The
+** plan tl_formats returns costs the same. */
 double tl_formats_cost(const tl_fproblem *pb, tl_fchoice *ch);
 
-/* What a vertex costs under one implementation with operand chunk shapes
-** in_chunk[j] (TR_ESHAPE unless co-partitioned), and what an edge's
-** transformation costs (TR_EINVAL if that kind does not apply to the two
-** chunk shapes), as cost components: the pieces tl_formats weighs, exposed
-** for EXPLAIN and calibration. */
-int tl_impl_cost(const tl_fproblem *pb, int v, int impl, const int64_t (*in_chunk)[TR_MAX_RANK],
-                 tl_cost *c, tr_err *err);
+/* The built-in costs, as components: vertex v on label extents ext, its
+** operands already so chunked, the cheaper of hashing every operand on
+** the join labels and keeping one in place while the others are
+** broadcast; an edge's transformation (TR_EINVAL if that kind does not
+** apply to the two chunk shapes). */
+void tl_vertex_cost(const tl_fproblem *pb, int v, const int64_t *ext, tl_cost *c);
 int tl_transform_cost(const tl_fproblem *pb, int rank, const int64_t *shape, const int64_t *from,
                       const int64_t *to, tl_tkind kind, tl_cost *c);
 

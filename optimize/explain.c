@@ -5,6 +5,7 @@
 #include "config.h"
 #include "optimize/optimize_int.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,10 +95,43 @@ static int s_ia_ops(const ta_plan *p, int k, const to_opt *o, s_iaop *ops) {
 
 static const char *s_kindname(const s_iaop *q) { return q->op ? q->op : "scan"; }
 
+/* " (gemm 0.1 s, net 0.02 s, ..)": a cost's seconds by component. */
+static void s_components(tr_text *b, const tl_weights *w, const tl_cost *c) {
+  int first = 1;
+  for (int k = 0; k < TL_NCOST; k++) {
+    double t = w->w[k] * c->c[k];
+    if (!(t > 0)) continue;
+    tr_text_put(b, "%s%s %.3g s", first ? " (" : ", ", tl_cost_name(k), t);
+    first = 0;
+  }
+  if (!first) tr_text_put(b, ")");
+}
+
+/* The layout line: what the chunking search did. */
+static void s_layout_text(tr_text *b, const to_opt *o) {
+  const to_layout_info *l = &o->layout;
+  if (!l->ran) {
+    tr_text_put(b, "Layout: declared (each node in the chunking its stored operands have)\n");
+    return;
+  }
+  tr_text_put(b, "Layout: auto, chunkings chosen by the %s over %d candidates for %d pieces of work "
+                 "(%.2f ms): ",
+              !l->dag ? "tree DP" : l->linearised ? "DP along paths" : "frontier DP", l->candidates,
+              l->pieces, l->ms);
+  if (isnan(l->auto_s))
+    tr_text_put(b, "none runs; the declared chunking does (predicted %.3g s)\n", l->declared_s);
+  else if (isnan(l->declared_s))
+    tr_text_put(b, "predicted %.3g s; the declared chunking cannot run\n", l->auto_s);
+  else
+    tr_text_put(b, "predicted %.3g s, the declared chunking %.3g s: the %s runs\n", l->auto_s,
+                l->declared_s, l->used ? "chosen chunking" : "declared chunking");
+}
+
 char *to_opt_text(const ta_plan *p, const to_opt *o, const char *tra) {
   tr_text b = {0};
   s_iaop ops[64];
   if (tra) tr_text_put(&b, "%s", tra);
+  s_layout_text(&b, o);
   tr_text_put(&b, "IA plan on %d sites: %s\n", o->m, o->alt[o->chosen].name);
   for (int k = 0; k < p->nnodes; k++) {
     int no = s_ia_ops(p, k, o, ops);
@@ -112,14 +146,17 @@ char *to_opt_text(const ta_plan *p, const to_opt *o, const char *tra) {
     }
     tr_text_put(&b, "  %*sIA expression: %s\n", 2, "", o->choice[k].ia);
     if (o->choice[k].rules[0]) tr_text_put(&b, "  %*srules: %s\n", 2, "", o->choice[k].rules);
+    tr_text_put(&b, "  %*spredicted %.3g s on its busiest site", 2, "", o->node_s[k]);
+    s_components(&b, &o->w, &o->node_cost[k]);
+    tr_text_put(&b, "\n");
   }
   if (o->repl_floats) tr_text_put(&b, "  replication of the output: %lld floats\n", (long long)o->repl_floats);
-  tr_text_put(&b, "Predicted transfer: %lld floats (work imbalance: %.0f float-equivalents)\n", (long long)o->total,
-        o->imbalance);
-  tr_text_put(&b, "Alternatives (%d distinct of %d IA plans reached, %.2f ms), by cost = floats moved + imbalance:\n",
+  tr_text_put(&b, "Predicted: %.3g s (weights %s), transfer %lld floats\n", o->seconds,
+              o->w.fitted ? "fitted by CALIBRATE" : "uncalibrated defaults", (long long)o->total);
+  tr_text_put(&b, "Alternatives (%d distinct of %d IA plans reached, %.2f ms), by predicted seconds:\n",
         o->nalt, o->ntrees, o->ms);
   for (int i = 0; i < o->nalt; i++)
-    tr_text_put(&b, "  %14lld floats  cost %14.0f  %s%s\n", (long long)o->alt[i].floats, o->alt[i].cost,
+    tr_text_put(&b, "  %14lld floats  %9.3g s  %s%s\n", (long long)o->alt[i].floats, o->alt[i].cost,
           o->alt[i].name, i == o->chosen ? "  <- chosen" : "");
   return tr_text_done(&b);
 }
@@ -133,16 +170,35 @@ char *to_opt_json(const ta_plan *p, const to_opt *o, const char *tra) {
     tr_text_json(&b, tra);
     tr_text_put(&b, "\", ");
   }
-  tr_text_put(&b, "\"predicted_transfer_floats\": %lld, \"chosen\": {\"name\": \"", (long long)o->total);
+  tr_text_put(&b, "\"predicted_s\": %.6g, \"weights\": {\"fitted\": %s", o->seconds,
+              o->w.fitted ? "true" : "false");
+  for (int c = 0; c < TL_NCOST; c++) tr_text_put(&b, ", \"%s\": %.6g", tl_cost_name(c), o->w.w[c]);
+  tr_text_put(&b, "}, \"layout\": {\"mode\": \"%s\"", o->layout.ran ? "auto" : "declared");
+  if (o->layout.ran)
+    tr_text_put(&b, ", \"chosen_chunking_runs\": %s, \"search\": \"%s\", \"candidates\": %d, "
+                    "\"pieces\": %d, \"max_class\": %d, \"search_ms\": %.3f",
+                o->layout.used ? "true" : "false",
+                !o->layout.dag ? "tree" : o->layout.linearised ? "paths" : "frontier",
+                o->layout.candidates, o->layout.pieces, o->layout.max_class, o->layout.ms);
+  if (o->layout.ran && !isnan(o->layout.auto_s)) tr_text_put(&b, ", \"chosen_s\": %.6g", o->layout.auto_s);
+  if (o->layout.ran && !isnan(o->layout.declared_s))
+    tr_text_put(&b, ", \"declared_s\": %.6g", o->layout.declared_s);
+  tr_text_put(&b, "}, \"predicted_transfer_floats\": %lld, \"chosen\": {\"name\": \"", (long long)o->total);
   tr_text_json(&b, o->alt[o->chosen].name);
-  tr_text_put(&b, "\", \"predicted_transfer_floats\": %lld, \"replication_floats\": %lld, \"nodes\": [",
-        (long long)o->total, (long long)o->repl_floats);
+  tr_text_put(&b, "\", \"predicted_s\": %.6g, \"predicted_transfer_floats\": %lld, \"replication_floats\": %lld, \"nodes\": [",
+        o->seconds, (long long)o->total, (long long)o->repl_floats);
   for (int k = 0; k < p->nnodes; k++) {
     tr_text_put(&b, "%s{\"output\": \"", k ? ", " : "");
     tr_text_json(&b, p->rels[p->nodes[k].out].meta.name);
     tr_text_put(&b, "\", \"name\": \"");
     tr_text_json(&b, o->choice[k].name);
-    tr_text_put(&b, "\", \"predicted_transfer_floats\": %lld, \"ia_expression\": \"", (long long)o->node_floats[k]);
+    tr_text_put(&b, "\", \"chunk\": [");
+    for (int l = 0; l < p->nodes[k].nlabels; l++)
+      tr_text_put(&b, "%s%lld", l ? ", " : "", (long long)p->nodes[k].chunk[l]);
+    tr_text_put(&b, "], \"predicted_s\": %.6g, \"cost\": {", o->node_s[k]);
+    for (int c = 0; c < TL_NCOST; c++)
+      tr_text_put(&b, "%s\"%s\": %.6g", c ? ", " : "", tl_cost_name(c), o->node_cost[k].c[c]);
+    tr_text_put(&b, "}, \"predicted_transfer_floats\": %lld, \"ia_expression\": \"", (long long)o->node_floats[k]);
     tr_text_json(&b, o->choice[k].ia);
     tr_text_put(&b, "\", \"rules\": \"");
     tr_text_json(&b, o->choice[k].rules);
@@ -168,7 +224,7 @@ char *to_opt_json(const ta_plan *p, const to_opt *o, const char *tra) {
   for (int i = 0; i < o->nalt; i++) {
     tr_text_put(&b, "%s{\"name\": \"", i ? ", " : "");
     tr_text_json(&b, o->alt[i].name);
-    tr_text_put(&b, "\", \"predicted_transfer_floats\": %lld, \"cost\": %.0f, \"chosen\": %s}",
+    tr_text_put(&b, "\", \"predicted_transfer_floats\": %lld, \"predicted_s\": %.6g, \"chosen\": %s}",
           (long long)o->alt[i].floats, o->alt[i].cost, i == o->chosen ? "true" : "false");
   }
   tr_text_put(&b, "], \"ia_plans_reached\": %d, \"optimize_ms\": %.3f, \"rules_fired\": {", o->ntrees, o->ms);
@@ -183,7 +239,7 @@ char *to_opt_dot(const ta_plan *p, const to_opt *o) {
   tr_text_put(&b, "digraph plan {\n  rankdir=BT;\n  node [shape=box, fontname=\"monospace\"];\n");
   tr_text_put(&b, "  label=\"");
   tr_text_json(&b, o->alt[o->chosen].name);
-  tr_text_put(&b, ": %lld floats on %d sites\";\n", (long long)o->total, o->m);
+  tr_text_put(&b, ": %lld floats, %.3g s on %d sites\";\n", (long long)o->total, o->seconds, o->m);
   for (int k = 0; k < p->nnodes; k++) {
     int no = s_ia_ops(p, k, o, ops);
     int parent[64];

@@ -1,7 +1,9 @@
 /*
 ** optimize/moves.c - the exact moves of a node under a choice: where
 ** each join tuple runs, which chunks must reach which site, the partials
-** shuffled, and the floats all of it moves (the cost).
+** shuffled, and the floats all of it moves; and from the same walk, what
+** every site does (the components of the cost in seconds, layout/'s
+** tl_cost): the node takes as long as its busiest site.
 */
 #include "config.h"
 #include "optimize/optimize_int.h"
@@ -43,11 +45,14 @@ typedef struct s_mc {
   const ta_plan *p;                /* plan */
   const ta_node *n;                /* the node */
   const to_choice *c;              /* the choice */
+  const to_env *env;               /* sites, replication, threads, weights */
   int m;                           /* sites */
   to_placed *pl;                   /* placement of every relation */
   to_moves *mv;                    /* the moves being computed */
   uint8_t *touched[TK_MAX_INPUTS]; /* per operand chunk: a tuple reads it */
-  double work[TO_MAX_SITES];       /* multiply-adds per site */
+  unsigned rechunk;                /* operands stored in another chunking */
+  tl_cost site[TO_MAX_SITES];      /* what each site does (not yet per core) */
+  double outs[TO_MAX_SITES];       /* output chunks each site computes */
   tr_err *err;                     /* where failures go */
 } s_mc;
 
@@ -77,11 +82,37 @@ static int s_tuple_site(s_mc *M, const int64_t *lkey) {
 static int s_tuple(s_mc *M, const int64_t *lkey, int s) {
   const ta_node *n = M->n;
   double wk = 1;
+  int64_t box[TK_MAX_LABELS];
   for (int l = 0; l < n->nlabels; l++) {
     int64_t rest = n->size[l] - lkey[l] * n->chunk[l];
-    wk *= (double)(n->chunk[l] < rest ? n->chunk[l] : rest);
+    box[l] = n->chunk[l] < rest ? n->chunk[l] : rest;
+    wk *= (double)box[l];
   }
-  M->work[s] += wk;
+  /* gemm: a multiply and an add per term; the other kernels evaluate the
+  ** join's scalar program per term (and fold it, for an aggregation) */
+  if (n->gemm) {
+    /* and each call reads its operand blocks and reads and writes its
+    ** output block: a gemm thin in any dimension is bound by that, not
+    ** by its flops */
+    double touched = 1;
+    for (int l = 0; l < n->nout; l++) touched *= (double)box[l];
+    for (int i = 0; i < n->ninputs; i++) {
+      double el = 1;
+      for (int d = 0; d < n->in[i].rank; d++) el *= (double)box[n->in[i].label[d]];
+      touched += el;
+    }
+    M->site[s].c[TL_C_GEMM] += 2 * wk;
+    M->site[s].c[TL_C_ELEMWISE] += touched;
+  } else if (n->agg != TK_AGG_NONE) M->site[s].c[TL_C_CONTRACT] += wk * (n->prog.n + 1);
+  else M->site[s].c[TL_C_ELEMWISE] += wk * n->prog.n;
+  M->site[s].c[TL_C_TASKS] += 1;
+  for (int i = 0; i < n->ninputs; i++) {
+    if (M->rechunk >> i & 1u) { /* its box is cut from the stored chunks: a copy */
+      double el = 1;
+      for (int d = 0; d < n->in[i].rank; d++) el *= (double)box[n->in[i].label[d]];
+      M->site[s].c[TL_C_ELEMWISE] += el;
+    }
+  }
   for (int i = 0; i < n->ninputs; i++) {
     const ta_operand *o = &n->in[i];
     const tr_tensor *it = &M->p->rels[o->rel].meta;
@@ -138,26 +169,28 @@ static int s_tuples(s_mc *M) {
   return TR_OK;
 }
 
-/* Work balance, broadcasts (every chunk the join reads, all of them if
-** the filter runs after the move, to every site), and the floats each
-** operand moves to sites that do not hold its chunks. */
+/* Broadcasts (every chunk the join reads, all of them if the filter runs
+** after the move, to every site), and the floats each operand moves to
+** sites that do not hold its chunks, sent by the holder reads come from. */
 static void s_input_floats(s_mc *M) {
   const ta_node *n = M->n;
   to_moves *mv = M->mv;
   uint64_t all = M->m >= 64 ? ~0ull : (1ull << M->m) - 1;
-  for (int u = 0; u < M->m; u++) {
-    mv->work_total += M->work[u];
-    if (M->work[u] > mv->work_max) mv->work_max = M->work[u];
-  }
   for (int i = 0; i < n->ninputs; i++) {
     const ta_operand *o = &n->in[i];
     const tr_tensor *it = &M->p->rels[o->rel].meta;
     const to_placed *pi = &M->pl[o->rel];
     for (int64_t l = 0; M->c->mv[i] == TO_MV_BCAST && l < pi->n; l++)
       if (M->touched[i][l] || M->c->late[i]) mv->need[i][l] = all;
-    for (int64_t l = 0; l < pi->n; l++)
-      if (mv->need[i][l] & ~pi->has[l])
-        mv->in_floats[i] += oi_pop(mv->need[i][l] & ~pi->has[l]) * s_chunk_floats(it, l);
+    for (int64_t l = 0; l < pi->n; l++) {
+      uint64_t to = mv->need[i][l] & ~pi->has[l];
+      if (!to) continue;
+      int64_t fl = s_chunk_floats(it, l);
+      mv->in_floats[i] += oi_pop(to) * fl;
+      for (int u = 0; u < M->m; u++)
+        if (to >> u & 1) M->site[u].c[TL_C_NET] += (double)fl;
+      if (pi->prim[l] >= 0) M->site[pi->prim[l]].c[TL_C_NET] += (double)(oi_pop(to) * fl);
+    }
     mv->total += mv->in_floats[i];
   }
 }
@@ -175,7 +208,19 @@ static int s_owners(s_mc *M) {
       tr_key_from_linear(om, lin, okey);
       for (int l = 0; l < n->nout; l++) lkey[l] = okey[l];
       own = to_hash_site(n, M->c->agg_part, lkey, M->m);
-      mv->partial_floats += oi_pop(mv->osites[lin] & ~(1ull << own)) * s_chunk_floats(om, lin);
+      int64_t fl = s_chunk_floats(om, lin);
+      uint64_t from = mv->osites[lin] & ~(1ull << own);
+      mv->partial_floats += oi_pop(from) * fl;
+      /* each site writes its partial; the owner receives the others and
+      ** combines them all in one more kernel call */
+      for (int u = 0; u < M->m; u++)
+        if (mv->osites[lin] >> u & 1) {
+          M->site[u].c[TL_C_WRITE] += (double)fl;
+          if (from >> u & 1) M->site[u].c[TL_C_NET] += (double)fl;
+        }
+      M->site[own].c[TL_C_NET] += (double)(oi_pop(from) * fl);
+      M->site[own].c[TL_C_ELEMWISE] += (double)(oi_pop(mv->osites[lin]) * fl);
+      M->site[own].c[TL_C_TASKS] += 1;
     } else {
       if (oi_pop(mv->osites[lin]) != 1)
         return tr_seterr(M->err, TR_EINVAL, "output chunk %lld would be computed on %d sites",
@@ -183,9 +228,62 @@ static int s_owners(s_mc *M) {
       own = __builtin_ctzll(mv->osites[lin]);
     }
     mv->owner[lin] = (int8_t)own;
+    M->outs[own] += 1;
   }
   mv->total += mv->partial_floats;
   return TR_OK;
+}
+
+/* The output written where it is made and at its replicas (bytes; and
+** for a statement's output, each chunk synced at the commit as a task),
+** then
+** the busiest site: its components per core, and the node's round trips
+** (its operand moves, its tasks, the partials' shuffle and combine, the
+** commit of an output).  Elements count once per instruction of the
+** program evaluated on them. */
+static void s_seconds(s_mc *M) {
+  const ta_node *n = M->n;
+  const tr_tensor *om = &M->p->rels[n->out].meta;
+  to_moves *mv = M->mv;
+  int out = M->p->rels[n->out].kind == TA_REL_OUTPUT, r = out ? M->env->repl : 1;
+  double esz = (double)tr_dtype_size(om->dtype), thr = M->env->threads > 0 ? M->env->threads : 1;
+  if (r > M->m) r = M->m;
+  for (int64_t lin = 0; lin < tr_nchunks(om); lin++) {
+    double fl = (double)s_chunk_floats(om, lin);
+    M->site[mv->owner[lin]].c[TL_C_ELEMWISE] += fl * n->post.n; /* the fused transform */
+    for (int j = 0; j < r; j++) {
+      int u = (mv->owner[lin] + j) % M->m;
+      M->site[u].c[TL_C_WRITE] += fl;
+      if (out) M->site[u].c[TL_C_TASKS] += 1; /* a chunk stored durably: a sync */
+      if (j) M->site[u].c[TL_C_NET] += fl, M->site[mv->owner[lin]].c[TL_C_NET] += fl;
+    }
+  }
+  double best = -1, all[TL_NCOST] = {0};
+  for (int u = 0; u < M->m; u++) {
+    tl_cost *c = &M->site[u];
+    for (int k = TL_C_GEMM; k <= TL_C_ELEMWISE; k++) all[k] += c->c[k];
+    /* gemm runs on all the site's threads (BLAS threads when it has fewer
+    ** chunks than threads); the other loops one output chunk per thread */
+    double width = M->outs[u] < thr ? (M->outs[u] < 1 ? 1 : M->outs[u]) : thr;
+    c->c[TL_C_GEMM] /= thr;
+    c->c[TL_C_CONTRACT] /= width;
+    c->c[TL_C_ELEMWISE] /= width;
+    c->c[TL_C_WRITE] *= esz;
+    double t = tl_seconds(&M->env->w, c);
+    if (t > best) {
+      best = t;
+      mv->busiest = u;
+      mv->cost = *c;
+    }
+  }
+  /* sites sharing fewer cores than they have threads run at the pace
+  ** the cores allow: no faster than the whole work over all cores */
+  for (int k = TL_C_GEMM; k <= TL_C_ELEMWISE && M->env->cores > 0; k++)
+    if (all[k] / M->env->cores > mv->cost.c[k]) mv->cost.c[k] = all[k] / M->env->cores;
+  int moved = 0;
+  for (int i = 0; i < n->ninputs; i++) moved |= mv->in_floats[i] > 0;
+  mv->cost.c[TL_C_PHASES] = 1 + moved + 2 * M->c->twophase + out;
+  mv->seconds = tl_seconds(&M->env->w, &mv->cost);
 }
 
 /* The placement the node leaves: copies sent stay for the rest of the run
@@ -212,13 +310,26 @@ static int s_leave(s_mc *M, int repl) {
   return TR_OK;
 }
 
-int to_moves_compute(const ta_plan *p, int k, const to_choice *c, int m, int repl, to_placed *pl,
-                     to_moves *mv, int out_pl, tr_err *err) {
+int to_moves_compute(const ta_plan *p, int k, const to_choice *c, const to_env *env,
+                     to_placed *pl, to_moves *mv, int out_pl, tr_err *err) {
   const ta_node *n = &p->nodes[k];
   int64_t nout = tr_nchunks(&p->rels[n->out].meta);
-  s_mc M = {p, n, c, m, pl, mv, {0}, {0}, err};
+  int m = env->m;
   int rc = TR_OK;
+  s_mc M;
+  memset(&M, 0, sizeof M);
   memset(mv, 0, sizeof *mv);
+  M.p = p;
+  M.n = n;
+  M.c = c;
+  M.env = env;
+  M.m = m;
+  M.pl = pl;
+  M.mv = mv;
+  M.err = err;
+  for (int i = 0; i < n->ninputs; i++)
+    for (int d = 0; d < n->in[i].rank; d++)
+      if (p->rels[n->in[i].rel].meta.chunk[d] != n->chunk[n->in[i].label[d]]) M.rechunk |= 1u << i;
   if (m < 1 || m > TO_MAX_SITES) return tr_seterr(err, TR_EINVAL, "cannot place on %d sites", m);
   mv->osites = calloc((size_t)nout + 1, sizeof *mv->osites);
   mv->owner = calloc((size_t)nout + 1, 1);
@@ -243,7 +354,8 @@ int to_moves_compute(const ta_plan *p, int k, const to_choice *c, int m, int rep
   if (!rc) rc = s_tuples(&M);
   if (!rc) s_input_floats(&M);
   if (!rc) rc = s_owners(&M);
-  if (!rc && out_pl) rc = s_leave(&M, repl);
+  if (!rc) s_seconds(&M);
+  if (!rc && out_pl) rc = s_leave(&M, env->repl);
   for (int i = 0; i < TK_MAX_INPUTS; i++) free(M.touched[i]);
   if (rc == TR_ENOMEM) tr_seterr(err, rc, "out of memory");
   if (rc) to_moves_free(mv);

@@ -1,7 +1,8 @@
 /*
-** optimize/optimize.h - the cost-based optimizer: IA plans by rewrite
-** rules, costed exactly in floats moved, the cheapest one run; and the
-** EXPLAIN of the result (text, JSON, Graphviz).
+** optimize/optimize.h - the cost-based optimizer: the layout of a plan
+** (which chunking each node computes in), IA plans by rewrite rules, each
+** costed exactly in floats moved and predicted in seconds, the cheapest
+** one run; and the EXPLAIN of the result (text, JSON, Graphviz).
 **
 ** Each node of a plan (TRA join + aggregation, see compile/compile.h) is first
 ** compiled to IA by the TRA paper's Table 1:
@@ -21,21 +22,35 @@
 ** rules reach it), and R2-7 with R2-4 gives the broadcast plans whose
 ** aggregation stays local.
 **
-** Cost (section 5.3): floats moved between sites, computed exactly.  A
-** tensor relation has no holes and unique keys, so every chunk's size is
-** known from the frontier; to_moves_compute walks the join tuples of the
-** node, puts each on its site, and counts every chunk sent to a site that
-** does not hold it (inputs costed from where the catalog says they are),
-** every partial result shuffled to its owner, and the output's replicas.
-** The executor runs exactly these moves (to_opt.moves, the chosen plan's),
-** so the measured transfer equals the prediction.  Plans that move the
-** same floats are ordered by the extra floating-point work they do
-** (combining partials).
+** Transfer (section 5.3): floats moved between sites, computed exactly.
+** A tensor relation has no holes and unique keys, so every chunk's size
+** is known from the frontier; to_moves_compute walks the join tuples of
+** the node, puts each on its site, and counts every chunk sent to a site
+** that does not hold it (inputs costed from where the catalog says they
+** are), every partial result shuffled to its owner, and the output's
+** replicas.  The executor runs exactly these moves (to_opt.moves, the
+** chosen plan's), so the measured transfer equals the prediction.
+**
+** Cost: seconds (layout/layout.h, the thesis's chapter 10), from the same
+** walk: per site the flops of the node's kernel, the floats it sends and
+** receives, the kernel calls, the bytes it writes, and the node's round
+** trips, weighted by the cluster's fitted weights; a node takes as long
+** as its busiest site, a plan the sum of its nodes.  Plans are ranked by
+** predicted seconds.
+**
+** Layout (layout.c): with `auto` layout, the chunking of every node is
+** chosen first, by the format search of layout/ over the plan's graph
+** (candidates from EinDecomp partition vectors for sites x threads pieces
+** of work; each node costed as the seconds of its cheapest IA plan, each
+** edge as the re-chunking it needs), and the plan is optimized in both
+** the chosen and the declared chunking: the chosen one runs if it is
+** predicted faster by a margin (TO_LAYOUT_MARGIN).
 **
 ** Files: trees.c (IA plan trees, the Table 1 plan), rules.c (the rewrite
 ** rules, a table of one function each), lower.c (an IA tree to what the
-** executor runs), moves.c (exact moves and their floats), search.c (the
-** rewrites' closure per node, the beam over nodes), explain.c.
+** executor runs), moves.c (exact moves, their floats and seconds),
+** search.c (the rewrites' closure per node, the beam over nodes),
+** layout.c (the chunking search), explain.c.
 **
 ** A plan of several nodes (nested aggregations, or a block of statements)
 ** is searched node by node keeping the cheapest TO_BEAM partial plans
@@ -46,6 +61,7 @@
 #define TRADB_OPTIMIZE_OPTIMIZE_H
 
 #include "compile/compile.h"
+#include "layout/layout.h"
 
 /* ---- The optimizer (optimize.c) ---------------------------------------- */
 
@@ -96,33 +112,73 @@ typedef struct to_moves {
   int64_t in_floats[TK_MAX_INPUTS]; /* floats each operand moves */
   int64_t partial_floats;        /* floats of partials shuffled */
   int64_t total;                 /* all of it */
-  double work_total, work_max;   /* join multiply-adds: all, busiest site */
+  tl_cost cost;                  /* what its busiest site does, and the
+                                    node's round trips */
+  double seconds;                /* predicted: the weights times cost */
+  int busiest;                   /* that site */
 } to_moves;
 
-/* Plans that move the same floats can still differ in the work of their
-** busiest site (a plan on 3 of 4 sites, or all on one, moves little and
-** runs long).  The optimizer ranks by floats moved plus the idle
-** capacity m * max - total expressed in floats at this many multiply-adds
-** per float moved (about what one core does while a float crosses a
-** local socket). */
-#define TO_WORK_PER_FLOAT 64.0
+/* Where a plan runs and how its time is predicted. */
+typedef enum to_layout_mode {
+  TO_LAYOUT_AUTO,    /* chunkings chosen by the format search */
+  TO_LAYOUT_DECLARED /* each node in its operands' stored chunking */
+} to_layout_mode;
+
+typedef struct to_env {
+  int m;              /* live sites */
+  int repl;           /* replicas of every output chunk */
+  int threads;        /* kernel threads per site */
+  int cores;          /* cores all sites share (0: as many as their
+                         threads): local workers on one machine compete
+                         for its cores */
+  tl_weights w;       /* seconds per unit of each cost component */
+  to_layout_mode layout; /* see above */
+  int64_t chunk_limit;   /* bytes the layout search keeps a chunk within */
+  int64_t chunk_max;     /* bytes any chunk may hold (what a worker takes):
+                            a declared chunking beyond it does not run */
+} to_env;
+
+/* The chosen chunking runs instead of the declared one only when it is
+** predicted faster by this fraction (and by a round trip's time). */
+#define TO_LAYOUT_MARGIN 0.05
+
+/* What the layout search decided (EXPLAIN). */
+typedef struct to_layout_info {
+  int ran;              /* 1: the search ran (layout auto) */
+  int used;             /* 1: its chunking runs (it predicted faster than
+                           the declared one) */
+  double auto_s;        /* predicted seconds in the chosen chunking */
+  double declared_s;    /* predicted seconds in the declared chunking */
+  double search_s;      /* the format search's own estimate */
+  int candidates;       /* chunkings it considered */
+  int dag;              /* 1: DAG search (frontier or paths) */
+  int linearised;       /* 1: by paths */
+  int max_class;        /* largest equivalence class (frontier DP) */
+  int pieces;           /* pieces of work it sized chunks for */
+  double ms;            /* its time */
+} to_layout_info;
 
 /* What the optimizer decided for a plan. */
 typedef struct to_opt {
   int m;                              /* sites */
   int repl;                           /* replication of outputs */
+  tl_weights w;                       /* the weights the seconds came from */
   to_choice choice[TA_MAX_NODES];     /* per node */
   int64_t node_floats[TA_MAX_NODES];  /* predicted, per node */
+  double node_s[TA_MAX_NODES];        /* predicted seconds, per node */
+  tl_cost node_cost[TA_MAX_NODES];    /* their components */
   int64_t in_floats[TA_MAX_NODES][TK_MAX_INPUTS]; /* per operand move */
   int64_t partial_floats[TA_MAX_NODES];           /* partials shuffled */
   int64_t repl_floats;                /* replicating the outputs */
   int64_t total;                      /* predicted transfer in floats */
-  double imbalance;                   /* idle capacity, in floats (above) */
+  double seconds;                     /* predicted seconds, all nodes */
+  tl_cost cost;                       /* their components, summed */
+  to_layout_info layout;              /* the layout search */
   int nalt;                           /* alternatives considered */
   struct to_alt {
     char name[400];                   /* per node names joined by " | " */
     int64_t floats;                   /* predicted transfer */
-    double cost;                      /* floats + imbalance: the rank */
+    double cost;                      /* predicted seconds: the rank */
     to_choice choice[TA_MAX_NODES];   /* the plan */
   } *alt;                             /* cheapest first; alt[0] = chosen
                                          unless PLAN forced another */
@@ -134,20 +190,23 @@ typedef struct to_opt {
   double ms;                          /* optimization time */
 } to_opt;
 
-/* Choose how every node of p runs on m sites with outputs replicated
-** `repl` times, from the placement of the stored inputs (pl[rel] for
-** TA_REL_STORED relations; others are filled in).  force: the name of an
-** alternative to run instead of the cheapest (EXPLAIN ... PLAN 'name'),
-** NULL for none; TR_ENOTFOUND with the names if none matches.  Caller
-** frees o->alt with to_opt_free. */
-int to_optimize(const ta_plan *p, int m, int repl, to_placed *pl, const char *force, to_opt *o,
+/* Choose how every node of p runs on env->m sites, from the placement of
+** the stored inputs (pl[rel] for TA_REL_STORED relations; others are
+** filled in).  With env->layout auto, the chunking of the nodes is chosen
+** too and written into p (node chunks, and the chunk shapes of the
+** temporaries and outputs; an output the user declared chunks for,
+** ta_rel.declared, keeps them).  force: the name of an alternative to
+** run instead of the cheapest (EXPLAIN ... PLAN 'name'), NULL for none;
+** TR_ENOTFOUND with the names if none matches.  Caller frees o->alt with
+** to_opt_free. */
+int to_optimize(ta_plan *p, const to_env *env, to_placed *pl, const char *force, to_opt *o,
                 tr_err *err);
 void to_opt_free(to_opt *o);
 /* The moves of node k under c (pl: placement of every relation read);
 ** TR_EINVAL if c is not valid for that placement (a local join that
 ** would miss pairs).  Fills pl[node out] when out_pl is non-zero. */
-int to_moves_compute(const ta_plan *p, int k, const to_choice *c, int m, int repl, to_placed *pl,
-                     to_moves *mv, int out_pl, tr_err *err);
+int to_moves_compute(const ta_plan *p, int k, const to_choice *c, const to_env *env,
+                     to_placed *pl, to_moves *mv, int out_pl, tr_err *err);
 void to_moves_free(to_moves *mv);
 void to_placed_free(to_placed *pl);
 /* Hash site of a key (node-label keys) on label mask `labels`. */

@@ -79,6 +79,31 @@ void oi_ctx_init(oi_ctx *x, const ta_plan *p, int k);
 /* Apply rule r at op `at` of t; each result goes to out[*nout]. */
 void oi_apply(const oi_ctx *x, const oi_tree *t, int at, int r, oi_tree *out, int *nout, int max);
 
+/* ---- search.c ------------------------------------------------------------ */
+
+#define OI_MAX_CANDS 96 /* distinct lowered plans per node */
+
+typedef struct oi_cands {
+  int n;
+  to_choice c[OI_MAX_CANDS];
+} oi_cands;
+
+/* All runnable plans the rules reach from the Table 1 plan of node k
+** (*ntrees and fired[] count the IA trees visited and the rules fired). */
+int oi_enumerate(const ta_plan *p, int k, oi_cands *out, int *ntrees, int *fired);
+/* The optimizer for p in the chunking it has (to_optimize without the
+** layout search). */
+int oi_optimize_plan(const ta_plan *p, const to_env *env, to_placed *pl, const char *force,
+                     to_opt *o, tr_err *err);
+int oi_placed_copy(to_placed *d, const to_placed *s);
+
+/* ---- layout.c ------------------------------------------------------------ */
+
+/* Choose the chunking of every node of p (see optimize.h) into p; *info
+** says what the search did. */
+int oi_layout(ta_plan *p, const to_env *env, const to_placed *pl, to_layout_info *info,
+              tr_err *err);
+
 /* ---- lower.c ------------------------------------------------------------- */
 
 /* Lower tree t to a choice; 0 if the executor cannot run it as it is. */

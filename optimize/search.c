@@ -14,8 +14,6 @@
 
 #define S_MAX_TREES 4000  /* IA plans visited per node */
 
-#define S_MAX_CANDS 96    /* distinct lowered plans per node */
-
 #define S_BEAM 16         /* partial plans kept between nodes */
 
 /* Open-addressing set of canonical texts (hashes; a collision only loses
@@ -41,13 +39,7 @@ static int s_seen_add(s_seen *S, uint64_t h) {
   return 1;
 }
 
-typedef struct s_cands {
-  int n;
-  to_choice c[S_MAX_CANDS];
-} s_cands;
-
-/* All runnable plans the rules reach from the Table 1 plan of node k. */
-static int s_enumerate(const ta_plan *p, int k, s_cands *out, int *ntrees, int *fired) {
+int oi_enumerate(const ta_plan *p, int k, oi_cands *out, int *ntrees, int *fired) {
   oi_ctx x;
   oi_ctx_init(&x, p, k);
   oi_tree *q = malloc(sizeof *q * S_MAX_TREES);
@@ -79,7 +71,7 @@ static int s_enumerate(const ta_plan *p, int k, s_cands *out, int *ntrees, int *
               d->agg_part == c.agg_part && !memcmp(d->mv, c.mv, sizeof c.mv) &&
               !memcmp(d->late, c.late, sizeof c.late);
       }
-      if (!dup && out->n < S_MAX_CANDS) {
+      if (!dup && out->n < OI_MAX_CANDS) {
         oi_text(&x, &q[qi], 0, c.ia, sizeof c.ia);
         snprintf(c.rules, sizeof c.rules, "%s", rules + (size_t)qi * 160);
         out->c[out->n++] = c;
@@ -116,7 +108,7 @@ static int s_enumerate(const ta_plan *p, int k, s_cands *out, int *ntrees, int *
 
 /* A partial plan of the beam. */
 typedef struct s_state {
-  double cost;                     /* floats + imbalance: the rank */
+  double cost;                     /* predicted seconds: the rank */
   int64_t floats;
   int64_t extra;                   /* tie-break: partial combines */
   uint64_t fp;                     /* fingerprint of its placements */
@@ -128,7 +120,7 @@ static void s_state_free(s_state *s, int nrels) {
   for (int i = 0; i < nrels; i++) to_placed_free(&s->pl[i]);
 }
 
-static int s_placed_copy(to_placed *d, const to_placed *s) {
+int oi_placed_copy(to_placed *d, const to_placed *s) {
   memset(d, 0, sizeof *d);
   if (!s->n) return TR_OK;
   d->has = malloc(sizeof *d->has * (size_t)s->n);
@@ -185,7 +177,7 @@ static void s_states_free(s_state **v, int *n, int nrels) {
 /* Grow every state of the beam by every candidate of node k that is valid
 ** on the placement it leaves; *last keeps the error of an unreadable
 ** input (every plan fails on it then). */
-static int s_grow(const ta_plan *p, int k, const s_cands *cands, int m, int repl, s_beam *B,
+static int s_grow(const ta_plan *p, int k, const oi_cands *cands, const to_env *env, s_beam *B,
                   tr_err *last) {
   int rc = TR_OK;
   B->nnext = 0;
@@ -195,8 +187,8 @@ static int s_grow(const ta_plan *p, int k, const s_cands *cands, int m, int repl
       tr_err e2;
       s_state *s = calloc(1, sizeof *s);
       if (!s) return TR_ENOMEM;
-      for (int i = 0; i < p->nrels && !rc; i++) rc = s_placed_copy(&s->pl[i], &B->cur[b]->pl[i]);
-      if (!rc && to_moves_compute(p, k, &cands->c[ci], m, repl, s->pl, &mv, 1, &e2)) {
+      for (int i = 0; i < p->nrels && !rc; i++) rc = oi_placed_copy(&s->pl[i], &B->cur[b]->pl[i]);
+      if (!rc && to_moves_compute(p, k, &cands->c[ci], env, s->pl, &mv, 1, &e2)) {
         s_state_free(s, p->nrels);
         free(s);
         if (e2.code == TR_ECORRUPT || e2.code == TR_ENOMEM) *last = e2;
@@ -211,7 +203,7 @@ static int s_grow(const ta_plan *p, int k, const s_cands *cands, int m, int repl
       memcpy(s->pick, from->pick, sizeof s->pick);
       s->pick[k] = ci;
       s->floats = from->floats + mv.total;
-      s->cost = from->cost + (double)mv.total + (m * mv.work_max - mv.work_total) / TO_WORK_PER_FLOAT;
+      s->cost = from->cost + mv.seconds;
       s->extra = from->extra + mv.partial_floats;
       s->fp = from->fp;
       const to_placed *po = &s->pl[p->nodes[k].out];
@@ -246,7 +238,7 @@ static void s_prune(s_beam *B, int keep, int nrels) {
 /* The alternatives from the final beam: names, predicted floats and
 ** cost; alternatives with the same name (equal moves reached by different
 ** rewrites) keep the first, cheapest. */
-static int s_alternatives(const ta_plan *p, const s_cands *cands, const s_beam *B, to_opt *o) {
+static int s_alternatives(const ta_plan *p, const oi_cands *cands, const s_beam *B, to_opt *o) {
   o->alt = calloc(TO_MAX_ALTS + 1, sizeof *o->alt);
   if (!o->alt) return TR_ENOMEM;
   for (int b = 0; b < B->ncur && o->nalt < TO_MAX_ALTS; b++) {
@@ -304,16 +296,19 @@ static int s_choose(to_opt *o, const char *force, tr_err *err) {
 
 /* The moves of the chosen plan node by node (what the executor runs) and
 ** its predicted transfer, from the stored placement pl. */
-static int s_predict(const ta_plan *p, int m, int repl, const to_placed *pl, to_opt *o, tr_err *err) {
+static int s_predict(const ta_plan *p, const to_env *env, const to_placed *pl, to_opt *o, tr_err *err) {
   to_placed *cur = calloc(TA_MAX_RELS, sizeof *cur);
   int rc = cur ? TR_OK : TR_ENOMEM;
-  for (int i = 0; i < p->nrels && !rc; i++) rc = s_placed_copy(&cur[i], &pl[i]);
+  for (int i = 0; i < p->nrels && !rc; i++) rc = oi_placed_copy(&cur[i], &pl[i]);
   for (int k = 0; k < p->nnodes && !rc; k++) {
     const to_moves *mv = &o->moves[k];
     o->choice[k] = o->alt[o->chosen].choice[k];
-    if ((rc = to_moves_compute(p, k, &o->choice[k], m, repl, cur, &o->moves[k], 1, err))) break;
+    if ((rc = to_moves_compute(p, k, &o->choice[k], env, cur, &o->moves[k], 1, err))) break;
     o->node_floats[k] = mv->total;
-    o->imbalance += (m * mv->work_max - mv->work_total) / TO_WORK_PER_FLOAT;
+    o->node_s[k] = mv->seconds;
+    o->node_cost[k] = mv->cost;
+    o->seconds += mv->seconds;
+    for (int c = 0; c < TL_NCOST; c++) o->cost.c[c] += mv->cost.c[c];
     memcpy(o->in_floats[k], mv->in_floats, sizeof mv->in_floats);
     o->partial_floats[k] = mv->partial_floats;
     o->total += mv->total;
@@ -321,43 +316,44 @@ static int s_predict(const ta_plan *p, int m, int repl, const to_placed *pl, to_
       const tr_tensor *om = &p->rels[p->nodes[k].out].meta;
       int64_t nf = 1;
       for (int d = 0; d < om->rank; d++) nf *= om->shape[d];
-      o->repl_floats += nf * (repl - 1);
+      o->repl_floats += nf * (env->repl - 1);
     }
   }
   for (int i = 0; cur && i < TA_MAX_RELS; i++) to_placed_free(&cur[i]);
   free(cur);
   if (rc) return rc;
+  /* and the statement's own round trip: finding where its inputs are */
+  o->cost.c[TL_C_PHASES] += 1;
+  o->seconds += env->w.w[TL_C_PHASES];
   o->total += o->repl_floats;
-  for (int i = 0; i < o->nalt; i++) {
-    o->alt[i].floats += o->repl_floats;
-    o->alt[i].cost += (double)o->repl_floats;
-  }
+  for (int i = 0; i < o->nalt; i++) o->alt[i].floats += o->repl_floats;
   return TR_OK;
 }
 
-int to_optimize(const ta_plan *p, int m, int repl, to_placed *pl, const char *force, to_opt *o,
-                tr_err *err) {
+int oi_optimize_plan(const ta_plan *p, const to_env *env, to_placed *pl, const char *force,
+                     to_opt *o, tr_err *err) {
   double t0 = tr_now();
-  int rc = TR_OK;
+  int rc = TR_OK, m = env->m;
   memset(o, 0, sizeof *o);
   o->m = m;
-  o->repl = repl;
+  o->repl = env->repl;
+  o->w = env->w;
   if (m < 1 || m > TO_MAX_SITES)
     return tr_seterr(err, TR_EINVAL, "the optimizer places on 1 to %d sites, not %d", TO_MAX_SITES, m);
-  s_cands *cands = calloc((size_t)p->nnodes + 1, sizeof *cands);
-  s_beam B = {calloc(TO_MAX_ALTS, sizeof *B.cur), calloc(TO_MAX_ALTS * S_MAX_CANDS, sizeof *B.next), 0, 0};
+  oi_cands *cands = calloc((size_t)p->nnodes + 1, sizeof *cands);
+  s_beam B = {calloc(TO_MAX_ALTS, sizeof *B.cur), calloc(TO_MAX_ALTS * OI_MAX_CANDS, sizeof *B.next), 0, 0};
   tr_err last;
   tr_clearerr(&last);
   if (!cands || !B.cur || !B.next || !(B.cur[0] = calloc(1, sizeof **B.cur))) {
     rc = TR_ENOMEM;
     goto done;
   }
-  for (int k = 0; k < p->nnodes && !rc; k++) rc = s_enumerate(p, k, &cands[k], &o->ntrees, o->fired);
+  for (int k = 0; k < p->nnodes && !rc; k++) rc = oi_enumerate(p, k, &cands[k], &o->ntrees, o->fired);
   /* The beam starts from the stored placement. */
   B.ncur = 1;
-  for (int i = 0; i < p->nrels && !rc; i++) rc = s_placed_copy(&B.cur[0]->pl[i], &pl[i]);
+  for (int i = 0; i < p->nrels && !rc; i++) rc = oi_placed_copy(&B.cur[0]->pl[i], &pl[i]);
   for (int k = 0; k < p->nnodes && !rc; k++) {
-    if ((rc = s_grow(p, k, &cands[k], m, repl, &B, &last))) break;
+    if ((rc = s_grow(p, k, &cands[k], env, &B, &last))) break;
     if (!B.nnext) {
       /* an unreadable input makes every plan fail: say which chunk */
       if (last.code) *err = last, rc = last.code;
@@ -369,7 +365,7 @@ int to_optimize(const ta_plan *p, int m, int repl, to_placed *pl, const char *fo
   }
   if (!rc) rc = s_alternatives(p, cands, &B, o);
   if (!rc) rc = s_choose(o, force, err);
-  if (!rc) rc = s_predict(p, m, repl, pl, o, err);
+  if (!rc) rc = s_predict(p, env, pl, o, err);
 done:
   if (B.cur) s_states_free(B.cur, &B.ncur, p->nrels);
   if (B.next) s_states_free(B.next, &B.nnext, p->nrels);

@@ -21,7 +21,7 @@ const char *const tp_keyword_list[] = {
     "FILL", "ZEROS", "ONES", "IDENTITY", "UNIFORM", "NORMAL", "PERMUTATION", "SEED",
     "SHOW", "TENSORS", "SETTINGS", "DESCRIBE", "DROP", "IF", "EXISTS", "PRINT",
     "EXPLAIN", "ANALYZE", "FORMAT", "JSON", "TEXT", "DOT", "PLAN", "SET",
-    "BEGIN", "COMMIT", "ROLLBACK", "HEADER", "DELIMITER", "NULL",
+    "BEGIN", "COMMIT", "ROLLBACK", "CALIBRATE", "HEADER", "DELIMITER", "NULL",
     "SUM", "MAX", "MIN", "MEAN", "ARGMAX", "ARGMIN",
 /* the functions, as kernels/opcodes.h names them */
 #define S_FN(NAME, name, ...) name,

@@ -521,6 +521,13 @@ static int s_set(pi_parser *p, tp_stmt *st) {
   return TR_OK;
 }
 
+/* CALIBRATE: fit the cost model's weights on the current workers. */
+static int s_calibrate(pi_parser *p, tp_stmt *st) {
+  (void)p;
+  st->kind = TP_ST_CALIBRATE;
+  return TR_OK;
+}
+
 /* SHOW TENSORS | SHOW SETTINGS */
 static int s_show(pi_parser *p, tp_stmt *st) {
   const pi_tok *t = pi_peek(p, 0);
@@ -545,12 +552,12 @@ static const struct {
   {"FILL", s_fill},     {"SHOW", s_show},          {"DESCRIBE", s_describe},
   {"DROP", s_drop},     {"PRINT", s_print},        {"EXPLAIN", s_explain},
   {"SET", s_set},       {"BEGIN", s_begin},        {"COMMIT", s_commit},
-  {"END", s_commit},    {"ROLLBACK", s_rollback}};
+  {"END", s_commit},    {"ROLLBACK", s_rollback},  {"CALIBRATE", s_calibrate}};
 #define S_NSTATEMENTS (sizeof s_statements / sizeof s_statements[0])
 
 const char *const tp_statement_words[] = {"CREATE", "LOAD",  "SAVE",  "FILL",  "SHOW",
                                           "DESCRIBE", "DROP", "PRINT", "EXPLAIN", "SET",
-                                          "BEGIN", "COMMIT", "END", "ROLLBACK", NULL};
+                                          "BEGIN", "COMMIT", "END", "ROLLBACK", "CALIBRATE", NULL};
 
 /* One statement of any kind; p is at its first token. */
 static int s_statement(pi_parser *p, tp_stmt *st) {

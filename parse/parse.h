@@ -82,7 +82,8 @@ typedef enum tp_stmt_kind {
   TP_ST_SET,      /* SET name = value */
   TP_ST_BEGIN,    /* BEGIN: statements until COMMIT are one block */
   TP_ST_COMMIT,   /* COMMIT (EXPLAIN [..] COMMIT: explain the block) */
-  TP_ST_ROLLBACK  /* ROLLBACK: forget the block's statements */
+  TP_ST_ROLLBACK, /* ROLLBACK: forget the block's statements */
+  TP_ST_CALIBRATE /* CALIBRATE: fit the cost weights on the workers */
 } tp_stmt_kind;
 
 typedef enum tp_fill_kind {
@@ -133,7 +134,9 @@ typedef struct tp_stmt {
   int analyze;                   /* EXPLAIN ANALYZE: run and measure */
   int json;                      /* (FORMAT JSON) */
   int dot;                       /* (FORMAT DOT) */
-  char plan[TP_NAME_MAX * 4];    /* (PLAN 'name'): run that alternative */
+  /* (PLAN 'name'): run that alternative; a block's plan names one plan
+  ** per node (products split into steps make many), joined by " | " */
+  char plan[TP_NAME_MAX * 8];
   int block;                     /* EXPLAIN .. COMMIT: of the open block */
   /* SET */
   char setting[TP_NAME_MAX];     /* name, lower-cased */

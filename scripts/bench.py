@@ -34,9 +34,12 @@ Workloads (all f32; inputs made by tradb's FILL, saved as .npy for peers):
                  (tradb:1-stmt, tradb-workers:1-stmt)
   format-dag     the matrix-format thesis's chain (chapter 11): T1 = A B,
                  T2 = C D, O = ((T1 E)(T1 T2))(T2 F), seven products of
-                 mixed shapes; with tradb's default chunking (tradb,
-                 tradb-workers) and with every matrix in square tiles
-                 (tradb:tiles, tradb-workers:tiles)
+                 mixed shapes, as one block; with tradb's default chunking
+                 and the layout chosen (tradb, tradb-workers), with every
+                 matrix, inputs and intermediates, in square tiles (the
+                 thesis's all-tile plan: tradb:tiles, under SET layout =
+                 declared), and with the inputs in tiles and the layout
+                 chosen (tradb:tiles-auto)
   mm-cold        a fresh session's first statement: C = A B on 4096 x 4096
                  right after FILL in a new tradb process, no warm-up; every
                  peer likewise times its first product in a new process
@@ -395,20 +398,24 @@ def workloads(size):
 
     # The matrix-format thesis's chain (chapter 11, size set 1: A 10K x 30K,
     # B 30K x 50K, C 50K x 1, D 1 x 50K, E and F 50K x 10K), scaled down;
-    # its "all-tile" heuristic stored every matrix in 1000 x 1000 tiles.
+    # its "all-tile" heuristic stored every matrix, inputs and
+    # intermediates, in 1000 x 1000 tiles: here the inputs in square tiles
+    # under the declared layout (each product's result inherits its
+    # operands' tiles); and the same tiled inputs with the layout chosen.
     k, t = pick((1000, 250), (1250, 250), (250, 125))
     dims = {"A": (k, 3 * k), "B": (3 * k, 5 * k), "C": (5 * k, 1), "D": (1, 5 * k),
             "E": (5 * k, k), "F": (5 * k, k)}
     steps = ["T1=A*B", "T2=C*D", "U1=T1*E", "U2=T1*T2", "U3=U1*U2", "U4=T2*F", "O=U3*U4"]
+    tiles = {m: tuple(min(t, x) for x in dims[m]) for m in "ABCDEF"}
     stmts = ["%s[i,j] = %s[i,k] * %s[k,j];" % ((st.split("=")[0],) + tuple(st.split("=")[1].split("*")))
              for st in steps]
     out.append(Workload(
         "format-dag", "matrix-format DAG (7 products)",
         "A %dx%d B %dx%d E,F %dx%d" % (dims["A"] + dims["B"] + dims["E"]),
         [(m, dims[m], None, u % (i + 1)) for i, m in enumerate("ABCDEF")],
-        [], stmts, ["O"], program(steps), products=steps,
-        variants=[Variant("tiles", chunks={m: tuple(min(t, x) for x in dims[m])
-                                           for m in "ABCDEF"})]))
+        [], ["BEGIN;"] + stmts + ["COMMIT;"], ["O"], program(steps), products=steps,
+        variants=[Variant("tiles", chunks=tiles, settings=["SET layout = declared;"]),
+                  Variant("tiles-auto", chunks=tiles)]))
 
     n, c = pick(4096, 4096, 1024), pick(1024, 1024, 256)
     mm("mm-cold", "a fresh session's first statement", n, n, n, c, c, c, cold=True)
@@ -674,6 +681,11 @@ def form_stmts(w, tag):
     return dict(w.forms())[tag]
 
 
+def outputs_of(stmts):
+    """The tensors assignments among STMTS write (BEGIN/COMMIT write none)."""
+    return [m.group(1) for m in (re.match(r"\s*(\w+)\[", st) for st in stmts) if m]
+
+
 def timed_lines(w, reps, tag=None):
     """The statements REPS + 1 times under `.timer on` (the first pass is
     the warm-up)."""
@@ -681,7 +693,7 @@ def timed_lines(w, reps, tag=None):
 
 
 def drop_lines(w, tag=None):
-    made = set(w.inputs()) | {re.match(r"\s*(\w+)\[", s).group(1) for s in form_stmts(w, tag)}
+    made = set(w.inputs()) | set(outputs_of(form_stmts(w, tag)))
     return ["DROP TENSOR IF EXISTS %s;" % n for n in sorted(made)]
 
 
@@ -923,7 +935,8 @@ def report(results, args, p, started, load0, wall, tradb):
     chunked = [r for r in results if any(v.chunks for v in r["w"].variants)]
     if chunked:
         lines += ["", "Chunk shapes as stored (from SHOW TENSORS at the end of the embedded"
-                  " session; the assignments' outputs take their chunk sizes from their inputs):",
+                  " session; the assignments' outputs have the chunks the layout chose, or"
+                  " under SET layout = declared their inputs' chunk sizes):",
                   ""]
         for r in chunked:
             for tag, _ in r["w"].forms():
@@ -1042,8 +1055,7 @@ def bench_workload(w, d, args, tradb, workers, tools, logname):
                 continue
             samples[s] = [sum(x) for x in ps]
             r["stmts"][s] = [median(list(x)) for x in zip(*ps)]
-            r["chunks"][s] = tensor_chunks(logname, s, w.inputs() + [
-                re.match(r"\s*(\w+)\[", st).group(1) for st in form_stmts(w, tag)])
+            r["chunks"][s] = tensor_chunks(logname, s, w.inputs() + outputs_of(form_stmts(w, tag)))
             log("  %s: %s" % (s, " ".join("%.4fs" % t for t in samples[s])))
     runs = reps if w.cold else 1
     if w.products:

@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
-"""scripts/bench_opt.py - which plans does tradb's optimizer pick for the
-TRA paper's experiments (its Tables 3-4, 5-6 and 9), scaled to this
-machine, and are they the fastest of the plans it could have run?
-
-On 4 local workers (the paper's smallest clusters have 4-5 machines):
+"""scripts/bench_opt.py - does tradb's optimizer choose well, and does it
+know how long its plans take?  The TRA paper's experiments (its Tables
+3-4, 5-6 and 9), the statements whose speed depended on how their inputs
+were stored, and matrix chains, scaled to this machine, on 4 local
+workers (the paper's smallest clusters have 4-5 machines):
 
   matmul    C[i,j] = A[i,k] * B[k,j] in Table 3's three regimes: general
             (I = J = K = 2048), a common large dimension (K = 32768,
             I = J = 512), two large dimensions (I = J = 4096, K = 512);
-            and a general product stored as one chunk per matrix
-            (I = J = K = 3072).
+            a general product stored as one chunk per matrix (I = J = K =
+            3072); a projection P[n,e] = X[n,d] * M[d,e] (512 x 4096 by
+            4096 x 2048); a dense layer tanh(SUM(X[n,d] * W[d,h])) (512 x
+            16384 by 16384 x 64).
   nn        nearest neighbour in a Riemannian metric (section 6.2), one
             block of four statements, on an N-heavy ("many points") and a
             D-heavy ("many features") data set.
@@ -17,26 +19,38 @@ On 4 local workers (the paper's smallest clusters have 4-5 machines):
             block, on a speech-like shape (few features, wide hidden
             layer, large batch) and an extreme-classification shape (huge
             input and output, narrow hidden layer).
+  chains    products of 3 and 4 matrices of mixed shapes (EinDecomp's
+            experiment 1), written as one statement and hand-split into
+            pairwise statements in every order.
 
 A benchmark must not set up its input by the answer it expects: every case
 runs under each of the declared chunkings that make sense for its shapes
 (every tensor in row blocks or in column blocks, one per worker; in square
-tiles; or as one chunk), and the optimizer chooses for each.  For each
-chunking the report gives the chosen plan, its predicted and measured
-transfer (floats moved) and its time, and, timed the same way, the
-cheapest alternative of each other family (matmul: BMM, CMM, RMM; the
-blocks: the cheapest listed plan of the other regime, horizontal or
-vertical, data or model parallel), medians of --reps runs interleaved;
-then whether the chosen plan was the fastest measured.  Which plan the
-paper would pick is shown beside it; neither is asserted.  The one check
-that fails the run: the measured transfer of every run equals the
+tiles; as one chunk; for a product, both operands cut on the summed
+label), and the optimizer chooses for each, its layout included (`SET
+layout = auto`, the default).  For each chunking the report gives the
+chosen plan, its predicted and measured seconds and transfer, and, timed
+the same way, the cheapest alternative of each other plan family (matmul:
+BMM, CMM, RMM; the blocks: the cheapest listed plan of the other regime)
+and the plan `SET layout = declared` runs (each node in its stored
+operands' chunking, as tradb did before it chose layouts), medians of
+--reps runs interleaved.  Which plan the paper would pick is shown beside
+it; neither is asserted.
+
+The summary: for each statement, its time under every chunking (how much
+the storage still matters: the slowest over the fastest); for each chain,
+the one statement against its fastest hand-split form; and how well the
+seconds were predicted: predicted over measured for every run, and
+whether the plans of each case were ranked as they measured.  The one
+check that fails the run: the measured transfer of every run equals the
 prediction (the executor moves exactly what the cost model counted).
 
 Usage: scripts/bench_opt.py [--tradb ./tradb] [--reps 3] [--quick]
-                            [--only matmul|nn|ffnn]
+                            [--only matmul|nn|ffnn|chains]
 Writes the report to stdout (markdown) and exits 1 if a check fails.
 """
 import argparse
+import itertools
 import json
 import math
 import os
@@ -48,7 +62,11 @@ import tempfile
 
 WORKERS = 4
 fails = []
-summary = []  # (case, chunking, chosen, chosen s, fastest, fastest s, chosen is fastest)
+summary = []   # (case, chunking, chosen, chosen s, fastest, fastest s, chosen is fastest)
+spread = {}    # case -> {chunking: (auto s, declared s)}
+predicted = []  # (case, chunking, plan, predicted s, measured s)
+ranked = []    # (case, chunking, ranked as measured, plans)
+chained = []   # (chain, one statement s, best split, best split s)
 
 
 def run(tradb, db, script):
@@ -74,11 +92,12 @@ def check(ok, what):
         fails.append(what)
 
 
-def chunkings(shapes, tile, first=None):
+def chunkings(shapes, tile, first=None, summed=None):
     """{name: {tensor: chunk}}: every tensor in row blocks (its first
     dimension split in WORKERS), in column blocks (its last), in square
-    TILE x TILE tiles, or as one chunk; vectors follow the columns.  A
-    chunking that gives the same chunks as an earlier one is left out;
+    TILE x TILE tiles, or as one chunk; vectors follow the columns.  With
+    SUMMED ({tensor: dimension}), also each tensor cut on the summed label.
+    A chunking that gives the same chunks as an earlier one is left out;
     FIRST, when given, is listed first."""
     def rows(s):
         return (math.ceil(s[0] / WORKERS),) + s[1:] if len(s) > 1 else s
@@ -89,13 +108,16 @@ def chunkings(shapes, tile, first=None):
     def tiles(s):
         return tuple(min(tile, x) for x in s)
 
-    ways = [("row blocks", rows), ("column blocks", cols), (f"square tiles {tile}", tiles),
-            ("one chunk", lambda s: s)]
+    ways = [("row blocks", lambda n, s: rows(s)), ("column blocks", lambda n, s: cols(s)),
+            (f"square tiles {tile}", lambda n, s: tiles(s)), ("one chunk", lambda n, s: s)]
+    if summed:
+        ways.append(("cut on the summed label", lambda n, s: tuple(
+            math.ceil(x / WORKERS) if d == summed[n] else x for d, x in enumerate(s))))
     if first:
         ways.sort(key=lambda w: w[0] != first)
     out = {}
     for name, f in ways:
-        c = {n: f(tuple(s)) for n, s in shapes.items()}
+        c = {n: f(n, tuple(s)) for n, s in shapes.items()}
         if c not in out.values():
             out[name] = c
     return out
@@ -116,62 +138,84 @@ def chunk_text(chunks):
     return "; ".join(f"{n} {'x'.join(map(str, c))}" for n, c in chunks.items())
 
 
+DECLARED = "declared layout"
+
+
 def measure(a, tradb, db, prefix, stmt, plans):
     """Run PREFIX + EXPLAIN ANALYZE (FORMAT JSON, PLAN p) STMT for every
-    plan p, --reps times interleaved.  Returns {plan: (median s, measured
-    floats, predicted floats)} and whether every run moved what was
+    plan p, and the plan the declared layout chooses, --reps times
+    interleaved.  Returns {plan: (median s, measured floats, predicted
+    floats, predicted s, name run)} and whether every run moved what was
     predicted."""
     script = ""
+    runs = plans + [DECLARED]
     for _ in range(a.reps):
         for pn in plans:
             script += f"{prefix}EXPLAIN ANALYZE (FORMAT JSON, PLAN '{pn}') {stmt}\n"
+        script += f"SET layout = declared;\n{prefix}EXPLAIN ANALYZE (FORMAT JSON) {stmt}\n" \
+                  "SET layout = auto;\n"
     times, moved, exact = {}, {}, True
-    for r, pn in zip(objs(run(tradb, db, script)), plans * a.reps):
+    for r, pn in zip(objs(run(tradb, db, script)), runs * a.reps):
         times.setdefault(pn, []).append(r["elapsed_s"])
-        moved[pn] = (r["measured_transfer_floats"], r["predicted_transfer_floats"])
+        moved[pn] = (r["measured_transfer_floats"], r["predicted_transfer_floats"],
+                     r["predicted_s"], r["chosen"]["name"])
         exact &= r["measured_transfer_floats"] == r["predicted_transfer_floats"]
-    return {pn: (statistics.median(times[pn]),) + moved[pn] for pn in plans}, exact
+    return {pn: (statistics.median(times[pn]),) + moved[pn] for pn in runs}, exact
 
 
 def report(case, cname, chunks, chosen, res, expect=None, regime=None, short=None):
-    """The table of one case under one chunking, and its summary row
+    """The table of one case under one chunking, and its summary rows
     (SHORT: a block plan's name for the summary)."""
-    fastest = min(res, key=lambda pn: res[pn][0])
+    opt = {pn: v for pn, v in res.items() if pn != DECLARED}
+    fastest = min(opt, key=lambda pn: opt[pn][0])
     print(f"#### {cname}: {chunk_text(chunks)}\n")
-    print("| plan | predicted floats | measured floats | median s | |")
-    print("|---|---:|---:|---:|---|")
-    for pn, (t, meas, pred) in res.items():
+    print("| plan | predicted s | measured s | predicted floats | measured floats | |")
+    print("|---|---:|---:|---:|---:|---|")
+    for pn, (t, meas, pred, pred_s, ran) in res.items():
         mark = ", ".join(x for x, on in (("chosen", pn == chosen), ("fastest", pn == fastest)) if on)
-        reg = f" ({regime(pn)})" if regime else ""
-        print(f"| {cell(pn)}{reg} | {pred:.3g} | {meas:.3g} | {t:.3f} | {mark} |")
+        reg = f" ({regime(ran)})" if regime else ""
+        name = f"{DECLARED}: {cell(ran)}" if pn == DECLARED else cell(pn)
+        print(f"| {name}{reg} | {pred_s:.3g} | {t:.3f} | {pred:.3g} | {meas:.3g} | {mark} |")
+        predicted.append((case, cname, pn, pred_s, t))
     print()
-    t_c, t_f = res[chosen][0], res[fastest][0]
+    t_c, t_f = opt[chosen][0], opt[fastest][0]
     line = (f"chosen plan the fastest measured: {'yes' if chosen == fastest else 'no'}"
-            f" ({t_c:.3f} s, {t_c / t_f:.2f}x the fastest)")
+            f" ({t_c:.3f} s, {t_c / t_f:.2f}x the fastest; the declared layout's plan "
+            f"{res[DECLARED][0]:.3f} s)")
     if expect:
         line += f"; the paper's choice for this shape: {expect}, chosen: {regime(chosen)}"
     print(f"- {line}\n")
     short = short or (lambda pn: pn)
     summary.append((case, cname, short(chosen), t_c, short(fastest), t_f, chosen == fastest))
+    spread.setdefault(case, {})[cname] = (t_c, res[DECLARED][0])
+    by_pred = sorted(opt, key=lambda pn: opt[pn][3])
+    by_meas = sorted(opt, key=lambda pn: opt[pn][0])
+    ranked.append((case, cname, by_pred == by_meas, len(opt)))
+
+
+MATMUL = "C[i,j] = A[i,k] * B[k,j];"
 
 
 def matmul(a, tradb, tmp):
-    print("## Matrix multiply (TRA paper Table 3 regimes, 4 local workers)\n")
-    cases = [("general", 2048, 2048, 2048, 512, None),
-             ("common large dim", 512, 512, 32768, 512, None),
-             ("two large dims", 4096, 4096, 512, 512, None),
-             ("single-chunk 3072", 3072, 3072, 3072, 768, "one chunk")]
+    print("## Products (TRA paper Table 3 regimes, and shapes the storage used to decide; "
+          "4 local workers)\n")
+    cases = [("general", 2048, 2048, 2048, 512, None, MATMUL),
+             ("common large dim", 512, 512, 32768, 512, None, MATMUL),
+             ("two large dims", 4096, 4096, 512, 512, None, MATMUL),
+             ("single-chunk 3072", 3072, 3072, 3072, 768, "one chunk", MATMUL),
+             ("projection X M", 512, 2048, 4096, 512, None, MATMUL),
+             ("dense layer tanh(X W)", 512, 64, 16384, 512, None,
+              "C[i,j] = tanh(SUM(A[i,k] * B[k,j]));")]
     if a.quick:
-        cases = [(n, i // 2, j // 2, k // 2, t // 2, f) for n, i, j, k, t, f in cases]
-    for name, I, J, K, tile, first in cases:
-        print(f"### {name}: I={I} J={J} K={K}\n")
+        cases = [(n, i // 2, j // 2, k // 2, t // 2, f, s) for n, i, j, k, t, f, s in cases]
+    for name, I, J, K, tile, first, stmt in cases:
+        print(f"### {name}: I={I} J={J} K={K}: `{stmt}`\n")
         shapes = {"A": (I, K), "B": (K, J)}
         preds = {}
-        for cname, chunks in chunkings(shapes, tile, first).items():
+        for cname, chunks in chunkings(shapes, tile, first, {"A": 1, "B": 0}).items():
             db = os.path.join(tmp, f"mm_{name}_{cname}".replace(" ", "_").replace(",", ""))
             run(tradb, db, setup(shapes, chunks, {"A": "UNIFORM(-1, 1) SEED 1",
                                                   "B": "UNIFORM(-1, 1) SEED 2"}))
-            stmt = "C[i,j] = A[i,k] * B[k,j];"
             ex = objs(run(tradb, db, f"EXPLAIN (FORMAT JSON) {stmt}\n"))[0]
             best = {}
             for alt in ex["alternatives"]:  # cheapest of each family, in cost order
@@ -181,7 +225,7 @@ def matmul(a, tradb, tmp):
                                 if f in best and best[f]["name"] != chosen]
             res, exact = measure(a, tradb, db, "", stmt, plans)
             preds[cname] = {f: alt["predicted_transfer_floats"] for f, alt in best.items()}
-            report(f"matmul, {name}", cname, chunks, chosen, res)
+            report(f"{name}", cname, chunks, chosen, res)
             check(exact, f"{name}, {cname}: measured transfer equals predicted in every run")
             print()
             shutil.rmtree(db, ignore_errors=True)
@@ -282,22 +326,91 @@ def ffnn(a, tradb, tmp):
             shutil.rmtree(db, ignore_errors=True)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--tradb", default="./tradb")
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="matmul at half size")
-    ap.add_argument("--only", choices=["matmul", "nn", "ffnn"])
-    a = ap.parse_args()
-    if a.reps < 1:
-        ap.error("--reps must be positive")
-    tmp = tempfile.mkdtemp(prefix="tradb-opt-", dir=os.environ.get("TMPDIR", "/tmp"))
-    try:
-        for f in (matmul, nn, ffnn):
-            if not a.only or a.only == f.__name__:
-                f(a, a.tradb, tmp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+def orders(names):
+    """Every full parenthesisation of the product of NAMES: (its text,
+    its steps), a step (left, right) an operand's index or an earlier
+    step's output "T<k>"; (A (B C)) -> [(1, 2), (0, "T0")]."""
+    def trees(lo, hi):
+        if hi - lo == 1:
+            yield lo
+            return
+        for mid in range(lo + 1, hi):
+            for left in trees(lo, mid):
+                for right in trees(mid, hi):
+                    yield (left, right)
+
+    def text(t):
+        return names[t] if isinstance(t, int) else f"({text(t[0])} {text(t[1])})"
+
+    for t in trees(0, len(names)):
+        steps = []
+
+        def emit(t):
+            if isinstance(t, int):
+                return t
+            left, right = emit(t[0]), emit(t[1])
+            steps.append((left, right))
+            return "T%d" % (len(steps) - 1)
+        emit(t)
+        yield text(t), steps
+
+
+def chains(a, tradb, tmp):
+    print("## Matrix chains: one statement against every hand-split order (EinDecomp "
+          "experiment 1, mixed shapes, 4 local workers)\n")
+    n, m = (2048, 512) if a.quick else (4096, 1024)
+    cases = [("3 operands", [(n, m), (m, n), (n, m)]),
+             ("4 operands", [(m, n), (n, m), (m, n), (n, m)]),
+             ("4 operands, a thin one", [(n, m), (m, n), (n, 64), (64, n)])]
+    labels = "ijklm"
+    for name, sh in cases:
+        mats = "ABCD"[:len(sh)]
+        shapes = dict(zip(mats, sh))
+        out = f"O[i,{labels[len(sh)]}]"
+        one = f"{out} = " + " * ".join(f"{x}[{labels[i]},{labels[i + 1]}]"
+                                       for i, x in enumerate(mats)) + ";"
+        print(f"### {name}: {' * '.join('%dx%d' % s for s in sh)}\n")
+        forms = {"one statement": [one]}
+        for text, steps in orders(list(mats)):
+            lab = {x: (labels[i], labels[i + 1]) for i, x in enumerate(mats)}
+            stmts = []
+            for k, (l, r) in enumerate(steps):
+                ln = mats[l] if isinstance(l, int) else l
+                rn = mats[r] if isinstance(r, int) else r
+                o = "O" if k == len(steps) - 1 else f"T{k}"
+                lab[o] = (lab[ln][0], lab[rn][1])
+                stmts.append(f"{o}[{lab[o][0]},{lab[o][1]}] = {ln}[{lab[ln][0]},{lab[ln][1]}]"
+                             f" * {rn}[{lab[rn][0]},{lab[rn][1]}];")
+            forms[f"split {text}"] = stmts
+        for cname, chunks in list(chunkings(shapes, 512).items())[:2]:
+            db = os.path.join(tmp, f"chain_{len(sh)}_{cname}".replace(" ", "_"))
+            fills = {x: f"UNIFORM(-1, 1) SEED {i + 1}" for i, x in enumerate(mats)}
+            run(tradb, db, setup(shapes, chunks, fills))
+            script = ""
+            for _ in range(a.reps):
+                for f, stmts in forms.items():
+                    script += "".join(f"EXPLAIN ANALYZE (FORMAT JSON) {s}\n" for s in stmts)
+            res = iter(objs(run(tradb, db, script)))
+            times = {f: [] for f in forms}
+            for _ in range(a.reps):
+                for f, stmts in forms.items():
+                    times[f].append(sum(next(res)["elapsed_s"] for _ in stmts))
+            med = {f: statistics.median(t) for f, t in times.items()}
+            best = min((f for f in forms if f != "one statement"), key=med.get)
+            print(f"#### {cname}: {chunk_text(chunks)}\n")
+            print("| form | statements | median s |")
+            print("|---|---|---:|")
+            for f, stmts in forms.items():
+                print(f"| {f}{' (fastest split)' if f == best else ''} | "
+                      f"{'<br>'.join('`%s`' % s for s in stmts)} | {med[f]:.3f} |")
+            r = med["one statement"] / med[best]
+            print(f"\n- one statement {med['one statement']:.3f} s, the fastest hand-split "
+                  f"form {med[best]:.3f} s: {r:.2f}x\n")
+            chained.append((f"{name}, {cname}", med["one statement"], best, med[best]))
+            shutil.rmtree(db, ignore_errors=True)
+
+
+def summarise():
     print("## Summary: was the chosen plan the fastest measured?\n")
     print("| case | chunking | chosen plan | chosen s | fastest measured | fastest s |")
     print("|---|---|---|---:|---|---:|")
@@ -308,6 +421,57 @@ def main():
     n_near = sum(1 for s in summary if s[3] <= 1.15 * s[5])
     print(f"\nThe chosen plan was the fastest measured in {n_fast} of {len(summary)} cases, and"
           f" within 1.15x of it in {n_near}.\n")
+    if spread:
+        print("## Summary: the same statement under every declared chunking\n")
+        print("| case | chunkings | auto layout: fastest s | slowest s | slowest / fastest | "
+              "declared layout: slowest / fastest |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for case, by in spread.items():
+            auto = [v[0] for v in by.values()]
+            decl = [v[1] for v in by.values()]
+            print(f"| {case} | {len(by)} | {min(auto):.3f} | {max(auto):.3f} | "
+                  f"{max(auto) / min(auto):.2f} | {max(decl) / min(decl):.2f} |")
+        print()
+    if chained:
+        print("## Summary: chains as one statement\n")
+        print("| chain, chunking | one statement s | fastest hand-split | its s | ratio |")
+        print("|---|---:|---|---:|---:|")
+        for c, t1, best, tb in chained:
+            print(f"| {c} | {t1:.3f} | {best} | {tb:.3f} | {t1 / tb:.2f} |")
+        print()
+    if predicted:
+        r = [p / m for _, _, _, p, m in predicted if m > 0]
+        within = sum(1 for x in r if 0.5 <= x <= 2)
+        print("## Summary: predicted against measured seconds\n")
+        print(f"Over {len(r)} runs (median of --reps each), predicted / measured: median "
+              f"{statistics.median(r):.2f}, range {min(r):.2f} to {max(r):.2f}; within 2x in "
+              f"{within} of {len(r)}.  The plans of a case ranked as they measured in "
+              f"{sum(1 for x in ranked if x[2])} of {len(ranked)} cases "
+              f"({sum(1 for x in ranked if x[3] > 1)} with more than one plan).\n")
+        print("| case | chunking | plan | predicted s | measured s | ratio |")
+        print("|---|---|---|---:|---:|---:|")
+        for case, cname, pn, p, m in predicted:
+            print(f"| {case} | {cname} | {cell(pn)} | {p:.3g} | {m:.3f} | {p / m:.2f} |")
+        print()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tradb", default="./tradb")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="products and chains at half size")
+    ap.add_argument("--only", choices=["matmul", "nn", "ffnn", "chains"])
+    a = ap.parse_args()
+    if a.reps < 1:
+        ap.error("--reps must be positive")
+    tmp = tempfile.mkdtemp(prefix="tradb-opt-", dir=os.environ.get("TMPDIR", "/tmp"))
+    try:
+        for f in (matmul, nn, ffnn, chains):
+            if not a.only or a.only == f.__name__:
+                f(a, a.tradb, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    summarise()
     print(f"**{len(fails)} check(s) failed**" if fails else "**all checks passed**")
     sys.exit(1 if fails else 0)
 

@@ -12,7 +12,7 @@ call.  Run after `make`; `make check` runs it (tests/build/layers.sh).
 import os, subprocess, sys
 
 # Lowest first: a folder may call only into itself and folders before it.
-ORDER = ["util", "kernels", "catalog", "net", "parse", "compile", "optimize", "layout",
+ORDER = ["util", "kernels", "catalog", "net", "parse", "layout", "compile", "optimize",
          "sched", "exec", "dist", "worker", "engine", "shell"]
 
 def objects(top):

@@ -8,7 +8,9 @@ TEST=restart; source "$TOP_SRCDIR/tests/multi/lib.sh"
 for n in 0 1; do start_worker $n --threads 1; done
 W="${ep[0]},${ep[1]}"
 db=$work/db
-"$TRADB" --workers "$W" "$db" <<<'CREATE TENSOR A[1024, 1024] CHUNK [512, 512]; FILL A ONES;' || fail "set-up failed"
+# declared layout: the three-factor product is one long join, not split
+"$TRADB" --workers "$W" "$db" <<<'SET layout = declared; CREATE TENSOR A[1024, 1024] CHUNK [512, 512]; FILL A ONES;' \
+  || fail "set-up failed"
 "$TRADB" --workers "$W" --backend reference "$db" <<<'C[i,j] = SUM(A[i,k] * A[k,j] * A[k,j]);' \
   > "$work/run.out" 2> "$work/run.err" &
 shell=$!; track $shell

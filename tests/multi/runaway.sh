@@ -73,11 +73,14 @@ free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("12
 
 # A contraction over four labels with three operands: on the reference
 # kernels one join tuple of 256-chunks is 256^4 steps, minutes of CPU.
+# The three-factor products run as one join of all three (declared
+# layout, set in each database), the long kernel to stop.
 long='SUM(X[i,k] * X[k,l] * X[l,j])'
 
 # ---- (a) local workers of a killed shell -------------------------------
 db=$work/db
 "$TRADB" --local-workers 2 "$db" <<'EOF' || fail "set-up failed"
+SET layout = declared;
 CREATE TENSOR X[512, 512] CHUNK [256, 256];
 FILL X UNIFORM(-1, 1) SEED 3;
 EOF
@@ -111,6 +114,7 @@ done
 rdb=$work/rdb
 # X as above; Y in one chunk, so its product is one task of one join tuple.
 "$TRADB" --workers "$ep" "$rdb" <<'EOF' || fail "remote set-up failed"
+SET layout = declared;
 CREATE TENSOR X[512, 512] CHUNK [256, 256];
 FILL X UNIFORM(-1, 1) SEED 3;
 CREATE TENSOR Y[256, 256] CHUNK [256, 256];

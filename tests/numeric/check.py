@@ -30,6 +30,26 @@ T3 = save("T3", rng.standard_normal((4, 6, 5)).astype(np.float32), fortran=True)
 S = save("S", np.array(2.5, dtype=np.float64))
 np.savetxt("M.csv", rng.standard_normal((6, 4)), delimiter=",", fmt="%.17g")
 M = np.loadtxt("M.csv", delimiter=",")
+# A chain of four mixed shapes, and a random 10-operand EinSum as
+# opt_einsum's tests make them (rand_equation(10, 3, n_out=2)): 17 labels,
+# each summed one in exactly two operands, more than one kernel takes.
+Q = [save("Q%d" % i, rng.standard_normal(sh)) for i, sh in
+     enumerate([(40, 7), (7, 55), (55, 3), (3, 60)])]
+letters = "abcdefghijklmnopq"
+slots = [i for i in range(15) for _ in range(2)]
+while True:  # each summed label in two different operands
+    rng.shuffle(slots)
+    terms = [sorted(slots[3 * t:3 * t + 3]) for t in range(10)]
+    if all(len(set(t)) == 3 for t in terms):
+        break
+terms[int(rng.integers(10))].append(15)
+terms[int(rng.integers(10))].append(16)
+size = {c: int(rng.integers(2, 5)) for c in letters}
+Rops = [save("R%d" % t, rng.standard_normal([size[letters[c]] for c in term]))
+        for t, term in enumerate(terms)]
+eq = ",".join("".join(letters[c] for c in term) for term in terms) + "->pq"
+ein = "Z[p,q] = " + " * ".join("R%d[%s]" % (t, ",".join(letters[c] for c in term))
+                              for t, term in enumerate(terms)) + ";"
 
 script = """
 LOAD A FROM 'A.npy' CHUNK [16, 16];
@@ -41,6 +61,12 @@ LOAD v FROM 'v.npy';
 LOAD T3 FROM 'T3.npy' CHUNK [3, 4, 2];
 LOAD S FROM 'S.npy';
 LOAD M FROM 'M.csv' TYPE f64;
+""" + "".join("LOAD Q%d FROM 'Q%d.npy';\n" % (i, i) for i in range(4)) + \
+    "".join("LOAD R%d FROM 'R%d.npy';\n" % (t, t) for t in range(10)) + """
+Ch[i,m] = Q0[i,j] * Q1[j,k] * Q2[k,l] * Q3[l,m];
+""" + ein + """
+SAVE Ch TO 'Ch.out.npy';
+SAVE Z TO 'Z.out.npy';
 C[i,j] = A[i,k] * B[k,j];
 Cv[i] = A[i,k] * B[k,j] * v[j];
 D[i,j] = MAX(A[i,k] + B[k,j]);
@@ -81,6 +107,8 @@ want = {
     "s": (A.sum(dtype=np.float64), "f4"),
     "B": (B, "f4"),
     "X": (X, "f8"),
+    "Ch": (Q[0] @ Q[1] @ Q[2] @ Q[3], "f8"),
+    "Z": (np.einsum(eq, *Rops, optimize=True), "f8"),
 }
 failed = 0
 passed = 0

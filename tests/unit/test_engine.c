@@ -322,10 +322,12 @@ Test(engine, matmul_operand_needs_reordering) {
 
 /* With two workers and two replicas every chunk is on both, and both
 ** serve it in turn: a plan that keeps its driving operand in place runs
-** on both workers, not all of it on the first. */
+** on both workers, not all of it on the first.  In the declared layout:
+** the chosen one runs a statement this small as one chunk. */
 Test(engine, replicated_operand_drives_on_every_site) {
   te_result *r = NULL;
   tr_err err;
+  s_ok("SET layout = declared;");
   s_ok("CREATE TENSOR X[64, 8] CHUNK [8, 8];");
   s_ok("CREATE TENSOR v[8] CHUNK [8];");
   s_ok("FILL X UNIFORM(-1, 1) SEED 3;");
@@ -394,7 +396,7 @@ Test(engine, block_stays_open_after_explain_commit) {
   te_result *x = NULL;
   tr_err err;
   cr_assert_eq(te_exec(s_e, "EXPLAIN COMMIT;", 15, &x, &err), TR_OK, "%s", err.msg);
-  cr_assert(x && x->kind == TE_RES_TEXT && strstr(x->text, "Predicted transfer"), "plan of the block");
+  cr_assert(x && x->kind == TE_RES_TEXT && strstr(x->text, "Predicted: "), "plan of the block");
   te_result_free(&x);
   /* still in the block: D reads C, which only exists as the block's output */
   s_ok("D[i,j] = C[i,j] + 1;");
@@ -504,6 +506,182 @@ Test(engine, interrupt_cancels_until_cleared) {
   te_result *r = s_get("I");
   for (int i = 0; i < 64 * 64; i++) cr_assert_eq(r->values[i], 1.0);
   te_result_free(&r);
+}
+
+/* ---- layout: products split, chunkings chosen, weights calibrated -------------- */
+
+/* The text of EXPLAIN [opts] stmt (caller frees). */
+static te_result *s_explain(const char *stmt) {
+  te_result *r = NULL;
+  tr_err err;
+  cr_assert_eq(te_exec(s_e, stmt, strlen(stmt), &r, &err), TR_OK, "%s -> %s", stmt, err.msg);
+  cr_assert(r && r->kind == TE_RES_TEXT);
+  return r;
+}
+
+/* Four factors, mixed shapes: split into three steps, the same values
+** as the one join the declared layout runs. */
+Test(engine, product_of_four_split_into_pairwise_steps) {
+  s_ok("CREATE TENSOR A[30, 20] CHUNK [16, 16];");
+  s_ok("CREATE TENSOR B[20, 25];");
+  s_ok("CREATE TENSOR C[25, 5];");
+  s_ok("CREATE TENSOR D[5, 40] CHUNK [5, 8];");
+  s_ok("FILL A UNIFORM(-1, 1) SEED 1; ");
+  s_ok("FILL B UNIFORM(-1, 1) SEED 2;");
+  s_ok("FILL C UNIFORM(-1, 1) SEED 3;");
+  s_ok("FILL D UNIFORM(-1, 1) SEED 4;");
+  const char *st = "E[i,m] = A[i,j] * B[j,k] * C[k,l] * D[l,m];";
+  char x[128];
+  snprintf(x, sizeof x, "EXPLAIN %s", st);
+  te_result *r = s_explain(x);
+  cr_assert(strstr(r->text, "product split into 3 pairwise steps") &&
+                strstr(r->text, "exact DP over factor subsets") && strstr(r->text, "temporary _t2"),
+            "%s", r->text);
+  te_result_free(&r);
+  s_ok(st);
+  te_result *a = s_get("A"), *b = s_get("B"), *c = s_get("C"), *d = s_get("D"), *e = s_get("E");
+  double want[30 * 40] = {0};
+  for (int i = 0; i < 30; i++)
+    for (int j = 0; j < 20; j++)
+      for (int k = 0; k < 25; k++)
+        for (int l = 0; l < 5; l++)
+          for (int m = 0; m < 40; m++)
+            want[i * 40 + m] += a->values[i * 20 + j] * b->values[j * 25 + k] *
+                                c->values[k * 5 + l] * d->values[l * 40 + m];
+  s_close_to(e, want, 30 * 40, 1e-4);
+  te_result_free(&e);
+  s_ok("SET layout = declared;");
+  r = s_explain(x);
+  cr_assert(!strstr(r->text, "split") && strstr(r->text, "JOIN(on <i,m,j,k,l>"), "%s", r->text);
+  te_result_free(&r);
+  s_ok(st);
+  e = s_get("E");
+  s_close_to(e, want, 30 * 40, 1e-4);
+  te_result *all[] = {a, b, c, d, e};
+  for (int i = 0; i < 5; i++) te_result_free(&all[i]);
+}
+
+/* Ten factors over 17 labels: no kernel takes them in one join, the
+** pairwise steps each fit. */
+Test(engine, product_of_ten_factors_beyond_sixteen_labels) {
+  /* a ring of 10 matrices 2 x 2 (labels a..j) and 7 vectors on the
+  ** labels k..q, each read by one matrix: 17 labels, all summed */
+  const char *ring = "abcdefghij", *vec = "klmnopq";
+  char st[1024];
+  size_t o = (size_t)snprintf(st, sizeof st, "s[] = ");
+  for (int f = 0; f < 10; f++) {
+    char def[96];
+    snprintf(def, sizeof def, "CREATE TENSOR M%d[2, 2, %d];", f, f < 7 ? 3 : 1);
+    s_ok(def);
+    snprintf(def, sizeof def, "FILL M%d UNIFORM(0, 1) SEED %d;", f, f + 1);
+    s_ok(def);
+    o += (size_t)snprintf(st + o, sizeof st - o, "%sM%d[%c,%c,%c]", f ? " * " : "", f, ring[f],
+                          ring[(f + 1) % 10], f < 7 ? vec[f] : 'r');
+  }
+  snprintf(st + o, sizeof st - o, ";");
+  /* r appears in three factors of size 1: with k..q, 18 labels */
+  s_ok("SET layout = declared;");
+  cr_assert(strstr(s_fails(st, TR_EINVAL), "too many labels in one aggregation"));
+  s_ok("SET layout = auto;");
+  s_ok(st);
+  /* the reference: the trace of the product of the 10 matrices, each
+  ** summed over its own vector label */
+  double m[10][2][2] = {{{0}}}, acc[2][2] = {{1, 0}, {0, 1}};
+  for (int f = 0; f < 10; f++) {
+    char name[8];
+    snprintf(name, sizeof name, "M%d", f);
+    te_result *r = s_get(name);
+    int n3 = f < 7 ? 3 : 1;
+    for (int i = 0; i < 2; i++)
+      for (int j = 0; j < 2; j++)
+        for (int z = 0; z < n3; z++) m[f][i][j] += r->values[(i * 2 + j) * n3 + z];
+    te_result_free(&r);
+    double t[2][2] = {{0}};
+    for (int i = 0; i < 2; i++)
+      for (int j = 0; j < 2; j++)
+        for (int k = 0; k < 2; k++) t[i][j] += acc[i][k] * m[f][k][j];
+    memcpy(acc, t, sizeof t);
+  }
+  te_result *r = s_get("s");
+  s_close_to(r, (double[]){acc[0][0] + acc[1][1]}, 1, 1e-4);
+  te_result_free(&r);
+}
+
+Test(engine, declared_output_chunks_are_kept_and_settings_checked) {
+  s_ok("CREATE TENSOR A[64, 64] CHUNK [64, 64];");
+  s_ok("FILL A ONES;");
+  s_ok("CREATE TENSOR C[64, 64] CHUNK [16, 64];");
+  s_ok("C[i,j] = A[i,k] * A[k,j];");
+  te_result *r = NULL;
+  tr_err err;
+  cr_assert_eq(te_exec(s_e, "DESCRIBE C;", 11, &r, &err), TR_OK, "%s", err.msg);
+  int kept = 0;
+  for (int i = 0; i < r->nrows; i++)
+    if (!strcmp(r->cells[i * 2], "chunk")) kept = !strcmp(r->cells[i * 2 + 1], "16 x 64");
+  cr_assert(kept, "C keeps the chunks it was declared with");
+  te_result_free(&r);
+  te_result *c = s_get("C");
+  for (int i = 0; i < 64 * 64; i++) cr_assert_eq(c->values[i], 64.0);
+  te_result_free(&c);
+  cr_assert(strstr(s_fails("SET layout = sideways;", TR_EINVAL), "layout must be auto or declared, not 'sideways'"));
+  cr_assert(strstr(s_fails("SET nosuch = 1;", TR_ENAME), "(settings: replication, layout)"));
+}
+
+/* CALIBRATE fails and keeps the weights when a probe's tensor name is a
+** user's (whose data stays), or when interrupted (its tensors go). */
+Test(engine, calibrate_failures_keep_the_weights) {
+  const char *j = "EXPLAIN (FORMAT JSON) t[i] = _cal_a[i] + 1;";
+  s_ok("CREATE TENSOR _cal_a[4];");
+  s_ok("FILL _cal_a ONES;");
+  cr_assert(strstr(s_fails("CALIBRATE;", TR_EINVAL), "_cal_a exists"));
+  te_result *r = s_explain(j);
+  cr_assert(strstr(r->text, "\"weights\": {\"fitted\": false"), "%s", r->text);
+  te_result_free(&r);
+  r = s_get("_cal_a");
+  for (int i = 0; i < 4; i++) cr_assert_eq(r->values[i], 1.0);
+  te_result_free(&r);
+  s_ok("DROP TENSOR _cal_a;");
+  te_interrupt(s_e);
+  cr_assert(strstr(s_fails("CALIBRATE;", TR_EINTR), "the previous weights stay"));
+  te_interrupt_clear(s_e);
+  s_ok("CREATE TENSOR _cal_a[4];");
+  r = s_explain(j);
+  cr_assert(strstr(r->text, "\"weights\": {\"fitted\": false"), "%s", r->text);
+  te_result_free(&r);
+}
+
+/* CALIBRATE on a database of its own: the fitted weights predict every
+** probe, are kept in the catalog, and a new session uses them. */
+Test(calibrate, fits_keeps_and_reloads_the_weights, .timeout = 300) {
+  char dir[] = "/tmp/tradb-calib-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char db[64];
+  snprintf(db, sizeof db, "%s/db", dir);
+  te_config cfg = {.threads = 1, .local_workers = 2, .self_exe = getenv("TRADB"), .dbpath = db};
+  te_engine *e;
+  te_result *r = NULL;
+  tr_err err;
+  const char *j = "EXPLAIN (FORMAT JSON) t[i] = _x[i] + 1;";
+  for (int session = 0; session < 2; session++) {
+    cr_assert_eq(te_open(&cfg, &e, &err), TR_OK, "%s", err.msg);
+    if (!session) {
+      cr_assert_eq(te_exec(e, "CREATE TENSOR _x[4];", 20, NULL, &err), TR_OK, "%s", err.msg);
+      cr_assert_eq(te_exec(e, "CALIBRATE;", 10, &r, &err), TR_OK, "%s", err.msg);
+      cr_assert(r && strstr(r->text, "gemm-2048") && strstr(r->text, "weights (seconds per unit"),
+                "%s", r ? r->text : "");
+      te_result_free(&r);
+    }
+    cr_assert_eq(te_exec(e, j, strlen(j), &r, &err), TR_OK, "%s", err.msg);
+    cr_assert(strstr(r->text, "\"weights\": {\"fitted\": true"), "session %d: %s", session, r->text);
+    te_result_free(&r);
+    cr_assert_eq(te_exec(e, "SHOW TENSORS;", 13, &r, &err), TR_OK, "%s", err.msg);
+    cr_assert_eq(r->nrows, 1, "the probes' tensors are gone, the user's stays");
+    te_result_free(&r);
+    te_close(&e);
+  }
+  char rm[128];
+  snprintf(rm, sizeof rm, "rm -rf %s", dir);
+  cr_assert_eq(system(rm), 0);
 }
 
 /* ---- gemm in panels ------------------------------------------------------------ */

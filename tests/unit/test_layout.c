@@ -253,7 +253,9 @@ typedef struct s_gen {
   int used[24];          /* times read */
 } s_gen;
 
-static int s_source(s_gen *g, int64_t r, int64_t c, const tl_format *fmt) {
+/* A source r x c stored in chunks of 1/1, 1/2 or 1/4 of each dimension
+** (rs NULL: one chunk). */
+static int s_source(s_gen *g, int64_t r, int64_t c, uint64_t *rs) {
   tl_vertex *x = &g->v[g->n];
   memset(x, 0, sizeof *x);
   x->e.nlabels = 2;
@@ -262,7 +264,8 @@ static int s_source(s_gen *g, int64_t r, int64_t c, const tl_format *fmt) {
   x->e.nout = 2;
   x->e.out[0] = 0;
   x->e.out[1] = 1;
-  if (fmt) x->fmt = *fmt;
+  x->chunk[0] = rs ? r >> s_rand(rs, 0, 2) : r;
+  x->chunk[1] = rs ? c >> s_rand(rs, 0, 2) : c;
   g->avail[g->navail++] = g->n;
   return g->n++;
 }
@@ -285,12 +288,13 @@ static int s_pick(uint64_t *rs, s_gen *g, int share, int64_t rows, int64_t cols)
 }
 
 /* A random graph of nops operations on matrices with sizes from sz[];
-** share: intermediates may be read twice; fmts: formats for new sources. */
+** share: intermediates may be read twice; stored: sources in random
+** chunkings (else one chunk each). */
 static void s_rand_graph(uint64_t *rs, s_gen *g, int nops, const int64_t *sz, int nsz, int share,
-                         const tl_format *fmts, int nfmts) {
+                         int stored) {
   memset(g, 0, sizeof *g);
 #define S_SZ sz[s_rand(rs, 0, nsz - 1)]
-#define S_FMT (fmts ? &fmts[s_rand(rs, 0, nfmts - 1)] : NULL)
+#define S_FMT (stored ? rs : NULL)
   s_source(g, S_SZ, S_SZ, S_FMT);
   for (int k = 0; k < nops; k++) {
     int op = s_rand(rs, 0, 9);
@@ -479,7 +483,7 @@ Test(decomp, dp_equals_brute_force_on_random_trees_and_dags_with_shared_inputs) 
   int64_t sz[3] = {4, 8, 16};
   for (int t = 0; t < 60; t++) {
     s_gen gen;
-    s_rand_graph(&rs, &gen, s_rand(&rs, 1, 4), sz, 3, 0, NULL, 0);
+    s_rand_graph(&rs, &gen, s_rand(&rs, 1, 4), sz, 3, 0, 0);
     tl_graph g = {gen.n, gen.v};
     int p = 1 << s_rand(&rs, 0, 3), which[8], nw = 0;
     for (int v = 0; v < g.n; v++)
@@ -538,7 +542,7 @@ Test(decomp, shared_intermediates_linearise_into_paths_each_optimal) {
   int dags = 0;
   for (int t = 0; t < 200 && dags < 25; t++) {
     s_gen gen;
-    s_rand_graph(&rs, &gen, s_rand(&rs, 3, 5), sz, 3, 1, NULL, 0);
+    s_rand_graph(&rs, &gen, s_rand(&rs, 3, 5), sz, 3, 1, 0);
     if (!s_shared(&gen)) continue;
     dags++;
     tl_graph g = {gen.n, gen.v};
@@ -650,22 +654,10 @@ Test(decomp, bad_input_is_refused) {
 
 /* ---- 3. Formats ---------------------------------------------------------------------- */
 
-static tl_format s_fmt(tl_fkind kind, int axis, int64_t k0, int64_t k1) {
-  tl_format f;
-  memset(&f, 0, sizeof f);
-  f.kind = kind;
-  f.axis = axis;
-  f.k[0] = k0;
-  f.k[1] = k1;
-  return f;
-}
-
-static void s_problem(tl_fproblem *pb, const tl_graph *g, const tl_format *f, int nf,
-                      int64_t limit) {
+static void s_problem(tl_fproblem *pb, const tl_graph *g, int64_t limit) {
   memset(pb, 0, sizeof *pb);
   pb->g = g;
-  pb->nf = nf;
-  pb->f = f;
+  pb->p = 8;
   pb->chunk_limit = limit;
   pb->dtype = TR_F32;
   pb->sites = 4;
@@ -673,27 +665,43 @@ static void s_problem(tl_fproblem *pb, const tl_graph *g, const tl_format *f, in
   tl_weights_default(&pb->w);
 }
 
-/* Least tl_formats_cost over every implementation and operand format of
-** every non-source vertex from v on. */
-static double s_brute_formats(const tl_fproblem *pb, tl_fchoice *ch, int v) {
+/* Costs from a table instead of formulas: any numbers, so that the DP is
+** checked as a search, whatever the cost model says. */
+static double s_hash_cost(const int64_t *x, int n, uint64_t salt) {
+  uint64_t h = salt * 0x9E3779B97F4A7C15ull + 1;
+  for (int i = 0; i < n; i++) h = (h ^ (uint64_t)x[i]) * 0x100000001B3ull;
+  return (double)(h >> 40) / (double)(1 << 24);
+}
+static double s_table_vertex(void *ctx, int v, const int64_t *ext) {
+  const tl_graph *g = ctx;
+  return s_hash_cost(ext, g->v[v].e.nlabels, (uint64_t)v + 7);
+}
+static double s_table_edge(void *ctx, int u, const int64_t *from, const int64_t *to) {
+  const tl_graph *g = ctx;
+  int64_t x[2 * TR_MAX_RANK];
+  int r = g->v[u].e.nout;
+  memcpy(x, from, sizeof *x * (size_t)r);
+  memcpy(x + r, to, sizeof *x * (size_t)r);
+  return s_hash_cost(x, 2 * r, (uint64_t)u + 1000);
+}
+
+/* Least tl_formats_cost over every chunking of every non-source vertex
+** from v on (cand[v]: its chunkings). */
+static double s_brute_formats(const tl_fproblem *pb, tl_fchoice *ch, int64_t (**cand)[TL_MAX_LABELS],
+                              const int *ncand, int v) {
   const tl_graph *g = pb->g;
   while (v < g->n && !g->v[v].e.nin) v++;
   if (v == g->n) return tl_formats_cost(pb, ch);
-  const tl_einsum *e = &g->v[v].e;
-  int nimpl = e->nin > 1 ? e->nin + 1 : 1, per = pb->nf + 1, combos = 1;
-  for (int j = 0; j < e->nin; j++) combos *= per;
   double best = INFINITY;
-  for (int i = 0; i < nimpl; i++)
-    for (int c = 0; c < combos; c++) {
-      ch[v].impl = i - 1;
-      for (int j = 0, r = c; j < e->nin; j++, r /= per) ch[v].in_fmt[j] = r % per - 1;
-      double s = s_brute_formats(pb, ch, v + 1);
-      if (s < best) best = s;
-    }
+  for (int i = 0; i < ncand[v]; i++) {
+    memcpy(ch[v].ext, cand[v][i], sizeof ch[v].ext);
+    double s = s_brute_formats(pb, ch, cand, ncand, v + 1);
+    if (s < best) best = s;
+  }
   return best;
 }
 
-/* Every chosen format and transformation target is feasible. */
+/* Every chosen chunk fits the limit, and the chunkings are candidates. */
 static void s_check_feasible(const tl_fproblem *pb, const tl_fplan *plan) {
   const tl_graph *g = pb->g;
   for (int v = 0; v < g->n; v++) {
@@ -702,45 +710,50 @@ static void s_check_feasible(const tl_fproblem *pb, const tl_fplan *plan) {
     double bytes = 4;
     for (int k = 0; k < x->e.nout; k++) bytes *= (double)plan->v[v].chunk[k];
     cr_assert_leq(bytes, (double)pb->chunk_limit, "vertex %d got an infeasible format", v);
-    cr_assert_geq(plan->v[v].fmt, 0);
     for (int j = 0; j < x->e.nin; j++) {
-      int f = plan->v[v].in_fmt[j], u = x->src[j];
-      if (f < 0) continue;
-      int64_t shape[TR_MAX_RANK], c[TR_MAX_RANK];
-      for (int k = 0; k < g->v[u].e.nout; k++) shape[k] = g->v[u].e.size[g->v[u].e.out[k]];
-      cr_assert_eq(tl_format_chunk(&pb->f[f], g->v[u].e.nout, shape, c, NULL), TR_OK);
       bytes = 4;
-      for (int k = 0; k < g->v[u].e.nout; k++) bytes *= (double)c[k];
+      for (int k = 0; k < x->e.rank[j]; k++) bytes *= (double)plan->v[v].ext[x->e.in[j][k]];
       cr_assert_leq(bytes, (double)pb->chunk_limit);
     }
   }
 }
 
-/* Random graphs against brute force; share: DAGs with shared intermediates. */
-static void s_formats_vs_brute(uint64_t seed, int share, int want) {
+/* Random graphs against brute force; share: DAGs with shared
+** intermediates; table: arbitrary costs instead of the formulas. */
+static void s_formats_vs_brute(uint64_t seed, int share, int table, int want) {
   uint64_t rs = seed;
   int64_t sz[3] = {64, 128, 256};
-  tl_format P[4] = {s_fmt(TL_F_SINGLE, 0, 0, 0), s_fmt(TL_F_STRIP, 0, 32, 0),
-                    s_fmt(TL_F_STRIP, 1, 64, 0), s_fmt(TL_F_TILE, 0, 64, 64)};
   int done = 0;
   for (int t = 0; t < 400 && done < want; t++) {
     s_gen gen;
-    s_rand_graph(&rs, &gen, s_rand(&rs, 2, 3), sz, 3, share, P, 4);
+    s_rand_graph(&rs, &gen, s_rand(&rs, 2, 3), sz, 3, share, 1);
     if (s_shared(&gen) != share) continue;
     int nonsrc = 0;
     for (int v = 0; v < gen.n; v++) nonsrc += gen.v[v].e.nin > 0;
     if (nonsrc > 3) continue;
     tl_graph g = {gen.n, gen.v};
     tl_fproblem pb;
-    /* 64 KiB chunks: single is infeasible for 256 x 128 and larger */
-    s_problem(&pb, &g, P, 4, s_rand(&rs, 0, 1) ? 64 << 10 : 1 << 30);
+    /* 32 KiB chunks: a single chunk is infeasible for 128 x 128 and larger */
+    s_problem(&pb, &g, s_rand(&rs, 0, 1) ? 32 << 10 : 1 << 30);
     pb.sites = s_rand(&rs, 1, 8);
+    pb.p = 1 << s_rand(&rs, 1, 3);
+    if (table) {
+      pb.vertex_cost = s_table_vertex;
+      pb.edge_cost = s_table_edge;
+      pb.ctx = &g;
+    }
     tl_fplan *plan;
     tr_err err;
     int rc = tl_formats(&pb, share ? TL_FMODE_AUTO : TL_FMODE_TREE, &plan, &err);
     tl_fchoice ch[24];
+    int64_t (*cand[24])[TL_MAX_LABELS];
+    int ncand[24] = {0}, none = 0;
     memset(ch, 0, sizeof ch);
-    double brute = s_brute_formats(&pb, ch, 0);
+    memset(cand, 0, sizeof cand);
+    for (int v = 0; v < g.n; v++)
+      if (g.v[v].e.nin && tl_chunkings(&pb, v, &cand[v], &ncand[v], &err)) none = 1;
+    double brute = none ? INFINITY : s_brute_formats(&pb, ch, cand, ncand, 0);
+    for (int v = 0; v < g.n; v++) free(cand[v]);
     if (isinf(brute)) {
       cr_assert_eq(rc, TR_ESHAPE, "graph %d: brute force found nothing, the DP did", t);
       continue;
@@ -757,33 +770,48 @@ static void s_formats_vs_brute(uint64_t seed, int share, int want) {
     cr_assert_eq(tl_formats(&pb, TL_FMODE_DAG, &other, &err), TR_OK, "%s", err.msg);
     cr_assert(s_close(other->seconds, plan->seconds));
     tl_fplan_destroy(&other);
+    /* the DP along paths is a heuristic: feasible, never below the optimum */
+    cr_assert_eq(tl_formats(&pb, TL_FMODE_PATHS, &other, &err), TR_OK, "%s", err.msg);
+    cr_assert(other->linearised);
+    cr_assert_geq(other->seconds, plan->seconds * (1 - 1e-9));
+    s_check_feasible(&pb, other);
+    tl_fplan_destroy(&other);
     tl_fplan_destroy(&plan);
     done++;
   }
   cr_assert_eq(done, want);
 }
 
-Test(formats, tree_dp_equals_brute_force, .timeout = 120) { s_formats_vs_brute(21, 0, 12); }
+Test(formats, tree_dp_equals_brute_force, .timeout = 120) { s_formats_vs_brute(21, 0, 0, 12); }
 
-Test(formats, dag_dp_equals_brute_force, .timeout = 120) { s_formats_vs_brute(22, 1, 12); }
+Test(formats, dag_dp_equals_brute_force, .timeout = 120) { s_formats_vs_brute(22, 1, 0, 12); }
+
+Test(formats, dps_equal_brute_force_under_arbitrary_costs, .timeout = 120) {
+  s_formats_vs_brute(23, 0, 1, 10);
+  s_formats_vs_brute(24, 1, 1, 10);
+}
+
+/* v[0], v[1]: sources of n x n stored in c x c chunks; v[2]: their product. */
+static void s_product(tl_vertex *v, int64_t n, int64_t c) {
+  memset(v, 0, 3 * sizeof *v);
+  for (int s = 0; s < 2; s++) {
+    v[s].e.nlabels = 2;
+    v[s].e.size[0] = v[s].e.size[1] = n;
+    v[s].e.nout = 2;
+    v[s].e.out[1] = 1;
+    v[s].chunk[0] = v[s].chunk[1] = c;
+  }
+  s_matmul(&v[2].e, n, n, n);
+  v[2].src[1] = 1;
+  v[2].kernel = TL_K_GEMM;
+}
 
 Test(formats, only_tiles_are_feasible_so_tiles_are_picked) {
   /* 4096 x 4096 f32 is 64 MiB: with 8 MiB chunks a single chunk or a strip
-  ** of 1024 (16 MiB) is infeasible, a 1024 x 1024 tile (4 MiB) is not */
-  tl_format P[4] = {s_fmt(TL_F_SINGLE, 0, 0, 0), s_fmt(TL_F_STRIP, 0, 1024, 0),
-                    s_fmt(TL_F_STRIP, 1, 1024, 0), s_fmt(TL_F_TILE, 0, 1024, 1024)};
+  ** is infeasible, for the operands too; no vector of up to p = 8 pieces
+  ** is feasible, so the search goes beyond p until one is */
   tl_vertex v[4];
-  memset(v, 0, sizeof v);
-  for (int s = 0; s < 2; s++) {
-    v[s].e.nlabels = 2;
-    v[s].e.size[0] = v[s].e.size[1] = 4096;
-    v[s].e.nout = 2;
-    v[s].e.out[1] = 1;
-    v[s].fmt = s_fmt(TL_F_TILE, 0, 2048, 2048);
-  }
-  s_matmul(&v[2].e, 4096, 4096, 4096);
-  v[2].src[1] = 1;
-  v[2].kernel = TL_K_GEMM;
+  s_product(v, 4096, 2048);
   v[3].e = v[0].e; /* relu(C) */
   v[3].e.nin = 1;
   v[3].e.rank[0] = 2;
@@ -792,42 +820,76 @@ Test(formats, only_tiles_are_feasible_so_tiles_are_picked) {
   v[3].kernel = TL_K_ELEMWISE;
   tl_graph g = {4, v};
   tl_fproblem pb;
-  s_problem(&pb, &g, P, 4, 8 << 20);
+  s_problem(&pb, &g, 8 << 20);
   tl_fplan *plan;
   tr_err err;
   cr_assert_eq(tl_formats(&pb, TL_FMODE_AUTO, &plan, &err), TR_OK, "%s", err.msg);
-  for (int x = 2; x < 4; x++) {
-    cr_assert_eq(plan->v[x].fmt, 3, "vertex %d: format %d", x, plan->v[x].fmt);
-    cr_assert_eq(plan->v[x].chunk[0], 1024);
-    cr_assert_eq(plan->v[x].chunk[1], 1024);
-  }
-  cr_assert_eq(plan->v[2].in_fmt[0], 3); /* the 2048 tiles are re-chunked */
-  cr_assert_eq(plan->v[2].tf[0], TL_T_RECHUNK);
+  s_check_feasible(&pb, plan);
+  for (int x = 2; x < 4; x++)
+    cr_assert(plan->v[x].chunk[0] < 4096 || plan->v[x].chunk[1] < 4096, "vertex %d: %lld x %lld", x,
+              (long long)plan->v[x].chunk[0], (long long)plan->v[x].chunk[1]);
+  cr_assert_neq(plan->v[2].tf[0], TL_T_IDENTITY, "the 2048 tiles cannot be read as stored");
   tl_fplan_destroy(&plan);
-  pb.chunk_limit = 1 << 20; /* nothing fits: an error, not a plan */
+  pb.chunk_limit = 1 << 10; /* nothing fits: an error, not a plan */
   cr_assert_eq(tl_formats(&pb, TL_FMODE_AUTO, &plan, &err), TR_ESHAPE);
   cr_assert_null(plan);
+}
+
+Test(formats, candidates_are_eindecomp_vectors_and_the_declared_chunking) {
+  tl_vertex v[3];
+  s_product(v, 256, 256);
+  v[2].ext0[0] = 100; /* a chunking no vector gives (labels i, k, j: k summed) */
+  v[2].ext0[1] = 256;
+  v[2].ext0[2] = 256;
+  tl_graph g = {3, v};
+  tl_fproblem pb;
+  s_problem(&pb, &g, 1 << 30);
+  pb.p = 4;
+  int64_t (*c)[TL_MAX_LABELS];
+  int n;
+  tr_err err;
+  cr_assert_eq(tl_chunkings(&pb, 2, &c, &n, &err), TR_OK, "%s", err.msg);
+  /* 1 + 3 + 6 vectors of 1, 2 and 4 pieces over i, j, k, and ext0 */
+  cr_assert_eq(n, 11);
+  cr_assert_eq(c[0][0], 100);
+  int seen_cmm = 0;
+  for (int i = 0; i < n; i++) {
+    int64_t pieces = 1;
+    for (int l = 0; l < 3; l++) pieces *= (256 + c[i][l] - 1) / c[i][l];
+    cr_assert(i == 0 || pieces == 1 || pieces == 2 || pieces == 4);
+    seen_cmm |= c[i][0] == 256 && c[i][1] == 64 && c[i][2] == 256;
+  }
+  cr_assert(seen_cmm, "k cut in 4: the chunking CMM runs in");
+  free(c);
+  /* a declared output shape: every candidate makes it */
+  v[2].chunk[0] = 32;
+  v[2].chunk[1] = 256;
+  cr_assert_eq(tl_chunkings(&pb, 2, &c, &n, &err), TR_OK, "%s", err.msg);
+  for (int i = 0; i < n; i++) cr_assert(c[i][0] == 32 && c[i][2] == 256);
+  free(c);
+  tl_fplan *plan;
+  cr_assert_eq(tl_formats(&pb, TL_FMODE_AUTO, &plan, &err), TR_OK, "%s", err.msg);
+  cr_assert(plan->v[2].chunk[0] == 32 && plan->v[2].chunk[1] == 256);
+  tl_fplan_destroy(&plan);
 }
 
 Test(formats, motivating_chain_broadcasts_a_single_ab) {
   /* Chapter 3: A 100 x 10^4 in 10 row strips, B 10^4 x 100 in 10 column
   ** strips, C 100 x 10^6 in 100 column strips; A x B x C.  The thesis's
-  ** fast plan multiplies row strips by column strips (no aggregation),
-  ** makes AB a single tuple and broadcasts it against C's strips. */
-  tl_format P[5] = {s_fmt(TL_F_SINGLE, 0, 0, 0), s_fmt(TL_F_STRIP, 0, 10, 0),
-                    s_fmt(TL_F_STRIP, 1, 10, 0), s_fmt(TL_F_STRIP, 1, 10000, 0),
-                    s_fmt(TL_F_TILE, 0, 10, 10)};
+  ** fast plan makes AB a single tuple and broadcasts it against C's
+  ** strips, which stay as stored. */
   tl_vertex v[5];
   memset(v, 0, sizeof v);
   int64_t sh[3][2] = {{100, 10000}, {10000, 100}, {100, 1000000}};
-  tl_format st[3] = {P[1], P[2], P[3]};
+  int64_t st[3][2] = {{10, 10000}, {10000, 10}, {100, 10000}};
   for (int s = 0; s < 3; s++) {
     v[s].e.nlabels = 2;
     v[s].e.size[0] = sh[s][0];
     v[s].e.size[1] = sh[s][1];
     v[s].e.nout = 2;
     v[s].e.out[1] = 1;
-    v[s].fmt = st[s];
+    v[s].chunk[0] = st[s][0];
+    v[s].chunk[1] = st[s][1];
   }
   s_matmul(&v[3].e, 100, 10000, 100);
   v[3].src[1] = 1;
@@ -836,42 +898,40 @@ Test(formats, motivating_chain_broadcasts_a_single_ab) {
   v[4].src[0] = 3;
   v[4].src[1] = 2;
   v[4].kernel = TL_K_GEMM;
+  v[4].ext0[0] = v[4].ext0[1] = 100; /* C's stored strips (labels i, k, j) */
+  v[4].ext0[2] = 10000;
   tl_graph g = {5, v};
   tl_fproblem pb;
-  s_problem(&pb, &g, P, 5, 64 << 20);
+  s_problem(&pb, &g, 64 << 20);
   pb.sites = 5;
   pb.threads = 8;
+  pb.p = 40;
   tl_fplan *plan;
   tr_err err;
   cr_assert_eq(tl_formats(&pb, TL_FMODE_AUTO, &plan, &err), TR_OK, "%s", err.msg);
-  cr_assert_eq(plan->v[3].in_fmt[0], -1); /* A's row strips as stored */
-  cr_assert_eq(plan->v[4].in_fmt[0], 0);  /* AB: a single chunk */
-  cr_assert_eq(plan->v[4].in_fmt[1], -1); /* C's strips as stored */
-  cr_assert_eq(plan->v[4].impl, 1);       /* C stays, AB is broadcast */
-  /* and the all-tile plan the thesis compares with costs more */
+  cr_assert_eq(plan->v[4].tf[1], TL_T_IDENTITY, "C's strips as stored");
+  cr_assert(plan->v[4].ext[0] == 100 && plan->v[4].ext[1] == 100, "AB read whole: broadcast");
+  /* and the all-tile plan the thesis compares with (100 x 100 tiles) costs more */
   tl_fchoice tiles[5];
   memset(tiles, 0, sizeof tiles);
-  for (int x = 3; x < 5; x++) {
-    tiles[x].impl = TL_IMPL_HASH;
-    tiles[x].in_fmt[0] = tiles[x].in_fmt[1] = 4;
-  }
-  cr_assert_gt(tl_formats_cost(&pb, tiles), 5 * plan->seconds);
+  for (int x = 3; x < 5; x++)
+    for (int l = 0; l < 3; l++) tiles[x].ext[l] = 100;
+  double tl = tl_formats_cost(&pb, tiles);
+  cr_assert_gt(tl, 1.5 * plan->seconds, "tiles %g, chosen %g", tl, plan->seconds);
   tl_fplan_destroy(&plan);
 }
 
 Test(formats, tree_mode_refuses_a_dag_and_classes_exclude_sources) {
   /* an FFNN-like DAG: every layer reads the same weight matrix W, and each
   ** hidden layer is read twice (forward and a residual add) */
-  tl_format P[3] = {s_fmt(TL_F_SINGLE, 0, 0, 0), s_fmt(TL_F_STRIP, 0, 32, 0),
-                    s_fmt(TL_F_TILE, 0, 32, 32)};
   tl_vertex v[12];
   memset(v, 0, sizeof v);
-  for (int s = 0; s < 2; s++) { /* X and W, 128 x 128 */
+  for (int s = 0; s < 2; s++) { /* X and W, 128 x 128 in 32 x 32 tiles */
     v[s].e.nlabels = 2;
     v[s].e.size[0] = v[s].e.size[1] = 128;
     v[s].e.nout = 2;
     v[s].e.out[1] = 1;
-    v[s].fmt = P[2];
+    v[s].chunk[0] = v[s].chunk[1] = 32;
   }
   int h = 0, n = 2;
   for (int layer = 0; layer < 5; layer++) {
@@ -891,31 +951,25 @@ Test(formats, tree_mode_refuses_a_dag_and_classes_exclude_sources) {
   }
   tl_graph g = {n, v};
   tl_fproblem pb;
-  s_problem(&pb, &g, P, 3, 1 << 30);
+  s_problem(&pb, &g, 1 << 30);
   tl_fplan *plan;
   tr_err err;
   cr_assert_eq(tl_formats(&pb, TL_FMODE_TREE, &plan, &err), TR_EINVAL);
   cr_assert_eq(tl_formats(&pb, TL_FMODE_AUTO, &plan, &err), TR_OK, "%s", err.msg);
   cr_assert(plan->dag);
+  cr_assert(!plan->linearised);
   cr_assert_leq(plan->max_class, 3, "classes grew to %d: W joined them", plan->max_class);
   tl_fplan_destroy(&plan);
 }
 
 Test(formats, chunks_and_transformations) {
-  int64_t shape[2] = {100, 60}, c[2];
-  tl_format f = s_fmt(TL_F_STRIP, 1, 25, 0);
-  cr_assert_eq(tl_format_chunk(&f, 2, shape, c, NULL), TR_OK);
-  cr_assert_eq(c[0], 100);
-  cr_assert_eq(c[1], 25);
-  f.axis = 2;
-  cr_assert_eq(tl_format_chunk(&f, 2, shape, c, NULL), TR_EINVAL);
-  f = s_fmt(TL_F_TILE, 0, 1000, 7);
-  cr_assert_eq(tl_format_chunk(&f, 2, shape, c, NULL), TR_OK);
-  cr_assert_eq(c[0], 100);
-  cr_assert_eq(c[1], 7);
+  int64_t shape[2] = {100, 60};
   tl_fproblem pb;
-  s_problem(&pb, NULL, NULL, 0, 1 << 30);
+  s_problem(&pb, NULL, 1 << 30);
   int64_t strip[2] = {100, 20}, tile[2] = {50, 10}, other[2] = {30, 60};
+  cr_assert_eq(tl_transform_kind(2, shape, strip, tile), TL_T_RECHUNK);
+  cr_assert_eq(tl_transform_kind(2, shape, tile, strip), TL_T_REPART);
+  cr_assert_eq(tl_transform_kind(2, shape, strip, strip), TL_T_IDENTITY);
   tl_cost k;
   cr_assert_eq(tl_transform_cost(&pb, 2, shape, strip, tile, TL_T_RECHUNK, &k), TR_OK);
   cr_assert_eq(k.c[TL_C_NET], 0);
@@ -929,16 +983,23 @@ Test(formats, chunks_and_transformations) {
 
 /* ---- 4. Least squares ------------------------------------------------------------------ */
 
+/* Weights to recover, every one positive (a default may be 0). */
+static void s_truth(tl_weights *w) {
+  static const double d[TL_NCOST] = {1e-11, 6e-11, 8.5e-10, 2.5e-9, 5.5e-4, 2e-9, 6e-4};
+  memcpy(w->w, d, sizeof d);
+  w->fitted = 0;
+}
+
 Test(cost, fit_recovers_known_weights_from_noisy_runs) {
   uint64_t rs = 17;
   tl_weights truth, fit;
-  tl_weights_default(&truth);
+  s_truth(&truth);
   for (int k = 0; k < TL_NCOST; k++) truth.w[k] *= 0.5 + s_unif(&rs);
   enum { N = 60 };
   tl_cost c[N];
   double t[N];
   /* amounts of the size a probe run has, each varying over two decades */
-  const double scale[TL_NCOST] = {1e10, 1e8, 1e8, 1e7, 1e3, 1e8};
+  const double scale[TL_NCOST] = {1e10, 1e8, 1e8, 1e7, 1e3, 1e8, 100};
   for (int i = 0; i < N; i++) {
     for (int k = 0; k < TL_NCOST; k++) c[i].c[k] = scale[k] * pow(10, 2 * s_unif(&rs) - 1);
     t[i] = tl_seconds(&truth, &c[i]) * (1 + 0.02 * (2 * s_unif(&rs) - 1));
@@ -974,11 +1035,45 @@ Test(cost, degenerate_probe_sets_are_errors) {
   for (int i = 0; i < N; i++) c[i].c[TL_C_TASKS] = 3 * c[i].c[TL_C_NET]; /* in step with net */
   cr_assert_eq(tl_weights_fit(N, c, t, &w, &err), TR_EINVAL);
   cr_assert(strstr(err.msg, "'tasks'"), "%s", err.msg);
-  for (int i = 0; i < N; i++) { /* runs whose times fall as they write more */
-    c[i].c[TL_C_TASKS] = 1 + s_unif(&rs);
-    t[i] = tl_seconds(&w, &c[i]) - 2 * w.w[TL_C_WRITE] * c[i].c[TL_C_WRITE];
-  }
+  for (int i = 0; i < N; i++) c[i].c[TL_C_TASKS] = 1 + s_unif(&rs);
+  t[0] = 0; /* a run that took no time */
   cr_assert_eq(tl_weights_fit(N, c, t, &w, &err), TR_EINVAL);
+}
+
+Test(cost, weights_stay_non_negative) {
+  uint64_t rs = 5;
+  enum { N = 40 };
+  tl_cost c[N];
+  double t[N];
+  tl_weights truth, w;
+  s_truth(&truth);
+  for (int i = 0; i < N; i++) { /* runs whose times fall as they write more */
+    for (int k = 0; k < TL_NCOST; k++) c[i].c[k] = (1 + s_unif(&rs)) / truth.w[k];
+    t[i] = tl_seconds(&truth, &c[i]) - 2 * truth.w[TL_C_WRITE] * c[i].c[TL_C_WRITE];
+  }
+  tr_err err;
+  cr_assert_eq(tl_weights_fit(N, c, t, &w, &err), TR_OK, "%s", err.msg);
+  cr_assert(w.fitted);
+  for (int k = 0; k < TL_NCOST; k++) cr_assert_geq(w.w[k], 0, "%s", tl_cost_name(k));
+  cr_assert_eq(w.w[TL_C_WRITE], 0, "the write weight an unconstrained fit makes negative");
+}
+
+Test(cost, weights_as_text_and_back) {
+  tl_weights w, x;
+  tl_weights_default(&w);
+  w.w[TL_C_NET] = 1.5e-9;
+  char buf[512];
+  tl_weights_text(&w, buf, sizeof buf);
+  cr_assert(strstr(buf, "net=1.5e-09"), "%s", buf);
+  tl_weights_default(&x);
+  tr_err err;
+  cr_assert_eq(tl_weights_parse(buf, &x, &err), TR_OK, "%s", err.msg);
+  for (int k = 0; k < TL_NCOST; k++) cr_assert(s_close(x.w[k], w.w[k]));
+  cr_assert_eq(tl_weights_parse("gemm=1 nosuch=2", &x, &err), TR_EINVAL);
+  cr_assert(strstr(err.msg, "nosuch"), "%s", err.msg);
+  cr_assert_eq(tl_weights_parse("gemm=-1", &x, &err), TR_EINVAL);
+  cr_assert_eq(tl_weights_parse("gemm=1", &x, &err), TR_EINVAL); /* the others missing */
+  cr_assert(s_close(x.w[TL_C_NET], w.w[TL_C_NET]), "a failed parse changes nothing");
 }
 
 Test(cost, probes_cover_every_component) {

@@ -6,6 +6,7 @@
 */
 #include "config.h"
 #include <criterion/criterion.h>
+#include <math.h>
 #include <string.h>
 #include <stdio.h>
 #include "optimize/optimize.h"
@@ -67,6 +68,16 @@ static void s_place(const ta_plan *p, to_placed *pl, int m) {
   }
 }
 
+/* m sites, outputs replicated repl times, one thread each, the default
+** weights, the chunking as declared. */
+static to_env s_env(int m, int repl) {
+  to_env env = {m, repl, 1, 0, {{0}, 0}, TO_LAYOUT_DECLARED, 256 << 20, 1 << 30};
+  tl_weights_default(&env.w);
+  return env;
+}
+
+#define ENV(m, repl) (&(to_env[]){s_env(m, repl)}[0])
+
 static void s_unplace(to_placed *pl) {
   for (int r = 0; r < TA_MAX_RELS; r++) to_placed_free(&pl[r]);
 }
@@ -86,7 +97,7 @@ Test(optimize, rules_reach_bmm_cmm_rmm_and_rank_them_by_exact_transfer) {
   ** partitioning one of them */
   s_matmul(&p, 512, 512, 512, 256, 256, 128);
   s_place(&p, pl, 4);
-  cr_assert_eq(to_optimize(&p, 4, 1, pl, NULL, &o, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(to_optimize(&p, ENV(4, 1), pl, NULL, &o, &err), TR_OK, "%s", err.msg);
   cr_assert_not_null(s_alt(&o, "BMM"));
   cr_assert_not_null(s_alt(&o, "CMM"));
   cr_assert_not_null(s_alt(&o, "RMM"));
@@ -100,7 +111,7 @@ Test(optimize, rules_reach_bmm_cmm_rmm_and_rank_them_by_exact_transfer) {
   to_moves mv;
   to_placed cur[TA_MAX_RELS];
   s_place(&p, cur, 4);
-  cr_assert_eq(to_moves_compute(&p, 0, &cmm->choice[0], 4, 1, cur, &mv, 0, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(to_moves_compute(&p, 0, &cmm->choice[0], ENV(4, 1), cur, &mv, 0, &err), TR_OK, "%s", err.msg);
   int64_t partial = 4 * 3 * 256 * 256;
   cr_assert_eq(mv.partial_floats, partial);
   cr_assert_eq(mv.total, mv.in_floats[0] + mv.in_floats[1] + partial);
@@ -119,14 +130,14 @@ Test(optimize, table4_regimes) {
   /* A common large dimension: CMM moves only small partial outputs. */
   s_matmul(&p, 256, 256, 16384, 256, 256, 2048);
   s_place(&p, pl, 4);
-  cr_assert_eq(to_optimize(&p, 4, 1, pl, NULL, &o, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(to_optimize(&p, ENV(4, 1), pl, NULL, &o, &err), TR_OK, "%s", err.msg);
   cr_assert(!strncmp(o.alt[o.chosen].name, "CMM", 3), "chose %s", o.alt[o.chosen].name);
   to_opt_free(&o);
   s_unplace(pl);
   /* Two large dimensions: moving the (large) output's partials loses. */
   s_matmul(&p, 2048, 2048, 256, 512, 512, 256);
   s_place(&p, pl, 4);
-  cr_assert_eq(to_optimize(&p, 4, 1, pl, NULL, &o, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(to_optimize(&p, ENV(4, 1), pl, NULL, &o, &err), TR_OK, "%s", err.msg);
   cr_assert(strncmp(o.alt[o.chosen].name, "CMM", 3), "chose %s", o.alt[o.chosen].name);
   const struct to_alt *cmm = s_alt(&o, "CMM");
   cr_assert(!cmm || cmm->floats > o.alt[o.chosen].floats);
@@ -141,14 +152,14 @@ Test(optimize, plan_by_name_and_unknown_names) {
   tr_err err;
   s_matmul(&p, 512, 512, 512, 128, 128, 128);
   s_place(&p, pl, 4);
-  cr_assert_eq(to_optimize(&p, 4, 2, pl, "cmm", &o, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(to_optimize(&p, ENV(4, 2), pl, "cmm", &o, &err), TR_OK, "%s", err.msg);
   cr_assert(!strncmp(o.alt[o.chosen].name, "CMM", 3), "forced %s", o.alt[o.chosen].name);
   cr_assert_eq(o.total, o.alt[o.chosen].floats, "the forced plan's prediction");
   cr_assert_eq(o.repl_floats, 512 * 512, "replication 2: one more copy of C");
   to_opt_free(&o);
-  cr_assert_eq(to_optimize(&p, 4, 1, pl, "XMM", &o, &err), TR_ENOTFOUND);
+  cr_assert_eq(to_optimize(&p, ENV(4, 1), pl, "XMM", &o, &err), TR_ENOTFOUND);
   cr_assert(strstr(err.msg, "no plan 'XMM'") && strstr(err.msg, "CMM[k]"), "%s", err.msg);
-  cr_assert_eq(to_optimize(&p, 4, 1, pl, "BMM", &o, &err), TR_ENOTFOUND, "several BMM plans: ambiguous");
+  cr_assert_eq(to_optimize(&p, ENV(4, 1), pl, "BMM", &o, &err), TR_ENOTFOUND, "several BMM plans: ambiguous");
   cr_assert(strstr(err.msg, "more than one"), "%s", err.msg);
   s_unplace(pl);
 }
@@ -167,17 +178,17 @@ Test(optimize, side_conditions_checked_on_the_placement) {
   c.mv[0] = c.mv[1] = TO_MV_KEEP;
   c.twophase = 1;
   c.agg_part = 3;
-  cr_assert_eq(to_moves_compute(&p, 0, &c, 4, 1, pl, &mv, 0, &err), TR_EINVAL);
+  cr_assert_eq(to_moves_compute(&p, 0, &c, ENV(4, 1), pl, &mv, 0, &err), TR_EINVAL);
   cr_assert(strstr(err.msg, "co-partitioned"), "%s", err.msg);
   /* A local aggregation whose tuples are spread over sites is refused. */
   c.mv[1] = TO_MV_BCAST;
   c.twophase = 0;
-  cr_assert_eq(to_moves_compute(&p, 0, &c, 4, 1, pl, &mv, 0, &err), TR_EINVAL);
+  cr_assert_eq(to_moves_compute(&p, 0, &c, ENV(4, 1), pl, &mv, 0, &err), TR_EINVAL);
   /* A chunk nobody holds: the error names tensor and chunk. */
   c.twophase = 1;
   pl[0].prim[5] = -1;
   pl[0].has[5] = 0;
-  cr_assert_eq(to_moves_compute(&p, 0, &c, 4, 1, pl, &mv, 0, &err), TR_ECORRUPT);
+  cr_assert_eq(to_moves_compute(&p, 0, &c, ENV(4, 1), pl, &mv, 0, &err), TR_ECORRUPT);
   cr_assert(strstr(err.msg, "tensor A chunk [1,1]"), "%s", err.msg);
   s_unplace(pl);
 }
@@ -189,7 +200,7 @@ Test(optimize, explain_formats) {
   tr_err err;
   s_matmul(&p, 512, 512, 512, 256, 256, 128);
   s_place(&p, pl, 4);
-  cr_assert_eq(to_optimize(&p, 4, 1, pl, "CMM", &o, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(to_optimize(&p, ENV(4, 1), pl, "CMM", &o, &err), TR_OK, "%s", err.msg);
   char *t = to_opt_text(&p, &o, NULL), *j = to_opt_json(&p, &o, NULL), *d = to_opt_dot(&p, &o);
   cr_assert(t && strstr(t, "IA plan on 4 sites: CMM[k]") && strstr(t, "<- chosen") && strstr(t, "shuffle A"), "%s", t);
   cr_assert(j && strstr(j, "\"sites\": 4") && strstr(j, "\"chosen\": {\"name\": \"CMM[k]\"") &&
@@ -200,6 +211,136 @@ Test(optimize, explain_formats) {
   free(t);
   free(j);
   free(d);
+  to_opt_free(&o);
+  s_unplace(pl);
+}
+
+Test(optimize, plans_ranked_by_predicted_seconds) {
+  static ta_plan p;
+  to_placed pl[TA_MAX_RELS];
+  to_opt o;
+  tr_err err;
+  s_matmul(&p, 512, 512, 512, 256, 256, 128);
+  s_place(&p, pl, 4);
+  cr_assert_eq(to_optimize(&p, ENV(4, 2), pl, NULL, &o, &err), TR_OK, "%s", err.msg);
+  for (int i = 1; i < o.nalt; i++) cr_assert_leq(o.alt[i - 1].cost, o.alt[i].cost, "by seconds");
+  cr_assert_eq(o.alt[o.chosen].cost + o.w.w[TL_C_PHASES], o.seconds,
+               "the plan's seconds: its node's, and the statement's round trip");
+  cr_assert_eq(o.node_s[0], o.moves[0].seconds);
+  cr_assert_eq(tl_seconds(&o.w, &o.node_cost[0]), o.node_s[0], "seconds are the weighted components");
+  cr_assert_gt(o.node_cost[0].c[TL_C_GEMM], 0);
+  cr_assert_gt(o.node_cost[0].c[TL_C_WRITE], 0, "the output is written, and replicated");
+  cr_assert_eq(o.node_cost[0].c[TL_C_PHASES], 2 + (o.node_floats[0] > 0) + 2 * o.choice[0].twophase,
+               "tasks, the commit, and the moves and combine if any");
+  /* cores shared by the sites: the gemm can go no faster than all the
+  ** work over the cores */
+  to_env env = s_env(4, 2);
+  env.cores = 1;
+  to_opt o1;
+  cr_assert_eq(to_optimize(&p, &env, pl, NULL, &o1, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(o1.node_cost[0].c[TL_C_GEMM], 2.0 * 512 * 512 * 512);
+  to_opt_free(&o1);
+  to_opt_free(&o);
+  s_unplace(pl);
+}
+
+/* A gemm cut thin on its summed label does the same flops in more
+** calls, each reading and writing its whole output block: that traffic
+** is counted, so the thin cut is predicted slower. */
+Test(optimize, thin_gemm_calls_count_the_blocks_they_touch) {
+  static ta_plan p;
+  to_placed pl[TA_MAX_RELS];
+  to_opt o[2];
+  tr_err err;
+  to_env env = s_env(1, 1);
+  env.cores = 1;
+  for (int t = 0; t < 2; t++) {
+    s_matmul(&p, 1024, 1024, 64, 1024, 1024, t ? 16 : 64);
+    s_place(&p, pl, 1);
+    cr_assert_eq(to_optimize(&p, &env, pl, NULL, &o[t], &err), TR_OK, "%s", err.msg);
+    s_unplace(pl);
+  }
+  cr_assert_eq(o[1].node_cost[0].c[TL_C_GEMM], o[0].node_cost[0].c[TL_C_GEMM], "the same flops");
+  cr_assert_eq(o[1].node_cost[0].c[TL_C_ELEMWISE] - o[0].node_cost[0].c[TL_C_ELEMWISE],
+               3.0 * 1024 * 1024, "three more calls, each touching the 1024 x 1024 output");
+  cr_assert_gt(o[1].seconds, o[0].seconds);
+  to_opt_free(&o[0]);
+  to_opt_free(&o[1]);
+}
+
+/* Relation r's chunks all on site 0 (and its replica on site 1). */
+static void s_on_one_site(const ta_plan *p, to_placed *pl, int r) {
+  for (int64_t l = 0; l < pl[r].n; l++) {
+    pl[r].prim[l] = 0;
+    pl[r].has[l] = 3;
+  }
+  (void)p;
+}
+
+Test(optimize, auto_layout_spreads_a_product_stored_as_one_chunk) {
+  static ta_plan p;
+  to_placed pl[TA_MAX_RELS];
+  to_opt o;
+  tr_err err;
+  /* A 3072 x 3072 product, each input one chunk on sites 0 and 1: as
+  ** declared the whole product runs on one site */
+  s_matmul(&p, 3072, 3072, 3072, 3072, 3072, 3072);
+  s_place(&p, pl, 4);
+  s_on_one_site(&p, pl, 0);
+  s_on_one_site(&p, pl, 1);
+  to_env env = s_env(4, 2);
+  cr_assert_eq(to_optimize(&p, &env, pl, NULL, &o, &err), TR_OK, "%s", err.msg);
+  cr_assert(!o.layout.ran);
+  double declared = o.seconds;
+  to_opt_free(&o);
+  env.layout = TO_LAYOUT_AUTO;
+  cr_assert_eq(to_optimize(&p, &env, pl, NULL, &o, &err), TR_OK, "%s", err.msg);
+  cr_assert(o.layout.ran && o.layout.used, "the chosen chunking runs");
+  cr_assert_gt(o.layout.candidates, 1);
+  cr_assert_eq(o.layout.declared_s, declared);
+  cr_assert_lt(o.seconds, 0.8 * declared, "chosen %g s, declared %g s", o.seconds, declared);
+  int64_t pieces = 1, sites = 0;
+  for (int l = 0; l < 3; l++) pieces *= (3072 + p.nodes[0].chunk[l] - 1) / p.nodes[0].chunk[l];
+  cr_assert_gt(pieces, 1, "the plan is written back in its new chunking");
+  for (int d = 0; d < 2; d++) cr_assert_eq(p.rels[2].meta.chunk[d], p.nodes[0].chunk[d ? 1 : 0]);
+  for (int64_t l = 0; l < tr_nchunks(&p.rels[2].meta); l++) sites |= o.moves[0].osites[l];
+  cr_assert_gt(__builtin_popcountll((uint64_t)sites), 1, "computed on more than one site");
+  to_opt_free(&o);
+  s_unplace(pl);
+}
+
+Test(optimize, auto_layout_keeps_a_declared_output_chunking) {
+  static ta_plan p;
+  to_placed pl[TA_MAX_RELS];
+  to_opt o;
+  tr_err err;
+  /* as above, and C declared with 768 x 3072 chunks */
+  s_matmul(&p, 3072, 3072, 3072, 3072, 3072, 3072);
+  p.rels[2].declared = 1;
+  p.rels[2].dchunk[0] = 768;
+  p.rels[2].dchunk[1] = 3072;
+  s_place(&p, pl, 4);
+  s_on_one_site(&p, pl, 0);
+  s_on_one_site(&p, pl, 1);
+  to_env env = s_env(4, 1);
+  cr_assert_eq(to_optimize(&p, &env, pl, NULL, &o, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(p.rels[2].meta.chunk[0], 3072, "declared layout: the operands' chunking");
+  to_opt_free(&o);
+  env.layout = TO_LAYOUT_AUTO;
+  cr_assert_eq(to_optimize(&p, &env, pl, NULL, &o, &err), TR_OK, "%s", err.msg);
+  cr_assert(o.layout.ran);
+  cr_assert_eq(p.rels[2].meta.chunk[0], 768);
+  cr_assert_eq(p.rels[2].meta.chunk[1], 3072);
+  cr_assert_eq(p.nodes[0].chunk[0], 768, "the node computes in the declared output chunking");
+  to_opt_free(&o);
+  s_unplace(pl);
+  /* a chunking no worker accepts does not run, whatever it is predicted */
+  s_matmul(&p, 1024, 1024, 1024, 1024, 1024, 1024);
+  s_place(&p, pl, 4);
+  env.chunk_max = 1 << 20;
+  cr_assert_eq(to_optimize(&p, &env, pl, NULL, &o, &err), TR_OK, "%s", err.msg);
+  cr_assert(o.layout.used && isnan(o.layout.declared_s), "the declared 4 MiB chunks are refused");
+  cr_assert_leq(p.rels[2].meta.chunk[0] * p.rels[2].meta.chunk[1], 1 << 18);
   to_opt_free(&o);
   s_unplace(pl);
 }

@@ -858,6 +858,22 @@ Test(explain, analyze_and_format) {
   tp_stmt_free(&st);
 }
 
+/* A block's plan name has a part per node: one of a block of split
+** products runs past 256 characters, and still fits. */
+Test(explain, long_plan_names) {
+  char q[1024], name[700];
+  memset(name, 'x', sizeof name);
+  name[400] = '\0';
+  snprintf(q, sizeof q, "EXPLAIN ANALYZE (PLAN '%s') C[i] = A[i];", name);
+  tp_stmt *st = ok(q);
+  cr_assert_str_eq(st->plan, name);
+  tp_stmt_free(&st);
+  name[400] = 'x';
+  name[sizeof name - 1] = '\0';
+  snprintf(q, sizeof q, "EXPLAIN ANALYZE (PLAN '%s') C[i] = A[i];", name);
+  bad(q, "plan name too long");
+}
+
 Test(explain, keywords_not_reserved) {
   /* ANALYZE followed by '[' is the tensor assigned to */
   tp_stmt *st = ok("EXPLAIN ANALYZE[i] = A[i];");

@@ -1,0 +1,366 @@
+/*
+** optimize/layout.c - auto layout: the chunking every node of a plan
+** computes in, chosen by layout/'s format search over the plan's graph,
+** with the optimizer's own costs.
+**
+** The graph: a vertex per stored relation the plan reads (a source, in
+** its stored chunk shape) and one per node (its EinSum: the node's labels
+** and operands), so a statement's nested aggregations, the pairwise steps
+** of a multi-operand product and the statements of a block are one
+** graph; an output whose chunks the user declared keeps them (a sink of
+** fixed format), every other tensor's format is free.  Each node's
+** candidates are EinDecomp partition vectors for 1, 2, 4, .. sites x
+** threads pieces of work, plus the chunking its stored operands imply
+** (what `declared` layout runs).
+**
+** The costs are the optimizer's, in seconds, so the search and the
+** final plan agree:
+**  - a vertex under a chunking: the cheapest IA plan the rewrite rules
+**    reach for the node with its operands already in that chunking, its
+**    moves computed exactly (moves.c) on a canonical placement (chunk lin
+**    on site lin mod m, as FILL and the hash of a full output key place
+**    them); a stored operand whose chunking is kept sits where the
+**    catalog says;
+**  - an edge: re-chunking the tensor from the producer's chunk shape to
+**    the consumer's, each new chunk assembled on its canonical site from
+**    the old chunks overlapping it (sent whole, once per site, as the
+**    executor sends them), copying every element.
+** The IA plans of a node are enumerated once, on its first chunking:
+** which plans the rules reach depends on its labels and operands, not on
+** chunk sizes.
+*/
+#include "config.h"
+#include "optimize/optimize_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The graph of a plan and what the cost callbacks need. */
+typedef struct s_lay {
+  const ta_plan *p;
+  const to_env *env;
+  const to_placed *pl;            /* stored placements, by relation */
+  tl_vertex v[TA_MAX_RELS + TA_MAX_NODES];
+  int nv;
+  int vrel[TA_MAX_RELS + TA_MAX_NODES];  /* relation of each vertex (its output) */
+  int vnode[TA_MAX_RELS + TA_MAX_NODES]; /* node of each vertex, -1: a source */
+  int relv[TA_MAX_RELS];          /* vertex producing each relation, -1 */
+  oi_cands *cands[TA_MAX_NODES];  /* IA plans per node, made on first use */
+  ta_plan *mini;                  /* scratch: one node in one chunking */
+  int failed;                     /* out of memory in a callback */
+} s_lay;
+
+/* Chunk lin of a tensor with n chunks on site lin mod m. */
+static int s_canonical(int64_t n, int m, to_placed *out) {
+  memset(out, 0, sizeof *out);
+  out->has = malloc(sizeof *out->has * (size_t)(n + 1));
+  out->prim = malloc((size_t)n + 1);
+  if (!out->has || !out->prim) {
+    to_placed_free(out);
+    return TR_ENOMEM;
+  }
+  out->n = n;
+  for (int64_t l = 0; l < n; l++) {
+    out->prim[l] = (int8_t)(l % m);
+    out->has[l] = 1ull << (l % m);
+  }
+  return TR_OK;
+}
+
+static int s_same(int rank, const int64_t *a, const int64_t *b) {
+  for (int d = 0; d < rank; d++)
+    if (a[d] != b[d]) return 0;
+  return 1;
+}
+
+/* ---- The graph -------------------------------------------------------------- */
+
+static int s_source(s_lay *L, int rel) {
+  const tr_tensor *t = &L->p->rels[rel].meta;
+  tl_vertex *x = &L->v[L->nv];
+  memset(x, 0, sizeof *x);
+  x->e.nlabels = x->e.nout = t->rank;
+  for (int d = 0; d < t->rank; d++) {
+    x->e.size[d] = t->shape[d];
+    x->e.out[d] = d;
+    x->chunk[d] = t->chunk[d];
+  }
+  L->vrel[L->nv] = rel;
+  L->vnode[L->nv] = -1;
+  L->relv[rel] = L->nv;
+  return L->nv++;
+}
+
+static void s_graph(s_lay *L) {
+  const ta_plan *p = L->p;
+  for (int r = 0; r < TA_MAX_RELS; r++) L->relv[r] = -1;
+  for (int k = 0; k < p->nnodes; k++) {
+    const ta_node *n = &p->nodes[k];
+    for (int i = 0; i < n->ninputs; i++)
+      if (L->relv[n->in[i].rel] < 0) s_source(L, n->in[i].rel);
+    tl_vertex *x = &L->v[L->nv];
+    memset(x, 0, sizeof *x);
+    tl_einsum *e = &x->e;
+    e->nlabels = n->nlabels;
+    for (int l = 0; l < n->nlabels; l++) {
+      e->size[l] = n->size[l];
+      x->ext0[l] = n->chunk[l];
+    }
+    e->nin = n->ninputs;
+    for (int i = 0; i < n->ninputs; i++) {
+      e->rank[i] = n->in[i].rank;
+      for (int d = 0; d < n->in[i].rank; d++) e->in[i][d] = n->in[i].label[d];
+      x->src[i] = L->relv[n->in[i].rel];
+    }
+    e->nout = n->nout;
+    for (int d = 0; d < n->nout; d++) e->out[d] = d;
+    x->kernel = n->gemm ? TL_K_GEMM : n->agg == TK_AGG_NONE ? TL_K_ELEMWISE : TL_K_CONTRACT;
+    const ta_rel *o = &p->rels[n->out];
+    if (o->kind == TA_REL_OUTPUT && o->declared)
+      for (int d = 0; d < n->nout; d++)
+        x->chunk[d] = o->dchunk[d] < n->size[d] ? o->dchunk[d] : n->size[d];
+    L->vrel[L->nv] = n->out;
+    L->vnode[L->nv] = k;
+    L->relv[n->out] = L->nv++;
+  }
+}
+
+/* ---- The costs ------------------------------------------------------------------ */
+
+/* The seconds of the busiest site among per-site components c[0..m). */
+static double s_busiest(const to_env *env, const tl_cost *c) {
+  double best = 0;
+  for (int u = 0; u < env->m; u++) {
+    double t = tl_seconds(&env->w, &c[u]);
+    if (t > best) best = t;
+  }
+  return best;
+}
+
+/* Vertex v (a node) with its operands already in chunking ext. */
+static double s_vertex(void *ctx, int v, const int64_t *ext) {
+  s_lay *L = ctx;
+  const ta_plan *p = L->p;
+  int k = L->vnode[v], nin = p->nodes[k].ninputs;
+  ta_plan *q = L->mini;
+  to_placed mpl[TK_MAX_INPUTS + 1];
+  int own[TK_MAX_INPUTS + 1] = {0};
+  double best = INFINITY;
+  memset(mpl, 0, sizeof mpl);
+  q->nnodes = 1;
+  q->nrels = nin + 1;
+  ta_node *n = &q->nodes[0];
+  *n = p->nodes[k];
+  for (int l = 0; l < n->nlabels; l++) n->chunk[l] = ext[l];
+  for (int i = 0; i <= nin && !L->failed; i++) {
+    int rel = i < nin ? p->nodes[k].in[i].rel : p->nodes[k].out;
+    ta_rel *r = &q->rels[i];
+    *r = p->rels[rel];
+    if (i < nin) {
+      r->kind = TA_REL_STORED;
+      r->meta.version = 1;
+      for (int d = 0; d < r->meta.rank; d++) r->meta.chunk[d] = ext[n->in[i].label[d]];
+      n->in[i].rel = i;
+      const ta_rel *orig = &p->rels[rel];
+      if (orig->kind == TA_REL_STORED && s_same(r->meta.rank, r->meta.chunk, orig->meta.chunk) &&
+          L->pl[rel].n) {
+        mpl[i] = L->pl[rel]; /* borrowed: where the catalog says it is */
+      } else {
+        own[i] = 1;
+        if (s_canonical(tr_nchunks(&r->meta), L->env->m, &mpl[i])) L->failed = 1;
+      }
+    } else {
+      for (int d = 0; d < n->nout; d++) r->meta.chunk[d] = ext[d];
+      n->out = i;
+    }
+  }
+  if (!L->failed && !L->cands[k]) {
+    int ntrees = 0, fired[TO_MAX_RULES] = {0};
+    if (!(L->cands[k] = calloc(1, sizeof *L->cands[k])) ||
+        oi_enumerate(q, 0, L->cands[k], &ntrees, fired))
+      L->failed = 1;
+  }
+  for (int c = 0; !L->failed && c < L->cands[k]->n; c++) {
+    to_moves mv;
+    tr_err e2;
+    if (to_moves_compute(q, 0, &L->cands[k]->c[c], L->env, mpl, &mv, 0, &e2)) {
+      if (e2.code == TR_ENOMEM) L->failed = 1;
+      continue;
+    }
+    if (mv.seconds < best) best = mv.seconds;
+    to_moves_free(&mv);
+  }
+  for (int i = 0; i < nin; i++)
+    if (own[i]) to_placed_free(&mpl[i]);
+  return best;
+}
+
+/* Re-chunking u's tensor from chunk shape `from` to `to`. */
+static double s_edge(void *ctx, int u, const int64_t *from, const int64_t *to) {
+  s_lay *L = ctx;
+  const ta_rel *r = &L->p->rels[L->vrel[u]];
+  tr_tensor a = r->meta, b = r->meta;
+  int m = L->env->m;
+  to_placed canon, *src = &canon;
+  tl_cost c[TO_MAX_SITES];
+  double out = INFINITY;
+  memcpy(a.chunk, from, sizeof(int64_t) * (size_t)a.rank);
+  memcpy(b.chunk, to, sizeof(int64_t) * (size_t)b.rank);
+  memset(c, 0, sizeof c);
+  memset(&canon, 0, sizeof canon);
+  int64_t na = tr_nchunks(&a), nb = tr_nchunks(&b);
+  uint64_t *sent = calloc((size_t)na + 1, sizeof *sent);
+  if (L->vnode[u] < 0 && s_same(a.rank, from, r->meta.chunk) && L->pl[L->vrel[u]].n == na)
+    src = (to_placed *)&L->pl[L->vrel[u]];
+  else if (s_canonical(na, m, &canon))
+    L->failed = 1;
+  if (!sent) L->failed = 1;
+  for (int64_t t = 0; t < nb && !L->failed; t++) {
+    int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK], first[TR_MAX_RANK], last[TR_MAX_RANK], k[TR_MAX_RANK];
+    int s = (int)(t % m);
+    tr_key_from_linear(&b, t, key);
+    c[s].c[TL_C_ELEMWISE] += (double)tr_chunk_extent(&b, key, ext); /* the copy into it */
+    for (int d = 0; d < a.rank; d++) {
+      int64_t lo = key[d] * b.chunk[d];
+      first[d] = k[d] = lo / a.chunk[d];
+      last[d] = (lo + ext[d] - 1) / a.chunk[d];
+    }
+    for (;;) { /* the old chunks its box overlaps, each sent to s once */
+      int64_t o = tr_key_linear(&a, k), oext[TR_MAX_RANK];
+      if (!(src->has[o] >> s & 1) && !(sent[o] >> s & 1)) {
+        int64_t ok[TR_MAX_RANK];
+        tr_key_from_linear(&a, o, ok);
+        double fl = (double)tr_chunk_extent(&a, ok, oext);
+        sent[o] |= 1ull << s;
+        c[s].c[TL_C_NET] += fl;
+        if (src->prim[o] >= 0) c[src->prim[o]].c[TL_C_NET] += fl;
+      }
+      int d = a.rank - 1;
+      while (d >= 0 && ++k[d] > last[d]) k[d] = first[d], d--;
+      if (d < 0) break;
+    }
+  }
+  if (!L->failed) out = s_busiest(L->env, c);
+  free(sent);
+  to_placed_free(&canon);
+  return out;
+}
+
+/* ---- The search ---------------------------------------------------------------- */
+
+int oi_layout(ta_plan *p, const to_env *env, const to_placed *pl, to_layout_info *info,
+              tr_err *err) {
+  double t0 = tr_now();
+  s_lay *L = calloc(1, sizeof *L);
+  tl_fplan *plan = NULL;
+  int rc = TR_OK;
+  memset(info, 0, sizeof *info);
+  info->ran = 1;
+  if (!L || !(L->mini = calloc(1, sizeof *L->mini))) {
+    rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+    goto done;
+  }
+  L->p = p;
+  L->env = env;
+  L->pl = pl;
+  s_graph(L);
+  tr_dtype dt = TR_F32;
+  for (int i = 0; i < p->nrels; i++)
+    if (p->rels[i].meta.dtype == TR_F64) dt = TR_F64;
+  tl_graph g = {L->nv, L->v};
+  int64_t limit = env->chunk_limit < env->chunk_max ? env->chunk_limit : env->chunk_max;
+  tl_fproblem pb = {&g, env->m * (env->threads > 0 ? env->threads : 1), limit, dt,
+                    env->m, env->threads > 0 ? env->threads : 1, env->w, s_vertex, s_edge, L};
+  info->pieces = pb.p;
+  rc = tl_formats(&pb, TL_FMODE_AUTO, &plan, err);
+  if (!rc && L->failed) rc = tr_seterr(err, TR_ENOMEM, "out of memory choosing the layout");
+  if (rc) goto done;
+  for (int k = 0; k < p->nnodes; k++) {
+    ta_node *n = &p->nodes[k];
+    const tl_fchoice *ch = &plan->v[L->relv[n->out]];
+    for (int l = 0; l < n->nlabels; l++) n->chunk[l] = ch->ext[l];
+    for (int d = 0; d < n->nout; d++) p->rels[n->out].meta.chunk[d] = ch->ext[d];
+  }
+  info->search_s = plan->seconds;
+  info->candidates = plan->candidates;
+  info->dag = plan->dag;
+  info->linearised = plan->linearised;
+  info->max_class = plan->max_class;
+done:
+  if (L) {
+    for (int k = 0; k < TA_MAX_NODES; k++) free(L->cands[k]);
+    free(L->mini);
+  }
+  free(L);
+  tl_fplan_destroy(&plan);
+  info->ms = (tr_now() - t0) * 1e3;
+  return rc;
+}
+
+/* Does every relation p writes have chunks a worker accepts? */
+static int s_writable(const ta_plan *p, int64_t max) {
+  for (int k = 0; k < p->nnodes; k++) {
+    const tr_tensor *t = &p->rels[p->nodes[k].out].meta;
+    double bytes = (double)tr_dtype_size(t->dtype);
+    for (int d = 0; d < t->rank; d++) bytes *= (double)t->chunk[d];
+    if (bytes > (double)max) return 0;
+  }
+  return 1;
+}
+
+/* Outputs the user declared chunks for get them, whichever chunking runs:
+** the node making one computes in them on its output labels. */
+static void s_declared(ta_plan *p) {
+  for (int k = 0; k < p->nnodes; k++) {
+    ta_node *n = &p->nodes[k];
+    ta_rel *o = &p->rels[n->out];
+    if (o->kind != TA_REL_OUTPUT || !o->declared) continue;
+    for (int d = 0; d < n->nout; d++)
+      n->chunk[d] = o->meta.chunk[d] = o->dchunk[d] < n->size[d] ? o->dchunk[d] : n->size[d];
+  }
+}
+
+int to_optimize(ta_plan *p, const to_env *env, to_placed *pl, const char *force, to_opt *o,
+                tr_err *err) {
+  if (env->layout != TO_LAYOUT_AUTO || !p->nnodes)
+    return oi_optimize_plan(p, env, pl, force, o, err);
+  s_declared(p);
+  ta_plan *q = malloc(sizeof *q);
+  to_layout_info info;
+  to_opt od, oa;
+  tr_err aerr;
+  if (!q) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  *q = *p;
+  int ra = oi_layout(q, env, pl, &info, &aerr);
+  if (!ra) ra = oi_optimize_plan(q, env, pl, force, &oa, &aerr);
+  /* the declared chunking, unless it makes a chunk no worker accepts */
+  int rd = s_writable(p, env->chunk_max) ? oi_optimize_plan(p, env, pl, force, &od, err)
+                                         : tr_seterr(err, TR_ESHAPE, "too large a chunk");
+  info.auto_s = ra ? NAN : oa.seconds;
+  info.declared_s = rd ? NAN : od.seconds;
+  /* A new chunking must win by more than the model resolves: 5%, and at
+  ** least a round trip's time (below that, tiny tensors would be cut up
+  ** for microseconds the model cannot see). */
+  double margin = fmax(TO_LAYOUT_MARGIN * od.seconds, env->w.w[TL_C_PHASES]);
+  if (!ra && (rd || oa.seconds < od.seconds - margin)) {
+    if (!rd) to_opt_free(&od);
+    *p = *q;
+    *o = oa;
+    info.used = 1;
+  } else if (!rd) {
+    if (!ra) to_opt_free(&oa);
+    *o = od;
+  } else {
+    /* neither: the error that says most (a forced plan's names, an
+    ** unreadable chunk) is the declared chunking's, unless that one
+    ** could not run at all */
+    if (rd == TR_ESHAPE) *err = aerr;
+    free(q);
+    return rd == TR_ESHAPE ? ra : rd;
+  }
+  o->layout = info;
+  free(q);
+  return TR_OK;
+}
