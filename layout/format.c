@@ -135,14 +135,19 @@ static void s_impl_cost(const tl_fproblem *pb, const tl_vertex *x, int impl, con
     if (impl >= 0 && j != impl) moved += sz * (n - 1);     /* broadcast to all */
   }
   double partials = g > 1 ? g * out : 0; /* join results the aggregation combines */
+  /* each output chunk's partials are combined on one site (EinDecomp,
+  ** section 7): the busiest takes in the partials of ceil(groups / n)
+  ** of the groups, and combines them on as many threads */
+  double groups = tuples / g, mine = ceil(s_per(groups, n));
+  double comb = partials * mine / groups, cwidth = mine < pb->threads ? mine : pb->threads;
   memset(c, 0, sizeof *c);
   double width = tuples < cores ? tuples : cores;
   if (x->kernel == TL_K_ELEMWISE)
     c->c[TL_C_ELEMWISE] = s_per(all * (e->nin > 1 ? e->nin - 1 : 1), width);
   else
     c->c[x->kernel == TL_K_GEMM ? TL_C_GEMM : TL_C_CONTRACT] = s_per(2 * all, width);
-  c->c[TL_C_ELEMWISE] += s_per(partials, width);
-  c->c[TL_C_NET] = s_per(moved + partials, n);
+  c->c[TL_C_ELEMWISE] += s_per(comb, cwidth);
+  c->c[TL_C_NET] = s_per(moved, n) + comb;
   c->c[TL_C_TASKS] = ceil(s_per(tuples, n));
   c->c[TL_C_WRITE] = s_per((partials + out) * elem, n);
   c->c[TL_C_PHASES] = 1 + (moved > 0) + 2 * (partials > 0);
@@ -241,6 +246,59 @@ static int s_add_vector(const tl_fproblem *pb, int v, s_exts *a, const int *d) {
   return s_exts_add(pb, v, a, ext);
 }
 
+/*
+** The combine spread over the cluster.  EinDecomp sends each group of
+** partials to one processor (section 7, "transferring into the
+** aggregation"), so a chunking that cuts a summed label into g pieces
+** but its output labels into fewer than p has each combine's g partials
+** received and added on one site: with the output in one chunk, one
+** worker takes in every partial while the others wait.  The aggregation
+** is a second EinSum over the output labels alone, whose partition need
+** not be the join's: for each chunking ext that cuts a summed label and
+** gives fewer than p output pieces, also every chunking that keeps ext on
+** the summed labels and cuts the output labels by a vector of p pieces
+** over them (section 8.1's enumeration for the aggregation), so that the
+** join runs in g x p pieces and every site combines 1/p of the output.
+** The summed extents are kept, so stored operands cut on the summed
+** label stay re-chunks of what is stored (local copies), not
+** repartitions.
+*/
+static int s_add_spread(const tl_fproblem *pb, int v, s_exts *a, const int64_t *from) {
+  const tl_einsum *e = &pb->g->v[v].e;
+  int64_t ext[TL_MAX_LABELS]; /* a copy: adding may move *from */
+  memcpy(ext, from, sizeof ext);
+  double g = 1, o = 1;
+  uint64_t outm = 0;
+  for (int k = 0; k < e->nout; k++) {
+    outm |= 1ull << e->out[k];
+    o *= (double)((e->size[e->out[k]] + ext[e->out[k]] - 1) / ext[e->out[k]]);
+  }
+  for (int l = 0; l < e->nlabels; l++)
+    if (!(outm >> l & 1)) g *= (double)((e->size[l] + ext[l] - 1) / ext[l]);
+  if (g <= 1 || o >= pb->p || !e->nout || pb->g->v[v].chunk[0]) return TR_OK;
+  tl_einsum agg; /* the aggregation: one operand, the output labels */
+  memset(&agg, 0, sizeof agg);
+  agg.nlabels = agg.nout = agg.rank[0] = e->nout;
+  agg.nin = 1;
+  for (int k = 0; k < e->nout; k++) {
+    agg.size[k] = e->size[e->out[k]];
+    agg.in[0][k] = agg.out[k] = k;
+  }
+  int *vec = NULL, nv = 0, rc;
+  tr_err err;
+  if ((rc = tl_decomp_vectors(&agg, pb->p, &vec, &nv, &err)))
+    return rc == TR_ENOMEM ? rc : TR_OK; /* too many: the join's vectors only */
+  int64_t x[TL_MAX_LABELS];
+  for (int i = 0; i < nv && !rc; i++) {
+    memcpy(x, ext, sizeof x);
+    for (int k = 0; k < e->nout; k++)
+      x[e->out[k]] = (agg.size[k] + vec[i * e->nout + k] - 1) / vec[i * e->nout + k];
+    rc = s_exts_add(pb, v, a, x);
+  }
+  free(vec);
+  return rc;
+}
+
 int tl_chunkings(const tl_fproblem *pb, int v, int64_t (**out)[TL_MAX_LABELS], int *n,
                  tr_err *err) {
   const tl_vertex *x = &pb->g->v[v];
@@ -258,6 +316,7 @@ int tl_chunkings(const tl_fproblem *pb, int v, int64_t (**out)[TL_MAX_LABELS], i
     for (int i = 0; i < nv && !rc; i++) rc = s_add_vector(pb, v, &a, &vec[i * e->nlabels]);
     free(vec);
   }
+  for (int i = 0, base = a.n; i < base && !rc; i++) rc = s_add_spread(pb, v, &a, a.x[i]);
   if (rc == TR_ENOMEM) tr_seterr(err, rc, "out of memory choosing chunkings of vertex %d", v);
   if (!rc && !a.n)
     rc = tr_seterr(err, TR_ESHAPE,

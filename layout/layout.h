@@ -271,7 +271,11 @@ const tl_probe *tl_probes(int *n);
 ** every operand.  A chunking is feasible when every chunk it makes fits
 ** the per-chunk byte limit (the thesis's p.f(m): a single tuple cannot
 ** hold a 40 GB matrix); when none with up to p pieces is, vectors with
-** more pieces are added until one is.
+** more pieces are added until one is.  A chunking that cuts a summed
+** label into g pieces but the output into fewer than p is also offered
+** with the output cut by each vector of p pieces over the output labels
+** (the aggregation partitioned on its own, g x p pieces in all), so that
+** a combine can spread over the sites.
 */
 typedef struct tl_fproblem {
   const tl_graph *g;   /* vertices; sources carry their stored chunk shape */

@@ -146,7 +146,7 @@ char *to_opt_text(const ta_plan *p, const to_opt *o, const char *tra) {
     }
     tr_text_put(&b, "  %*sIA expression: %s\n", 2, "", o->choice[k].ia);
     if (o->choice[k].rules[0]) tr_text_put(&b, "  %*srules: %s\n", 2, "", o->choice[k].rules);
-    tr_text_put(&b, "  %*spredicted %.3g s on its busiest site", 2, "", o->node_s[k]);
+    tr_text_put(&b, "  %*spredicted %.3g s on its busiest site per phase", 2, "", o->node_s[k]);
     s_components(&b, &o->w, &o->node_cost[k]);
     tr_text_put(&b, "\n");
   }

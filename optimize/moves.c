@@ -3,7 +3,13 @@
 ** each join tuple runs, which chunks must reach which site, the partials
 ** shuffled, and the floats all of it moves; and from the same walk, what
 ** every site does (the components of the cost in seconds, layout/'s
-** tl_cost): the node takes as long as its busiest site.
+** tl_cost).  A node runs in phases: the join, then for a 2-phase
+** aggregation the shuffle and combine of its partials, which start only
+** when the last join task is done.  Each phase takes as long as its
+** busiest site, the node the sum of its phases: a combine that lands on
+** one site adds all its time to the slowest join, however idle the
+** other sites are meanwhile (EinDecomp's aggregation cost, section 7,
+** charged where it is paid).
 */
 #include "config.h"
 #include "optimize/optimize_int.h"
@@ -51,7 +57,11 @@ typedef struct s_mc {
   to_moves *mv;                    /* the moves being computed */
   uint8_t *touched[TK_MAX_INPUTS]; /* per operand chunk: a tuple reads it */
   unsigned rechunk;                /* operands stored in another chunking */
-  tl_cost site[TO_MAX_SITES];      /* what each site does (not yet per core) */
+  tl_cost site[TO_MAX_SITES];      /* what each site does in the join phase
+                                      (not yet per core) */
+  tl_cost comb[TO_MAX_SITES];      /* and in the combine phase: the shuffle
+                                      of partials, their combine and the
+                                      output written */
   double outs[TO_MAX_SITES];       /* output chunks each site computes */
   tr_err *err;                     /* where failures go */
 } s_mc;
@@ -212,15 +222,15 @@ static int s_owners(s_mc *M) {
       uint64_t from = mv->osites[lin] & ~(1ull << own);
       mv->partial_floats += oi_pop(from) * fl;
       /* each site writes its partial; the owner receives the others and
-      ** combines them all in one more kernel call */
+      ** combines them all in one more kernel call, after the joins */
       for (int u = 0; u < M->m; u++)
         if (mv->osites[lin] >> u & 1) {
           M->site[u].c[TL_C_WRITE] += (double)fl;
-          if (from >> u & 1) M->site[u].c[TL_C_NET] += (double)fl;
+          if (from >> u & 1) M->comb[u].c[TL_C_NET] += (double)fl;
         }
-      M->site[own].c[TL_C_NET] += (double)(oi_pop(from) * fl);
-      M->site[own].c[TL_C_ELEMWISE] += (double)(oi_pop(mv->osites[lin]) * fl);
-      M->site[own].c[TL_C_TASKS] += 1;
+      M->comb[own].c[TL_C_NET] += (double)(oi_pop(from) * fl);
+      M->comb[own].c[TL_C_ELEMWISE] += (double)(oi_pop(mv->osites[lin]) * fl);
+      M->comb[own].c[TL_C_TASKS] += 1;
     } else {
       if (oi_pop(mv->osites[lin]) != 1)
         return tr_seterr(M->err, TR_EINVAL, "output chunk %lld would be computed on %d sites",
@@ -234,52 +244,65 @@ static int s_owners(s_mc *M) {
   return TR_OK;
 }
 
-/* The output written where it is made and at its replicas (bytes; and
-** for a statement's output, each chunk synced at the commit as a task),
-** then
-** the busiest site: its components per core, and the node's round trips
-** (its operand moves, its tasks, the partials' shuffle and combine, the
-** commit of an output).  Elements count once per instruction of the
-** program evaluated on them. */
-static void s_seconds(s_mc *M) {
-  const ta_node *n = M->n;
-  const tr_tensor *om = &M->p->rels[n->out].meta;
-  to_moves *mv = M->mv;
-  int out = M->p->rels[n->out].kind == TA_REL_OUTPUT, r = out ? M->env->repl : 1;
-  double esz = (double)tr_dtype_size(om->dtype), thr = M->env->threads > 0 ? M->env->threads : 1;
-  if (r > M->m) r = M->m;
-  for (int64_t lin = 0; lin < tr_nchunks(om); lin++) {
-    double fl = (double)s_chunk_floats(om, lin);
-    M->site[mv->owner[lin]].c[TL_C_ELEMWISE] += fl * n->post.n; /* the fused transform */
-    for (int j = 0; j < r; j++) {
-      int u = (mv->owner[lin] + j) % M->m;
-      M->site[u].c[TL_C_WRITE] += fl;
-      if (out) M->site[u].c[TL_C_TASKS] += 1; /* a chunk stored durably: a sync */
-      if (j) M->site[u].c[TL_C_NET] += fl, M->site[mv->owner[lin]].c[TL_C_NET] += fl;
-    }
-  }
+/* The busiest site of one phase (per-site amounts in c[0..m), made per
+** core here): its components into *out, its site the return value. */
+static int s_phase(s_mc *M, tl_cost *c, tl_cost *out) {
   double best = -1, all[TL_NCOST] = {0};
+  double esz = (double)tr_dtype_size(M->p->rels[M->n->out].meta.dtype);
+  double thr = M->env->threads > 0 ? M->env->threads : 1;
+  int busiest = 0;
   for (int u = 0; u < M->m; u++) {
-    tl_cost *c = &M->site[u];
-    for (int k = TL_C_GEMM; k <= TL_C_ELEMWISE; k++) all[k] += c->c[k];
+    for (int k = TL_C_GEMM; k <= TL_C_ELEMWISE; k++) all[k] += c[u].c[k];
     /* gemm runs on all the site's threads (BLAS threads when it has fewer
     ** chunks than threads); the other loops one output chunk per thread */
     double width = M->outs[u] < thr ? (M->outs[u] < 1 ? 1 : M->outs[u]) : thr;
-    c->c[TL_C_GEMM] /= thr;
-    c->c[TL_C_CONTRACT] /= width;
-    c->c[TL_C_ELEMWISE] /= width;
-    c->c[TL_C_WRITE] *= esz;
-    double t = tl_seconds(&M->env->w, c);
+    c[u].c[TL_C_GEMM] /= thr;
+    c[u].c[TL_C_CONTRACT] /= width;
+    c[u].c[TL_C_ELEMWISE] /= width;
+    c[u].c[TL_C_WRITE] *= esz;
+    double t = tl_seconds(&M->env->w, &c[u]);
     if (t > best) {
       best = t;
-      mv->busiest = u;
-      mv->cost = *c;
+      busiest = u;
+      *out = c[u];
     }
   }
   /* sites sharing fewer cores than they have threads run at the pace
   ** the cores allow: no faster than the whole work over all cores */
   for (int k = TL_C_GEMM; k <= TL_C_ELEMWISE && M->env->cores > 0; k++)
-    if (all[k] / M->env->cores > mv->cost.c[k]) mv->cost.c[k] = all[k] / M->env->cores;
+    if (all[k] / M->env->cores > out->c[k]) out->c[k] = all[k] / M->env->cores;
+  return busiest;
+}
+
+/* The output written where it is made and at its replicas (bytes; and
+** for a statement's output, each chunk synced at the commit as a task),
+** after the combine when there is one; then each phase's busiest site,
+** and the node's round trips (its operand moves, its tasks, the
+** partials' shuffle and combine, the commit of an output).  mv->cost is
+** the sum of the phases' busiest sites, so that it prices to
+** mv->seconds.  Elements count once per instruction of the program
+** evaluated on them. */
+static void s_seconds(s_mc *M) {
+  const ta_node *n = M->n;
+  const tr_tensor *om = &M->p->rels[n->out].meta;
+  to_moves *mv = M->mv;
+  int out = M->p->rels[n->out].kind == TA_REL_OUTPUT, r = out ? M->env->repl : 1;
+  tl_cost *last = M->c->twophase ? M->comb : M->site, join, comb;
+  if (r > M->m) r = M->m;
+  for (int64_t lin = 0; lin < tr_nchunks(om); lin++) {
+    double fl = (double)s_chunk_floats(om, lin);
+    last[mv->owner[lin]].c[TL_C_ELEMWISE] += fl * n->post.n; /* the fused transform */
+    for (int j = 0; j < r; j++) {
+      int u = (mv->owner[lin] + j) % M->m;
+      last[u].c[TL_C_WRITE] += fl;
+      if (out) last[u].c[TL_C_TASKS] += 1; /* a chunk stored durably: a sync */
+      if (j) last[u].c[TL_C_NET] += fl, last[mv->owner[lin]].c[TL_C_NET] += fl;
+    }
+  }
+  memset(&comb, 0, sizeof comb);
+  mv->busiest = s_phase(M, M->site, &join);
+  if (M->c->twophase) s_phase(M, M->comb, &comb);
+  for (int k = 0; k < TL_NCOST; k++) mv->cost.c[k] = join.c[k] + comb.c[k];
   int moved = 0;
   for (int i = 0; i < n->ninputs; i++) moved |= mv->in_floats[i] > 0;
   mv->cost.c[TL_C_PHASES] = 1 + moved + 2 * M->c->twophase + out;

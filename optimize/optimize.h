@@ -34,9 +34,11 @@
 ** Cost: seconds (layout/layout.h, the thesis's chapter 10), from the same
 ** walk: per site the flops of the node's kernel, the floats it sends and
 ** receives, the kernel calls, the bytes it writes, and the node's round
-** trips, weighted by the cluster's fitted weights; a node takes as long
-** as its busiest site, a plan the sum of its nodes.  Plans are ranked by
-** predicted seconds.
+** trips, weighted by the cluster's fitted weights; each phase of a node
+** (the join; for a 2-phase aggregation, then the partials' shuffle and
+** combine) takes as long as its busiest site, a node the sum of its
+** phases, a plan the sum of its nodes.  Plans are ranked by predicted
+** seconds.
 **
 ** Layout (layout.c): with `auto` layout, the chunking of every node is
 ** chosen first, by the format search of layout/ over the plan's graph
@@ -112,8 +114,9 @@ typedef struct to_moves {
   int64_t in_floats[TK_MAX_INPUTS]; /* floats each operand moves */
   int64_t partial_floats;        /* floats of partials shuffled */
   int64_t total;                 /* all of it */
-  tl_cost cost;                  /* what its busiest site does, and the
-                                    node's round trips */
+  tl_cost cost;                  /* what the busiest site of each phase
+                                    does, summed, and the node's round
+                                    trips */
   double seconds;                /* predicted: the weights times cost */
   int busiest;                   /* that site */
 } to_moves;

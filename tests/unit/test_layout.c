@@ -849,16 +849,23 @@ Test(formats, candidates_are_eindecomp_vectors_and_the_declared_chunking) {
   int n;
   tr_err err;
   cr_assert_eq(tl_chunkings(&pb, 2, &c, &n, &err), TR_OK, "%s", err.msg);
-  /* 1 + 3 + 6 vectors of 1, 2 and 4 pieces over i, j, k, and ext0 */
-  cr_assert_eq(n, 11);
+  /* 1 + 3 + 6 vectors of 1, 2 and 4 pieces over i, j, k, and ext0; and
+  ** for k cut in 2 or 4 with fewer than 4 output pieces, the output cut
+  ** in 4 as (4, 1), (2, 2) or (1, 4): 6 more */
+  cr_assert_eq(n, 17);
   cr_assert_eq(c[0][0], 100);
-  int seen_cmm = 0;
+  int seen_cmm = 0, spread = 0;
   for (int i = 0; i < n; i++) {
-    int64_t pieces = 1;
+    int64_t pieces = 1, out = (256 + c[i][0] - 1) / c[i][0] * ((256 + c[i][2] - 1) / c[i][2]);
     for (int l = 0; l < 3; l++) pieces *= (256 + c[i][l] - 1) / c[i][l];
-    cr_assert(i == 0 || pieces == 1 || pieces == 2 || pieces == 4);
+    if (pieces > 4) {
+      cr_assert(c[i][1] < 256 && out == 4, "beyond p: the combine spread over p");
+      spread++;
+    } else
+      cr_assert(i == 0 || pieces == 1 || pieces == 2 || pieces == 4);
     seen_cmm |= c[i][0] == 256 && c[i][1] == 64 && c[i][2] == 256;
   }
+  cr_assert_eq(spread, 6);
   cr_assert(seen_cmm, "k cut in 4: the chunking CMM runs in");
   free(c);
   /* a declared output shape: every candidate makes it */
@@ -870,6 +877,46 @@ Test(formats, candidates_are_eindecomp_vectors_and_the_declared_chunking) {
   tl_fplan *plan;
   cr_assert_eq(tl_formats(&pb, TL_FMODE_AUTO, &plan, &err), TR_OK, "%s", err.msg);
   cr_assert(plan->v[2].chunk[0] == 32 && plan->v[2].chunk[1] == 256);
+  tl_fplan_destroy(&plan);
+}
+
+/* Both operands stored cut on the summed label k, four pieces: as
+** stored, the join is four partial products of the whole output, all
+** combined on the one site that owns its single chunk.  The aggregation
+** is partitioned on its own: the candidates keep k's cut and cut the
+** output in p, and the cost charges the combine to the site it runs on,
+** so the search does not leave every partial to one site. */
+Test(formats, a_summed_cut_spreads_its_combine) {
+  tl_vertex v[3];
+  s_product(v, 2048, 2048);
+  v[0].chunk[1] = 512; /* A[i,k]: k in 4 */
+  v[1].chunk[0] = 512; /* B[k,j]: k in 4 */
+  tl_graph g = {3, v};
+  tl_fproblem pb;
+  s_problem(&pb, &g, 1 << 30);
+  pb.p = 4;
+  pb.threads = 1;
+  v[2].ext0[0] = v[2].ext0[2] = 2048; /* as stored: i, j whole, k in 4 */
+  v[2].ext0[1] = 512;
+  int64_t (*c)[TL_MAX_LABELS];
+  int n, seen = 0;
+  tr_err err;
+  cr_assert_eq(tl_chunkings(&pb, 2, &c, &n, &err), TR_OK, "%s", err.msg);
+  for (int i = 0; i < n; i++)
+    seen += c[i][1] == 512 && (2048 / c[i][0]) * (2048 / c[i][2]) == 4;
+  cr_assert_eq(seen, 3, "k as stored, the output in (4, 1), (2, 2) and (1, 4)");
+  free(c);
+  /* the built-in cost: one output chunk puts every partial on one site */
+  tl_cost one, four;
+  int64_t stored[3] = {2048, 512, 2048}, rows[3] = {512, 512, 2048};
+  tl_vertex_cost(&pb, 2, stored, &one);
+  tl_vertex_cost(&pb, 2, rows, &four);
+  cr_assert_gt(one.c[TL_C_NET], 2 * four.c[TL_C_NET], "the combine's floats on its one site");
+  tl_fplan *plan;
+  cr_assert_eq(tl_formats(&pb, TL_FMODE_AUTO, &plan, &err), TR_OK, "%s", err.msg);
+  int64_t out = (2048 / plan->v[2].chunk[0]) * (2048 / plan->v[2].chunk[1]);
+  cr_assert(plan->v[2].ext[1] == 2048 || out > 1, "k cut (ext %lld) with the output in %lld chunk",
+            (long long)plan->v[2].ext[1], (long long)out);
   tl_fplan_destroy(&plan);
 }
 

@@ -344,3 +344,40 @@ Test(optimize, auto_layout_keeps_a_declared_output_chunking) {
   to_opt_free(&o);
   s_unplace(pl);
 }
+
+/* A 2-phase plan's combine starts when the last join task is done.  A
+** 3072^3 product stored cut on k (4 chunks of each operand), B in place
+** driving the join, C one chunk owned by site 0: one site joins two of
+** B's chunks, and site 0 then takes in and combines every partial.
+** Whichever site the double join lands on, the node takes the double
+** join and then the combine; it is not cheaper when the owner is not
+** the one joining twice. */
+Test(optimize, a_combine_waits_for_the_slowest_join) {
+  static ta_plan p;
+  to_placed pl[TA_MAX_RELS];
+  to_opt o;
+  tr_err err;
+  const char *plan = "BMM[bcast A; B in place] 2-phase[i,j]";
+  double s[2], join[2];
+  for (int t = 0; t < 2; t++) {
+    s_matmul(&p, 3072, 3072, 3072, 3072, 3072, 768);
+    s_place(&p, pl, 4);
+    int8_t at[2][4] = {{0, 0, 2, 3}, {0, 1, 1, 3}}; /* B's chunks: site 0 or 1 joins two */
+    for (int l = 0; l < 4; l++) {
+      pl[1].prim[l] = at[t][l];
+      pl[1].has[l] = 1ull << at[t][l];
+    }
+    to_env env = s_env(4, 1);
+    cr_assert_eq(to_optimize(&p, &env, pl, plan, &o, &err), TR_OK, "%s", err.msg);
+    cr_assert_eq(o.moves[0].owner[0], 0, "C's one chunk is combined on site 0");
+    cr_assert_gt(o.moves[0].partial_floats, 0);
+    s[t] = o.node_s[0];
+    join[t] = o.node_cost[0].c[TL_C_GEMM];
+    to_opt_free(&o);
+    s_unplace(pl);
+  }
+  cr_assert_eq(join[0], join[1], "the double join's flops, either way");
+  cr_assert_eq(join[0], 2.0 * 3072 * 3072 * 768 * 2);
+  cr_assert_float_eq(s[1], s[0], 1e-9 * s[0], "owner joining twice %g s, another site %g s", s[0],
+                     s[1]);
+}
