@@ -110,6 +110,15 @@ int ta_compile(tc_db *db, const tr_tensor *pend, int npend, const tp_stmt *s, un
 /* Append plan src (a later statement of a block) to dst: relations it
 ** reads that earlier statements write become those outputs. */
 int ta_plan_append(ta_plan *dst, const ta_plan *src, tr_err *err);
+/* A gemm node's scalar function is  left right MUL  (compile.c's
+** s_gemm_ok): the pc where the right factor starts, or -1 when the
+** program does not end in a multiply of two factors.  A factor that is
+** not one INPUT is an elementwise producer fused into the product. */
+int ta_gemm_split(const tk_prog *p);
+/* The elementwise factors fused into node k's product, as text, e.g.
+** "(X[n,d] - q[d])" (two joined by " and "), or NULL when none is
+** (caller frees). */
+char *ta_node_fused(const ta_plan *p, int k);
 /* The TRA expression of a plan as text (caller frees). */
 char *ta_plan_explain(const ta_plan *plan);
 
