@@ -200,11 +200,6 @@ typedef enum tc_keep {
 ** receives the payload checksum.  Re-putting an existing id replaces it. */
 int tc_store_put_blob(tc_store *s, uint64_t id, tr_dtype dt, tr_blob *b, tc_keep keep,
                       uint64_t checksum, uint64_t *sum, tr_err *err);
-/* The same from a copy of data: TC_KEEP_FILE, and TC_KEEP_SCRATCH. */
-int tc_store_put(tc_store *s, uint64_t id, tr_dtype dt, const void *data, size_t nbytes,
-                 uint64_t checksum, uint64_t *sum, tr_err *err);
-int tc_store_put_scratch(tc_store *s, uint64_t id, tr_dtype dt, const void *data,
-                         size_t nbytes, uint64_t checksum, uint64_t *sum, tr_err *err);
 /* Size and checksum of a chunk: TR_ENOTFOUND if absent. */
 int tc_store_stat(tc_store *s, uint64_t id, tr_dtype *dt, uint64_t *nbytes, uint64_t *sum);
 /* Chunk id, of exactly nbytes, as a blob (*out: a reference the caller
@@ -213,8 +208,6 @@ int tc_store_stat(tc_store *s, uint64_t id, tr_dtype *dt, uint64_t *nbytes, uint
 ** that fails its checksum is set aside (renamed *.bad, forgotten) and the
 ** read fails with TR_ECORRUPT saying so. */
 int tc_store_get_blob(tc_store *s, uint64_t id, size_t nbytes, tr_blob **out, tr_err *err);
-/* The same, copied into buf. */
-int tc_store_get(tc_store *s, uint64_t id, void *buf, size_t nbytes, tr_err *err);
 /* Make chunks durable: written to their files if they are not yet, then
 ** fdatasync each, then the directory. */
 int tc_store_sync(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err);

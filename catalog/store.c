@@ -166,7 +166,7 @@ int tc_store_put_blob(tc_store *s, uint64_t id, tr_dtype dt, tr_blob *b, tc_keep
   char tmp[CI_PATH], path[CI_PATH];
   size_t n = b ? tr_blob_size(b) : 0;
   if (!s || id == 0 || !b || (dt != TR_F32 && dt != TR_F64) || n % tr_dtype_size(dt) != 0)
-    return tr_seterr(err, TR_EINVAL, "tc_store_put: bad argument");
+    return tr_seterr(err, TR_EINVAL, "tc_store_put_blob: bad argument");
   ci_entry e = {.id = id, .nbytes = n, .dtype = dt};
   e.sum = cf_checksum(tr_blob_data(b), n);
   if (checksum != 0 && e.sum != checksum)
@@ -211,28 +211,6 @@ int tc_store_put_blob(tc_store *s, uint64_t id, tr_dtype dt, tr_blob *b, tc_keep
   if (rc) unlink(tmp);
   else if (sum) *sum = e.sum;
   return rc;
-}
-
-/* tc_store_put and tc_store_put_scratch: the bytes copied into a blob. */
-static int s_put_copy(tc_store *s, uint64_t id, tr_dtype dt, const void *data, size_t nbytes,
-                      tc_keep keep, uint64_t checksum, uint64_t *sum, tr_err *err) {
-  if (!data && nbytes > 0) return tr_seterr(err, TR_EINVAL, "tc_store_put: bad argument");
-  tr_blob *b = tr_blob_new(nbytes);
-  if (!b) return tr_seterr(err, TR_ENOMEM, "out of memory");
-  if (nbytes) memcpy(tr_blob_data(b), data, nbytes);
-  int rc = tc_store_put_blob(s, id, dt, b, keep, checksum, sum, err);
-  tr_blob_unref(&b);
-  return rc;
-}
-
-int tc_store_put(tc_store *s, uint64_t id, tr_dtype dt, const void *data, size_t nbytes,
-                 uint64_t checksum, uint64_t *sum, tr_err *err) {
-  return s_put_copy(s, id, dt, data, nbytes, TC_KEEP_FILE, checksum, sum, err);
-}
-
-int tc_store_put_scratch(tc_store *s, uint64_t id, tr_dtype dt, const void *data, size_t nbytes,
-                         uint64_t checksum, uint64_t *sum, tr_err *err) {
-  return s_put_copy(s, id, dt, data, nbytes, TC_KEEP_SCRATCH, checksum, sum, err);
 }
 
 /* ---- get, stat, sync, drop ------------------------------------------------- */
@@ -323,15 +301,6 @@ int tc_store_get_blob(tc_store *s, uint64_t id, size_t nbytes, tr_blob **out, tr
   }
   pthread_rwlock_unlock(&s->lock);
   return TR_OK;
-}
-
-int tc_store_get(tc_store *s, uint64_t id, void *buf, size_t nbytes, tr_err *err) {
-  tr_blob *b = NULL;
-  if (!buf && nbytes > 0) return tr_seterr(err, TR_EINVAL, "tc_store_get: bad argument");
-  int rc = tc_store_get_blob(s, id, nbytes, &b, err);
-  if (!rc && nbytes) memcpy(buf, tr_blob_data(b), nbytes);
-  tr_blob_unref(&b);
-  return rc;
 }
 
 int tc_store_sync(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err) {

@@ -39,7 +39,7 @@ int te_open(const te_config *cfg, te_engine **out, tr_err *err) {
     dc = (td_config){cfg->workers, cfg->local_workers, cfg->threads, cfg->backend, cfg->keys,
                      cfg->self_exe, cfg->device, cfg->gpu_memory};
   }
-  if ((rc = te_settings_load(e, err)) ||
+  if ((rc = te_settings_load(e, err)) || (rc = te_weights_load(e, err)) ||
       (rc = td_cluster_open(e->db, &dc, &e->interrupt, &e->cluster, err))) {
     tc_close(&e->db);
     goto fail;

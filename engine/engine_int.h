@@ -121,7 +121,7 @@ int te_run_plan(te_engine *e, ta_plan *p, const tp_stmt *x, te_result **res, te_
 
 /* ---- the cost model's weights (calibrate.c) ---------------------------------------- */
 
-/* The settings kept in the catalog, read at open (settings.c; the weights too). */
+/* The settings kept in the catalog that the engine holds, read at open (settings.c). */
 int te_settings_load(te_engine *e, tr_err *err);
 /* The fitted weights kept in the catalog, or the defaults: into e->w. */
 int te_weights_load(te_engine *e, tr_err *err);

@@ -187,6 +187,7 @@ int te_settings_list(int i, const char **name, const char **help, char *allowed,
 }
 
 int te_settings_load(te_engine *e, tr_err *err) {
+  (void)err;
   e->layout = te_setting(e, "layout") ? TO_LAYOUT_DECLARED : TO_LAYOUT_AUTO;
-  return te_weights_load(e, err);
+  return TR_OK;
 }

@@ -612,8 +612,8 @@ Test(engine, declared_output_chunks_are_kept_and_settings_checked) {
   te_result *c = s_get("C");
   for (int i = 0; i < 64 * 64; i++) cr_assert_eq(c->values[i], 64.0);
   te_result_free(&c);
-  cr_assert(strstr(s_fails("SET layout = sideways;", TR_EINVAL), "layout must be auto or declared, not 'sideways'"));
-  cr_assert(strstr(s_fails("SET nosuch = 1;", TR_ENAME), "(settings: replication, layout)"));
+  cr_assert(strstr(s_fails("SET layout = sideways;", TR_EINVAL), "layout must be one of auto | declared, not 'sideways'"));
+  cr_assert(strstr(s_fails("SET nosuch = 1;", TR_ENAME), "settings: layout, print_lines, replication, synchronous)"));
 }
 
 /* CALIBRATE fails and keeps the weights when a probe's tensor name is a

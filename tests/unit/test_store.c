@@ -17,6 +17,36 @@
 #include "catalog/catalog.h"
 #include "tests/unit/fixture.h"
 
+/* Puts from a copy of data (file or scratch) and gets into a buffer, over
+** the store's blob calls, as the tests' shorthand. */
+static int s_put_copy(tc_store *s, uint64_t id, tr_dtype dt, const void *data, size_t nbytes,
+                      tc_keep keep, uint64_t checksum, uint64_t *sum, tr_err *err) {
+  tr_blob *b = tr_blob_new(nbytes);
+  if (!b) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  if (nbytes) memcpy(tr_blob_data(b), data, nbytes);
+  int rc = tc_store_put_blob(s, id, dt, b, keep, checksum, sum, err);
+  tr_blob_unref(&b);
+  return rc;
+}
+
+static int st_put(tc_store *s, uint64_t id, tr_dtype dt, const void *data, size_t nbytes,
+                  uint64_t checksum, uint64_t *sum, tr_err *err) {
+  return s_put_copy(s, id, dt, data, nbytes, TC_KEEP_FILE, checksum, sum, err);
+}
+
+static int st_put_scratch(tc_store *s, uint64_t id, tr_dtype dt, const void *data, size_t nbytes,
+                          uint64_t checksum, uint64_t *sum, tr_err *err) {
+  return s_put_copy(s, id, dt, data, nbytes, TC_KEEP_SCRATCH, checksum, sum, err);
+}
+
+static int st_get(tc_store *s, uint64_t id, void *buf, size_t nbytes, tr_err *err) {
+  tr_blob *b = NULL;
+  int rc = tc_store_get_blob(s, id, nbytes, &b, err);
+  if (!rc && nbytes) memcpy(buf, tr_blob_data(b), nbytes);
+  tr_blob_unref(&b);
+  return rc;
+}
+
 /* ---- fixtures ------------------------------------------------------------ */
 
 static char s_dir[300]; /* the store or database directory, in the scratch one */
@@ -43,7 +73,7 @@ static uint64_t s_put(tc_store *s, uint64_t id, size_t n, unsigned seed) {
   tr_err err;
   cr_assert(n <= 256);
   s_data(v, n, seed);
-  cr_assert_eq(tc_store_put(s, id, TR_F32, v, n * 4, 0, &sum, &err), TR_OK,
+  cr_assert_eq(st_put(s, id, TR_F32, v, n * 4, 0, &sum, &err), TR_OK,
                "%s", err.msg);
   cr_assert_eq(sum, (uint64_t)XXH3_64bits(v, n * 4));
   return sum;
@@ -54,7 +84,7 @@ static void s_expect(tc_store *s, uint64_t id, size_t n, unsigned seed) {
   float want[256], got[256];
   tr_err err;
   s_data(want, n, seed);
-  cr_assert_eq(tc_store_get(s, id, got, n * 4, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(st_get(s, id, got, n * 4, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(memcmp(got, want, n * 4), 0, "chunk %016llx differs",
                (unsigned long long)id);
 }
@@ -104,10 +134,10 @@ Test(store, put_get_stat_usage) {
   cr_assert_eq(bytes, 52);
   /* Absent ids, wrong sizes, id 0. */
   cr_assert_eq(tc_store_stat(s, 77, NULL, NULL, NULL), TR_ENOTFOUND);
-  cr_assert_eq(tc_store_get(s, 77, buf, 4, &err), TR_ENOTFOUND);
-  cr_assert_eq(tc_store_get(s, 0x1234abcdull, buf, 36, &err), TR_EINVAL);
-  cr_assert_eq(tc_store_put(s, 0, TR_F32, buf, 4, 0, NULL, &err), TR_EINVAL);
-  cr_assert_eq(tc_store_put(s, 5, TR_F64, buf, 12, 0, NULL, &err), TR_EINVAL);
+  cr_assert_eq(st_get(s, 77, buf, 4, &err), TR_ENOTFOUND);
+  cr_assert_eq(st_get(s, 0x1234abcdull, buf, 36, &err), TR_EINVAL);
+  cr_assert_eq(st_put(s, 0, TR_F32, buf, 4, 0, NULL, &err), TR_EINVAL);
+  cr_assert_eq(st_put(s, 5, TR_F64, buf, 12, 0, NULL, &err), TR_EINVAL);
   tc_store_close(&s);
   cr_assert_null(s);
   tc_store_close(&s);
@@ -136,14 +166,14 @@ Test(store, checksum_mismatch_on_put_is_rejected) {
   tr_err err;
   s_data(v, 8, 3);
   uint64_t good = (uint64_t)XXH3_64bits(v, sizeof v);
-  cr_assert_eq(tc_store_put(s, 0xabcull, TR_F32, v, sizeof v, good ^ 1, &sum,
+  cr_assert_eq(st_put(s, 0xabcull, TR_F32, v, sizeof v, good ^ 1, &sum,
                             &err), TR_ECORRUPT);
   cr_assert_str_eq(err.msg, "chunk 0000000000000abc: checksum mismatch");
   cr_assert_eq(tc_store_stat(s, 0xabcull, NULL, NULL, NULL), TR_ENOTFOUND);
   cr_assert_eq(tf_count(s_dir, "", ".chk"), 0);
   cr_assert_eq(tf_count(s_dir, "", ".tmp"), 0);
   /* The right checksum is accepted. */
-  cr_assert_eq(tc_store_put(s, 0xabcull, TR_F32, v, sizeof v, good, &sum,
+  cr_assert_eq(st_put(s, 0xabcull, TR_F32, v, sizeof v, good, &sum,
                             &err), TR_OK, "%s", err.msg);
   cr_assert_eq(sum, good);
   s_expect(s, 0xabcull, 8, 3);
@@ -209,7 +239,7 @@ Test(store, chunk_id_zero_is_never_held) {
   float buf[4];
   for (uint64_t id = 1; id <= 3; id++) s_put(s, id, 2, (unsigned)id);
   cr_assert_eq(tc_store_stat(s, 0, NULL, NULL, NULL), TR_ENOTFOUND);
-  cr_assert_eq(tc_store_get(s, 0, buf, sizeof buf, &err), TR_ENOTFOUND);
+  cr_assert_eq(st_get(s, 0, buf, sizeof buf, &err), TR_ENOTFOUND);
   uint64_t zero[] = {0};
   cr_assert_eq(tc_store_drop(s, zero, 1, &err), TR_OK, "%s", err.msg);
   tc_store_usage(s, &chunks, &bytes);
@@ -232,12 +262,12 @@ Test(store, damaged_file_is_set_aside_on_read) {
   s_put(s, 7, 16, 1);
   s_put(s, 8, 16, 2);
   s_flip("0000000000000007.chk", 64 + 3);
-  cr_assert_eq(tc_store_get(s, 7, buf, sizeof buf, &err), TR_ECORRUPT);
+  cr_assert_eq(st_get(s, 7, buf, sizeof buf, &err), TR_ECORRUPT);
   cr_assert(strstr(err.msg, "set aside") != NULL, "%s", err.msg);
   cr_assert(s_exists("0000000000000007.chk.bad"));
   cr_assert_not(s_exists("0000000000000007.chk"));
   cr_assert_eq(tc_store_stat(s, 7, NULL, NULL, NULL), TR_ENOTFOUND);
-  cr_assert_eq(tc_store_get(s, 7, buf, sizeof buf, &err), TR_ENOTFOUND);
+  cr_assert_eq(st_get(s, 7, buf, sizeof buf, &err), TR_ENOTFOUND);
   cr_assert_eq(tc_store_list(s, &held, &nheld, &err), TR_OK);
   cr_assert_eq(nheld, 1);
   cr_assert_eq(held[0].id, 8);
@@ -267,7 +297,7 @@ Test(store, move_between_stores) {
   cr_assert_eq(tc_store_move(s, s, 0x22, &err), TR_EINVAL);
   float want[16], got[16];
   s_data(want, 16, 3);
-  cr_assert_eq(tc_store_get(t, 0x21, got, sizeof got, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(st_get(t, 0x21, got, sizeof got, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(memcmp(want, got, sizeof got), 0);
   tc_store_usage(t, &chunks, NULL);
   cr_assert_eq(chunks, 1);
@@ -300,7 +330,7 @@ Test(store, index_survives_many_removals) {
     x ^= x >> 7;
     x ^= x << 17;
     ids[i] = x;
-    cr_assert_eq(tc_store_put(s, ids[i], TR_F32, v, 4, 0, NULL, &err), TR_OK,
+    cr_assert_eq(st_put(s, ids[i], TR_F32, v, 4, 0, NULL, &err), TR_OK,
                  "%s", err.msg);
     if (i % 2) odd[i / 2] = ids[i];
   }
@@ -322,7 +352,7 @@ Test(store, reopen_rebuilds_index_and_removes_temporaries) {
   tr_dtype dt;
   uint64_t nb;
   for (unsigned i = 0; i < 4; i++) sums[i] = s_put(s, 100 + i, 5 + i, i);
-  cr_assert_eq(tc_store_put(s, 200, TR_F64, d, sizeof d, 0, &sum, &err),
+  cr_assert_eq(st_put(s, 200, TR_F64, d, sizeof d, 0, &sum, &err),
                TR_OK, "%s", err.msg);
   tc_store_close(&s);
   /* Leftovers of a crash, and a file that is not ours. */
@@ -345,7 +375,7 @@ Test(store, reopen_rebuilds_index_and_removes_temporaries) {
   cr_assert_eq(tc_store_stat(s, 200, &dt, &nb, NULL), TR_OK);
   cr_assert_eq(dt, TR_F64);
   cr_assert_eq(nb, 24);
-  cr_assert_eq(tc_store_get(s, 200, got, sizeof got, &err), TR_OK, "%s",
+  cr_assert_eq(st_get(s, 200, got, sizeof got, &err), TR_OK, "%s",
                err.msg);
   cr_assert_eq(memcmp(got, d, sizeof d), 0);
   tc_store_close(&s);
@@ -363,7 +393,7 @@ Test(store, corrupted_file_is_not_served_after_reopen) {
   s_flip("0000000000000009.chk", 20);      /* header: size field */
   s = tf_store(s_dir);
   cr_assert_eq(tc_store_stat(s, 7, NULL, NULL, NULL), TR_ENOTFOUND);
-  cr_assert_eq(tc_store_get(s, 7, buf, sizeof buf, &err), TR_ENOTFOUND);
+  cr_assert_eq(st_get(s, 7, buf, sizeof buf, &err), TR_ENOTFOUND);
   cr_assert_eq(tc_store_stat(s, 9, NULL, NULL, NULL), TR_ENOTFOUND);
   cr_assert(s_exists("0000000000000007.chk.bad"));
   cr_assert(s_exists("0000000000000009.chk.bad"));
@@ -386,7 +416,7 @@ Test(store, damage_while_open_fails_get) {
   tc_store_set_memory(s, 0);
   s_put(s, 7, 16, 1);
   s_flip("0000000000000007.chk", 64 + 3);
-  cr_assert_eq(tc_store_get(s, 7, buf, sizeof buf, &err), TR_ECORRUPT);
+  cr_assert_eq(st_get(s, 7, buf, sizeof buf, &err), TR_ECORRUPT);
   cr_assert(strstr(err.msg, "chunk 0000000000000007") != NULL, "%s", err.msg);
   tc_store_close(&s);
 }
@@ -413,7 +443,7 @@ static void s_put_big(tc_store *s, uint64_t id, size_t n, unsigned seed) {
   static float v[S_BIG];
   tr_err err;
   s_data(v, n, seed);
-  cr_assert_eq(tc_store_put(s, id, TR_F32, v, n * 4, 0, NULL, &err), TR_OK,
+  cr_assert_eq(st_put(s, id, TR_F32, v, n * 4, 0, NULL, &err), TR_OK,
                "%s", err.msg);
 }
 
@@ -421,7 +451,7 @@ static void s_expect_big(tc_store *s, uint64_t id, size_t n, unsigned seed) {
   static float want[S_BIG], got[S_BIG];
   tr_err err;
   s_data(want, n, seed);
-  cr_assert_eq(tc_store_get(s, id, got, n * 4, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(st_get(s, id, got, n * 4, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(memcmp(got, want, n * 4), 0, "chunk %016llx differs",
                (unsigned long long)id);
 }
@@ -525,7 +555,7 @@ static void s_put_scratch(tc_store *s, uint64_t id, size_t n, unsigned seed) {
   uint64_t sum = 0;
   tr_err err;
   s_data(v, n, seed);
-  cr_assert_eq(tc_store_put_scratch(s, id, TR_F32, v, n * 4, 0, &sum, &err),
+  cr_assert_eq(st_put_scratch(s, id, TR_F32, v, n * 4, 0, &sum, &err),
                TR_OK, "%s", err.msg);
   cr_assert_eq(sum, (uint64_t)XXH3_64bits(v, n * 4));
 }
@@ -552,7 +582,7 @@ Test(store, scratch_chunks_are_held_in_memory) {
   cr_assert(strstr(err.msg, "scratch") != NULL, "%s", err.msg);
   /* A checksum that does not match is refused, and nothing is kept. */
   float v[4] = {1, 2, 3, 4};
-  cr_assert_eq(tc_store_put_scratch(s, 3, TR_F32, v, sizeof v, 12345, NULL,
+  cr_assert_eq(st_put_scratch(s, 3, TR_F32, v, sizeof v, 12345, NULL,
                                     &err), TR_ECORRUPT);
   cr_assert_eq(tc_store_stat(s, 3, NULL, NULL, NULL), TR_ENOTFOUND);
   /* Replacing: a file over a scratch chunk and a scratch chunk over a
@@ -622,9 +652,9 @@ static void *s_recycler(void *arg) {
     uint64_t id = ((uint64_t)(t + 1) << 32) | (i + 1);
     size_t n = N - (size_t)(i % 3) * 1000; /* sizes differ a little */
     s_data(v, n, t * 100 + i);
-    if (tc_store_put(s_shared, id, TR_F32, v, n * 4, 0, NULL, &err))
+    if (st_put(s_shared, id, TR_F32, v, n * 4, 0, NULL, &err))
       bad = (void *)1;
-    else if (tc_store_get(s_shared, id, got, n * 4, &err) ||
+    else if (st_get(s_shared, id, got, n * 4, &err) ||
              memcmp(got, v, n * 4) != 0)
       bad = (void *)2;
     else if (tc_store_drop(s_shared, &id, 1, &err))
@@ -663,16 +693,16 @@ static void *s_worker(void *arg) {
   for (unsigned i = 0; i < S_PER; i++) {
     uint64_t id = ((uint64_t)(t + 1) << 32) | i;
     s_data(v, 64, t * S_PER + i);
-    if (tc_store_put(s_shared, id, TR_F32, v, sizeof v, 0, NULL, &err))
+    if (st_put(s_shared, id, TR_F32, v, sizeof v, 0, NULL, &err))
       return (void *)1;
-    if (tc_store_get(s_shared, id, got, sizeof got, &err) ||
+    if (st_get(s_shared, id, got, sizeof got, &err) ||
         memcmp(got, v, sizeof v) != 0)
       return (void *)2;
     /* Everyone writes the same 64 values under id 1; any reader must see
     ** a whole, verified chunk. */
     s_data(v, 64, 9999);
-    if (tc_store_put(s_shared, 1, TR_F32, v, sizeof v, 0, NULL, &err) ||
-        tc_store_get(s_shared, 1, got, sizeof got, &err) ||
+    if (st_put(s_shared, 1, TR_F32, v, sizeof v, 0, NULL, &err) ||
+        st_get(s_shared, 1, got, sizeof got, &err) ||
         memcmp(got, v, sizeof v) != 0)
       return (void *)3;
   }
