@@ -31,7 +31,7 @@
 ** constants to one aggregation's result is fused into that node as its
 ** Transform, so relu(SUM(X*W)) runs as one pass.  A SUM of two factors
 ** each an elementwise function of its own operands keeps the gemm kernel
-** (s_gemm_ok): SUM((X[n,d] - q[d]) * M[d,e]) computes X - q tile by tile
+** (ta_gemm_ok): SUM((X[n,d] - q[d]) * M[d,e]) computes X - q tile by tile
 ** in the product's task and never stores it.
 */
 #include "config.h"
@@ -305,12 +305,12 @@ static unsigned s_prog_inputs(const tk_prog *p, int from, int to) {
 ** gemm: a SUM of a product of two factors, each an elementwise function
 ** of its own operands (an elementwise producer fused into the product:
 ** SUM((X[n,d] - q[d]) * M[d,e]) computes each X - q tile inside the
-** product's task and never stores it).  The two factors read disjoint
-** operands, and every label is on one factor at most once; the summed
-** labels are on both.  A factor that is not one operand gets at most
-** TR_MAX_RANK labels (its tile is a row-major scratch chunk).
+** product's task and never stores it).  The two factors read disjoint,
+** non-empty sets of operands; no operand holds a label twice; the summed
+** labels are on both factors.  Also what a decoded task is checked by
+** (exec's s_factor relies on it).
 */
-static int s_gemm_ok(const ta_node *n) {
+int ta_gemm_ok(const ta_node *n) {
   int split = ta_gemm_split(&n->prog);
   if (n->agg != TK_AGG_SUM || split < 0) return 0;
   unsigned side[2] = {s_prog_inputs(&n->prog, 0, split),
@@ -356,7 +356,7 @@ static void s_finish_node(ta_plan *p, ta_node *n) {
         }
     if (!n->chunk[l]) n->chunk[l] = n->size[l];
   }
-  n->gemm = s_gemm_ok(n);
+  n->gemm = ta_gemm_ok(n);
 }
 
 static tr_dtype s_node_dtype(const ta_plan *p, const ta_node *n) {

@@ -7,7 +7,7 @@
 ** join kernel and folds its result into the output chunk with the
 ** aggregation, then applies the fused transform and stores the chunk.
 ** On the gemm path a factor that is an elementwise function of its
-** operands (compile.c's s_gemm_ok) is computed tile by tile inside the
+** operands (ta_gemm_ok) is computed tile by tile inside the
 ** task, into a scratch chunk that lives for one join tuple (s_factor).
 ** Tasks run on the thread pool; BLAS runs single-threaded inside them
 ** unless there are fewer tasks than threads.  The caller's cancel token
@@ -489,7 +489,7 @@ int tx_gemm_panels(const tk_backend *kt, const tr_cancel *cancel, tr_dtype dt, i
 ** Factor f (0 left, 1 right) of a gemm node's  left right MUL  as an
 ** operand chunk.  One INPUT: that operand's chunk.  Else an elementwise
 ** producer fused into the product: its tile is computed here, in the
-** labels of its largest operand (compile.c's s_gemm_ok), into *buf
+** labels of its largest operand (ta_gemm_ok), into *buf
 ** (caller frees), and lives only for this join tuple.
 */
 static int s_factor(s_run *run, int f, const s_chunk *ch, const int64_t *ext, ta_operand *vo,

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "exec/exec.h"
 #include "tests/unit/engine_fixture.h"
 
 TestSuite(fusion, .init = tf_engine_open, .fini = tf_engine_close);
@@ -143,4 +144,70 @@ Test(fusion, not_fused_where_the_tile_would_grow) {
   s_ok("Uq[n,d] = u[n] + q[d];");
   s_ok("G2[e] = Uq[n,d] * M[d,e];");
   s_same("G", "G2", 1e-4);
+}
+
+/* ---- the task message ---------------------------------------------------- */
+
+/* A node task for P[n,e] = SUM(f(X[n,d], q[d]) * g(M[d,e])), labels n e d,
+** whose scalar function is the given code; gemm set. */
+static void s_node_task(tx_task *t, const tk_insn *code, int ncode) {
+  static const int64_t shape[3][2] = {{4, 3}, {3, 0}, {3, 2}};
+  static const int rank[3] = {2, 1, 2}, lab[3][2] = {{0, 2}, {2, 0}, {2, 1}};
+  memset(t, 0, sizeof *t);
+  t->kind = TX_TASK_NODE;
+  ta_node *n = &t->node;
+  n->nlabels = 3;
+  n->nout = 2;
+  const int64_t size[3] = {4, 2, 3};
+  for (int l = 0; l < 3; l++) n->size[l] = n->chunk[l] = size[l];
+  n->ninputs = 3;
+  for (int i = 0; i < 3; i++) {
+    n->in[i].rank = rank[i];
+    tr_tensor *m = &t->in_meta[i];
+    snprintf(m->name, sizeof m->name, "in%d", i);
+    m->dtype = TR_F32;
+    m->rank = rank[i];
+    for (int d = 0; d < rank[i]; d++) {
+      n->in[i].label[d] = lab[i][d];
+      m->shape[d] = m->chunk[d] = shape[i][d];
+    }
+  }
+  n->prog.n = ncode;
+  memcpy(n->prog.code, code, sizeof *code * (size_t)ncode);
+  n->agg = TK_AGG_SUM;
+  n->gemm = 1;
+  n->drive = -1;
+  snprintf(t->out_meta.name, sizeof t->out_meta.name, "P");
+  t->out_meta.dtype = TR_F32;
+  t->out_meta.rank = 2;
+  t->out_meta.shape[0] = t->out_meta.chunk[0] = 4;
+  t->out_meta.shape[1] = t->out_meta.chunk[1] = 2;
+}
+
+/* A worker runs a gemm task only if its program is two factors on disjoint
+** operands (the fused tile is made from them): a factor reading no operand,
+** or both reading the same one, is refused as malformed. */
+Test(task, gemm_task_programs_are_checked) {
+  const tk_insn in0 = {TK_OP_INPUT, 0, 0}, in1 = {TK_OP_INPUT, 1, 0}, in2 = {TK_OP_INPUT, 2, 0},
+                sub = {TK_OP_SUB, 0, 0}, mul = {TK_OP_MUL, 0, 0}, two = {TK_OP_CONST, 0, 2};
+  const tk_insn fused[] = {in0, in1, sub, in2, mul}, constant[] = {in0, in1, sub, two, mul},
+                shared[] = {in0, in1, sub, in1, mul};
+  struct {
+    const tk_insn *code;
+    int n, ok;
+  } cases[] = {{fused, 5, 1}, {constant, 5, 0}, {shared, 5, 0}};
+  for (int c = 0; c < 3; c++) {
+    tx_task t, got;
+    tn_wbuf b = {0};
+    tr_err err;
+    s_node_task(&t, cases[c].code, cases[c].n);
+    tx_task_encode(&t, &b);
+    int rc = tx_task_decode(b.p, b.n, &got, &err);
+    cr_assert_eq(rc, cases[c].ok ? TR_OK : TR_EINVAL, "case %d: %s", c, err.msg);
+    if (rc == TR_OK) {
+      cr_assert(got.node.gemm && got.node.prog.n == 5);
+      tx_task_free(&got);
+    }
+    tn_wbuf_free(&b);
+  }
 }
