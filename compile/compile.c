@@ -29,7 +29,10 @@
 ** top, if it is not itself an aggregation, becomes an elementwise node
 ** (join, no aggregation).  A top that only applies unary functions and
 ** constants to one aggregation's result is fused into that node as its
-** Transform, so relu(SUM(X*W)) runs as one pass.
+** Transform, so relu(SUM(X*W)) runs as one pass.  A SUM of two factors
+** each an elementwise function of its own operands keeps the gemm kernel
+** (ta_gemm_ok): SUM((X[n,d] - q[d]) * M[d,e]) computes X - q tile by tile
+** in the product's task and never stores it.
 */
 #include "config.h"
 #include "compile/compile.h"
@@ -278,6 +281,66 @@ static int s_insn(s_binder *b, tk_prog *p, int op, int arg, double c) {
   return TR_OK;
 }
 
+/* Start of the right factor of a program ending in a multiply: walking
+** back from the multiply, the first pc where one whole value is made. */
+int ta_gemm_split(const tk_prog *p) {
+  if (p->n < 3 || p->code[p->n - 1].op != TK_OP_MUL) return -1;
+  int need = 1;
+  for (int pc = p->n - 2; pc >= 0; pc--) {
+    need += tk_opcode_pops(p->code[pc].op) - 1;
+    if (need == 0) return pc;
+  }
+  return -1;
+}
+
+/* Inputs read by code [from, to) of p, as a bit set. */
+static unsigned s_prog_inputs(const tk_prog *p, int from, int to) {
+  unsigned m = 0;
+  for (int pc = from; pc < to; pc++)
+    if (p->code[pc].op == TK_OP_INPUT) m |= 1u << p->code[pc].arg;
+  return m;
+}
+
+/*
+** gemm: a SUM of a product of two factors, each an elementwise function
+** of its own operands (an elementwise producer fused into the product:
+** SUM((X[n,d] - q[d]) * M[d,e]) computes each X - q tile inside the
+** product's task and never stores it).  The two factors read disjoint,
+** non-empty sets of operands; no operand holds a label twice; the summed
+** labels are on both factors.  Also what a decoded task is checked by
+** (exec's s_factor relies on it).
+*/
+int ta_gemm_ok(const ta_node *n) {
+  int split = ta_gemm_split(&n->prog);
+  if (n->agg != TK_AGG_SUM || split < 0) return 0;
+  unsigned side[2] = {s_prog_inputs(&n->prog, 0, split),
+                      s_prog_inputs(&n->prog, split, n->prog.n - 1)};
+  if (!side[0] || !side[1] || (side[0] & side[1])) return 0;
+  int nl[2] = {0, 0};
+  for (int l = 0; l < n->nlabels; l++) {
+    int cnt[2] = {0, 0};
+    for (int s = 0; s < 2; s++) {
+      for (int i = 0; i < n->ninputs; i++) {
+        int c = 0;
+        for (int d = 0; d < n->in[i].rank; d++) c += n->in[i].label[d] == l;
+        if (c > 1) return 0;                       /* diagonal */
+        if ((side[s] >> i) & 1) cnt[s] |= c;
+      }
+      nl[s] += cnt[s];
+    }
+    if (l >= n->nout && (!cnt[0] || !cnt[1])) return 0; /* one-sided sum */
+  }
+  /* and a fused factor's tile is no larger than its largest operand's
+  ** chunk: one operand holds all its labels, the others broadcast */
+  for (int s = 0; s < 2; s++) {
+    int whole = 0;
+    for (int i = 0; i < n->ninputs && !whole; i++)
+      whole = ((side[s] >> i) & 1) && n->in[i].rank == nl[s];
+    if (!whole) return 0;
+  }
+  return 1;
+}
+
 /* Choose chunk sizes of the node's labels: the first operand holding a
 ** label decides; others are re-chunked to match at run time.  Then the
 ** element type and whether the BLAS path applies. */
@@ -293,23 +356,7 @@ static void s_finish_node(ta_plan *p, ta_node *n) {
         }
     if (!n->chunk[l]) n->chunk[l] = n->size[l];
   }
-  /* gemm: SUM over labels shared by exactly two distinct operands, whose
-  ** product is the whole scalar function. */
-  n->gemm = 0;
-  if (n->agg == TK_AGG_SUM && n->ninputs == 2 && n->prog.n == 3 &&
-      n->prog.code[0].op == TK_OP_INPUT && n->prog.code[1].op == TK_OP_INPUT &&
-      n->prog.code[2].op == TK_OP_MUL &&
-      n->prog.code[0].arg != n->prog.code[1].arg) {
-    int ok = 1;
-    for (int l = 0; l < n->nlabels && ok; l++) {
-      int cnt[2] = {0, 0};
-      for (int i = 0; i < 2; i++)
-        for (int d = 0; d < n->in[i].rank; d++) cnt[i] += n->in[i].label[d] == l;
-      if (cnt[0] > 1 || cnt[1] > 1) ok = 0;           /* diagonal */
-      if (l >= n->nout && (!cnt[0] || !cnt[1])) ok = 0; /* one-sided sum */
-    }
-    n->gemm = ok;
-  }
+  n->gemm = ta_gemm_ok(n);
 }
 
 static tr_dtype s_node_dtype(const ta_plan *p, const ta_node *n) {
@@ -934,6 +981,37 @@ static void s_label_list(tr_text *b, const ta_node *n, int from, int to) {
   tr_text_put(b, ">");
 }
 
+/* Each operand of node n as the statement wrote it, e.g. "X[n,d]". */
+static void s_operand_names(const ta_plan *p, const ta_node *n, char names[][TP_NAME_MAX * 2]) {
+  for (int i = 0; i < n->ninputs; i++) {
+    const ta_operand *o = &n->in[i];
+    size_t sz = TP_NAME_MAX * 2;
+    int w = snprintf(names[i], sz, "%s[", p->rels[o->rel].meta.name);
+    for (int d = 0; d < o->rank && w < (int)sz; d++)
+      w += snprintf(names[i] + w, sz - (size_t)w, "%s%s", d ? "," : "", n->lname[o->label[d]]);
+    if (w < (int)sz) snprintf(names[i] + w, sz - (size_t)w, "]");
+  }
+}
+
+char *ta_node_fused(const ta_plan *p, int k) {
+  const ta_node *n = &p->nodes[k];
+  int split = n->gemm ? ta_gemm_split(&n->prog) : -1;
+  if (split < 0) return NULL;
+  char names[TK_MAX_INPUTS][TP_NAME_MAX * 2];
+  s_operand_names(p, n, names);
+  tr_text b = {0};
+  int nf = 0;
+  for (int f = 0; f < 2; f++) {
+    int from = f ? split : 0, to = f ? n->prog.n - 1 : split;
+    if (to - from == 1) continue; /* one operand: nothing fused */
+    tk_prog side = {.n = to - from};
+    memcpy(side.code, n->prog.code + from, sizeof side.code[0] * (size_t)side.n);
+    tr_text_put(&b, "%s", nf++ ? " and " : "");
+    s_prog_text(&b, &side, side.n, names);
+  }
+  return nf ? tr_text_done(&b) : NULL; /* nothing was put: nothing to free */
+}
+
 char *ta_plan_explain(const ta_plan *p) {
   tr_text b = {0};
   static const char *const aggname[] = {"NONE", "SUM", "MAX", "MIN"};
@@ -948,14 +1026,7 @@ char *ta_plan_explain(const ta_plan *p) {
                     p->splits[i].last - p->splits[i].first + 1,
                     p->splits[i].exact ? "exact DP over factor subsets" : "greedy",
                     p->splits[i].flops, p->splits[i].order);
-    for (int i = 0; i < n->ninputs; i++) {
-      const ta_operand *o = &n->in[i];
-      int w = snprintf(names[i], sizeof names[i], "%s[", p->rels[o->rel].meta.name);
-      for (int d = 0; d < o->rank && w < (int)sizeof names[i]; d++)
-        w += snprintf(names[i] + w, sizeof names[i] - (size_t)w, "%s%s", d ? "," : "",
-                      n->lname[o->label[d]]);
-      if (w < (int)sizeof names[i]) snprintf(names[i] + w, sizeof names[i] - (size_t)w, "]");
-    }
+    s_operand_names(p, n, names);
     int64_t groups = 1, tuples = 1;
     for (int l = 0; l < n->nlabels; l++) {
       int64_t g = (n->size[l] + n->chunk[l] - 1) / n->chunk[l];
@@ -994,6 +1065,11 @@ char *ta_plan_explain(const ta_plan *p) {
     }
     tr_text_put(&b, ")  [%lld tuples]\n", (long long)tuples);
     ind += 2;
+    char *fused = ta_node_fused(p, k);
+    if (fused)
+      tr_text_put(&b, "%*sFUSED(%s: elementwise, computed tile by tile in the product's task, "
+                      "never stored)\n", ind, "", fused);
+    free(fused);
     for (int i = 0; i < n->ninputs; i++) {
       const ta_operand *o = &n->in[i];
       const tr_tensor *t = &p->rels[o->rel].meta;

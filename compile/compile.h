@@ -110,6 +110,19 @@ int ta_compile(tc_db *db, const tr_tensor *pend, int npend, const tp_stmt *s, un
 /* Append plan src (a later statement of a block) to dst: relations it
 ** reads that earlier statements write become those outputs. */
 int ta_plan_append(ta_plan *dst, const ta_plan *src, tr_err *err);
+/* A gemm node's scalar function is  left right MUL : the pc where the
+** right factor starts, or -1 when the program does not end in a multiply
+** of two factors.  A factor that is not one INPUT is an elementwise
+** producer fused into the product. */
+int ta_gemm_split(const tk_prog *p);
+/* Can node n run on the gemm path: a SUM of two factors reading disjoint,
+** non-empty sets of operands, no label twice on one factor, every summed
+** label on both, a fused factor's labels all on one of its operands. */
+int ta_gemm_ok(const ta_node *n);
+/* The elementwise factors fused into node k's product, as text, e.g.
+** "(X[n,d] - q[d])" (two joined by " and "), or NULL when none is
+** (caller frees). */
+char *ta_node_fused(const ta_plan *p, int k);
 /* The TRA expression of a plan as text (caller frees). */
 char *ta_plan_explain(const ta_plan *plan);
 

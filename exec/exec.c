@@ -6,6 +6,9 @@
 ** aggregated labels), fetches the operand chunks of each tuple, calls the
 ** join kernel and folds its result into the output chunk with the
 ** aggregation, then applies the fused transform and stores the chunk.
+** On the gemm path a factor that is an elementwise function of its
+** operands (ta_gemm_ok) is computed tile by tile inside the
+** task, into a scratch chunk that lives for one join tuple (s_factor).
 ** Tasks run on the thread pool; BLAS runs single-threaded inside them
 ** unless there are fewer tasks than threads.  The caller's cancel token
 ** reaches every kernel call, and a product too large to stop in time is cut
@@ -482,34 +485,97 @@ int tx_gemm_panels(const tk_backend *kt, const tr_cancel *cancel, tr_dtype dt, i
   }
 }
 
-/* One join tuple on the gemm path: out (+)= in0 * in1. */
+/*
+** Factor f (0 left, 1 right) of a gemm node's  left right MUL  as an
+** operand chunk.  One INPUT: that operand's chunk.  Else an elementwise
+** producer fused into the product: its tile is computed here, in the
+** labels of its largest operand (ta_gemm_ok), into *buf
+** (caller frees), and lives only for this join tuple.
+*/
+static int s_factor(s_run *run, int f, const s_chunk *ch, const int64_t *ext, ta_operand *vo,
+                    s_chunk *vc, void **buf) {
+  const ta_node *n = run->node;
+  int split = ta_gemm_split(&n->prog);
+  int from = f ? split : 0, to = f ? n->prog.n - 1 : split;
+  tr_assert(split > 0);
+  if (to - from == 1 && n->prog.code[from].op == TK_OP_INPUT) {
+    *vo = n->in[n->prog.code[from].arg];
+    *vc = ch[n->prog.code[from].arg];
+    return TR_OK;
+  }
+  tk_contract op;
+  memset(&op, 0, sizeof op);
+  int map[TK_MAX_INPUTS], w = -1;
+  for (int i = 0; i < n->ninputs; i++) map[i] = -1;
+  for (int pc = from; pc < to; pc++)
+    if (n->prog.code[pc].op == TK_OP_INPUT && map[n->prog.code[pc].arg] < 0) {
+      int i = n->prog.code[pc].arg;
+      map[i] = op.ninputs++;
+      if (w < 0 || n->in[i].rank > n->in[w].rank) w = i;
+    }
+  *vo = n->in[w];
+  memset(vc, 0, sizeof *vc);
+  int64_t nel = 1;
+  for (int d = 0; d < vo->rank; d++) nel *= vc->ext[d] = ext[vo->label[d]];
+  void *t = tr_alloc_aligned((size_t)nel * run->esz);
+  if (!t) return TR_ENOMEM;
+  *buf = t;
+  vc->data = t;
+  op.dtype = run->dt;
+  op.nlabels = op.nout = vo->rank;
+  for (int d = 0; d < vo->rank; d++) op.extent[d] = vc->ext[d];
+  tx_row_major(vo->rank, vc->ext, op.out_stride);
+  for (int i = 0; i < n->ninputs; i++) {
+    if (map[i] < 0) continue;
+    int64_t ls[TK_MAX_LABELS];
+    s_label_strides(&n->in[i], &ch[i], ls);
+    op.in[map[i]] = ch[i].data;
+    for (int d = 0; d < vo->rank; d++) op.in_stride[map[i]][d] = ls[vo->label[d]];
+  }
+  op.prog.n = to - from;
+  for (int pc = from; pc < to; pc++) {
+    op.prog.code[pc - from] = n->prog.code[pc];
+    if (n->prog.code[pc].op == TK_OP_INPUT) op.prog.code[pc - from].arg = map[n->prog.code[pc].arg];
+  }
+  op.out = t;
+  op.agg = TK_AGG_NONE;
+  op.cancel = run->cancel;
+  return run->kt->contract(&op);
+}
+
+/* One join tuple on the gemm path: out (+)= left * right. */
 static int s_gemm_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void *out,
                         const int64_t *ols, int first) {
   const ta_node *n = run->node;
   int gb[TK_MAX_LABELS], gm[TK_MAX_LABELS], gn[TK_MAX_LABELS], gk[TK_MAX_LABELS];
   int nb = 0, nm = 0, nn = 0, nk = 0;
   int64_t ls0[TK_MAX_LABELS], ls1[TK_MAX_LABELS];
-  s_label_strides(&n->in[0], &ch[0], ls0);
+  ta_operand vo[2];
+  s_chunk vc[2];
+  void *bufa = NULL, *bufb = NULL, *bufc = NULL, *fa = NULL, *fb = NULL;
+  int rc = s_factor(run, 0, ch, ext, &vo[0], &vc[0], &fa);
+  if (!rc) rc = s_factor(run, 1, ch, ext, &vo[1], &vc[1], &fb);
+  if (rc) goto done;
+  s_label_strides(&vo[0], &vc[0], ls0);
   int has0[TK_MAX_LABELS] = {0}, has1[TK_MAX_LABELS] = {0};
-  for (int d = 0; d < n->in[0].rank; d++) has0[n->in[0].label[d]] = 1;
-  for (int d = 0; d < n->in[1].rank; d++) has1[n->in[1].label[d]] = 1;
-  s_label_strides(&n->in[1], &ch[1], ls1);
+  for (int d = 0; d < vo[0].rank; d++) has0[vo[0].label[d]] = 1;
+  for (int d = 0; d < vo[1].rank; d++) has1[vo[1].label[d]] = 1;
+  s_label_strides(&vo[1], &vc[1], ls1);
   for (int l = 0; l < n->nout; l++) {
     if (has0[l] && has1[l]) gb[nb++] = l;
     else if (has0[l]) gm[nm++] = l;
     else gn[nn++] = l;
   }
-  for (int d = 0; d < n->in[0].rank; d++)
-    if (n->in[0].label[d] >= n->nout) gk[nk++] = n->in[0].label[d];
+  for (int d = 0; d < vo[0].rank; d++)
+    if (vo[0].label[d] >= n->nout) gk[nk++] = vo[0].label[d];
   int64_t B = s_group_size(gb, nb, ext), M = s_group_size(gm, nm, ext);
   int64_t N = s_group_size(gn, nn, ext), K = s_group_size(gk, nk, ext);
   const void *a, *b;
-  void *bufa = NULL, *bufb = NULL, *bufc = NULL;
-  int ta, tb, rc = TR_OK;
+  int ta, tb;
   int64_t lda, ldb, ldc, sa, sb, sc;
-  if ((rc = s_matrix(run, ch[0].data, ls0, ext, gb, nb, gm, nm, gk, nk, &a, &ta, &lda, &sa,
+  if ((rc = s_matrix(run, vc[0].data, ls0, ext, gb, nb, gm, nm, gk, nk, &a, &ta, &lda, &sa,
                      &bufa)) ||
-      (rc = s_matrix(run, ch[1].data, ls1, ext, gb, nb, gk, nk, gn, nn, &b, &tb, &ldb, &sb,
+      (rc = s_matrix(run, vc[1].data, ls1, ext, gb, nb, gk, nk, gn, nn, &b, &tb, &ldb, &sb,
                      &bufb)))
     goto done;
   /* C as [batch][M][N] with unit column stride; else a scratch matrix
@@ -562,6 +628,8 @@ done:
   tr_free_aligned(bufa);
   tr_free_aligned(bufb);
   tr_free_aligned(bufc);
+  tr_free_aligned(fa);
+  tr_free_aligned(fb);
   return rc == TR_ENOMEM ? TR_ENOMEM : rc;
 }
 

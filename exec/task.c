@@ -175,7 +175,7 @@ int tx_task_decode(const void *p, size_t len, tx_task *t, tr_err *err) {
       goto bad;
     if (n->agg > TK_AGG_MIN || (n->agg == TK_AGG_NONE && n->nout != n->nlabels) || !n->prog.n)
       goto bad;
-    if (n->gemm && n->ninputs != 2) goto bad;
+    if (n->gemm && !ta_gemm_ok(n)) goto bad; /* exec's s_factor relies on it */
     uint32_t nin = tn_get_count(&r, 20);
     t->nin = nin;
     t->in_op = calloc(nin + 1, sizeof *t->in_op);

@@ -161,6 +161,17 @@ char *to_opt_text(const ta_plan *p, const to_opt *o, const char *tra) {
   return tr_text_done(&b);
 }
 
+/* ", "fused_into_product": "(X[n,d] - q[d])"": the elementwise factors
+** node k's product computes tile by tile in its own task (none: nothing). */
+static void s_fused_json(tr_text *b, const ta_plan *p, int k) {
+  char *f = ta_node_fused(p, k);
+  if (!f) return;
+  tr_text_put(b, ", \"fused_into_product\": \"");
+  tr_text_json(b, f);
+  tr_text_put(b, "\"");
+  free(f);
+}
+
 char *to_opt_json(const ta_plan *p, const to_opt *o, const char *tra) {
   tr_text b = {0};
   s_iaop ops[64];
@@ -202,7 +213,9 @@ char *to_opt_json(const ta_plan *p, const to_opt *o, const char *tra) {
     tr_text_json(&b, o->choice[k].ia);
     tr_text_put(&b, "\", \"rules\": \"");
     tr_text_json(&b, o->choice[k].rules);
-    tr_text_put(&b, "\"}");
+    tr_text_put(&b, "\"");
+    s_fused_json(&b, p, k);
+    tr_text_put(&b, "}");
   }
   tr_text_put(&b, "], \"ia\": [");
   int first = 1;

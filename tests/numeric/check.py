@@ -76,6 +76,19 @@ P[c,a,b] = T3[a,b,c] * S[];
 R[a] = SUM(T3[a,b,c] * T3[a,b,c]);
 Mt[j,i] = M[i,j] / 2;
 s[] = SUM(A[i,j]);
+F[i,j] = SUM(tanh(A[i,k]) * (B[k,j] * 0.5));
+Fx[n,h] = SUM(relu(X[n,d] - 0.25) * W[d,h]);
+Fb[a,b,e] = SUM((T3[a,b,c] * 2) * exp(T3[a,e,c]));
+BEGIN;
+Fq[i,k] = A[i,k] - 1;
+Fk[i,j] = SUM((Fq[i,k] * Fq[i,k]) * B[k,j]);
+COMMIT;
+EXPLAIN ANALYZE (PLAN 'CMM[k]') Fc[i,j] = SUM(tanh(A[i,k]) * (B[k,j] * 0.5));
+SAVE F TO 'F.out.npy';
+SAVE Fx TO 'Fx.out.npy';
+SAVE Fb TO 'Fb.out.npy';
+SAVE Fk TO 'Fk.out.npy';
+SAVE Fc TO 'Fc.out.npy';
 SAVE C TO 'C.out.npy';
 SAVE Cv TO 'Cv.out.npy';
 SAVE D TO 'D.out.npy';
@@ -109,6 +122,12 @@ want = {
     "X": (X, "f8"),
     "Ch": (Q[0] @ Q[1] @ Q[2] @ Q[3], "f8"),
     "Z": (np.einsum(eq, *Rops, optimize=True), "f8"),
+    # elementwise factors fused into the product's gemm task
+    "F": (np.tanh(A) @ (B * 0.5), "f4"),
+    "Fx": (np.maximum(X - 0.25, 0) @ W.astype(np.float64), "f8"),
+    "Fb": (np.einsum("abc,aec->abe", T3 * 2, np.exp(T3)), "f4"),
+    "Fk": (((A - 1) * (A - 1)) @ B, "f4"),
+    "Fc": (np.tanh(A) @ (B * 0.5), "f4"),  # partial sums over k combined
 }
 failed = 0
 passed = 0

@@ -10,33 +10,22 @@
 #include <stdlib.h>
 #include <string.h>
 #include "engine/engine.h"
+#include "tests/unit/engine_fixture.h"
 #include "exec/exec.h"
 
-static te_engine *s_e;
-
-static void s_open(void) {
-  tr_err err;
-  /* The engine starts local workers: they are the tradb binary. */
-  te_config cfg = {.threads = 1, .local_workers = 2, .self_exe = getenv("TRADB")};
-  cr_assert_not_null(cfg.self_exe, "TRADB must name the tradb binary");
-  cr_assert_eq(te_open(&cfg, &s_e, &err), TR_OK, "%s", err.msg);
-}
-
-static void s_close(void) { te_close(&s_e); }
-
-TestSuite(engine, .init = s_open, .fini = s_close);
+TestSuite(engine, .init = tf_engine_open, .fini = tf_engine_close);
 
 /* Run statements (one per call), asserting success. */
 static void s_ok(const char *stmt) {
   tr_err err;
-  int rc = te_exec(s_e, stmt, strlen(stmt), NULL, &err);
+  int rc = te_exec(tf_e, stmt, strlen(stmt), NULL, &err);
   cr_assert_eq(rc, TR_OK, "%s -> %s", stmt, err.msg);
 }
 
 /* Run a statement expected to fail; returns the message. */
 static const char *s_fails(const char *stmt, int code) {
   static tr_err err;
-  int rc = te_exec(s_e, stmt, strlen(stmt), NULL, &err);
+  int rc = te_exec(tf_e, stmt, strlen(stmt), NULL, &err);
   cr_assert_eq(rc, code, "%s -> %d (%s), expected %d", stmt, rc, err.msg, code);
   return err.msg;
 }
@@ -47,7 +36,7 @@ static te_result *s_get(const char *name) {
   te_result *r = NULL;
   tr_err err;
   snprintf(stmt, sizeof stmt, "PRINT %s;", name);
-  cr_assert_eq(te_exec(s_e, stmt, strlen(stmt), &r, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(te_exec(tf_e, stmt, strlen(stmt), &r, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(r->kind, TE_RES_TENSOR);
   return r;
 }
@@ -280,7 +269,7 @@ Test(engine, show_describe_drop_and_explain) {
   tr_err err;
   s_ok("CREATE TENSOR M[100, 50] CHUNK [30, 50] TYPE f64;");
   const char *q = "DESCRIBE M;";
-  cr_assert_eq(te_exec(s_e, q, strlen(q), &r, &err), TR_OK);
+  cr_assert_eq(te_exec(tf_e, q, strlen(q), &r, &err), TR_OK);
   cr_assert_eq(r->kind, TE_RES_ROWS);
   int found = 0;
   for (int i = 0; i < r->nrows; i++)
@@ -288,7 +277,7 @@ Test(engine, show_describe_drop_and_explain) {
   cr_assert(found, "M is stored in row strips");
   te_result_free(&r);
   q = "EXPLAIN C[i,j] = relu(SUM(M[i,k] * M[j,k]));";
-  cr_assert_eq(te_exec(s_e, q, strlen(q), &r, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(te_exec(tf_e, q, strlen(q), &r, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(r->kind, TE_RES_TEXT);
   cr_assert(strstr(r->text, "AGGREGATE(group by <i,j>, SUM)"), "%s", r->text);
   cr_assert(strstr(r->text, "JOIN(on <i,j,k>, kernel gemm"), "%s", r->text);
@@ -333,7 +322,7 @@ Test(engine, replicated_operand_drives_on_every_site) {
   s_ok("FILL X UNIFORM(-1, 1) SEED 3;");
   s_ok("FILL v UNIFORM(-1, 1) SEED 4;");
   const char *q = "EXPLAIN ANALYZE (FORMAT JSON) D[n,d] = X[n,d] - v[d];";
-  cr_assert_eq(te_exec(s_e, q, strlen(q), &r, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(te_exec(tf_e, q, strlen(q), &r, &err), TR_OK, "%s", err.msg);
   const char *p = strstr(r->text, "\"per_site\": [");
   cr_assert_not_null(p, "%s", r->text);
   int busy = 0;
@@ -364,7 +353,7 @@ Test(engine, explain_analyze_counts_transfers) {
   s_ok("CREATE TENSOR A[16, 12] CHUNK [4, 12];");
   s_ok("FILL A ONES;");
   const char *q = "EXPLAIN ANALYZE (FORMAT JSON) G[i,j] = A[i,k] * A[j,k];";
-  cr_assert_eq(te_exec(s_e, q, strlen(q), &r, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(te_exec(tf_e, q, strlen(q), &r, &err), TR_OK, "%s", err.msg);
   cr_assert_eq(r->kind, TE_RES_TEXT);
   cr_assert(strstr(r->text, "\"elapsed_s\": "), "%s", r->text);
   cr_assert(strstr(r->text, "\"measured_transfer_floats\": 256,"), "%s", r->text);
@@ -395,7 +384,7 @@ Test(engine, block_stays_open_after_explain_commit) {
   s_ok("C[i,j] = A[i,j] * 3;");
   te_result *x = NULL;
   tr_err err;
-  cr_assert_eq(te_exec(s_e, "EXPLAIN COMMIT;", 15, &x, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(te_exec(tf_e, "EXPLAIN COMMIT;", 15, &x, &err), TR_OK, "%s", err.msg);
   cr_assert(x && x->kind == TE_RES_TEXT && strstr(x->text, "Predicted: "), "plan of the block");
   te_result_free(&x);
   /* still in the block: D reads C, which only exists as the block's output */
@@ -498,10 +487,10 @@ Test(task, fill_kind_round_trips_and_is_checked) {
 Test(engine, interrupt_cancels_until_cleared) {
   s_ok("CREATE TENSOR I[64, 64] CHUNK [32, 32];");
   s_ok("FILL I ONES;");
-  te_interrupt(s_e);
+  te_interrupt(tf_e);
   cr_assert_str_eq(s_fails("J[i,j] = I[i,k] * I[k,j];", TR_EINTR), "interrupted");
   cr_assert_str_eq(s_fails("FILL I ZEROS;", TR_EINTR), "interrupted");
-  te_interrupt_clear(s_e);
+  te_interrupt_clear(tf_e);
   s_ok("J[i,j] = I[i,k] * I[k,j];");
   te_result *r = s_get("I");
   for (int i = 0; i < 64 * 64; i++) cr_assert_eq(r->values[i], 1.0);
@@ -514,7 +503,7 @@ Test(engine, interrupt_cancels_until_cleared) {
 static te_result *s_explain(const char *stmt) {
   te_result *r = NULL;
   tr_err err;
-  cr_assert_eq(te_exec(s_e, stmt, strlen(stmt), &r, &err), TR_OK, "%s -> %s", stmt, err.msg);
+  cr_assert_eq(te_exec(tf_e, stmt, strlen(stmt), &r, &err), TR_OK, "%s -> %s", stmt, err.msg);
   cr_assert(r && r->kind == TE_RES_TEXT);
   return r;
 }
@@ -614,7 +603,7 @@ Test(engine, declared_output_chunks_are_kept_and_settings_checked) {
   s_ok("C[i,j] = A[i,k] * A[k,j];");
   te_result *r = NULL;
   tr_err err;
-  cr_assert_eq(te_exec(s_e, "DESCRIBE C;", 11, &r, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(te_exec(tf_e, "DESCRIBE C;", 11, &r, &err), TR_OK, "%s", err.msg);
   int kept = 0;
   for (int i = 0; i < r->nrows; i++)
     if (!strcmp(r->cells[i * 2], "chunk")) kept = !strcmp(r->cells[i * 2 + 1], "16 x 64");
@@ -641,9 +630,9 @@ Test(engine, calibrate_failures_keep_the_weights) {
   for (int i = 0; i < 4; i++) cr_assert_eq(r->values[i], 1.0);
   te_result_free(&r);
   s_ok("DROP TENSOR _cal_a;");
-  te_interrupt(s_e);
+  te_interrupt(tf_e);
   cr_assert(strstr(s_fails("CALIBRATE;", TR_EINTR), "the previous weights stay"));
-  te_interrupt_clear(s_e);
+  te_interrupt_clear(tf_e);
   s_ok("CREATE TENSOR _cal_a[4];");
   r = s_explain(j);
   cr_assert(strstr(r->text, "\"weights\": {\"fitted\": false"), "%s", r->text);

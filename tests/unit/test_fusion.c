@@ -1,0 +1,213 @@
+/*
+** tests/unit/test_fusion.c - elementwise factors fused into a product's
+** gemm task: SUM((X[n,d] - q[d]) * M[d,e]) computes each X - q tile inside
+** the product's task.  Each case checks that EXPLAIN (text and JSON) shows
+** the fusion and that the values equal the unfused form (the elementwise
+** statement stored first, then the plain product) under the declared and
+** the chosen layout, ragged chunks, a forced two-phase plan and a block.
+*/
+#include "config.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "exec/exec.h"
+#include "tests/unit/engine_fixture.h"
+
+TestSuite(fusion, .init = tf_engine_open, .fini = tf_engine_close);
+
+/* Run one statement; its result, if it has one (caller frees). */
+static te_result *s_run(const char *stmt) {
+  te_result *r = NULL;
+  tr_err err;
+  cr_assert_eq(te_exec(tf_e, stmt, strlen(stmt), &r, &err), TR_OK, "%s -> %s", stmt, err.msg);
+  return r;
+}
+
+static void s_ok(const char *stmt) {
+  te_result *r = s_run(stmt);
+  te_result_free(&r);
+}
+
+/* Tensors a and b hold the same values within a relative tol. */
+static void s_same(const char *a, const char *b, double tol) {
+  char q[64];
+  snprintf(q, sizeof q, "PRINT %s;", a);
+  te_result *x = s_run(q);
+  snprintf(q, sizeof q, "PRINT %s;", b);
+  te_result *y = s_run(q);
+  cr_assert(x && y && x->kind == TE_RES_TENSOR && y->kind == TE_RES_TENSOR);
+  int64_t n = 1;
+  cr_assert_eq(x->rank, y->rank);
+  for (int d = 0; d < x->rank; d++) {
+    cr_assert_eq(x->shape[d], y->shape[d]);
+    n *= x->shape[d];
+  }
+  for (int64_t i = 0; i < n; i++)
+    cr_assert(fabs(x->values[i] - y->values[i]) <= tol * (1 + fabs(y->values[i])),
+              "%s vs %s, element %lld: %.9g vs %.9g", a, b, (long long)i, x->values[i],
+              y->values[i]);
+  te_result_free(&x);
+  te_result_free(&y);
+}
+
+/* Ragged chunks: X - q re-chunked to the product's chunking. */
+static void s_inputs(void) {
+  s_ok("CREATE TENSOR X[61, 45] CHUNK [16, 10];");
+  s_ok("CREATE TENSOR q[45] CHUNK [7];");
+  s_ok("CREATE TENSOR M[45, 23] CHUNK [12, 23];");
+  s_ok("FILL X UNIFORM(-1, 1) SEED 1;");
+  s_ok("FILL q UNIFORM(-1, 1) SEED 2;");
+  s_ok("FILL M UNIFORM(-1, 1) SEED 3;");
+  /* the unfused reference: the elementwise result stored, then read */
+  s_ok("Df[n,d] = X[n,d] - q[d];");
+  s_ok("Ref[n,e] = Df[n,d] * M[d,e];");
+}
+
+static const char *const s_fused = "P[n,e] = SUM((X[n,d] - q[d]) * M[d,e]);";
+
+Test(fusion, explain_shows_the_factor_fused_into_the_gemm) {
+  s_inputs();
+  char q[160];
+  snprintf(q, sizeof q, "EXPLAIN %s", s_fused);
+  te_result *r = s_run(q);
+  cr_assert(r && r->kind == TE_RES_TEXT);
+  cr_assert(strstr(r->text, "kernel gemm") &&
+                strstr(r->text, "FUSED((X[n,d] - q[d]): elementwise, computed tile by tile"),
+            "%s", r->text);
+  te_result_free(&r);
+  snprintf(q, sizeof q, "EXPLAIN (FORMAT JSON) %s", s_fused);
+  r = s_run(q);
+  cr_assert(strstr(r->text, "\"fused_into_product\": \"(X[n,d] - q[d])\""), "%s", r->text);
+  te_result_free(&r);
+  /* a plain product fuses nothing */
+  r = s_run("EXPLAIN Ref[n,e] = Df[n,d] * M[d,e];");
+  cr_assert(!strstr(r->text, "FUSED") && strstr(r->text, "kernel gemm"), "%s", r->text);
+  te_result_free(&r);
+}
+
+Test(fusion, same_values_as_unfused_in_every_layout) {
+  s_inputs();
+  s_ok("SET layout = declared;");
+  s_ok(s_fused);
+  s_same("P", "Ref", 1e-5);
+  s_ok("SET layout = auto;");
+  s_ok(s_fused);
+  s_same("P", "Ref", 1e-5);
+}
+
+/* The summed label split across sites: each site's partial is a gemm of
+** fused tiles, the partials combined after; still the same values. */
+Test(fusion, same_values_under_two_phase_aggregation) {
+  s_inputs();
+  s_ok("SET layout = declared;");
+  char q[200];
+  snprintf(q, sizeof q, "EXPLAIN ANALYZE (PLAN 'CMM[d]') %s", s_fused);
+  te_result *r = s_run(q);
+  cr_assert(strstr(r->text, "combining partials") && strstr(r->text, "FUSED"), "%s", r->text);
+  te_result_free(&r);
+  s_same("P", "Ref", 1e-5);
+}
+
+/* Unary maps and constants on either factor; and inside a block, reading
+** an earlier statement's output. */
+Test(fusion, unary_factors_and_a_block) {
+  s_inputs();
+  s_ok("Tx[n,d] = tanh(X[n,d]);");
+  s_ok("Mh[d,e] = M[d,e] * 0.5;");
+  s_ok("Ref2[n,e] = Tx[n,d] * Mh[d,e];");
+  s_ok("BEGIN;");
+  s_ok("Y[n,d] = X[n,d] * 1;");
+  s_ok("P2[n,e] = SUM(tanh(Y[n,d]) * (M[d,e] * 0.5));");
+  te_result *r = s_run("EXPLAIN COMMIT;");
+  cr_assert(strstr(r->text, "FUSED(tanh(Y[n,d]) and (M[d,e] * 0.5)"), "%s", r->text);
+  te_result_free(&r);
+  s_ok("COMMIT;");
+  s_same("P2", "Ref2", 1e-5);
+}
+
+/* A factor that would make a tile larger than its operands (labels from
+** two operands on one side) or a sum over a label on one side only stays
+** on the general contraction: nothing fused. */
+Test(fusion, not_fused_where_the_tile_would_grow) {
+  s_inputs();
+  s_ok("CREATE TENSOR u[61] CHUNK [16];");
+  s_ok("FILL u UNIFORM(-1, 1) SEED 4;");
+  te_result *r = s_run("EXPLAIN G[e] = SUM((u[n] + q[d]) * M[d,e]);");
+  cr_assert(strstr(r->text, "kernel contract") && !strstr(r->text, "FUSED"), "%s", r->text);
+  te_result_free(&r);
+  s_ok("G[e] = SUM((u[n] + q[d]) * M[d,e]);");
+  s_ok("Uq[n,d] = u[n] + q[d];");
+  s_ok("G2[e] = Uq[n,d] * M[d,e];");
+  s_same("G", "G2", 1e-4);
+}
+
+/* ---- the task message ---------------------------------------------------- */
+
+/* A node task for P[n,e] = SUM(f(X[n,d], q[d]) * g(M[d,e])), labels n e d,
+** whose scalar function is the given code; gemm set. */
+static void s_node_task(tx_task *t, const tk_insn *code, int ncode) {
+  static const int64_t shape[3][2] = {{4, 3}, {3, 0}, {3, 2}};
+  static const int rank[3] = {2, 1, 2}, lab[3][2] = {{0, 2}, {2, 0}, {2, 1}};
+  memset(t, 0, sizeof *t);
+  t->kind = TX_TASK_NODE;
+  ta_node *n = &t->node;
+  n->nlabels = 3;
+  n->nout = 2;
+  const int64_t size[3] = {4, 2, 3};
+  for (int l = 0; l < 3; l++) n->size[l] = n->chunk[l] = size[l];
+  n->ninputs = 3;
+  for (int i = 0; i < 3; i++) {
+    n->in[i].rank = rank[i];
+    tr_tensor *m = &t->in_meta[i];
+    snprintf(m->name, sizeof m->name, "in%d", i);
+    m->dtype = TR_F32;
+    m->rank = rank[i];
+    for (int d = 0; d < rank[i]; d++) {
+      n->in[i].label[d] = lab[i][d];
+      m->shape[d] = m->chunk[d] = shape[i][d];
+    }
+  }
+  n->prog.n = ncode;
+  memcpy(n->prog.code, code, sizeof *code * (size_t)ncode);
+  n->agg = TK_AGG_SUM;
+  n->gemm = 1;
+  n->drive = -1;
+  snprintf(t->out_meta.name, sizeof t->out_meta.name, "P");
+  t->out_meta.dtype = TR_F32;
+  t->out_meta.rank = 2;
+  t->out_meta.shape[0] = t->out_meta.chunk[0] = 4;
+  t->out_meta.shape[1] = t->out_meta.chunk[1] = 2;
+}
+
+/* A worker runs a gemm task only if its program is two factors on disjoint
+** operands (the fused tile is made from them): a factor reading no operand,
+** or both reading the same one, is refused as malformed. */
+Test(task, gemm_task_programs_are_checked) {
+  const tk_insn in0 = {TK_OP_INPUT, 0, 0}, in1 = {TK_OP_INPUT, 1, 0}, in2 = {TK_OP_INPUT, 2, 0},
+                sub = {TK_OP_SUB, 0, 0}, mul = {TK_OP_MUL, 0, 0}, two = {TK_OP_CONST, 0, 2};
+  const tk_insn fused[] = {in0, in1, sub, in2, mul}, constant[] = {in0, in1, sub, two, mul},
+                shared[] = {in0, in1, sub, in1, mul};
+  struct {
+    const tk_insn *code;
+    int n, ok;
+  } cases[] = {{fused, 5, 1}, {constant, 5, 0}, {shared, 5, 0}};
+  for (int c = 0; c < 3; c++) {
+    tx_task t, got;
+    tn_wbuf b = {0};
+    tr_err err;
+    s_node_task(&t, cases[c].code, cases[c].n);
+    tx_task_encode(&t, &b);
+    int rc = tx_task_decode(b.p, b.n, &got, &err);
+    cr_assert_eq(rc, cases[c].ok ? TR_OK : TR_EINVAL, "case %d: %s", c, err.msg);
+    if (rc == TR_OK) {
+      cr_assert(got.node.gemm && got.node.prog.n == 5);
+      tx_task_free(&got);
+    }
+    tn_wbuf_free(&b);
+  }
+}
