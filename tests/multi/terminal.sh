@@ -4,11 +4,7 @@
 # completion of tensor names after DESCRIBE; the progress line of a
 # statement running over a second; and a statement typed over several
 # lines kept as one history entry, recalled whole by one Up in the next
-# session (the history file read back with its timestamps).  The product
-# runs in the declared layout, as one join of its three factors, so that
-# it takes several seconds on the reference kernels: split into pairwise
-# steps (the auto layout) it takes about a second, and the progress line
-# may never show.
+# session (the history file read back with its timestamps).
 TEST=terminal
 source "$TOP_SRCDIR/tests/multi/lib.sh"
 pty() { /usr/bin/python3 "$TOP_SRCDIR/tests/multi/pty_shell.py" "$1" -- "$TRADB" --backend reference "$work/db"; }
