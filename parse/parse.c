@@ -543,21 +543,25 @@ static int s_describe(pi_parser *p, tp_stmt *st) {
   return s_name(p, st);
 }
 
-/* Statements by their first keyword; each parser starts after it. */
+/* Statements by their first keyword; each parser starts after it.  One
+** list makes both the parser's table and the words completion, .help and
+** "did you mean" offer. */
+#define S_STATEMENTS(X)                                                                  \
+  X("CREATE", s_create) X("LOAD", s_load) X("SAVE", s_save) X("FILL", s_fill)            \
+  X("SHOW", s_show) X("DESCRIBE", s_describe) X("DROP", s_drop) X("PRINT", s_print)      \
+  X("EXPLAIN", s_explain) X("SET", s_set) X("BEGIN", s_begin) X("COMMIT", s_commit)      \
+  X("END", s_commit) X("ROLLBACK", s_rollback) X("CALIBRATE", s_calibrate)
+#define S_ENTRY(kw, fn) {kw, fn},
+#define S_WORD(kw, fn) kw,
 static const struct {
   const char *kw;
   int (*parse)(pi_parser *p, tp_stmt *st);
-} s_statements[] = {
-  {"CREATE", s_create}, {"LOAD", s_load},          {"SAVE", s_save},
-  {"FILL", s_fill},     {"SHOW", s_show},          {"DESCRIBE", s_describe},
-  {"DROP", s_drop},     {"PRINT", s_print},        {"EXPLAIN", s_explain},
-  {"SET", s_set},       {"BEGIN", s_begin},        {"COMMIT", s_commit},
-  {"END", s_commit},    {"ROLLBACK", s_rollback},  {"CALIBRATE", s_calibrate}};
+} s_statements[] = {S_STATEMENTS(S_ENTRY)};
 #define S_NSTATEMENTS (sizeof s_statements / sizeof s_statements[0])
 
-const char *const tp_statement_words[] = {"CREATE", "LOAD",  "SAVE",  "FILL",  "SHOW",
-                                          "DESCRIBE", "DROP", "PRINT", "EXPLAIN", "SET",
-                                          "BEGIN", "COMMIT", "END", "ROLLBACK", "CALIBRATE", NULL};
+const char *const tp_statement_words[] = {S_STATEMENTS(S_WORD) NULL};
+#undef S_ENTRY
+#undef S_WORD
 
 /* One statement of any kind; p is at its first token. */
 static int s_statement(pi_parser *p, tp_stmt *st) {
