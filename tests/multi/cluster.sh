@@ -32,9 +32,13 @@ fi
 # files are there when the set-up ends, and a statement's output chunks
 # appear as files as they are made, which is how the steps below see a
 # statement mid-way (under normal they stay in memory until it ends).
+# layout = declared: the products below run as one join of their three
+# factors in A's chunks, for seconds (split by the auto layout they end
+# too soon to be caught mid-way).
 db=$work/db
 "$TRADB" --workers "$workers" "$db" <<'EOF2' || fail "set-up failed"
 SET synchronous = full;
+SET layout = declared;
 CREATE TENSOR A[1536, 1536] CHUNK [256, 256];
 FILL A ONES;
 EOF2

@@ -17,8 +17,11 @@ nchunks() { find "$db/workers" -name '*.chk' | wc -l; }
 # synchronous = full: the statement below writes each output chunk to its
 # file as it is made, which is how the test sees it mid-way (under normal
 # they stay in the workers' memory until the workers are idle).
+# layout = declared: the product runs in the stored chunks, many output
+# chunks one after another (the auto layout makes fewer, larger ones).
 "$TRADB" "$db" <<'EOF2' || fail "set-up failed"
 SET synchronous = full;
+SET layout = declared;
 CREATE TENSOR A[1536, 1536] CHUNK [256, 256];
 FILL A ONES;
 C[i,j] = A[i,j] * 2;
