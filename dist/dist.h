@@ -101,7 +101,19 @@ typedef struct td_run td_run;
 ** pl is the run's, valid until td_run_end).  On failure *out is NULL. */
 int td_run_begin(td_cluster *c, ta_plan *p, int run, td_run **out, int *m, int *repl,
                  to_placed **pl, tr_err *err);
-/* Run every node as opt chose (opt's moves), committing each output as
+/* Place the plan's chunk tasks with the scheduler the database is set to
+** (SET scheduler; nothing for `statement`), after optimizing: td_run_exec
+** then sends each output chunk's task to the worker its task was placed
+** on, and EXPLAIN shows the placement. */
+int td_run_schedule(td_run *r, tr_err *err);
+/* The placement per worker for EXPLAIN: text, or a JSON field
+** ("schedule": {..}).  Caller frees; NULL if out of memory. */
+char *td_run_schedule_text(const td_run *r, int json);
+/* The placement as Chrome trace JSON (EXPLAIN (FORMAT TRACE)); *out is
+** the caller's.  TR_EINVAL when the run has no task graph. */
+int td_run_trace(const td_run *r, char **out, tr_err *err);
+/* Run every node as opt chose (opt's moves), or where td_run_schedule
+** placed its tasks, committing each output as
 ** it is made; temporaries are dropped at the end, and on failure the
 ** outputs not yet committed too. */
 int td_run_exec(td_run *r, const to_opt *opt, tr_err *err);

@@ -7,6 +7,7 @@
 
 #include "dist/dist.h"
 #include "net/net.h"
+#include "sched/sched.h"
 
 /* A worker as the coordinator sees it. */
 typedef struct td_site {
@@ -29,6 +30,9 @@ typedef struct td_site {
   char kernels[16];              /* backend its last task ran on */
   uint64_t h2d, d2h;             /* bytes its tasks copied to / from a GPU */
   double copy_s;                 /* time of those copies */
+  int64_t peak_rss;              /* the largest resident memory its task
+                                    replies reported (bytes) */
+  int64_t memory;                /* its --memory as HELLO_OK said (0: not said) */
 } td_site;
 
 /* The coordinator of one database. */
@@ -169,5 +173,43 @@ void di_ping(td_cluster *c);
 
 /* Make a written version visible: sync, commit, drop the old version. */
 int di_commit(td_cluster *c, const tr_tensor *meta, tc_chunkloc *locs, int64_t n, tr_err *err);
+
+/* ---- graph.c ------------------------------------------------------------- */
+
+/* SET scheduler: statement at a time as the optimizer placed it, or the
+** block as one task graph placed by m-SCT, m-ETF or m-TOPO. */
+enum { DI_SCHED_STATEMENT, DI_SCHED_MSCT, DI_SCHED_METF, DI_SCHED_MTOPO };
+#define DI_SCHED_MAX_TASKS 20000 /* chunk tasks one graph may have */
+
+/* A plan as chunk tasks and their placement. */
+typedef struct di_sched {
+  int which;                  /* DI_SCHED_* */
+  tm_algo algo;               /* the sched/ algorithm */
+  int ntasks;                 /* tasks: node k's output chunk lin is task base[k] + lin */
+  int base[TA_MAX_NODES + 1]; /* first task of each node */
+  tm_task *tasks;             /* [ntasks] */
+  char (*names)[48];          /* [ntasks] "tensor#chunk" */
+  int nedges;                 /* edges */
+  tm_edge *edges;             /* [nedges] */
+  int m;                      /* workers (live-site positions) */
+  int64_t cap[TO_MAX_SITES];  /* memory of each */
+  tm_schedule *sched;         /* the placement (all waves) */
+  int8_t *site_of;            /* [ntasks] site position of each task */
+  int waves;                  /* waves the memory made (1: none) */
+  int oversize;               /* tasks larger than the smallest worker */
+} di_sched;
+
+/* The DI_SCHED_* a name means, or TR_EINVAL listing the names. */
+int di_sched_parse(const char *value, tr_err *err);
+/* The database's setting (default m-SCT). */
+int di_sched_setting(td_cluster *c);
+/* Build plan p's task graph and place it with `algo` (not STATEMENT) on
+** m workers of memory cap[]; *s is freed with di_sched_free. */
+int di_sched_place(di_sched *s, const ta_plan *p, int algo, int m, const int64_t *cap, tr_err *err);
+void di_sched_free(di_sched *s);
+/* EXPLAIN's schedule per worker (eps: their endpoints), text or a JSON field. */
+void di_sched_text(const di_sched *s, const char *const *eps, tr_text *out, int json);
+/* The schedule as Chrome trace JSON; the caller frees *out. */
+int di_sched_trace(const di_sched *s, char **out, tr_err *err);
 
 #endif /* TRADB_DIST_DIST_INT_H */

@@ -51,6 +51,7 @@ struct td_run {
   int run;                      /* 0: only explained, nothing runs */
   int cleaned;                  /* temporaries dropped (td_run_exec ran) */
   double t0, t1;                /* when td_run_begin started, when the run ended */
+  double texec;                 /* when td_run_exec started: t1 - texec is the makespan */
   s_prel rel[TA_MAX_RELS];      /* placement of every relation */
   to_placed pl[TA_MAX_RELS];    /* the same as site-position masks */
   int up[256], m;               /* live sites */
@@ -59,6 +60,8 @@ struct td_run {
   uint64_t *drop;               /* ids to drop at the end (per site in drop_site) */
   int *drop_site;               /* site of each (-1: every site) */
   int64_t ndrop, capdrop;       /* count, allocated */
+  di_sched sched;               /* the task graph's placement (td_run_schedule);
+                                   sched.sched NULL: statement at a time */
 };
 
 typedef struct td_run s_run;
@@ -151,6 +154,8 @@ static void s_task_results(s_run *R, di_phase *ph, s_prel *pr, tr_dtype dt, int 
     c->sites[st].h2d += tn_get_u64(&r);
     c->sites[st].d2h += tn_get_u64(&r);
     c->sites[st].copy_s += tn_get_f64(&r);
+    int64_t peak = (int64_t)tn_get_u64(&r);
+    if (peak > c->sites[st].peak_rss) c->sites[st].peak_rss = peak;
     c->sites[st].busy_s += secs;
     c->sites[st].tasks++;
     if (js) {
@@ -520,6 +525,13 @@ static int s_run_node_safe(s_run *R, int k, const to_choice *ch, const to_moves 
   }
 }
 
+/* The schedule's peak memory for site index s, -1 without a schedule. */
+static int64_t s_predicted_peak(const s_run *R, int s) {
+  for (int u = 0; R->sched.sched && u < R->m; u++)
+    if (R->up[u] == s) return R->sched.sched->peak_mem[u];
+  return -1;
+}
+
 /* EXPLAIN ANALYZE output, text or JSON. */
 static char *s_analyze_text(const s_run *R, double elapsed, int json) {
   const td_cluster *c = R->c;
@@ -548,12 +560,14 @@ static char *s_analyze_text(const s_run *R, double elapsed, int json) {
     for (int s = 0; s < c->nsites; s++)
       PUT("%s{\"site\": %d, \"endpoint\": \"%s\", \"state\": \"%s\", \"tasks\": %lld, \"floats_in\": %lld, "
           "\"floats_out\": %lld, \"task_s\": %.6f, \"kernels\": \"%s\", \"gpu_h2d_bytes\": %llu, "
-          "\"gpu_d2h_bytes\": %llu, \"gpu_copy_s\": %.6f}",
+          "\"gpu_d2h_bytes\": %llu, \"gpu_copy_s\": %.6f, \"peak_memory_bytes\": %lld, "
+          "\"predicted_peak_memory_bytes\": %lld}",
           s ? ", " : "", s, c->sites[s].ep, c->sites[s].up ? "up" : "down", (long long)c->sites[s].tasks,
           (long long)c->sites[s].floats_in, (long long)c->sites[s].floats_out, c->sites[s].busy_s,
           c->sites[s].kernels, (unsigned long long)c->sites[s].h2d,
-          (unsigned long long)c->sites[s].d2h, c->sites[s].copy_s);
-    PUT("]");
+          (unsigned long long)c->sites[s].d2h, c->sites[s].copy_s, (long long)c->sites[s].peak_rss,
+          (long long)s_predicted_peak(R, s));
+    PUT("], \"measured_makespan_s\": %.6f", R->t1 - R->texec);
   } else {
     PUT("IA operators run (fused ones run inside the local_join task):\n");
     for (int i = 0; i < R->nops; i++) {
@@ -577,11 +591,18 @@ static char *s_analyze_text(const s_run *R, double elapsed, int json) {
           s, c->sites[s].ep, c->sites[s].up ? "up" : "down", (long long)c->sites[s].tasks,
           (long long)c->sites[s].floats_in, (long long)c->sites[s].floats_out, c->sites[s].busy_s,
           c->sites[s].kernels[0] ? c->sites[s].kernels : "-");
+      if (c->sites[s].peak_rss)
+        PUT("    peak memory %.1f MiB", (double)c->sites[s].peak_rss / (1 << 20));
+      if (c->sites[s].peak_rss && s_predicted_peak(R, s) >= 0)
+        PUT(" (predicted %.1f MiB of tasks' working sets)", (double)s_predicted_peak(R, s) / (1 << 20));
+      if (c->sites[s].peak_rss) PUT("\n");
       if (c->sites[s].h2d || c->sites[s].d2h)
         PUT("    gpu copies: %llu bytes in, %llu bytes out, %.3f s\n", (unsigned long long)c->sites[s].h2d,
             (unsigned long long)c->sites[s].d2h, c->sites[s].copy_s);
     }
-    PUT("Elapsed: %.3f s, measured transfer: %lld floats\n", elapsed, (long long)total);
+    PUT("Makespan: %.3f s measured", R->t1 - R->texec);
+    if (R->sched.sched) PUT(", %.3f s predicted", R->sched.sched->makespan);
+    PUT("\nElapsed: %.3f s, measured transfer: %lld floats\n", elapsed, (long long)total);
   }
 #undef PUT
   return tr_text_done(&out);
@@ -670,6 +691,7 @@ int td_run_begin(td_cluster *c, ta_plan *p, int run, td_run **out, int *m, int *
     c->sites[s].tasks = c->sites[s].floats_in = c->sites[s].floats_out = 0;
     c->sites[s].busy_s = c->sites[s].copy_s = 0;
     c->sites[s].h2d = c->sites[s].d2h = 0;
+    c->sites[s].peak_rss = 0;
   }
   R->m = di_up_sites(c, R->up);
   if (!R->m) rc = tr_seterr(err, TR_EIO, "no worker is up");
@@ -700,13 +722,56 @@ int td_run_begin(td_cluster *c, ta_plan *p, int run, td_run **out, int *m, int *
   return TR_OK;
 }
 
+/* Node k with each output chunk on the site the schedule gave its task. */
+static int s_run_scheduled(s_run *R, int k, tr_err *err) {
+  to_choice ch;
+  to_moves mv;
+  int rc = to_moves_assigned(R->p, k, R->sched.site_of + R->sched.base[k], R->m, di_replication(R->c, R->m),
+                             R->pl, &ch, &mv, err);
+  if (!rc) rc = s_run_node_safe(R, k, &ch, &mv, err);
+  to_moves_free(&mv);
+  return rc;
+}
+
+int td_run_schedule(td_run *R, tr_err *err) {
+  td_cluster *c = R->c;
+  int algo = di_sched_setting(c);
+  int64_t cap[TO_MAX_SITES];
+  if (algo == DI_SCHED_STATEMENT || R->m > TO_MAX_SITES) return TR_OK;
+  /* A worker that did not say its memory gets the share a local one has. */
+  for (int u = 0; u < R->m; u++)
+    cap[u] = c->sites[R->up[u]].memory > 0 ? c->sites[R->up[u]].memory : tr_phys_memory() / 8 / R->m;
+  return di_sched_place(&R->sched, R->p, algo, R->m, cap, err);
+}
+
+char *td_run_schedule_text(const td_run *R, int json) {
+  tr_text out = {0};
+  const char *eps[TO_MAX_SITES];
+  if (!R->sched.sched) {
+    tr_text_put(&out, json ? "\"schedule\": {\"scheduler\": \"statement\"}"
+                           : "Schedule: statement at a time, each node's tasks where the optimizer put them\n");
+    return tr_text_done(&out);
+  }
+  for (int u = 0; u < R->m; u++) eps[u] = R->c->sites[R->up[u]].ep;
+  di_sched_text(&R->sched, eps, &out, json);
+  return tr_text_done(&out);
+}
+
+int td_run_trace(const td_run *R, char **out, tr_err *err) {
+  *out = NULL;
+  if (!R->sched.sched)
+    return tr_seterr(err, TR_EINVAL, "FORMAT TRACE needs a task graph: SET scheduler = msct, metf or mtopo");
+  return di_sched_trace(&R->sched, out, err);
+}
+
 int td_run_exec(td_run *R, const to_opt *opt, tr_err *err) {
   td_cluster *c = R->c;
   ta_plan *p = R->p;
   int rc = TR_OK;
+  R->texec = tr_now();
   for (int k = 0; !rc && k < p->nnodes; k++) {
     int out = p->nodes[k].out;
-    rc = s_run_node_safe(R, k, &opt->choice[k], &opt->moves[k], err);
+    rc = R->sched.sched ? s_run_scheduled(R, k, err) : s_run_node_safe(R, k, &opt->choice[k], &opt->moves[k], err);
     if (rc || p->rels[out].kind != TA_REL_OUTPUT) continue;
     double tc0 = tr_now();
     rc = di_commit(c, &p->rels[out].meta, R->rel[out].locs, R->rel[out].n, err);
@@ -735,6 +800,7 @@ void td_run_end(td_run **pr) {
   ** td_run_begin made (zeros for declared-only inputs) goes. */
   if (!R->cleaned) s_cleanup(R, 1);
   for (int i = 0; i < TA_MAX_RELS; i++) to_placed_free(&R->pl[i]);
+  di_sched_free(&R->sched);
   s_run_free(R);
   free(R);
 }

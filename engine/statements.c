@@ -360,9 +360,25 @@ done:
 
 /* The EXPLAIN of plan p as optimized (o), with what run measured when it
 ** ran (ANALYZE): text after the TRA expression tra, JSON or Graphviz. */
+/* The optimizer's EXPLAIN with the schedule per worker after it. */
+static char *s_plan_schedule(const ta_plan *p, const to_opt *o, const td_run *run, const tp_stmt *x,
+                             const char *tra) {
+  char *plan = x->json ? to_opt_json(p, o, tra) : to_opt_text(p, o, tra);
+  char *sc = plan ? td_run_schedule_text(run, x->json) : NULL;
+  char *all = NULL;
+  if (sc) {
+    tr_text t = {0};
+    tr_text_put(&t, x->json ? "%s, %s" : "%s%s", plan, sc);
+    all = tr_text_done(&t);
+  }
+  free(plan);
+  free(sc);
+  return all;
+}
+
 static te_result *s_explain(const ta_plan *p, const to_opt *o, const td_run *run,
                             const tp_stmt *x, const char *tra) {
-  char *plan = x->dot ? to_opt_dot(p, o) : x->json ? to_opt_json(p, o, tra) : to_opt_text(p, o, tra);
+  char *plan = x->dot ? to_opt_dot(p, o) : s_plan_schedule(p, o, run, x, tra);
   char *meas = plan && x->analyze && !x->dot ? td_run_analysis(run, x->json) : NULL;
   char *all = NULL;
   if (plan && (meas || !x->analyze || x->dot)) {
@@ -388,9 +404,16 @@ int te_run_plan(te_engine *e, ta_plan *p, const tp_stmt *x, const char *tra, te_
   /* compile (the caller's) -> where the inputs are -> optimize -> run */
   int rc = td_run_begin(e->cluster, p, exec, &run, &m, &repl, &pl, err);
   if (!rc) rc = to_optimize(p, m, repl, pl, x && x->plan[0] ? x->plan : NULL, &opt, err);
+  /* A plan named with PLAN runs as the optimizer's alternative says. */
+  if (!rc && !(x && x->plan[0])) rc = td_run_schedule(run, err);
   if (!rc && exec) rc = td_run_exec(run, &opt, err);
-  if (!rc && x && res && !(*res = s_explain(p, &opt, run, x, tra)))
+  if (!rc && x && x->trace && res) {
+    char *tj = NULL;
+    if (!(rc = td_run_trace(run, &tj, err)) && !(*res = te_text_result(tj)))
+      rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+  } else if (!rc && x && res && !(*res = s_explain(p, &opt, run, x, tra))) {
     rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+  }
   to_opt_free(&opt);
   td_run_end(&run);
   return rc;

@@ -88,6 +88,7 @@ typedef struct tp_stmt {
   int analyze;                   /* EXPLAIN ANALYZE: run and measure */
   int json;                      /* (FORMAT JSON) */
   int dot;                       /* (FORMAT DOT) */
+  int trace;                     /* (FORMAT TRACE): the schedule, Chrome trace JSON */
   char plan[TP_NAME_MAX * 4];    /* (PLAN 'name'): run that alternative */
   int block;                     /* EXPLAIN .. COMMIT: of the open block */
   /* SET */

@@ -156,13 +156,15 @@ static int s_combine_one(void *arg, int64_t i) {
 }
 
 /* Run one TASK; fills the reply: TASK_OK {u32 n, n x chunk meta, f64 s,
-** str backend} or an error. */
+** str backend, u64 h2d, u64 d2h, f64 copy s, u64 peak resident bytes} or
+** an error. */
 static void s_run_task(wi_worker *w, wi_job *j) {
   tx_task t;
   tr_err err;
   tk_device_stats d0, d1;
   tr_clearerr(&err);
   tk_device_stats_get(&d0);
+  tr_peak_rss(1); /* the reply tells this task's peak (one task at a time) */
   double t0 = tr_now();
   int rc = tx_task_decode(j->body, j->body_len, &t, &err);
   if (rc) {
@@ -190,7 +192,9 @@ static void s_run_task(wi_worker *w, wi_job *j) {
     tx_chunk_io cio = {&io, s_task_read, s_task_write, s_task_has};
     const tr_tensor *in_meta[TK_MAX_INPUTS];
     for (int i = 0; i < t.node.ninputs; i++) in_meta[i] = &t.in_meta[i];
-    rc = tx_node_run(w->kt, w->threads, (size_t)1 << 30, &t.node, in_meta, &t.out_meta, &cio,
+    /* operands cached within a quarter of --memory, at most 1 GiB */
+    int64_t cache = wi_memory(w) / 4 < ((int64_t)1 << 30) ? wi_memory(w) / 4 : (int64_t)1 << 30;
+    rc = tx_node_run(w->kt, w->threads, (size_t)cache, &t.node, in_meta, &t.out_meta, &cio,
                      t.out_lin, t.nout, &j->cancel, &err);
   }
   if (rc) {
@@ -209,6 +213,7 @@ static void s_run_task(wi_worker *w, wi_job *j) {
     tn_put_u64(&j->reply, d1.h2d_bytes - d0.h2d_bytes);
     tn_put_u64(&j->reply, d1.d2h_bytes - d0.d2h_bytes);
     tn_put_f64(&j->reply, d1.copy_s - d0.copy_s);
+    tn_put_u64(&j->reply, (uint64_t)tr_peak_rss(0));
   }
   free(io.sum);
   free(io.bytes);

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The block as one task graph on three `tradb --worker` processes, one of
+# them with little memory: EXPLAIN shows the placement per worker within
+# each worker's --memory (the small one's tasks come in waves), EXPLAIN
+# ANALYZE (FORMAT JSON) the measured and predicted peak memory per site,
+# (FORMAT TRACE) a Chrome trace with one event per task; every scheduler
+# gives the result NumPy gives; a worker killed between blocks leaves the
+# next block to the survivors, with the same result.  Polls with
+# deadlines; never sleeps a fixed time to wait for a state.
+TEST=schedule
+source "$TOP_SRCDIR/tests/multi/lib.sh"
+PY=/usr/bin/python3
+$PY -c 'import numpy' 2>/dev/null || { echo "$TEST: skipped (no numpy)"; exit 77; }
+
+start_worker 0 --threads 1 --memory 64M
+start_worker 1 --threads 1 --memory 64M
+start_worker 2 --threads 1 --memory 1M
+workers="${ep[0]},${ep[1]},${ep[2]}"
+db=$work/db
+cd "$work"
+$PY - <<'EOF2'
+import numpy as np
+rng = np.random.default_rng(14)
+np.save("A.npy", rng.standard_normal((192, 160)).astype(np.float32))
+np.save("B.npy", rng.standard_normal((160, 96)).astype(np.float32))
+EOF2
+block='BEGIN;
+C[i,j] = A[i,k] * B[k,j];
+r[i] = SUM(C[i,j]);
+COMMIT;
+SAVE r TO '"'"'r_NAME.npy'"'"';'
+run() { "$TRADB" --workers "$workers" "$db" > "$work/$1.out" 2> "$work/$1.err" || fail "$1: $(cat "$work/$1.err")"; }
+run setup <<'EOF2'
+LOAD A FROM 'A.npy' CHUNK [32, 32];
+LOAD B FROM 'B.npy' CHUNK [32, 32];
+EOF2
+for s in msct metf mtopo statement; do
+  { echo "SET scheduler = $s;"; echo "${block//NAME/$s}"; } | run "block_$s"
+done
+check_r() {
+  $PY - "$@" <<'EOF2' || fail "results differ from NumPy's: $*"
+import sys, numpy as np
+want = (np.load("A.npy") @ np.load("B.npy")).sum(axis=1)
+for name in sys.argv[1:]:
+    got = np.load("r_%s.npy" % name)
+    assert np.allclose(got, want, rtol=1e-4, atol=1e-3), (name, float(abs(got - want).max()))
+EOF2
+}
+check_r msct metf mtopo statement
+ok
+
+# EXPLAIN: the placement per worker, within each one's memory.
+printf 'SET scheduler = msct;\nBEGIN;\nC[i,j] = A[i,k] * B[k,j];\nr[i] = SUM(C[i,j]);\nEXPLAIN COMMIT;\n' | run explain
+grep -q "^Schedule: m-SCT, 24 chunk tasks" "$work/explain.out" || fail "no m-SCT schedule in EXPLAIN: $(cat "$work/explain.out")"
+[ "$(grep -c '^  worker [0-9] (' "$work/explain.out")" -eq 3 ] || fail "EXPLAIN does not list the three workers"
+awk '/^  worker / && / predicted peak memory / {
+       split($0, a, "predicted peak memory "); split(a[2], b, " of "); if (b[1] + 0 > b[2] + 0) bad = 1 }
+     END { exit bad }' "$work/explain.out" || fail "a worker's predicted peak is above its memory"
+ok
+
+# EXPLAIN ANALYZE (FORMAT JSON): measured and predicted peak memory per site.
+printf 'BEGIN;\nC[i,j] = A[i,k] * B[k,j];\nr[i] = SUM(C[i,j]);\nEXPLAIN ANALYZE (FORMAT JSON) COMMIT;\n' | run json
+$PY - "$work/json.out" <<'EOF2' || fail "EXPLAIN ANALYZE JSON: $(cat "$work/json.out")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+sites = d["per_site"]
+assert len(sites) == 3
+for s in sites:
+    assert s["peak_memory_bytes"] > 0, s
+    assert 0 < s["predicted_peak_memory_bytes"], s
+sc = d["schedule"]
+assert sc["scheduler"] == "msct" and sc["tasks"] == 24
+mem = sorted(s["memory_bytes"] for s in sc["per_worker"])
+assert mem == [1 << 20, 64 << 20, 64 << 20], mem
+for s in sc["per_worker"]:
+    assert s["predicted_peak_memory_bytes"] <= s["memory_bytes"], s
+assert d["measured_makespan_s"] > 0
+EOF2
+ok
+
+# (FORMAT TRACE): one complete event per task, on the worker placed.
+printf 'SET scheduler = metf;\nEXPLAIN ANALYZE (FORMAT TRACE) D[i,j] = A[i,k] * B[k,j];\n' | run trace
+$PY - "$work/trace.out" <<'EOF2' || fail "not a trace: $(head -c 400 "$work/trace.out")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = [e for e in d["traceEvents"] if e["ph"] == "X"]
+assert len(ev) == 18, len(ev)
+assert {e["pid"] for e in ev} <= {0, 1, 2}
+assert d["otherData"]["algorithm"] == "m-ETF"
+EOF2
+ok
+
+# A worker killed between blocks: the next block runs on the survivors.
+stop_worker 2
+{ echo "SET scheduler = msct;"; echo "${block//NAME/after}"; } | run after
+check_r after
+ok
+finish
