@@ -46,6 +46,7 @@ struct td_cluster {
   td_site *sites;         /* them */
   uint64_t next_req;      /* request ids */
   int phase_open;          /* a di_phase is open (one at a time) */
+  int lp_failed_said;      /* m-SCT's LP failed once: the notice was given */
   char workdir[4200];     /* where local workers keep data and logs */
   /* Replicas: a chunk a worker reported damaged in the last failed phase
   ** (site index and chunk id, for the retry), and whether some chunks may
@@ -197,15 +198,22 @@ typedef struct di_sched {
   int8_t *site_of;            /* [ntasks] site position of each task */
   int waves;                  /* waves the memory made (1: none) */
   int oversize;               /* tasks larger than the smallest worker */
+  double lp_seconds;          /* m-SCT's LP time limit (past it: m-ETF) */
 } di_sched;
 
 /* The DI_SCHED_* a name means, or TR_EINVAL listing the names. */
 int di_sched_parse(const char *value, tr_err *err);
 /* The database's setting (default m-SCT). */
 int di_sched_setting(td_cluster *c);
-/* Build plan p's task graph and place it with `algo` (not STATEMENT) on
-** m workers of memory cap[]; *s is freed with di_sched_free. */
-int di_sched_place(di_sched *s, const ta_plan *p, int algo, int m, const int64_t *cap, tr_err *err);
+/* SET scheduler_lp_seconds: the time m-SCT's LP may take (default 10). */
+double di_sched_lp_seconds(td_cluster *c);
+/* TR_OK if value is a valid scheduler_lp_seconds, else TR_EINVAL. */
+int di_sched_lp_parse(const char *value, tr_err *err);
+/* Build plan p's task graph and place it with `algo` (not STATEMENT; the
+** LP may take lp_seconds) on m workers of memory cap[]; *s is freed with
+** di_sched_free. */
+int di_sched_place(di_sched *s, const ta_plan *p, int algo, double lp_seconds, int m, const int64_t *cap,
+                   tr_err *err);
 void di_sched_free(di_sched *s);
 /* EXPLAIN's schedule per worker (eps: their endpoints), text or a JSON field. */
 void di_sched_text(const di_sched *s, const char *const *eps, tr_text *out, int json);

@@ -44,6 +44,23 @@ int di_sched_parse(const char *value, tr_err *err) {
                    value);
 }
 
+double di_sched_lp_seconds(td_cluster *c) {
+  char v[32];
+  tm_options o;
+  tm_options_init(&o, TM_SCT);
+  if (tc_setting_get(c->db, "scheduler_lp_seconds", v, sizeof v, NULL) == TR_OK) o.solver_time_limit = atof(v);
+  return o.solver_time_limit;
+}
+
+int di_sched_lp_parse(const char *value, tr_err *err) {
+  char *end;
+  double x = strtod(value, &end);
+  if (*end || end == value || !(x >= 0) || x > 86400)
+    return tr_seterr(err, TR_EINVAL, "scheduler_lp_seconds must be a number of seconds from 0 to 86400 "
+                     "(0: m-ETF places every graph)");
+  return TR_OK;
+}
+
 int di_sched_setting(td_cluster *c) {
   char v[32];
   if (tc_setting_get(c->db, "scheduler", v, sizeof v, NULL) != TR_OK) return DI_SCHED_MSCT;
@@ -205,6 +222,7 @@ static int s_wave(di_sched *s, int a, int b, double t0, double *end, tr_err *err
   pb.edges = e;
   tm_options opt;
   tm_options_init(&opt, s->algo);
+  opt.solver_time_limit = s->lp_seconds;
   tm_schedule *ws = NULL;
   int rc = tm_place(&pb, &opt, &ws, err);
   free(e);
@@ -276,9 +294,11 @@ static int s_place_all(di_sched *s, tr_err *err) {
   return TR_OK;
 }
 
-int di_sched_place(di_sched *s, const ta_plan *p, int algo, int m, const int64_t *cap, tr_err *err) {
+int di_sched_place(di_sched *s, const ta_plan *p, int algo, double lp_seconds, int m, const int64_t *cap,
+                   tr_err *err) {
   memset(s, 0, sizeof *s);
   s->which = algo;
+  s->lp_seconds = lp_seconds;
   s->algo = s_algos[algo];
   s->m = m;
   for (int k = 0; k < m; k++) s->cap[k] = cap[k] > 0 ? cap[k] : 1;

@@ -48,8 +48,11 @@ static int64_t s_lost_on(const td_cluster *c, uint64_t chunk) {
 int td_set(td_cluster *c, const char *name, const char *value, tr_err *err) {
   if (!strcmp(name, "scheduler"))
     return di_sched_parse(value, err) < 0 ? TR_EINVAL : tc_setting_set(c->db, name, value, err);
+  if (!strcmp(name, "scheduler_lp_seconds"))
+    return di_sched_lp_parse(value, err) ? TR_EINVAL : tc_setting_set(c->db, name, value, err);
   if (strcmp(name, "replication"))
-    return tr_seterr(err, TR_ENAME, "unknown setting '%s' (settings: replication, scheduler)", name);
+    return tr_seterr(err, TR_ENAME, "unknown setting '%s' (settings: replication, scheduler, "
+                     "scheduler_lp_seconds)", name);
   char *end;
   long k = strtol(value, &end, 10);
   if (*end || k < 1 || k > TC_MAX_REPLICAS)

@@ -741,7 +741,13 @@ int td_run_schedule(td_run *R, tr_err *err) {
   /* A worker that did not say its memory gets the share a local one has. */
   for (int u = 0; u < R->m; u++)
     cap[u] = c->sites[R->up[u]].memory > 0 ? c->sites[R->up[u]].memory : tr_phys_memory() / 8 / R->m;
-  return di_sched_place(&R->sched, R->p, algo, R->m, cap, err);
+  int rc = di_sched_place(&R->sched, R->p, algo, di_sched_lp_seconds(c), R->m, cap, err);
+  /* Said once per session, as the worker's log says a fallback once. */
+  if (!rc && R->sched.sched->solver == TM_SOLVER_FAILED && !c->lp_failed_said) {
+    c->lp_failed_said = 1;
+    td_notice(c, "m-SCT: %s; m-ETF placed the tasks", R->sched.sched->why);
+  }
+  return rc;
 }
 
 char *td_run_schedule_text(const td_run *R, int json) {

@@ -90,6 +90,52 @@ assert d["otherData"]["algorithm"] == "m-ETF"
 EOF2
 ok
 
+# m-SCT's LP out of time (a limit of 0): m-ETF places the graph, EXPLAIN
+# and a notice say so, and the result is the same.
+printf 'SET scheduler = msct;\nSET scheduler_lp_seconds = 0;\nBEGIN;\nC[i,j] = A[i,k] * B[k,j];\nr[i] = SUM(C[i,j]);\nEXPLAIN COMMIT;\n' | run lp
+grep -q "^Schedule: m-ETF" "$work/lp.out" || fail "no m-ETF after the LP failed: $(cat "$work/lp.out")"
+grep -q "^  the LP failed (.*): m-ETF placed the tasks" "$work/lp.out" || fail "EXPLAIN does not say why: $(cat "$work/lp.out")"
+grep -q "m-SCT: .*; m-ETF placed the tasks" "$work/lp.err" \
+  || fail "no notice of the fallback: $(cat "$work/lp.err")"
+{ echo "SET scheduler = msct;"; echo "${block//NAME/lp}"; } | run lp_block
+check_r lp
+printf 'SET scheduler_lp_seconds = 10;\n' | run lp_back
+ok
+
+# A tensor four times the memory of the two workers together (2 MiB
+# each, 16 MiB of A): filled, multiplied, reduced and saved right; the
+# graph is placed in waves, each within the workers' memory.
+start_worker 3 --threads 1 --memory 2M
+start_worker 4 --threads 1 --memory 2M
+small="${ep[3]},${ep[4]}"
+"$TRADB" --workers "$small" "$work/ooc" > "$work/ooc.out" 2> "$work/ooc.err" <<EOF2 || fail "out of core: $(cat "$work/ooc.err")"
+CREATE TENSOR A[4096, 1024] CHUNK [256, 256];
+CREATE TENSOR B[1024, 64] CHUNK [256, 64];
+FILL A UNIFORM(-1, 1) SEED 5;
+FILL B UNIFORM(-1, 1) SEED 6;
+BEGIN;
+C[i,j] = A[i,k] * B[k,j];
+r[i] = SUM(C[i,j]);
+EXPLAIN ANALYZE COMMIT;
+SAVE A TO '$work/ooc_A.npy';
+SAVE B TO '$work/ooc_B.npy';
+SAVE r TO '$work/ooc_r.npy';
+EOF2
+waves=$(sed -n 's/^Schedule: .* \([0-9][0-9]*\) waves;.*/\1/p' "$work/ooc.out")
+[ "${waves:-1}" -gt 1 ] || fail "a graph four times the memory was not cut into waves: $(grep -A3 '^Schedule' "$work/ooc.out")"
+awk '/^  worker / && / predicted peak memory / {
+       split($0, a, "predicted peak memory "); split(a[2], b, " of "); if (b[1] + 0 > b[2] + 0) bad = 1 }
+     END { exit bad }' "$work/ooc.out" || fail "a wave's predicted peak is above a worker's memory"
+$PY - "$work" <<'EOF2' || fail "out-of-core result differs from NumPy's"
+import sys, numpy as np
+w = sys.argv[1]
+A = np.load(w + "/ooc_A.npy")
+assert A.nbytes == 4 * (4 << 20), A.nbytes
+want = (A.astype(np.float64) @ np.load(w + "/ooc_B.npy")).sum(axis=1)
+assert np.allclose(np.load(w + "/ooc_r.npy"), want, rtol=1e-4, atol=1e-3)
+EOF2
+ok
+
 # A worker killed between blocks: the next block runs on the survivors.
 stop_worker 2
 { echo "SET scheduler = msct;"; echo "${block//NAME/after}"; } | run after
