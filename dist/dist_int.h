@@ -215,9 +215,20 @@ int di_sched_lp_parse(const char *value, tr_err *err);
 int di_sched_place(di_sched *s, const ta_plan *p, int algo, double lp_seconds, int m, const int64_t *cap,
                    tr_err *err);
 void di_sched_free(di_sched *s);
+/* A task as measured: what it made, the worker (its position among the
+** live ones) and when, seconds after the run's first task was sent. */
+typedef struct di_event {
+  char what[96]; /* the operator's relation ("C (SUM)") */
+  int site;      /* worker position */
+  double start;  /* sent */
+  double dur;    /* the time the worker reported for it */
+} di_event;
+
 /* EXPLAIN's schedule per worker (eps: their endpoints), text or a JSON field. */
 void di_sched_text(const di_sched *s, const char *const *eps, tr_text *out, int json);
-/* The schedule as Chrome trace JSON; the caller frees *out. */
-int di_sched_trace(const di_sched *s, char **out, tr_err *err);
+/* The schedule as Chrome trace JSON, and the nev measured tasks ev (after
+** EXPLAIN ANALYZE; 0 for none) as a process per worker beside the
+** predicted ones; the caller frees *out. */
+int di_sched_trace(const di_sched *s, const di_event *ev, int nev, char **out, tr_err *err);
 
 #endif /* TRADB_DIST_DIST_INT_H */

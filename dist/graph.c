@@ -361,7 +361,27 @@ void di_sched_text(const di_sched *s, const char *const *eps, tr_text *out, int 
   }
 }
 
-int di_sched_trace(const di_sched *s, char **out, tr_err *err) {
+int di_sched_trace(const di_sched *s, const di_event *ev, int nev, char **out, tr_err *err) {
   tm_problem pb = {s->ntasks, s->tasks, s->nedges, s->edges, s->m, s->cap};
-  return tm_trace_json(&pb, s->sched, out, err);
+  char *pred = NULL;
+  int rc = tm_trace_json(&pb, s->sched, &pred, err);
+  if (rc) return rc;
+  /* The measured tasks go in before the event list closes: worker k
+  ** measured is process m + k, named so. */
+  const char *tail = strstr(pred, "],\"displayTimeUnit\"");
+  tr_text t = {0};
+  tr_text_put(&t, "%.*s", (int)(tail - pred), pred);
+  for (int k = 0; nev && k < s->m; k++)
+    tr_text_put(&t, ",{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
+                "\"args\":{\"name\":\"machine %d (measured)\"}}", s->m + k, k);
+  for (int i = 0; i < nev; i++) {
+    tr_text_put(&t, ",{\"name\":\"");
+    tr_text_json(&t, ev[i].what);
+    tr_text_put(&t, "\",\"cat\":\"measured\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":0}",
+                ev[i].start * 1e6, ev[i].dur * 1e6, s->m + ev[i].site);
+  }
+  tr_text_put(&t, "%s\n", tail);
+  free(pred);
+  if (!(*out = tr_text_done(&t))) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  return TR_OK;
 }

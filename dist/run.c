@@ -62,6 +62,9 @@ struct td_run {
   int64_t ndrop, capdrop;       /* count, allocated */
   di_sched sched;               /* the task graph's placement (td_run_schedule);
                                    sched.sched NULL: statement at a time */
+  double phase_t0;              /* when the tasks of the current phase were sent */
+  di_event *ev;                 /* the tasks run, as measured (FORMAT TRACE) */
+  int nev, capev;               /* used, allocated */
 };
 
 typedef struct td_run s_run;
@@ -122,6 +125,23 @@ static void s_note_reps(s_run *R, int u, tc_chunkloc *loc, tr_dtype dt, s_opstat
   }
 }
 
+/* Remember a task of `what` that the site at position u ran for secs,
+** sent at the phase's start (best effort: the trace only loses it). */
+static void s_note_event(s_run *R, const char *what, int u, double secs) {
+  if (R->nev == R->capev) {
+    int cap = R->capev ? 2 * R->capev : 64;
+    di_event *e = realloc(R->ev, sizeof *e * (size_t)cap);
+    if (!e) return;
+    R->ev = e;
+    R->capev = cap;
+  }
+  di_event *e = &R->ev[R->nev++];
+  snprintf(e->what, sizeof e->what, "%s", what);
+  e->site = u;
+  e->start = R->phase_t0 - R->texec;
+  e->dur = secs;
+}
+
 /* Apply the TASK_OK replies of ph to the chunks of pr: sizes, checksums,
 ** and with `replicate` the replicas each worker pushed (counted in rs). */
 static void s_task_results(s_run *R, di_phase *ph, s_prel *pr, tr_dtype dt, int replicate,
@@ -158,6 +178,7 @@ static void s_task_results(s_run *R, di_phase *ph, s_prel *pr, tr_dtype dt, int 
     if (peak > c->sites[st].peak_rss) c->sites[st].peak_rss = peak;
     c->sites[st].busy_s += secs;
     c->sites[st].tasks++;
+    if (js) s_note_event(R, js->what, u, secs);
     if (js) {
       js->tasks++;
       if (st < S_OP_SITES) {
@@ -328,7 +349,7 @@ static int s_run_combine(s_run *R, int k, const to_moves *mv, const uint64_t *pi
   if (ss) ss->seconds = tr_now() - t0;
   /* Combine tasks: operand 0 is the partials relation, one entry per
   ** partial (several per output chunk). */
-  t0 = tr_now();
+  R->phase_t0 = t0 = tr_now();
   s_opstat *cs = rc ? NULL : s_op(R, "local_agg", om->name, 0);
   if (cs) snprintf(cs->what, sizeof cs->what, "%s (combine partials%s)", om->name, n->post.n ? ", transform" : "");
   s_opstat *rs = !rc && final && di_replication(c, m) > 1 ? s_op(R, "replicate", om->name, 0) : NULL;
@@ -434,7 +455,7 @@ static int s_run_node(s_run *R, int k, const to_choice *ch, const to_moves *move
   for (int i = opbase; i < R->nops; i++)
     if (!R->ops[i].fused) R->ops[i].seconds = tr_now() - t0;
   /* The fused local join + aggregation + map: one task per site. */
-  t0 = tr_now();
+  R->phase_t0 = t0 = tr_now();
   s_opstat *js = s_op(R, "local_join", om->name, 0);
   char what[96];
   snprintf(what, sizeof what, "%s (%s%s)", om->name,
@@ -767,7 +788,7 @@ int td_run_trace(const td_run *R, char **out, tr_err *err) {
   *out = NULL;
   if (!R->sched.sched)
     return tr_seterr(err, TR_EINVAL, "FORMAT TRACE needs a task graph: SET scheduler = msct, metf or mtopo");
-  return di_sched_trace(&R->sched, out, err);
+  return di_sched_trace(&R->sched, R->ev, R->nev, out, err);
 }
 
 int td_run_exec(td_run *R, const to_opt *opt, tr_err *err) {
@@ -807,6 +828,7 @@ void td_run_end(td_run **pr) {
   if (!R->cleaned) s_cleanup(R, 1);
   for (int i = 0; i < TA_MAX_RELS; i++) to_placed_free(&R->pl[i]);
   di_sched_free(&R->sched);
+  free(R->ev);
   s_run_free(R);
   free(R);
 }

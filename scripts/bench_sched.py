@@ -19,7 +19,8 @@ makespan over the best median of its row group.
 
 Usage: scripts/bench_sched.py [--tradb ./tradb] [--workers 3]
          [--memory 256M,24M] [--reps 3] [--only ffnn-step,matmul-sum]
-         [--size default|small]
+         [--size default|small|large]
+  (large adds mm-8k-sum: --size large --only mm-8k-sum --workers 2 --memory 64M)
 """
 import argparse
 import json
@@ -54,7 +55,7 @@ def ffnn_numpy(v):
 
 
 def mm_numpy(v):
-    return {"r": (v["A"] @ v["B"]).sum(axis=1)}
+    return {"r": (v["A"].astype(np.float64) @ v["B"]).sum(axis=1)}
 
 
 def workloads(size):
@@ -71,10 +72,17 @@ def workloads(size):
     m, k, j, c = (512, 512, 256, 128) if small else (2048, 2048, 1024, 256)
     mm = {"A": (rng.uniform(-1, 1, (m, k)).astype(np.float32), (c, c)),
           "B": (rng.uniform(-1, 1, (k, j)).astype(np.float32), (c, c))}
-    return {
+    out = {
         "ffnn-step": (ff, ffnn_block(), ["dW1", "dW2", "W1n", "W2n"], ffnn_numpy),
         "matmul-sum": (mm, ["C[i,j] = A[i,k] * B[k,j];", "r[i] = SUM(C[i,j]);"], ["r"], mm_numpy),
     }
+    if size == "large":
+        # 8192 x 8192 by 8192 x 2048, f32 (384 MB of tensors), the case
+        # run on two workers of 64 MB each
+        big = {"A": (rng.uniform(-1, 1, (8192, 8192)).astype(np.float32), (1024, 1024)),
+               "B": (rng.uniform(-1, 1, (8192, 2048)).astype(np.float32), (1024, 1024))}
+        out["mm-8k-sum"] = (big, out["matmul-sum"][1], ["r"], mm_numpy)
+    return out
 
 
 def tradb_run(tradb, eps, db, script):
@@ -114,7 +122,7 @@ def main():
     ap.add_argument("--memory", default="256M,24M")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--only", default="")
-    ap.add_argument("--size", default="default", choices=["default", "small"])
+    ap.add_argument("--size", default="default", choices=["default", "small", "large"])
     a = ap.parse_args()
     tradb = os.path.abspath(a.tradb)
     wl = workloads(a.size)

@@ -78,14 +78,17 @@ assert d["measured_makespan_s"] > 0
 EOF2
 ok
 
-# (FORMAT TRACE): one complete event per task, on the worker placed.
+# (FORMAT TRACE): one complete event per task, on the worker placed, and
+# after ANALYZE the tasks as they ran, a process per worker beside them.
 printf 'SET scheduler = metf;\nEXPLAIN ANALYZE (FORMAT TRACE) D[i,j] = A[i,k] * B[k,j];\n' | run trace
 $PY - "$work/trace.out" <<'EOF2' || fail "not a trace: $(head -c 400 "$work/trace.out")"
 import json, sys
 d = json.load(open(sys.argv[1]))
-ev = [e for e in d["traceEvents"] if e["ph"] == "X"]
+ev = [e for e in d["traceEvents"] if e["ph"] == "X" and e["cat"] == "task"]
 assert len(ev) == 18, len(ev)
 assert {e["pid"] for e in ev} <= {0, 1, 2}
+ran = [e for e in d["traceEvents"] if e["ph"] == "X" and e["cat"] == "measured"]
+assert ran and {e["pid"] for e in ran} <= {3, 4, 5} and all(e["dur"] > 0 for e in ran), ran
 assert d["otherData"]["algorithm"] == "m-ETF"
 EOF2
 ok
