@@ -186,7 +186,10 @@ enum { DI_SCHED_STATEMENT, DI_SCHED_MSCT, DI_SCHED_METF, DI_SCHED_MTOPO };
 typedef struct di_sched {
   int which;                  /* DI_SCHED_* */
   tm_algo algo;               /* the sched/ algorithm */
-  int ntasks;                 /* tasks: node k's output chunk lin is task base[k] + lin */
+  int ntasks;                 /* tasks: [0, nsrc) the stored chunks the plan reads
+                                 (pinned, time 0), then node k's output chunk
+                                 lin is task base[k] + lin */
+  int nsrc;                   /* stored chunks' tasks */
   int base[TA_MAX_NODES + 1]; /* first task of each node */
   tm_task *tasks;             /* [ntasks] */
   char (*names)[48];          /* [ntasks] "tensor#chunk" */
@@ -209,11 +212,14 @@ int di_sched_setting(td_cluster *c);
 double di_sched_lp_seconds(td_cluster *c);
 /* TR_OK if value is a valid scheduler_lp_seconds, else TR_EINVAL. */
 int di_sched_lp_parse(const char *value, tr_err *err);
-/* Build plan p's task graph and place it with `algo` (not STATEMENT; the
-** LP may take lp_seconds) on m workers of memory cap[]; *s is freed with
-** di_sched_free. */
-int di_sched_place(di_sched *s, const ta_plan *p, int algo, double lp_seconds, int m, const int64_t *cap,
-                   tr_err *err);
+/* The tasks plan p's graph would have (stored chunks included), at most
+** DI_SCHED_MAX_TASKS + 1. */
+int di_sched_count(const ta_plan *p);
+/* Build plan p's task graph (pl: where its stored inputs are, site-position
+** masks) and place it with `algo` (not STATEMENT; the LP may take
+** lp_seconds) on m workers of memory cap[]; *s is freed with di_sched_free. */
+int di_sched_place(di_sched *s, const ta_plan *p, const to_placed *pl, int algo, double lp_seconds, int m,
+                   const int64_t *cap, tr_err *err);
 void di_sched_free(di_sched *s);
 /* A task as measured: what it made, the worker (its position among the
 ** live ones) and when, seconds after the run's first task was sent. */

@@ -11,9 +11,13 @@
 ** its kernel calls; its memory is what it holds while it streams its
 ** tuples through: its output chunk and the operand chunks of one tuple.
 ** An edge i -> j says task j reads a chunk task i made; it costs the
-** chunk's floats at the network weight.  Chunks of stored tensors are not
-** tasks: they are where the catalog says, and the cost of fetching them is
-** not part of the prediction.
+** chunk's floats at the network weight.  A chunk of a stored tensor the
+** plan reads is a task too, of time and memory 0, pinned to the workers
+** that hold it (tm_task.only, an addition to the thesis's model), so a
+** task that reads it elsewhere pays its fetch.  The thesis's model has
+** every edge's delay overlap the others' (no bandwidth shared), so a task
+** that reads many remote chunks pays for one: the prediction is optimistic
+** about transfers, and the placement weighs locality that little.
 **
 ** Memory.  sched/ holds a task's memory on its worker from the start of
 ** the graph to its end (the thesis's pre-allocation).  A graph whose tasks
@@ -133,9 +137,10 @@ static int s_edge(di_sched *s, int *cap, int from, int to, double comm) {
 }
 
 /* Edges into task j (output chunk lin of node k) from the tasks that made
-** the chunks it reads of relations this plan makes (producer[rel] >= 0). */
+** the chunks it reads: of relations this plan makes (producer[rel] >= 0),
+** or the stored chunks' pinned tasks (from[rel] >= 0: the first). */
 static int s_task_edges(di_sched *s, const ta_plan *p, int k, int64_t lin, const int *producer,
-                        const tl_weights *w, int *cap) {
+                        const int *from_rel, const tl_weights *w, int *cap) {
   const ta_node *n = &p->nodes[k];
   const tr_tensor *om = &p->rels[n->out].meta;
   int64_t okey[TR_MAX_RANK];
@@ -144,8 +149,8 @@ static int s_task_edges(di_sched *s, const ta_plan *p, int k, int64_t lin, const
   for (int i = 0; i < n->ninputs; i++) {
     const ta_operand *o = &n->in[i];
     const tr_tensor *it = &p->rels[o->rel].meta;
-    int pk = producer[o->rel];
-    if (pk < 0) continue;
+    int pk = producer[o->rel], first_from = pk >= 0 ? s->base[pk] : from_rel[o->rel];
+    if (first_from < 0) continue;
     int64_t lo[TR_MAX_RANK], hi[TR_MAX_RANK], key[TR_MAX_RANK];
     /* the box of its chunks the output chunk's tuples read */
     for (int d = 0; d < o->rank; d++) {
@@ -161,7 +166,7 @@ static int s_task_edges(di_sched *s, const ta_plan *p, int k, int64_t lin, const
       tl_cost c;
       memset(&c, 0, sizeof c);
       c.c[TL_C_NET] = (double)s_floats(it, cl);
-      int from = s->base[pk] + (int)cl, dup = 0;
+      int from = first_from + (int)cl, dup = 0;
       for (int q = first; q < s->nedges && !dup; q++) dup = s->edges[q].from == from;
       if (!dup && s_edge(s, cap, from, j, tl_seconds(w, &c))) return TR_ENOMEM;
       int d = o->rank - 1;
@@ -175,26 +180,63 @@ static int s_task_edges(di_sched *s, const ta_plan *p, int k, int64_t lin, const
   return TR_OK;
 }
 
-/* The tasks and edges of plan p. */
-static int s_build(di_sched *s, const ta_plan *p, tr_err *err) {
+int di_sched_count(const ta_plan *p) {
+  int64_t n = 0;
+  int seen[TA_MAX_RELS] = {0};
+  for (int k = 0; k < p->nnodes; k++) seen[p->nodes[k].out] = 1;
+  for (int k = 0; k < p->nnodes; k++) {
+    n += tr_nchunks(&p->rels[p->nodes[k].out].meta);
+    for (int i = 0; i < p->nodes[k].ninputs; i++) {
+      int r = p->nodes[k].in[i].rel;
+      if (!seen[r]) n += tr_nchunks(&p->rels[r].meta);
+      seen[r] = 1;
+    }
+  }
+  return n > DI_SCHED_MAX_TASKS ? DI_SCHED_MAX_TASKS + 1 : (int)n;
+}
+
+/* The pinned tasks of the stored chunks the plan reads: time 0, memory 0,
+** on the workers that hold them (pl), so a task that reads a chunk costs
+** its fetch unless it runs where the chunk is.  from[rel] is the first of
+** rel's, -1 for relations the plan makes. */
+static void s_sources(di_sched *s, const ta_plan *p, const to_placed *pl, const int *producer, int *from) {
+  for (int r = 0; r < TA_MAX_RELS; r++) from[r] = -1;
+  s->nsrc = 0;
+  for (int k = 0; k < p->nnodes; k++)
+    for (int i = 0; i < p->nodes[k].ninputs; i++) {
+      int r = p->nodes[k].in[i].rel;
+      if (producer[r] >= 0 || from[r] >= 0) continue;
+      from[r] = s->nsrc;
+      s->nsrc += (int)tr_nchunks(&p->rels[r].meta);
+    }
+}
+
+/* The tasks and edges of plan p (pl: where its stored inputs are). */
+static int s_build(di_sched *s, const ta_plan *p, const to_placed *pl, tr_err *err) {
   tl_weights w;
-  int producer[TA_MAX_RELS], cap = 0, rc = TR_OK;
+  int producer[TA_MAX_RELS], from[TA_MAX_RELS], cap = 0, rc = TR_OK;
   tl_weights_default(&w);
   for (int r = 0; r < TA_MAX_RELS; r++) producer[r] = -1;
-  s->ntasks = 0;
+  for (int k = 0; k < p->nnodes; k++) producer[p->nodes[k].out] = k;
+  s_sources(s, p, pl, producer, from);
+  s->ntasks = s->nsrc;
   for (int k = 0; k < p->nnodes; k++) {
-    int64_t nout = tr_nchunks(&p->rels[p->nodes[k].out].meta);
-    if (s->ntasks + nout > DI_SCHED_MAX_TASKS)
-      return tr_seterr(err, TR_EINVAL, "the plan has more than %d output chunks to schedule (SET scheduler = "
-                       "statement runs it)", DI_SCHED_MAX_TASKS);
     s->base[k] = s->ntasks;
-    s->ntasks += (int)nout;
+    s->ntasks += (int)tr_nchunks(&p->rels[p->nodes[k].out].meta);
   }
   s->base[p->nnodes] = s->ntasks;
   s->tasks = calloc((size_t)s->ntasks + 1, sizeof *s->tasks);
   s->names = calloc((size_t)s->ntasks + 1, sizeof *s->names);
   s->site_of = calloc((size_t)s->ntasks + 1, sizeof *s->site_of);
   if (!s->tasks || !s->names || !s->site_of) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  for (int r = 0; r < TA_MAX_RELS; r++)
+    for (int64_t lin = 0; from[r] >= 0 && lin < tr_nchunks(&p->rels[r].meta); lin++) {
+      int j = from[r] + (int)lin;
+      snprintf(s->names[j], sizeof s->names[j], "%s#%lld (stored)", p->rels[r].meta.name, (long long)lin);
+      s->tasks[j].name = s->names[j];
+      /* a chunk no live worker holds fails the run later; here it may go anywhere */
+      s->tasks[j].only = pl[r].n > lin ? pl[r].has[lin] : 0;
+    }
   for (int k = 0; !rc && k < p->nnodes; k++) {
     const ta_node *n = &p->nodes[k];
     const tr_tensor *om = &p->rels[n->out].meta;
@@ -203,35 +245,49 @@ static int s_build(di_sched *s, const ta_plan *p, tr_err *err) {
       s_task_cost(p, n, lin, &w, &s->tasks[j]);
       snprintf(s->names[j], sizeof s->names[j], "%s#%lld", om->name, (long long)lin);
       s->tasks[j].name = s->names[j];
-      rc = s_task_edges(s, p, k, lin, producer, &w, &cap);
+      rc = s_task_edges(s, p, k, lin, producer, from, &w, &cap);
     }
-    producer[n->out] = k;
   }
   return rc ? tr_seterr(err, TR_ENOMEM, "out of memory") : TR_OK;
 }
 
-/* Place tasks [a, b) alone (edges inside the range), starting at t0, into
-** the merged schedule; *end is when its last task finishes. */
+/* Place tasks [a, b) with the stored chunks' pinned tasks [0, nsrc) (edges
+** among them; earlier waves' outputs are in place by then), starting at
+** t0, into the merged schedule; *end is when its last task finishes. */
 static int s_wave(di_sched *s, int a, int b, double t0, double *end, tr_err *err) {
-  tm_problem pb = {b - a, s->tasks + a, 0, NULL, s->m, s->cap};
+  int ns = s->nsrc, n = ns + b - a;
+  tm_problem pb = {n, NULL, 0, NULL, s->m, s->cap};
+  tm_task *t = malloc(sizeof *t * ((size_t)n + 1));
   tm_edge *e = malloc(sizeof *e * ((size_t)s->nedges + 1));
-  if (!e) return tr_seterr(err, TR_ENOMEM, "out of memory");
-  for (int q = 0; q < s->nedges; q++)
-    if (s->edges[q].from >= a && s->edges[q].to < b && s->edges[q].from < b && s->edges[q].to >= a)
-      e[pb.nedges++] = (tm_edge){s->edges[q].from - a, s->edges[q].to - a, s->edges[q].comm};
+  if (!t || !e) {
+    free(t);
+    free(e);
+    return tr_seterr(err, TR_ENOMEM, "out of memory");
+  }
+  memcpy(t, s->tasks, sizeof *t * (size_t)ns);
+  memcpy(t + ns, s->tasks + a, sizeof *t * (size_t)(b - a));
+  /* task g of the graph is ns + g - a here (g >= a), or g (a stored chunk) */
+  for (int q = 0; q < s->nedges; q++) {
+    const tm_edge *d = &s->edges[q];
+    if (d->to >= a && d->to < b && (d->from < ns || (d->from >= a && d->from < b)))
+      e[pb.nedges++] = (tm_edge){d->from < ns ? d->from : ns + d->from - a, ns + d->to - a, d->comm};
+  }
+  pb.tasks = t;
   pb.edges = e;
   tm_options opt;
   tm_options_init(&opt, s->algo);
   opt.solver_time_limit = s->lp_seconds;
   tm_schedule *ws = NULL;
   int rc = tm_place(&pb, &opt, &ws, err);
+  free(t);
   free(e);
   if (rc) return rc;
   tm_schedule *S = s->sched;
-  for (int i = 0; i < b - a; i++) {
-    S->machine[a + i] = ws->machine[i];
-    S->start[a + i] = t0 + ws->start[i];
-    S->order[a + i] = a + ws->order[i];
+  for (int i = 0; i < n; i++) {
+    int g = i < ns ? i : a + i - ns;
+    if (i < ns && a > ns) continue; /* the first wave places them */
+    S->machine[g] = ws->machine[i];
+    S->start[g] = (i < ns ? 0 : t0) + ws->start[i];
   }
   for (int k = 0; k < s->m; k++)
     if (ws->peak_mem[k] > S->peak_mem[k]) S->peak_mem[k] = ws->peak_mem[k];
@@ -243,6 +299,15 @@ static int s_wave(di_sched *s, int a, int b, double t0, double *end, tr_err *err
   *end = t0 + ws->makespan;
   tm_schedule_destroy(&ws);
   return TR_OK;
+}
+
+/* The schedule's tasks by start time, ties by index (a topological order:
+** a task starts no earlier than its predecessors, zero-time ones at once). */
+static int s_start_cmp(const void *x, const void *y, void *arg) {
+  const tm_schedule *S = arg;
+  int i = *(const int *)x, j = *(const int *)y;
+  double a = S->start[i], b = S->start[j];
+  return a < b ? -1 : a > b ? 1 : (i > j) - (i < j);
 }
 
 /* Place every task, wave by wave (see the top of the file). */
@@ -272,7 +337,7 @@ static int s_place_all(di_sched *s, tr_err *err) {
   double t = 0, maxcomm = 0;
   for (int q = 0; q < s->nedges; q++)
     if (s->edges[q].comm > maxcomm) maxcomm = s->edges[q].comm;
-  for (int a = 0; a < s->ntasks;) {
+  for (int a = s->nsrc; a < s->ntasks;) {
     /* the longest run of tasks whose memory the workers hold together */
     int b = a;
     int64_t sum = 0;
@@ -291,18 +356,20 @@ static int s_place_all(di_sched *s, tr_err *err) {
     a = b;
   }
   S->makespan = t;
+  for (int j = 0; j < s->ntasks; j++) S->order[j] = j;
+  qsort_r(S->order, (size_t)s->ntasks, sizeof *S->order, s_start_cmp, S);
   return TR_OK;
 }
 
-int di_sched_place(di_sched *s, const ta_plan *p, int algo, double lp_seconds, int m, const int64_t *cap,
-                   tr_err *err) {
+int di_sched_place(di_sched *s, const ta_plan *p, const to_placed *pl, int algo, double lp_seconds, int m,
+                   const int64_t *cap, tr_err *err) {
   memset(s, 0, sizeof *s);
   s->which = algo;
   s->lp_seconds = lp_seconds;
   s->algo = s_algos[algo];
   s->m = m;
   for (int k = 0; k < m; k++) s->cap[k] = cap[k] > 0 ? cap[k] : 1;
-  int rc = s_build(s, p, err);
+  int rc = s_build(s, p, pl, err);
   if (!rc) rc = s_place_all(s, err);
   for (int j = 0; !rc && j < s->ntasks; j++) s->site_of[j] = (int8_t)s->sched->machine[j];
   if (rc) di_sched_free(s);
@@ -313,7 +380,7 @@ int di_sched_place(di_sched *s, const ta_plan *p, int algo, double lp_seconds, i
 static void s_per_site(const di_sched *s, int k, int *tasks, double *busy) {
   *tasks = 0;
   *busy = 0;
-  for (int j = 0; j < s->ntasks; j++)
+  for (int j = s->nsrc; j < s->ntasks; j++)
     if (s->sched->machine[j] == k) {
       (*tasks)++;
       *busy += s->tasks[j].time;
@@ -323,9 +390,10 @@ static void s_per_site(const di_sched *s, int k, int *tasks, double *busy) {
 void di_sched_text(const di_sched *s, const char *const *eps, tr_text *out, int json) {
   const tm_schedule *S = s->sched;
   if (json) {
-    tr_text_put(out, "\"schedule\": {\"scheduler\": \"%s\", \"placed_by\": \"%s\", \"tasks\": %d, \"edges\": %d, "
-                "\"waves\": %d, \"predicted_makespan_s\": %.6f, ", s_names[s->which], tm_algo_name(S->placed_by),
-                s->ntasks, s->nedges, s->waves, S->makespan);
+    tr_text_put(out, "\"schedule\": {\"scheduler\": \"%s\", \"placed_by\": \"%s\", \"tasks\": %d, "
+                "\"stored_chunks\": %d, \"edges\": %d, \"waves\": %d, \"predicted_makespan_s\": %.6f, ",
+                s_names[s->which], tm_algo_name(S->placed_by), s->ntasks - s->nsrc, s->nsrc, s->nedges, s->waves,
+                S->makespan);
     if (S->solver == TM_SOLVER_FAILED) {
       tr_text_put(out, "\"fallback\": \"");
       tr_text_json(out, S->why);
@@ -345,9 +413,11 @@ void di_sched_text(const di_sched *s, const char *const *eps, tr_text *out, int 
     tr_text_put(out, "]}");
     return;
   }
-  tr_text_put(out, "Schedule: %s, %d chunk task%s, %d edge%s, %d wave%s; predicted makespan %.3f s\n",
-              tm_algo_name(S->placed_by), s->ntasks, s->ntasks == 1 ? "" : "s", s->nedges,
-              s->nedges == 1 ? "" : "s", s->waves, s->waves == 1 ? "" : "s", S->makespan);
+  int all = s->ntasks - s->nsrc;
+  tr_text_put(out, "Schedule: %s, %d chunk task%s reading %d stored chunk%s, %d edge%s, %d wave%s; "
+              "predicted makespan %.3f s\n", tm_algo_name(S->placed_by), all, all == 1 ? "" : "s", s->nsrc,
+              s->nsrc == 1 ? "" : "s", s->nedges, s->nedges == 1 ? "" : "s", s->waves, s->waves == 1 ? "" : "s",
+              S->makespan);
   if (S->solver == TM_SOLVER_FAILED) tr_text_put(out, "  the LP failed (%s): m-ETF placed the tasks\n", S->why);
   if (s->oversize)
     tr_text_put(out, "  %d task%s need more than the smallest worker's memory: placed as if they fitted\n",
@@ -362,9 +432,21 @@ void di_sched_text(const di_sched *s, const char *const *eps, tr_text *out, int 
 }
 
 int di_sched_trace(const di_sched *s, const di_event *ev, int nev, char **out, tr_err *err) {
-  tm_problem pb = {s->ntasks, s->tasks, s->nedges, s->edges, s->m, s->cap};
+  /* the chunk tasks only: the stored chunks' pinned tasks do nothing */
+  const tm_schedule *S = s->sched;
+  int nt = s->ntasks - s->nsrc, q = 0;
+  tm_problem pb = {nt, s->tasks + s->nsrc, 0, NULL, s->m, s->cap};
+  tm_schedule v = *S;
+  v.ntasks = nt;
+  v.machine = S->machine + s->nsrc;
+  v.start = S->start + s->nsrc;
+  v.favourite = NULL;
+  if (!(v.order = malloc(sizeof *v.order * ((size_t)nt + 1)))) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  for (int i = 0; i < s->ntasks; i++)
+    if (S->order[i] >= s->nsrc) v.order[q++] = S->order[i] - s->nsrc;
   char *pred = NULL;
-  int rc = tm_trace_json(&pb, s->sched, &pred, err);
+  int rc = tm_trace_json(&pb, &v, &pred, err);
+  free(v.order);
   if (rc) return rc;
   /* The measured tasks go in before the event list closes: worker k
   ** measured is process m + k, named so. */

@@ -759,10 +759,14 @@ int td_run_schedule(td_run *R, tr_err *err) {
   int algo = di_sched_setting(c);
   int64_t cap[TO_MAX_SITES];
   if (algo == DI_SCHED_STATEMENT || R->m > TO_MAX_SITES) return TR_OK;
+  if (di_sched_count(R->p) > DI_SCHED_MAX_TASKS) {
+    td_notice(c, "the plan has more than %d chunks to schedule: it runs statement at a time", DI_SCHED_MAX_TASKS);
+    return TR_OK;
+  }
   /* A worker that did not say its memory gets the share a local one has. */
   for (int u = 0; u < R->m; u++)
     cap[u] = c->sites[R->up[u]].memory > 0 ? c->sites[R->up[u]].memory : tr_phys_memory() / 8 / R->m;
-  int rc = di_sched_place(&R->sched, R->p, algo, di_sched_lp_seconds(c), R->m, cap, err);
+  int rc = di_sched_place(&R->sched, R->p, R->pl, algo, di_sched_lp_seconds(c), R->m, cap, err);
   /* Said once per session, as the worker's log says a fallback once. */
   if (!rc && R->sched.sched->solver == TM_SOLVER_FAILED && !c->lp_failed_said) {
     c->lp_failed_said = 1;

@@ -51,7 +51,7 @@ ok
 
 # EXPLAIN: the placement per worker, within each one's memory.
 printf 'SET scheduler = msct;\nBEGIN;\nC[i,j] = A[i,k] * B[k,j];\nr[i] = SUM(C[i,j]);\nEXPLAIN COMMIT;\n' | run explain
-grep -q "^Schedule: m-SCT, 24 chunk tasks" "$work/explain.out" || fail "no m-SCT schedule in EXPLAIN: $(cat "$work/explain.out")"
+grep -q "^Schedule: m-SCT, 24 chunk tasks reading 45 stored chunks" "$work/explain.out" || fail "no m-SCT schedule in EXPLAIN: $(cat "$work/explain.out")"
 [ "$(grep -c '^  worker [0-9] (' "$work/explain.out")" -eq 3 ] || fail "EXPLAIN does not list the three workers"
 awk '/^  worker / && / predicted peak memory / {
        split($0, a, "predicted peak memory "); split(a[2], b, " of "); if (b[1] + 0 > b[2] + 0) bad = 1 }
