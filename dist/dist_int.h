@@ -180,7 +180,8 @@ int di_commit(td_cluster *c, const tr_tensor *meta, tc_chunkloc *locs, int64_t n
 /* SET scheduler: statement at a time as the optimizer placed it, or the
 ** block as one task graph placed by m-SCT, m-ETF or m-TOPO. */
 enum { DI_SCHED_STATEMENT, DI_SCHED_MSCT, DI_SCHED_METF, DI_SCHED_MTOPO };
-#define DI_SCHED_MAX_TASKS 20000 /* chunk tasks one graph may have */
+#define DI_SCHED_MAX_TASKS 5000 /* tasks one graph may have (placing takes
+                                   seconds beyond: m-ETF is quadratic) */
 
 /* A plan as chunk tasks and their placement. */
 typedef struct di_sched {
