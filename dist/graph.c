@@ -418,6 +418,8 @@ void di_sched_text(const di_sched *s, const char *const *eps, tr_text *out, int 
               "predicted makespan %.3f s\n", tm_algo_name(S->placed_by), all, all == 1 ? "" : "s", s->nsrc,
               s->nsrc == 1 ? "" : "s", s->nedges, s->nedges == 1 ? "" : "s", s->waves, s->waves == 1 ? "" : "s",
               S->makespan);
+  tr_text_put(out, "  each output chunk runs where its task is placed, and operand chunks go to the workers "
+              "whose tasks read them (not the IA plan's moves)\n");
   if (S->solver == TM_SOLVER_FAILED) tr_text_put(out, "  the LP failed (%s): m-ETF placed the tasks\n", S->why);
   if (s->oversize)
     tr_text_put(out, "  %d task%s need more than the smallest worker's memory: placed as if they fitted\n",
