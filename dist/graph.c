@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* The names SET scheduler takes, in the order of di_sched_algo. */
 static const char *const s_names[] = {"statement", "msct", "metf", "mtopo"};
@@ -43,7 +44,7 @@ static const tm_algo s_algos[] = {TM_SCT, TM_SCT, TM_ETF, TM_TOPO};
 
 int di_sched_parse(const char *value, tr_err *err) {
   for (int i = 0; i < (int)(sizeof s_names / sizeof *s_names); i++)
-    if (!strcmp(value, s_names[i])) return i;
+    if (!strcasecmp(value, s_names[i])) return i;
   return tr_seterr(err, TR_EINVAL, "unknown scheduler '%s' (schedulers: msct, metf, mtopo, statement)",
                    value);
 }
