@@ -51,6 +51,7 @@ struct td_run {
   int run;                      /* 0: only explained, nothing runs */
   int cleaned;                  /* temporaries dropped (td_run_exec ran) */
   double t0, t1;                /* when td_run_begin started, when the run ended */
+  double texec;                 /* when td_run_exec started: t1 - texec is the makespan */
   s_prel rel[TA_MAX_RELS];      /* placement of every relation */
   to_placed pl[TA_MAX_RELS];    /* the same as site-position masks */
   int up[256], m;               /* live sites */
@@ -60,6 +61,16 @@ struct td_run {
   uint64_t *drop;               /* ids to drop at the end (per site in drop_site) */
   int *drop_site;               /* site of each (-1: every site) */
   int64_t ndrop, capdrop;       /* count, allocated */
+  di_sched sched;               /* the task graph's placement (td_run_schedule);
+                                   sched.sched NULL: the optimizer's plan */
+  to_env env;                   /* what the plan was optimized for */
+  int which;                    /* TD_SCHED_* the database is set to */
+  int64_t cap[TO_MAX_SITES];    /* each live site's --memory */
+  int64_t plan_peak[TO_MAX_SITES]; /* the optimizer's plan's working set on each */
+  int over;                     /* a site the plan does not fit (-1: none) */
+  double phase_t0;              /* when the tasks of the current phase were sent */
+  di_event *ev;                 /* the tasks run, as measured (FORMAT TRACE) */
+  int nev, capev;               /* used, allocated */
 };
 
 typedef struct td_run s_run;
@@ -120,6 +131,23 @@ static void s_note_reps(s_run *R, int u, tc_chunkloc *loc, tr_dtype dt, s_opstat
   }
 }
 
+/* Remember a task of `what` that the site at position u ran for secs,
+** sent at the phase's start (best effort: the trace only loses it). */
+static void s_note_event(s_run *R, const char *what, int u, double secs) {
+  if (R->nev == R->capev) {
+    int cap = R->capev ? 2 * R->capev : 64;
+    di_event *e = realloc(R->ev, sizeof *e * (size_t)cap);
+    if (!e) return;
+    R->ev = e;
+    R->capev = cap;
+  }
+  di_event *e = &R->ev[R->nev++];
+  snprintf(e->what, sizeof e->what, "%s", what);
+  e->site = u;
+  e->start = R->phase_t0 - R->texec;
+  e->dur = secs;
+}
+
 /* Apply the TASK_OK replies of ph to the chunks of pr: sizes, checksums,
 ** and with `replicate` the replicas each worker pushed (counted in rs). */
 static void s_task_results(s_run *R, di_phase *ph, s_prel *pr, tr_dtype dt, int replicate,
@@ -154,8 +182,11 @@ static void s_task_results(s_run *R, di_phase *ph, s_prel *pr, tr_dtype dt, int 
     c->sites[st].copy_s += tn_get_f64(&r);
     c->cpu_user += tn_get_f64(&r);
     c->cpu_sys += tn_get_f64(&r);
+    int64_t peak = (int64_t)tn_get_u64(&r);
+    if (peak > c->sites[st].peak_rss) c->sites[st].peak_rss = peak;
     c->sites[st].busy_s += secs;
     c->sites[st].tasks++;
+    if (js) s_note_event(R, js->what, u, secs);
     if (js) {
       js->tasks++;
       if (st < S_OP_SITES) {
@@ -329,7 +360,7 @@ static int s_run_combine(s_run *R, int k, const to_moves *mv, const uint64_t *pi
   if (ss) ss->seconds = tr_now() - t0;
   /* Combine tasks: operand 0 is the partials relation, one entry per
   ** partial (several per output chunk). */
-  t0 = tr_now();
+  R->phase_t0 = t0 = tr_now();
   s_opstat *cs = rc ? NULL : s_op(R, "local_agg", om->name, 0);
   if (cs) snprintf(cs->what, sizeof cs->what, "%s (combine partials%s)", om->name, n->post.n ? ", transform" : "");
   s_opstat *rs = !rc && final && di_replication(c, m) > 1 ? s_op(R, "replicate", om->name, 0) : NULL;
@@ -436,7 +467,7 @@ static int s_run_node(s_run *R, int k, const to_choice *ch, const to_moves *move
   for (int i = opbase; i < R->nops; i++)
     if (!R->ops[i].fused) R->ops[i].seconds = tr_now() - t0;
   /* The fused local join + aggregation + map: one task per site. */
-  t0 = tr_now();
+  R->phase_t0 = t0 = tr_now();
   s_opstat *js = s_op(R, "local_join", om->name, 0);
   char what[96];
   snprintf(what, sizeof what, "%s (%s%s)", om->name,
@@ -527,6 +558,13 @@ static int s_run_node_safe(s_run *R, int k, const to_choice *ch, const to_moves 
   }
 }
 
+/* The schedule's peak memory for site index s, -1 without a schedule. */
+static int64_t s_predicted_peak(const s_run *R, int s) {
+  for (int u = 0; R->sched.sched && u < R->m; u++)
+    if (R->up[u] == s) return R->sched.sched->peak_mem[u];
+  return -1;
+}
+
 /* EXPLAIN ANALYZE output, text or JSON. */
 static char *s_analyze_text(const s_run *R, double elapsed, int json) {
   const td_cluster *c = R->c;
@@ -557,12 +595,14 @@ static char *s_analyze_text(const s_run *R, double elapsed, int json) {
     for (int s = 0; s < c->nsites; s++)
       PUT("%s{\"site\": %d, \"endpoint\": \"%s\", \"state\": \"%s\", \"tasks\": %lld, \"floats_in\": %lld, "
           "\"floats_out\": %lld, \"task_s\": %.6f, \"kernels\": \"%s\", \"gpu_h2d_bytes\": %llu, "
-          "\"gpu_d2h_bytes\": %llu, \"gpu_copy_s\": %.6f}",
+          "\"gpu_d2h_bytes\": %llu, \"gpu_copy_s\": %.6f, \"peak_memory_bytes\": %lld, "
+          "\"predicted_peak_memory_bytes\": %lld}",
           s ? ", " : "", s, c->sites[s].ep, c->sites[s].up ? "up" : "down", (long long)c->sites[s].tasks,
           (long long)c->sites[s].floats_in, (long long)c->sites[s].floats_out, c->sites[s].busy_s,
           c->sites[s].kernels, (unsigned long long)c->sites[s].h2d,
-          (unsigned long long)c->sites[s].d2h, c->sites[s].copy_s);
-    PUT("]");
+          (unsigned long long)c->sites[s].d2h, c->sites[s].copy_s, (long long)c->sites[s].peak_rss,
+          (long long)s_predicted_peak(R, s));
+    PUT("], \"measured_makespan_s\": %.6f", R->t1 - R->texec);
   } else {
     PUT("IA operators run (fused ones run inside the local_join task):\n");
     for (int i = 0; i < R->nops; i++) {
@@ -586,6 +626,11 @@ static char *s_analyze_text(const s_run *R, double elapsed, int json) {
           s, c->sites[s].ep, c->sites[s].up ? "up" : "down", (long long)c->sites[s].tasks,
           (long long)c->sites[s].floats_in, (long long)c->sites[s].floats_out, c->sites[s].busy_s,
           c->sites[s].kernels[0] ? c->sites[s].kernels : "-");
+      if (c->sites[s].peak_rss)
+        PUT("    peak memory %.1f MiB", (double)c->sites[s].peak_rss / (1 << 20));
+      if (c->sites[s].peak_rss && s_predicted_peak(R, s) >= 0)
+        PUT(" (predicted %.1f MiB of tasks' working sets)", (double)s_predicted_peak(R, s) / (1 << 20));
+      if (c->sites[s].peak_rss) PUT("\n");
       if (c->sites[s].h2d || c->sites[s].d2h)
         PUT("    gpu copies: %llu bytes in, %llu bytes out, %.3f s\n", (unsigned long long)c->sites[s].h2d,
             (unsigned long long)c->sites[s].d2h, c->sites[s].copy_s);
@@ -593,6 +638,9 @@ static char *s_analyze_text(const s_run *R, double elapsed, int json) {
     PUT("Nodes:");
     for (int k = 0; k < R->p->nnodes; k++)
       PUT(" %d -> %s %.3f s", k + 1, R->p->rels[R->p->nodes[k].out].meta.name, R->node_s[k]);
+    PUT("\n");
+    PUT("Makespan: %.3f s measured", R->t1 - R->texec);
+    if (R->sched.sched) PUT(", %.3f s predicted", R->sched.sched->makespan);
     PUT("\nElapsed: %.3f s, measured transfer: %lld floats\n", elapsed, (long long)total);
   }
 #undef PUT
@@ -670,6 +718,7 @@ static int s_placed_zeros(s_run *R, int rel, tr_err *err) {
 int td_run_begin(td_cluster *c, ta_plan *p, int run, td_run **out, int *m, int *repl,
                  to_placed **pl, tr_err *err) {
   s_run *R = calloc(1, sizeof *R);
+  if (R) R->over = -1;
   int rc = TR_OK;
   *out = NULL;
   if (!R) return tr_seterr(err, TR_ENOMEM, "out of memory");
@@ -682,6 +731,7 @@ int td_run_begin(td_cluster *c, ta_plan *p, int run, td_run **out, int *m, int *
     c->sites[s].tasks = c->sites[s].floats_in = c->sites[s].floats_out = 0;
     c->sites[s].busy_s = c->sites[s].copy_s = 0;
     c->sites[s].h2d = c->sites[s].d2h = 0;
+    c->sites[s].peak_rss = 0;
   }
   R->m = di_up_sites(c, R->up);
   if (!R->m) rc = tr_seterr(err, TR_EIO, "no worker is up");
@@ -713,14 +763,96 @@ int td_run_begin(td_cluster *c, ta_plan *p, int run, td_run **out, int *m, int *
   return TR_OK;
 }
 
+/* Node k with each output chunk on the site the schedule gave its task. */
+static int s_run_scheduled(s_run *R, int k, tr_err *err) {
+  to_choice ch;
+  to_moves mv;
+  int rc = to_moves_assigned(R->p, k, R->sched.site_of + R->sched.base[k], &R->env, R->pl, &ch, &mv, err);
+  if (!rc) rc = s_run_node_safe(R, k, &ch, &mv, err);
+  to_moves_free(&mv);
+  return rc;
+}
+
+int td_run_schedule(td_run *R, const to_opt *opt, const to_env *env, int which, double lp_seconds, int trace,
+                    tr_err *err) {
+  td_cluster *c = R->c;
+  R->env = *env;
+  R->which = which;
+  R->over = -1;
+  if (R->m > TO_MAX_SITES) return TR_OK;
+  /* A worker that did not say its memory gets the share a local one has. */
+  for (int u = 0; u < R->m; u++)
+    R->cap[u] = c->sites[R->up[u]].memory > 0 ? c->sites[R->up[u]].memory : tr_phys_memory() / 8 / R->m;
+  di_plan_peak(R->p, opt, R->m, R->plan_peak);
+  for (int u = 0; u < R->m && R->over < 0; u++)
+    if (R->plan_peak[u] > R->cap[u]) R->over = u;
+  if (which == TD_SCHED_STATEMENT || (R->over < 0 && !trace)) return TR_OK;
+  if (di_sched_count(R->p) > DI_SCHED_MAX_TASKS) {
+    td_notice(c, "the plan has more than %d chunks to schedule: it runs as the optimizer placed it",
+              DI_SCHED_MAX_TASKS);
+    return TR_OK;
+  }
+  int rc = di_sched_place(&R->sched, R->p, R->pl, &env->w, which, lp_seconds, R->m, R->cap, err);
+  /* Said once per session, as the worker's log says a fallback once. */
+  if (!rc && R->sched.sched->solver == TM_SOLVER_FAILED && !c->lp_failed_said) {
+    c->lp_failed_said = 1;
+    td_notice(c, "m-SCT: %s; m-ETF placed the tasks", R->sched.sched->why);
+  }
+  return rc;
+}
+
+char *td_run_schedule_text(const td_run *R, int json) {
+  tr_text out = {0};
+  const char *eps[TO_MAX_SITES];
+  static const char *const names[] = {"statement", "msct", "metf", "mtopo"}; /* TD_SCHED_* */
+  for (int u = 0; u < R->m; u++) eps[u] = R->c->sites[R->up[u]].ep;
+  if (R->sched.sched) {
+    di_sched_text(&R->sched, eps, &out, json);
+    if (R->over >= 0 && !json)
+      tr_text_put(&out, "  the optimizer's plan holds %.1f MiB on worker %d, over its --memory (%.1f MiB)\n",
+                  (double)R->plan_peak[R->over] / (1 << 20), R->over, (double)R->cap[R->over] / (1 << 20));
+    return tr_text_done(&out);
+  }
+  /* The optimizer's plan runs: node by node, its working set per worker. */
+  if (json) {
+    tr_text_put(&out, "\"schedule\": {\"scheduler\": \"%s\", \"placed_by\": \"optimizer\", \"fits\": %s, "
+                "\"per_worker\": [", names[R->which], R->over < 0 ? "true" : "false");
+    for (int u = 0; u < R->m; u++) {
+      tr_text_put(&out, "%s{\"site\": %d, \"endpoint\": \"", u ? ", " : "", u);
+      tr_text_json(&out, eps[u]);
+      tr_text_put(&out, "\", \"memory_bytes\": %lld, \"predicted_peak_memory_bytes\": %lld}",
+                  (long long)R->cap[u], (long long)R->plan_peak[u]);
+    }
+    tr_text_put(&out, "]}");
+    return tr_text_done(&out);
+  }
+  tr_text_put(&out, "Schedule: the optimizer's plan, node by node (%s)\n",
+              R->over < 0 ? "it fits every worker's memory"
+                          : R->which == TD_SCHED_STATEMENT ? "SET scheduler = statement, or a PLAN named"
+                                                           : "too many chunks for a task graph");
+  for (int u = 0; u < R->m; u++)
+    tr_text_put(&out, "  worker %d (%s): predicted peak memory %lld of %lld bytes\n", u, eps[u],
+                (long long)R->plan_peak[u], (long long)R->cap[u]);
+  return tr_text_done(&out);
+}
+
+int td_run_trace(const td_run *R, char **out, tr_err *err) {
+  *out = NULL;
+  if (!R->sched.sched)
+    return tr_seterr(err, TR_EINVAL, "FORMAT TRACE shows a scheduler's task graph: SET scheduler = msct, metf "
+                     "or mtopo (the plan has at most %d chunks)", DI_SCHED_MAX_TASKS);
+  return di_sched_trace(&R->sched, R->ev, R->nev, out, err);
+}
+
 int td_run_exec(td_run *R, const to_opt *opt, tr_err *err) {
   td_cluster *c = R->c;
   ta_plan *p = R->p;
   int rc = TR_OK;
+  R->texec = tr_now();
   for (int k = 0; !rc && k < p->nnodes; k++) {
     int out = p->nodes[k].out;
     double tn0 = tr_now();
-    rc = s_run_node_safe(R, k, &opt->choice[k], &opt->moves[k], err);
+    rc = R->sched.sched ? s_run_scheduled(R, k, err) : s_run_node_safe(R, k, &opt->choice[k], &opt->moves[k], err);
     R->node_s[k] = tr_now() - tn0;
     if (rc || p->rels[out].kind != TA_REL_OUTPUT) continue;
     double tc0 = tr_now();
@@ -751,6 +883,8 @@ void td_run_end(td_run **pr) {
   ** td_run_begin made (zeros for declared-only inputs) goes. */
   if (!R->cleaned) s_cleanup(R, 1);
   for (int i = 0; i < TA_MAX_RELS; i++) to_placed_free(&R->pl[i]);
+  di_sched_free(&R->sched);
+  free(R->ev);
   s_run_free(R);
   free(R);
 }

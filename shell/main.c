@@ -70,9 +70,9 @@ static void s_usage(FILE *f) {
         "  --backend NAME    kernel backend (as the shell's)\n"
         "  --device WHERE    gpu, cpu or auto (as the shell's)\n"
         "  --gpu-memory SIZE device memory this worker may use (as the shell's)\n"
-        "  --memory SIZE     memory for statements' intermediates held in this\n"
-        "                    worker (default: 1/8 of the machine's; a shell's\n"
-        "                    N local workers get 1/N of that each)\n",
+        "  --memory SIZE     memory for the chunks this worker holds and the tasks\n"
+        "                    it runs, at least 64K (default: 1/8 of the machine's;\n"
+        "                    a shell's N local workers get 1/N of that each)\n",
         f);
 }
 
@@ -319,6 +319,12 @@ int main(int argc, char **argv) {
       size_t bytes;
       if (s_parse_size(optarg, &bytes) || bytes == 0)
         return s_usage_error("--memory: '%s' is not a size such as 2G", optarg);
+      /* A task holds its output chunk and a chunk of each operand, each
+      ** within a quarter of --memory (the layout search keeps them so):
+      ** below 64 KiB those are 16 KiB, and a task's fixed cost (its
+      ** message, its kernel call) outweighs what it computes. */
+      if (bytes < ((size_t)64 << 10))
+        return s_usage_error("--memory: '%s' is less than one task needs: at least 64K", optarg);
       wc.memory = (int64_t)bytes;
       if (!worker_only) worker_only = "--memory";
       break;

@@ -227,6 +227,21 @@ int64_t tr_phys_memory(void) {
   return pages > 0 && psize > 0 ? (int64_t)pages * psize : 0;
 }
 
+int64_t tr_peak_rss(int reset) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  int64_t kb = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "VmHWM:", 6)) kb = strtoll(line + 6, NULL, 10);
+  if (f) fclose(f);
+  /* "5" resets the high-water mark (Linux 4.0 and later); best effort */
+  if (reset && (f = fopen("/proc/self/clear_refs", "w"))) {
+    fputs("5", f);
+    fclose(f);
+  }
+  return kb * 1024;
+}
+
 /* Shared state of one tr_parallel_for call. */
 typedef struct pool_job {
   pthread_mutex_t mu; /* guards next and status */

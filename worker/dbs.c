@@ -59,3 +59,9 @@ int wi_job_get(wi_job *j, uint64_t id, size_t bytes, tr_blob **out, tr_err *err)
   if (rc == TR_ECORRUPT) j->bad = id;
   return rc;
 }
+
+int64_t wi_memory(wi_worker *w) {
+  int64_t m = w->cfg->memory;
+  if (m <= 0) tc_store_budgets(w->root, &m, NULL);
+  return m;
+}

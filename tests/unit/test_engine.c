@@ -613,7 +613,8 @@ Test(engine, declared_output_chunks_are_kept_and_settings_checked) {
   for (int i = 0; i < 64 * 64; i++) cr_assert_eq(c->values[i], 64.0);
   te_result_free(&c);
   cr_assert(strstr(s_fails("SET layout = sideways;", TR_EINVAL), "layout must be one of auto | declared, not 'sideways'"));
-  cr_assert(strstr(s_fails("SET nosuch = 1;", TR_ENAME), "settings: layout, print_lines, replication, synchronous)"));
+  cr_assert(strstr(s_fails("SET nosuch = 1;", TR_ENAME), "settings: layout, print_lines, replication, scheduler, scheduler_lp_seconds, synchronous)"));
+  cr_assert(strstr(s_fails("SET scheduler = fastest;", TR_EINVAL), "scheduler must be one of statement | msct | metf | mtopo, not 'fastest'"));
 }
 
 /* CALIBRATE fails and keeps the weights when a probe's tensor name is a
