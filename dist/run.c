@@ -57,6 +57,7 @@ struct td_run {
   int up[256], m;               /* live sites */
   s_opstat ops[TA_MAX_NODES * (3 * TK_MAX_INPUTS + 4) + 2]; /* measured operators */
   double node_s[TA_MAX_NODES];  /* measured seconds of each node, its commit included */
+  int group[TA_MAX_NODES];      /* the first node of the group each ran in (s_group_end) */
   int nops;                     /* used */
   uint64_t *drop;               /* ids to drop at the end (per site in drop_site) */
   int *drop_site;               /* site of each (-1: every site) */
@@ -148,12 +149,13 @@ static void s_note_event(s_run *R, const char *what, int u, double secs) {
   e->dur = secs;
 }
 
-/* Apply the TASK_OK replies of ph to the chunks of pr: sizes, checksums,
-** and with `replicate` the replicas each worker pushed (counted in rs). */
-static void s_task_results(s_run *R, di_phase *ph, s_prel *pr, tr_dtype dt, int replicate,
+/* Apply the TASK_OK replies i0..i1 of ph to the chunks of pr: sizes,
+** checksums, and with `replicate` the replicas each worker pushed
+** (counted in rs). */
+static void s_task_results(s_run *R, di_phase *ph, int i0, int i1, s_prel *pr, tr_dtype dt, int replicate,
                            s_opstat *rs, s_opstat *js) {
   td_cluster *c = R->c;
-  for (int i = 0; i < ph->n; i++) {
+  for (int i = i0; i < i1; i++) {
     tn_rbuf r;
     int u = 0;
     while (R->up[u] != ph->out[i].site) u++;
@@ -262,7 +264,7 @@ static int s_fill_tasks(s_run *R, const tr_tensor *t, const tx_fill *f, s_prel *
     rc = s_task_submit(R, &ph, &task, replicate, k, err);
   }
   if (!rc) rc = di_wait(&ph, err);
-  if (!rc) s_task_results(R, &ph, pr, t->dtype, replicate, NULL, NULL);
+  if (!rc) s_task_results(R, &ph, 0, ph.n, pr, t->dtype, replicate, NULL, NULL);
   di_phase_free(&ph);
   return rc;
 }
@@ -399,7 +401,7 @@ static int s_run_combine(s_run *R, int k, const to_moves *mv, const uint64_t *pi
     rc = s_task_submit(R, &ph, &task, final, u, err);
   }
   if (!rc) rc = di_wait(&ph, err);
-  if (!rc) s_task_results(R, &ph, po, om->dtype, final, rs, cs);
+  if (!rc) s_task_results(R, &ph, 0, ph.n, po, om->dtype, final, rs, cs);
   di_phase_free(&ph);
   if (cs) cs->seconds = tr_now() - t0;
   if (rs) rs->seconds = cs ? cs->seconds : 0;
@@ -410,65 +412,87 @@ static int s_run_combine(s_run *R, int k, const to_moves *mv, const uint64_t *pi
 ** choice needs them (BCAST, SHUF), one fused join/aggregate/map task per
 ** site, and for a two-phase aggregation a shuffle of the partials to
 ** their owners and a combine task there. */
-static int s_run_node(s_run *R, int k, const to_choice *ch, const to_moves *moves, tr_err *err) {
+/* One node being run: its choice and moves, and what its steps share. */
+typedef struct s_nrun {
+  int k;                     /* node */
+  const to_choice *ch;       /* as run */
+  const to_moves *moves;     /* as run */
+  uint64_t *pids;            /* [nout x m] partial ids (two-phase) */
+  uint8_t *mine;             /* [nout] scratch: the chunks one site makes */
+  uint64_t *ids;             /* [nout] scratch: their ids */
+  s_opstat *js, *rs;         /* its join and replication operators */
+  int r0, r1;                /* its requests in the task phase */
+} s_nrun;
+
+static void s_nrun_free(s_nrun *nr) {
+  free(nr->pids);
+  free(nr->mine);
+  free(nr->ids);
+  nr->pids = NULL;
+  nr->mine = NULL;
+  nr->ids = NULL;
+}
+
+/* Node step 1: its output chunks' ids and owners, and the moves of its
+** operands added to the SEND batches. */
+static int s_node_moves(s_run *R, s_nrun *nr, tn_wbuf *sends, uint32_t *nsend, tr_err *err) {
   td_cluster *c = R->c;
   ta_plan *p = R->p;
-  ta_node *n = &p->nodes[k];
-  const tr_tensor *om = &p->rels[n->out].meta;
+  ta_node *n = &p->nodes[nr->k];
   s_prel *po = &R->rel[n->out];
-  int final = p->rels[n->out].kind == TA_REL_OUTPUT;
-  int64_t nout = tr_nchunks(om);
-  int m = R->m, rc = TR_OK;
+  int64_t nout = tr_nchunks(&p->rels[n->out].meta);
+  int rc = TR_OK;
   po->n = nout;
   po->made = 1;
-  uint64_t *pids = calloc((size_t)nout * (size_t)m + 1, sizeof *pids); /* partial ids */
-  uint8_t *mine = calloc((size_t)nout + 1, 1);
-  uint64_t *ids = calloc((size_t)nout + 1, sizeof *ids);
-  tn_wbuf *sends = calloc((size_t)c->nsites, sizeof *sends);
-  uint32_t *nsend = calloc((size_t)c->nsites, sizeof *nsend);
-  if (!(po->locs = calloc((size_t)nout + 1, sizeof *po->locs)) || !pids || !mine || !ids || !sends || !nsend) {
-    rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-    goto done;
-  }
+  nr->pids = calloc((size_t)nout * (size_t)R->m + 1, sizeof *nr->pids);
+  nr->mine = calloc((size_t)nout + 1, 1);
+  nr->ids = calloc((size_t)nout + 1, sizeof *nr->ids);
+  if (!(po->locs = calloc((size_t)nout + 1, sizeof *po->locs)) || !nr->pids || !nr->mine || !nr->ids)
+    return tr_seterr(err, TR_ENOMEM, "out of memory");
   for (int64_t lin = 0; lin < nout; lin++) {
     po->locs[lin].lin = lin;
     po->locs[lin].chunk_id = tc_new_chunk_id();
     po->locs[lin].nsites = 1;
-    po->locs[lin].site[0] = c->sites[R->up[moves->owner[lin]]].id;
+    po->locs[lin].site[0] = c->sites[R->up[nr->moves->owner[lin]]].id;
   }
-  /* The moves of the operands. */
-  double t0 = tr_now();
-  int opbase = R->nops;
-  const tr_tensor *in_meta[TK_MAX_INPUTS];
-  s_prel *in[TK_MAX_INPUTS];
   for (int i = 0; !rc && i < n->ninputs; i++) {
     const ta_operand *o = &n->in[i];
     const tr_tensor *it = &p->rels[o->rel].meta;
     int diag = 0, rechunk = 0;
-    in_meta[i] = it;
-    in[i] = &R->rel[o->rel];
     for (int d = 0; d < o->rank; d++) {
       rechunk |= it->chunk[d] != n->chunk[o->label[d]];
       for (int d2 = d + 1; d2 < o->rank; d2++) diag |= o->label[d] == o->label[d2];
     }
     char what[96];
     s_opstat *os = NULL;
-    if (ch->mv[i] != TO_MV_KEEP) os = s_op(R, ch->mv[i] == TO_MV_BCAST ? "bcast" : "shuffle", it->name, 0);
+    if (nr->ch->mv[i] != TO_MV_KEEP) os = s_op(R, nr->ch->mv[i] == TO_MV_BCAST ? "bcast" : "shuffle", it->name, 0);
     snprintf(what, sizeof what, "%s (diagonal keys)", it->name);
     if (diag) s_op(R, "local_filter", what, 1);
     snprintf(what, sizeof what, "%s (re-chunk: tile + concat)", it->name);
     if (rechunk) s_op(R, "local_map", what, 1);
-    rc = s_plan_sends(R, in[i], it, moves->need[i], os, sends, nsend, err);
+    rc = s_plan_sends(R, &R->rel[o->rel], it, nr->moves->need[i], os, sends, nsend, err);
   }
-  /* copies for this statement only, dropped when it ends */
-  rc = di_flush_sends(c, sends, nsend, TC_KEEP_SCRATCH, rc, err);
-  sends = NULL;
-  nsend = NULL;
-  for (int i = opbase; i < R->nops; i++)
-    if (!R->ops[i].fused) R->ops[i].seconds = tr_now() - t0;
-  /* The fused local join + aggregation + map: one task per site. */
-  R->phase_t0 = t0 = tr_now();
-  s_opstat *js = s_op(R, "local_join", om->name, 0);
+  return rc;
+}
+
+/* Node step 2: the fused local join + aggregation + map, one task per
+** site, sent in phase ph (its requests are ph->out[r0, r1)). */
+static int s_node_tasks(s_run *R, s_nrun *nr, di_phase *ph, tr_err *err) {
+  td_cluster *c = R->c;
+  ta_plan *p = R->p;
+  const ta_node *n = &p->nodes[nr->k];
+  const to_choice *ch = nr->ch;
+  const tr_tensor *om = &p->rels[n->out].meta;
+  s_prel *po = &R->rel[n->out];
+  int final = p->rels[n->out].kind == TA_REL_OUTPUT, m = R->m, rc = TR_OK;
+  int64_t nout = po->n;
+  const tr_tensor *in_meta[TK_MAX_INPUTS];
+  s_prel *in[TK_MAX_INPUTS];
+  for (int i = 0; i < n->ninputs; i++) {
+    in_meta[i] = &p->rels[n->in[i].rel].meta;
+    in[i] = &R->rel[n->in[i].rel];
+  }
+  nr->js = s_op(R, "local_join", om->name, 0);
   char what[96];
   snprintf(what, sizeof what, "%s (%s%s)", om->name,
            n->agg == TK_AGG_MAX ? "MAX" : n->agg == TK_AGG_MIN ? "MIN" : "SUM",
@@ -476,42 +500,80 @@ static int s_run_node(s_run *R, int k, const to_choice *ch, const to_moves *move
   if (n->agg != TK_AGG_NONE) s_op(R, "local_agg", what, 1);
   snprintf(what, sizeof what, "%s (fused transform)", om->name);
   if (n->post.n && !ch->twophase) s_op(R, "local_map", what, 1);
-  s_opstat *rs = final && !ch->twophase && di_replication(c, m) > 1 ? s_op(R, "replicate", om->name, 0) : NULL;
+  nr->rs = final && !ch->twophase && di_replication(c, m) > 1 ? s_op(R, "replicate", om->name, 0) : NULL;
   ta_node tn = *n;
   tn.drive = ch->drive;
   if (ch->twophase) tn.post.n = 0;
-  di_phase ph;
-  di_phase_init(&ph, c);
-  ph.watch_all = 1; /* tasks push replicas to peers */
+  nr->r0 = ph->n;
   for (int u = 0; !rc && u < m; u++) {
     for (int64_t lin = 0; lin < nout; lin++) {
-      mine[lin] = (moves->osites[lin] >> u) & 1;
-      ids[lin] = ch->twophase ? (pids[(size_t)lin * (size_t)m + (size_t)u] = tc_new_chunk_id())
-                             : po->locs[lin].chunk_id;
+      nr->mine[lin] = (nr->moves->osites[lin] >> u) & 1;
+      nr->ids[lin] = ch->twophase ? (nr->pids[(size_t)lin * (size_t)m + (size_t)u] = tc_new_chunk_id())
+                                  : po->locs[lin].chunk_id;
       /* partials go when the run ends, even if it fails before combining */
-      if (ch->twophase && mine[lin] && s_note_drop(R, -1, ids[lin]))
+      if (ch->twophase && nr->mine[lin] && s_note_drop(R, -1, nr->ids[lin]))
         rc = tr_seterr(err, TR_ENOMEM, "out of memory");
     }
     if (!rc)
-      rc = s_send_task(R, &ph, &tn, in_meta, in, moves->need, om, nout, mine, ids,
+      rc = s_send_task(R, ph, &tn, in_meta, in, nr->moves->need, om, nout, nr->mine, nr->ids,
                        final && !ch->twophase, u, err);
   }
-  if (!rc) rc = di_wait(&ph, err);
-  if (!rc && !ch->twophase) s_task_results(R, &ph, po, om->dtype, final, rs, js);
-  if (!rc && ch->twophase) s_task_results(R, &ph, NULL, om->dtype, 0, NULL, js);
-  di_phase_free(&ph);
-  js->seconds = tr_now() - t0;
-  if (rs) rs->seconds = js->seconds; /* overlapped with the join */
-  if (!rc && ch->twophase) rc = s_run_combine(R, k, moves, pids, final, err);
-done:
-  if (sends)
-    for (int s2 = 0; s2 < c->nsites; s2++) tn_wbuf_free(&sends[s2]);
-  free(sends);
-  free(nsend);
-  free(pids);
-  free(mine);
-  free(ids);
+  nr->r1 = ph->n;
   return rc;
+}
+
+/* Node step 3: what its tasks made (replies r0..r1 of ph).  A two-phase
+** plan's combine phase follows (s_run_combine), once ph is closed. */
+static void s_node_results(s_run *R, s_nrun *nr, di_phase *ph, double t0) {
+  const ta_node *n = &R->p->nodes[nr->k];
+  const tr_tensor *om = &R->p->rels[n->out].meta;
+  int final = R->p->rels[n->out].kind == TA_REL_OUTPUT;
+  s_task_results(R, ph, nr->r0, nr->r1, nr->ch->twophase ? NULL : &R->rel[n->out], om->dtype,
+                 final && !nr->ch->twophase, nr->rs, nr->js);
+  nr->js->seconds = tr_now() - t0;
+  if (nr->rs) nr->rs->seconds = nr->js->seconds; /* overlapped with the join */
+}
+
+/* Run nodes nr[0..n), none of which reads what another makes: their moves
+** in one batch, then their tasks in one phase, so a worker goes on to the
+** next node's task as soon as it has finished its own, without waiting
+** for the others. */
+static int s_run_nodes(s_run *R, s_nrun *nr, int n, tr_err *err) {
+  td_cluster *c = R->c;
+  int rc = TR_OK;
+  tn_wbuf *sends = calloc((size_t)c->nsites, sizeof *sends);
+  uint32_t *nsend = calloc((size_t)c->nsites, sizeof *nsend);
+  if (!sends || !nsend) {
+    free(sends);
+    free(nsend);
+    return tr_seterr(err, TR_ENOMEM, "out of memory");
+  }
+  double t0 = tr_now();
+  int opbase = R->nops;
+  for (int j = 0; !rc && j < n; j++) rc = s_node_moves(R, &nr[j], sends, nsend, err);
+  /* copies for this statement only, dropped when it ends */
+  rc = di_flush_sends(c, sends, nsend, TC_KEEP_SCRATCH, rc, err);
+  for (int i = opbase; i < R->nops; i++)
+    if (!R->ops[i].fused) R->ops[i].seconds = tr_now() - t0;
+  R->phase_t0 = t0 = tr_now();
+  di_phase ph;
+  di_phase_init(&ph, c);
+  ph.watch_all = 1; /* tasks push replicas to peers */
+  for (int j = 0; !rc && j < n; j++) rc = s_node_tasks(R, &nr[j], &ph, err);
+  if (!rc) rc = di_wait(&ph, err);
+  for (int j = 0; !rc && j < n; j++) s_node_results(R, &nr[j], &ph, t0);
+  di_phase_free(&ph);
+  for (int j = 0; !rc && j < n; j++)
+    if (nr[j].ch->twophase)
+      rc = s_run_combine(R, nr[j].k, nr[j].moves, nr[j].pids,
+                         R->p->rels[R->p->nodes[nr[j].k].out].kind == TA_REL_OUTPUT, err);
+  for (int j = 0; j < n; j++) s_nrun_free(&nr[j]);
+  return rc;
+}
+
+static int s_run_node(s_run *R, int k, const to_choice *ch, const to_moves *moves, tr_err *err) {
+  s_nrun nr = {k, ch, moves, NULL, NULL, NULL, NULL, NULL, 0, 0};
+  return s_run_nodes(R, &nr, 1, err);
 }
 
 /* The error for damaged chunk id that could not be repaired: names the
@@ -526,6 +588,21 @@ static int s_name_bad(s_run *R, uint64_t id, tr_err *err) {
         return TR_ECORRUPT;
       }
   return TR_ECORRUPT;
+}
+
+/* Drop what a failed attempt at node k made, and forget the copies of its
+** operands it sent, so that the next attempt makes and sends them again. */
+static void s_forget(s_run *R, int k) {
+  const ta_node *n = &R->p->nodes[k];
+  s_prel *po = &R->rel[n->out];
+  for (int64_t lin = 0; po->locs && lin < po->n; lin++)
+    if (po->locs[lin].chunk_id) s_note_drop(R, -1, po->locs[lin].chunk_id);
+  free(po->locs);
+  po->locs = NULL;
+  for (int i = 0; i < n->ninputs; i++) {
+    free(R->rel[n->in[i].rel].copy);
+    R->rel[n->in[i].rel].copy = NULL;
+  }
 }
 
 /* Run node k; when a task or a move meets a damaged copy of a stored
@@ -544,15 +621,7 @@ static int s_run_node_safe(s_run *R, int k, const to_choice *ch, const to_moves 
     if (rc != TR_ECORRUPT || !c->bad_chunk || attempt >= attempts) return rc;
     int site = c->bad_site;
     uint64_t id = c->bad_chunk;
-    s_prel *po = &R->rel[n->out];
-    for (int64_t lin = 0; po->locs && lin < po->n; lin++)
-      if (po->locs[lin].chunk_id) s_note_drop(R, -1, po->locs[lin].chunk_id);
-    free(po->locs);
-    po->locs = NULL;
-    for (int i = 0; i < n->ninputs; i++) {
-      free(R->rel[n->in[i].rel].copy);
-      R->rel[n->in[i].rel].copy = NULL;
-    }
+    s_forget(R, k);
     tr_err ferr;
     if (di_fix_bad(c, site, id, &ferr)) return s_name_bad(R, id, err);
   }
@@ -577,7 +646,12 @@ static char *s_analyze_text(const s_run *R, double elapsed, int json) {
     PUT("\"elapsed_s\": %.6f, \"measured_transfer_floats\": %lld, \"node_s\": [", elapsed,
         (long long)total);
     for (int k = 0; k < R->p->nnodes; k++) PUT("%s%.6f", k ? ", " : "", R->node_s[k]);
-    PUT("], \"operators\": [");
+    /* the nodes that ran together, 1-based as in the text */
+    PUT("], \"node_groups\": [");
+    for (int k = 0; k < R->p->nnodes; k++)
+      PUT("%s%s%d", k ? (R->group[k] == R->group[k - 1] ? ", " : "], ") : "", k && R->group[k] == R->group[k - 1] ? "" : "[",
+          k + 1);
+    PUT("%s], \"operators\": [", R->p->nnodes ? "]" : "");
     for (int i = 0; i < R->nops; i++) {
       const s_opstat *op = &R->ops[i];
       PUT("%s{\"op\": \"%s\", \"relation\": \"%s\", \"fused\": %s, \"floats\": %lld, "
@@ -639,6 +713,14 @@ static char *s_analyze_text(const s_run *R, double elapsed, int json) {
     for (int k = 0; k < R->p->nnodes; k++)
       PUT(" %d -> %s %.3f s", k + 1, R->p->rels[R->p->nodes[k].out].meta.name, R->node_s[k]);
     PUT("\n");
+    int said = 0;
+    for (int g = 0, e; g < R->p->nnodes; g = e) {
+      for (e = g + 1; e < R->p->nnodes && R->group[e] == g;) e++;
+      if (e - g < 2) continue;
+      PUT("%s", said++ ? "," : "Run together (none reads another's output):");
+      for (int k = g; k < e; k++) PUT("%s%d", k == g ? " " : "+", k + 1);
+    }
+    if (said) PUT("\n");
     PUT("Makespan: %.3f s measured", R->t1 - R->texec);
     if (R->sched.sched) PUT(", %.3f s predicted", R->sched.sched->makespan);
     PUT("\nElapsed: %.3f s, measured transfer: %lld floats\n", elapsed, (long long)total);
@@ -763,16 +845,6 @@ int td_run_begin(td_cluster *c, ta_plan *p, int run, td_run **out, int *m, int *
   return TR_OK;
 }
 
-/* Node k with each output chunk on the site the schedule gave its task. */
-static int s_run_scheduled(s_run *R, int k, tr_err *err) {
-  to_choice ch;
-  to_moves mv;
-  int rc = to_moves_assigned(R->p, k, R->sched.site_of + R->sched.base[k], &R->env, R->pl, &ch, &mv, err);
-  if (!rc) rc = s_run_node_safe(R, k, &ch, &mv, err);
-  to_moves_free(&mv);
-  return rc;
-}
-
 int td_run_schedule(td_run *R, const to_opt *opt, const to_env *env, int which, double lp_seconds, int trace,
                     tr_err *err) {
   td_cluster *c = R->c;
@@ -844,26 +916,89 @@ int td_run_trace(const td_run *R, char **out, tr_err *err) {
   return di_sched_trace(&R->sched, R->ev, R->nev, out, err);
 }
 
+/* The end of the group of nodes that starts at k: the nodes after k, in
+** order, that read nothing an earlier node of the group makes and write a
+** tensor no other node of it writes.  A block's independent statements
+** (an SGD step's weight updates) run together; a node that reads another's
+** output waits for it. */
+static int s_group_end(const ta_plan *p, int k) {
+  int e = k + 1;
+  for (; e < p->nnodes; e++) {
+    const ta_node *n = &p->nodes[e];
+    int dep = 0;
+    for (int j = k; j < e && !dep; j++) {
+      int o = p->nodes[j].out;
+      for (int i = 0; i < n->ninputs; i++) dep |= n->in[i].rel == o;
+      dep |= n->out == o || !strcmp(p->rels[n->out].meta.name, p->rels[o].meta.name);
+    }
+    if (dep) break;
+  }
+  return e;
+}
+
+/* Run nodes k..e-1 together (s_group_end), each as opt chose or where the
+** schedule placed its tasks.  When a move or task meets a damaged copy of
+** a stored chunk, what the group made is dropped and its nodes run one at
+** a time, each repairing the copy it meets (s_run_node_safe). */
+static int s_run_group(s_run *R, const to_opt *opt, int k, int e, tr_err *err) {
+  s_nrun nr[TA_MAX_NODES];
+  to_choice ch[TA_MAX_NODES];
+  to_moves mv[TA_MAX_NODES];
+  int n = e - k, nmv = 0, rc = TR_OK;
+  memset(nr, 0, sizeof *nr * (size_t)n);
+  for (int j = 0; !rc && j < n; j++) {
+    nr[j].k = k + j;
+    if (R->sched.sched) {
+      rc = to_moves_assigned(R->p, k + j, R->sched.site_of + R->sched.base[k + j], &R->env, R->pl, &ch[j],
+                             &mv[j], err);
+      if (!rc) nmv++;
+      nr[j].ch = &ch[j];
+      nr[j].moves = &mv[j];
+    } else {
+      nr[j].ch = &opt->choice[k + j];
+      nr[j].moves = &opt->moves[k + j];
+    }
+  }
+  if (!rc && n == 1) {
+    rc = s_run_node_safe(R, k, nr[0].ch, nr[0].moves, err);
+  } else if (!rc) {
+    R->c->bad_chunk = 0;
+    rc = s_run_nodes(R, nr, n, err);
+    if (rc == TR_ECORRUPT && R->c->bad_chunk) {
+      rc = TR_OK;
+      for (int j = 0; j < n; j++) s_forget(R, k + j);
+      for (int j = 0; !rc && j < n; j++) rc = s_run_node_safe(R, k + j, nr[j].ch, nr[j].moves, err);
+    }
+  }
+  for (int j = 0; j < nmv; j++) to_moves_free(&mv[j]);
+  return rc;
+}
+
 int td_run_exec(td_run *R, const to_opt *opt, tr_err *err) {
   td_cluster *c = R->c;
   ta_plan *p = R->p;
   int rc = TR_OK;
   R->texec = tr_now();
-  for (int k = 0; !rc && k < p->nnodes; k++) {
-    int out = p->nodes[k].out;
+  for (int k = 0; !rc && k < p->nnodes;) {
+    int e = s_group_end(p, k);
     double tn0 = tr_now();
-    rc = R->sched.sched ? s_run_scheduled(R, k, err) : s_run_node_safe(R, k, &opt->choice[k], &opt->moves[k], err);
-    R->node_s[k] = tr_now() - tn0;
-    if (rc || p->rels[out].kind != TA_REL_OUTPUT) continue;
-    double tc0 = tr_now();
-    rc = di_commit(c, &p->rels[out].meta, R->rel[out].locs, R->rel[out].n, err);
-    if (!rc) {
-      R->rel[out].committed = 1;
-      /* Not an IA operator, but where durability costs show: fdatasync
-      ** on the workers and the catalog transaction. */
-      s_op(R, "commit", p->rels[out].meta.name, 0)->seconds = tr_now() - tc0;
+    for (int j = k; j < e; j++) R->group[j] = k;
+    rc = s_run_group(R, opt, k, e, err);
+    for (int j = k; !rc && j < e; j++) {
+      int out = p->nodes[j].out;
+      R->node_s[j] = tr_now() - tn0;
+      if (p->rels[out].kind != TA_REL_OUTPUT) continue;
+      double tc0 = tr_now();
+      rc = di_commit(c, &p->rels[out].meta, R->rel[out].locs, R->rel[out].n, err);
+      if (!rc) {
+        R->rel[out].committed = 1;
+        /* Not an IA operator, but where durability costs show: fdatasync
+        ** on the workers and the catalog transaction. */
+        s_op(R, "commit", p->rels[out].meta.name, 0)->seconds = tr_now() - tc0;
+      }
+      R->node_s[j] = tr_now() - tn0;
     }
-    R->node_s[k] = tr_now() - tn0;
+    k = e;
   }
   s_cleanup(R, rc != TR_OK);
   R->cleaned = 1;
