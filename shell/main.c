@@ -184,15 +184,18 @@ static int s_worker(const tw_config *wc, const char *shell_only,
 ** be fresh mappings, faulted in on every use, so every block comes from
 ** the heap (measured on the large bench sizes, chunks of 48 MB: nn-large
 ** 3.2M page faults and 35-36 s of CPU, against 0.5M and 26-27 s); what a
-** big statement leaves free is given back once the worker is idle.
+** big statement leaves free is given back once the worker is idle, or at
+** once beyond a quarter of a worker's --memory.
 **
 ** BLAS threads.  One: the engine runs many chunk tasks at once, and gives
 ** BLAS more threads only for the length of a run with fewer chunks than
 ** threads.
 */
-static void s_process_settings(int worker) {
+static void s_process_settings(int worker, int64_t memory) {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  /* a worker told its --memory keeps no more than a quarter of it free
+  ** at the top of its heap between tasks' buffers */
+  mallopt(M_TRIM_THRESHOLD, memory > 0 && memory / 4 < (512 << 20) ? (int)(memory / 4) : 512 << 20);
   mallopt(M_ARENA_MAX, 1);
   if (worker) mallopt(M_MMAP_MAX, 0);
   tk_set_blas_threads(1);
@@ -339,7 +342,7 @@ int main(int argc, char **argv) {
       return s_usage_error("--gen-keys takes no other option or DBPATH");
     return s_gen_keys(gen_keys);
   }
-  s_process_settings(worker);
+  s_process_settings(worker, worker ? wc.memory : 0);
   if ((status = s_device(opt.device, opt.gpu_memory))) return status;
   if (worker) {
     wc.keys = opt.keys;

@@ -199,6 +199,8 @@ int64_t tr_phys_memory(void);
 ** does not say); with reset, the peak starts again from what is resident
 ** now, so the next call tells the peak since this one. */
 int64_t tr_peak_rss(int reset);
+/* This process's resident memory now, in bytes (0 if unknown). */
+int64_t tr_rss(void);
 
 /*
 ** Thread pool: run fn(arg, i) for i in [0, n) on up to nthreads threads

@@ -42,7 +42,7 @@ tc_store *wi_store_for(wi_worker *w, uint64_t db, wi_open how, tr_err *err) {
     if (w->cfg->memory > 0) {
       /* the files kept for reuse follow the same share, as by default */
       int64_t m = w->cfg->memory;
-      tc_store_set_memory(found, m);
+      tc_store_set_memory(found, m / 2);
       tc_store_set_recycle(found, m / 2 < ((int64_t)1 << 30) ? m / 2 : (int64_t)1 << 30);
     }
     w->dbs[w->ndbs].id = db;

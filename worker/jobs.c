@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -178,6 +179,9 @@ static void s_run_task(wi_worker *w, wi_job *j) {
   tr_clearerr(&err);
   tk_device_stats_get(&d0);
   s_cpu(&u0, &s0);
+  /* Over its --memory before the task starts (the heap keeps what earlier
+  ** tasks freed, between chunks still in use): give the free pages back. */
+  if (w->cfg->memory > 0 && tr_rss() > w->cfg->memory) malloc_trim(0);
   tr_peak_rss(1); /* the reply tells this task's peak (one task at a time) */
   double t0 = tr_now();
   int rc = tx_task_decode(j->body, j->body_len, &t, &err);
