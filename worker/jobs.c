@@ -166,6 +166,8 @@ static void s_cpu(double *user, double *sys) {
   *sys = (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
 }
 
+#define S_RSS_SLACK ((int64_t)64 << 20)
+
 /* Run one TASK; fills the reply: TASK_OK {u32 n, n x chunk meta, f64 s,
 ** str backend, u64 GPU bytes in, out, f64 their seconds, f64 CPU user,
 ** system, u64 peak resident bytes} or an error.  The CPU is the process's
@@ -179,9 +181,12 @@ static void s_run_task(wi_worker *w, wi_job *j) {
   tr_clearerr(&err);
   tk_device_stats_get(&d0);
   s_cpu(&u0, &s0);
-  /* Over its --memory before the task starts (the heap keeps what earlier
-  ** tasks freed, between chunks still in use): give the free pages back. */
-  if (w->cfg->memory > 0 && tr_rss() > w->cfg->memory) malloc_trim(0);
+  /* Well over its --memory before the task starts (the heap keeps what
+  ** earlier tasks freed, between chunks still in use): give the free pages
+  ** back.  The slack is what a worker holds besides chunks (code,
+  ** libraries, BLAS buffers); trimming below it costs page faults in
+  ** every task and keeps nothing more within the budget. */
+  if (w->cfg->memory > 0 && tr_rss() > w->cfg->memory + S_RSS_SLACK) malloc_trim(0);
   tr_peak_rss(1); /* the reply tells this task's peak (one task at a time) */
   double t0 = tr_now();
   int rc = tx_task_decode(j->body, j->body_len, &t, &err);
