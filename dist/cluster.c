@@ -159,6 +159,20 @@ static int s_refused(td_site *st, const tn_keys *keys) {
   return st->refused[0] != 0;
 }
 
+/* The memory a worker's HELLO_OK says it keeps within (--memory), for
+** the scheduler; older workers do not say it (0). */
+static void s_hello_memory(td_site *st, di_phase *ph, int i) {
+  tn_rbuf r;
+  char skip[TC_ENDPOINT_MAX];
+  di_reply_body(ph, i, &r);
+  tn_get_str(&r, skip, sizeof skip);
+  tn_get_u32(&r);
+  tn_get_str(&r, skip, sizeof skip);
+  tn_get_u64(&r);
+  int64_t mem = (int64_t)tn_get_u64(&r);
+  st->memory = tn_rbuf_ok(&r) == TR_OK ? mem : 0;
+}
+
 /* Say HELLO to every site and wait for the answers (sites that do not
 ** answer in time stay down; it is an error only if none answers).  A site
 ** that refuses our credentials is known at once, not at the timeout. */
@@ -207,6 +221,7 @@ static int s_hello_all(td_cluster *c, double timeout_s, tr_err *err) {
     c->sites[ph.out[i].site].up = ph.out[i].done && ph.out[i].reply.type == TN_HELLO_OK;
     c->sites[ph.out[i].site].restarted = 0; /* the process that said HELLO_OK is the one we know */
     up += c->sites[ph.out[i].site].up;
+    if (c->sites[ph.out[i].site].up) s_hello_memory(&c->sites[ph.out[i].site], &ph, i);
   }
   di_phase_free(&ph);
   /* Ctrl-C while waiting is the answer, not a silent cluster. */

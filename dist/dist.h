@@ -79,6 +79,8 @@ int td_threads(td_cluster *c);
 /* Cores the live workers compute on: their threads, local workers (which
 ** share this machine) counted at most as its cores. */
 int td_cores(td_cluster *c);
+/* The smallest --memory a live worker said it keeps within (0: none said). */
+int64_t td_memory(td_cluster *c);
 
 /* ---- Chunks for the shell ------------------------------------------------ */
 
@@ -124,7 +126,28 @@ typedef struct td_run td_run;
 ** pl is the run's, valid until td_run_end).  On failure *out is NULL. */
 int td_run_begin(td_cluster *c, ta_plan *p, int run, td_run **out, int *m, int *repl,
                  to_placed **pl, tr_err *err);
-/* Run every node as opt chose (opt's moves), committing each output as
+/* SET scheduler, in the order engine/settings.c names them: statement at a
+** time as the optimizer placed it, or its chunk tasks placed by m-SCT,
+** m-ETF or m-TOPO when the optimizer's plan does not fit a worker's
+** --memory. */
+enum { TD_SCHED_STATEMENT, TD_SCHED_MSCT, TD_SCHED_METF, TD_SCHED_MTOPO };
+/* After optimizing (opt, in env): the optimizer's plan's working set on
+** each worker is compared with its --memory.  When it fits, or `which` is
+** TD_SCHED_STATEMENT, the plan runs as chosen.  Otherwise (or with
+** `trace`, for EXPLAIN (FORMAT TRACE)) the plan's chunk tasks, in the
+** chunkings the optimizer chose, are placed by that scheduler (m-SCT's LP
+** within lp_seconds) and td_run_exec sends each output chunk's task to the
+** worker it was placed on.  EXPLAIN shows which and why. */
+int td_run_schedule(td_run *r, const to_opt *opt, const to_env *env, int which, double lp_seconds, int trace,
+                    tr_err *err);
+/* The placement per worker for EXPLAIN: text, or a JSON field
+** ("schedule": {..}).  Caller frees; NULL if out of memory. */
+char *td_run_schedule_text(const td_run *r, int json);
+/* The placement as Chrome trace JSON (EXPLAIN (FORMAT TRACE)); *out is
+** the caller's.  TR_EINVAL when the run has no task graph. */
+int td_run_trace(const td_run *r, char **out, tr_err *err);
+/* Run every node as opt chose (opt's moves), or where td_run_schedule
+** placed its tasks, committing each output as
 ** it is made; temporaries are dropped at the end, and on failure the
 ** outputs not yet committed too. */
 int td_run_exec(td_run *r, const to_opt *opt, tr_err *err);

@@ -7,6 +7,7 @@
 
 #include "dist/dist.h"
 #include "net/net.h"
+#include "sched/sched.h"
 
 /* A worker as the coordinator sees it. */
 typedef struct td_site {
@@ -33,6 +34,9 @@ typedef struct td_site {
   /* its running task, as its heartbeats say (progress) */
   uint64_t task_req;             /* request id of the task (0: none) */
   int64_t task_made;             /* output chunks it has made */
+  int64_t peak_rss;              /* the largest resident memory its task
+                                    replies reported (bytes) */
+  int64_t memory;                /* its --memory as HELLO_OK said (0: not said) */
 } td_site;
 
 /* The coordinator of one database. */
@@ -46,6 +50,7 @@ struct td_cluster {
   td_site *sites;         /* them */
   uint64_t next_req;      /* request ids */
   int phase_open;          /* a di_phase is open (one at a time) */
+  int lp_failed_said;      /* m-SCT's LP failed once: the notice was given */
   char workdir[4200];     /* where local workers keep data and logs */
   /* Replicas: a chunk a worker reported damaged in the last failed phase
   ** (site index and chunk id, for the retry), and whether some chunks may
@@ -190,5 +195,62 @@ void di_ping(td_cluster *c);
 
 /* Make a written version visible: sync, commit, drop the old version. */
 int di_commit(td_cluster *c, const tr_tensor *meta, tc_chunkloc *locs, int64_t n, tr_err *err);
+
+/* ---- graph.c ------------------------------------------------------------- */
+
+#define DI_SCHED_MAX_TASKS 5000 /* tasks one graph may have (placing takes
+                                   seconds beyond: m-ETF is quadratic) */
+
+/* A plan as chunk tasks and their placement. */
+typedef struct di_sched {
+  int which;                  /* TD_SCHED_* */
+  tm_algo algo;               /* the sched/ algorithm */
+  int ntasks;                 /* tasks: [0, nsrc) the stored chunks the plan reads
+                                 (pinned, time 0), then node k's output chunk
+                                 lin is task base[k] + lin */
+  int nsrc;                   /* stored chunks' tasks */
+  int base[TA_MAX_NODES + 1]; /* first task of each node */
+  tm_task *tasks;             /* [ntasks] */
+  char (*names)[48];          /* [ntasks] "tensor#chunk" */
+  int nedges;                 /* edges */
+  tm_edge *edges;             /* [nedges] */
+  int m;                      /* workers (live-site positions) */
+  int64_t cap[TO_MAX_SITES];  /* memory of each */
+  tm_schedule *sched;         /* the placement (all waves) */
+  int8_t *site_of;            /* [ntasks] site position of each task */
+  int waves;                  /* waves the memory made (1: none) */
+  int oversize;               /* tasks larger than the smallest worker */
+  double lp_seconds;          /* m-SCT's LP time limit (past it: m-ETF) */
+} di_sched;
+
+/* The tasks plan p's graph would have (stored chunks included), at most
+** DI_SCHED_MAX_TASKS + 1. */
+int di_sched_count(const ta_plan *p);
+/* Build plan p's task graph (pl: where its stored inputs are, site-position
+** masks) and place it with `which` (not STATEMENT; the LP may take
+** lp_seconds) on m workers of memory cap[], task times by the weights w;
+** *s is freed with di_sched_free. */
+int di_sched_place(di_sched *s, const ta_plan *p, const to_placed *pl, const tl_weights *w, int which,
+                   double lp_seconds, int m, const int64_t *cap, tr_err *err);
+/* The optimizer's plan's working set on each of the m workers: the most,
+** over its nodes, of the operand chunks a worker takes in or keeps for the
+** node and the output chunks it computes (bytes, into peak[]). */
+void di_plan_peak(const ta_plan *p, const to_opt *opt, int m, int64_t *peak);
+void di_sched_free(di_sched *s);
+/* A task as measured: what it made, the worker (its position among the
+** live ones) and when, seconds after the run's first task was sent. */
+typedef struct di_event {
+  char what[96]; /* the operator's relation ("C (SUM)") */
+  int site;      /* worker position */
+  double start;  /* sent */
+  double dur;    /* the time the worker reported for it */
+} di_event;
+
+/* EXPLAIN's schedule per worker (eps: their endpoints), text or a JSON field. */
+void di_sched_text(const di_sched *s, const char *const *eps, tr_text *out, int json);
+/* The schedule as Chrome trace JSON, and the nev measured tasks ev (after
+** EXPLAIN ANALYZE; 0 for none) as a process per worker beside the
+** predicted ones; the caller frees *out. */
+int di_sched_trace(const di_sched *s, const di_event *ev, int nev, char **out, tr_err *err);
 
 #endif /* TRADB_DIST_DIST_INT_H */

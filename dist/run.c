@@ -51,15 +51,27 @@ struct td_run {
   int run;                      /* 0: only explained, nothing runs */
   int cleaned;                  /* temporaries dropped (td_run_exec ran) */
   double t0, t1;                /* when td_run_begin started, when the run ended */
+  double texec;                 /* when td_run_exec started: t1 - texec is the makespan */
   s_prel rel[TA_MAX_RELS];      /* placement of every relation */
   to_placed pl[TA_MAX_RELS];    /* the same as site-position masks */
   int up[256], m;               /* live sites */
   s_opstat ops[TA_MAX_NODES * (3 * TK_MAX_INPUTS + 4) + 2]; /* measured operators */
   double node_s[TA_MAX_NODES];  /* measured seconds of each node, its commit included */
+  int group[TA_MAX_NODES];      /* the first node of the group each ran in (s_group_end) */
   int nops;                     /* used */
   uint64_t *drop;               /* ids to drop at the end (per site in drop_site) */
   int *drop_site;               /* site of each (-1: every site) */
   int64_t ndrop, capdrop;       /* count, allocated */
+  di_sched sched;               /* the task graph's placement (td_run_schedule);
+                                   sched.sched NULL: the optimizer's plan */
+  to_env env;                   /* what the plan was optimized for */
+  int which;                    /* TD_SCHED_* the database is set to */
+  int64_t cap[TO_MAX_SITES];    /* each live site's --memory */
+  int64_t plan_peak[TO_MAX_SITES]; /* the optimizer's plan's working set on each */
+  int over;                     /* a site the plan does not fit (-1: none) */
+  double phase_t0;              /* when the tasks of the current phase were sent */
+  di_event *ev;                 /* the tasks run, as measured (FORMAT TRACE) */
+  int nev, capev;               /* used, allocated */
 };
 
 typedef struct td_run s_run;
@@ -120,12 +132,30 @@ static void s_note_reps(s_run *R, int u, tc_chunkloc *loc, tr_dtype dt, s_opstat
   }
 }
 
-/* Apply the TASK_OK replies of ph to the chunks of pr: sizes, checksums,
-** and with `replicate` the replicas each worker pushed (counted in rs). */
-static void s_task_results(s_run *R, di_phase *ph, s_prel *pr, tr_dtype dt, int replicate,
+/* Remember a task of `what` that the site at position u ran for secs,
+** sent at the phase's start (best effort: the trace only loses it). */
+static void s_note_event(s_run *R, const char *what, int u, double secs) {
+  if (R->nev == R->capev) {
+    int cap = R->capev ? 2 * R->capev : 64;
+    di_event *e = realloc(R->ev, sizeof *e * (size_t)cap);
+    if (!e) return;
+    R->ev = e;
+    R->capev = cap;
+  }
+  di_event *e = &R->ev[R->nev++];
+  snprintf(e->what, sizeof e->what, "%s", what);
+  e->site = u;
+  e->start = R->phase_t0 - R->texec;
+  e->dur = secs;
+}
+
+/* Apply the TASK_OK replies i0..i1 of ph to the chunks of pr: sizes,
+** checksums, and with `replicate` the replicas each worker pushed
+** (counted in rs). */
+static void s_task_results(s_run *R, di_phase *ph, int i0, int i1, s_prel *pr, tr_dtype dt, int replicate,
                            s_opstat *rs, s_opstat *js) {
   td_cluster *c = R->c;
-  for (int i = 0; i < ph->n; i++) {
+  for (int i = i0; i < i1; i++) {
     tn_rbuf r;
     int u = 0;
     while (R->up[u] != ph->out[i].site) u++;
@@ -154,8 +184,11 @@ static void s_task_results(s_run *R, di_phase *ph, s_prel *pr, tr_dtype dt, int 
     c->sites[st].copy_s += tn_get_f64(&r);
     c->cpu_user += tn_get_f64(&r);
     c->cpu_sys += tn_get_f64(&r);
+    int64_t peak = (int64_t)tn_get_u64(&r);
+    if (peak > c->sites[st].peak_rss) c->sites[st].peak_rss = peak;
     c->sites[st].busy_s += secs;
     c->sites[st].tasks++;
+    if (js) s_note_event(R, js->what, u, secs);
     if (js) {
       js->tasks++;
       if (st < S_OP_SITES) {
@@ -231,7 +264,7 @@ static int s_fill_tasks(s_run *R, const tr_tensor *t, const tx_fill *f, s_prel *
     rc = s_task_submit(R, &ph, &task, replicate, k, err);
   }
   if (!rc) rc = di_wait(&ph, err);
-  if (!rc) s_task_results(R, &ph, pr, t->dtype, replicate, NULL, NULL);
+  if (!rc) s_task_results(R, &ph, 0, ph.n, pr, t->dtype, replicate, NULL, NULL);
   di_phase_free(&ph);
   return rc;
 }
@@ -329,7 +362,7 @@ static int s_run_combine(s_run *R, int k, const to_moves *mv, const uint64_t *pi
   if (ss) ss->seconds = tr_now() - t0;
   /* Combine tasks: operand 0 is the partials relation, one entry per
   ** partial (several per output chunk). */
-  t0 = tr_now();
+  R->phase_t0 = t0 = tr_now();
   s_opstat *cs = rc ? NULL : s_op(R, "local_agg", om->name, 0);
   if (cs) snprintf(cs->what, sizeof cs->what, "%s (combine partials%s)", om->name, n->post.n ? ", transform" : "");
   s_opstat *rs = !rc && final && di_replication(c, m) > 1 ? s_op(R, "replicate", om->name, 0) : NULL;
@@ -368,7 +401,7 @@ static int s_run_combine(s_run *R, int k, const to_moves *mv, const uint64_t *pi
     rc = s_task_submit(R, &ph, &task, final, u, err);
   }
   if (!rc) rc = di_wait(&ph, err);
-  if (!rc) s_task_results(R, &ph, po, om->dtype, final, rs, cs);
+  if (!rc) s_task_results(R, &ph, 0, ph.n, po, om->dtype, final, rs, cs);
   di_phase_free(&ph);
   if (cs) cs->seconds = tr_now() - t0;
   if (rs) rs->seconds = cs ? cs->seconds : 0;
@@ -379,65 +412,87 @@ static int s_run_combine(s_run *R, int k, const to_moves *mv, const uint64_t *pi
 ** choice needs them (BCAST, SHUF), one fused join/aggregate/map task per
 ** site, and for a two-phase aggregation a shuffle of the partials to
 ** their owners and a combine task there. */
-static int s_run_node(s_run *R, int k, const to_choice *ch, const to_moves *moves, tr_err *err) {
+/* One node being run: its choice and moves, and what its steps share. */
+typedef struct s_nrun {
+  int k;                     /* node */
+  const to_choice *ch;       /* as run */
+  const to_moves *moves;     /* as run */
+  uint64_t *pids;            /* [nout x m] partial ids (two-phase) */
+  uint8_t *mine;             /* [nout] scratch: the chunks one site makes */
+  uint64_t *ids;             /* [nout] scratch: their ids */
+  s_opstat *js, *rs;         /* its join and replication operators */
+  int r0, r1;                /* its requests in the task phase */
+} s_nrun;
+
+static void s_nrun_free(s_nrun *nr) {
+  free(nr->pids);
+  free(nr->mine);
+  free(nr->ids);
+  nr->pids = NULL;
+  nr->mine = NULL;
+  nr->ids = NULL;
+}
+
+/* Node step 1: its output chunks' ids and owners, and the moves of its
+** operands added to the SEND batches. */
+static int s_node_moves(s_run *R, s_nrun *nr, tn_wbuf *sends, uint32_t *nsend, tr_err *err) {
   td_cluster *c = R->c;
   ta_plan *p = R->p;
-  ta_node *n = &p->nodes[k];
-  const tr_tensor *om = &p->rels[n->out].meta;
+  ta_node *n = &p->nodes[nr->k];
   s_prel *po = &R->rel[n->out];
-  int final = p->rels[n->out].kind == TA_REL_OUTPUT;
-  int64_t nout = tr_nchunks(om);
-  int m = R->m, rc = TR_OK;
+  int64_t nout = tr_nchunks(&p->rels[n->out].meta);
+  int rc = TR_OK;
   po->n = nout;
   po->made = 1;
-  uint64_t *pids = calloc((size_t)nout * (size_t)m + 1, sizeof *pids); /* partial ids */
-  uint8_t *mine = calloc((size_t)nout + 1, 1);
-  uint64_t *ids = calloc((size_t)nout + 1, sizeof *ids);
-  tn_wbuf *sends = calloc((size_t)c->nsites, sizeof *sends);
-  uint32_t *nsend = calloc((size_t)c->nsites, sizeof *nsend);
-  if (!(po->locs = calloc((size_t)nout + 1, sizeof *po->locs)) || !pids || !mine || !ids || !sends || !nsend) {
-    rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-    goto done;
-  }
+  nr->pids = calloc((size_t)nout * (size_t)R->m + 1, sizeof *nr->pids);
+  nr->mine = calloc((size_t)nout + 1, 1);
+  nr->ids = calloc((size_t)nout + 1, sizeof *nr->ids);
+  if (!(po->locs = calloc((size_t)nout + 1, sizeof *po->locs)) || !nr->pids || !nr->mine || !nr->ids)
+    return tr_seterr(err, TR_ENOMEM, "out of memory");
   for (int64_t lin = 0; lin < nout; lin++) {
     po->locs[lin].lin = lin;
     po->locs[lin].chunk_id = tc_new_chunk_id();
     po->locs[lin].nsites = 1;
-    po->locs[lin].site[0] = c->sites[R->up[moves->owner[lin]]].id;
+    po->locs[lin].site[0] = c->sites[R->up[nr->moves->owner[lin]]].id;
   }
-  /* The moves of the operands. */
-  double t0 = tr_now();
-  int opbase = R->nops;
-  const tr_tensor *in_meta[TK_MAX_INPUTS];
-  s_prel *in[TK_MAX_INPUTS];
   for (int i = 0; !rc && i < n->ninputs; i++) {
     const ta_operand *o = &n->in[i];
     const tr_tensor *it = &p->rels[o->rel].meta;
     int diag = 0, rechunk = 0;
-    in_meta[i] = it;
-    in[i] = &R->rel[o->rel];
     for (int d = 0; d < o->rank; d++) {
       rechunk |= it->chunk[d] != n->chunk[o->label[d]];
       for (int d2 = d + 1; d2 < o->rank; d2++) diag |= o->label[d] == o->label[d2];
     }
     char what[96];
     s_opstat *os = NULL;
-    if (ch->mv[i] != TO_MV_KEEP) os = s_op(R, ch->mv[i] == TO_MV_BCAST ? "bcast" : "shuffle", it->name, 0);
+    if (nr->ch->mv[i] != TO_MV_KEEP) os = s_op(R, nr->ch->mv[i] == TO_MV_BCAST ? "bcast" : "shuffle", it->name, 0);
     snprintf(what, sizeof what, "%s (diagonal keys)", it->name);
     if (diag) s_op(R, "local_filter", what, 1);
     snprintf(what, sizeof what, "%s (re-chunk: tile + concat)", it->name);
     if (rechunk) s_op(R, "local_map", what, 1);
-    rc = s_plan_sends(R, in[i], it, moves->need[i], os, sends, nsend, err);
+    rc = s_plan_sends(R, &R->rel[o->rel], it, nr->moves->need[i], os, sends, nsend, err);
   }
-  /* copies for this statement only, dropped when it ends */
-  rc = di_flush_sends(c, sends, nsend, TC_KEEP_SCRATCH, rc, err);
-  sends = NULL;
-  nsend = NULL;
-  for (int i = opbase; i < R->nops; i++)
-    if (!R->ops[i].fused) R->ops[i].seconds = tr_now() - t0;
-  /* The fused local join + aggregation + map: one task per site. */
-  t0 = tr_now();
-  s_opstat *js = s_op(R, "local_join", om->name, 0);
+  return rc;
+}
+
+/* Node step 2: the fused local join + aggregation + map, one task per
+** site, sent in phase ph (its requests are ph->out[r0, r1)). */
+static int s_node_tasks(s_run *R, s_nrun *nr, di_phase *ph, tr_err *err) {
+  td_cluster *c = R->c;
+  ta_plan *p = R->p;
+  const ta_node *n = &p->nodes[nr->k];
+  const to_choice *ch = nr->ch;
+  const tr_tensor *om = &p->rels[n->out].meta;
+  s_prel *po = &R->rel[n->out];
+  int final = p->rels[n->out].kind == TA_REL_OUTPUT, m = R->m, rc = TR_OK;
+  int64_t nout = po->n;
+  const tr_tensor *in_meta[TK_MAX_INPUTS];
+  s_prel *in[TK_MAX_INPUTS];
+  for (int i = 0; i < n->ninputs; i++) {
+    in_meta[i] = &p->rels[n->in[i].rel].meta;
+    in[i] = &R->rel[n->in[i].rel];
+  }
+  nr->js = s_op(R, "local_join", om->name, 0);
   char what[96];
   snprintf(what, sizeof what, "%s (%s%s)", om->name,
            n->agg == TK_AGG_MAX ? "MAX" : n->agg == TK_AGG_MIN ? "MIN" : "SUM",
@@ -445,42 +500,80 @@ static int s_run_node(s_run *R, int k, const to_choice *ch, const to_moves *move
   if (n->agg != TK_AGG_NONE) s_op(R, "local_agg", what, 1);
   snprintf(what, sizeof what, "%s (fused transform)", om->name);
   if (n->post.n && !ch->twophase) s_op(R, "local_map", what, 1);
-  s_opstat *rs = final && !ch->twophase && di_replication(c, m) > 1 ? s_op(R, "replicate", om->name, 0) : NULL;
+  nr->rs = final && !ch->twophase && di_replication(c, m) > 1 ? s_op(R, "replicate", om->name, 0) : NULL;
   ta_node tn = *n;
   tn.drive = ch->drive;
   if (ch->twophase) tn.post.n = 0;
-  di_phase ph;
-  di_phase_init(&ph, c);
-  ph.watch_all = 1; /* tasks push replicas to peers */
+  nr->r0 = ph->n;
   for (int u = 0; !rc && u < m; u++) {
     for (int64_t lin = 0; lin < nout; lin++) {
-      mine[lin] = (moves->osites[lin] >> u) & 1;
-      ids[lin] = ch->twophase ? (pids[(size_t)lin * (size_t)m + (size_t)u] = tc_new_chunk_id())
-                             : po->locs[lin].chunk_id;
+      nr->mine[lin] = (nr->moves->osites[lin] >> u) & 1;
+      nr->ids[lin] = ch->twophase ? (nr->pids[(size_t)lin * (size_t)m + (size_t)u] = tc_new_chunk_id())
+                                  : po->locs[lin].chunk_id;
       /* partials go when the run ends, even if it fails before combining */
-      if (ch->twophase && mine[lin] && s_note_drop(R, -1, ids[lin]))
+      if (ch->twophase && nr->mine[lin] && s_note_drop(R, -1, nr->ids[lin]))
         rc = tr_seterr(err, TR_ENOMEM, "out of memory");
     }
     if (!rc)
-      rc = s_send_task(R, &ph, &tn, in_meta, in, moves->need, om, nout, mine, ids,
+      rc = s_send_task(R, ph, &tn, in_meta, in, nr->moves->need, om, nout, nr->mine, nr->ids,
                        final && !ch->twophase, u, err);
   }
-  if (!rc) rc = di_wait(&ph, err);
-  if (!rc && !ch->twophase) s_task_results(R, &ph, po, om->dtype, final, rs, js);
-  if (!rc && ch->twophase) s_task_results(R, &ph, NULL, om->dtype, 0, NULL, js);
-  di_phase_free(&ph);
-  js->seconds = tr_now() - t0;
-  if (rs) rs->seconds = js->seconds; /* overlapped with the join */
-  if (!rc && ch->twophase) rc = s_run_combine(R, k, moves, pids, final, err);
-done:
-  if (sends)
-    for (int s2 = 0; s2 < c->nsites; s2++) tn_wbuf_free(&sends[s2]);
-  free(sends);
-  free(nsend);
-  free(pids);
-  free(mine);
-  free(ids);
+  nr->r1 = ph->n;
   return rc;
+}
+
+/* Node step 3: what its tasks made (replies r0..r1 of ph).  A two-phase
+** plan's combine phase follows (s_run_combine), once ph is closed. */
+static void s_node_results(s_run *R, s_nrun *nr, di_phase *ph, double t0) {
+  const ta_node *n = &R->p->nodes[nr->k];
+  const tr_tensor *om = &R->p->rels[n->out].meta;
+  int final = R->p->rels[n->out].kind == TA_REL_OUTPUT;
+  s_task_results(R, ph, nr->r0, nr->r1, nr->ch->twophase ? NULL : &R->rel[n->out], om->dtype,
+                 final && !nr->ch->twophase, nr->rs, nr->js);
+  nr->js->seconds = tr_now() - t0;
+  if (nr->rs) nr->rs->seconds = nr->js->seconds; /* overlapped with the join */
+}
+
+/* Run nodes nr[0..n), none of which reads what another makes: their moves
+** in one batch, then their tasks in one phase, so a worker goes on to the
+** next node's task as soon as it has finished its own, without waiting
+** for the others. */
+static int s_run_nodes(s_run *R, s_nrun *nr, int n, tr_err *err) {
+  td_cluster *c = R->c;
+  int rc = TR_OK;
+  tn_wbuf *sends = calloc((size_t)c->nsites, sizeof *sends);
+  uint32_t *nsend = calloc((size_t)c->nsites, sizeof *nsend);
+  if (!sends || !nsend) {
+    free(sends);
+    free(nsend);
+    return tr_seterr(err, TR_ENOMEM, "out of memory");
+  }
+  double t0 = tr_now();
+  int opbase = R->nops;
+  for (int j = 0; !rc && j < n; j++) rc = s_node_moves(R, &nr[j], sends, nsend, err);
+  /* copies for this statement only, dropped when it ends */
+  rc = di_flush_sends(c, sends, nsend, TC_KEEP_SCRATCH, rc, err);
+  for (int i = opbase; i < R->nops; i++)
+    if (!R->ops[i].fused) R->ops[i].seconds = tr_now() - t0;
+  R->phase_t0 = t0 = tr_now();
+  di_phase ph;
+  di_phase_init(&ph, c);
+  ph.watch_all = 1; /* tasks push replicas to peers */
+  for (int j = 0; !rc && j < n; j++) rc = s_node_tasks(R, &nr[j], &ph, err);
+  if (!rc) rc = di_wait(&ph, err);
+  for (int j = 0; !rc && j < n; j++) s_node_results(R, &nr[j], &ph, t0);
+  di_phase_free(&ph);
+  for (int j = 0; !rc && j < n; j++)
+    if (nr[j].ch->twophase)
+      rc = s_run_combine(R, nr[j].k, nr[j].moves, nr[j].pids,
+                         R->p->rels[R->p->nodes[nr[j].k].out].kind == TA_REL_OUTPUT, err);
+  for (int j = 0; j < n; j++) s_nrun_free(&nr[j]);
+  return rc;
+}
+
+static int s_run_node(s_run *R, int k, const to_choice *ch, const to_moves *moves, tr_err *err) {
+  s_nrun nr = {k, ch, moves, NULL, NULL, NULL, NULL, NULL, 0, 0};
+  return s_run_nodes(R, &nr, 1, err);
 }
 
 /* The error for damaged chunk id that could not be repaired: names the
@@ -495,6 +588,21 @@ static int s_name_bad(s_run *R, uint64_t id, tr_err *err) {
         return TR_ECORRUPT;
       }
   return TR_ECORRUPT;
+}
+
+/* Drop what a failed attempt at node k made, and forget the copies of its
+** operands it sent, so that the next attempt makes and sends them again. */
+static void s_forget(s_run *R, int k) {
+  const ta_node *n = &R->p->nodes[k];
+  s_prel *po = &R->rel[n->out];
+  for (int64_t lin = 0; po->locs && lin < po->n; lin++)
+    if (po->locs[lin].chunk_id) s_note_drop(R, -1, po->locs[lin].chunk_id);
+  free(po->locs);
+  po->locs = NULL;
+  for (int i = 0; i < n->ninputs; i++) {
+    free(R->rel[n->in[i].rel].copy);
+    R->rel[n->in[i].rel].copy = NULL;
+  }
 }
 
 /* Run node k; when a task or a move meets a damaged copy of a stored
@@ -513,18 +621,17 @@ static int s_run_node_safe(s_run *R, int k, const to_choice *ch, const to_moves 
     if (rc != TR_ECORRUPT || !c->bad_chunk || attempt >= attempts) return rc;
     int site = c->bad_site;
     uint64_t id = c->bad_chunk;
-    s_prel *po = &R->rel[n->out];
-    for (int64_t lin = 0; po->locs && lin < po->n; lin++)
-      if (po->locs[lin].chunk_id) s_note_drop(R, -1, po->locs[lin].chunk_id);
-    free(po->locs);
-    po->locs = NULL;
-    for (int i = 0; i < n->ninputs; i++) {
-      free(R->rel[n->in[i].rel].copy);
-      R->rel[n->in[i].rel].copy = NULL;
-    }
+    s_forget(R, k);
     tr_err ferr;
     if (di_fix_bad(c, site, id, &ferr)) return s_name_bad(R, id, err);
   }
+}
+
+/* The schedule's peak memory for site index s, -1 without a schedule. */
+static int64_t s_predicted_peak(const s_run *R, int s) {
+  for (int u = 0; R->sched.sched && u < R->m; u++)
+    if (R->up[u] == s) return R->sched.sched->peak_mem[u];
+  return -1;
 }
 
 /* EXPLAIN ANALYZE output, text or JSON. */
@@ -539,7 +646,12 @@ static char *s_analyze_text(const s_run *R, double elapsed, int json) {
     PUT("\"elapsed_s\": %.6f, \"measured_transfer_floats\": %lld, \"node_s\": [", elapsed,
         (long long)total);
     for (int k = 0; k < R->p->nnodes; k++) PUT("%s%.6f", k ? ", " : "", R->node_s[k]);
-    PUT("], \"operators\": [");
+    /* the nodes that ran together, 1-based as in the text */
+    PUT("], \"node_groups\": [");
+    for (int k = 0; k < R->p->nnodes; k++)
+      PUT("%s%s%d", k ? (R->group[k] == R->group[k - 1] ? ", " : "], ") : "", k && R->group[k] == R->group[k - 1] ? "" : "[",
+          k + 1);
+    PUT("%s], \"operators\": [", R->p->nnodes ? "]" : "");
     for (int i = 0; i < R->nops; i++) {
       const s_opstat *op = &R->ops[i];
       PUT("%s{\"op\": \"%s\", \"relation\": \"%s\", \"fused\": %s, \"floats\": %lld, "
@@ -557,12 +669,14 @@ static char *s_analyze_text(const s_run *R, double elapsed, int json) {
     for (int s = 0; s < c->nsites; s++)
       PUT("%s{\"site\": %d, \"endpoint\": \"%s\", \"state\": \"%s\", \"tasks\": %lld, \"floats_in\": %lld, "
           "\"floats_out\": %lld, \"task_s\": %.6f, \"kernels\": \"%s\", \"gpu_h2d_bytes\": %llu, "
-          "\"gpu_d2h_bytes\": %llu, \"gpu_copy_s\": %.6f}",
+          "\"gpu_d2h_bytes\": %llu, \"gpu_copy_s\": %.6f, \"peak_memory_bytes\": %lld, "
+          "\"predicted_peak_memory_bytes\": %lld}",
           s ? ", " : "", s, c->sites[s].ep, c->sites[s].up ? "up" : "down", (long long)c->sites[s].tasks,
           (long long)c->sites[s].floats_in, (long long)c->sites[s].floats_out, c->sites[s].busy_s,
           c->sites[s].kernels, (unsigned long long)c->sites[s].h2d,
-          (unsigned long long)c->sites[s].d2h, c->sites[s].copy_s);
-    PUT("]");
+          (unsigned long long)c->sites[s].d2h, c->sites[s].copy_s, (long long)c->sites[s].peak_rss,
+          (long long)s_predicted_peak(R, s));
+    PUT("], \"measured_makespan_s\": %.6f", R->t1 - R->texec);
   } else {
     PUT("IA operators run (fused ones run inside the local_join task):\n");
     for (int i = 0; i < R->nops; i++) {
@@ -586,6 +700,11 @@ static char *s_analyze_text(const s_run *R, double elapsed, int json) {
           s, c->sites[s].ep, c->sites[s].up ? "up" : "down", (long long)c->sites[s].tasks,
           (long long)c->sites[s].floats_in, (long long)c->sites[s].floats_out, c->sites[s].busy_s,
           c->sites[s].kernels[0] ? c->sites[s].kernels : "-");
+      if (c->sites[s].peak_rss)
+        PUT("    peak memory %.1f MiB", (double)c->sites[s].peak_rss / (1 << 20));
+      if (c->sites[s].peak_rss && s_predicted_peak(R, s) >= 0)
+        PUT(" (predicted %.1f MiB of tasks' working sets)", (double)s_predicted_peak(R, s) / (1 << 20));
+      if (c->sites[s].peak_rss) PUT("\n");
       if (c->sites[s].h2d || c->sites[s].d2h)
         PUT("    gpu copies: %llu bytes in, %llu bytes out, %.3f s\n", (unsigned long long)c->sites[s].h2d,
             (unsigned long long)c->sites[s].d2h, c->sites[s].copy_s);
@@ -593,6 +712,17 @@ static char *s_analyze_text(const s_run *R, double elapsed, int json) {
     PUT("Nodes:");
     for (int k = 0; k < R->p->nnodes; k++)
       PUT(" %d -> %s %.3f s", k + 1, R->p->rels[R->p->nodes[k].out].meta.name, R->node_s[k]);
+    PUT("\n");
+    int said = 0;
+    for (int g = 0, e; g < R->p->nnodes; g = e) {
+      for (e = g + 1; e < R->p->nnodes && R->group[e] == g;) e++;
+      if (e - g < 2) continue;
+      PUT("%s", said++ ? "," : "Run together (none reads another's output):");
+      for (int k = g; k < e; k++) PUT("%s%d", k == g ? " " : "+", k + 1);
+    }
+    if (said) PUT("\n");
+    PUT("Makespan: %.3f s measured", R->t1 - R->texec);
+    if (R->sched.sched) PUT(", %.3f s predicted", R->sched.sched->makespan);
     PUT("\nElapsed: %.3f s, measured transfer: %lld floats\n", elapsed, (long long)total);
   }
 #undef PUT
@@ -670,6 +800,7 @@ static int s_placed_zeros(s_run *R, int rel, tr_err *err) {
 int td_run_begin(td_cluster *c, ta_plan *p, int run, td_run **out, int *m, int *repl,
                  to_placed **pl, tr_err *err) {
   s_run *R = calloc(1, sizeof *R);
+  if (R) R->over = -1;
   int rc = TR_OK;
   *out = NULL;
   if (!R) return tr_seterr(err, TR_ENOMEM, "out of memory");
@@ -682,6 +813,7 @@ int td_run_begin(td_cluster *c, ta_plan *p, int run, td_run **out, int *m, int *
     c->sites[s].tasks = c->sites[s].floats_in = c->sites[s].floats_out = 0;
     c->sites[s].busy_s = c->sites[s].copy_s = 0;
     c->sites[s].h2d = c->sites[s].d2h = 0;
+    c->sites[s].peak_rss = 0;
   }
   R->m = di_up_sites(c, R->up);
   if (!R->m) rc = tr_seterr(err, TR_EIO, "no worker is up");
@@ -713,25 +845,160 @@ int td_run_begin(td_cluster *c, ta_plan *p, int run, td_run **out, int *m, int *
   return TR_OK;
 }
 
+int td_run_schedule(td_run *R, const to_opt *opt, const to_env *env, int which, double lp_seconds, int trace,
+                    tr_err *err) {
+  td_cluster *c = R->c;
+  R->env = *env;
+  R->which = which;
+  R->over = -1;
+  if (R->m > TO_MAX_SITES) return TR_OK;
+  /* A worker that did not say its memory gets the share a local one has. */
+  for (int u = 0; u < R->m; u++)
+    R->cap[u] = c->sites[R->up[u]].memory > 0 ? c->sites[R->up[u]].memory : tr_phys_memory() / 8 / R->m;
+  di_plan_peak(R->p, opt, R->m, R->plan_peak);
+  for (int u = 0; u < R->m && R->over < 0; u++)
+    if (R->plan_peak[u] > R->cap[u]) R->over = u;
+  if (which == TD_SCHED_STATEMENT || (R->over < 0 && !trace)) return TR_OK;
+  if (di_sched_count(R->p) > DI_SCHED_MAX_TASKS) {
+    td_notice(c, "the plan has more than %d chunks to schedule: it runs as the optimizer placed it",
+              DI_SCHED_MAX_TASKS);
+    return TR_OK;
+  }
+  int rc = di_sched_place(&R->sched, R->p, R->pl, &env->w, which, lp_seconds, R->m, R->cap, err);
+  /* Said once per session, as the worker's log says a fallback once. */
+  if (!rc && R->sched.sched->solver == TM_SOLVER_FAILED && !c->lp_failed_said) {
+    c->lp_failed_said = 1;
+    td_notice(c, "m-SCT: %s; m-ETF placed the tasks", R->sched.sched->why);
+  }
+  return rc;
+}
+
+char *td_run_schedule_text(const td_run *R, int json) {
+  tr_text out = {0};
+  const char *eps[TO_MAX_SITES];
+  static const char *const names[] = {"statement", "msct", "metf", "mtopo"}; /* TD_SCHED_* */
+  for (int u = 0; u < R->m; u++) eps[u] = R->c->sites[R->up[u]].ep;
+  if (R->sched.sched) {
+    di_sched_text(&R->sched, eps, &out, json);
+    if (R->over >= 0 && !json)
+      tr_text_put(&out, "  the optimizer's plan holds %.1f MiB on worker %d, over its --memory (%.1f MiB)\n",
+                  (double)R->plan_peak[R->over] / (1 << 20), R->over, (double)R->cap[R->over] / (1 << 20));
+    return tr_text_done(&out);
+  }
+  /* The optimizer's plan runs: node by node, its working set per worker. */
+  if (json) {
+    tr_text_put(&out, "\"schedule\": {\"scheduler\": \"%s\", \"placed_by\": \"optimizer\", \"fits\": %s, "
+                "\"per_worker\": [", names[R->which], R->over < 0 ? "true" : "false");
+    for (int u = 0; u < R->m; u++) {
+      tr_text_put(&out, "%s{\"site\": %d, \"endpoint\": \"", u ? ", " : "", u);
+      tr_text_json(&out, eps[u]);
+      tr_text_put(&out, "\", \"memory_bytes\": %lld, \"predicted_peak_memory_bytes\": %lld}",
+                  (long long)R->cap[u], (long long)R->plan_peak[u]);
+    }
+    tr_text_put(&out, "]}");
+    return tr_text_done(&out);
+  }
+  tr_text_put(&out, "Schedule: the optimizer's plan, node by node (%s)\n",
+              R->over < 0 ? "it fits every worker's memory"
+                          : R->which == TD_SCHED_STATEMENT ? "SET scheduler = statement, or a PLAN named"
+                                                           : "too many chunks for a task graph");
+  for (int u = 0; u < R->m; u++)
+    tr_text_put(&out, "  worker %d (%s): predicted peak memory %lld of %lld bytes\n", u, eps[u],
+                (long long)R->plan_peak[u], (long long)R->cap[u]);
+  return tr_text_done(&out);
+}
+
+int td_run_trace(const td_run *R, char **out, tr_err *err) {
+  *out = NULL;
+  if (!R->sched.sched)
+    return tr_seterr(err, TR_EINVAL, "FORMAT TRACE shows a scheduler's task graph: SET scheduler = msct, metf "
+                     "or mtopo (the plan has at most %d chunks)", DI_SCHED_MAX_TASKS);
+  return di_sched_trace(&R->sched, R->ev, R->nev, out, err);
+}
+
+/* The end of the group of nodes that starts at k: the nodes after k, in
+** order, that read nothing an earlier node of the group makes and write a
+** tensor no other node of it writes.  A block's independent statements
+** (an SGD step's weight updates) run together; a node that reads another's
+** output waits for it. */
+static int s_group_end(const ta_plan *p, int k) {
+  int e = k + 1;
+  for (; e < p->nnodes; e++) {
+    const ta_node *n = &p->nodes[e];
+    int dep = 0;
+    for (int j = k; j < e && !dep; j++) {
+      int o = p->nodes[j].out;
+      for (int i = 0; i < n->ninputs; i++) dep |= n->in[i].rel == o;
+      dep |= n->out == o || !strcmp(p->rels[n->out].meta.name, p->rels[o].meta.name);
+    }
+    if (dep) break;
+  }
+  return e;
+}
+
+/* Run nodes k..e-1 together (s_group_end), each as opt chose or where the
+** schedule placed its tasks.  When a move or task meets a damaged copy of
+** a stored chunk, what the group made is dropped and its nodes run one at
+** a time, each repairing the copy it meets (s_run_node_safe). */
+static int s_run_group(s_run *R, const to_opt *opt, int k, int e, tr_err *err) {
+  s_nrun nr[TA_MAX_NODES];
+  to_choice ch[TA_MAX_NODES];
+  to_moves mv[TA_MAX_NODES];
+  int n = e - k, nmv = 0, rc = TR_OK;
+  memset(nr, 0, sizeof *nr * (size_t)n);
+  for (int j = 0; !rc && j < n; j++) {
+    nr[j].k = k + j;
+    if (R->sched.sched) {
+      rc = to_moves_assigned(R->p, k + j, R->sched.site_of + R->sched.base[k + j], &R->env, R->pl, &ch[j],
+                             &mv[j], err);
+      if (!rc) nmv++;
+      nr[j].ch = &ch[j];
+      nr[j].moves = &mv[j];
+    } else {
+      nr[j].ch = &opt->choice[k + j];
+      nr[j].moves = &opt->moves[k + j];
+    }
+  }
+  if (!rc && n == 1) {
+    rc = s_run_node_safe(R, k, nr[0].ch, nr[0].moves, err);
+  } else if (!rc) {
+    R->c->bad_chunk = 0;
+    rc = s_run_nodes(R, nr, n, err);
+    if (rc == TR_ECORRUPT && R->c->bad_chunk) {
+      rc = TR_OK;
+      for (int j = 0; j < n; j++) s_forget(R, k + j);
+      for (int j = 0; !rc && j < n; j++) rc = s_run_node_safe(R, k + j, nr[j].ch, nr[j].moves, err);
+    }
+  }
+  for (int j = 0; j < nmv; j++) to_moves_free(&mv[j]);
+  return rc;
+}
+
 int td_run_exec(td_run *R, const to_opt *opt, tr_err *err) {
   td_cluster *c = R->c;
   ta_plan *p = R->p;
   int rc = TR_OK;
-  for (int k = 0; !rc && k < p->nnodes; k++) {
-    int out = p->nodes[k].out;
+  R->texec = tr_now();
+  for (int k = 0; !rc && k < p->nnodes;) {
+    int e = s_group_end(p, k);
     double tn0 = tr_now();
-    rc = s_run_node_safe(R, k, &opt->choice[k], &opt->moves[k], err);
-    R->node_s[k] = tr_now() - tn0;
-    if (rc || p->rels[out].kind != TA_REL_OUTPUT) continue;
-    double tc0 = tr_now();
-    rc = di_commit(c, &p->rels[out].meta, R->rel[out].locs, R->rel[out].n, err);
-    if (!rc) {
-      R->rel[out].committed = 1;
-      /* Not an IA operator, but where durability costs show: fdatasync
-      ** on the workers and the catalog transaction. */
-      s_op(R, "commit", p->rels[out].meta.name, 0)->seconds = tr_now() - tc0;
+    for (int j = k; j < e; j++) R->group[j] = k;
+    rc = s_run_group(R, opt, k, e, err);
+    for (int j = k; !rc && j < e; j++) {
+      int out = p->nodes[j].out;
+      R->node_s[j] = tr_now() - tn0;
+      if (p->rels[out].kind != TA_REL_OUTPUT) continue;
+      double tc0 = tr_now();
+      rc = di_commit(c, &p->rels[out].meta, R->rel[out].locs, R->rel[out].n, err);
+      if (!rc) {
+        R->rel[out].committed = 1;
+        /* Not an IA operator, but where durability costs show: fdatasync
+        ** on the workers and the catalog transaction. */
+        s_op(R, "commit", p->rels[out].meta.name, 0)->seconds = tr_now() - tc0;
+      }
+      R->node_s[j] = tr_now() - tn0;
     }
-    R->node_s[k] = tr_now() - tn0;
+    k = e;
   }
   s_cleanup(R, rc != TR_OK);
   R->cleaned = 1;
@@ -751,6 +1018,8 @@ void td_run_end(td_run **pr) {
   ** td_run_begin made (zeros for declared-only inputs) goes. */
   if (!R->cleaned) s_cleanup(R, 1);
   for (int i = 0; i < TA_MAX_RELS; i++) to_placed_free(&R->pl[i]);
+  di_sched_free(&R->sched);
+  free(R->ev);
   s_run_free(R);
   free(R);
 }

@@ -120,6 +120,13 @@ int td_threads(td_cluster *c) {
   return t ? t : 1;
 }
 
+int64_t td_memory(td_cluster *c) {
+  int64_t m = 0;
+  for (int s = 0; s < c->nsites; s++)
+    if (c->sites[s].up && c->sites[s].memory > 0 && (!m || c->sites[s].memory < m)) m = c->sites[s].memory;
+  return m;
+}
+
 int td_cores(td_cluster *c) {
   int local = 0, remote = 0;
   for (int s = 0; s < c->nsites; s++) {

@@ -23,6 +23,7 @@ static int s_set_layout(te_engine *e, const char *name, long v, tr_err *err);
 
 static const char *const s_synchronous[] = {"normal", "full", NULL};
 static const char *const s_layouts[] = {"auto", "declared", NULL}; /* TO_LAYOUT_* order */
+static const char *const s_schedulers[] = {"statement", "msct", "metf", "mtopo", NULL}; /* TD_SCHED_* */
 
 /* The settings, by name.  A number from lo to hi, or, where names is
 ** given, one of names[lo..hi] (kept in the catalog as the name; its value
@@ -43,6 +44,11 @@ static const struct {
      s_set_stored},
     {"replication", NULL, 1, TC_MAX_REPLICAS, 2,
      "workers that hold every stored chunk (at most the number of workers)", s_set_replication},
+    {"scheduler", s_schedulers, TD_SCHED_STATEMENT, TD_SCHED_MTOPO, TD_SCHED_MSCT,
+     "what places a plan's chunk tasks within the workers' --memory when the optimizer's plan does not fit",
+     s_set_stored},
+    {"scheduler_lp_seconds", NULL, 0, 86400, 10,
+     "seconds m-SCT's LP may take before m-ETF places the tasks (0: m-ETF always)", s_set_stored},
     {"synchronous", s_synchronous, 0, 1, 0,
      "where a statement's output is when it ends: its workers' memory (normal) or disks (full)",
      s_set_stored},

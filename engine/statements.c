@@ -249,9 +249,25 @@ int te_describe(te_engine *e, const tp_stmt *s, te_result **res, tr_err *err) {
 
 /* The EXPLAIN of plan p as optimized (o), with what run measured when it
 ** ran (ANALYZE): text after the TRA expression tra, JSON or Graphviz. */
+/* The optimizer's EXPLAIN with the schedule per worker after it. */
+static char *s_plan_schedule(const ta_plan *p, const to_opt *o, const td_run *run, const tp_stmt *x,
+                             const char *tra) {
+  char *plan = x->json ? to_opt_json(p, o, tra) : to_opt_text(p, o, tra);
+  char *sc = plan ? td_run_schedule_text(run, x->json) : NULL;
+  char *all = NULL;
+  if (sc) {
+    tr_text t = {0};
+    tr_text_put(&t, x->json ? "%s, %s" : "%s%s", plan, sc);
+    all = tr_text_done(&t);
+  }
+  free(plan);
+  free(sc);
+  return all;
+}
+
 static te_result *s_explain(const ta_plan *p, const to_opt *o, const td_run *run,
                             const tp_stmt *x, const char *tra) {
-  char *plan = x->dot ? to_opt_dot(p, o) : x->json ? to_opt_json(p, o, tra) : to_opt_text(p, o, tra);
+  char *plan = x->dot ? to_opt_dot(p, o) : s_plan_schedule(p, o, run, x, tra);
   char *meas = plan && x->analyze && !x->dot ? td_run_analysis(run, x->json) : NULL;
   char *all = NULL;
   if (plan && (meas || !x->analyze || x->dot)) {
@@ -302,14 +318,28 @@ int te_run_plan(te_engine *e, ta_plan *p, const tp_stmt *x, te_result **res, te_
   if (!rc) rc = td_run_begin(e->cluster, p, exec, &run, &m, &repl, &pl, err);
   to_env env = {m,        repl,      td_threads(e->cluster), td_cores(e->cluster),
                 e->w,     e->layout, TE_CHUNK_LIMIT,         TN_MAX_DATA};
+  /* A task holds its output chunk and a chunk of each operand: the chunks
+  ** the layout search chooses fit a quarter of the smallest worker's
+  ** --memory, so a scheduler can place every task within it. */
+  int64_t mem = td_memory(e->cluster);
+  if (mem > 0 && mem / 4 < env.chunk_limit) env.chunk_limit = mem / 4;
   if (!rc) rc = to_optimize(p, &env, pl, x && x->plan[0] ? x->plan : NULL, &opt, err);
+  /* A plan named with PLAN runs as the optimizer's alternative says. */
+  if (!rc)
+    rc = td_run_schedule(run, &opt, &env, x && x->plan[0] ? TD_SCHED_STATEMENT : (int)te_setting(e, "scheduler"),
+                         (double)te_setting(e, "scheduler_lp_seconds"), x && x->trace, err);
   if (!rc && exec) rc = td_run_exec(run, &opt, err);
   if (!rc && meas) *meas = (te_measure){opt.cost, opt.seconds, tr_now() - t0};
   /* the TRA text of the plan as it ran: in the chunking chosen */
-  if (!rc && x && res && !x->dot && !(tra = ta_plan_explain(p)))
+  if (!rc && x && res && !x->dot && !x->trace && !(tra = ta_plan_explain(p)))
     rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-  if (!rc && x && res && !(*res = s_explain(p, &opt, run, x, tra)))
+  if (!rc && x && x->trace && res) {
+    char *tj = NULL;
+    if (!(rc = td_run_trace(run, &tj, err)) && !(*res = te_text_result(tj)))
+      rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+  } else if (!rc && x && res && !(*res = s_explain(p, &opt, run, x, tra))) {
     rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+  }
   free(tra);
   to_opt_free(&opt);
   td_run_end(&run);

@@ -64,11 +64,15 @@ typedef struct s_mc {
                                       output written */
   double outs[TO_MAX_SITES];       /* output chunks each site computes */
   tr_err *err;                     /* where failures go */
+  const int8_t *assign;            /* per output chunk: the site all its
+                                      tuples run on (to_moves_assigned), or NULL */
+  int64_t cur_out;                 /* the output chunk whose tuples are walked */
 } s_mc;
 
 /* The site join tuple lkey runs on, or -1 (err set). */
 static int s_tuple_site(s_mc *M, const int64_t *lkey) {
   const to_choice *c = M->c;
+  if (M->assign) return M->assign[M->cur_out];
   if (c->drive < 0 || c->mv[c->drive] != TO_MV_KEEP) return to_hash_site(M->n, c->part, lkey, M->m);
   const ta_operand *o = &M->n->in[c->drive];
   const tr_tensor *it = &M->p->rels[o->rel].meta;
@@ -164,6 +168,7 @@ static int s_tuples(s_mc *M) {
     int64_t okey[TR_MAX_RANK], lkey[TK_MAX_LABELS];
     tr_key_from_linear(om, lin, okey);
     for (int l = 0; l < n->nlabels; l++) lkey[l] = l < n->nout ? okey[l] : 0;
+    M->cur_out = lin;
     for (int64_t t = 0; t < ntuples; t++) {
       int s = s_tuple_site(M, lkey), rc;
       if (s < 0) return M->err->code;
@@ -333,8 +338,9 @@ static int s_leave(s_mc *M, int repl) {
   return TR_OK;
 }
 
-int to_moves_compute(const ta_plan *p, int k, const to_choice *c, const to_env *env,
-                     to_placed *pl, to_moves *mv, int out_pl, tr_err *err) {
+/* to_moves_compute and to_moves_assigned: assign NULL for the former. */
+static int s_moves(const ta_plan *p, int k, const to_choice *c, const int8_t *assign, const to_env *env,
+                   to_placed *pl, to_moves *mv, int out_pl, tr_err *err) {
   const ta_node *n = &p->nodes[k];
   int64_t nout = tr_nchunks(&p->rels[n->out].meta);
   int m = env->m;
@@ -350,6 +356,7 @@ int to_moves_compute(const ta_plan *p, int k, const to_choice *c, const to_env *
   M.pl = pl;
   M.mv = mv;
   M.err = err;
+  M.assign = assign;
   for (int i = 0; i < n->ninputs; i++)
     for (int d = 0; d < n->in[i].rank; d++)
       if (p->rels[n->in[i].rel].meta.chunk[d] != n->chunk[n->in[i].label[d]]) M.rechunk |= 1u << i;
@@ -383,4 +390,24 @@ int to_moves_compute(const ta_plan *p, int k, const to_choice *c, const to_env *
   if (rc == TR_ENOMEM) tr_seterr(err, rc, "out of memory");
   if (rc) to_moves_free(mv);
   return rc;
+}
+
+int to_moves_compute(const ta_plan *p, int k, const to_choice *c, const to_env *env,
+                     to_placed *pl, to_moves *mv, int out_pl, tr_err *err) {
+  return s_moves(p, k, c, NULL, env, pl, mv, out_pl, err);
+}
+
+int to_moves_assigned(const ta_plan *p, int k, const int8_t *site_of, const to_env *env, to_placed *pl,
+                      to_choice *c, to_moves *mv, tr_err *err) {
+  int m = env->m;
+  const ta_node *n = &p->nodes[k];
+  memset(c, 0, sizeof *c);
+  c->drive = -1;
+  for (int i = 0; i < n->ninputs; i++) c->mv[i] = TO_MV_SHUF;
+  snprintf(c->name, sizeof c->name, "scheduled");
+  for (int64_t lin = 0; lin < tr_nchunks(&p->rels[n->out].meta); lin++)
+    if (site_of[lin] < 0 || site_of[lin] >= m)
+      return tr_seterr(err, TR_EINVAL, "output chunk %lld placed on site %d of %d", (long long)lin,
+                       site_of[lin], m);
+  return s_moves(p, k, c, site_of, env, pl, mv, 1, err);
 }

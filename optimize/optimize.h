@@ -210,6 +210,13 @@ void to_opt_free(to_opt *o);
 ** would miss pairs).  Fills pl[node out] when out_pl is non-zero. */
 int to_moves_compute(const ta_plan *p, int k, const to_choice *c, const to_env *env,
                      to_placed *pl, to_moves *mv, int out_pl, tr_err *err);
+/* The moves of node k when every tuple of output chunk lin runs on site
+** site_of[lin] (a scheduler's placement): no operand stays, each chunk
+** goes to the sites whose tuples read it, nothing is two-phase.  *c is set
+** to the choice that describes it (what the executor runs); pl[node out]
+** is filled. */
+int to_moves_assigned(const ta_plan *p, int k, const int8_t *site_of, const to_env *env, to_placed *pl,
+                      to_choice *c, to_moves *mv, tr_err *err);
 void to_moves_free(to_moves *mv);
 void to_placed_free(to_placed *pl);
 /* Hash site of a key (node-label keys) on label mask `labels`. */

@@ -372,17 +372,19 @@ int tp_range_resolve(const tp_range *r, int64_t n, int d, const char *name, int6
 
 /* ---- EXPLAIN options ----------------------------------------------------- */
 
-/* FORMAT TEXT | JSON | DOT */
+/* FORMAT TEXT | JSON | DOT | TRACE */
 static int s_opt_format(pi_parser *p, tp_stmt *st) {
   const pi_tok *v = pi_peek(p, 0);
-  st->json = st->dot = 0;
+  st->json = st->dot = st->trace = 0;
   if (pi_is_kw(v, "TEXT")) {
   } else if (pi_is_kw(v, "JSON")) {
     st->json = 1;
   } else if (pi_is_kw(v, "DOT")) {
     st->dot = 1;
+  } else if (pi_is_kw(v, "TRACE")) {
+    st->trace = 1;
   } else {
-    return pi_fail(p, v, "expected TEXT, JSON or DOT after FORMAT");
+    return pi_fail(p, v, "expected TEXT, JSON, DOT or TRACE after FORMAT");
   }
   pi_next(p);
   return TR_OK;

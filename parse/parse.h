@@ -134,6 +134,7 @@ typedef struct tp_stmt {
   int analyze;                   /* EXPLAIN ANALYZE: run and measure */
   int json;                      /* (FORMAT JSON) */
   int dot;                       /* (FORMAT DOT) */
+  int trace;                     /* (FORMAT TRACE): the schedule, Chrome trace JSON */
   /* (PLAN 'name'): run that alternative; a block's plan names one plan
   ** per node (products split into steps make many), joined by " | " */
   char plan[TP_NAME_MAX * 8];

@@ -143,6 +143,8 @@ static int s_graph_init(s_graph *g, const tm_problem *pb, tr_err *err) {
       return tr_seterr(err, TR_EINVAL, "%s: compute time %g is not a finite number >= 0",
                        s_task_label(pb, i, lab, sizeof lab), t->time);
     if (t->mem < 0) return tr_seterr(err, TR_EINVAL, "%s: negative memory need", s_task_label(pb, i, lab, sizeof lab));
+    if (t->only && !(m >= 64 ? t->only : t->only & ((1ull << m) - 1)))
+      return tr_seterr(err, TR_EINVAL, "%s may run on no machine of the %d", s_task_label(pb, i, lab, sizeof lab), m);
     if (t->mem > maxcap)
       return tr_seterr(err, TR_EINVAL,
                        "%s needs %lld bytes, more than any machine has (the largest has %lld): "
@@ -341,8 +343,13 @@ static double s_est(const s_run *r, int j, int k) {
   return d > r->avail[k] ? d : r->avail[k];
 }
 
+/* Task j may run on machine k (tm_task.only). */
+static int s_allowed(const tm_problem *pb, int j, int k) {
+  return !pb->tasks[j].only || (k < 64 && (pb->tasks[j].only >> k & 1));
+}
+
 static int s_fits(const s_run *r, int j, int k) {
-  return r->g->pb->tasks[j].mem <= r->room[k];
+  return r->g->pb->tasks[j].mem <= r->room[k] && s_allowed(r->g->pb, j, k);
 }
 
 /* Place ready task j on machine k at time t (t >= s_est(r, j, k)). */
@@ -421,14 +428,18 @@ static int s_topo(s_run *r, tr_err *err) {
     goto done;
   }
   memcpy(room, r->room, sizeof *room * (size_t)m);
+  /* shares count the tasks free to go anywhere (nf of them, qf so far) */
+  int nf = 0, qf = 0;
+  for (int j = 0; j < n; j++) nf += !pb->tasks[j].only;
   for (int q = 0; q < n; q++) {
     int j = g->topo[q];
     int64_t d = pb->tasks[j].mem;
-    /* machine k has its share once q >= (k+1) n / m */
-    while (k < m && ((int64_t)q * m >= (int64_t)(k + 1) * n || room[k] < d)) k++;
-    int at = k;
-    if (at == m) at = 0;
-    while (at < m && room[at] < d) at++;
+    int pinned = pb->tasks[j].only != 0;
+    /* machine k has its share once qf >= (k+1) nf / m */
+    while (!pinned && k < m && ((int64_t)qf * m >= (int64_t)(k + 1) * nf || room[k] < d)) k++;
+    int at = pinned || k == m ? 0 : k;
+    while (at < m && (room[at] < d || !s_allowed(pb, j, at))) at++;
+    qf += !pinned;
     if (at == m) {
       rc = s_noroom_task(g, j, q, room, err);
       goto done;
@@ -922,7 +933,7 @@ static int s_ilp_solve(const s_graph *g, double limit, int *mach, double *key, d
     for (int k = 0; k < m; k++) {
       int col = cy + i * m + k;
       glp_set_col_kind(lp, col, GLP_BV);
-      if (pb->tasks[i].mem > pb->capacity[k]) glp_set_col_bnds(lp, col, GLP_FX, 0, 0);
+      if (pb->tasks[i].mem > pb->capacity[k] || !s_allowed(pb, i, k)) glp_set_col_bnds(lp, col, GLP_FX, 0, 0);
       s_mat_put(&a, row, col, 1);
     }
   }

@@ -55,8 +55,14 @@
 ** tm_place (sched/ is tradb's only GLPK user).  Like GLPK everywhere, a
 ** failed allocation inside the solver ends the process.
 **
+** Pinned tasks (tm_task.only) are an addition to the thesis's model: every
+** algorithm places such a task only on a machine it allows (the LP, which
+** has no machines, ignores it), and m-TOPO leaves pinned tasks out of the
+** n/m shares it fills the machines with.
+**
 ** Errors (tr_err, TR_EINVAL): a bad field (negative time or memory, an
-** edge to a task that does not exist, a repeated edge, no machines), a
+** edge to a task that does not exist, a repeated edge, no machines, a
+** task allowed on no machine), a
 ** cycle (the message lists the tasks on it), a task larger than every
 ** machine (the message names it and the capacity it needs), tasks that
 ** need more memory in all than the machines have, and a graph the
@@ -75,6 +81,10 @@ typedef struct tm_task {
   double time;      /* p_i: compute time, seconds, finite and >= 0 */
   int64_t mem;      /* d_i: bytes held on its machine for the whole run, >= 0 */
   const char *name; /* label in errors and traces (borrowed); NULL: "task <i>" */
+  uint64_t only;    /* the machines it may run on (bit k: machine k < 64);
+                       0: any.  Data that is where it is (a stored chunk
+                       read by the graph) is such a task, of time 0, whose
+                       edges carry the cost of fetching it elsewhere */
 } tm_task;
 
 /* One edge i -> j: j reads what i produced. */

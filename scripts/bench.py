@@ -621,9 +621,10 @@ def free_port():
 
 
 class Workers:
-    """P `tradb --worker` processes on loopback, one kernel thread each."""
+    """P `tradb --worker` processes on loopback, one kernel thread each
+    (extra: more worker options, such as --memory)."""
 
-    def __init__(self, tradb, scratch, p, logname):
+    def __init__(self, tradb, scratch, p, logname, extra=()):
         self.procs, eps = [], []
         for i in range(p):
             ep = "tcp://127.0.0.1:%d" % free_port()
@@ -631,7 +632,7 @@ class Workers:
             with open(wlog, "w") as f:
                 self.procs.append(subprocess.Popen(
                     [tradb, "--worker", "--listen", ep, "--data", "%s/worker%d" % (scratch, i),
-                     "--threads", "1"], stdout=subprocess.DEVNULL, stderr=f))
+                     "--threads", "1"] + list(extra), stdout=subprocess.DEVNULL, stderr=f))
             deadline = time.time() + 30
             while not self._listening(wlog):
                 if self.procs[-1].poll() is not None or time.time() > deadline:

@@ -70,9 +70,9 @@ static void s_usage(FILE *f) {
         "  --backend NAME    kernel backend (as the shell's)\n"
         "  --device WHERE    gpu, cpu or auto (as the shell's)\n"
         "  --gpu-memory SIZE device memory this worker may use (as the shell's)\n"
-        "  --memory SIZE     memory for statements' intermediates held in this\n"
-        "                    worker (default: 1/8 of the machine's; a shell's\n"
-        "                    N local workers get 1/N of that each)\n",
+        "  --memory SIZE     memory for the chunks this worker holds and the tasks\n"
+        "                    it runs, at least 64K (default: 1/8 of the machine's;\n"
+        "                    a shell's N local workers get 1/N of that each)\n",
         f);
 }
 
@@ -184,15 +184,18 @@ static int s_worker(const tw_config *wc, const char *shell_only,
 ** be fresh mappings, faulted in on every use, so every block comes from
 ** the heap (measured on the large bench sizes, chunks of 48 MB: nn-large
 ** 3.2M page faults and 35-36 s of CPU, against 0.5M and 26-27 s); what a
-** big statement leaves free is given back once the worker is idle.
+** big statement leaves free is given back once the worker is idle, or at
+** once beyond a quarter of a worker's --memory.
 **
 ** BLAS threads.  One: the engine runs many chunk tasks at once, and gives
 ** BLAS more threads only for the length of a run with fewer chunks than
 ** threads.
 */
-static void s_process_settings(int worker) {
+static void s_process_settings(int worker, int64_t memory) {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  /* a worker told its --memory keeps no more than a quarter of it free
+  ** at the top of its heap between tasks' buffers */
+  mallopt(M_TRIM_THRESHOLD, memory > 0 && memory / 4 < (512 << 20) ? (int)(memory / 4) : 512 << 20);
   mallopt(M_ARENA_MAX, 1);
   if (worker) mallopt(M_MMAP_MAX, 0);
   tk_set_blas_threads(1);
@@ -319,6 +322,12 @@ int main(int argc, char **argv) {
       size_t bytes;
       if (s_parse_size(optarg, &bytes) || bytes == 0)
         return s_usage_error("--memory: '%s' is not a size such as 2G", optarg);
+      /* A task holds its output chunk and a chunk of each operand, each
+      ** within a quarter of --memory (the layout search keeps them so):
+      ** below 64 KiB those are 16 KiB, and a task's fixed cost (its
+      ** message, its kernel call) outweighs what it computes. */
+      if (bytes < ((size_t)64 << 10))
+        return s_usage_error("--memory: '%s' is less than one task needs: at least 64K", optarg);
       wc.memory = (int64_t)bytes;
       if (!worker_only) worker_only = "--memory";
       break;
@@ -333,7 +342,7 @@ int main(int argc, char **argv) {
       return s_usage_error("--gen-keys takes no other option or DBPATH");
     return s_gen_keys(gen_keys);
   }
-  s_process_settings(worker);
+  s_process_settings(worker, worker ? wc.memory : 0);
   if ((status = s_device(opt.device, opt.gpu_memory))) return status;
   if (worker) {
     wc.keys = opt.keys;

@@ -227,6 +227,31 @@ int64_t tr_phys_memory(void) {
   return pages > 0 && psize > 0 ? (int64_t)pages * psize : 0;
 }
 
+/* A "Vm...:" field of /proc/self/status in bytes (0 if unknown). */
+static int64_t s_status_bytes(const char *field) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  size_t n = strlen(field);
+  int64_t kb = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, field, n)) kb = strtoll(line + n, NULL, 10);
+  if (f) fclose(f);
+  return kb * 1024;
+}
+
+int64_t tr_rss(void) { return s_status_bytes("VmRSS:"); }
+
+int64_t tr_peak_rss(int reset) {
+  int64_t peak = s_status_bytes("VmHWM:");
+  FILE *f;
+  /* "5" resets the high-water mark (Linux 4.0 and later); best effort */
+  if (reset && (f = fopen("/proc/self/clear_refs", "w"))) {
+    fputs("5", f);
+    fclose(f);
+  }
+  return peak;
+}
+
 /* Shared state of one tr_parallel_for call. */
 typedef struct pool_job {
   pthread_mutex_t mu; /* guards next and status */

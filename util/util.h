@@ -195,6 +195,12 @@ static inline int tr_cancelled(const tr_cancel *c) {
 int tr_ncores(void);
 /* Bytes of physical memory; 0 if the system does not say. */
 int64_t tr_phys_memory(void);
+/* The process's peak resident memory in bytes (VmHWM; 0 if the system
+** does not say); with reset, the peak starts again from what is resident
+** now, so the next call tells the peak since this one. */
+int64_t tr_peak_rss(int reset);
+/* This process's resident memory now, in bytes (0 if unknown). */
+int64_t tr_rss(void);
 
 /*
 ** Thread pool: run fn(arg, i) for i in [0, n) on up to nthreads threads

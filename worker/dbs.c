@@ -42,7 +42,7 @@ tc_store *wi_store_for(wi_worker *w, uint64_t db, wi_open how, tr_err *err) {
     if (w->cfg->memory > 0) {
       /* the files kept for reuse follow the same share, as by default */
       int64_t m = w->cfg->memory;
-      tc_store_set_memory(found, m);
+      tc_store_set_memory(found, m / 2);
       tc_store_set_recycle(found, m / 2 < ((int64_t)1 << 30) ? m / 2 : (int64_t)1 << 30);
     }
     w->dbs[w->ndbs].id = db;
@@ -58,4 +58,10 @@ int wi_job_get(wi_job *j, uint64_t id, size_t bytes, tr_blob **out, tr_err *err)
   int rc = tc_store_get_blob(j->store, id, bytes, out, err);
   if (rc == TR_ECORRUPT) j->bad = id;
   return rc;
+}
+
+int64_t wi_memory(wi_worker *w) {
+  int64_t m = w->cfg->memory;
+  if (m <= 0) tc_store_budgets(w->root, &m, NULL);
+  return m;
 }

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -165,10 +166,13 @@ static void s_cpu(double *user, double *sys) {
   *sys = (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
 }
 
+#define S_RSS_SLACK ((int64_t)64 << 20)
+
 /* Run one TASK; fills the reply: TASK_OK {u32 n, n x chunk meta, f64 s,
 ** str backend, u64 GPU bytes in, out, f64 their seconds, f64 CPU user,
-** system} or an error.  The CPU is the process's over the task: tasks run
-** one at a time, on the kernel threads. */
+** system, u64 peak resident bytes} or an error.  The CPU is the process's
+** over the task: tasks run one at a time, on the kernel threads; so is
+** the peak. */
 static void s_run_task(wi_worker *w, wi_job *j) {
   tx_task t;
   tr_err err;
@@ -177,6 +181,13 @@ static void s_run_task(wi_worker *w, wi_job *j) {
   tr_clearerr(&err);
   tk_device_stats_get(&d0);
   s_cpu(&u0, &s0);
+  /* Well over its --memory before the task starts (the heap keeps what
+  ** earlier tasks freed, between chunks still in use): give the free pages
+  ** back.  The slack is what a worker holds besides chunks (code,
+  ** libraries, BLAS buffers); trimming below it costs page faults in
+  ** every task and keeps nothing more within the budget. */
+  if (w->cfg->memory > 0 && tr_rss() > w->cfg->memory + S_RSS_SLACK) malloc_trim(0);
+  tr_peak_rss(1); /* the reply tells this task's peak (one task at a time) */
   double t0 = tr_now();
   int rc = tx_task_decode(j->body, j->body_len, &t, &err);
   if (rc) {
@@ -205,7 +216,9 @@ static void s_run_task(wi_worker *w, wi_job *j) {
     tx_chunk_io cio = {&io, s_task_read, s_task_write, s_task_has};
     const tr_tensor *in_meta[TK_MAX_INPUTS];
     for (int i = 0; i < t.node.ninputs; i++) in_meta[i] = &t.in_meta[i];
-    rc = tx_node_run(w->kt, w->threads, (size_t)1 << 30, &t.node, in_meta, &t.out_meta, &cio,
+    /* operands cached within a quarter of --memory, at most 1 GiB */
+    int64_t cache = wi_memory(w) / 4 < ((int64_t)1 << 30) ? wi_memory(w) / 4 : (int64_t)1 << 30;
+    rc = tx_node_run(w->kt, w->threads, (size_t)cache, &t.node, in_meta, &t.out_meta, &cio,
                      t.out_lin, t.nout, &j->cancel, &err);
   }
   if (rc) {
@@ -227,6 +240,7 @@ static void s_run_task(wi_worker *w, wi_job *j) {
     s_cpu(&u1, &s1);
     tn_put_f64(&j->reply, u1 - u0);
     tn_put_f64(&j->reply, s1 - s0);
+    tn_put_u64(&j->reply, (uint64_t)tr_peak_rss(0));
   }
   tc_store_busy(j->store, 0);
   free(io.sum);

@@ -124,6 +124,7 @@ static void s_on_request(wi_worker *w, tn_in *in) {
     tn_put_u32(&b, (uint32_t)w->threads);
     tn_put_str(&b, w->kt->name);
     tn_put_u64(&b, w->incarnation);
+    tn_put_u64(&b, (uint64_t)wi_memory(w)); /* the scheduler places within it */
     wi_reply(w, in->route, in->route_len, TN_HELLO_OK, in->req, in->db, &b, 0, NULL, NULL, NULL);
     break;
   }
@@ -258,9 +259,8 @@ static int s_start(wi_worker *w, const tw_config *cfg) {
   {
     /* Each database's store gets the budget (wi_store_for); the default is
     ** a store's own, which the root store shows. */
-    int64_t legacy, bytes, scratch = cfg->memory;
+    int64_t legacy, bytes, scratch = wi_memory(w);
     tc_store_usage(w->root, &legacy, &bytes);
-    if (scratch <= 0) tc_store_budgets(w->root, &scratch, NULL);
     int mib = scratch >= (1 << 20);
     wi_log("listening (data %s, %d threads, kernels %s, memory %lld %s%s)", cfg->data, w->threads,
           w->kt->name, (long long)(scratch >> (mib ? 20 : 10)), mib ? "MiB" : "KiB",

@@ -232,6 +232,9 @@ void wi_drop_note(wi_drops *D, const tn_in *in, const char *why, double now);
 void wi_drop_tick(wi_drops *D, double now, int all);
 /* Note activity: the worker is not idle. */
 void wi_busy(wi_worker *w);
+/* The memory the worker keeps within: --memory, or its default share. */
+int64_t wi_memory(wi_worker *w);
+
 /* Give free heap memory back to the system once the worker has been idle
 ** for S_TRIM_IDLE_S: between statements the heap is kept (the next one
 ** reuses it), but a worker left idle should not hold its peak. */

@@ -8,14 +8,14 @@
 # statement read are found when worker 0 restarts, and repaired as well,
 # so that worker 0 alone serves A afterwards.
 TEST=damaged_replica; source "$TOP_SRCDIR/tests/multi/lib.sh"
-# --memory 4096: the workers keep no copy of a chunk in memory (a read
+# --memory 64K: the workers keep no copy of a 128 KiB chunk in memory (a read
 # would be served from it and never meet the damaged file)
-for n in 0 1 2; do start_worker $n --threads 1 --memory 4096; done
+for n in 0 1 2; do start_worker $n --threads 1 --memory 64K; done
 W="${ep[0]},${ep[1]},${ep[2]}"
 db=$work/db
 "$TRADB" --workers "$W" "$db" <<'EOF2' > "$work/ref.out" || fail "set-up failed"
 SET replication = 3;
-CREATE TENSOR A[256, 256] CHUNK [64, 64];
+CREATE TENSOR A[256, 256] CHUNK [128, 256];
 FILL A UNIFORM(-1, 1) SEED 21;
 C[i,j] = A[i,k] * A[k,j];
 c[] = SUM(C[i,j]);
@@ -53,7 +53,7 @@ ok
 # verifies every file) and are repaired too: worker 0 then serves all of A
 # on its own.
 stop_worker 0 TERM
-start_worker 0 --threads 1 --memory 4096
+start_worker 0 --threads 1 --memory 64K
 repaired() { [ "$("$TRADB" --workers "$W" "$db" <<<'SHOW TENSORS;' | awk 'NR > 2 && $1 == "A" {print $NF}')" = 0 ]; }
 wait_until 60 "A not repaired after worker 0 restarted" repaired
 stop_worker 1; stop_worker 2

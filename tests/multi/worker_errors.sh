@@ -54,14 +54,14 @@ ok
 
 # A damaged chunk with no other replica.
 start_worker 2 --threads 1
-"$TRADB" --workers "${ep[2]}" "$work/db2" <<<'SET replication = 1; CREATE TENSOR D[64, 64] CHUNK [32, 32]; FILL D ONES;' \
+"$TRADB" --workers "${ep[2]}" "$work/db2" <<<'SET replication = 1; CREATE TENSOR D[256, 256] CHUNK [128, 256]; FILL D ONES;' \
   || fail "set-up failed"
 stop_worker 2
 f=$(find "$work/w2" -name '*.chk' | head -1)
 printf '\x55\x55\x55\x55' | dd of="$f" bs=1 seek=200 conv=notrunc 2>/dev/null
-# --memory 4096: no copy of a chunk in memory, so the task below reads
+# --memory 64K: no copy of a 128 KiB chunk in memory, so the task below reads
 # the damaged file (a copy in memory would be served instead)
-start_worker 2 --threads 1 --memory 4096
+start_worker 2 --threads 1 --memory 64K
 set +e
 "$TRADB" --workers "${ep[2]}" "$work/db2" <<<'PRINT D;' > /dev/null 2> "$work/sum.err"
 rc=$?
@@ -72,7 +72,7 @@ grep -q "D" "$work/sum.err" && grep -qi "checksum\|damaged" "$work/sum.err" \
 ok
 
 # A checksum failure found while the worker runs (not at its start).
-"$TRADB" --workers "${ep[2]}" "$work/db2" <<<'CREATE TENSOR E[64, 64] CHUNK [32, 32]; FILL E ONES;' || fail "E failed"
+"$TRADB" --workers "${ep[2]}" "$work/db2" <<<'CREATE TENSOR E[256, 256] CHUNK [128, 256]; FILL E ONES;' || fail "E failed"
 for f in $(find "$work/w2" -name '*.chk' -newer "$work/sum.err"); do
   printf '\x55\x55\x55\x55' | dd of="$f" bs=1 seek=200 conv=notrunc 2>/dev/null
 done

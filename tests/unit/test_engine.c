@@ -613,7 +613,8 @@ Test(engine, declared_output_chunks_are_kept_and_settings_checked) {
   for (int i = 0; i < 64 * 64; i++) cr_assert_eq(c->values[i], 64.0);
   te_result_free(&c);
   cr_assert(strstr(s_fails("SET layout = sideways;", TR_EINVAL), "layout must be one of auto | declared, not 'sideways'"));
-  cr_assert(strstr(s_fails("SET nosuch = 1;", TR_ENAME), "settings: layout, print_lines, replication, synchronous)"));
+  cr_assert(strstr(s_fails("SET nosuch = 1;", TR_ENAME), "settings: layout, print_lines, replication, scheduler, scheduler_lp_seconds, synchronous)"));
+  cr_assert(strstr(s_fails("SET scheduler = fastest;", TR_EINVAL), "scheduler must be one of statement | msct | metf | mtopo, not 'fastest'"));
 }
 
 /* CALIBRATE fails and keeps the weights when a probe's tensor name is a
@@ -775,4 +776,34 @@ Test(panels, cancel_between_panels) {
   cr_assert_eq(s_panel_calls, 1);
   tr_free_aligned(a);
   tr_free_aligned(c);
+}
+
+/* A block's statements that read nothing another makes run together (one
+** phase of tasks); one that reads another's output waits for it.  The
+** last statement replaces A, which E reads in the same group: E still
+** sees the A the block started with, as it would one statement at a time. */
+Test(engine, independent_statements_of_a_block_run_together) {
+  s_ok("CREATE TENSOR A[64, 64] CHUNK [32, 64];");
+  s_ok("FILL A ONES;");
+  s_ok("BEGIN;");
+  s_ok("B[i,j] = A[i,j] + 1;");
+  s_ok("C[i,j] = A[i,j] * 3;");
+  s_ok("D[i,j] = B[i,k] * C[k,j];");
+  s_ok("E[i] = SUM(A[i,j]);");
+  s_ok("A[i,j] = A[i,j] - 1;");
+  te_result *r = NULL;
+  tr_err err;
+  const char *q = "EXPLAIN ANALYZE (FORMAT JSON) COMMIT;";
+  cr_assert_eq(te_exec(tf_e, q, strlen(q), &r, &err), TR_OK, "%s", err.msg);
+  cr_assert(strstr(r->text, "\"node_groups\": [[1, 2], [3, 4, 5]]"), "%s", r->text);
+  te_result_free(&r);
+  te_result *d = s_get("D"), *e = s_get("E"), *a = s_get("A");
+  for (int i = 0; i < 64 * 64; i++) {
+    cr_assert_eq(d->values[i], 64.0 * 2 * 3);
+    cr_assert_eq(a->values[i], 0.0, "A is replaced after E read it");
+  }
+  for (int i = 0; i < 64; i++) cr_assert_eq(e->values[i], 64.0);
+  te_result_free(&d);
+  te_result_free(&e);
+  te_result_free(&a);
 }

@@ -381,3 +381,42 @@ Test(optimize, a_combine_waits_for_the_slowest_join) {
   cr_assert_float_eq(s[1], s[0], 1e-9 * s[0], "owner joining twice %g s, another site %g s", s[0],
                      s[1]);
 }
+
+/* A scheduler's placement: every tuple of output chunk lin runs on
+** site_of[lin], so each operand chunk goes exactly to the sites of the
+** output chunks that read it, and nothing is two-phase. */
+Test(optimize, moves_of_an_assigned_placement) {
+  static ta_plan p;
+  to_placed pl[TA_MAX_RELS];
+  to_choice c;
+  to_moves mv;
+  tr_err err;
+  /* C: 2 x 2 output chunks, k in 2 chunks; A: 2 x 2 chunks, B: 2 x 2 */
+  s_matmul(&p, 64, 64, 64, 32, 32, 32);
+  s_place(&p, pl, 3);
+  int8_t site_of[4] = {2, 0, 0, 1}; /* C chunks (0,0) (0,1) (1,0) (1,1) */
+  cr_assert_eq(to_moves_assigned(&p, 0, site_of, ENV(3, 1), pl, &c, &mv, &err), TR_OK, "%s", err.msg);
+  cr_assert(!c.twophase && c.drive == -1);
+  for (int64_t lin = 0; lin < 4; lin++) {
+    cr_assert_eq(mv.owner[lin], site_of[lin]);
+    cr_assert_eq(mv.osites[lin], 1ull << site_of[lin], "one site per output chunk");
+  }
+  /* A[i,k] is read by the output chunks of row i: A (0,*) by sites 2, 0;
+  ** A (1,*) by 0, 1.  B[k,j] by column j: B (*,0) by 2, 0; B (*,1) by 0, 1. */
+  uint64_t row0 = (1ull << 2) | 1ull, row1 = 1ull | (1ull << 1);
+  cr_assert_eq(mv.need[0][0], row0);
+  cr_assert_eq(mv.need[0][1], row0);
+  cr_assert_eq(mv.need[0][2], row1);
+  cr_assert_eq(mv.need[0][3], row1);
+  cr_assert_eq(mv.need[1][0], row0);
+  cr_assert_eq(mv.need[1][1], row1);
+  cr_assert_eq(mv.need[1][2], row0);
+  cr_assert_eq(mv.need[1][3], row1);
+  cr_assert_eq(mv.partial_floats, 0);
+  cr_assert_eq(pl[2].n, 4, "the output is placed for the nodes after it");
+  cr_assert_eq(pl[2].prim[0], 2);
+  to_moves_free(&mv);
+  site_of[3] = 3; /* no such site */
+  cr_assert_eq(to_moves_assigned(&p, 0, site_of, ENV(3, 1), pl, &c, &mv, &err), TR_EINVAL);
+  s_unplace(pl);
+}

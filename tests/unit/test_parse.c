@@ -856,6 +856,12 @@ Test(explain, analyze_and_format) {
   st = ok("ExPlAiN AnAlYzE (FoRmAt TeXt) c[i] = a[i];");
   cr_assert(st->analyze && !st->json);
   tp_stmt_free(&st);
+  st = ok("EXPLAIN ANALYZE (FORMAT TRACE) C[i] = A[i];");
+  cr_assert(st->analyze && st->trace && !st->json && !st->dot, "the schedule as a Chrome trace");
+  tp_stmt_free(&st);
+  st = ok("explain (format trace) C[i] = A[i];");
+  cr_assert(!st->analyze && st->trace, "the predicted schedule only");
+  tp_stmt_free(&st);
 }
 
 /* A block's plan name has a part per node: one of a block of split
@@ -895,9 +901,9 @@ Test(explain, option_errors) {
   bad("EXPLAIN (FOO 1) C[i] = A[i];", "unknown EXPLAIN option 'FOO'");
   bad("EXPLAIN (analyze) C[i] = A[i];", "unknown EXPLAIN option 'analyze'");
   bad("EXPLAIN (FORMAT XML) C[i] = A[i];", "near 'XML'",
-      "expected TEXT, JSON or DOT");
-  bad("EXPLAIN (FORMAT) C[i] = A[i];", "expected TEXT, JSON or DOT");
-  bad("EXPLAIN (FORMAT 'json') C[i] = A[i];", "expected TEXT, JSON or DOT");
+      "expected TEXT, JSON, DOT or TRACE");
+  bad("EXPLAIN (FORMAT) C[i] = A[i];", "expected TEXT, JSON, DOT or TRACE");
+  bad("EXPLAIN (FORMAT 'json') C[i] = A[i];", "expected TEXT, JSON, DOT or TRACE");
   bad("EXPLAIN (FORMAT JSON C[i] = A[i];", "near 'C'", "expected ',' or ')'");
   bad("EXPLAIN (FORMAT JSON,) C[i] = A[i];", "near ')'",
       "expected an EXPLAIN option");

@@ -726,3 +726,57 @@ Test(sched, chrome_trace) {
   cr_assert_null(json);
   tm_schedule_destroy(&s);
 }
+
+/* Pinned tasks (tm_task.only): on random DAGs with a stored chunk's worth
+** of pinned sources (time 0, memory 0, edges carrying a fetch) every
+** algorithm, the ILP included, keeps each pinned task on a machine it
+** allows and gives a legal schedule; when fetches cost much more than the
+** work, a task reading only one source's data runs where that source is. */
+Test(sched, pinned_tasks_stay_on_their_machines) {
+  static g_case c;
+  const tm_algo algos[] = {TM_TOPO, TM_ETF, TM_SCT};
+  for (uint64_t seed = 1; seed <= 60; seed++) {
+    uint64_t s = seed;
+    int n = g_int(&s, 4, 40), m = g_int(&s, 2, MAXM);
+    g_random(&c, seed, n, m, 0.1, 0.01, 2, 1, 3, 1);
+    /* tasks 0..n/4 become sources pinned to one or two machines */
+    for (int i = 0; i <= n / 4; i++) {
+      c.task[i].time = 0;
+      c.task[i].mem = 0;
+      c.task[i].only = (1ull << g_int(&s, 0, m - 1)) | (seed & 1 ? 1ull << g_int(&s, 0, m - 1) : 0);
+    }
+    for (size_t a = 0; a < sizeof algos / sizeof *algos; a++) {
+      tr_err err;
+      tm_schedule *x = g_place(&c.pb, algos[a], &err);
+      cr_assert_not_null(x, "seed %llu %s: %s", (unsigned long long)seed, tm_algo_name(algos[a]), err.msg);
+      ASSERT_LEGAL(&c.pb, x, "seed %llu %s", (unsigned long long)seed, tm_algo_name(algos[a]));
+      for (int i = 0; i <= n / 4; i++)
+        cr_assert(c.task[i].only >> x->machine[i] & 1, "seed %llu %s: task %d on machine %d, allowed %llx",
+                  (unsigned long long)seed, tm_algo_name(algos[a]), i, x->machine[i],
+                  (unsigned long long)c.task[i].only);
+      tm_schedule_destroy(&x);
+    }
+  }
+  /* a reader of one source: placed with it when fetching costs 10x the work */
+  for (int pin = 0; pin < 3; pin++) {
+    g_same(&c, 4, 3, 1, 1, 100);
+    c.task[0] = (tm_task){0, 0, "src", 1ull << pin};
+    g_edge(&c, 0, 1, 10);
+    g_edge(&c, 1, 2, 0.1);
+    g_edge(&c, 1, 3, 0.1);
+    for (size_t a = 0; a < sizeof algos / sizeof *algos; a++) {
+      tm_schedule *x = g_must(&c.pb, algos[a]);
+      cr_assert_eq(x->machine[0], pin, "%s", tm_algo_name(algos[a]));
+      if (algos[a] != TM_TOPO) cr_assert_eq(x->machine[1], pin, "%s: the reader fetches", tm_algo_name(algos[a]));
+      tm_schedule_destroy(&x);
+    }
+    tm_schedule *o = g_must(&c.pb, TM_OPT);
+    cr_assert_eq(o->machine[0], pin);
+    cr_assert_eq(o->machine[1], pin, "the optimum does not fetch");
+    tm_schedule_destroy(&o);
+  }
+  /* allowed on no machine */
+  g_same(&c, 2, 2, 1, 1, 10);
+  c.task[1].only = 1ull << 5;
+  g_bad(&c.pb, TM_ETF, "may run on no machine");
+}
