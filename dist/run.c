@@ -717,7 +717,7 @@ static char *s_analyze_text(const s_run *R, double elapsed, int json) {
     for (int g = 0, e; g < R->p->nnodes; g = e) {
       for (e = g + 1; e < R->p->nnodes && R->group[e] == g;) e++;
       if (e - g < 2) continue;
-      PUT("%s", said++ ? "," : "Run together (none reads another's output):");
+      PUT("%s", said++ ? "," : "Run together:");
       for (int k = g; k < e; k++) PUT("%s%d", k == g ? " " : "+", k + 1);
     }
     if (said) PUT("\n");
@@ -916,22 +916,50 @@ int td_run_trace(const td_run *R, char **out, tr_err *err) {
   return di_sched_trace(&R->sched, R->ev, R->nev, out, err);
 }
 
+/* Can node e join a group (nodes k..e-1) that makes some of what it
+** reads?  Only when each of its tasks reads those chunks on the worker
+** whose task of the group made them, and moves nothing else: its task is
+** then queued behind that worker's task of the group (a worker runs its
+** tasks in the order they came), and starts as soon as that one is done.
+** The producing node must not be two-phase (its chunks are made by the
+** combine, after the phase), nor may e. */
+static int s_chains(const ta_plan *p, const to_opt *opt, int k, int e) {
+  const ta_node *n = &p->nodes[e];
+  if (!opt || opt->choice[e].twophase) return 0;
+  for (int i = 0; i < n->ninputs; i++) {
+    int r = n->in[i].rel, j = k;
+    while (j < e && p->nodes[j].out != r) j++;
+    if (j == e) {
+      if (opt->moves[e].in_floats[i]) return 0; /* a stored operand that moves */
+      continue;
+    }
+    if (opt->choice[j].twophase || opt->choice[e].mv[i] == TO_MV_BCAST) return 0;
+    for (int64_t cl = 0; cl < tr_nchunks(&p->rels[r].meta); cl++) {
+      uint64_t need = opt->moves[e].need[i][cl];
+      if (need && need != 1ull << opt->moves[j].owner[cl]) return 0;
+    }
+  }
+  return 1;
+}
+
 /* The end of the group of nodes that starts at k: the nodes after k, in
-** order, that read nothing an earlier node of the group makes and write a
-** tensor no other node of it writes.  A block's independent statements
-** (an SGD step's weight updates) run together; a node that reads another's
-** output waits for it. */
-static int s_group_end(const ta_plan *p, int k) {
+** order, that read nothing an earlier node of the group makes (or read it
+** where it is made, s_chains) and write a tensor no other node of it
+** writes.  A block's independent statements (an SGD step's weight
+** updates), and a statement over another's output chunk by chunk (a row
+** sum of a product), run together.  opt NULL: the tasks are where a
+** scheduler placed them, and only independent nodes go together. */
+static int s_group_end(const ta_plan *p, const to_opt *opt, int k) {
   int e = k + 1;
   for (; e < p->nnodes; e++) {
     const ta_node *n = &p->nodes[e];
-    int dep = 0;
-    for (int j = k; j < e && !dep; j++) {
+    int dep = 0, name = 0;
+    for (int j = k; j < e; j++) {
       int o = p->nodes[j].out;
       for (int i = 0; i < n->ninputs; i++) dep |= n->in[i].rel == o;
-      dep |= n->out == o || !strcmp(p->rels[n->out].meta.name, p->rels[o].meta.name);
+      name |= n->out == o || !strcmp(p->rels[n->out].meta.name, p->rels[o].meta.name);
     }
-    if (dep) break;
+    if (name || (dep && !s_chains(p, opt, k, e))) break;
   }
   return e;
 }
@@ -980,7 +1008,7 @@ int td_run_exec(td_run *R, const to_opt *opt, tr_err *err) {
   int rc = TR_OK;
   R->texec = tr_now();
   for (int k = 0; !rc && k < p->nnodes;) {
-    int e = s_group_end(p, k);
+    int e = s_group_end(p, R->sched.sched ? NULL : opt, k);
     double tn0 = tr_now();
     for (int j = k; j < e; j++) R->group[j] = k;
     rc = s_run_group(R, opt, k, e, err);

@@ -807,3 +807,24 @@ Test(engine, independent_statements_of_a_block_run_together) {
   te_result_free(&e);
   te_result_free(&a);
 }
+
+/* A statement that reads another's output where that output is made (an
+** elementwise chain, a row sum of it) runs in the same group: its task
+** queues behind the producer's on each worker.  Values as one at a time. */
+Test(engine, a_chain_read_where_it_is_made_runs_together) {
+  s_ok("CREATE TENSOR A[64, 64] CHUNK [32, 64];");
+  s_ok("FILL A ONES;");
+  s_ok("BEGIN;");
+  s_ok("X[i,j] = A[i,j] + 1;");
+  s_ok("Y[i,j] = X[i,j] * 3;");
+  s_ok("y[i] = SUM(Y[i,j]);");
+  te_result *r = NULL;
+  tr_err err;
+  const char *q = "EXPLAIN ANALYZE (FORMAT JSON) COMMIT;";
+  cr_assert_eq(te_exec(tf_e, q, strlen(q), &r, &err), TR_OK, "%s", err.msg);
+  cr_assert(strstr(r->text, "\"node_groups\": [[1, 2, 3]]"), "%s", r->text);
+  te_result_free(&r);
+  te_result *y = s_get("y");
+  for (int i = 0; i < 64; i++) cr_assert_eq(y->values[i], 64.0 * 6);
+  te_result_free(&y);
+}
