@@ -131,6 +131,8 @@ int td_run_begin(td_cluster *c, ta_plan *p, int run, td_run **out, int *m, int *
 ** m-ETF or m-TOPO when the optimizer's plan does not fit a worker's
 ** --memory. */
 enum { TD_SCHED_STATEMENT, TD_SCHED_MSCT, TD_SCHED_METF, TD_SCHED_MTOPO };
+/* Their names, as SET scheduler takes them and EXPLAIN shows them (NULL-ended). */
+extern const char *const td_sched_names[];
 /* After optimizing (opt, in env): the optimizer's plan's working set on
 ** each worker is compared with its --memory.  When it fits, or `which` is
 ** TD_SCHED_STATEMENT, the plan runs as chosen.  Otherwise (or with

@@ -38,8 +38,8 @@
 #include <string.h>
 #include <strings.h>
 
-/* TD_SCHED_* as the sched/ algorithm and EXPLAIN's name. */
-static const char *const s_names[] = {"statement", "msct", "metf", "mtopo"};
+const char *const td_sched_names[] = {"statement", "msct", "metf", "mtopo", NULL};
+/* TD_SCHED_* as the sched/ algorithm. */
 static const tm_algo s_algos[] = {TM_SCT, TM_SCT, TM_ETF, TM_TOPO};
 
 void di_sched_free(di_sched *s) {
@@ -384,7 +384,7 @@ void di_sched_text(const di_sched *s, const char *const *eps, tr_text *out, int 
   if (json) {
     tr_text_put(out, "\"schedule\": {\"scheduler\": \"%s\", \"placed_by\": \"%s\", \"tasks\": %d, "
                 "\"stored_chunks\": %d, \"edges\": %d, \"waves\": %d, \"predicted_makespan_s\": %.6f, ",
-                s_names[s->which], tm_algo_name(S->placed_by), s->ntasks - s->nsrc, s->nsrc, s->nedges, s->waves,
+                td_sched_names[s->which], tm_algo_name(S->placed_by), s->ntasks - s->nsrc, s->nsrc, s->nedges, s->waves,
                 S->makespan);
     if (S->solver == TM_SOLVER_FAILED) {
       tr_text_put(out, "\"fallback\": \"");

@@ -876,7 +876,6 @@ int td_run_schedule(td_run *R, const to_opt *opt, const to_env *env, int which, 
 char *td_run_schedule_text(const td_run *R, int json) {
   tr_text out = {0};
   const char *eps[TO_MAX_SITES];
-  static const char *const names[] = {"statement", "msct", "metf", "mtopo"}; /* TD_SCHED_* */
   for (int u = 0; u < R->m; u++) eps[u] = R->c->sites[R->up[u]].ep;
   if (R->sched.sched) {
     di_sched_text(&R->sched, eps, &out, json);
@@ -888,7 +887,7 @@ char *td_run_schedule_text(const td_run *R, int json) {
   /* The optimizer's plan runs: node by node, its working set per worker. */
   if (json) {
     tr_text_put(&out, "\"schedule\": {\"scheduler\": \"%s\", \"placed_by\": \"optimizer\", \"fits\": %s, "
-                "\"per_worker\": [", names[R->which], R->over < 0 ? "true" : "false");
+                "\"per_worker\": [", td_sched_names[R->which], R->over < 0 ? "true" : "false");
     for (int u = 0; u < R->m; u++) {
       tr_text_put(&out, "%s{\"site\": %d, \"endpoint\": \"", u ? ", " : "", u);
       tr_text_json(&out, eps[u]);

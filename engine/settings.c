@@ -23,7 +23,6 @@ static int s_set_layout(te_engine *e, const char *name, long v, tr_err *err);
 
 static const char *const s_synchronous[] = {"normal", "full", NULL};
 static const char *const s_layouts[] = {"auto", "declared", NULL}; /* TO_LAYOUT_* order */
-static const char *const s_schedulers[] = {"statement", "msct", "metf", "mtopo", NULL}; /* TD_SCHED_* */
 
 /* The settings, by name.  A number from lo to hi, or, where names is
 ** given, one of names[lo..hi] (kept in the catalog as the name; its value
@@ -44,7 +43,7 @@ static const struct {
      s_set_stored},
     {"replication", NULL, 1, TC_MAX_REPLICAS, 2,
      "workers that hold every stored chunk (at most the number of workers)", s_set_replication},
-    {"scheduler", s_schedulers, TD_SCHED_STATEMENT, TD_SCHED_MTOPO, TD_SCHED_MSCT,
+    {"scheduler", td_sched_names, TD_SCHED_STATEMENT, TD_SCHED_MTOPO, TD_SCHED_MSCT,
      "what places a plan's chunk tasks within the workers' --memory when the optimizer's plan does not fit",
      s_set_stored},
     {"scheduler_lp_seconds", NULL, 0, 86400, 10,
