@@ -40,9 +40,13 @@ tc_store *wi_store_for(wi_worker *w, uint64_t db, wi_open how, tr_err *err) {
     tr_seterr(err, TR_EINVAL, "worker %s already serves %d databases", w->cfg->listen, S_MAX_DBS);
   } else if (tc_store_open(dir, &found, err) == TR_OK) {
     if (w->cfg->memory > 0) {
-      /* the files kept for reuse follow the same share, as by default */
-      int64_t m = w->cfg->memory;
-      tc_store_set_memory(found, m / 2);
+      /* The store holds chunks in memory within --memory less what a
+      ** task works in: its chunks (within a quarter of the smallest
+      ** worker's memory, and 256 MiB) and the operand cache.  Half of it
+      ** for a small worker, all but 256 MiB for a large one.  The files
+      ** kept for reuse follow the same share, as by default. */
+      int64_t m = w->cfg->memory, task = m / 2 < ((int64_t)256 << 20) ? m / 2 : (int64_t)256 << 20;
+      tc_store_set_memory(found, m - task);
       tc_store_set_recycle(found, m / 2 < ((int64_t)1 << 30) ? m / 2 : (int64_t)1 << 30);
     }
     w->dbs[w->ndbs].id = db;
