@@ -965,10 +965,12 @@ def chart(results, outdir, logname):
     peers = [s for s in PEERS if any(s in r["samples"] for r in results)]
     rows = [r for r in results if r["samples"].get("tradb")]
     dat = "%s/ratios.dat" % outdir
+    ratios = []
     with open(dat, "w") as f:
         f.write("workload " + " ".join(peers) + "\n")
         for r in rows:
             t0 = median(r["samples"]["tradb"])
+            ratios += [t0 / median(r["samples"][s]) for s in peers if s in r["samples"]]
             f.write(r["w"].name + " " + " ".join(
                 "%.4f" % (t0 / median(r["samples"][s])) if s in r["samples"] else "-"
                 for s in peers) + "\n")
@@ -979,6 +981,16 @@ def chart(results, outdir, logname):
         return None
     svg = "%s/ratios.svg" % outdir
     n = len(peers)
+    # The value labels above the bars at or over 1 and below those under 1;
+    # a label plot with no point at all crashes gnuplot 5.4, so each is
+    # drawn only where some bar needs it.
+    labels = ""
+    if any(v >= 1 for v in ratios):
+        labels += ("     for [i=2:%d] '' using (x(i)):(up(column(i))):(sprintf('%%.2f', column(i))) \\\n"
+                   "       with labels rotate by 90 left offset 0,0.3 font ',7' notitle, \\\n" % (n + 1))
+    if any(v < 1 for v in ratios):
+        labels += ("     for [i=2:%d] '' using (x(i)):(down(column(i))):(sprintf('%%.2f', column(i))) \\\n"
+                   "       with labels rotate by 90 right offset 0,-0.3 font ',7' notitle, \\\n" % (n + 1))
     plot = """
 set terminal svg size %d,520 dynamic font 'sans,12' background rgb 'white'
 set output '%s'
@@ -1000,13 +1012,8 @@ up(v) = v >= 1 ? v : NaN
 down(v) = v < 1 ? v : NaN
 plot for [i=2:%d] '%s' using (x(i)):(column(i)):(x(i) - w / 2):(x(i) + w / 2):(1):(column(i)) \\
        with boxxyerror, \\
-     for [i=2:%d] '' using (x(i)):(up(column(i))):(sprintf('%%.2f', column(i))) \\
-       with labels rotate by 90 left offset 0,0.3 font ',7' notitle, \\
-     for [i=2:%d] '' using (x(i)):(down(column(i))):(sprintf('%%.2f', column(i))) \\
-       with labels rotate by 90 right offset 0,-0.3 font ',7' notitle, \\
-     '' using 0:(NaN):xtic(1) notitle
-""" % (max(1000, 90 * len(rows)), svg, os.cpu_count(), len(rows) - 1, n, n + 1, dat,
-       n + 1, n + 1)
+%s     '' using 0:(NaN):xtic(1) notitle
+""" % (max(1000, 90 * len(rows)), svg, os.cpu_count(), len(rows) - 1, n, n + 1, dat, labels)
     with open("%s/ratios.gp" % outdir, "w") as f:
         f.write(plot)
     run(["gnuplot", "%s/ratios.gp" % outdir], logname)

@@ -1,0 +1,26 @@
+#!/bin/sh
+# make bench's chart (scripts/bench.py chart) drawn by gnuplot for results
+# where tradb is behind every peer, and where it is ahead of every peer: a
+# label plot with no point made gnuplot 5.4 crash, so a run of one workload
+# (make bench BENCH_ARGS='--only nn-large') failed after its timings.
+command -v gnuplot >/dev/null 2>&1 || { echo "bench_chart: skipped (no gnuplot)"; exit 77; }
+PY=${PYTHON3:-python3}
+"$PY" -c 'import numpy' 2>/dev/null || { echo "bench_chart: skipped (no numpy for scripts/bench.py)"; exit 77; }
+out=$(mktemp -d) || exit 1
+trap 'rm -rf "$out"' EXIT
+exec "$PY" - "$TOP_SRCDIR/scripts" "$out" <<'EOF2'
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import bench
+out = sys.argv[2]
+class W:
+    def __init__(self, name): self.name = name
+for case, scale in (("behind", 1.5), ("ahead", 0.5)):
+    d = os.path.join(out, case)
+    os.makedirs(d)
+    results = [{"w": W("one"), "samples": {"tradb": [scale] * 3, "numpy": [1.0] * 3, "torch": [1.0] * 3}}]
+    svg = bench.chart(results, d, os.path.join(d, "log"))
+    assert svg and os.path.getsize(svg) > 0, case
+    assert "%.2f" % scale in open(svg).read(), case + ": no value label"
+print("bench_chart: ok")
+EOF2
