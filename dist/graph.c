@@ -139,12 +139,7 @@ static int s_task_edges(di_sched *s, const ta_plan *p, int k, int64_t lin, const
       int from = first_from + (int)cl, dup = 0;
       for (int q = first; q < s->nedges && !dup; q++) dup = s->edges[q].from == from;
       if (!dup && s_edge(s, cap, from, j, tl_seconds(w, &c))) return TR_ENOMEM;
-      int d = o->rank - 1;
-      while (d >= 0 && ++key[d] > hi[d]) {
-        key[d] = lo[d];
-        d--;
-      }
-      if (d < 0) break;
+      if (!tr_key_next(o->rank, key, lo, hi)) break;
     }
   }
   return TR_OK;

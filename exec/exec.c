@@ -289,13 +289,7 @@ static int s_fetch(s_run *run, int oi, const int64_t *lkey, s_chunk *ch, tr_err 
       rc = run->kt->copy(run->dt, o->rank, box, (char *)dst + (size_t)doff * run->esz,
                          dstride, src, sstride, run->cancel);
     s_cache_release(run->cache, en);
-    if (rc) break;
-    int d = o->rank - 1;
-    while (d >= 0 && ++sk[d] > last[d]) {
-      sk[d] = first[d];
-      d--;
-    }
-    if (d < 0) break;
+    if (rc || !tr_key_next(o->rank, sk, first, last)) break;
   }
   free(conv);
   if (rc) s_chunk_done(run, ch);

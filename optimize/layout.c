@@ -237,9 +237,7 @@ static double s_edge(void *ctx, int u, const int64_t *from, const int64_t *to) {
         c[s].c[TL_C_NET] += fl;
         if (src->prim[o] >= 0) c[src->prim[o]].c[TL_C_NET] += fl;
       }
-      int d = a.rank - 1;
-      while (d >= 0 && ++k[d] > last[d]) k[d] = first[d], d--;
-      if (d < 0) break;
+      if (!tr_key_next(a.rank, k, first, last)) break;
     }
   }
   if (!L->failed) out = s_busiest(L->env, c);

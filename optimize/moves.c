@@ -147,12 +147,7 @@ static int s_tuple(s_mc *M, const int64_t *lkey, int s) {
                            it->name);
         M->mv->need[i][cl] |= 1ull << s;
       }
-      int d = o->rank - 1;
-      while (d >= 0 && ++sk[d] > last[d]) {
-        sk[d] = first[d];
-        d--;
-      }
-      if (d < 0) break;
+      if (!tr_key_next(o->rank, sk, first, last)) break;
     }
   }
   return TR_OK;

@@ -49,6 +49,15 @@ void tr_key_from_linear(const tr_tensor *t, int64_t lin, int64_t *key) {
   }
 }
 
+int tr_key_next(int rank, int64_t *key, const int64_t *lo, const int64_t *hi) {
+  int d = rank - 1;
+  while (d >= 0 && ++key[d] > hi[d]) {
+    key[d] = lo[d];
+    d--;
+  }
+  return d >= 0;
+}
+
 const char *tr_format_name(const tr_tensor *t) {
   if (tr_nchunks(t) <= 1) return "single";
   if (t->rank == 2) {

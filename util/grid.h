@@ -35,6 +35,10 @@ int64_t tr_chunk_extent(const tr_tensor *t, const int64_t *key, int64_t *ext);
 /* Row-major linear number of a chunk key in the chunk grid, and back. */
 int64_t tr_key_linear(const tr_tensor *t, const int64_t *key);
 void tr_key_from_linear(const tr_tensor *t, int64_t lin, int64_t *key);
+/* Step key (rank dimensions) to the next one in the box lo..hi (both
+** included), the last dimension fastest; 0 once it has passed the last,
+** key back at lo. */
+int tr_key_next(int rank, int64_t *key, const int64_t *lo, const int64_t *hi);
 /* Physical format implied by shape and chunk shape: "single" (one chunk),
 ** "row_strip", "col_strip" (rank 2), or "tile". Returns a static string. */
 const char *tr_format_name(const tr_tensor *t);

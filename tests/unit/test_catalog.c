@@ -130,6 +130,25 @@ static const int64_t s_sh[2] = {10, 7}, s_ch[2] = {4, 3};
 
 /* ---- grid helpers -------------------------------------------------------- */
 
+/* tr_key_next walks a box of keys in row-major order, the last dimension
+** fastest, and ends with the key back at the box's low corner. */
+Test(catalog, key_next_walks_a_box) {
+  int64_t lo[3] = {1, 0, 2}, hi[3] = {2, 1, 3}, key[3] = {1, 0, 2};
+  int64_t seen = 0;
+  do {
+    cr_assert(key[0] >= lo[0] && key[0] <= hi[0] && key[1] >= lo[1] && key[1] <= hi[1] && key[2] >= lo[2] &&
+              key[2] <= hi[2]);
+    /* the visit order is the box's own row-major order */
+    cr_assert_eq(((key[0] - 1) * 2 + key[1]) * 2 + key[2] - 2, seen);
+    seen++;
+  } while (tr_key_next(3, key, lo, hi));
+  cr_assert_eq(seen, 8);
+  for (int d = 0; d < 3; d++) cr_assert_eq(key[d], lo[d]);
+  int64_t one = 4, one_lo = 4;
+  cr_assert(!tr_key_next(1, &one, &one_lo, &one_lo), "a box of one key");
+  cr_assert_eq(one, 4);
+}
+
 Test(catalog, grid_ragged_edges) {
   tr_tensor t = s_meta("A", TR_F64, 2, s_sh, s_ch);
   int64_t key[2], ext[2];
