@@ -241,9 +241,6 @@ void tc_store_set_writeback(tc_store *s, double delay);
 ** latest 30 s after their put), so the writer does not take memory
 ** bandwidth from the statements running. */
 void tc_store_busy(tc_store *s, int on);
-/* Let go of the copies in memory of chunks that are in their files too
-** (a worker gone idle gives their memory back; reads then use the files). */
-void tc_store_trim(tc_store *s);
 /* The budgets for chunks in memory and for kept files. */
 void tc_store_budgets(tc_store *s, int64_t *memory, int64_t *recycle);
 /* Chunks held and their total bytes. */

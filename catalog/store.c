@@ -418,13 +418,6 @@ void tc_store_busy(tc_store *s, int on) {
   pthread_mutex_unlock(&s->wmu);
 }
 
-void tc_store_trim(tc_store *s) {
-  if (!s) return;
-  pthread_rwlock_wrlock(&s->lock);
-  ci_mem_trim(s);
-  pthread_rwlock_unlock(&s->lock);
-}
-
 void tc_store_set_writeback(tc_store *s, double delay) {
   if (!s) return;
   pthread_rwlock_wrlock(&s->lock);

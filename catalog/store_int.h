@@ -120,9 +120,6 @@ int ci_scan(tc_store *s, tr_err *err);
 ** least recently used copies that are also in their files.  1 and counted
 ** in mem_bytes if they fit the budget, else 0 (nothing counted). */
 int ci_mem_admit(tc_store *s, uint64_t n);
-/* Let go of every copy in memory that is also in its file (lock held for
-** writing). */
-void ci_mem_trim(tc_store *s);
 /* Let go of e's bytes in memory, if any (lock held for writing). */
 void ci_mem_drop(tc_store *s, ci_entry *e);
 /* Start and stop the background writer; stopping writes every dirty

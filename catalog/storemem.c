@@ -55,13 +55,6 @@ int ci_mem_admit(tc_store *s, uint64_t n) {
   return 1;
 }
 
-void ci_mem_trim(tc_store *s) {
-  for (size_t i = 0; i < s->cap; i++) {
-    ci_entry *e = &s->tab[i];
-    if (e->id && e->mem && e->file) ci_mem_drop(s, e);
-  }
-}
-
 void ci_mem_drop(tc_store *s, ci_entry *e) {
   if (!e->mem) return;
   if (CI_DIRTY(e)) s->dirty_bytes -= (int64_t)e->nbytes;

@@ -195,7 +195,7 @@ static void s_process_settings(int worker, int64_t memory) {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   /* a worker told its --memory keeps no more than a quarter of it free
   ** at the top of its heap between tasks' buffers */
-  mallopt(M_TRIM_THRESHOLD, memory > 0 && memory / 4 < (512 << 20) ? (int)(memory / 4) : 512 << 20);
+  mallopt(M_TRIM_THRESHOLD, (int)tr_heap_reserve(memory));
   mallopt(M_ARENA_MAX, 1);
   if (worker) mallopt(M_MMAP_MAX, 0);
   tk_set_blas_threads(1);

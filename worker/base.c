@@ -102,24 +102,20 @@ void wi_busy(wi_worker *w) {
   w->trimmed = 0;
 }
 
-/* Give memory back to the system once the worker has been idle for
-** S_TRIM_IDLE_S: between statements the heap and the stores' copies of
-** chunks in memory are kept (the next statement reads them), but a worker
-** left idle should not hold its peak.  Chunks not yet in their files stay
-** until the background writer has written them; the trim is done once
-** none is left. */
+/* Give free memory back to the system once the worker has been idle for
+** S_TRIM_IDLE_S, when it holds more of it than the heap keeps at its top
+** anyway (M_TRIM_THRESHOLD, set to the same reserve): a worker left idle
+** after a big statement should not hold its peak.  What stays: the
+** stores' chunks in memory (their budget bounds them), and free heap up to
+** the reserve, since a user's next statement comes a few seconds later and
+** reads those chunks and reuses that heap.  Measured on
+** nn-large's four statements with a 2.6 s pause before each, on two local
+** workers: 0.78 s a pass when an idle worker let go of both, against
+** 0.50-0.60 s keeping them (and 0.48 s back to back). */
 void wi_trim_when_idle(wi_worker *w) {
   if (w->trimmed || tr_now() - w->last_busy < S_TRIM_IDLE_S) return;
-  int64_t unwritten = 0;
-  for (int i = 0; i < w->ndbs; i++) {
-    int64_t u;
-    tc_store_trim(w->dbs[i].store);
-    tc_store_memory(w->dbs[i].store, NULL, &u);
-    unwritten += u;
-  }
-  tc_store_trim(w->root);
-  malloc_trim(0);
-  w->trimmed = unwritten == 0;
+  if ((int64_t)mallinfo2().fordblks > tr_heap_reserve(w->cfg->memory)) malloc_trim(0);
+  w->trimmed = 1;
 }
 
 int wi_reply(wi_worker *w, const uint8_t *route, size_t rl, int type, uint64_t req,

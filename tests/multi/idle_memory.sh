@@ -1,57 +1,87 @@
 #!/usr/bin/env bash
-# A worker keeps the heap its chunks used while statements come (the next
-# one reuses it), and gives the free part back once it has been idle: after
-# statements over 256 MB tensors, the local workers' resident memory must
-# fall below 200 MB while the shell stays open.  (Without the idle trim
-# each keeps about 650 MB.)  Polls with a deadline; never sleeps a fixed
-# time to wait for a state.
-set -euo pipefail
-work=$(mktemp -d)
-pid=
-cleanup() {
-  exec 3>&- 2>/dev/null || true
-  [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-fail() { echo "idle_memory: FAIL: $*"; exit 1; }
+# What a worker keeps while the shell waits for the user's next statement.
+# 1. Its chunks stay in memory when it goes idle: a statement typed after
+#    the pause reads them without their files.  (When an idle worker let
+#    them go, the next statement read all it needed from the files.)
+# 2. The free heap a big statement leaves goes back to the system once the
+#    worker is idle: after the 256 MB tensors are dropped, the local
+#    workers' resident memory must fall below 200 MB while the shell stays
+#    open.  (Without the idle trim each keeps about 650 MB.)
+# Polls with deadlines; never sleeps a fixed time to wait for a state.
+TEST=idle_memory
+source "$TOP_SRCDIR/tests/multi/lib.sh"
 db=$work/db
 
 mkfifo "$work/in"
 "$TRADB" --local-workers 2 "$db" < "$work/in" > "$work/out" 2>&1 &
 pid=$!
+track "$pid"
 exec 3> "$work/in"
+
+# The shell's output is buffered while its input stays open; the error of
+# a DROP of a tensor that does not exist, on stderr, says the statements
+# before it are done.
+marker() { echo "DROP TENSOR done_$1;" >&3; }
+marked() { grep -q "no such tensor: done_$1" "$work/out"; }
+shell_ok() {
+  kill -0 "$pid" 2>/dev/null || { cat "$work/out"; fail "shell ended early"; }
+}
+
 cat >&3 <<'EOF2'
 CREATE TENSOR A[8192, 8192] CHUNK [2048, 2048] TYPE f32;
 FILL A ONES;
 B[i,j] = A[i,j] * 2;
 C[i,j] = B[i,j] + A[i,j];
-DROP TENSOR statements_done;
 EOF2
-deadline=$((SECONDS + 120))
-# The shell's output is buffered while its input stays open; the error of
-# the last line, on stderr, says the statements before it are done.
-until grep -q "no such tensor: statements_done" "$work/out"; do
-  kill -0 "$pid" 2>/dev/null || { cat "$work/out"; fail "shell ended early"; }
-  [ $SECONDS -lt $deadline ] || fail "statements not done within 120 s"
-  sleep 0.1
-done
+marker 1
+wait_until 120 "the statements done" marked 1
+shell_ok
 [ "$(wc -l < "$work/out")" -eq 1 ] || { cat "$work/out"; fail "a statement failed"; }
 
 # The local workers: the processes serving this database's sockets.
 workers=$(pgrep -f -- "--listen ipc://$db/workers/w[01].ipc" || true)
 [ "$(echo "$workers" | wc -w)" -eq 2 ] || fail "expected 2 local workers, found: $workers"
 rss() { awk '/^VmRSS/ {print int($2 / 1024)}' "/proc/$1/status"; }
-deadline=$((SECONDS + 20))
-for w in $workers; do
-  until [ "$(rss "$w")" -lt 200 ]; do
-    [ $SECONDS -lt $deadline ] || fail "worker $w still holds $(rss "$w") MB after 20 s idle"
-    sleep 0.2
-  done
-done
+# bytes the workers read from files (sockets do not count)
+read_bytes() {
+  local t=0 w
+  for w in $workers; do t=$((t + $(awk '/^rchar/ {print $2}' "/proc/$w/io"))); done
+  echo "$t"
+}
+
+# 1. The pause: every chunk in its file (A, B and C: 16 chunks each, on
+# both workers), the last written 3 s ago, so that both workers have been
+# idle for more than the 2 s after which they trim.
+chunk_files() { find "$db/workers" -name '*.chk' | wc -l; }
+all_written() { [ "$(chunk_files)" -ge 96 ]; }
+wait_until 60 "96 chunk files written" all_written
+newest=$(find "$db/workers" -name '*.chk' -printf '%T@\n' | sort -n | tail -1)
+paused() { /usr/bin/python3 -c "import sys, time; sys.exit(time.time() < $newest + 3)"; }
+wait_until 30 "a 3 s pause" paused
+before=$(read_bytes)
+echo "s[] = SUM(C[i,j]);" >&3
+marker 2
+wait_until 60 "the sum after the pause" marked 2
+shell_ok
+read=$(( $(read_bytes) - before ))
+# C is 256 MB; its chunks from files would be all of it
+[ "$read" -lt $((32 << 20)) ] || fail "the sum after an idle pause read $read bytes from files"
+ok
+
+# 2. Dropped: the free heap goes back.
+printf 'DROP TENSOR A;\nDROP TENSOR B;\nDROP TENSOR C;\nDROP TENSOR s;\n' >&3
+marker 3
+wait_until 60 "the drops done" marked 3
+small() {
+  local w
+  for w in $workers; do [ "$(rss "$w")" -lt 200 ] || return 1; done
+}
+wait_until 30 "both workers below 200 MB after 30 s" small
+ok
+[ "$(grep -v "no such tensor: done_" "$work/out" | wc -l)" -eq 0 ] || { cat "$work/out"; fail "a statement failed"; }
+
 exec 3>&-
 status=0
 wait "$pid" || status=$?
-pid=
-[ "$status" -eq 1 ] || fail "shell exit status $status, not 1 (the marker's error)"
-echo "idle_memory: 1 passed, 0 failed"
+[ "$status" -eq 1 ] || fail "shell exit status $status, not 1 (the markers' errors)"
+finish

@@ -155,22 +155,24 @@ Test(storemem, dropped_before_due_is_never_written) {
 }
 
 /* A copy in memory serves reads without the file (a damaged file is not
-** met); once trimmed, reads go to the file and its checksum catches the
-** damage. */
-Test(storemem, copy_in_memory_serves_reads_until_trimmed) {
+** met), idle or not; once another chunk's copy takes its room, reads go to
+** the file and its checksum catches the damage. */
+Test(storemem, copy_in_memory_serves_reads_until_evicted) {
   tc_store *s = tf_store(s_dir);
   tr_err err;
   tr_blob *b = NULL;
-  s_put(s, 7, 64, 7, TC_KEEP_FILE);
+  tc_store_set_memory(s, 300);
+  s_put(s, 7, 64, 7, TC_KEEP_FILE); /* 256 bytes: file, copy in memory */
   cr_assert_eq(s_files(), 1);
   s_damage(7);
   s_expect(s, 7, 64, 7);
-  tc_store_trim(s);
+  s_put(s, 8, 64, 8, TC_KEEP_FILE); /* its copy takes 7's room */
   int64_t held;
   tc_store_memory(s, &held, NULL);
-  cr_assert_eq(held, 0);
+  cr_assert_eq(held, 256);
   cr_assert_eq(tc_store_get_blob(s, 7, 256, &b, &err), TR_ECORRUPT);
   cr_assert_null(b);
+  s_expect(s, 8, 64, 8);
   tc_store_close(&s);
 }
 
