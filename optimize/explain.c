@@ -123,8 +123,9 @@ static void s_layout_text(tr_text *b, const to_opt *o) {
   else if (isnan(l->declared_s))
     tr_text_put(b, "predicted %.3g s; the declared chunking cannot run\n", l->auto_s);
   else
-    tr_text_put(b, "predicted %.3g s, the declared chunking %.3g s: the %s runs\n", l->auto_s,
-                l->declared_s, l->used ? "chosen chunking" : "declared chunking");
+    tr_text_put(b, "predicted %.3g s, the declared chunking %.3g s: the %s runs%s\n", l->auto_s,
+                l->declared_s, l->used ? "chosen chunking" : "declared chunking",
+                l->used && l->cut ? ", stored operands cut into its chunks where they are" : "");
 }
 
 char *to_opt_text(const ta_plan *p, const to_opt *o, const char *tra) {

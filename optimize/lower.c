@@ -182,7 +182,7 @@ int oi_lower(const oi_ctx *x, const oi_tree *t, to_choice *c) {
   }
   /* A re-chunked operand's chunks are assembled where the output chunk
   ** is (the shuffle inside Table 1's CONCAT): it cannot drive the join. */
-  if (drive >= 0 && (x->rechunk >> drive & 1u)) {
+  if (drive >= 0 && (x->rechunk >> drive & 1u) && !x->cut) {
     if (pagg) return 0;
     if (c->mv[drive] == TO_MV_KEEP) part = x->G;
     else if (part & ~x->G) return 0;

@@ -77,7 +77,9 @@ static int s_tuple_site(s_mc *M, const int64_t *lkey) {
   const ta_operand *o = &M->n->in[c->drive];
   const tr_tensor *it = &M->p->rels[o->rel].meta;
   int64_t key[TR_MAX_RANK];
-  for (int d = 0; d < o->rank; d++) key[d] = lkey[o->label[d]];
+  /* the drive's chunk holding the tuple's box (the box may be a piece of
+  ** it: a stored operand cut into the node's chunks where it is) */
+  for (int d = 0; d < o->rank; d++) key[d] = lkey[o->label[d]] * M->n->chunk[o->label[d]] / it->chunk[d];
   int s = M->pl[o->rel].prim[tr_key_linear(it, key)];
   if (s < 0) {
     char ks[200];
@@ -373,7 +375,7 @@ static int s_moves(const ta_plan *p, int k, const to_choice *c, const int8_t *as
     const ta_operand *o = &n->in[c->drive];
     const tr_tensor *it = &p->rels[o->rel].meta;
     for (int d = 0; d < o->rank && !rc; d++)
-      if (it->chunk[d] != n->chunk[o->label[d]])
+      if (it->chunk[d] != n->chunk[o->label[d]] && !oi_cut_node(p, n))
         rc = tr_seterr(err, TR_EINVAL, "%s is re-chunked: it cannot drive the join", it->name);
   }
   if (!rc) rc = s_tuples(&M);

@@ -158,6 +158,8 @@ typedef struct to_layout_info {
   int linearised;       /* 1: by paths */
   int max_class;        /* largest equivalence class (frontier DP) */
   int pieces;           /* pieces of work it sized chunks for */
+  int cut;              /* 1: stored operands read in finer chunks are cut
+                           where they are first (layout.c) */
   double ms;            /* its time */
 } to_layout_info;
 

@@ -44,11 +44,16 @@ typedef struct oi_ctx {
   unsigned dlab[TK_MAX_INPUTS];  /* labels repeated in it (diagonal) */
   unsigned G, K;                 /* output labels, aggregated labels */
   unsigned diag, rechunk;        /* operands with a diagonal, re-chunked */
+  int cut;                       /* oi_cut_node: its operand can drive */
 } oi_ctx;
 
 /* ---- trees.c ------------------------------------------------------------- */
 
 int oi_pop(uint64_t x);
+/* Is node n a map of one operand into finer chunks, each inside one of the
+** operand's chunks (a stored operand cut where it is, layout.c)?  Its
+** tuples then run where the operand's chunks are. */
+int oi_cut_node(const ta_plan *p, const ta_node *n);
 /* Wrap op `at` (in place) in a unary op of kind k: the op moves to a new
 ** slot and `at` becomes the wrapper, so parents need no update. */
 int oi_wrap(oi_tree *t, int at, oi_kind k, unsigned lab);
@@ -100,8 +105,9 @@ int oi_placed_copy(to_placed *d, const to_placed *s);
 /* ---- layout.c ------------------------------------------------------------ */
 
 /* Choose the chunking of every node of p (see optimize.h) into p; *info
-** says what the search did. */
-int oi_layout(ta_plan *p, const to_env *env, const to_placed *pl, to_layout_info *info,
+** says what the search did.  cut: cost reading a stored tensor in finer
+** chunks as cutting it where it is (the plan then gets the cuts). */
+int oi_layout(ta_plan *p, const to_env *env, const to_placed *pl, int cut, to_layout_info *info,
               tr_err *err);
 
 /* ---- lower.c ------------------------------------------------------------- */
