@@ -965,12 +965,14 @@ def chart(results, outdir, logname):
     peers = [s for s in PEERS if any(s in r["samples"] for r in results)]
     rows = [r for r in results if r["samples"].get("tradb")]
     dat = "%s/ratios.dat" % outdir
-    ratios = []
+    cols = [[] for _ in peers]  # each peer's ratios
     with open(dat, "w") as f:
         f.write("workload " + " ".join(peers) + "\n")
         for r in rows:
             t0 = median(r["samples"]["tradb"])
-            ratios += [t0 / median(r["samples"][s]) for s in peers if s in r["samples"]]
+            for j, s in enumerate(peers):
+                if s in r["samples"]:
+                    cols[j].append(t0 / median(r["samples"][s]))
             f.write(r["w"].name + " " + " ".join(
                 "%.4f" % (t0 / median(r["samples"][s])) if s in r["samples"] else "-"
                 for s in peers) + "\n")
@@ -982,15 +984,18 @@ def chart(results, outdir, logname):
     svg = "%s/ratios.svg" % outdir
     n = len(peers)
     # The value labels above the bars at or over 1 and below those under 1;
-    # a label plot with no point at all crashes gnuplot 5.4, so each is
-    # drawn only where some bar needs it.
+    # a label plot with no point crashes gnuplot 5.4, also one iteration of
+    # a `for` with none, so each peer's are drawn only where some bar of
+    # that peer needs them.
     labels = ""
-    if any(v >= 1 for v in ratios):
-        labels += ("     for [i=2:%d] '' using (x(i)):(up(column(i))):(sprintf('%%.2f', column(i))) \\\n"
-                   "       with labels rotate by 90 left offset 0,0.3 font ',7' notitle, \\\n" % (n + 1))
-    if any(v < 1 for v in ratios):
-        labels += ("     for [i=2:%d] '' using (x(i)):(down(column(i))):(sprintf('%%.2f', column(i))) \\\n"
-                   "       with labels rotate by 90 right offset 0,-0.3 font ',7' notitle, \\\n" % (n + 1))
+    for j, col in enumerate(cols):
+        c = j + 2
+        if any(v >= 1 for v in col):
+            labels += ("     '' using (x(%d)):(up(column(%d))):(sprintf('%%.2f', column(%d))) \\\n"
+                       "       with labels rotate by 90 left offset 0,0.3 font ',7' notitle, \\\n" % (c, c, c))
+        if any(v < 1 for v in col):
+            labels += ("     '' using (x(%d)):(down(column(%d))):(sprintf('%%.2f', column(%d))) \\\n"
+                       "       with labels rotate by 90 right offset 0,-0.3 font ',7' notitle, \\\n" % (c, c, c))
     plot = """
 set terminal svg size %d,520 dynamic font 'sans,12' background rgb 'white'
 set output '%s'
