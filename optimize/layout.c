@@ -221,8 +221,8 @@ static double s_edge(void *ctx, int u, const int64_t *from, const int64_t *to) {
   if (!sent) L->failed = 1;
   /* a stored tensor cut into finer chunks, when the plan cuts it where
   ** it is (s_cut_stored): each piece copied on its chunk's holder */
-  int nested = L->cut && src != &canon && r->kind == TA_REL_STORED && !r->pending && !r->iota;
-  for (int d = 0; d < a.rank; d++) nested &= to[d] <= from[d] && from[d] % to[d] == 0;
+  int nested = L->cut && src != &canon && r->kind == TA_REL_STORED && !r->pending && !r->iota &&
+               tr_chunk_nests(a.rank, to, from);
   for (int64_t t = 0; t < nb && !L->failed; t++) {
     int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK], first[TR_MAX_RANK], last[TR_MAX_RANK], k[TR_MAX_RANK];
     int s = (int)(t % m);
@@ -313,19 +313,11 @@ done:
 
 /* ---- Cutting stored operands where they are --------------------------------- */
 
-/* Does node chunking `ext` over operand o of a stored tensor t cut each of
-** t's chunks into whole pieces (every box inside one stored chunk), and
-** differ from t's chunks? */
-static int s_nested(const ta_operand *o, const tr_tensor *t, const int64_t *ext) {
-  int differs = 0;
-  for (int d = 0; d < o->rank; d++) {
-    int64_t c = ext[o->label[d]];
-    for (int d2 = d + 1; d2 < o->rank; d2++)
-      if (o->label[d] == o->label[d2]) return 0; /* a diagonal: filtered, not cut */
-    if (c != t->chunk[d] && (c > t->chunk[d] || t->chunk[d] % c)) return 0;
-    differs |= c != t->chunk[d];
-  }
-  return differs;
+/* Is node c a cut (s_cut_stored): a temporary that copies its one
+** operand? */
+static int s_is_cut(const ta_plan *p, const ta_node *c) {
+  return c->ninputs == 1 && p->rels[c->out].kind == TA_REL_TEMP && c->agg == TK_AGG_NONE &&
+         c->prog.n == 1 && c->prog.code[0].op == TK_OP_INPUT && !c->post.n;
 }
 
 /* p with every stored operand that a node reads in finer chunks cut into
@@ -342,16 +334,21 @@ static int s_cut_stored(ta_plan *p) {
     for (int i = 0; i < n->ninputs; i++) {
       ta_operand *o = &n->in[i];
       const ta_rel *src = &p->rels[o->rel];
-      if (src->kind != TA_REL_STORED || src->pending || src->iota || !s_nested(o, &src->meta, n->chunk))
-        continue;
       int64_t chunk[TR_MAX_RANK];
-      for (int d = 0; d < o->rank; d++) chunk[d] = n->chunk[o->label[d]];
+      int diag = 0;
+      for (int d = 0; d < o->rank; d++) {
+        chunk[d] = n->chunk[o->label[d]];
+        for (int d2 = d + 1; d2 < o->rank; d2++) diag |= o->label[d] == o->label[d2];
+      }
+      /* a diagonal is filtered, not cut */
+      if (src->kind != TA_REL_STORED || src->pending || src->iota || diag ||
+          !tr_chunk_nests(o->rank, chunk, src->meta.chunk) || s_same(o->rank, chunk, src->meta.chunk))
+        continue;
       /* the same pieces for another reader: cut once */
       int t = -1;
       for (int j = 0; j < k && t < 0; j++) {
         const ta_node *c = &p->nodes[j];
-        if (c->ninputs == 1 && c->in[0].rel == o->rel && p->rels[c->out].kind == TA_REL_TEMP &&
-            !strncmp(p->rels[c->out].meta.name, "_cut", 4) && s_same(o->rank, p->rels[c->out].meta.chunk, chunk))
+        if (s_is_cut(p, c) && c->in[0].rel == o->rel && s_same(o->rank, p->rels[c->out].meta.chunk, chunk))
           t = c->out;
       }
       if (t < 0) {

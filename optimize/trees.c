@@ -249,10 +249,7 @@ void oi_ctx_init(oi_ctx *x, const ta_plan *p, int k) {
 int oi_cut_node(const ta_plan *p, const ta_node *n) {
   if (n->ninputs != 1 || n->agg != TK_AGG_NONE || n->nout != n->nlabels) return 0;
   const ta_operand *o = &n->in[0];
-  const tr_tensor *it = &p->rels[o->rel].meta;
-  for (int d = 0; d < o->rank; d++) {
-    int64_t c = n->chunk[o->label[d]];
-    if (c > it->chunk[d] || it->chunk[d] % c) return 0;
-  }
-  return 1;
+  int64_t chunk[TR_MAX_RANK];
+  for (int d = 0; d < o->rank; d++) chunk[d] = n->chunk[o->label[d]];
+  return tr_chunk_nests(o->rank, chunk, p->rels[o->rel].meta.chunk);
 }

@@ -58,6 +58,12 @@ int tr_key_next(int rank, int64_t *key, const int64_t *lo, const int64_t *hi) {
   return d >= 0;
 }
 
+int tr_chunk_nests(int rank, const int64_t *inner, const int64_t *outer) {
+  for (int d = 0; d < rank; d++)
+    if (inner[d] > outer[d] || outer[d] % inner[d]) return 0;
+  return 1;
+}
+
 const char *tr_format_name(const tr_tensor *t) {
   if (tr_nchunks(t) <= 1) return "single";
   if (t->rank == 2) {

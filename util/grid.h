@@ -39,6 +39,9 @@ void tr_key_from_linear(const tr_tensor *t, int64_t lin, int64_t *key);
 ** included), the last dimension fastest; 0 once it has passed the last,
 ** key back at lo. */
 int tr_key_next(int rank, int64_t *key, const int64_t *lo, const int64_t *hi);
+/* Does every chunk of shape `inner` lie inside one chunk of shape `outer`
+** of the same tensor (each inner extent divides the outer one)? */
+int tr_chunk_nests(int rank, const int64_t *inner, const int64_t *outer);
 /* Physical format implied by shape and chunk shape: "single" (one chunk),
 ** "row_strip", "col_strip" (rank 2), or "tile". Returns a static string. */
 const char *tr_format_name(const tr_tensor *t);

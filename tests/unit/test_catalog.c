@@ -149,6 +149,19 @@ Test(catalog, key_next_walks_a_box) {
   cr_assert_eq(one, 4);
 }
 
+/* A chunk shape nests in another when each extent divides the other's:
+** then every box of the finer grid, the ragged last ones too, lies in one
+** box of the coarser. */
+Test(catalog, chunk_nests_when_each_extent_divides) {
+  int64_t outer[2] = {128, 32768}, same[2] = {128, 32768}, quarter[2] = {64, 8192};
+  int64_t wider[2] = {256, 8192}, odd[2] = {128, 3000};
+  cr_assert(tr_chunk_nests(2, quarter, outer));
+  cr_assert(tr_chunk_nests(2, same, outer));
+  cr_assert(!tr_chunk_nests(2, wider, outer), "larger along the first dimension");
+  cr_assert(!tr_chunk_nests(2, odd, outer), "3000 does not divide 32768");
+  cr_assert(!tr_chunk_nests(2, outer, quarter), "coarser, not finer");
+}
+
 Test(catalog, grid_ragged_edges) {
   tr_tensor t = s_meta("A", TR_F64, 2, s_sh, s_ch);
   int64_t key[2], ext[2];
