@@ -18,6 +18,10 @@ Workloads (all f32; inputs made by tradb's FILL, saved as .npy for peers):
   mm-two-large   C = A B, I = J >> K               (two large dimensions)
   nn-wide        nearest neighbour in the metric M: few points, many features
   nn-large       the same, many points, fewer features (paper 6.2)
+  nn-typed       nn-large as a user types it: a 2.5 s pause before each
+                 statement (tradb; the peers pause before each pass, their
+                 arrays in memory meanwhile), so each statement starts on
+                 workers that have gone idle
   ffnn-speech    one SGD step of a two-layer FFNN (tanh hidden layer, sigmoid
                  outputs with cross-entropy loss): few features, very wide
                  hidden layer (paper 6.3, Google speech)
@@ -75,7 +79,9 @@ pass is a warm-up and is dropped; a sample is the sum of one pass's
 other system likewise runs one untimed warm-up and R timed passes; dask
 results are persisted (kept in the cluster as tradb keeps its results on
 the workers).  A cold workload (mm-cold) instead runs R fresh sessions
-(tradb) or processes (peers) and times each one's first pass.  The table gives medians.  A pass
+(tradb) or processes (peers) and times each one's first pass.  A typed
+workload (nn-typed) pauses before each timed statement; the pauses are
+not counted.  The table gives medians.  A pass
 that runs longer than --time-limit seconds (default 30) is interrupted
 (SIGINT, as Ctrl-C) and reported as "timeout".
 
@@ -115,6 +121,7 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+PAUSE_S = 2.5  # a typed workload's pause before each statement: workers go idle after 2 s
 PYTHON = "/usr/bin/python3"
 TOL = 1e-3
 C_PEERS = ("openblas", "scalapack")
@@ -143,7 +150,7 @@ class Workload:
     with the functions of `xp`)."""
 
     def __init__(self, name, title, size, tensors, derived, stmts, outputs,
-                 compute, products=None, variants=(), cold=False):
+                 compute, products=None, variants=(), cold=False, pause=0.0):
         self.name = name
         self.title = title        # what it computes, for the table
         self.size = size          # the shapes, for the table
@@ -155,6 +162,7 @@ class Workload:
         self.products = products  # ["T=B*C", "O=A*T"]: openblas and scalapack run it
         self.variants = list(variants)
         self.cold = cold          # time a fresh session's first pass
+        self.pause = pause        # seconds a user waits before each statement
 
     def inputs(self):
         return [t[0] for t in self.tensors] + [d[0] for d in self.derived]
@@ -289,7 +297,7 @@ def workloads(size):
     n, k = pick(8192, 10240, 2048), pick(1024, 1024, 256)
     mm("mm-two-large", "matmul, two large dims", n, n, k, 2 * k, 2 * k, k)
 
-    def nn(name, title, npts, d, cn, cd):
+    def nn(name, title, npts, d, cn, cd, pause=0.0):
         out.append(Workload(
             name, title, "N=%d D=%d" % (npts, d),
             [("X", (npts, d), (cn, cd), u % 1), ("q", (d,), (cd,), u % 2),
@@ -300,14 +308,15 @@ def workloads(size):
              "P[n,e] = Df[n,d] * M[d,e];",
              "dist[n] = SUM(P[n,e] * Df[n,e]);",
              "m[] = MIN(dist[n]);"],
-            ["dist", "m"], nearest))
+            ["dist", "m"], nearest, pause=pause))
 
     nn("nn-wide", "nearest neighbour, wide", *pick((1024, 5120, 512, 1280),
                                                    (2048, 7168, 1024, 1792),
                                                    (256, 1280, 128, 320)))
-    nn("nn-large", "nearest neighbour, large", *pick((40000, 1024, 5000, 1024),
-                                                     (64000, 1536, 8000, 1536),
-                                                     (10000, 256, 1250, 256)))
+    large = pick((40000, 1024, 5000, 1024), (64000, 1536, 8000, 1536), (10000, 256, 1250, 256))
+    nn("nn-large", "nearest neighbour, large", *large)
+    nn("nn-typed", "nearest neighbour, large, as typed: 2.5 s before each statement", *large,
+       pause=PAUSE_S)
 
     def ff(name, title, npts, d, h, l, cn, cd, ch, cl):
         out.append(Workload(
@@ -556,10 +565,10 @@ def peer_main(system, name, d, size, reps, nproc):
 
     def timed(run):
         """RUN() -> (outputs, seconds): REPS > 0: one warm-up, whose
-        outputs are what is checked, then REPS timed runs; REPS 0: the
-        first run, timed."""
+        outputs are what is checked, then REPS timed runs (each after the
+        workload's pause); REPS 0: the first run, timed."""
         outs, t = run()
-        return outs, [run()[1] for _ in range(reps)] if reps else [t]
+        return outs, [(time.sleep(w.pause), run()[1])[1] for _ in range(reps)] if reps else [t]
 
     try:
         outs, times = PY_PEER_FUNCS[system](w, v, nproc, timed)
@@ -714,8 +723,14 @@ def tradb_session(cmd, lines, nsetup, k, npasses, limit, logname, tag):
     lines_q = queue.Queue()
 
     def feed():
+        """The lines; a number among them is a pause, in seconds."""
         try:
-            proc.stdin.write("\n".join(lines) + "\n")
+            for ln in lines:
+                if isinstance(ln, float):
+                    proc.stdin.flush()
+                    time.sleep(ln)
+                else:
+                    proc.stdin.write(ln + "\n")
             proc.stdin.close()
         except (BrokenPipeError, OSError):
             pass
@@ -782,7 +797,8 @@ def run_tradb(w, tag, d, reps, system, cmd, save_inputs, logname, limit):
         if save_inputs and r == 0:
             setup += ["SAVE %s TO '%s/in-%s.npy';" % (n, d, n) for n in w.inputs()]
         npasses = 1 if w.cold else reps + 1
-        lines = [".timer on"] + setup + stmts * npasses
+        typed = [x for st in stmts for x in ([w.pause, st] if w.pause else [st])]
+        lines = [".timer on"] + setup + typed * npasses
         if r == 0:
             lines += ["SAVE %s TO '%s/%s-%s.npy';" % (n, d, fname, n) for n in w.outputs]
         lines += [".mode csv", "SHOW TENSORS;", ".mode table"] if r == 0 else []
