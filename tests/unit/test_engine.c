@@ -833,8 +833,9 @@ Test(engine, a_chain_read_where_it_is_made_runs_together) {
 ** worker, two replicas): the product partitioned on that dimension needs a
 ** quarter of every block on each worker.  The auto layout cuts the blocks
 ** where they are first and moves only those quarters; the result equals
-** the declared layout's (which sends whole blocks), and the measured
-** transfer equals the predicted. */
+** the declared layout's (which sends whole blocks), also when the
+** scheduler places the tasks, and the measured transfer equals the
+** predicted. */
 Test(cut, stored_blocks_cut_where_they_are, .timeout = 120) {
   te_config cfg = {.threads = 1, .local_workers = 4, .self_exe = getenv("TRADB")};
   te_engine *e;
@@ -859,6 +860,12 @@ Test(cut, stored_blocks_cut_where_they_are, .timeout = 120) {
   long long predicted = atoll(strstr(pt, "transfer ") + strlen("transfer "));
   cr_assert_eq(predicted, atoll(mt + strlen("measured transfer: ")), "%s", r->text);
   te_result_free(&r);
+  /* placed task by task by the scheduler (FORMAT TRACE schedules): the
+  ** cut's tasks, wherever they go, read the stored blocks they cut */
+  const char *tq = "EXPLAIN ANALYZE (FORMAT TRACE) E[i,j] = A[i,k] * B[k,j];";
+  cr_assert_eq(te_exec(e, tq, strlen(tq), &r, &err), TR_OK, "%s", err.msg);
+  cr_assert(strstr(r->text, "\"name\":\"_cut1#0\"") && strstr(r->text, "\"placed_by\":\"m-SCT\""), "%s", r->text);
+  te_result_free(&r);
   const char *decl[] = {"SET layout = declared;", "D[i,j] = A[i,k] * B[k,j];"};
   for (int i = 0; i < 2; i++)
     cr_assert_eq(te_exec(e, decl[i], strlen(decl[i]), NULL, &err), TR_OK, "%s", err.msg);
@@ -867,6 +874,11 @@ Test(cut, stored_blocks_cut_where_they_are, .timeout = 120) {
   for (int i = 0; i < 256 * 256; i++)
     cr_assert(fabs(c->values[i] - d->values[i]) <= 1e-4 * (1 + fabs(d->values[i])),
               "element %d: %.9g, declared layout %.9g", i, c->values[i], d->values[i]);
+  te_result_free(&c);
+  cr_assert_eq(te_exec(e, "PRINT E;", 8, &c, &err), TR_OK, "%s", err.msg);
+  for (int i = 0; i < 256 * 256; i++)
+    cr_assert(fabs(c->values[i] - d->values[i]) <= 1e-4 * (1 + fabs(d->values[i])),
+              "scheduled, element %d: %.9g, declared layout %.9g", i, c->values[i], d->values[i]);
   te_result_free(&c);
   te_result_free(&d);
   te_close(&e);
