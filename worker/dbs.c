@@ -45,8 +45,8 @@ tc_store *wi_store_for(wi_worker *w, uint64_t db, wi_open how, tr_err *err) {
       ** worker's memory, and 256 MiB) and the operand cache.  Half of it
       ** for a small worker, all but 256 MiB for a large one.  The files
       ** kept for reuse follow the same share, as by default. */
-      int64_t m = w->cfg->memory;
-      tc_store_set_memory(found, m - wi_task_share(w));
+      int64_t m = w->cfg->memory, task = m / 2 < ((int64_t)256 << 20) ? m / 2 : (int64_t)256 << 20;
+      tc_store_set_memory(found, m - task);
       tc_store_set_recycle(found, m / 2 < ((int64_t)1 << 30) ? m / 2 : (int64_t)1 << 30);
     }
     w->dbs[w->ndbs].id = db;
@@ -68,9 +68,4 @@ int64_t wi_memory(wi_worker *w) {
   int64_t m = w->cfg->memory;
   if (m <= 0) tc_store_budgets(w->root, &m, NULL);
   return m;
-}
-
-int64_t wi_task_share(wi_worker *w) {
-  int64_t m = wi_memory(w);
-  return m / 2 < ((int64_t)256 << 20) ? m / 2 : (int64_t)256 << 20;
 }

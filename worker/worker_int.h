@@ -234,10 +234,6 @@ void wi_drop_tick(wi_drops *D, double now, int all);
 void wi_busy(wi_worker *w);
 /* The memory the worker keeps within: --memory, or its default share. */
 int64_t wi_memory(wi_worker *w);
-/* What one task works in, of wi_memory: its chunks and the operand cache
-** (half of a small worker's memory, 256 MiB of a large one's); the store
-** holds chunks in the rest. */
-int64_t wi_task_share(wi_worker *w);
 
 /* Give free heap memory back to the system once the worker has been idle
 ** for S_TRIM_IDLE_S and holds more of it than tr_heap_reserve: between
