@@ -568,7 +568,13 @@ def peer_main(system, name, d, size, reps, nproc):
         outputs are what is checked, then REPS timed runs (each after the
         workload's pause); REPS 0: the first run, timed."""
         outs, t = run()
-        return outs, [(time.sleep(w.pause), run()[1])[1] for _ in range(reps)] if reps else [t]
+        if not reps:
+            return outs, [t]
+        times = []
+        for _ in range(reps):
+            time.sleep(w.pause)
+            times.append(run()[1])
+        return outs, times
 
     try:
         outs, times = PY_PEER_FUNCS[system](w, v, nproc, timed)
