@@ -782,6 +782,19 @@ Test(panels, cancel_between_panels) {
 ** phase of tasks); one that reads another's output waits for it.  The
 ** last statement replaces A, which E reads in the same group: E still
 ** sees the A the block started with, as it would one statement at a time. */
+/* EXPLAIN ANALYZE (FORMAT JSON) COMMIT of the open block: its groups of
+** nodes run together must be `groups` (JSON, as "[[1, 2], [3]]"). */
+static void s_commit_groups(const char *groups) {
+  te_result *r = NULL;
+  tr_err err;
+  char want[128];
+  const char *q = "EXPLAIN ANALYZE (FORMAT JSON) COMMIT;";
+  cr_assert_eq(te_exec(tf_e, q, strlen(q), &r, &err), TR_OK, "%s", err.msg);
+  snprintf(want, sizeof want, "\"node_groups\": %s", groups);
+  cr_assert(strstr(r->text, want), "%s", r->text);
+  te_result_free(&r);
+}
+
 Test(engine, independent_statements_of_a_block_run_together) {
   s_ok("CREATE TENSOR A[64, 64] CHUNK [32, 64];");
   s_ok("FILL A ONES;");
@@ -791,12 +804,7 @@ Test(engine, independent_statements_of_a_block_run_together) {
   s_ok("D[i,j] = B[i,k] * C[k,j];");
   s_ok("E[i] = SUM(A[i,j]);");
   s_ok("A[i,j] = A[i,j] - 1;");
-  te_result *r = NULL;
-  tr_err err;
-  const char *q = "EXPLAIN ANALYZE (FORMAT JSON) COMMIT;";
-  cr_assert_eq(te_exec(tf_e, q, strlen(q), &r, &err), TR_OK, "%s", err.msg);
-  cr_assert(strstr(r->text, "\"node_groups\": [[1, 2], [3, 4, 5]]"), "%s", r->text);
-  te_result_free(&r);
+  s_commit_groups("[[1, 2], [3, 4, 5]]");
   te_result *d = s_get("D"), *e = s_get("E"), *a = s_get("A");
   for (int i = 0; i < 64 * 64; i++) {
     cr_assert_eq(d->values[i], 64.0 * 2 * 3);
@@ -818,12 +826,7 @@ Test(engine, a_chain_read_where_it_is_made_runs_together) {
   s_ok("X[i,j] = A[i,j] + 1;");
   s_ok("Y[i,j] = X[i,j] * 3;");
   s_ok("y[i] = SUM(Y[i,j]);");
-  te_result *r = NULL;
-  tr_err err;
-  const char *q = "EXPLAIN ANALYZE (FORMAT JSON) COMMIT;";
-  cr_assert_eq(te_exec(tf_e, q, strlen(q), &r, &err), TR_OK, "%s", err.msg);
-  cr_assert(strstr(r->text, "\"node_groups\": [[1, 2, 3]]"), "%s", r->text);
-  te_result_free(&r);
+  s_commit_groups("[[1, 2, 3]]");
   te_result *y = s_get("y");
   for (int i = 0; i < 64; i++) cr_assert_eq(y->values[i], 64.0 * 6);
   te_result_free(&y);
