@@ -87,6 +87,10 @@ int tc_site_add(tc_db *db, const char *endpoint, int64_t *id, tr_err *err);
 ** chunks left with no replica keep their rows (reads fail clearly). */
 int tc_site_remove(tc_db *db, const char *endpoint, tr_err *err);
 
+/* The checksum of a chunk's payload, everywhere one is kept or checked:
+** XXH3_64bits, with AVX2 where the CPU has it (checksum.c). */
+uint64_t tc_checksum(const void *data, size_t nbytes);
+
 /* Where one chunk is. */
 typedef struct tc_chunkloc {
   int64_t lin;                      /* chunk number */

@@ -5,6 +5,7 @@
 */
 #include "config.h"
 #include "catalog/chunkfile.h"
+#include "catalog/catalog.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,13 +13,8 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 static const char s_magic[8] = {'T', 'R', 'A', 'D', 'B', 'C', 'H', 'K'};
-
-uint64_t cf_checksum(const void *data, size_t nbytes) {
-  return (uint64_t)XXH3_64bits(data, nbytes);
-}
 
 /* Little-endian stores and loads, so files move between hosts. */
 static void s_put32(unsigned char *p, uint32_t v) {
@@ -77,7 +73,7 @@ int cf_write(const char *path, tr_dtype dtype, const void *data,
   s_put32(h + 12, (uint32_t)dtype);
   s_put64(h + 16, (uint64_t)nbytes);
   s_put64(h + 24, s);
-  s_put64(h + 56, cf_checksum(h, 56));
+  s_put64(h + 56, tc_checksum(h, 56));
   off_t len = (off_t)(sizeof h + nbytes);
   e = s_write2(fd, h, sizeof h, data, nbytes);
   if (e == 0 && fstat(fd, &st) == 0 && st.st_size > len &&
@@ -137,7 +133,7 @@ int cf_read(const char *path, tr_dtype dtype, void *buf, size_t nbytes,
     goto done;
   }
   if (got < sizeof h || memcmp(h, s_magic, 8) != 0 ||
-      s_get64(h + 56) != cf_checksum(h, 56)) {
+      s_get64(h + 56) != tc_checksum(h, 56)) {
     rc = tr_seterr(err, TR_ECORRUPT, "bad chunk file header for %s: %s",
                    what, path);
     goto done;
@@ -167,7 +163,7 @@ int cf_read(const char *path, tr_dtype dtype, void *buf, size_t nbytes,
     goto done;
   }
   {
-    uint64_t s = cf_checksum(buf, nbytes);
+    uint64_t s = tc_checksum(buf, nbytes);
     if (s != s_get64(h + 24) || s != sum)
       rc = tr_seterr(err, TR_ECORRUPT, "checksum mismatch in %s (%s)", what,
                    path);

@@ -22,15 +22,12 @@
 #define CF_HEADER_SIZE 64
 #define CF_VERSION 1
 
-/* The checksum stored for a payload. */
-uint64_t cf_checksum(const void *data, size_t nbytes);
-
 /* Write header and payload to `path`, start its write-back and close it;
 ** it is durable only after cf_sync().  A file already at `path` (a
 ** recycled chunk file) is overwritten in place and cut to the new length:
 ** rewriting pages the page cache still holds is a copy, where a new file
 ** needs fresh pages and blocks.  sum is the payload's checksum
-** (cf_checksum), which the caller has already computed.  On failure
+** (tc_checksum), which the caller has already computed.  On failure
 ** nothing is left at `path` and err says why. */
 int cf_write(const char *path, tr_dtype dtype, const void *data,
              size_t nbytes, uint64_t sum, tr_err *err);

@@ -168,7 +168,7 @@ int tc_store_put_blob(tc_store *s, uint64_t id, tr_dtype dt, tr_blob *b, tc_keep
   if (!s || id == 0 || !b || (dt != TR_F32 && dt != TR_F64) || n % tr_dtype_size(dt) != 0)
     return tr_seterr(err, TR_EINVAL, "tc_store_put_blob: bad argument");
   ci_entry e = {.id = id, .nbytes = n, .dtype = dt};
-  e.sum = cf_checksum(tr_blob_data(b), n);
+  e.sum = tc_checksum(tr_blob_data(b), n);
   if (checksum != 0 && e.sum != checksum)
     return tr_seterr(err, TR_ECORRUPT, "chunk %016" PRIx64 ": checksum mismatch", id);
   e.seq = e.used = (uint64_t)atomic_fetch_add(&s->clock, 1);

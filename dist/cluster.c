@@ -18,7 +18,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #define S_HELLO_TIMEOUT_S 10.0   /* workers must answer HELLO by then */
 

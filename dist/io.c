@@ -17,7 +17,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #define S_INFLIGHT_BYTES (256u << 20) /* PUT data in flight before waiting */
 
@@ -91,7 +90,7 @@ int td_pwrite_chunk(td_pwrite *w, int64_t lin, const void *buf, size_t bytes, tr
   loc->lin = lin;
   loc->chunk_id = tc_new_chunk_id();
   loc->nbytes = bytes;
-  loc->checksum = XXH3_64bits(buf, bytes); /* verified by the worker on arrival */
+  loc->checksum = tc_checksum(buf, bytes); /* verified by the worker on arrival */
   loc->nsites = w->r;
   tn_wbuf b = {0};
   tn_put_u32(&b, 1);
@@ -157,7 +156,7 @@ static int s_check_data(td_cluster *c, di_phase *ph, int k, const tr_tensor *t, 
   tn_get_chunk(&r, &ck);
   *data = tn_in_data(&o->reply, 0, len);
   if (o->reply.type != TN_DATA || tn_rbuf_ok(&r) || !*data || *len != loc->nbytes ||
-      ck.id != loc->chunk_id || ck.checksum != loc->checksum || XXH3_64bits(*data, *len) != ck.checksum) {
+      ck.id != loc->chunk_id || ck.checksum != loc->checksum || tc_checksum(*data, *len) != ck.checksum) {
     snprintf(why, cap, "worker %s sent a copy that does not match its checksum", c->sites[o->site].ep);
     return TR_ECORRUPT;
   }

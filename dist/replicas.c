@@ -17,7 +17,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 /* Remember that site id lost its copy of chunk (for di_repair). */
 void di_note_lost(td_cluster *c, int64_t site, uint64_t chunk) {

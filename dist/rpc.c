@@ -18,7 +18,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #define S_CALL_TIMEOUT_S 600.0   /* longest wait for one phase */
 

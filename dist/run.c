@@ -18,7 +18,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 /* Where the chunks of one plan relation are during a run. */
 typedef struct s_prel {

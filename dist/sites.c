@@ -17,7 +17,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 void td_notice(td_cluster *c, const char *fmt, ...) {
   char line[1024];

@@ -159,6 +159,28 @@ Test(store, reput_replaces) {
   tc_store_close(&s);
 }
 
+/* tc_checksum (AVX2 where the CPU has it) gives the library's XXH3_64bits
+** for every length class XXH3 treats apart (0, 1-3, 4-8, 9-16, 17-128,
+** 129-240, then stripes and blocks of 1 KiB) and any alignment, so chunk
+** files and replicas made on machines with and without AVX2 agree. */
+Test(store, checksum_is_the_library_xxh3_at_every_length) {
+  enum { N = (1 << 20) + 64 };
+  unsigned char *buf = malloc(N);
+  cr_assert(buf);
+  uint64_t x = 0x9e3779b97f4a7c15u;
+  for (size_t i = 0; i < N; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    buf[i] = (unsigned char)x;
+  }
+  static const size_t len[] = {0, 1, 3, 4, 8, 9, 16, 17, 128, 129, 240, 241, 1023, 1024,
+                               1025, 4096 + 7, 65536, (1 << 20) - 1, 1 << 20};
+  for (size_t a = 0; a < 8; a++)
+    for (size_t i = 0; i < sizeof len / sizeof len[0]; i++)
+      cr_assert_eq(tc_checksum(buf + a, len[i]), (uint64_t)XXH3_64bits(buf + a, len[i]),
+                   "length %zu at offset %zu", len[i], a);
+  free(buf);
+}
+
 Test(store, checksum_mismatch_on_put_is_rejected) {
   tc_store *s = tf_store(s_dir);
   float v[8];
