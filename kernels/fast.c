@@ -12,7 +12,10 @@
 ** at a time, in the dtype itself, in loops simple enough for gcc -O2 to
 ** vectorize.  The block is then folded into out elementwise or, when the
 ** inner label is aggregated (row sums, distances), reduced to one value.
-** Long inner labels are tiled with the next label for cache reuse.
+** Long inner labels are tiled with the next label where that reuses what
+** is in cache (see s_run).  The interpreter and its folds are compiled for
+** AVX-512 and AVX2 besides the baseline, the best chosen when the program
+** loads (target_clones; flatten puts the block loops inside each clone).
 **
 ** The typed half of the file is compiled twice, for float and for double:
 ** the file includes itself with S_T (the type) and S_SFX (name suffix) set.
@@ -386,6 +389,7 @@ static void S_SFX(s_load)(S_T *restrict d, const S_T *restrict p, int64_t s,
 ** is input k's first element, sin[k] its stride along the label.  Blocks
 ** come from a free list (nblk of them) so no loop writes over its own
 ** operand and restrict holds. */
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), flatten))
 static S_SFX(s_slot)
     S_SFX(s_eval)(const tk_prog *pr, const S_T *const *in,
                   const int64_t *sin, int64_t n, S_T *scratch, int nblk) {
@@ -528,6 +532,7 @@ static S_T S_SFX(s_reduce)(tk_agg agg, const S_SFX(s_slot) *r, int64_t n) {
 
 /* TR_OK, or TR_EINTR once op->cancel is set (polled every S_POLL
 ** elements). */
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), flatten))
 static int S_SFX(s_run)(const tk_contract *op, const s_plan *p,
                         S_T *scratch, int nblk) {
   const int o = p->nops - 1, inner = p->inner;
@@ -536,7 +541,7 @@ static int S_SFX(s_run)(const tk_contract *op, const s_plan *p,
   int64_t off[TK_MAX_INPUTS + 1] = {0}, sin[TK_MAX_INPUTS + 1];
   int64_t idx[TK_MAX_LABELS] = {0}, tm, tst[TK_MAX_INPUTS + 1] = {0};
   int64_t blk = S_BLK;
-  int oth[TK_MAX_LABELS], noth = 0, d;
+  int oth[TK_MAX_LABELS], noth = 0, d, tile;
   const S_T *in[TK_MAX_INPUTS] = {NULL};
   S_T *out = op->out;
   const tr_cancel *cancel = op->cancel;
@@ -544,16 +549,21 @@ static int S_SFX(s_run)(const tk_contract *op, const s_plan *p,
   for (int l = 0; l < p->nlab; l++)
     if (l != inner) oth[noth++] = l;
   /* When the inner label spans several blocks, the last other label runs
-  ** in tiles of S_TILE inside the block loop, so that out blocks and the
-  ** lines of strided operands are reused while in cache; blocks of strided
-  ** operands are S_TILE long too, making square tiles (transposes). */
+  ** in tiles of S_TILE inside the block loop where that reuses what is in
+  ** cache: out blocks that label aggregates into, and the lines of
+  ** strided operands (blocks of strided operands are S_TILE long too,
+  ** making square tiles: transposes).  Otherwise rows run one after the
+  ** other: interleaving S_TILE rows of contiguous operands only splits
+  ** each into S_TILE streams, and E[h,q,k] / Z[h,q] over 16.7M floats
+  ** took 10-11 ms tiled against 4 ms (AVX2: 3.5 ms) row by row. */
   for (int k = 0; k < p->nops; k++) {
     sin[k] = inner >= 0 ? p->st[k][inner] : 0;
     tst[k] = noth > 0 ? p->st[k][oth[noth - 1]] : 0;
     if (p->used[k] && (sin[k] > 1 || sin[k] < -1)) blk = S_TILE;
   }
+  tile = noth > 0 && (blk == S_TILE || tst[o] == 0);
   do {
-    tm = noth > 0 && ext > blk ? p->ext[oth[noth - 1]] - idx[noth - 1] : 1;
+    tm = tile && ext > blk ? p->ext[oth[noth - 1]] - idx[noth - 1] : 1;
     if (tm > S_TILE) tm = S_TILE;
     for (int64_t b0 = 0; b0 < ext; b0 += blk) {
       const int64_t n = ext - b0 < blk ? ext - b0 : blk;

@@ -693,6 +693,20 @@ Test(contract, fusion_and_blocks) {
     s_run_case(&c, "long sum");
     c = s_einsum(s_dtypes[d], "ik->k", "ijkl", lg, "0", TK_AGG_MIN, 0);
     s_run_case(&c, "long columns");
+    /* Rows of several blocks with every operand contiguous or constant
+    ** along them run row by row; with an aggregated or a strided operand
+    ** they run in tiles of rows.  Each way, with a ragged last block. */
+    int64_t rw[] = {37, 1000, 3, 1};
+    c = s_einsum(s_dtypes[d], "ij,i->ij", "ijkl", rw, "0 1 *", TK_AGG_NONE, 0);
+    s_run_case(&c, "long rows times a value per row");
+    c = s_einsum(s_dtypes[d], "ij,j->ij", "ijkl", rw, "0 1 -", TK_AGG_NONE, 0);
+    s_run_case(&c, "long rows minus a row vector");
+    c = s_einsum(s_dtypes[d], "kij,i->kij", "ijkl", rw, "0 1 +", TK_AGG_NONE, 1);
+    s_run_case(&c, "long rows in blocks of rows, accumulated");
+    c = s_einsum(s_dtypes[d], "ij->j", "ijkl", rw, "0", TK_AGG_SUM, 0);
+    s_run_case(&c, "long rows summed over the rows (tiles)");
+    c = s_einsum(s_dtypes[d], "ji->ij", "ijkl", rw, "0 #2 *", TK_AGG_NONE, 0);
+    s_run_case(&c, "long rows from a transpose (tiles)");
   }
 }
 
