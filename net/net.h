@@ -88,6 +88,13 @@ typedef enum tn_type {
                     its checksum), 0 if none} */
   TN_CANCEL,     /* coord -> worker: stop the running task and drop queued
                     ones (the statement was cancelled); no reply */
+  TN_PULL,       /* worker -> worker on the same machine, both listening on
+                    ipc://: store a chunk by copying it out of the sender's
+                    memory (process_vm_readv) instead of a data frame; body
+                    {chunk meta, u8 keep, u32 sender pid, u64 address}.  The
+                    sender keeps those bytes unchanged until the reply */
+  TN_PULL_OK,    /* reply: body {u64 chunk id}; a TN_ERROR reply names the
+                    chunk, and the sender then PUTs it instead */
   TN_TYPE_END    /* one past the last type */
 } tn_type;
 

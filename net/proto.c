@@ -22,7 +22,7 @@ static const char *const s_type_names[TN_TYPE_END] = {
     [TN_SYNC_OK] = "SYNC_OK",     [TN_DROP] = "DROP",         [TN_DROP_OK] = "DROP_OK",
     [TN_INVENTORY] = "INVENTORY", [TN_INVENTORY_OK] = "INVENTORY_OK", [TN_STATS] = "STATS",
     [TN_STATS_OK] = "STATS_OK",   [TN_ERROR] = "ERROR",
-    [TN_CANCEL] = "CANCEL",
+    [TN_CANCEL] = "CANCEL",       [TN_PULL] = "PULL",         [TN_PULL_OK] = "PULL_OK",
 };
 
 const char *tn_type_name(int type) {

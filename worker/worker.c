@@ -135,6 +135,7 @@ static void s_on_request(wi_worker *w, tn_in *in) {
     if (in->req) wi_reply(w, in->route, in->route_len, TN_HEARTBEAT, in->req, in->db, &b, 0, NULL, NULL, NULL);
     break;
   case TN_PUT:
+  case TN_PULL:
   case TN_GET:
   case TN_SEND:
   case TN_DROP:
@@ -224,6 +225,10 @@ static int s_start(wi_worker *w, const tw_config *cfg) {
   w->slow_store_ms = slow ? atoi(slow) : 0;
   const char *drop_every = getenv("TRADB_TEST_DROP_LOG_S");
   w->drops.every = drop_every && atof(drop_every) > 0 ? atof(drop_every) : 60.0;
+  w->pull_local = !strncmp(cfg->listen, "ipc://", 6);
+  /* TRADB_TEST_NO_PULL: refuse to copy chunks out of peers (tests: a peer
+  ** the OS does not let this worker read) */
+  w->refuse_pulls = getenv("TRADB_TEST_NO_PULL") != NULL;
   w->router = zmq_socket(w->ctx, ZMQ_ROUTER);
   w->notify_rx = zmq_socket(w->ctx, ZMQ_PAIR);
   int linger = 0, hwm = 0, tmo = 30000;
@@ -357,6 +362,7 @@ static void s_teardown(wi_worker *w) {
     pthread_join(w->io_tid, NULL);
   }
   s_flush_done(w);
+  wi_drop_pulls(w, 0);
   while (w->pending) {
     wi_pending *nx = w->pending->next;
     free(w->pending);

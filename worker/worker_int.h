@@ -108,6 +108,19 @@ typedef struct wi_pending {
   struct wi_pending *next;   /* list */
 } wi_pending;
 
+/* A chunk a peer on this machine is copying out of this worker's memory
+** (TN_PULL): its bytes stay referenced, so unchanged, until the peer
+** answers; if it cannot copy them, they are sent as a PUT instead. */
+typedef struct wi_pull {
+  int peer;                 /* the peer socket */
+  uint64_t my_req;          /* the request (wi_pending) it belongs to */
+  uint64_t db;              /* database */
+  tn_chunk c;               /* id, dtype, size, checksum */
+  tr_blob *data;            /* its bytes (a reference) */
+  int keep;                 /* how the peer keeps it (a tc_keep) */
+  struct wi_pull *next;      /* list */
+} wi_pull;
+
 /* A chunk read from the store to be sent (GET, SEND). */
 typedef struct wi_out_chunk {
   tn_chunk c;               /* id, dtype, size, checksum */
@@ -168,6 +181,11 @@ typedef struct wi_worker {
   char peer_ep[S_MAX_PEERS][TC_ENDPOINT_MAX]; /* their endpoints */
   void *peer[S_MAX_PEERS];     /* DEALER sockets */
   wi_pending *pending;          /* SENDs in flight */
+  wi_pull *pulls;               /* chunks peers are copying out of memory */
+  int pull_local;              /* listens on ipc://: chunks move between it
+                                  and its ipc:// peers by TN_PULL */
+  uint8_t put_only[S_MAX_PEERS]; /* a pull by that peer failed: PUT to it */
+  int refuse_pulls;            /* TRADB_TEST_NO_PULL: refuse every PULL (tests) */
   uint64_t next_req;           /* request ids towards peers */
   uint64_t incarnation;        /* random per process: in HELLO_OK and heartbeats */
   uint8_t coord[256];          /* last coordinator's route, for heartbeats */
@@ -288,7 +306,7 @@ void wi_cancel_lost(wi_worker *w);
 /* ---- io.c ---------------------------------------------------------------- */
 
 void *wi_store_thread(void *arg);
-/* Hand a store request (PUT, GET, SEND, DROP, INVENTORY) to the store thread,
+/* Hand a store request (PUT, PULL, GET, SEND, DROP, INVENTORY) to the store thread,
 ** its frames moved, not copied. */
 void wi_queue_store(wi_worker *w, tn_in *in);
 
@@ -303,7 +321,9 @@ void wi_settle(wi_worker *w);
 ** sending the bytes the task's store keeps (a blob reference per peer,
 ** dropped once sent), kept by the peers as the task's outputs are. */
 void wi_send_pushes(wi_worker *w);
-/* A reply from a peer (to one of our PUTs). */
+/* A reply from a peer (to one of our PUTs or PULLs). */
 void wi_on_peer_reply(wi_worker *w, int peer, tn_in *in);
+/* Release the chunks peers were to copy for request my_req (all: 0). */
+void wi_drop_pulls(wi_worker *w, uint64_t my_req);
 
 #endif /* TRADB_WORKER_WORKER_INT_H */
