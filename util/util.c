@@ -119,6 +119,7 @@ void *tr_alloc_aligned(size_t bytes) {
   /* Round up so that vector loops may read whole cache lines. */
   size_t n = (bytes + 63) & ~(size_t)63;
   if (n == 0) n = 64;
+  if (n >= TR_ALIGN_BIG) return malloc(n);
   if (posix_memalign(&p, 64, n) != 0) return NULL;
   return p;
 }

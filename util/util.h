@@ -102,7 +102,15 @@ size_t tr_dtype_size(tr_dtype t);
 const char *tr_dtype_name(tr_dtype t);           /* "f32" / "f64" */
 int tr_dtype_parse(const char *s, tr_dtype *out); /* TR_OK or TR_ETYPE */
 
-/* Memory: 64-byte aligned buffers for chunks (freed with tr_free_aligned). */
+/* Memory: buffers for chunks (freed with tr_free_aligned), 64-byte aligned
+** below TR_ALIGN_BIG and 16-byte aligned (malloc's) from it up.  Big
+** buffers are the chunks statements make and drop by the hundred MB;
+** posix_memalign splits the heap around each of them, so that the next
+** statement's buffers no longer fit where the last one's were and the heap
+** grows, faulting in fresh pages (measured on nn-large and mm-two-large:
+** two local workers growing 50-180 MB a statement, where with malloc's
+** buffers they settle).  The kernels read unaligned vectors anyway. */
+#define TR_ALIGN_BIG ((size_t)1 << 20)
 void *tr_alloc_aligned(size_t bytes);
 void tr_free_aligned(void *p);
 

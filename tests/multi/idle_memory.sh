@@ -4,9 +4,11 @@
 #    the pause reads them without their files.  (When an idle worker let
 #    them go, the next statement read all it needed from the files.)
 # 2. The free heap a big statement leaves goes back to the system once the
-#    worker is idle: after the 256 MB tensors are dropped, the local
-#    workers' resident memory must fall below 200 MB while the shell stays
-#    open.  (Without the idle trim each keeps about 650 MB.)
+#    worker is idle, all but the reserve it keeps for the next statement's
+#    buffers (a quarter of its --memory, at most 512 MiB): after the 256 MB
+#    tensors are dropped, each local worker's resident memory must fall
+#    below that reserve and 100 MB while the shell stays open.  (Without
+#    the idle trim each keeps about 800 MB.)
 # Polls with deadlines; never sleeps a fixed time to wait for a state.
 TEST=idle_memory
 source "$TOP_SRCDIR/tests/multi/lib.sh"
@@ -72,11 +74,15 @@ ok
 printf 'DROP TENSOR A;\nDROP TENSOR B;\nDROP TENSOR C;\nDROP TENSOR s;\n' >&3
 marker 3
 wait_until 60 "the drops done" marked 3
+# each worker's --memory, from its log ("memory 1506 MiB")
+mem=$(grep -ho "memory [0-9]* MiB" "$db"/workers/w0.log | head -1 | awk '{print $2}')
+[ -n "$mem" ] || fail "no --memory in the worker's log"
+reserve=$((mem / 4 < 512 ? mem / 4 : 512))
 small() {
   local w
-  for w in $workers; do [ "$(rss "$w")" -lt 200 ] || return 1; done
+  for w in $workers; do [ "$(rss "$w")" -lt $((reserve + 100)) ] || return 1; done
 }
-wait_until 30 "both workers below 200 MB after 30 s" small
+wait_until 30 "both workers below $((reserve + 100)) MB after 30 s" small
 ok
 [ "$(grep -v "no such tensor: done_" "$work/out" | wc -l)" -eq 0 ] || { cat "$work/out"; fail "a statement failed"; }
 
