@@ -133,11 +133,6 @@ static int s_copy_from(uint32_t pid, uint64_t addr, void *dst, uint64_t nbytes, 
   return TR_OK;
 }
 
-static void s_free_copy(void *data, void *hint) {
-  (void)hint;
-  free(data);
-}
-
 /* PULL {chunk meta, u8 keep, u32 pid, u64 address} -> PULL_OK {u64 id}:
 ** store a chunk a peer on this machine holds in its memory, copied out of
 ** it (the peer waits for the answer before it lets the bytes go).  The
@@ -149,7 +144,6 @@ static void s_run_pull(wi_worker *w, wi_job *j) {
   tr_err err;
   tn_chunk c = {0};
   tr_blob *b = NULL;
-  void *copy = NULL;
   tr_clearerr(&err);
   s_slow_store(w);
   wi_request_body(&j->in, &r, &err);
@@ -165,16 +159,9 @@ static void s_run_pull(wi_worker *w, wi_job *j) {
     rc = tr_seterr(&err, TR_EINVAL, "this worker copies chunks out of no other process");
   else if (!(j->store = wi_store_for(w, j->db, S_OPEN_CREATE, &err)))
     rc = err.code;
-  /* A plain malloc, as ZeroMQ's frames are: memory a statement's chunks
-  ** freed is then reused for the next one's.  Buffers aligned by
-  ** posix_memalign left the heap fragmented instead: on mm-two-large two
-  ** local workers grew by 50-180 MB a statement, faulting in fresh pages,
-  ** where they settled at 700 MB with PUTs. */
-  else if (!(copy = malloc(c.nbytes ? c.nbytes : 1)) ||
-           !(b = tr_blob_adopt(copy, c.nbytes, s_free_copy, NULL))) {
-    free(copy);
+  else if (!(b = tr_blob_new(c.nbytes)))
     rc = tr_seterr(&err, TR_ENOMEM, "out of memory");
-  } else if (!(rc = s_copy_from(pid, addr, tr_blob_data(b), c.nbytes, &err)))
+  else if (!(rc = s_copy_from(pid, addr, tr_blob_data(b), c.nbytes, &err)))
     rc = tc_store_put_blob(j->store, c.id, (tr_dtype)c.dtype, b, (tc_keep)keep, c.checksum, NULL,
                            &err);
   tr_blob_unref(&b);
