@@ -118,7 +118,7 @@ void tr_free_aligned(void *p);
 ** Shared chunk bytes: a buffer with a reference count, so that the store
 ** keeping a chunk in memory, the tasks reading it and the socket sending
 ** it to a replica hold one copy between them instead of one each.
-** tr_blob_new makes 64-byte aligned bytes (tr_alloc_aligned); tr_blob_adopt
+** tr_blob_new makes its bytes with tr_alloc_aligned; tr_blob_adopt
 ** wraps bytes someone else owns (a received ZeroMQ frame), handed back
 ** through fn(data, hint) with the last reference.  The bytes must not
 ** change once a second reference exists.  References may be taken and
