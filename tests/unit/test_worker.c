@@ -1,0 +1,201 @@
+/*
+** tests/unit/test_worker.c - requests sent by hand to a real worker
+** (`$TRADB --worker` on an ipc:// socket in a scratch directory), for what
+** the coordinator and the other workers never send: PULLs that name
+** memory the worker cannot read, a copy that fails its checksum, a body
+** cut short.  Each gets an error naming the chunk, and nothing is stored;
+** a good PULL of this process's memory stores exactly its bytes.
+*/
+#include "config.h"
+
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "catalog/catalog.h"
+#include "net/net.h"
+#include "util/util.h"
+
+extern char **environ;
+
+#define S_DB 0x5eedull /* the database the requests name */
+
+static char s_dir[64];
+static pid_t s_pid;
+static void *s_ctx, *s_sock;
+static uint64_t s_req;
+
+/* The reply to request s_req within 10 s (heartbeats and late replies to
+** earlier requests are skipped). */
+static void s_reply(tn_in *rep) {
+  tr_err err;
+  for (;;) {
+    zmq_pollitem_t it = {s_sock, 0, ZMQ_POLLIN, 0};
+    cr_assert_gt(zmq_poll(&it, 1, 10000), 0, "the worker did not answer request %llu",
+                 (unsigned long long)s_req);
+    cr_assert_eq(tn_recv(s_sock, 0, 0, rep, &err), TR_OK, "%s", err.msg);
+    if (rep->req == s_req) return;
+    tn_in_close(rep);
+  }
+}
+
+/* Send request `type` with body b (freed) and wait for its reply. */
+static void s_call(int type, tn_wbuf *b, tn_in *rep) {
+  tr_err err;
+  cr_assert_eq(tn_send(s_sock, NULL, 0, type, ++s_req, S_DB, b, 0, NULL, NULL, NULL, NULL, &err),
+               TR_OK, "%s", err.msg);
+  tn_wbuf_free(b);
+  s_reply(rep);
+}
+
+static void s_start(void) {
+  const char *tradb = getenv("TRADB");
+  cr_assert_not_null(tradb, "TRADB must name the tradb binary");
+  snprintf(s_dir, sizeof s_dir, "/tmp/tradb-worker-test.XXXXXX");
+  cr_assert_not_null(mkdtemp(s_dir));
+  char ep[128], data[128], log[128];
+  snprintf(ep, sizeof ep, "ipc://%s/w.ipc", s_dir);
+  snprintf(data, sizeof data, "%s/w", s_dir);
+  snprintf(log, sizeof log, "%s/w.log", s_dir);
+  char worker[] = "--worker", listen[] = "--listen", dat[] = "--data", threads[] = "--threads", one[] = "1";
+  char *argv[] = {(char *)tradb, worker, listen, ep, dat, data, threads, one, NULL};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  cr_assert_eq(posix_spawn(&s_pid, tradb, &fa, NULL, argv, environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  s_ctx = zmq_ctx_new();
+  s_sock = zmq_socket(s_ctx, ZMQ_DEALER);
+  int linger = 0;
+  zmq_setsockopt(s_sock, ZMQ_LINGER, &linger, sizeof linger);
+  cr_assert_eq(zmq_connect(s_sock, ep), 0);
+  /* Up once it echoes a ping (queued until its socket exists). */
+  tn_wbuf b = {0};
+  tn_in rep;
+  s_call(TN_HEARTBEAT, &b, &rep);
+  cr_assert_eq(rep.type, TN_HEARTBEAT);
+  tn_in_close(&rep);
+}
+
+static void s_stop(void) {
+  zmq_close(s_sock);
+  zmq_ctx_term(s_ctx);
+  kill(s_pid, SIGKILL);
+  waitpid(s_pid, NULL, 0);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", s_dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+TestSuite(pull, .init = s_start, .fini = s_stop, .timeout = 60);
+
+/* PULL chunk c from address addr of this process (body cut after the
+** chunk meta if cut); the reply. */
+static void s_pull(const tn_chunk *c, const void *addr, int cut, tn_in *rep) {
+  tn_wbuf b = {0};
+  tn_put_chunk(&b, c);
+  if (!cut) {
+    tn_put_u8(&b, 0); /* TC_KEEP_FILE */
+    tn_put_u32(&b, (uint32_t)getpid());
+    tn_put_u64(&b, (uint64_t)(uintptr_t)addr);
+  }
+  s_call(TN_PULL, &b, rep);
+}
+
+/* The error rep carries: its code and chunk, the message in msg. */
+static int s_error(tn_in *rep, uint64_t *chunk, char *msg, size_t cap) {
+  int code = 0;
+  cr_assert_eq(rep->type, TN_ERROR, "expected an error, got %s", tn_type_name(rep->type));
+  cr_assert_eq(tn_get_error(rep, &code, chunk, msg, cap), TR_OK);
+  return code;
+}
+
+/* GET chunk id: TR_OK and its bytes in out (n bytes), or the error. */
+static int s_get(uint64_t id, void *out, size_t n) {
+  tn_wbuf b = {0};
+  tn_in rep;
+  tn_put_u32(&b, 1);
+  tn_put_u64(&b, id);
+  s_call(TN_GET, &b, &rep);
+  int rc = rep.type == TN_DATA ? TR_OK : TR_ENOTFOUND;
+  if (!rc) {
+    size_t got;
+    const void *d = tn_in_data(&rep, 0, &got);
+    cr_assert(d && got == n, "GET returned %zu bytes, not %zu", got, n);
+    memcpy(out, d, n);
+  }
+  tn_in_close(&rep);
+  return rc;
+}
+
+Test(pull, good_and_bad_pulls) {
+  enum { N = 1 << 16 };
+  float *v = malloc(N * sizeof *v), *back = malloc(N * sizeof *v);
+  cr_assert(v && back);
+  for (int i = 0; i < N; i++) v[i] = (float)i * 0.5f - 7;
+  tn_chunk c = {.id = 0x1001, .dtype = TR_F32, .nbytes = N * sizeof *v};
+  c.checksum = tc_checksum(v, c.nbytes);
+  tn_in rep;
+  uint64_t chunk;
+  char msg[256];
+
+  /* A good pull stores exactly these bytes (unless this machine does not
+  ** let a process read its parent: then the worker says so). */
+  s_pull(&c, v, 0, &rep);
+  if (rep.type == TN_ERROR) {
+    s_error(&rep, &chunk, msg, sizeof msg);
+    cr_assert_eq(chunk, c.id);
+    cr_assert(strstr(msg, "cannot copy a chunk out of process"), "%s", msg);
+    cr_log_warn("this machine forbids process_vm_readv here (%s): good pull not checked", msg);
+  } else {
+    cr_assert_eq(rep.type, TN_PULL_OK);
+    size_t n;
+    const void *body = tn_in_body(&rep, &n);
+    tn_rbuf r;
+    tn_rbuf_init(&r, body, n);
+    cr_assert_eq(tn_get_u64(&r), c.id);
+    cr_assert_eq(s_get(c.id, back, c.nbytes), TR_OK);
+    cr_assert_eq(memcmp(back, v, c.nbytes), 0, "the pulled chunk differs from its source");
+  }
+  tn_in_close(&rep);
+
+  /* Memory the worker cannot read: an error naming the chunk, none kept. */
+  tn_chunk bad = c;
+  bad.id = 0x1002;
+  s_pull(&bad, (const void *)(uintptr_t)4096, 0, &rep);
+  cr_assert_eq(s_error(&rep, &chunk, msg, sizeof msg), TR_EIO);
+  cr_assert_eq(chunk, bad.id);
+  cr_assert(strstr(msg, "cannot copy a chunk out of process"), "%s", msg);
+  tn_in_close(&rep);
+  cr_assert_neq(s_get(bad.id, back, bad.nbytes), TR_OK, "a failed pull left a chunk");
+
+  /* A copy that fails its checksum (where the copy itself is allowed). */
+  bad.id = 0x1003;
+  bad.checksum = c.checksum ^ 1;
+  s_pull(&bad, v, 0, &rep);
+  int code = s_error(&rep, &chunk, msg, sizeof msg);
+  cr_assert(code == TR_ECORRUPT || strstr(msg, "cannot copy"), "%d %s", code, msg);
+  cr_assert_eq(chunk, bad.id);
+  tn_in_close(&rep);
+  cr_assert_neq(s_get(bad.id, back, bad.nbytes), TR_OK, "a chunk that failed its checksum was kept");
+
+  /* A body cut short. */
+  bad.id = 0x1004;
+  bad.checksum = c.checksum;
+  s_pull(&bad, v, 1, &rep);
+  cr_assert_eq(s_error(&rep, &chunk, msg, sizeof msg), TR_EINVAL);
+  cr_assert(strstr(msg, "malformed PULL"), "%s", msg);
+  tn_in_close(&rep);
+  cr_assert_neq(s_get(bad.id, back, bad.nbytes), TR_OK);
+
+  free(v);
+  free(back);
+}
