@@ -38,7 +38,8 @@ static int s_read_out(wi_worker *w, wi_job *j, uint64_t id, wi_out_chunk *o, tr_
   return wi_job_get(j, id, o->c.nbytes, &o->data, err);
 }
 
-/* The optional last field of PUT and SEND: how the chunks are kept. */
+/* How the chunks are kept: the optional last field of PUT and SEND, the
+** field after the chunk meta of PULL. */
 static int s_keep(tn_rbuf *r) {
   if (r->off >= r->n) return TC_KEEP_FILE;
   uint8_t k = tn_get_u8(r);
@@ -148,12 +149,12 @@ static void s_run_pull(wi_worker *w, wi_job *j) {
   s_slow_store(w);
   wi_request_body(&j->in, &r, &err);
   tn_get_chunk(&r, &c);
-  uint8_t keep = tn_get_u8(&r);
+  int keep = s_keep(&r);
   uint32_t pid = tn_get_u32(&r);
   uint64_t addr = tn_get_u64(&r);
   int rc = TR_OK;
   j->bad = c.id; /* an error names the chunk: the peer sends it instead */
-  if (tn_rbuf_ok(&r) != TR_OK || keep > TC_KEEP_BACKGROUND || pid == 0 || c.nbytes > TN_MAX_DATA)
+  if (tn_rbuf_ok(&r) != TR_OK || pid == 0 || c.nbytes > TN_MAX_DATA)
     rc = tr_seterr(&err, TR_EINVAL, "malformed PULL");
   else if (!w->pull_local || w->refuse_pulls)
     rc = tr_seterr(&err, TR_EINVAL, "this worker copies chunks out of no other process");
