@@ -56,25 +56,29 @@ int tl_cost_index(const char *name) {
 
 /*
 ** Defaults for an uncalibrated cluster, per unit on the busiest site: what
-** CALIBRATE fitted (three runs, rounded) on a 2-core x86-64 with 4 local
-** workers of one kernel thread each, OpenBLAS f32:
-**  gemm      1e-11   s/flop: one core of AVX-512 FMA, some 100 Gflop/s;
-**  contract  6e-11   s/flop-instruction: the contraction loops, per term
+** CALIBRATE fitted (the median of five runs, rounded) on a 2-core x86-64
+** with 4 local workers of one kernel thread each, OpenBLAS f32, chunks
+** pulled between the workers:
+**  gemm      8.7e-12 s/flop: one core of AVX-512 FMA, some 115 Gflop/s;
+**  contract  5e-11   s/flop-instruction: the contraction loops, per term
 **            and instruction of the join's program;
-**  elemwise  8.5e-10 s/element-instruction: maps, combines and copies;
-**  net       2.5e-9  s/float sent or received: ZeroMQ over local sockets,
-**            a copy on each end;
-**  tasks     5.5e-4  s/kernel call: a chunk tuple fetched through the
+**  elemwise  1.1e-10 s/element-instruction: maps, combines and copies;
+**  net       1.4e-9  s/float sent or received: a copy on each end (a
+**            pull between local workers), its checksum, and a share of
+**            the cores the other workers compute on;
+**  tasks     1.3e-5  s/kernel call: a chunk tuple fetched through the
 **            chunk cache, re-chunked if need be, a kernel called;
 **  write     0       s/byte: the fit puts what replicating and storing an
 **            output costs on its floats sent (they move together), and
 **            writes land in memory or the page cache;
-**  phases    6e-4    s/round trip: a phase of requests to the workers, a
+**  phases    5.2e-4  s/round trip: a phase of requests to the workers, a
 **            commit.
-** They only need to order plans sensibly until CALIBRATE replaces them.
+** With 2 workers the same fit gives a net weight of about 2e-10 and an
+** elemwise one of 3.5e-10: each worker has a core of its own.  They only
+** need to order plans sensibly until CALIBRATE replaces them.
 */
 void tl_weights_default(tl_weights *w) {
-  static const double d[TL_NCOST] = {1e-11, 6e-11, 8.5e-10, 2.5e-9, 5.5e-4, 0, 6e-4};
+  static const double d[TL_NCOST] = {8.7e-12, 5e-11, 1.1e-10, 1.4e-9, 1.3e-5, 0, 5.2e-4};
   memcpy(w->w, d, sizeof d);
   w->fitted = 0;
 }
