@@ -246,15 +246,43 @@ static int s_owners(s_mc *M) {
   return TR_OK;
 }
 
+/* How long sites that share `cores` cores take over their compute,
+** sec[0..m) seconds each at full speed (`thr` cores each): every site
+** still computing gets an equal share of the cores, up to its threads, so
+** when the lighter ones finish the rest speed up.  With 4 local workers
+** on 2 cores, work of 2, 1, 1 and 0 chunks takes 2.5 chunks' time (three
+** share the cores until two are done), where 1, 1, 1, 1 takes 2: measured
+** 0.093 s against 0.077 s for a product stored cut on its summed label
+** in 4 pieces on 3 of 4 workers, when "the busiest site, and no faster
+** than the whole work over the cores" saw the two alike. */
+static double s_shared(const double *sec, int m, double thr, double cores) {
+  double s[TO_MAX_SITES], t = 0, done = 0;
+  int n = 0;
+  for (int u = 0; u < m; u++)
+    if (sec[u] > 0) s[n++] = sec[u];
+  for (int i = 1; i < n; i++) /* ascending: the lightest finish first */
+    for (int j = i; j > 0 && s[j] < s[j - 1]; j--) {
+      double x = s[j];
+      s[j] = s[j - 1];
+      s[j - 1] = x;
+    }
+  for (int i = 0; i < n; i++) {
+    double share = cores / ((double)(n - i) * thr);
+    t += (s[i] - done) / (share < 1 ? share : 1);
+    done = s[i];
+  }
+  return t;
+}
+
 /* The busiest site of one phase (per-site amounts in c[0..m), made per
 ** core here): its components into *out, its site the return value. */
 static int s_phase(s_mc *M, tl_cost *c, tl_cost *out) {
-  double best = -1, all[TL_NCOST] = {0};
+  double best = -1, sec[TO_MAX_SITES] = {0};
   double esz = (double)tr_dtype_size(M->p->rels[M->n->out].meta.dtype);
   double thr = M->env->threads > 0 ? M->env->threads : 1;
+  const tl_weights *w = &M->env->w;
   int busiest = 0;
   for (int u = 0; u < M->m; u++) {
-    for (int k = TL_C_GEMM; k <= TL_C_ELEMWISE; k++) all[k] += c[u].c[k];
     /* gemm runs on all the site's threads (BLAS threads when it has fewer
     ** chunks than threads); the other loops one output chunk per thread */
     double width = M->outs[u] < thr ? (M->outs[u] < 1 ? 1 : M->outs[u]) : thr;
@@ -262,17 +290,27 @@ static int s_phase(s_mc *M, tl_cost *c, tl_cost *out) {
     c[u].c[TL_C_CONTRACT] /= width;
     c[u].c[TL_C_ELEMWISE] /= width;
     c[u].c[TL_C_WRITE] *= esz;
-    double t = tl_seconds(&M->env->w, &c[u]);
+    for (int k = TL_C_GEMM; k <= TL_C_ELEMWISE; k++) sec[u] += w->w[k] * c[u].c[k];
+    double t = tl_seconds(w, &c[u]);
     if (t > best) {
       best = t;
       busiest = u;
       *out = c[u];
     }
   }
-  /* sites sharing fewer cores than they have threads run at the pace
-  ** the cores allow: no faster than the whole work over all cores */
-  for (int k = TL_C_GEMM; k <= TL_C_ELEMWISE && M->env->cores > 0; k++)
-    if (all[k] / M->env->cores > out->c[k]) out->c[k] = all[k] / M->env->cores;
+  /* sites sharing fewer cores than they have threads compute at the pace
+  ** the cores allow: the busiest site's compute stretched to the time
+  ** they all take together */
+  if (M->env->cores > 0 && M->env->cores < M->m * thr) {
+    double t = s_shared(sec, M->m, thr, M->env->cores), own = sec[busiest];
+    for (int k = TL_C_GEMM; k <= TL_C_ELEMWISE && t > own; k++) {
+      double all = 0, total = 0; /* no compute of its own: the phase's mix */
+      for (int u = 0; u < M->m; u++) all += c[u].c[k];
+      for (int j = TL_C_GEMM; j <= TL_C_ELEMWISE; j++)
+        for (int u = 0; u < M->m; u++) total += w->w[j] * c[u].c[j];
+      out->c[k] = own > 0 ? out->c[k] * t / own : total > 0 ? all * t / total : 0;
+    }
+  }
   return busiest;
 }
 

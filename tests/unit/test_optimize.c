@@ -420,3 +420,45 @@ Test(optimize, moves_of_an_assigned_placement) {
   cr_assert_eq(to_moves_assigned(&p, 0, site_of, ENV(3, 1), pl, &c, &mv, &err), TR_EINVAL);
   s_unplace(pl);
 }
+
+/* Local workers sharing fewer cores than they are: a site with more of
+** the work than the others finishes alone after they do, so a plan that
+** leaves work 2, 1, 1, 0 on 4 sites over 2 cores takes 2.5 units (three
+** share the cores until two finish), not the 2 of its busiest site nor of
+** the whole work over the cores; 1, 1, 1, 1 takes 2. */
+Test(optimize, sites_sharing_cores_finish_uneven_work_later) {
+  static ta_plan p;
+  to_placed pl[TA_MAX_RELS];
+  to_opt o;
+  tr_err err;
+  /* stored cut on k in 4 pieces, pieces 0 and 3 on site 0 */
+  s_matmul(&p, 512, 512, 16384, 512, 512, 4096);
+  s_place(&p, pl, 4);
+  for (int r = 0; r < 2; r++) {
+    pl[r].prim[3] = 0;
+    pl[r].has[3] = 1;
+  }
+  double gemm[2][2]; /* [cores 0 | 2][LOCAL | CMM] */
+  for (int shared = 0; shared < 2; shared++) {
+    to_env env = s_env(4, 1);
+    env.cores = shared ? 2 : 0;
+    cr_assert_eq(to_optimize(&p, &env, pl, NULL, &o, &err), TR_OK, "%s", err.msg);
+    const char *names[2] = {"LOCAL", "CMM[k]"};
+    for (int a = 0; a < 2; a++) {
+      const struct to_alt *alt = s_alt(&o, names[a]);
+      cr_assert_not_null(alt, "%s reached", names[a]);
+      to_moves mv;
+      cr_assert_eq(to_moves_compute(&p, 0, &alt->choice[0], &env, pl, &mv, 0, &err), TR_OK, "%s", err.msg);
+      gemm[shared][a] = mv.cost.c[TL_C_GEMM];
+      to_moves_free(&mv);
+    }
+    if (shared) cr_assert(!strncmp(o.alt[o.chosen].name, "CMM", 3), "chose %s", o.alt[o.chosen].name);
+    to_opt_free(&o);
+  }
+  double unit = 2.0 * 512 * 512 * 4096; /* one piece's gemm flops */
+  cr_assert_float_eq(gemm[0][0], 2 * unit, 1e-6 * unit, "own cores: the busiest site's two pieces");
+  cr_assert_float_eq(gemm[0][1], unit, 1e-6 * unit, "own cores: one piece each");
+  cr_assert_float_eq(gemm[1][0], 2.5 * unit, 1e-6 * unit, "shared: 2, 1, 1 over 2 cores");
+  cr_assert_float_eq(gemm[1][1], 2 * unit, 1e-6 * unit, "shared: 1, 1, 1, 1 over 2 cores");
+  s_unplace(pl);
+}
