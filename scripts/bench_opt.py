@@ -40,13 +40,17 @@ it; neither is asserted.
 The summary: for each statement, its time under every chunking (how much
 the storage still matters: the slowest over the fastest); for each chain,
 the one statement against its fastest hand-split form; and how well the
-seconds were predicted: predicted over measured for every run, and
-whether the plans of each case were ranked as they measured.  The one
+seconds were predicted: predicted over measured for every run, whether
+the plans of each case were ranked as they measured, and, of the pairs of
+plans of one case whose times differ by more than the noise between runs
+(10%), how many the prediction orders as they measured.  The cost weights
+are the shipped defaults, or with --calibrate those CALIBRATE fits in each
+case's database before its set-up (about 3 s each).  The one
 check that fails the run: the measured transfer of every run equals the
 prediction (the executor moves exactly what the cost model counted).
 
 Usage: scripts/bench_opt.py [--tradb ./tradb] [--reps 3] [--quick]
-                            [--only matmul|nn|ffnn|chains]
+                            [--only matmul|nn|ffnn|chains] [--calibrate]
 Writes the report to stdout (markdown) and exits 1 if a check fails.
 """
 import argparse
@@ -66,10 +70,17 @@ summary = []   # (case, chunking, chosen, chosen s, fastest, fastest s, chosen i
 spread = {}    # case -> {chunking: (auto s, declared s)}
 predicted = []  # (case, chunking, plan, predicted s, measured s)
 ranked = []    # (case, chunking, ranked as measured, plans)
+pairs = []     # (case, chunking, pairs ordered as measured, pairs measured apart)
+PAIR_GAP = 1.10  # two plans "measured apart": the slower over 1.10x the faster
+CALIBRATE = False
 chained = []   # (chain, one statement s, best split, best split s)
 
 
 def run(tradb, db, script):
+    if CALIBRATE and not os.path.exists(db):
+        # a new database: fit the cost weights to these workers first, as
+        # a user of a cluster would
+        script = "CALIBRATE;\n" + script
     p = subprocess.run([tradb, "--bail", "--local-workers", str(WORKERS), db], input=script,
                        capture_output=True, text=True)
     if p.returncode != 0:
@@ -191,6 +202,12 @@ def report(case, cname, chunks, chosen, res, expect=None, regime=None, short=Non
     by_pred = sorted(opt, key=lambda pn: opt[pn][3])
     by_meas = sorted(opt, key=lambda pn: opt[pn][0])
     ranked.append((case, cname, by_pred == by_meas, len(opt)))
+    # plans whose times differ by more than the noise between runs: does
+    # the prediction order them as they measured?
+    apart = [(x, y) for x, y in itertools.combinations(opt, 2)
+             if max(opt[x][0], opt[y][0]) > PAIR_GAP * min(opt[x][0], opt[y][0])]
+    agree = sum(1 for x, y in apart if (opt[x][0] < opt[y][0]) == (opt[x][3] < opt[y][3]))
+    pairs.append((case, cname, agree, len(apart)))
 
 
 MATMUL = "C[i,j] = A[i,k] * B[k,j];"
@@ -447,7 +464,10 @@ def summarise():
               f"{statistics.median(r):.2f}, range {min(r):.2f} to {max(r):.2f}; within 2x in "
               f"{within} of {len(r)}.  The plans of a case ranked as they measured in "
               f"{sum(1 for x in ranked if x[2])} of {len(ranked)} cases "
-              f"({sum(1 for x in ranked if x[3] > 1)} with more than one plan).\n")
+              f"({sum(1 for x in ranked if x[3] > 1)} with more than one plan).  Of the "
+              f"{sum(x[3] for x in pairs)} pairs of plans of one case that measured more than "
+              f"{PAIR_GAP:.2f}x apart, the prediction ordered "
+              f"{sum(x[2] for x in pairs)} as they measured.\n")
         print("| case | chunking | plan | predicted s | measured s | ratio |")
         print("|---|---|---|---:|---:|---:|")
         for case, cname, pn, p, m in predicted:
@@ -461,7 +481,11 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="products and chains at half size")
     ap.add_argument("--only", choices=["matmul", "nn", "ffnn", "chains"])
+    ap.add_argument("--calibrate", action="store_true",
+                    help="run CALIBRATE in each case's new database before its set-up")
     a = ap.parse_args()
+    global CALIBRATE
+    CALIBRATE = a.calibrate
     if a.reps < 1:
         ap.error("--reps must be positive")
     tmp = tempfile.mkdtemp(prefix="tradb-opt-", dir=os.environ.get("TMPDIR", "/tmp"))
