@@ -462,3 +462,50 @@ Test(optimize, sites_sharing_cores_finish_uneven_work_later) {
   cr_assert_float_eq(gemm[1][1], 2 * unit, 1e-6 * unit, "shared: 1, 1, 1, 1 over 2 cores");
   s_unplace(pl);
 }
+
+/* MIN of a vector into a scalar, the node in other chunks than the vector
+** is stored in (what the layout chose for a block's last step, `best[] =
+** MIN(dist[n])` after dist in 256-element chunks): the pieces are
+** assembled where the one output chunk is, and that site aggregates them
+** in one phase.  Every plan the rules reached was refused, so the block
+** fell back to its declared chunking, 1.6x slower. */
+Test(optimize, a_scalar_aggregate_of_a_rechunked_operand_runs_in_one_phase) {
+  static ta_plan p;
+  to_placed pl[TA_MAX_RELS];
+  to_opt o;
+  tr_err err;
+  memset(&p, 0, sizeof p);
+  p.nrels = 2;
+  const char *nm[2] = {"dist", "best"};
+  for (int r = 0; r < 2; r++) {
+    p.rels[r].kind = r ? TA_REL_OUTPUT : TA_REL_STORED;
+    snprintf(p.rels[r].meta.name, sizeof p.rels[r].meta.name, "%s", nm[r]);
+    p.rels[r].meta.dtype = TR_F32;
+    p.rels[r].meta.version = 1;
+  }
+  p.rels[0].meta.rank = 1;
+  p.rels[0].meta.shape[0] = 512;
+  p.rels[0].meta.chunk[0] = 256;
+  ta_node *n = &p.nodes[0];
+  p.nnodes = 1;
+  n->nlabels = 1;
+  n->nout = 0;
+  snprintf(n->lname[0], sizeof n->lname[0], "n");
+  n->size[0] = n->chunk[0] = 512;
+  n->ninputs = 1;
+  n->in[0] = (ta_operand){0, 1, {0}};
+  n->prog.n = 1;
+  n->prog.code[0] = (tk_insn){TK_OP_INPUT, 0, 0};
+  n->agg = TK_AGG_MIN;
+  n->drive = -1;
+  n->out = 1;
+  s_place(&p, pl, 4);
+  cr_assert_eq(to_optimize(&p, ENV(4, 1), pl, NULL, &o, &err), TR_OK, "%s", err.msg);
+  const struct to_alt *one = &o.alt[o.chosen];
+  cr_assert_eq(one->choice[0].twophase, 0, "one phase: %s", one->name);
+  cr_assert_eq(one->choice[0].drive, -1, "the re-chunked operand does not drive the join");
+  cr_assert_eq(one->floats, 256, "one of the two pieces moves to the output's site: %lld floats",
+               (long long)one->floats);
+  to_opt_free(&o);
+  s_unplace(pl);
+}
