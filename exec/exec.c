@@ -550,6 +550,25 @@ static int s_gemm_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void 
   int rc = s_factor(run, 0, ch, ext, &vo[0], &vc[0], &fa);
   if (!rc) rc = s_factor(run, 1, ch, ext, &vo[1], &vc[1], &fb);
   if (rc) goto done;
+  /* The product is symmetric: the left factor is the one without the
+  ** output's innermost label, so that C is written in place, not into a
+  ** transposed scratch folded in afterwards (a pass over C the wrong way:
+  ** a chain's last step O[i,m] = SUM(D[l,m] * T[i,l]), 4096 x 4096 by 64,
+  ** took 0.041 s against 0.022 s with the factors the other way round) */
+  int inner = -1;
+  for (int l = 0; l < n->nout; l++)
+    if (ext[l] > 1 && (inner < 0 || ols[l] < ols[inner])) inner = l;
+  if (inner >= 0) {
+    int in0 = 0, in1 = 0;
+    for (int d = 0; d < vo[0].rank; d++) in0 |= vo[0].label[d] == inner;
+    for (int d = 0; d < vo[1].rank; d++) in1 |= vo[1].label[d] == inner;
+    if (in0 && !in1) {
+      ta_operand tv = vo[0];
+      s_chunk tcnk = vc[0];
+      vo[0] = vo[1], vo[1] = tv;
+      vc[0] = vc[1], vc[1] = tcnk;
+    }
+  }
   s_label_strides(&vo[0], &vc[0], ls0);
   int has0[TK_MAX_LABELS] = {0}, has1[TK_MAX_LABELS] = {0};
   for (int d = 0; d < vo[0].rank; d++) has0[vo[0].label[d]] = 1;
