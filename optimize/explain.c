@@ -119,7 +119,8 @@ static void s_layout_text(tr_text *b, const to_opt *o) {
               !l->dag ? "tree DP" : l->linearised ? "DP along paths" : "frontier DP", l->candidates,
               l->pieces, l->ms);
   if (isnan(l->auto_s))
-    tr_text_put(b, "none runs; the declared chunking does (predicted %.3g s)\n", l->declared_s);
+    tr_text_put(b, "none runs (%s); the declared chunking does (predicted %.3g s)\n",
+                l->why[0] ? l->why : "no plan", l->declared_s);
   else if (isnan(l->declared_s))
     tr_text_put(b, "predicted %.3g s; the declared chunking cannot run\n", l->auto_s);
   else
@@ -193,6 +194,11 @@ char *to_opt_json(const ta_plan *p, const to_opt *o, const char *tra) {
                 !o->layout.dag ? "tree" : o->layout.linearised ? "paths" : "frontier",
                 o->layout.candidates, o->layout.pieces, o->layout.max_class, o->layout.ms);
   if (o->layout.ran && !isnan(o->layout.auto_s)) tr_text_put(&b, ", \"chosen_s\": %.6g", o->layout.auto_s);
+  if (o->layout.ran && isnan(o->layout.auto_s) && o->layout.why[0]) {
+    tr_text_put(&b, ", \"chosen_fails\": \"");
+    tr_text_json(&b, o->layout.why);
+    tr_text_put(&b, "\"");
+  }
   if (o->layout.ran && !isnan(o->layout.declared_s))
     tr_text_put(&b, ", \"declared_s\": %.6g", o->layout.declared_s);
   tr_text_put(&b, "}, \"predicted_transfer_floats\": %lld, \"chosen\": {\"name\": \"", (long long)o->total);

@@ -460,6 +460,10 @@ int to_optimize(ta_plan *p, const to_env *env, to_placed *pl, const char *force,
   int rd = s_writable(p, env->chunk_max) ? oi_optimize_plan(p, env, pl, force, &od, err)
                                          : tr_seterr(err, TR_ESHAPE, "too large a chunk");
   info.auto_s = ra ? NAN : oa.seconds;
+  if (ra) { /* its first clause: a forced plan's error goes on to list them all */
+    snprintf(info.why, sizeof info.why, "%.150s", aerr.msg);
+    info.why[strcspn(info.why, ";")] = '\0';
+  }
   info.declared_s = rd ? NAN : od.seconds;
   /* A new chunking must win by more than the model resolves: 5%, and at
   ** least a round trip's time (below that, tiny tensors would be cut up

@@ -161,6 +161,8 @@ typedef struct to_layout_info {
   int cut;              /* 1: stored operands read in finer chunks are cut
                            where they are first (layout.c) */
   double ms;            /* its time */
+  char why[160];        /* auto_s NaN: why no plan runs in its chunking
+                           (the start of the optimizer's error) */
 } to_layout_info;
 
 /* What the optimizer decided for a plan. */

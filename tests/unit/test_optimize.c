@@ -509,3 +509,28 @@ Test(optimize, a_scalar_aggregate_of_a_rechunked_operand_runs_in_one_phase) {
   to_opt_free(&o);
   s_unplace(pl);
 }
+
+/* When no plan runs in the chunking the layout chose, the declared one
+** runs and EXPLAIN says why (a block once fell back without a word): here
+** a forced CMM[k], which the chosen chunking does not split k for. */
+Test(optimize, explain_says_why_the_chosen_chunking_does_not_run) {
+  static ta_plan p;
+  to_placed pl[TA_MAX_RELS];
+  to_opt o;
+  tr_err err;
+  s_matmul(&p, 2048, 2048, 2048, 2048, 2048, 512);
+  s_place(&p, pl, 4);
+  to_env env = s_env(4, 1);
+  env.layout = TO_LAYOUT_AUTO;
+  cr_assert_eq(to_optimize(&p, &env, pl, "CMM", &o, &err), TR_OK, "%s", err.msg);
+  cr_assert(o.layout.ran && isnan(o.layout.auto_s), "the chosen chunking ran: %g s", o.layout.auto_s);
+  cr_assert(!strncmp(o.alt[o.chosen].name, "CMM", 3), "ran %s", o.alt[o.chosen].name);
+  char *text = to_opt_text(&p, &o, "");
+  cr_assert(text && strstr(text, "none runs (no plan 'CMM'); the declared chunking does"), "%s", text);
+  free(text);
+  text = to_opt_json(&p, &o, "");
+  cr_assert(text && strstr(text, "\"chosen_fails\": \"no plan 'CMM'\""), "%s", text);
+  free(text);
+  to_opt_free(&o);
+  s_unplace(pl);
+}
