@@ -277,7 +277,7 @@ static double s_shared(const double *sec, int m, double thr, double cores) {
 /* The busiest site of one phase (per-site amounts in c[0..m), made per
 ** core here): its components into *out, its site the return value. */
 static int s_phase(s_mc *M, tl_cost *c, tl_cost *out) {
-  double best = -1, sec[TO_MAX_SITES] = {0};
+  double best = -1, sec[TO_MAX_SITES] = {0}, all[TL_NCOST] = {0}, total = 0;
   double esz = (double)tr_dtype_size(M->p->rels[M->n->out].meta.dtype);
   double thr = M->env->threads > 0 ? M->env->threads : 1;
   const tl_weights *w = &M->env->w;
@@ -290,7 +290,11 @@ static int s_phase(s_mc *M, tl_cost *c, tl_cost *out) {
     c[u].c[TL_C_CONTRACT] /= width;
     c[u].c[TL_C_ELEMWISE] /= width;
     c[u].c[TL_C_WRITE] *= esz;
-    for (int k = TL_C_GEMM; k <= TL_C_ELEMWISE; k++) sec[u] += w->w[k] * c[u].c[k];
+    for (int k = TL_C_GEMM; k <= TL_C_ELEMWISE; k++) {
+      all[k] += c[u].c[k];
+      sec[u] += w->w[k] * c[u].c[k];
+    }
+    total += sec[u];
     double t = tl_seconds(w, &c[u]);
     if (t > best) {
       best = t;
@@ -303,13 +307,10 @@ static int s_phase(s_mc *M, tl_cost *c, tl_cost *out) {
   ** they all take together */
   if (M->env->cores > 0 && M->env->cores < M->m * thr) {
     double t = s_shared(sec, M->m, thr, M->env->cores), own = sec[busiest];
-    for (int k = TL_C_GEMM; k <= TL_C_ELEMWISE && t > own; k++) {
-      double all = 0, total = 0; /* no compute of its own: the phase's mix */
-      for (int u = 0; u < M->m; u++) all += c[u].c[k];
-      for (int j = TL_C_GEMM; j <= TL_C_ELEMWISE; j++)
-        for (int u = 0; u < M->m; u++) total += w->w[j] * c[u].c[j];
-      out->c[k] = own > 0 ? out->c[k] * t / own : total > 0 ? all * t / total : 0;
-    }
+    /* t > own: some site computes, so total > 0; a busiest site with no
+    ** compute of its own takes the phase's mix */
+    for (int k = TL_C_GEMM; k <= TL_C_ELEMWISE && t > own; k++)
+      out->c[k] = own > 0 ? out->c[k] * t / own : all[k] * t / total;
   }
   return busiest;
 }
