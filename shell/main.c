@@ -185,7 +185,8 @@ static int s_worker(const tw_config *wc, const char *shell_only,
 ** the heap (measured on the large bench sizes, chunks of 48 MB: nn-large
 ** 3.2M page faults and 35-36 s of CPU, against 0.5M and 26-27 s); what a
 ** big statement leaves free is given back once the worker is idle, or at
-** once beyond a quarter of a worker's --memory.
+** once beyond half of a worker's --memory (at most 1 GiB), the heap a
+** worker faults in at start (worker/base.c, wi_warm_heap).
 **
 ** BLAS threads.  One: the engine runs many chunk tasks at once, and gives
 ** BLAS more threads only for the length of a run with fewer chunks than
@@ -193,7 +194,7 @@ static int s_worker(const tw_config *wc, const char *shell_only,
 */
 static void s_process_settings(int worker, int64_t memory) {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  /* a worker told its --memory keeps no more than a quarter of it free
+  /* a worker told its --memory keeps no more than half of it free
   ** at the top of its heap between tasks' buffers */
   mallopt(M_TRIM_THRESHOLD, (int)tr_heap_reserve(memory));
   mallopt(M_ARENA_MAX, 1);

@@ -243,8 +243,8 @@ static int64_t s_status_bytes(const char *field) {
 int64_t tr_rss(void) { return s_status_bytes("VmRSS:"); }
 
 int64_t tr_heap_reserve(int64_t memory) {
-  int64_t most = (int64_t)512 << 20;
-  return memory > 0 && memory / 4 < most ? memory / 4 : most;
+  int64_t most = (int64_t)1 << 30;
+  return memory > 0 && memory / 2 < most ? memory / 2 : most;
 }
 
 int64_t tr_peak_rss(int reset) {

@@ -210,7 +210,7 @@ int64_t tr_peak_rss(int reset);
 /* This process's resident memory now, in bytes (0 if unknown). */
 int64_t tr_rss(void);
 /* Free heap a process told it may use `memory` bytes (0: not told) keeps
-** for its next buffers: a quarter of it, at most 512 MiB. */
+** for its next buffers: half of it, at most 1 GiB. */
 int64_t tr_heap_reserve(int64_t memory);
 
 /*

@@ -406,6 +406,7 @@ int tw_main(const tw_config *cfg) {
   w.cfg = cfg;
   int status = s_start(&w, cfg);
   if (status == 0) {
+    wi_warm_heap(&w);
     s_serve(&w);
     wi_drop_tick(&w.drops, tr_now(), 1);
     wi_log("stopping");

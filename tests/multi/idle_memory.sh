@@ -5,10 +5,13 @@
 #    them go, the next statement read all it needed from the files.)
 # 2. The free heap a big statement leaves goes back to the system once the
 #    worker is idle, all but the reserve it keeps for the next statement's
-#    buffers (a quarter of its --memory, at most 512 MiB): after the 256 MB
+#    buffers (half of its --memory, at most 1 GiB): after the 256 MB
 #    tensors are dropped, each local worker's resident memory must fall
 #    below that reserve and 100 MB while the shell stays open.  (Without
 #    the idle trim each keeps about 800 MB.)
+# 0. Before that: a worker faults that reserve in when it starts, so a
+#    session's first statements reuse warm pages (without it an idle new
+#    worker holds some 20 MB).
 # Polls with deadlines; never sleeps a fixed time to wait for a state.
 TEST=idle_memory
 source "$TOP_SRCDIR/tests/multi/lib.sh"
@@ -29,6 +32,28 @@ shell_ok() {
   kill -0 "$pid" 2>/dev/null || { cat "$work/out"; fail "shell ended early"; }
 }
 
+# The local workers: the processes serving this database's sockets.
+find_workers() {
+  workers=$(pgrep -f -- "--listen ipc://$db/workers/w[01].ipc" || true)
+  [ "$(echo "$workers" | wc -w)" -eq 2 ]
+}
+marker 0
+wait_until 60 "2 local workers up" find_workers
+rss() { awk '/^VmRSS/ {print int($2 / 1024)}' "/proc/$1/status"; }
+# each worker's --memory, from its log ("memory 1506 MiB"), and the free
+# heap it keeps: half of it, at most 1 GiB
+mem=$(grep -ho "memory [0-9]* MiB" "$db"/workers/w0.log | head -1 | awk '{print $2}')
+[ -n "$mem" ] || fail "no --memory in the worker's log"
+reserve=$((mem / 2 < 1024 ? mem / 2 : 1024))
+
+# 0. Warm at start: each idle new worker faults in most of its reserve.
+warm() {
+  local w
+  for w in $workers; do [ "$(rss "$w")" -ge $((reserve * 3 / 4)) ] || return 1; done
+}
+wait_until 60 "both workers holding $((reserve * 3 / 4)) MB of warm heap" warm
+ok
+
 cat >&3 <<'EOF2'
 CREATE TENSOR A[8192, 8192] CHUNK [2048, 2048] TYPE f32;
 FILL A ONES;
@@ -38,12 +63,8 @@ EOF2
 marker 1
 wait_until 120 "the statements done" marked 1
 shell_ok
-[ "$(wc -l < "$work/out")" -eq 1 ] || { cat "$work/out"; fail "a statement failed"; }
+[ "$(wc -l < "$work/out")" -eq 2 ] || { cat "$work/out"; fail "a statement failed"; }
 
-# The local workers: the processes serving this database's sockets.
-workers=$(pgrep -f -- "--listen ipc://$db/workers/w[01].ipc" || true)
-[ "$(echo "$workers" | wc -w)" -eq 2 ] || fail "expected 2 local workers, found: $workers"
-rss() { awk '/^VmRSS/ {print int($2 / 1024)}' "/proc/$1/status"; }
 # bytes the workers read from files (sockets do not count)
 read_bytes() {
   local t=0 w
@@ -74,10 +95,6 @@ ok
 printf 'DROP TENSOR A;\nDROP TENSOR B;\nDROP TENSOR C;\nDROP TENSOR s;\n' >&3
 marker 3
 wait_until 60 "the drops done" marked 3
-# each worker's --memory, from its log ("memory 1506 MiB")
-mem=$(grep -ho "memory [0-9]* MiB" "$db"/workers/w0.log | head -1 | awk '{print $2}')
-[ -n "$mem" ] || fail "no --memory in the worker's log"
-reserve=$((mem / 4 < 512 ? mem / 4 : 512))
 small() {
   local w
   for w in $workers; do [ "$(rss "$w")" -lt $((reserve + 100)) ] || return 1; done
