@@ -879,6 +879,33 @@ Test(gemm, against_reference) {
   s_gemm_case(TR_F32, 0, 1, 200, 150, 100, 1, 1, 2, 0);
 }
 
+/* Products of one row or one column (the openblas backend computes them
+** as dot and matrix-vector products), every transpose, strided, batched,
+** with and without beta; with beta 0 a C holding NaN is overwritten. */
+Test(gemm, one_row_or_one_column) {
+  static const int64_t mn[][2] = {{1, 1}, {1, 2}, {1, 77}, {2, 1}, {77, 1}};
+  static const int64_t ks[] = {1, 5, 300};
+  s_seed(12);
+  tk_set_blas_threads(1);
+  for (int d = 0; d < 2; d++)
+    for (int t = 0; t < 4; t++)
+      for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 3; j++) {
+          s_gemm_case(s_dtypes[d], t & 1, t >> 1, mn[i][0], mn[i][1], ks[j], 1, 0, 1, 0);
+          s_gemm_case(s_dtypes[d], t & 1, t >> 1, mn[i][0], mn[i][1], ks[j], -0.5, 2, 3, 2);
+        }
+  float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {1, 0, -1, 2, 0, 1}, c[2] = {NAN, NAN};
+  /* two rows of 3 dotted with two columns of 3, as a batch of 2 */
+  cr_assert_eq(s_blas()->gemm(TR_F32, 0, 0, 1, 1, 3, 1, a, 3, 3, b, 1, 3, 0, c, 1, 1, 2), TR_OK);
+  cr_expect_float_eq(c[0], -2.0f, 1e-6);
+  cr_expect_float_eq(c[1], 14.0f, 1e-6);
+  c[0] = c[1] = NAN;
+  /* A (2 x 3) times a column of 3 read with stride 2 (1, -1, 0) */
+  cr_assert_eq(s_blas()->gemm(TR_F32, 0, 0, 2, 1, 3, 1, a, 3, 0, b, 2, 0, 0, c, 1, 0, 1), TR_OK);
+  cr_expect_float_eq(c[0], 1 * 1 + 2 * (-1) + 3 * 0, 1e-6);
+  cr_expect_float_eq(c[1], 4 * 1 + 5 * (-1) + 6 * 0, 1e-6);
+}
+
 Test(gemm, known_values_and_beta_zero) {
   const tk_backend *bs[] = {s_ref(), s_blas()};
   for (int b = 0; b < 2; b++) {
