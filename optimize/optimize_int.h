@@ -73,6 +73,8 @@ void oi_label_text(const oi_ctx *x, unsigned lab, char *buf, size_t n);
 const char *oi_opname(const oi_ctx *x, int operand);
 /* Canonical text of the tree below `at` (also what EXPLAIN shows). */
 size_t oi_text(const oi_ctx *x, const oi_tree *t, int at, char *buf, size_t n);
+/* A hash of that text, without formatting it: equal texts hash equal. */
+uint64_t oi_hash(const oi_ctx *x, const oi_tree *t, int at);
 /* Table 1: the initial IA plan of the node. */
 void oi_initial(const oi_ctx *x, oi_tree *t);
 /* Is the op a move (BCAST or SHUF)? */

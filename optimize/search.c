@@ -16,18 +16,12 @@
 
 #define S_BEAM 16         /* partial plans kept between nodes */
 
-/* Open-addressing set of canonical texts (hashes; a collision only loses
-** a duplicate plan). */
+/* Open-addressing set of the trees reached, by the hash of their canonical
+** text (oi_hash; a collision only loses a duplicate plan). */
 typedef struct s_seen {
   uint64_t *h;
   size_t cap;
 } s_seen;
-
-static uint64_t s_fnv(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h | 1;
-}
 
 static int s_seen_add(s_seen *S, uint64_t h) {
   size_t i = h & (S->cap - 1);
@@ -46,7 +40,6 @@ int oi_enumerate(const ta_plan *p, int k, oi_cands *out, int *ntrees, int *fired
   oi_tree *tmp = malloc(sizeof *tmp * 16);
   char *rules = calloc(S_MAX_TREES, 160);
   s_seen S = {calloc(16384, sizeof(uint64_t)), 16384};
-  char text[640];
   int nq = 0;
   out->n = 0;
   if (!q || !tmp || !rules || !S.h) {
@@ -58,8 +51,7 @@ int oi_enumerate(const ta_plan *p, int k, oi_cands *out, int *ntrees, int *fired
   }
   oi_initial(&x, &q[0]);
   oi_normalize(&q[0]);
-  oi_text(&x, &q[0], 0, text, sizeof text);
-  s_seen_add(&S, s_fnv(text));
+  s_seen_add(&S, oi_hash(&x, &q[0], 0) | 1); /* 0 marks an empty slot */
   nq = 1;
   for (int qi = 0; qi < nq; qi++) {
     to_choice c;
@@ -82,8 +74,7 @@ int oi_enumerate(const ta_plan *p, int k, oi_cands *out, int *ntrees, int *fired
         int nt = 0;
         oi_apply(&x, &q[qi], at, r, tmp, &nt, 16);
         for (int j = 0; j < nt; j++) {
-          oi_text(&x, &tmp[j], 0, text, sizeof text);
-          if (!s_seen_add(&S, s_fnv(text))) continue;
+          if (!s_seen_add(&S, oi_hash(&x, &tmp[j], 0) | 1)) continue;
           fired[r]++;
           if (nq >= S_MAX_TREES) continue;
           q[nq] = tmp[j];

@@ -166,6 +166,30 @@ size_t oi_text(const oi_ctx *x, const oi_tree *t, int at, char *buf, size_t n) {
   return w;
 }
 
+/* A hash of oi_text's text of the tree below `at`, from what that text
+** shows and without writing it: trees of equal text hash equal.  The
+** rewrite search dedupes the trees it reaches by it; formatting every
+** tree's text there took a quarter of the shell's time on a 10 ms
+** statement. */
+uint64_t oi_hash(const oi_ctx *x, const oi_tree *t, int at) {
+  const oi_op *o = &t->op[at];
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+#define MIX(v) (h = (h ^ (uint64_t)(v)) * 1099511628211ull)
+  MIX(o->kind);
+  switch (o->kind) {
+  case IA_SCAN: MIX(x->n->in[o->operand].rel); return h; /* the text: its name */
+  case IA_MAP: MIX(o->npost); break;
+  case IA_SHUF: case IA_DUP: MIX(o->lab); break;
+  case IA_JOIN: MIX(o->npost != 0); break;
+  case IA_AGG: MIX(o->npost != 0); MIX(o->fl != 0); break;
+  default: break;
+  }
+  MIX(o->nk);
+  for (int i = 0; i < o->nk; i++) MIX(oi_hash(x, t, o->kid[i]));
+#undef MIX
+  return h;
+}
+
 /* A fresh child of unary op `at` (the initial plan has a handful of ops,
 ** far below S_MAX_OPS). */
 static int s_child(oi_tree *t, int at) {

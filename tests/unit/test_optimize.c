@@ -10,6 +10,7 @@
 #include <string.h>
 #include <stdio.h>
 #include "optimize/optimize.h"
+#include "optimize/optimize_int.h"
 
 /* C[i,j] = SUM_k A[i,k] * B[k,j] with the given shapes and chunks. */
 static void s_matmul(ta_plan *p, int64_t I, int64_t J, int64_t K, int64_t ci, int64_t cj, int64_t ck) {
@@ -533,4 +534,53 @@ Test(optimize, explain_says_why_the_chosen_chunking_does_not_run) {
   free(text);
   to_opt_free(&o);
   s_unplace(pl);
+}
+
+/* The rewrite search dedupes the trees it reaches by oi_hash, not by
+** formatting their text: over every tree the rules reach from a product
+** (and from one whose two operands are one relation, A[i,k] * A[k,j]), two
+** trees hash equal exactly when their canonical texts are equal. */
+Test(optimize, tree_hashes_agree_with_canonical_texts) {
+  enum { NMAX = 600 };
+  static ta_plan p;
+  static oi_tree q[NMAX], tmp[16];
+  static char text[NMAX][640];
+  static uint64_t hash[NMAX];
+  for (int same = 0; same < 2; same++) {
+    s_matmul(&p, 512, 512, 512, 256, 256, 128);
+    if (same) p.nodes[0].in[1].rel = 0, p.rels[1] = p.rels[0]; /* both read A */
+    oi_ctx x;
+    oi_ctx_init(&x, &p, 0);
+    oi_initial(&x, &q[0]);
+    oi_normalize(&q[0]);
+    int n = 1, reached = 0;
+    oi_text(&x, &q[0], 0, text[0], sizeof text[0]);
+    hash[0] = oi_hash(&x, &q[0], 0);
+    for (int qi = 0; qi < n; qi++)
+      for (int at = 0; at < q[qi].n; at++)
+        for (int r = 0; r < oi_rule_count(); r++) {
+          int nt = 0;
+          oi_apply(&x, &q[qi], at, r, tmp, &nt, 16);
+          for (int j = 0; j < nt; j++) {
+            char t[640];
+            uint64_t h = oi_hash(&x, &tmp[j], 0);
+            oi_text(&x, &tmp[j], 0, t, sizeof t);
+            int seen = 0;
+            reached++;
+            for (int k = 0; k < n && !seen; k++) {
+              int eqt = !strcmp(t, text[k]), eqh = h == hash[k];
+              cr_assert_eq(eqt, eqh, "texts '%s' and '%s', hashes %s", t, text[k],
+                           eqh ? "equal" : "different");
+              seen = eqt;
+            }
+            if (!seen && n < NMAX) {
+              q[n] = tmp[j];
+              memcpy(text[n], t, sizeof t);
+              hash[n++] = h;
+            }
+          }
+        }
+    cr_assert_gt(n, 10, "the rules reach many distinct trees");
+    cr_assert_gt(reached, n, "and some more than once");
+  }
 }
