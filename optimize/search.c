@@ -38,7 +38,7 @@ int oi_enumerate(const ta_plan *p, int k, oi_cands *out, int *ntrees, int *fired
   oi_ctx_init(&x, p, k);
   oi_tree *q = malloc(sizeof *q * S_MAX_TREES);
   oi_tree *tmp = malloc(sizeof *tmp * 16);
-  char *rules = calloc(S_MAX_TREES, 160);
+  char *rules = malloc((size_t)S_MAX_TREES * 160); /* a tree's entry is written as it is queued */
   s_seen S = {calloc(16384, sizeof(uint64_t)), 16384};
   int nq = 0;
   out->n = 0;
@@ -50,6 +50,7 @@ int oi_enumerate(const ta_plan *p, int k, oi_cands *out, int *ntrees, int *fired
     return TR_ENOMEM;
   }
   oi_initial(&x, &q[0]);
+  rules[0] = '\0'; /* no rule reached the initial plan */
   oi_normalize(&q[0]);
   s_seen_add(&S, oi_hash(&x, &q[0], 0) | 1); /* 0 marks an empty slot */
   nq = 1;
@@ -81,6 +82,7 @@ int oi_enumerate(const ta_plan *p, int k, oi_cands *out, int *ntrees, int *fired
           const char *prev = rules + (size_t)qi * 160;
           char *dst = rules + (size_t)nq * 160;
           size_t pl = strlen(prev);
+          dst[0] = '\0';
           if (pl + 8 < 160) {
             memcpy(dst, prev, pl);
             snprintf(dst + pl, 160 - pl, "%s%s", pl ? " " : "", oi_rule_name(r));
@@ -230,11 +232,17 @@ static void s_prune(s_beam *B, int keep, int nrels) {
 ** cost; alternatives with the same name (equal moves reached by different
 ** rewrites) keep the first, cheapest. */
 static int s_alternatives(const ta_plan *p, const oi_cands *cands, const s_beam *B, to_opt *o) {
-  o->alt = calloc(TO_MAX_ALTS + 1, sizeof *o->alt);
+  /* one per plan of the beam, each written in full below: an alternative
+  ** holds a choice for every node a plan may have (some 30 KB), and
+  ** zeroing TO_MAX_ALTS of them was a tenth of the shell's time on a
+  ** short statement */
+  int n = B->ncur < TO_MAX_ALTS ? B->ncur : TO_MAX_ALTS;
+  o->alt = malloc(sizeof *o->alt * (size_t)(n + 1));
   if (!o->alt) return TR_ENOMEM;
-  for (int b = 0; b < B->ncur && o->nalt < TO_MAX_ALTS; b++) {
+  for (int b = 0; b < n; b++) {
     struct to_alt *a = &o->alt[o->nalt++];
     size_t w = 0;
+    a->name[0] = '\0';
     a->floats = B->cur[b]->floats;
     a->cost = B->cur[b]->cost;
     for (int k = 0; k < p->nnodes; k++) {
