@@ -253,13 +253,42 @@ int ci_exec(tc_db *db, const char *sql, tr_err *err) {
   return TR_OK;
 }
 
+/* A kept statement of the same text when one is free (the text, not its
+** address, decides: callers may build SQL anywhere); else a new one,
+** kept while there is room. */
 int ci_prepare(tc_db *db, const char *sql, sqlite3_stmt **st,
                tr_err *err) {
+  int slot = -1;
+  for (int i = 0; i < CI_STMT_CACHE; i++) {
+    if (!db->stmt[i].st) {
+      if (slot < 0) slot = i;
+    } else if (!db->stmt[i].busy && !strcmp(sqlite3_sql(db->stmt[i].st), sql)) {
+      db->stmt[i].busy = 1;
+      *st = db->stmt[i].st;
+      return TR_OK;
+    }
+  }
   if (sqlite3_prepare_v2(db->sql, sql, -1, st, NULL) != SQLITE_OK) {
     *st = NULL;
     return ci_sqlfail(db, err, "prepare");
   }
+  if (slot >= 0 && *st) {
+    db->stmt[slot].st = *st;
+    db->stmt[slot].busy = 1;
+  }
   return TR_OK;
+}
+
+void ci_finish(tc_db *db, sqlite3_stmt *st) {
+  if (!st) return;
+  for (int i = 0; i < CI_STMT_CACHE; i++)
+    if (db->stmt[i].st == st) {
+      sqlite3_reset(st);
+      sqlite3_clear_bindings(st);
+      db->stmt[i].busy = 0;
+      return;
+    }
+  ci_finish(db, st);
 }
 
 /* Roll back whatever transaction is open; used on failure paths. */
@@ -346,7 +375,7 @@ static int s_db_id(tc_db *db, tr_err *err) {
                    db->dir, v);
   else if (s != SQLITE_ROW && s != SQLITE_DONE)
     rc = ci_sqlfail(db, err, "reading the database id");
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   if (rc || v) return rc;
   char sql[128];
   do db->id = ci_random64();
@@ -375,7 +404,7 @@ static int s_schema(tc_db *db, tr_err *err) {
   }
   int has_meta = sqlite3_column_int(st, 0) > 0;
   int nobjects = sqlite3_column_int(st, 1);
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   st = NULL;
   if (!has_meta) {
     if (nobjects > 0) {
@@ -415,7 +444,7 @@ static int s_schema(tc_db *db, tr_err *err) {
                      db->dir, ver, TC_SCHEMA_VERSION);
       goto done;
     }
-    sqlite3_finalize(st);
+    ci_finish(db, st);
     st = NULL;
     /* A version-1 catalog must have every table; catch a damaged one now
     ** rather than on the first query. */
@@ -428,7 +457,7 @@ static int s_schema(tc_db *db, tr_err *err) {
       goto done;
     }
   }
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   st = NULL;
   if ((rc = s_db_id(db, err))) goto done;
   /* Added after version 1 without a new version: a catalog made before
@@ -438,7 +467,7 @@ static int s_schema(tc_db *db, tr_err *err) {
     goto done;
   rc = ci_exec(db, "COMMIT", err);
 done:
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   if (rc) ci_rollback(db);
   return rc;
 }
@@ -540,6 +569,7 @@ void tc_close(tc_db **pdb) {
   tc_db *db = pdb ? *pdb : NULL;
   if (!db) return;
   *pdb = NULL;
+  for (int i = 0; i < CI_STMT_CACHE; i++) sqlite3_finalize(db->stmt[i].st);
   if (db->sql) sqlite3_close_v2(db->sql);
   if (db->transient && db->dir)
     nftw(db->dir, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
@@ -569,7 +599,7 @@ int tc_tensor_get(tc_db *db, const char *name, tr_tensor *out, tr_err *err) {
     rc = tr_seterr(err, TR_ENOTFOUND, "no such tensor: %.200s", name);
   else
     rc = ci_sqlfail(db, err, "looking up a tensor");
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   return rc;
 }
 
@@ -593,7 +623,7 @@ int tc_tensor_list(tc_db *db, tr_tensor **out, int *n, tr_err *err) {
   }
   if (s != SQLITE_DONE) rc = ci_sqlfail(db, err, "listing tensors");
 done:
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   if (rc) {
     free(v);
     return rc;
@@ -637,7 +667,7 @@ int tc_tensor_create(tc_db *db, tr_tensor *t, tr_err *err) {
     t->version = 0;
     snprintf(t->format, sizeof t->format, "%s", format);
   }
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   return rc;
 }
 
@@ -656,7 +686,7 @@ static int s_delete_rows(tc_db *db, int64_t id, int also_entry,
     if ((rc = ci_prepare(db, del[i], &st, err))) break;
     sqlite3_bind_int64(st, 1, id);
     if (sqlite3_step(st) != SQLITE_DONE) rc = ci_sqlfail(db, err, what);
-    sqlite3_finalize(st);
+    ci_finish(db, st);
   }
   return rc;
 }
@@ -680,7 +710,7 @@ int tc_tensor_bytes(tc_db *db, const tr_tensor *t, int64_t *bytes,
     *bytes = sqlite3_column_int64(st, 0);
   else
     rc = ci_sqlfail(db, err, "summing chunk sizes");
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   return rc;
 }
 
@@ -705,7 +735,7 @@ int ci_tensor_replace(tc_db *db, const tr_tensor *meta, int64_t *id,
     rc = ci_sqlfail(db, err, "looking up a tensor");
     goto done;
   }
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   st = NULL;
   if (*id) {
     if ((rc = s_delete_rows(db, *id, 0, "replacing a tensor", err)))
@@ -736,7 +766,7 @@ int ci_tensor_replace(tc_db *db, const tr_tensor *meta, int64_t *id,
   }
   if (!*id) *id = sqlite3_last_insert_rowid(db->sql);
 done:
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   return rc;
 }
 
@@ -776,6 +806,6 @@ int ci_tensor_current(tc_db *db, const tr_tensor *t, tr_err *err) {
     rc = tr_seterr(err, TR_ENOTFOUND, "tensor %s changed or was dropped "
                    "since it was looked up", t->name);
 done:
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   return rc;
 }

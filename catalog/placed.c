@@ -57,7 +57,7 @@ static int s_tensor_ids(tc_db *db, const char *name, uint64_t **ids,
   }
   sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
   rc = s_collect_ids(db, st, ids, n, err);
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   return rc;
 }
 
@@ -80,7 +80,7 @@ static int s_unreferenced(tc_db *db, uint64_t *ids, int64_t *n, tr_err *err) {
       break;
     }
   }
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   if (rc == TR_OK) *n = kept;
   return rc;
 }
@@ -181,8 +181,8 @@ static int s_insert_locs(tc_db *db, const tr_tensor *m, int64_t id,
     }
   }
 done:
-  sqlite3_finalize(ins);
-  sqlite3_finalize(rep);
+  ci_finish(db, ins);
+  ci_finish(db, rep);
   return rc;
 }
 
@@ -247,7 +247,7 @@ int tc_site_list(tc_db *db, tc_site **out, int *n, tr_err *err) {
   }
   if (s != SQLITE_DONE) rc = ci_sqlfail(db, err, "listing sites");
 done:
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   if (rc) {
     free(v);
     return rc;
@@ -272,7 +272,7 @@ int tc_site_add(tc_db *db, const char *endpoint, int64_t *id, tr_err *err) {
     rc = ci_sqlfail(db, err, "recording a site");
     goto done;
   }
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   if ((rc = ci_prepare(db, "SELECT id FROM sites WHERE endpoint = ?1", &st,
                        err)))
     goto done;
@@ -283,7 +283,7 @@ int tc_site_add(tc_db *db, const char *endpoint, int64_t *id, tr_err *err) {
   }
   *id = sqlite3_column_int64(st, 0);
 done:
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   return rc;
 }
 
@@ -312,7 +312,7 @@ int tc_site_remove(tc_db *db, const char *endpoint, tr_err *err) {
       "DELETE FROM chunk_replicas WHERE site_id = ?1",
       "DELETE FROM sites WHERE id = ?1"};
   for (size_t i = 0; i < sizeof del / sizeof del[0]; i++) {
-    sqlite3_finalize(st);
+    ci_finish(db, st);
     if ((rc = ci_prepare(db, del[i], &st, err))) goto done;
     sqlite3_bind_int64(st, 1, id);
     if (sqlite3_step(st) != SQLITE_DONE) {
@@ -322,7 +322,7 @@ int tc_site_remove(tc_db *db, const char *endpoint, tr_err *err) {
   }
   rc = ci_exec(db, "COMMIT", err);
 done:
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   if (rc) ci_rollback(db);
   return rc;
 }
@@ -403,7 +403,7 @@ int tc_chunk_locations(tc_db *db, const tr_tensor *t, tc_chunkloc **out,
     rc = tr_seterr(err, TR_ECORRUPT, "catalog %s/catalog.db: chunk %" PRId64
                    " of tensor %s is missing", db->dir, cnt, t->name);
 done:
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   if (rc) {
     free(v);
     return rc;
@@ -477,7 +477,7 @@ int tc_site_chunks(tc_db *db, int64_t site, uint64_t **ids, int64_t *n,
     return rc;
   sqlite3_bind_int64(st, 1, site);
   rc = s_collect_ids(db, st, ids, n, err);
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   return rc;
 }
 
@@ -497,7 +497,7 @@ static int s_replicas_by_id(tc_db *db, int64_t site, const uint64_t *ids, int64_
     if (sqlite3_step(st) != SQLITE_DONE) rc = ci_sqlfail(db, err, what);
     sqlite3_reset(st);
   }
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   if (!rc) rc = ci_exec(db, "COMMIT", err);
   else ci_rollback(db);
   return rc;
@@ -530,7 +530,7 @@ int tc_chunk_sites(tc_db *db, uint64_t id, int64_t *site, int *n, tr_err *err) {
   while ((s = sqlite3_step(st)) == SQLITE_ROW)
     if (*n < TC_MAX_REPLICAS) site[(*n)++] = sqlite3_column_int64(st, 0);
   if (s != SQLITE_DONE) rc = ci_sqlfail(db, err, "looking up a chunk's replicas");
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   return rc;
 }
 
@@ -555,7 +555,7 @@ int tc_chunks_known(tc_db *db, const uint64_t *ids, const uint64_t *nbytes, cons
     if (s != SQLITE_DONE) rc = ci_sqlfail(db, err, "looking chunks up");
     sqlite3_reset(st);
   }
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   return rc;
 }
 
@@ -607,7 +607,7 @@ int tc_chunks_select(tc_db *db, int64_t site, int below, tc_chunkref **out, int6
   }
   if (s != SQLITE_DONE) rc = ci_sqlfail(db, err, "listing chunks");
 done:
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   if (rc) {
     free(v);
     return rc;
@@ -637,7 +637,7 @@ int tc_tensor_replicas(tc_db *db, const tr_tensor *t, int target, int *fewest, i
   } else {
     rc = ci_sqlfail(db, err, "counting replicas");
   }
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   return rc;
 }
 
@@ -674,7 +674,7 @@ int tc_setting_get(tc_db *db, const char *name, char *value, size_t cap,
   } else {
     rc = ci_sqlfail(db, err, "reading a setting");
   }
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   return rc;
 }
 
@@ -692,7 +692,7 @@ int tc_setting_set(tc_db *db, const char *name, const char *value,
   sqlite3_bind_text(st, 2, value, -1, SQLITE_TRANSIENT);
   if (sqlite3_step(st) != SQLITE_DONE)
     rc = ci_sqlfail(db, err, "saving a setting");
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   return rc;
 }
 
@@ -719,7 +719,7 @@ int tc_declared_chunk_get(tc_db *db, const char *name, int rank, int64_t *chunk,
   } else if (s != SQLITE_DONE) {
     rc = ci_sqlfail(db, err, "reading a declared chunk shape");
   }
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   return rc;
 }
 
@@ -739,6 +739,6 @@ int tc_declared_chunk_set(tc_db *db, const char *name, int rank, const int64_t *
   sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
   if (rank >= 0) sqlite3_bind_text(st, 2, v, -1, SQLITE_TRANSIENT);
   if (sqlite3_step(st) != SQLITE_DONE) rc = ci_sqlfail(db, err, "saving a declared chunk shape");
-  sqlite3_finalize(st);
+  ci_finish(db, st);
   return rc;
 }

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "catalog/catalog.h"
+#include "catalog/catalog_int.h"
 #include "tests/unit/fixture.h"
 
 /* ---- fixtures ------------------------------------------------------------ */
@@ -250,6 +251,41 @@ Test(catalog, open_create_close_reopen) {
 }
 
 /* Tensors the catalog refuses, and why. */
+/* The connection keeps its prepared statements: the same text prepared
+** again after ci_finish is the same statement, reset with its bindings
+** cleared; one still in use is never handed out twice (a nested caller
+** gets a statement of its own, finalized when it is done); and a kept
+** statement left half-stepped does not hold a transaction open. */
+Test(catalog, prepared_statements_are_kept_and_reused) {
+  tc_db *db = NULL;
+  tr_err err;
+  sqlite3_stmt *a, *b, *c;
+  const char *sql = "SELECT ?1 + 1";
+  char copy[32];
+  cr_assert_eq(tc_open(s_dbdir, &db, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(ci_prepare(db, sql, &a, &err), TR_OK, "%s", err.msg);
+  sqlite3_bind_int(a, 1, 41);
+  cr_assert_eq(sqlite3_step(a), SQLITE_ROW);
+  cr_assert_eq(sqlite3_column_int(a, 0), 42);
+  /* in use: a nested prepare of the same text gets another statement */
+  cr_assert_eq(ci_prepare(db, sql, &b, &err), TR_OK, "%s", err.msg);
+  cr_assert_neq(a, b);
+  ci_finish(db, b);
+  ci_finish(db, a);
+  /* the same text, from another buffer: the kept one, reset, unbound */
+  snprintf(copy, sizeof copy, "%s", sql);
+  cr_assert_eq(ci_prepare(db, copy, &c, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(c, a);
+  cr_assert_eq(sqlite3_step(c), SQLITE_ROW);
+  cr_assert_eq(sqlite3_column_type(c, 0), SQLITE_NULL, "bindings are cleared");
+  ci_finish(db, c);
+  /* a write after it commits: nothing kept is still stepping */
+  cr_assert_eq(ci_exec(db, "BEGIN IMMEDIATE", &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(ci_exec(db, "CREATE TABLE kept(x)", &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(ci_exec(db, "COMMIT", &err), TR_OK, "%s", err.msg);
+  tc_close(&db);
+}
+
 Test(catalog, bad_names_and_shapes) {
   static const struct {
     const char *name;
