@@ -54,7 +54,10 @@ struct td_run {
   s_prel rel[TA_MAX_RELS];      /* placement of every relation */
   to_placed pl[TA_MAX_RELS];    /* the same as site-position masks */
   int up[256], m;               /* live sites */
-  s_opstat ops[TA_MAX_NODES * (3 * TK_MAX_INPUTS + 4) + 2]; /* measured operators */
+  s_opstat *ops;                /* measured operators: S_MAX_OPS, each zeroed
+                                   when s_op takes it (2 MB in all: zeroing
+                                   them was a tenth of the shell's time on a
+                                   short statement) */
   double node_s[TA_MAX_NODES];  /* measured seconds of each node, its commit included */
   int group[TA_MAX_NODES];      /* the first node of the group each ran in (s_group_end) */
   int nops;                     /* used */
@@ -74,6 +77,19 @@ struct td_run {
 };
 
 typedef struct td_run s_run;
+
+#define S_MAX_OPS (TA_MAX_NODES * (3 * TK_MAX_INPUTS + 4) + 2)
+
+/* A zeroed run with room for its operators (freed by s_run_free and
+** free), or NULL. */
+static s_run *s_run_new(void) {
+  s_run *R = calloc(1, sizeof *R);
+  if (R && !(R->ops = malloc(sizeof *R->ops * S_MAX_OPS))) {
+    free(R);
+    R = NULL;
+  }
+  return R;
+}
 
 static s_opstat *s_op(s_run *R, const char *op, const char *what, int fused) {
   s_opstat *os = &R->ops[R->nops++];
@@ -739,6 +755,7 @@ static void s_run_free(s_run *R) {
   }
   free(R->drop);
   free(R->drop_site);
+  free(R->ops);
 }
 
 /* Drop transient copies and temporaries; on failure also the output. */
@@ -802,7 +819,7 @@ static int s_placed_zeros(s_run *R, int rel, tr_err *err) {
 
 int td_run_begin(td_cluster *c, ta_plan *p, int run, td_run **out, int *m, int *repl,
                  to_placed **pl, tr_err *err) {
-  s_run *R = calloc(1, sizeof *R);
+  s_run *R = s_run_new();
   if (R) R->over = -1;
   int rc = TR_OK;
   *out = NULL;
@@ -1055,10 +1072,11 @@ void td_run_end(td_run **pr) {
 }
 
 int td_fill(td_cluster *c, const tr_tensor *t, const tx_fill *f, tr_err *err) {
-  s_run *R = calloc(1, sizeof *R);
+  s_run *R = s_run_new();
   ta_plan *p = calloc(1, sizeof *p);
   int rc = TR_OK;
   if (!R || !p) {
+    if (R) s_run_free(R);
     free(R);
     free(p);
     return tr_seterr(err, TR_ENOMEM, "out of memory");
