@@ -38,8 +38,8 @@ static int s_thin(tr_dtype dt, int transa, int transb, int64_t m, int64_t n, int
       blasint incb = transb ? 1 : (blasint)ldb;
       if (dt == TR_F32) {
         float *y = (float *)cq;
-        *y = (float)(alpha * cblas_sdot((blasint)k, (const float *)aq, incx, (const float *)bq, incb) +
-                     (beta == 0 ? 0 : beta * *y));
+        double dot = cblas_sdot((blasint)k, (const float *)aq, incx, (const float *)bq, incb);
+        *y = (float)(alpha * dot + (beta == 0 ? 0 : beta * *y));
       } else {
         double *y = (double *)cq;
         *y = alpha * cblas_ddot((blasint)k, (const double *)aq, incx, (const double *)bq, incb) +
@@ -84,8 +84,9 @@ static int s_gemm(tr_dtype dt, int transa, int transb, int64_t m, int64_t n,
       k > INT_MAX || lda > INT_MAX || ldb > INT_MAX || ldc > INT_MAX)
     return TR_EINVAL;
   if (m == 0 || n == 0) return TR_OK;
-  if ((m == 1 || n == 1) && k > 0) return s_thin(dt, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb,
-                                      stride_b, beta, c, ldc, stride_c, batch);
+  if ((m == 1 || n == 1) && k > 0)
+    return s_thin(dt, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c,
+                  ldc, stride_c, batch);
   /* Debian's OpenBLAS 0.3.21 has no cblas_?gemm_batch: one call each. */
   for (int64_t q = 0; q < batch; q++) {
     if (dt == TR_F32)
