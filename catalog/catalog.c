@@ -288,7 +288,7 @@ void ci_finish(tc_db *db, sqlite3_stmt *st) {
       db->stmt[i].busy = 0;
       return;
     }
-  ci_finish(db, st);
+  sqlite3_finalize(st);
 }
 
 /* Roll back whatever transaction is open; used on failure paths. */

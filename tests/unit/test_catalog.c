@@ -254,9 +254,10 @@ Test(catalog, open_create_close_reopen) {
 /* The connection keeps its prepared statements: the same text prepared
 ** again after ci_finish is the same statement, reset with its bindings
 ** cleared; one still in use is never handed out twice (a nested caller
-** gets a statement of its own, finalized when it is done); and a kept
-** statement left half-stepped does not hold a transaction open. */
-Test(catalog, prepared_statements_are_kept_and_reused) {
+** gets a statement of its own); statements past the room it has are
+** finalized when done; and a kept statement left half-stepped does not
+** hold a transaction open. */
+Test(catalog, prepared_statements_are_kept_and_reused, .timeout = 60) {
   tc_db *db = NULL;
   tr_err err;
   sqlite3_stmt *a, *b, *c;
@@ -279,6 +280,17 @@ Test(catalog, prepared_statements_are_kept_and_reused) {
   cr_assert_eq(sqlite3_step(c), SQLITE_ROW);
   cr_assert_eq(sqlite3_column_type(c, 0), SQLITE_NULL, "bindings are cleared");
   ci_finish(db, c);
+  /* more statements than the connection keeps: the ones past its room
+  ** work and are finalized when done */
+  sqlite3_stmt *many[CI_STMT_CACHE + 8];
+  char text[CI_STMT_CACHE + 8][32];
+  for (int i = 0; i < CI_STMT_CACHE + 8; i++) {
+    snprintf(text[i], sizeof text[i], "SELECT %d", i);
+    cr_assert_eq(ci_prepare(db, text[i], &many[i], &err), TR_OK, "%s", err.msg);
+    cr_assert_eq(sqlite3_step(many[i]), SQLITE_ROW);
+    cr_assert_eq(sqlite3_column_int(many[i], 0), i);
+  }
+  for (int i = 0; i < CI_STMT_CACHE + 8; i++) ci_finish(db, many[i]);
   /* a write after it commits: nothing kept is still stepping */
   cr_assert_eq(ci_exec(db, "BEGIN IMMEDIATE", &err), TR_OK, "%s", err.msg);
   cr_assert_eq(ci_exec(db, "CREATE TABLE kept(x)", &err), TR_OK, "%s", err.msg);
