@@ -239,6 +239,7 @@ static int s_alternatives(const ta_plan *p, const oi_cands *cands, const s_beam 
   int n = B->ncur < TO_MAX_ALTS ? B->ncur : TO_MAX_ALTS;
   o->alt = malloc(sizeof *o->alt * (size_t)(n + 1));
   if (!o->alt) return TR_ENOMEM;
+  memset(&o->alt[n], 0, sizeof *o->alt); /* the spare one past the last, as before */
   for (int b = 0; b < n; b++) {
     struct to_alt *a = &o->alt[o->nalt++];
     size_t w = 0;
