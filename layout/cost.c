@@ -58,27 +58,38 @@ int tl_cost_index(const char *name) {
 ** Defaults for an uncalibrated cluster, per unit on the busiest site: what
 ** CALIBRATE fitted (the median of five runs, rounded) on a 2-core x86-64
 ** with 4 local workers of one kernel thread each, OpenBLAS f32, chunks
-** pulled between the workers:
-**  gemm      8.7e-12 s/flop: one core of AVX-512 FMA, some 115 Gflop/s;
-**  contract  5e-11   s/flop-instruction: the contraction loops, per term
+** pulled between the workers, on the engine of 2026-11-24 (local pulls,
+** AVX2 checksums, a warm heap):
+**  gemm      9.5e-12 s/flop: one core of AVX-512 FMA, some 105 Gflop/s;
+**  contract  4e-11   s/flop-instruction: the contraction loops, per term
 **            and instruction of the join's program;
-**  elemwise  1.1e-10 s/element-instruction: maps, combines and copies;
-**  net       1.4e-9  s/float sent or received: a copy on each end (a
+**  elemwise  2.2e-10 s/element-instruction: maps, combines and copies;
+**  net       5.9e-10 s/float sent or received: a copy on each end (a
 **            pull between local workers), its checksum, and a share of
 **            the cores the other workers compute on;
-**  tasks     1.3e-5  s/kernel call: a chunk tuple fetched through the
+**  tasks     1.4e-5  s/kernel call: a chunk tuple fetched through the
 **            chunk cache, re-chunked if need be, a kernel called;
 **  write     0       s/byte: the fit puts what replicating and storing an
 **            output costs on its floats sent (they move together), and
 **            writes land in memory or the page cache;
-**  phases    5.2e-4  s/round trip: a phase of requests to the workers, a
+**  phases    4.3e-4  s/round trip: a phase of requests to the workers, a
 **            commit.
-** With 2 workers the same fit gives a net weight of about 2e-10 and an
-** elemwise one of 3.5e-10: each worker has a core of its own.  They only
-** need to order plans sensibly until CALIBRATE replaces them.
+** The weights fitted at 16:20 the same day (net 1.4e-9, elemwise 1.1e-10),
+** before the warm heap at worker start and dot products for thin products
+** (which the shuffle-dot probes run), ordered fewer of bench-opt's plans
+** as they measured: in two runs each (`make bench-opt`, --reps 3), 33 and
+** 36 of 46 cases ranked as measured, and 51 of 55 and 50 of 51 pairs that
+** measured more than 1.10x apart ordered so, against 36 and 38, and 51 of
+** 51 and 56 of 56, with these.  With 2 workers (one a core) the same fit
+** gives net 3.7e-10, tasks 5.4e-6 and phases 3.3e-4, the compute weights
+** alike.  Against the earlier weights, the embedded default's plans for
+** `make bench` (2 workers) changed in the format DAG only, one product's
+** implementation, its block as fast (0.695 s against 0.708 s a pass,
+** medians of 12).
+** They only need to order plans sensibly until CALIBRATE replaces them.
 */
 void tl_weights_default(tl_weights *w) {
-  static const double d[TL_NCOST] = {8.7e-12, 5e-11, 1.1e-10, 1.4e-9, 1.3e-5, 0, 5.2e-4};
+  static const double d[TL_NCOST] = {9.5e-12, 4e-11, 2.2e-10, 5.9e-10, 1.4e-5, 0, 4.3e-4};
   memcpy(w->w, d, sizeof d);
   w->fitted = 0;
 }
