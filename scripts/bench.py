@@ -663,8 +663,8 @@ class Workers:
         """Wait (at most 30 s) until the workers have faulted in the heap
         each warms at start: their resident memory unchanged for 0.5 s.  A
         system measured meanwhile would share the machine with them
-        (nn-large's product, embedded, took 0.44-0.53 s with the suite's
-        workers warming beside it, 0.38-0.40 s without)."""
+        (nn-large's product, embedded, took 0.49-0.50 s a pass with two
+        such workers warming beside it, 0.40-0.41 s without)."""
         def rss():
             out = []
             for p in self.procs:

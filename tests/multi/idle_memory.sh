@@ -95,7 +95,7 @@ ok
 
 # 2. The shell, which runs no kernels, keeps little free heap: after a SAVE
 # of C (256 MB, read through it in 16 MB chunks) it holds under 100 MB.
-# (While it kept up to 1 GiB free, some 300 MB.)
+# (While it kept up to 1 GiB free, 268 MB.)
 printf "SAVE C TO '%s';\n" "$work/c.npy" >&3
 marker 4
 wait_until 60 "the SAVE done" marked 4
