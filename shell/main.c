@@ -192,15 +192,12 @@ static int s_worker(const tw_config *wc, const char *shell_only,
 ** BLAS more threads only for the length of a run with fewer chunks than
 ** threads.
 */
-#define S_SHELL_FREE (32 << 20) /* bytes of free heap a shell keeps */
-
 static void s_process_settings(int worker, int64_t memory) {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   /* a worker told its --memory keeps no more than half of it free at the
-  ** top of its heap between tasks' buffers; a shell runs no kernels and
-  ** only passes chunks through (LOAD, SAVE, printing), so it keeps
-  ** S_SHELL_FREE: an idle shell does not hold what its last SAVE read */
-  mallopt(M_TRIM_THRESHOLD, worker ? (int)tr_heap_reserve(memory) : S_SHELL_FREE);
+  ** top of its heap between tasks' buffers (a shell, the most a worker
+  ** keeps, and less once it is idle: shell.c, s_trimmer) */
+  mallopt(M_TRIM_THRESHOLD, (int)tr_heap_reserve(memory));
   mallopt(M_ARENA_MAX, 1);
   if (worker) mallopt(M_MMAP_MAX, 0);
   tk_set_blas_threads(1);

@@ -7,6 +7,7 @@
 
 #include "shell/shell.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -61,6 +62,15 @@ struct ts_shell {
   /* the statement running, for its progress line */
   double run_t0;      /* when it started */
   double prog_last;   /* when the progress line was last drawn (0: never) */
+  /* the idle trimmer (shell.c, s_trimmer), under trim_mu */
+  pthread_t trimmer;
+  int trimming;       /* the thread runs */
+  pthread_mutex_t trim_mu;
+  pthread_cond_t trim_cv;
+  int busy;           /* a statement runs */
+  int trimmed;        /* given back since the last statement */
+  int trim_quit;      /* ts_close: stop */
+  double idle_since;  /* when the last statement ended */
 };
 
 /* Where lines come from. */
