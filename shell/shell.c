@@ -1,6 +1,7 @@
 /*
 ** shell/shell.c - the tradb shell: input (terminal, file, string), statement
-** splitting, errors, Ctrl-C, progress.  Dot-commands are in dot.c, result
+** splitting, errors, Ctrl-C, progress, and the free heap it gives back when
+** idle (s_trimmer).  Dot-commands are in dot.c, result
 ** printing in print.c, the terminal (readline, history, completion) in
 ** terminal.c.
 **
@@ -140,8 +141,6 @@ static void s_cpu(ts_shell *sh, double *user, double *sys) {
   *sys += s_secs(ru.ru_stime);
 }
 
-/* Run text[0, len) (its ';' included), which starts at input line `first`
-** (its first byte: at). */
 /*
 ** The idle trimmer.  While statements run, the shell keeps as much free
 ** heap as a worker does (shell/main.c), so a SAVE after a SAVE reuses warm
@@ -216,6 +215,8 @@ static void s_busy(ts_shell *sh, int busy) {
   pthread_mutex_unlock(&sh->trim_mu);
 }
 
+/* Run text[0, len) (its ';' included), which starts at input line `first`
+** (its first byte: at). */
 static int s_exec(ts_shell *sh, const si_source *src, char *text, size_t len, long first,
                   s_place at) {
   char saved = text[len], saved_end = text[len - 1];
