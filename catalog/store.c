@@ -60,7 +60,6 @@ static int s_forget(tc_store *s, uint64_t id, tr_err *err) {
 int tc_store_open(const char *dir, tc_store **out, tr_err *err) {
   tc_store *s = NULL;
   pthread_rwlockattr_t attr;
-  pthread_condattr_t cattr;
   char path[CI_PATH];
   struct stat st;
   int rc = TR_OK;
@@ -74,10 +73,7 @@ int tc_store_open(const char *dir, tc_store **out, tr_err *err) {
   atomic_init(&s->clock, 1);
   pthread_mutex_init(&s->free_mu, NULL);
   pthread_mutex_init(&s->wmu, NULL);
-  pthread_condattr_init(&cattr);
-  pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC); /* the writer's deadlines */
-  pthread_cond_init(&s->wcv, &cattr);
-  pthread_condattr_destroy(&cattr);
+  tr_cond_init(&s->wcv); /* the writer's deadlines */
   int64_t mem = tr_phys_memory();
   s->free_max = mem / 16 < S_RECYCLE_MAX ? mem / 16 : S_RECYCLE_MAX;
   atomic_init(&s->mem_max, mem / 8);

@@ -194,10 +194,7 @@ static void *s_writer(void *arg) {
         pthread_cond_wait(&s->wcv, &s->wmu);
       } else {
         struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        double at = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + (next - tr_now()) + 1e-3;
-        ts.tv_sec = (time_t)at;
-        ts.tv_nsec = (long)((at - (double)ts.tv_sec) * 1e9);
+        tr_deadline(next + 1e-3, &ts);
         pthread_cond_timedwait(&s->wcv, &s->wmu, &ts);
       }
     }

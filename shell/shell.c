@@ -46,7 +46,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 /* The engine whose statements a Ctrl-C interrupts (te_interrupt). */
@@ -164,13 +163,10 @@ static void *s_trimmer(void *arg) {
       pthread_cond_wait(&sh->trim_cv, &sh->trim_mu);
       continue;
     }
-    double due = sh->idle_since + S_IDLE_S, now = tr_now();
-    if (now < due) {
+    double due = sh->idle_since + S_IDLE_S;
+    if (tr_now() < due) {
       struct timespec ts;
-      clock_gettime(CLOCK_REALTIME, &ts);
-      double at = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + (due - now) + 1e-3;
-      ts.tv_sec = (time_t)at;
-      ts.tv_nsec = (long)((at - (double)ts.tv_sec) * 1e9);
+      tr_deadline(due + 1e-3, &ts);
       pthread_cond_timedwait(&sh->trim_cv, &sh->trim_mu, &ts);
       continue;
     }
@@ -185,7 +181,7 @@ static void *s_trimmer(void *arg) {
 
 static void s_trimmer_start(ts_shell *sh) {
   pthread_mutex_init(&sh->trim_mu, NULL);
-  pthread_cond_init(&sh->trim_cv, NULL);
+  tr_cond_init(&sh->trim_cv);
   sh->idle_since = tr_now();
   sh->trimmed = 1; /* nothing to give back before a statement has run */
   sh->trimming = pthread_create(&sh->trimmer, NULL, s_trimmer, sh) == 0;

@@ -218,6 +218,19 @@ double tr_now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+void tr_cond_init(pthread_cond_t *cv) {
+  pthread_condattr_t a;
+  pthread_condattr_init(&a);
+  pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+  pthread_cond_init(cv, &a);
+  pthread_condattr_destroy(&a);
+}
+
+void tr_deadline(double t, struct timespec *ts) {
+  ts->tv_sec = (time_t)t;
+  ts->tv_nsec = (long)((t - (double)ts->tv_sec) * 1e9);
+}
+
 int tr_ncores(void) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? (int)n : 1;

@@ -11,8 +11,10 @@
 #ifndef TRADB_UTIL_H
 #define TRADB_UTIL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #define TR_VERSION_STRING PACKAGE_VERSION
 
@@ -167,6 +169,11 @@ static inline uint64_t tr_mix64(uint64_t x) {
 
 /* Seconds on a monotonic clock. */
 double tr_now(void);
+/* A condition variable whose timed waits run on tr_now()'s clock, and the
+** deadline of such a wait at tr_now() time t (a deadline that steps of
+** the wall clock cannot move). */
+void tr_cond_init(pthread_cond_t *cv);
+void tr_deadline(double t, struct timespec *ts);
 
 /*
 ** Cancel token: how work that may run long learns that nobody wants its
