@@ -24,6 +24,7 @@ typedef struct s_seen {
 } s_seen;
 
 static int s_seen_add(s_seen *S, uint64_t h) {
+  h |= 1; /* 0 marks an empty slot */
   size_t i = h & (S->cap - 1);
   while (S->h[i]) {
     if (S->h[i] == h) return 0;
@@ -52,7 +53,7 @@ int oi_enumerate(const ta_plan *p, int k, oi_cands *out, int *ntrees, int *fired
   oi_initial(&x, &q[0]);
   rules[0] = '\0'; /* no rule reached the initial plan */
   oi_normalize(&q[0]);
-  s_seen_add(&S, oi_hash(&x, &q[0], 0) | 1); /* 0 marks an empty slot */
+  s_seen_add(&S, oi_hash(&x, &q[0], 0));
   nq = 1;
   for (int qi = 0; qi < nq; qi++) {
     to_choice c;
@@ -75,7 +76,7 @@ int oi_enumerate(const ta_plan *p, int k, oi_cands *out, int *ntrees, int *fired
         int nt = 0;
         oi_apply(&x, &q[qi], at, r, tmp, &nt, 16);
         for (int j = 0; j < nt; j++) {
-          if (!s_seen_add(&S, oi_hash(&x, &tmp[j], 0) | 1)) continue;
+          if (!s_seen_add(&S, oi_hash(&x, &tmp[j], 0))) continue;
           fired[r]++;
           if (nq >= S_MAX_TREES) continue;
           q[nq] = tmp[j];
