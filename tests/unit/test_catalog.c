@@ -250,7 +250,6 @@ Test(catalog, open_create_close_reopen) {
   tc_close(&db);
 }
 
-/* Tensors the catalog refuses, and why. */
 /* The connection keeps its prepared statements: the same text prepared
 ** again after ci_finish is the same statement, reset with its bindings
 ** cleared; one still in use is never handed out twice (a nested caller
@@ -298,6 +297,7 @@ Test(catalog, prepared_statements_are_kept_and_reused, .timeout = 60) {
   tc_close(&db);
 }
 
+/* Tensors the catalog refuses, and why. */
 Test(catalog, bad_names_and_shapes) {
   static const struct {
     const char *name;
