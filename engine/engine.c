@@ -23,7 +23,10 @@ int te_open(const te_config *cfg, te_engine **out, tr_err *err) {
   te_engine *e = calloc(1, sizeof *e);
   int rc;
   *out = NULL;
-  if (!e) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  if (!e || !(e->memo = to_memo_new())) {
+    free(e);
+    return tr_seterr(err, TR_ENOMEM, "out of memory");
+  }
   e->kt = tk_backend_get(cfg && cfg->backend ? cfg->backend : "auto");
   if (!e->kt) {
     rc = tr_seterr(err, TR_EINVAL, "unknown kernel backend '%s' (compiled in: %s)",
@@ -47,6 +50,7 @@ int te_open(const te_config *cfg, te_engine **out, tr_err *err) {
   *out = e;
   return TR_OK;
 fail:
+  to_memo_free(&e->memo);
   free(e);
   return rc;
 }
@@ -58,6 +62,7 @@ void te_close(te_engine **pe) {
   s_block_clear(*pe); /* an open block's statements never ran */
   td_cluster_close(&(*pe)->cluster);
   tc_close(&(*pe)->db);
+  to_memo_free(&(*pe)->memo);
   free(*pe);
   *pe = NULL;
 }

@@ -29,6 +29,7 @@ struct te_engine {
   tl_weights w;           /* the cost model's weights: fitted by CALIBRATE
                              (kept in the catalog) or the defaults */
   to_layout_mode layout;  /* SET layout: auto (the default) or declared */
+  to_memo *memo;          /* layout decisions remembered for the session */
   tr_cancel interrupt;    /* set by te_interrupt (Ctrl-C): the running
                              statement stops, its workers are told to */
   /* An open block (BEGIN .. COMMIT): its assignments, optimized and run

@@ -114,10 +114,14 @@ static void s_layout_text(tr_text *b, const to_opt *o) {
     tr_text_put(b, "Layout: declared (each node in the chunking its stored operands have)\n");
     return;
   }
-  tr_text_put(b, "Layout: auto, chunkings chosen by the %s over %d candidates for %d pieces of work "
-                 "(%.2f ms): ",
-              !l->dag ? "tree DP" : l->linearised ? "DP along paths" : "frontier DP", l->candidates,
-              l->pieces, l->ms);
+  const char *how = !l->dag ? "tree DP" : l->linearised ? "DP along paths" : "frontier DP";
+  if (l->remembered)
+    tr_text_put(b, "Layout: auto, chunkings remembered from an earlier statement of the session with "
+                   "the same plan, settings and placement (chosen by the %s over %d candidates for %d "
+                   "pieces of work): ", how, l->candidates, l->pieces);
+  else
+    tr_text_put(b, "Layout: auto, chunkings chosen by the %s over %d candidates for %d pieces of work "
+                   "(%.2f ms): ", how, l->candidates, l->pieces, l->ms);
   if (isnan(l->auto_s))
     tr_text_put(b, "none runs (%s); the declared chunking does (predicted %.3g s)\n",
                 l->why[0] ? l->why : "no plan", l->declared_s);
@@ -193,6 +197,7 @@ char *to_opt_json(const ta_plan *p, const to_opt *o, const char *tra) {
                 o->layout.used ? "true" : "false",
                 !o->layout.dag ? "tree" : o->layout.linearised ? "paths" : "frontier",
                 o->layout.candidates, o->layout.pieces, o->layout.max_class, o->layout.ms);
+  if (o->layout.ran) tr_text_put(&b, ", \"remembered\": %s", o->layout.remembered ? "true" : "false");
   if (o->layout.ran && !isnan(o->layout.auto_s)) tr_text_put(&b, ", \"chosen_s\": %.6g", o->layout.auto_s);
   if (o->layout.ran && isnan(o->layout.auto_s) && o->layout.why[0]) {
     tr_text_put(&b, ", \"chosen_fails\": \"");

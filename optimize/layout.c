@@ -414,10 +414,10 @@ static void s_declared(ta_plan *p) {
   }
 }
 
-int to_optimize(ta_plan *p, const to_env *env, to_placed *pl, const char *force, to_opt *o,
-                tr_err *err) {
-  if (env->layout != TO_LAYOUT_AUTO || !p->nnodes)
-    return oi_optimize_plan(p, env, pl, force, o, err);
+/* to_optimize in auto layout: the chunking searched for, with and
+** without cuts, against the declared one. */
+static int s_optimize_auto(ta_plan *p, const to_env *env, to_placed *pl, const char *force, to_opt *o,
+                           tr_err *err) {
   s_declared(p);
   ta_plan *q = malloc(sizeof *q);
   to_layout_info info;
@@ -488,4 +488,26 @@ int to_optimize(ta_plan *p, const to_env *env, to_placed *pl, const char *force,
   o->layout = info;
   free(q);
   return TR_OK;
+}
+
+int to_optimize(ta_plan *p, const to_env *env, to_placed *pl, const char *force, to_opt *o,
+                tr_err *err) {
+  if (env->layout != TO_LAYOUT_AUTO || !p->nnodes)
+    return oi_optimize_plan(p, env, pl, force, o, err);
+  /* A plan named (EXPLAIN ANALYZE ... PLAN) is searched for afresh and not
+  ** remembered: it may be one the search would not have kept. */
+  oi_memo_key_t key = {0};
+  if (!env->memo || force || oi_memo_key(p, env, pl, &key)) return s_optimize_auto(p, env, pl, force, o, err);
+  to_layout_info info;
+  int rc;
+  if (oi_memo_find(env->memo, &key, p, &info)) {
+    if (!(rc = oi_optimize_plan(p, env, pl, NULL, o, err))) {
+      o->layout = info;
+      o->layout.remembered = 1;
+    }
+  } else if (!(rc = s_optimize_auto(p, env, pl, NULL, o, err))) {
+    oi_memo_keep(env->memo, &key, p, &o->layout);
+  }
+  free(key.key);
+  return rc;
 }

@@ -127,6 +127,11 @@ typedef enum to_layout_mode {
   TO_LAYOUT_DECLARED /* each node in its operands' stored chunking */
 } to_layout_mode;
 
+/* Layout decisions a session remembers (memo.c): one per engine. */
+typedef struct to_memo to_memo;
+to_memo *to_memo_new(void);
+void to_memo_free(to_memo **m);
+
 typedef struct to_env {
   int m;              /* live sites */
   int repl;           /* replicas of every output chunk */
@@ -139,6 +144,8 @@ typedef struct to_env {
   int64_t chunk_limit;   /* bytes the layout search keeps a chunk within */
   int64_t chunk_max;     /* bytes any chunk may hold (what a worker takes):
                             a declared chunking beyond it does not run */
+  to_memo *memo;         /* the session's remembered layout decisions
+                            (NULL: search every time) */
 } to_env;
 
 /* The chosen chunking runs instead of the declared one only when it is
@@ -161,6 +168,9 @@ typedef struct to_layout_info {
   int cut;              /* 1: stored operands read in finer chunks are cut
                            where they are first (layout.c) */
   double ms;            /* its time */
+  int remembered;       /* 1: the decision an earlier statement with the
+                           same plan, settings and placement took (the
+                           other fields are that search's) */
   char why[160];        /* auto_s NaN: why no plan runs in its chunking
                            (the start of the optimizer's error) */
 } to_layout_info;
@@ -202,7 +212,9 @@ typedef struct to_opt {
 ** filled in).  With env->layout auto, the chunking of the nodes is chosen
 ** too and written into p (node chunks, and the chunk shapes of the
 ** temporaries and outputs; an output the user declared chunks for,
-** ta_rel.declared, keeps them).  force: the name of an alternative to
+** ta_rel.declared, keeps them); with env->memo, a decision taken before
+** for the same inputs is taken again without searching.  force: the name
+** of an alternative to
 ** run instead of the cheapest (EXPLAIN ... PLAN 'name'), NULL for none;
 ** TR_ENOTFOUND with the names if none matches.  Caller frees o->alt with
 ** to_opt_free. */

@@ -112,6 +112,21 @@ int oi_placed_copy(to_placed *d, const to_placed *s);
 int oi_layout(ta_plan *p, const to_env *env, const to_placed *pl, int cut, to_layout_info *info,
               tr_err *err);
 
+/* ---- memo.c -------------------------------------------------------------- */
+
+/* The key of to_optimize's inputs (the caller frees key). */
+typedef struct oi_memo_key_t {
+  uint8_t *key;
+  size_t len;
+  uint64_t hash;
+} oi_memo_key_t;
+int oi_memo_key(const ta_plan *p, const to_env *env, const to_placed *pl, oi_memo_key_t *k);
+/* 1 and p and *info as decided for key k, or 0 (p untouched). */
+int oi_memo_find(to_memo *m, const oi_memo_key_t *k, ta_plan *p, to_layout_info *info);
+/* Remember the decision for key k (which it takes over: k->key NULL
+** after), replacing the least recently used. */
+void oi_memo_keep(to_memo *m, oi_memo_key_t *k, const ta_plan *p, const to_layout_info *info);
+
 /* ---- lower.c ------------------------------------------------------------- */
 
 /* Lower tree t to a choice; 0 if the executor cannot run it as it is. */

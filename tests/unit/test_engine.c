@@ -596,6 +596,41 @@ Test(engine, product_of_ten_factors_beyond_sixteen_labels) {
   te_result_free(&r);
 }
 
+/* A statement run again takes the chunkings its first run's search chose
+** (the session's memo) and computes the same values; stored in another
+** chunking, its operand makes the search run again. */
+Test(engine, a_repeated_statement_remembers_its_layout) {
+  s_ok("CREATE TENSOR A[96, 80] CHUNK [96, 80];");
+  s_ok("CREATE TENSOR B[80, 64] CHUNK [20, 64];");
+  s_ok("FILL A UNIFORM(-1, 1) SEED 1;");
+  s_ok("FILL B UNIFORM(-1, 1) SEED 2;");
+  const char *st = "C[i,j] = tanh(SUM(A[i,k] * B[k,j]));", *x = "EXPLAIN C[i,j] = tanh(SUM(A[i,k] * B[k,j]));";
+  te_result *r = s_explain(x);
+  cr_assert(strstr(r->text, "chunkings chosen by") && !strstr(r->text, "remembered"), "%s", r->text);
+  te_result_free(&r);
+  s_ok(st);
+  te_result *c1 = s_get("C");
+  r = s_explain(x);
+  cr_assert(strstr(r->text, "chunkings remembered from an earlier statement"), "%s", r->text);
+  te_result_free(&r);
+  s_ok(st);
+  te_result *c2 = s_get("C");
+  cr_assert_eq(memcmp(c1->values, c2->values, sizeof(double) * 96 * 64), 0, "the same values");
+  /* B stored anew in other chunks: a new key */
+  s_ok("DROP TENSOR B;");
+  s_ok("CREATE TENSOR B[80, 64] CHUNK [80, 16];");
+  s_ok("FILL B UNIFORM(-1, 1) SEED 2;");
+  r = s_explain(x);
+  cr_assert(strstr(r->text, "chunkings chosen by") && !strstr(r->text, "remembered"), "%s", r->text);
+  te_result_free(&r);
+  s_ok(st);
+  te_result *c3 = s_get("C");
+  s_close_to(c3, c1->values, 96 * 64, 1e-5);
+  te_result_free(&c1);
+  te_result_free(&c2);
+  te_result_free(&c3);
+}
+
 Test(engine, declared_output_chunks_are_kept_and_settings_checked) {
   s_ok("CREATE TENSOR A[64, 64] CHUNK [64, 64];");
   s_ok("FILL A ONES;");

@@ -72,7 +72,7 @@ static void s_place(const ta_plan *p, to_placed *pl, int m) {
 /* m sites, outputs replicated repl times, one thread each, the default
 ** weights, the chunking as declared. */
 static to_env s_env(int m, int repl) {
-  to_env env = {m, repl, 1, 0, {{0}, 0}, TO_LAYOUT_DECLARED, 256 << 20, 1 << 30};
+  to_env env = {m, repl, 1, 0, {{0}, 0}, TO_LAYOUT_DECLARED, 256 << 20, 1 << 30, NULL};
   tl_weights_default(&env.w);
   return env;
 }
@@ -306,6 +306,66 @@ Test(optimize, auto_layout_spreads_a_product_stored_as_one_chunk) {
   for (int d = 0; d < 2; d++) cr_assert_eq(p.rels[2].meta.chunk[d], p.nodes[0].chunk[d ? 1 : 0]);
   for (int64_t l = 0; l < tr_nchunks(&p.rels[2].meta); l++) sites |= o.moves[0].osites[l];
   cr_assert_gt(__builtin_popcountll((uint64_t)sites), 1, "computed on more than one site");
+  to_opt_free(&o);
+  s_unplace(pl);
+}
+
+/* The session's memo: the same statement again (its output rewritten: a
+** new version) takes the decision remembered, the same chunkings, choice
+** and seconds as a search; other weights, placement or a PLAN named
+** search again. */
+Test(optimize, a_remembered_layout_is_the_one_searched_for) {
+  static ta_plan p0, p, q;
+  to_placed pl[TA_MAX_RELS];
+  to_opt o, m;
+  tr_err err;
+  s_matmul(&p0, 3072, 3072, 3072, 3072, 3072, 3072);
+  s_place(&p0, pl, 4);
+  s_on_one_site(&p0, pl, 0);
+  to_env env = s_env(4, 2);
+  env.layout = TO_LAYOUT_AUTO;
+  p = p0;
+  cr_assert_eq(to_optimize(&p, &env, pl, NULL, &o, &err), TR_OK, "%s", err.msg); /* no memo */
+  env.memo = to_memo_new();
+  cr_assert_not_null(env.memo);
+  q = p0;
+  cr_assert_eq(to_optimize(&q, &env, pl, NULL, &m, &err), TR_OK, "%s", err.msg);
+  cr_assert(!m.layout.remembered, "the first time, the search runs");
+  to_opt_free(&m);
+  q = p0;
+  q.rels[2].meta.version = 7; /* the output as the last statement left it */
+  q.rels[0].meta.id = 41;
+  cr_assert_eq(to_optimize(&q, &env, pl, NULL, &m, &err), TR_OK, "%s", err.msg);
+  cr_assert(m.layout.remembered, "the same inputs again: remembered");
+  cr_assert(m.layout.ran && m.layout.used == o.layout.used);
+  cr_assert_eq(m.layout.candidates, o.layout.candidates);
+  cr_assert_eq(q.nnodes, p.nnodes);
+  for (int k = 0; k < p.nnodes; k++)
+    for (int l = 0; l < p.nodes[k].nlabels; l++) cr_assert_eq(q.nodes[k].chunk[l], p.nodes[k].chunk[l]);
+  for (int r = 0; r < p.nrels; r++)
+    for (int d = 0; d < p.rels[r].meta.rank; d++) cr_assert_eq(q.rels[r].meta.chunk[d], p.rels[r].meta.chunk[d]);
+  cr_assert_eq(q.rels[2].meta.version, 7, "this statement's versions and ids are kept");
+  cr_assert_eq(q.rels[0].meta.id, 41);
+  cr_assert_eq(m.seconds, o.seconds);
+  cr_assert_str_eq(m.alt[m.chosen].name, o.alt[o.chosen].name);
+  to_opt_free(&m);
+  /* other weights (CALIBRATE), another placement, a PLAN named: searched */
+  env.w.w[TL_C_NET] *= 2;
+  q = p0;
+  cr_assert_eq(to_optimize(&q, &env, pl, NULL, &m, &err), TR_OK, "%s", err.msg);
+  cr_assert(!m.layout.remembered, "new weights: searched again");
+  to_opt_free(&m);
+  s_on_one_site(&p0, pl, 1);
+  q = p0;
+  cr_assert_eq(to_optimize(&q, &env, pl, NULL, &m, &err), TR_OK, "%s", err.msg);
+  cr_assert(!m.layout.remembered, "another placement: searched again");
+  to_opt_free(&m);
+  q = p0;
+  cr_assert_eq(to_optimize(&q, &env, pl, o.alt[o.chosen].name, &m, &err), TR_OK, "%s", err.msg);
+  cr_assert(!m.layout.remembered, "a plan named: searched again");
+  to_opt_free(&m);
+  to_memo_free(&env.memo);
+  cr_assert_null(env.memo);
   to_opt_free(&o);
   s_unplace(pl);
 }
