@@ -496,7 +496,7 @@ int to_optimize(ta_plan *p, const to_env *env, to_placed *pl, const char *force,
     return oi_optimize_plan(p, env, pl, force, o, err);
   /* A plan named (EXPLAIN ANALYZE ... PLAN) is searched for afresh and not
   ** remembered: it may be one the search would not have kept. */
-  oi_memo_key_t key = {0};
+  oi_memokey key = {0};
   if (!env->memo || force || oi_memo_key(p, env, pl, &key)) return s_optimize_auto(p, env, pl, force, o, err);
   to_layout_info info;
   int rc;

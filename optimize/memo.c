@@ -159,7 +159,7 @@ void to_memo_free(to_memo **pm) {
   *pm = NULL;
 }
 
-int oi_memo_key(const ta_plan *p, const to_env *env, const to_placed *pl, oi_memo_key_t *k) {
+int oi_memo_key(const ta_plan *p, const to_env *env, const to_placed *pl, oi_memokey *k) {
   s_buf b = {0};
   s_key(&b, p, env, pl);
   if (b.oom) {
@@ -172,7 +172,7 @@ int oi_memo_key(const ta_plan *p, const to_env *env, const to_placed *pl, oi_mem
   return TR_OK;
 }
 
-int oi_memo_find(to_memo *m, const oi_memo_key_t *k, ta_plan *p, to_layout_info *info) {
+int oi_memo_find(to_memo *m, const oi_memokey *k, ta_plan *p, to_layout_info *info) {
   for (int i = 0; i < S_ENTRIES; i++) {
     s_entry *e = &m->e[i];
     if (!e->key || e->hash != k->hash || e->klen != k->len || memcmp(e->key, k->key, k->len)) continue;
@@ -195,7 +195,7 @@ int oi_memo_find(to_memo *m, const oi_memo_key_t *k, ta_plan *p, to_layout_info 
   return 0;
 }
 
-void oi_memo_keep(to_memo *m, oi_memo_key_t *k, const ta_plan *p, const to_layout_info *info) {
+void oi_memo_keep(to_memo *m, oi_memokey *k, const ta_plan *p, const to_layout_info *info) {
   s_entry *e = &m->e[0];
   for (int i = 1; i < S_ENTRIES && e->key; i++)
     if (!m->e[i].key || m->e[i].used < e->used) e = &m->e[i];

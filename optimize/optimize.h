@@ -214,10 +214,9 @@ typedef struct to_opt {
 ** temporaries and outputs; an output the user declared chunks for,
 ** ta_rel.declared, keeps them); with env->memo, a decision taken before
 ** for the same inputs is taken again without searching.  force: the name
-** of an alternative to
-** run instead of the cheapest (EXPLAIN ... PLAN 'name'), NULL for none;
-** TR_ENOTFOUND with the names if none matches.  Caller frees o->alt with
-** to_opt_free. */
+** of an alternative to run instead of the cheapest (EXPLAIN ... PLAN
+** 'name'), NULL for none; TR_ENOTFOUND with the names if none matches.
+** Caller frees o->alt with to_opt_free. */
 int to_optimize(ta_plan *p, const to_env *env, to_placed *pl, const char *force, to_opt *o,
                 tr_err *err);
 void to_opt_free(to_opt *o);

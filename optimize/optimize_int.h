@@ -115,17 +115,17 @@ int oi_layout(ta_plan *p, const to_env *env, const to_placed *pl, int cut, to_la
 /* ---- memo.c -------------------------------------------------------------- */
 
 /* The key of to_optimize's inputs (the caller frees key). */
-typedef struct oi_memo_key_t {
+typedef struct oi_memokey {
   uint8_t *key;
   size_t len;
   uint64_t hash;
-} oi_memo_key_t;
-int oi_memo_key(const ta_plan *p, const to_env *env, const to_placed *pl, oi_memo_key_t *k);
+} oi_memokey;
+int oi_memo_key(const ta_plan *p, const to_env *env, const to_placed *pl, oi_memokey *k);
 /* 1 and p and *info as decided for key k, or 0 (p untouched). */
-int oi_memo_find(to_memo *m, const oi_memo_key_t *k, ta_plan *p, to_layout_info *info);
+int oi_memo_find(to_memo *m, const oi_memokey *k, ta_plan *p, to_layout_info *info);
 /* Remember the decision for key k (which it takes over: k->key NULL
 ** after), replacing the least recently used. */
-void oi_memo_keep(to_memo *m, oi_memo_key_t *k, const ta_plan *p, const to_layout_info *info);
+void oi_memo_keep(to_memo *m, oi_memokey *k, const ta_plan *p, const to_layout_info *info);
 
 /* ---- lower.c ------------------------------------------------------------- */
 
