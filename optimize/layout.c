@@ -77,6 +77,50 @@ static int s_same(int rank, const int64_t *a, const int64_t *b) {
   return 1;
 }
 
+/* Where stored tensor t (its chunks placed as pl) is assembled when read
+** in chunk shape `to`: each new chunk on the site that already holds the
+** most of the stored chunks its box overlaps (counted in floats; a tie
+** goes to the primary holder of the first of them, then to the canonical
+** site), so that replicas which happen to sit together are read where
+** they are (a row block and its neighbour's replica make one chunk of
+** twice the rows with nothing moved).  The executor moves exactly what
+** this placement needs; before, the search assumed every re-chunked
+** chunk was made on site lin mod m. */
+static int s_assembled(const tr_tensor *t, const to_placed *pl, const int64_t *to, int m, to_placed *out) {
+  tr_tensor b = *t;
+  memcpy(b.chunk, to, sizeof(int64_t) * (size_t)b.rank);
+  int64_t nb = tr_nchunks(&b);
+  if (s_canonical(nb, m, out)) return TR_ENOMEM;
+  for (int64_t c = 0; c < nb; c++) {
+    int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK], first[TR_MAX_RANK], last[TR_MAX_RANK], k[TR_MAX_RANK];
+    double held[TO_MAX_SITES] = {0};
+    int lead = -1;
+    tr_key_from_linear(&b, c, key);
+    tr_chunk_extent(&b, key, ext);
+    for (int d = 0; d < b.rank; d++) {
+      int64_t lo = key[d] * b.chunk[d];
+      first[d] = k[d] = lo / t->chunk[d];
+      last[d] = (lo + ext[d] - 1) / t->chunk[d];
+    }
+    for (;;) {
+      int64_t o = tr_key_linear(t, k), ok[TR_MAX_RANK], oext[TR_MAX_RANK];
+      tr_key_from_linear(t, o, ok);
+      double fl = (double)tr_chunk_extent(t, ok, oext);
+      if (lead < 0) lead = pl->prim[o];
+      for (int u = 0; u < m; u++)
+        if (pl->has[o] >> u & 1) held[u] += fl;
+      if (!tr_key_next(t->rank, k, first, last)) break;
+    }
+    int best = (int)(c % m);
+    if (lead >= 0 && lead < m && held[lead] >= held[best]) best = lead;
+    for (int u = 0; u < m; u++)
+      if (held[u] > held[best]) best = u;
+    out->prim[c] = (int8_t)best;
+    out->has[c] = 1ull << best;
+  }
+  return TR_OK;
+}
+
 /* ---- The graph -------------------------------------------------------------- */
 
 static int s_source(s_lay *L, int rel) {
@@ -171,7 +215,10 @@ static double s_vertex(void *ctx, int v, const int64_t *ext) {
         mpl[i] = L->pl[rel]; /* borrowed: where the catalog says it is */
       } else {
         own[i] = 1;
-        if (s_canonical(tr_nchunks(&r->meta), L->env->m, &mpl[i])) L->failed = 1;
+        int stored = orig->kind == TA_REL_STORED && L->pl[rel].n == tr_nchunks(&orig->meta);
+        if (stored ? s_assembled(&orig->meta, &L->pl[rel], r->meta.chunk, L->env->m, &mpl[i])
+                   : s_canonical(tr_nchunks(&r->meta), L->env->m, &mpl[i]))
+          L->failed = 1;
       }
     } else {
       for (int d = 0; d < n->nout; d++) r->meta.chunk[d] = ext[d];
@@ -223,9 +270,13 @@ static double s_edge(void *ctx, int u, const int64_t *from, const int64_t *to) {
   ** it is (s_cut_stored): each piece copied on its chunk's holder */
   int nested = L->cut && src != &canon && r->kind == TA_REL_STORED && !r->pending && !r->iota &&
                tr_chunk_nests(a.rank, to, from);
+  /* a stored tensor's new chunks are made where s_vertex assumes them */
+  to_placed at;
+  memset(&at, 0, sizeof at);
+  if (src != &canon && !nested && s_assembled(&a, src, to, m, &at)) L->failed = 1;
   for (int64_t t = 0; t < nb && !L->failed; t++) {
     int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK], first[TR_MAX_RANK], last[TR_MAX_RANK], k[TR_MAX_RANK];
-    int s = (int)(t % m);
+    int s = at.n ? at.prim[t] : (int)(t % m);
     tr_key_from_linear(&b, t, key);
     if (nested) {
       int64_t hk[TR_MAX_RANK];
@@ -256,6 +307,7 @@ static double s_edge(void *ctx, int u, const int64_t *from, const int64_t *to) {
   if (!L->failed) out = s_busiest(L->env, c);
   free(sent);
   to_placed_free(&canon);
+  to_placed_free(&at);
   return out;
 }
 
@@ -414,6 +466,14 @@ static void s_declared(ta_plan *p) {
   }
 }
 
+/* What a new chunking must win by against a plan of `s` seconds: more
+** than the model resolves, 5%, and at least a round trip's time (below
+** that, tiny tensors would be cut up for microseconds the model cannot
+** see). */
+static double s_margin(const to_env *env, double s) {
+  return fmax(TO_LAYOUT_MARGIN * s, env->w.w[TL_C_PHASES]);
+}
+
 /* to_optimize in auto layout: the chunking searched for, with and
 ** without cuts, against the declared one. */
 static int s_optimize_auto(ta_plan *p, const to_env *env, to_placed *pl, const char *force, to_opt *o,
@@ -427,13 +487,21 @@ static int s_optimize_auto(ta_plan *p, const to_env *env, to_placed *pl, const c
   *q = *p;
   int rl = oi_layout(q, env, pl, 0, &info, &aerr);
   int ra = rl ? rl : oi_optimize_plan(q, env, pl, force, &oa, &aerr);
+  /* the declared chunking, unless it makes a chunk no worker accepts */
+  int rd = s_writable(p, env->chunk_max) ? oi_optimize_plan(p, env, pl, force, &od, err)
+                                         : tr_seterr(err, TR_ESHAPE, "too large a chunk");
   /* and searched again with stored operands read in finer chunks cut
-  ** where they are first: taken when cheaper (or the plan named is one of
-  ** its).  Measured on 4 local workers (make bench-opt): a common large
-  ** dimension stored in row or column blocks, 0.113-0.118 s in RMM, 0.102
-  ** s cut and in CMM; a tensor stored as one chunk cut on its only holder
-  ** took 0.104 s against 0.094 s re-chunked in flight, when the model saw
-  ** 2% in the cut's favour. */
+  ** where they are first: taken when cheaper than both (or the plan named
+  ** is one of its).  Measured on 4 local workers (make bench-opt): a common
+  ** large dimension stored in row or column blocks, 0.113-0.118 s in RMM,
+  ** 0.102 s cut and in CMM; a tensor stored as one chunk cut on its only
+  ** holder took 0.104 s against 0.094 s re-chunked in flight, when the
+  ** model saw 2% in the cut's favour.  Against what would run without
+  ** it, not only the other search's chunking: that one may come within
+  ** the margin of the declared chunking and lose to it below, while the
+  ** cut beats the declared by more (the common large dimension in row
+  ** blocks: 0.104 s cut, 0.110 s re-chunked in flight, 0.115 s declared,
+  ** predicted). */
   ta_plan *qc = malloc(sizeof *qc);
   to_layout_info cinfo;
   if (qc) {
@@ -442,8 +510,11 @@ static int s_optimize_auto(ta_plan *p, const to_env *env, to_placed *pl, const c
     *qc = *p;
     if (!oi_layout(qc, env, pl, 1, &cinfo, &cerr) && s_cut_stored(qc) &&
         !oi_optimize_plan(qc, env, pl, force, &oc, &cerr)) {
-      /* by more than the model resolves, as a new chunking must (below) */
-      if (ra || oc.seconds < oa.seconds - fmax(TO_LAYOUT_MARGIN * oa.seconds, env->w.w[TL_C_PHASES])) {
+      /* by more than the model resolves, as a new chunking must (below),
+      ** against what would run without it */
+      double ref = !ra && (rd || oa.seconds < od.seconds - s_margin(env, od.seconds)) ? oa.seconds
+                   : !rd ? od.seconds : INFINITY;
+      if (isinf(ref) || oc.seconds < ref - s_margin(env, ref)) {
         if (!ra) to_opt_free(&oa);
         oa = oc;
         *q = *qc;
@@ -456,20 +527,14 @@ static int s_optimize_auto(ta_plan *p, const to_env *env, to_placed *pl, const c
     }
     free(qc);
   }
-  /* the declared chunking, unless it makes a chunk no worker accepts */
-  int rd = s_writable(p, env->chunk_max) ? oi_optimize_plan(p, env, pl, force, &od, err)
-                                         : tr_seterr(err, TR_ESHAPE, "too large a chunk");
   info.auto_s = ra ? NAN : oa.seconds;
   if (ra) { /* its first clause: a forced plan's error goes on to list them all */
     snprintf(info.why, sizeof info.why, "%.150s", aerr.msg);
     info.why[strcspn(info.why, ";")] = '\0';
   }
   info.declared_s = rd ? NAN : od.seconds;
-  /* A new chunking must win by more than the model resolves: 5%, and at
-  ** least a round trip's time (below that, tiny tensors would be cut up
-  ** for microseconds the model cannot see). */
-  double margin = fmax(TO_LAYOUT_MARGIN * od.seconds, env->w.w[TL_C_PHASES]);
-  if (!ra && (rd || oa.seconds < od.seconds - margin)) {
+  /* a new chunking must win by the margin */
+  if (!ra && (rd || oa.seconds < od.seconds - s_margin(env, od.seconds))) {
     if (!rd) to_opt_free(&od);
     *p = *q;
     *o = oa;
