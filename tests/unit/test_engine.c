@@ -867,6 +867,20 @@ Test(engine, a_chain_read_where_it_is_made_runs_together) {
   te_result_free(&y);
 }
 
+/* An engine on 4 local workers of one kernel thread each, with A and B
+** created as given and filled. */
+static te_engine *s_four_workers(const char *create_a, const char *create_b) {
+  te_config cfg = {.threads = 1, .local_workers = 4, .self_exe = getenv("TRADB")};
+  te_engine *e;
+  tr_err err;
+  cr_assert_not_null(cfg.self_exe, "TRADB must name the tradb binary");
+  cr_assert_eq(te_open(&cfg, &e, &err), TR_OK, "%s", err.msg);
+  const char *setup[] = {create_a, create_b, "FILL A UNIFORM(-1, 1) SEED 1;", "FILL B UNIFORM(-1, 1) SEED 2;"};
+  for (int i = 0; i < 4; i++)
+    cr_assert_eq(te_exec(e, setup[i], strlen(setup[i]), NULL, &err), TR_OK, "%s", err.msg);
+  return e;
+}
+
 /* bench-opt's projection stored in row blocks on 4 workers, two replicas
 ** each (block l on workers l and l + 1): a worker holds two neighbouring
 ** blocks of X, so a chunking that reads them as one is assembled where
@@ -875,17 +889,10 @@ Test(engine, a_chain_read_where_it_is_made_runs_together) {
 ** assumed every re-chunked chunk was made on worker lin mod 4; what it
 ** moves is what it predicted. */
 Test(cut, replicas_held_together_are_read_where_they_are, .timeout = 120) {
-  te_config cfg = {.threads = 1, .local_workers = 4, .self_exe = getenv("TRADB")};
-  te_engine *e;
+  te_engine *e = s_four_workers("CREATE TENSOR A[512, 4096] CHUNK [128, 4096] TYPE f32;",
+                                "CREATE TENSOR B[4096, 2048] CHUNK [1024, 2048] TYPE f32;");
   te_result *r = NULL;
   tr_err err;
-  cr_assert_not_null(cfg.self_exe, "TRADB must name the tradb binary");
-  cr_assert_eq(te_open(&cfg, &e, &err), TR_OK, "%s", err.msg);
-  const char *setup[] = {"CREATE TENSOR A[512, 4096] CHUNK [128, 4096] TYPE f32;",
-                         "CREATE TENSOR B[4096, 2048] CHUNK [1024, 2048] TYPE f32;",
-                         "FILL A UNIFORM(-1, 1) SEED 1;", "FILL B UNIFORM(-1, 1) SEED 2;"};
-  for (int i = 0; i < 4; i++)
-    cr_assert_eq(te_exec(e, setup[i], strlen(setup[i]), NULL, &err), TR_OK, "%s", err.msg);
   const char *q = "EXPLAIN ANALYZE (FORMAT JSON) C[i,j] = A[i,k] * B[k,j];";
   cr_assert_eq(te_exec(e, q, strlen(q), &r, &err), TR_OK, "%s", err.msg);
   const char *c = strstr(r->text, "\"chosen\": {\"name\": \"");
@@ -909,17 +916,10 @@ Test(cut, replicas_held_together_are_read_where_they_are, .timeout = 120) {
 ** two row blocks where one worker holds both (a block and its neighbour's
 ** replica) is predicted, and measured, faster than the cut. */
 Test(cut, stored_blocks_cut_where_they_are, .timeout = 120) {
-  te_config cfg = {.threads = 1, .local_workers = 4, .self_exe = getenv("TRADB")};
-  te_engine *e;
+  te_engine *e = s_four_workers("CREATE TENSOR A[512, 32768] CHUNK [128, 32768] TYPE f32;",
+                                "CREATE TENSOR B[32768, 512] CHUNK [8192, 512] TYPE f32;");
   te_result *r = NULL, *c = NULL, *d = NULL;
   tr_err err;
-  cr_assert_not_null(cfg.self_exe, "TRADB must name the tradb binary");
-  cr_assert_eq(te_open(&cfg, &e, &err), TR_OK, "%s", err.msg);
-  const char *setup[] = {"CREATE TENSOR A[512, 32768] CHUNK [128, 32768] TYPE f32;",
-                         "CREATE TENSOR B[32768, 512] CHUNK [8192, 512] TYPE f32;",
-                         "FILL A UNIFORM(-1, 1) SEED 1;", "FILL B UNIFORM(-1, 1) SEED 2;"};
-  for (int i = 0; i < 4; i++)
-    cr_assert_eq(te_exec(e, setup[i], strlen(setup[i]), NULL, &err), TR_OK, "%s", err.msg);
   const char *q = "EXPLAIN ANALYZE C[i,j] = A[i,k] * B[k,j];";
   cr_assert_eq(te_exec(e, q, strlen(q), &r, &err), TR_OK, "%s", err.msg);
   cr_assert(strstr(r->text, "IA plan on 4 sites: _cut1: LOCAL | C: CMM[k]") &&
