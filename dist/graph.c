@@ -121,16 +121,17 @@ static int s_task_edges(di_sched *s, const ta_plan *p, int k, int64_t lin, const
     const tr_tensor *it = &p->rels[o->rel].meta;
     int pk = producer[o->rel], first_from = pk >= 0 ? s->base[pk] : from_rel[o->rel];
     if (first_from < 0) continue;
-    int64_t lo[TR_MAX_RANK], hi[TR_MAX_RANK], key[TR_MAX_RANK];
+    int64_t lo[TR_MAX_RANK], hi[TR_MAX_RANK], key[TR_MAX_RANK], at[TR_MAX_RANK], ext[TR_MAX_RANK];
     /* the box of its chunks the output chunk's tuples read */
     for (int d = 0; d < o->rank; d++) {
       int l = o->label[d];
       int64_t a = l < n->nout ? okey[l] * n->chunk[l] : 0;
       int64_t b = l < n->nout ? a + n->chunk[l] : n->size[l];
-      if (b > it->shape[d]) b = it->shape[d];
-      lo[d] = key[d] = a / it->chunk[d];
-      hi[d] = (b - 1) / it->chunk[d];
+      at[d] = a;
+      ext[d] = (b < it->shape[d] ? b : it->shape[d]) - a;
     }
+    tr_chunks_under(it, at, ext, lo, hi);
+    memcpy(key, lo, sizeof key);
     for (;;) {
       int64_t cl = tr_key_linear(it, key);
       tl_cost c;

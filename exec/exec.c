@@ -248,11 +248,8 @@ static int s_fetch(s_run *run, int oi, const int64_t *lkey, s_chunk *ch, tr_err 
   ch->data = dst;
   int64_t first[TR_MAX_RANK], last[TR_MAX_RANK], sk[TR_MAX_RANK], dstride[TR_MAX_RANK];
   tx_row_major(o->rank, ch->ext, dstride);
-  for (int d = 0; d < o->rank; d++) {
-    first[d] = lo[d] / t->chunk[d];
-    last[d] = (lo[d] + ch->ext[d] - 1) / t->chunk[d];
-    sk[d] = first[d];
-  }
+  tr_chunks_under(t, lo, ch->ext, first, last);
+  memcpy(sk, first, sizeof sk);
   void *conv = NULL;
   for (;;) {
     s_entry *en;

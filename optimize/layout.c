@@ -92,16 +92,15 @@ static int s_assembled(const tr_tensor *t, const to_placed *pl, const int64_t *t
   int64_t nb = tr_nchunks(&b);
   if (s_canonical(nb, m, out)) return TR_ENOMEM;
   for (int64_t c = 0; c < nb; c++) {
-    int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK], first[TR_MAX_RANK], last[TR_MAX_RANK], k[TR_MAX_RANK];
+    int64_t key[TR_MAX_RANK], lo[TR_MAX_RANK], ext[TR_MAX_RANK], first[TR_MAX_RANK], last[TR_MAX_RANK],
+        k[TR_MAX_RANK];
     double held[TO_MAX_SITES] = {0};
     int lead = -1;
     tr_key_from_linear(&b, c, key);
     tr_chunk_extent(&b, key, ext);
-    for (int d = 0; d < b.rank; d++) {
-      int64_t lo = key[d] * b.chunk[d];
-      first[d] = k[d] = lo / t->chunk[d];
-      last[d] = (lo + ext[d] - 1) / t->chunk[d];
-    }
+    for (int d = 0; d < b.rank; d++) lo[d] = key[d] * b.chunk[d];
+    tr_chunks_under(t, lo, ext, first, last);
+    memcpy(k, first, sizeof k);
     for (;;) {
       int64_t o = tr_key_linear(t, k), ok[TR_MAX_RANK], oext[TR_MAX_RANK];
       tr_key_from_linear(t, o, ok);
@@ -275,7 +274,8 @@ static double s_edge(void *ctx, int u, const int64_t *from, const int64_t *to) {
   memset(&at, 0, sizeof at);
   if (src != &canon && !nested && s_assembled(&a, src, to, m, &at)) L->failed = 1;
   for (int64_t t = 0; t < nb && !L->failed; t++) {
-    int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK], first[TR_MAX_RANK], last[TR_MAX_RANK], k[TR_MAX_RANK];
+    int64_t key[TR_MAX_RANK], lo[TR_MAX_RANK], ext[TR_MAX_RANK], first[TR_MAX_RANK], last[TR_MAX_RANK],
+        k[TR_MAX_RANK];
     int s = at.n ? at.prim[t] : (int)(t % m);
     tr_key_from_linear(&b, t, key);
     if (nested) {
@@ -286,11 +286,9 @@ static double s_edge(void *ctx, int u, const int64_t *from, const int64_t *to) {
       continue;
     }
     c[s].c[TL_C_ELEMWISE] += (double)tr_chunk_extent(&b, key, ext); /* the copy into it */
-    for (int d = 0; d < a.rank; d++) {
-      int64_t lo = key[d] * b.chunk[d];
-      first[d] = k[d] = lo / a.chunk[d];
-      last[d] = (lo + ext[d] - 1) / a.chunk[d];
-    }
+    for (int d = 0; d < a.rank; d++) lo[d] = key[d] * b.chunk[d];
+    tr_chunks_under(&a, lo, ext, first, last);
+    memcpy(k, first, sizeof k);
     for (;;) { /* the old chunks its box overlaps, each sent to s once */
       int64_t o = tr_key_linear(&a, k), oext[TR_MAX_RANK];
       if (!(src->has[o] >> s & 1) && !(sent[o] >> s & 1)) {

@@ -132,14 +132,15 @@ static int s_tuple(s_mc *M, const int64_t *lkey, int s) {
   for (int i = 0; i < n->ninputs; i++) {
     const ta_operand *o = &n->in[i];
     const tr_tensor *it = &M->p->rels[o->rel].meta;
-    int64_t first[TR_MAX_RANK], last[TR_MAX_RANK], sk[TR_MAX_RANK];
+    int64_t first[TR_MAX_RANK], last[TR_MAX_RANK], sk[TR_MAX_RANK], lo[TR_MAX_RANK], ext[TR_MAX_RANK];
     /* the stored chunks the tuple's box covers (several when re-chunked) */
     for (int d = 0; d < o->rank; d++) {
-      int64_t cz = n->chunk[o->label[d]], lo = lkey[o->label[d]] * cz;
-      int64_t hi = lo + cz < it->shape[d] ? lo + cz : it->shape[d];
-      first[d] = sk[d] = lo / it->chunk[d];
-      last[d] = (hi - 1) / it->chunk[d];
+      int64_t cz = n->chunk[o->label[d]];
+      lo[d] = lkey[o->label[d]] * cz;
+      ext[d] = (lo[d] + cz < it->shape[d] ? lo[d] + cz : it->shape[d]) - lo[d];
     }
+    tr_chunks_under(it, lo, ext, first, last);
+    memcpy(sk, first, sizeof sk);
     for (;;) {
       int64_t cl = tr_key_linear(it, sk);
       M->touched[i][cl] = 1;

@@ -64,6 +64,13 @@ int tr_chunk_nests(int rank, const int64_t *inner, const int64_t *outer) {
   return 1;
 }
 
+void tr_chunks_under(const tr_tensor *t, const int64_t *lo, const int64_t *ext, int64_t *first, int64_t *last) {
+  for (int d = 0; d < t->rank; d++) {
+    first[d] = lo[d] / t->chunk[d];
+    last[d] = (lo[d] + ext[d] - 1) / t->chunk[d];
+  }
+}
+
 const char *tr_format_name(const tr_tensor *t) {
   if (tr_nchunks(t) <= 1) return "single";
   if (t->rank == 2) {

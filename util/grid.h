@@ -42,6 +42,10 @@ int tr_key_next(int rank, int64_t *key, const int64_t *lo, const int64_t *hi);
 /* Does every chunk of shape `inner` lie inside one chunk of shape `outer`
 ** of the same tensor (each inner extent divides the outer one)? */
 int tr_chunk_nests(int rank, const int64_t *inner, const int64_t *outer);
+/* The keys of t's chunks that the box of extent ext at element lo (ext >
+** 0 in every dimension) overlaps: first..last, both included, to walk with
+** tr_key_next (a chunk read in another chunk shape is made of them). */
+void tr_chunks_under(const tr_tensor *t, const int64_t *lo, const int64_t *ext, int64_t *first, int64_t *last);
 /* Physical format implied by shape and chunk shape: "single" (one chunk),
 ** "row_strip", "col_strip" (rank 2), or "tile". Returns a static string. */
 const char *tr_format_name(const tr_tensor *t);

@@ -163,6 +163,20 @@ Test(catalog, chunk_nests_when_each_extent_divides) {
   cr_assert(!tr_chunk_nests(2, outer, quarter), "coarser, not finer");
 }
 
+/* The chunks a box overlaps: a 10 x 7 tensor in 4 x 3 chunks (keys 0..2
+** by 0..2); a box inside one chunk, one across chunk edges, and one
+** reaching into the ragged last ones. */
+Test(catalog, chunks_under_a_box) {
+  tr_tensor t = s_meta("A", TR_F32, 2, s_sh, s_ch);
+  int64_t first[2], last[2];
+  tr_chunks_under(&t, (int64_t[]){4, 3}, (int64_t[]){4, 3}, first, last);
+  cr_assert(first[0] == 1 && last[0] == 1 && first[1] == 1 && last[1] == 1, "one chunk");
+  tr_chunks_under(&t, (int64_t[]){3, 2}, (int64_t[]){2, 2}, first, last);
+  cr_assert(first[0] == 0 && last[0] == 1 && first[1] == 0 && last[1] == 1, "four chunks");
+  tr_chunks_under(&t, (int64_t[]){0, 0}, (int64_t[]){10, 7}, first, last);
+  cr_assert(first[0] == 0 && last[0] == 2 && first[1] == 0 && last[1] == 2, "the whole tensor");
+}
+
 Test(catalog, grid_ragged_edges) {
   tr_tensor t = s_meta("A", TR_F64, 2, s_sh, s_ch);
   int64_t key[2], ext[2];
