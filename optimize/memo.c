@@ -23,7 +23,7 @@
 typedef struct s_entry {
   uint8_t *key;          /* the serialized inputs (s_key) */
   size_t klen;           /* its length */
-  uint64_t hash;         /* of the key */
+  uint64_t hash;         /* of the key (tc_checksum) */
   ta_plan *plan;         /* the plan as to_optimize left it */
   to_layout_info info;   /* what the search decided */
   uint64_t used;         /* clock of its last use (least recently used goes) */
@@ -140,13 +140,6 @@ static void s_key(s_buf *b, const ta_plan *p, const to_env *env, const to_placed
   }
 }
 
-/* FNV-1a: only to skip most comparisons; a hit compares the whole key. */
-static uint64_t s_hash(const uint8_t *p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
 to_memo *to_memo_new(void) { return calloc(1, sizeof(to_memo)); }
 
 void to_memo_free(to_memo **pm) {
@@ -168,7 +161,7 @@ int oi_memo_key(const ta_plan *p, const to_env *env, const to_placed *pl, oi_mem
   }
   k->key = b.p;
   k->len = b.n;
-  k->hash = s_hash(b.p, b.n);
+  k->hash = tc_checksum(b.p, b.n); /* to skip most comparisons: a hit compares the whole key */
   return TR_OK;
 }
 
