@@ -40,10 +40,9 @@ the paper would pick is shown beside it; neither is asserted.
 
 The summary: for each statement, its time as run under every chunking
 (how much the storage still matters: the slowest over the fastest); for
-each chain,
-the one statement against its fastest hand-split form; and how well the
-seconds were predicted: predicted over measured for every run, whether
-the plans of each case were ranked as they measured, and, of the pairs of
+each chain, the one statement against its fastest hand-split form; and how
+well the seconds were predicted: predicted over measured for every run,
+whether the plans of each case were ranked as they measured, and, of the pairs of
 plans of one case whose times differ by more than the noise between runs
 (10%), how many the prediction orders as they measured.  The cost weights
 are the shipped defaults, or with --calibrate those CALIBRATE fits in each
