@@ -14,6 +14,7 @@
 #include "config.h"
 #include "optimize/optimize_int.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +67,9 @@ typedef struct s_mc {
   tr_err *err;                     /* where failures go */
   const int8_t *assign;            /* per output chunk: the site all its
                                       tuples run on (to_moves_assigned), or NULL */
+  const int8_t *hold;              /* per chunk of the drive operand: the
+                                      holder its tuples run on (NULL: its
+                                      primary) */
   int64_t cur_out;                 /* the output chunk whose tuples are walked */
 } s_mc;
 
@@ -80,7 +84,8 @@ static int s_tuple_site(s_mc *M, const int64_t *lkey) {
   /* the drive's chunk holding the tuple's box (the box may be a piece of
   ** it: a stored operand cut into the node's chunks where it is) */
   for (int d = 0; d < o->rank; d++) key[d] = lkey[o->label[d]] * M->n->chunk[o->label[d]] / it->chunk[d];
-  int s = M->pl[o->rel].prim[tr_key_linear(it, key)];
+  int64_t cl = tr_key_linear(it, key);
+  int s = M->hold ? M->hold[cl] : M->pl[o->rel].prim[cl];
   if (s < 0) {
     char ks[200];
     size_t w = 0;
@@ -183,12 +188,14 @@ static int s_tuples(s_mc *M) {
 }
 
 /* Broadcasts (every chunk the join reads, all of them if the filter runs
-** after the move, to every site), and the floats each operand moves to
-** sites that do not hold its chunks, sent by the holder reads come from. */
+** after the move, to every site that runs tuples: a site with none has no
+** use for a copy), and the floats each operand moves to sites that do
+** not hold its chunks, sent by the holder reads come from. */
 static void s_input_floats(s_mc *M) {
   const ta_node *n = M->n;
   to_moves *mv = M->mv;
-  uint64_t all = M->m >= 64 ? ~0ull : (1ull << M->m) - 1;
+  uint64_t all = 0;
+  for (int64_t lin = 0; lin < tr_nchunks(&M->p->rels[n->out].meta); lin++) all |= mv->osites[lin];
   for (int i = 0; i < n->ninputs; i++) {
     const ta_operand *o = &n->in[i];
     const tr_tensor *it = &M->p->rels[o->rel].meta;
@@ -375,9 +382,10 @@ static int s_leave(s_mc *M, int repl) {
   return TR_OK;
 }
 
-/* to_moves_compute and to_moves_assigned: assign NULL for the former. */
-static int s_moves(const ta_plan *p, int k, const to_choice *c, const int8_t *assign, const to_env *env,
-                   to_placed *pl, to_moves *mv, int out_pl, tr_err *err) {
+/* The moves of node k with its tuples on the sites assign or hold says
+** (both NULL: where the choice puts them). */
+static int s_moves_at(const ta_plan *p, int k, const to_choice *c, const int8_t *assign, const int8_t *hold,
+                      const to_env *env, to_placed *pl, to_moves *mv, int out_pl, tr_err *err) {
   const ta_node *n = &p->nodes[k];
   int64_t nout = tr_nchunks(&p->rels[n->out].meta);
   int m = env->m;
@@ -394,6 +402,7 @@ static int s_moves(const ta_plan *p, int k, const to_choice *c, const int8_t *as
   M.mv = mv;
   M.err = err;
   M.assign = assign;
+  M.hold = hold;
   for (int i = 0; i < n->ninputs; i++)
     for (int d = 0; d < n->in[i].rank; d++)
       if (p->rels[n->in[i].rel].meta.chunk[d] != n->chunk[n->in[i].label[d]]) M.rechunk |= 1u << i;
@@ -429,9 +438,73 @@ static int s_moves(const ta_plan *p, int k, const to_choice *c, const int8_t *as
   return rc;
 }
 
+/* Placements of a drive's tuples tried at most: every combination of
+** holders when there are this few (a drive of 4 chunks with 2 replicas
+** each has 16), none beyond.  Moving one chunk's tuples at a time would
+** not find what pays: on 4 local workers sharing 2 cores, a row block's
+** tuples moved to its replica leave 3 workers computing 2, 1 and 1
+** blocks, slower than 1, 1, 1, 1; two moved together leave 2 workers
+** computing 2 each, as fast, with the other operand sent to 2 sites
+** instead of 4. */
+#define S_HOLD_MAX 16
+
+/* The tuples of a drive operand follow its chunks.  A chunk with several
+** replicas may be read at any of them, so the holders are chosen too:
+** each combination of them (up to S_HOLD_MAX), the cheapest kept, its
+** primaries first so that a tie keeps them.  The result depends only on
+** the choice, the placement and the environment, so the optimizer's
+** search, its prediction and the executor's run see the same moves. */
 int to_moves_compute(const ta_plan *p, int k, const to_choice *c, const to_env *env,
                      to_placed *pl, to_moves *mv, int out_pl, tr_err *err) {
-  return s_moves(p, k, c, NULL, env, pl, mv, out_pl, err);
+  const ta_node *n = &p->nodes[k];
+  if (c->drive < 0 || c->mv[c->drive] != TO_MV_KEEP || env->m < 2 || env->m > TO_MAX_SITES)
+    return s_moves_at(p, k, c, NULL, NULL, env, pl, mv, out_pl, err);
+  const to_placed *dp = &pl[n->in[c->drive].rel];
+  uint64_t live = env->m >= 64 ? ~0ull : (1ull << env->m) - 1;
+  int64_t combos = 1, nfree = 0;
+  for (int64_t l = 0; l < dp->n && combos <= S_HOLD_MAX; l++) {
+    int h = oi_pop(dp->has[l] & live);
+    if (h > 1 && dp->prim[l] >= 0) combos *= h, nfree++;
+  }
+  if (nfree == 0 || combos > S_HOLD_MAX) return s_moves_at(p, k, c, NULL, NULL, env, pl, mv, out_pl, err);
+  int8_t *hold = malloc((size_t)dp->n + 1), *best = malloc((size_t)dp->n + 1);
+  int64_t *at = calloc((size_t)dp->n + 1, sizeof *at);
+  double cost = INFINITY;
+  int rc = TR_OK;
+  if (!hold || !best || !at) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+  for (int64_t l = 0; !rc && l < dp->n; l++) best[l] = dp->prim[l];
+  /* combination i: chunk l's at[l]-th holder counting from its primary
+  ** (mixed radix over the chunks with several holders) */
+  for (int64_t i = 0; !rc && i < combos; i++) {
+    for (int64_t l = 0; l < dp->n; l++) {
+      int s = dp->prim[l];
+      uint64_t h = dp->has[l] & live;
+      for (int64_t j = 0; s >= 0 && j < at[l]; j++) {
+        do s = (s + 1) % env->m;
+        while (!(h >> s & 1));
+      }
+      hold[l] = (int8_t)s;
+    }
+    to_moves t;
+    tr_err e2;
+    if (!s_moves_at(p, k, c, NULL, hold, env, pl, &t, 0, &e2)) {
+      if (t.seconds < cost) cost = t.seconds, memcpy(best, hold, (size_t)dp->n);
+      to_moves_free(&t);
+    } else if (e2.code == TR_ENOMEM) {
+      rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+    }
+    for (int64_t l = 0; l < dp->n; l++) { /* next combination */
+      int h = oi_pop(dp->has[l] & live);
+      if (h < 2 || dp->prim[l] < 0) continue;
+      if (++at[l] < h) break;
+      at[l] = 0;
+    }
+  }
+  if (!rc) rc = s_moves_at(p, k, c, NULL, isinf(cost) ? NULL : best, env, pl, mv, out_pl, err);
+  free(hold);
+  free(best);
+  free(at);
+  return rc;
 }
 
 int to_moves_assigned(const ta_plan *p, int k, const int8_t *site_of, const to_env *env, to_placed *pl,
@@ -446,5 +519,5 @@ int to_moves_assigned(const ta_plan *p, int k, const int8_t *site_of, const to_e
     if (site_of[lin] < 0 || site_of[lin] >= m)
       return tr_seterr(err, TR_EINVAL, "output chunk %lld placed on site %d of %d", (long long)lin,
                        site_of[lin], m);
-  return s_moves(p, k, c, site_of, env, pl, mv, 1, err);
+  return s_moves_at(p, k, c, site_of, NULL, env, pl, mv, 1, err);
 }
