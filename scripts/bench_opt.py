@@ -35,7 +35,8 @@ BMM, CMM, RMM; the blocks: the cheapest listed plan of the other regime),
 the statement as a user runs it (no PLAN named: the chosen plan, placed
 as tradb places it), and the plan `SET layout = declared` runs (each node
 in its stored operands' chunking, as tradb did before it chose layouts),
-medians of --reps runs interleaved in an order that rotates.  Which plan
+medians of --reps runs interleaved in an order that rotates, in three
+sessions per chunking with the chunkings taking turns.  Which plan
 the paper would pick is shown beside it; neither is asserted.
 
 The summary: for each statement, its time as run under every chunking
@@ -51,7 +52,8 @@ check that fails the run: the measured transfer of every run equals the
 prediction (the executor moves exactly what the cost model counted).
 
 Usage: scripts/bench_opt.py [--tradb ./tradb] [--reps 3] [--quick]
-                            [--only matmul|nn|ffnn|chains] [--calibrate]
+                            [--only matmul|nn|ffnn|chains] [--case TEXT]
+                            [--calibrate]
 Writes the report to stdout (markdown) and exits 1 if a check fails.
 """
 import argparse
@@ -154,24 +156,27 @@ DECLARED = "declared layout"
 AS_RUN = "auto layout, as run"
 
 
-def measure(a, tradb, db, prefix, stmt, plans):
+def measure(tradb, db, prefix, stmt, plans, reps, rot):
     """Run PREFIX + EXPLAIN ANALYZE (FORMAT JSON, PLAN p) STMT for every
     plan p, the statement as a user runs it (no PLAN: the layout, plan and
     placement tradb chooses), and the plan the declared layout chooses,
-    --reps times interleaved.  Each run starts with its SET layout, and the
-    order rotates from one repetition to the next, so that no run always
-    follows the same one (a statement run straight after another measured
-    up to 1.4x slower than after a SET, on the same plan: 0.014 s against
-    0.011 s for the dense layer in row blocks).  Returns {run: (median s,
-    measured floats, predicted floats, predicted s, name run)} and whether
-    every run moved what was predicted."""
+    REPS times interleaved, in one session, after a run not counted.
+    Each run starts with its SET
+    layout, and the order rotates from one repetition to the next (from
+    ROT on), so that no run always follows the same one (a statement run
+    straight after another measured up to 1.4x slower than after a SET, on
+    the same plan: 0.014 s against 0.011 s for the dense layer in row
+    blocks).  Returns {run: [seconds]}, {run: (measured floats, predicted
+    floats, predicted s, name run)} and whether every run moved what was
+    predicted."""
     texts = [f"SET layout = auto;\n{prefix}EXPLAIN ANALYZE (FORMAT JSON, PLAN '{pn}') {stmt}\n"
              for pn in plans]
     texts.append(f"SET layout = auto;\n{prefix}EXPLAIN ANALYZE (FORMAT JSON) {stmt}\n")
     texts.append(f"SET layout = declared;\n{prefix}EXPLAIN ANALYZE (FORMAT JSON) {stmt}\n")
     runs = plans + [AS_RUN, DECLARED]
-    script, order = "", []
-    for rep in range(a.reps):
+    # a first run, not counted: the session's start-up is not any plan's
+    script, order = texts[-2], [None]
+    for rep in range(rot, rot + reps):
         for i in range(len(runs)):
             j = (i + rep) % len(runs)
             script += texts[j]
@@ -179,11 +184,43 @@ def measure(a, tradb, db, prefix, stmt, plans):
     script += "SET layout = auto;\n"
     times, moved, exact = {}, {}, True
     for r, pn in zip(objs(run(tradb, db, script)), order):
+        exact &= r["measured_transfer_floats"] == r["predicted_transfer_floats"]
+        if pn is None:
+            continue
         times.setdefault(pn, []).append(r["elapsed_s"])
         moved[pn] = (r["measured_transfer_floats"], r["predicted_transfer_floats"],
                      r["predicted_s"], r["chosen"]["name"])
-        exact &= r["measured_transfer_floats"] == r["predicted_transfer_floats"]
-    return {pn: (statistics.median(times[pn]),) + moved[pn] for pn in runs}, exact
+    return times, moved, exact
+
+
+ROUNDS = 3
+
+
+def measure_all(a, tradb, jobs):
+    """Measure every job (db, prefix, stmt, plans: one case under one
+    chunking) --reps times, in up to ROUNDS sessions each, the jobs taking
+    turns round by round: a burst of load on this shared machine then
+    falls on every chunking alike, not on the one measured during it (one
+    run of the dense layer measured its cut-on-the-summed-label chunking
+    at 0.014 s, the next two at 0.009 s).  Returns, per job, {run: (median
+    s, measured floats, predicted floats, predicted s, name run)} and
+    whether every run moved what was predicted."""
+    rounds = min(ROUNDS, a.reps)
+    times = [{} for _ in jobs]
+    moved = [{} for _ in jobs]
+    exact = [True for _ in jobs]
+    done = 0
+    for r in range(rounds):
+        reps = a.reps * (r + 1) // rounds - done
+        for j, (db, prefix, stmt, plans) in enumerate(jobs):
+            t, mv, ok = measure(tradb, db, prefix, stmt, plans, reps, done)
+            for pn, v in t.items():
+                times[j].setdefault(pn, []).extend(v)
+            moved[j].update(mv)
+            exact[j] &= ok
+        done += reps
+    return [({pn: (statistics.median(times[j][pn]),) + moved[j][pn] for pn in times[j]}, exact[j])
+            for j in range(len(jobs))]
 
 
 def report(case, cname, chunks, chosen, res, expect=None, regime=None, short=None):
@@ -237,11 +274,13 @@ def matmul(a, tradb, tmp):
               "C[i,j] = tanh(SUM(A[i,k] * B[k,j]));")]
     if a.quick:
         cases = [(n, i // 2, j // 2, k // 2, t // 2, f, s) for n, i, j, k, t, f, s in cases]
+    cases = [c for c in cases if a.case is None or a.case in c[0]]
     for name, I, J, K, tile, first, stmt in cases:
         print(f"### {name}: I={I} J={J} K={K}: `{stmt}`\n")
         shapes = {"A": (I, K), "B": (K, J)}
-        preds = {}
-        for cname, chunks in chunkings(shapes, tile, first, {"A": 1, "B": 0}).items():
+        preds, jobs, chosen = {}, [], {}
+        ways = chunkings(shapes, tile, first, {"A": 1, "B": 0})
+        for cname, chunks in ways.items():
             db = os.path.join(tmp, f"mm_{name}_{cname}".replace(" ", "_").replace(",", ""))
             run(tradb, db, setup(shapes, chunks, {"A": "UNIFORM(-1, 1) SEED 1",
                                                   "B": "UNIFORM(-1, 1) SEED 2"}))
@@ -249,15 +288,16 @@ def matmul(a, tradb, tmp):
             best = {}
             for alt in ex["alternatives"]:  # cheapest of each family, in cost order
                 best.setdefault(family(alt["name"]), alt)
-            chosen = ex["chosen"]["name"]
-            plans = [chosen] + [best[f]["name"] for f in ("BMM", "CMM", "RMM")
-                                if f in best and best[f]["name"] != chosen]
-            res, exact = measure(a, tradb, db, "", stmt, plans)
+            chosen[cname] = ex["chosen"]["name"]
+            plans = [chosen[cname]] + [best[f]["name"] for f in ("BMM", "CMM", "RMM")
+                                       if f in best and best[f]["name"] != chosen[cname]]
             preds[cname] = {f: alt["predicted_transfer_floats"] for f, alt in best.items()}
-            report(f"{name}", cname, chunks, chosen, res)
+            jobs.append((db, "", stmt, plans))
+        for (cname, chunks), job, (res, exact) in zip(ways.items(), jobs, measure_all(a, tradb, jobs)):
+            report(f"{name}", cname, chunks, chosen[cname], res)
             check(exact, f"{name}, {cname}: measured transfer equals predicted in every run")
             print()
-            shutil.rmtree(db, ignore_errors=True)
+            shutil.rmtree(job[0], ignore_errors=True)
         # Table 4's ranking, as an observation: CMM cheapest with a common
         # large dimension, dearest with two large dimensions.
         for cname, p in preds.items():
@@ -289,22 +329,31 @@ def nn_regime(plan):
     return "vertical" if p.startswith("CMM") or "2-phase" in p else "horizontal"
 
 
-def block(a, tradb, db, case, cname, chunks, text, regime, expect, key):
-    """Plan the block TEXT, run the chosen plan and the cheapest listed
-    plan of the other regime, and report them."""
+def block_job(tradb, db, text, regime):
+    """Plan the block TEXT: its job for measure_all (the chosen plan and
+    the cheapest listed plan of the other regime), and the number of
+    alternatives listed."""
     ex = objs(run(tradb, db, text + "EXPLAIN (FORMAT JSON) COMMIT;\nROLLBACK;\n"))[0]
     chosen = ex["chosen"]["name"]
     other = next((alt["name"] for alt in ex["alternatives"]
                   if regime(alt["name"]) != regime(chosen)), None)
-    plans = [chosen] + ([other] if other else [])
-    res, exact = measure(a, tradb, db, text, "COMMIT;", plans)
-    report(case, cname, chunks, chosen, res, expect, regime,
-           lambda pn: f"{regime(pn)}: {key}: {node(pn, key)}")
-    if not other:
-        print(f"- no plan of the other regime among the {len(ex['alternatives'])}"
-              " alternatives listed\n")
-    check(exact, f"{case}, {cname}: measured transfer equals predicted in every run")
-    print()
+    return (db, text, "COMMIT;", [chosen] + ([other] if other else [])), len(ex["alternatives"])
+
+
+def blocks(a, tradb, case, ways, dbs, text, regime, expect, key):
+    """Measure the block TEXT under every chunking (WAYS, set up in DBS)
+    and report each."""
+    planned = [block_job(tradb, db, text, regime) for db in dbs]
+    jobs = [j for j, _ in planned]
+    for (cname, chunks), (job, nalt), (res, exact) in zip(ways.items(), planned,
+                                                          measure_all(a, tradb, jobs)):
+        report(case, cname, chunks, job[3][0], res, expect, regime,
+               lambda pn: f"{regime(pn)}: {key}: {node(pn, key)}")
+        if len(job[3]) == 1:
+            print(f"- no plan of the other regime among the {nalt} alternatives listed\n")
+        check(exact, f"{case}, {cname}: measured transfer equals predicted in every run")
+        print()
+        shutil.rmtree(job[0], ignore_errors=True)
 
 
 def nn(a, tradb, tmp):
@@ -314,13 +363,13 @@ def nn(a, tradb, tmp):
     for name, N, D, tile, expect in sets:
         print(f"### {name}: N={N} D={D}\n")
         shapes = {"X": (N, D), "q": (D,), "M": (D, D)}
-        for cname, chunks in chunkings(shapes, tile).items():
-            db = os.path.join(tmp, f"nn_{N}_{cname}".replace(" ", "_"))
-            run(tradb, db, setup(shapes, chunks, {"X": "UNIFORM(-1, 1) SEED 3",
-                                                  "q": "UNIFORM(-1, 1) SEED 4",
-                                                  "M": "UNIFORM(0, 1) SEED 5"}))
-            block(a, tradb, db, f"nn, {name}", cname, chunks, NN, nn_regime, expect, "proj")
-            shutil.rmtree(db, ignore_errors=True)
+        ways, dbs = chunkings(shapes, tile), []
+        for cname, chunks in ways.items():
+            dbs.append(os.path.join(tmp, f"nn_{N}_{cname}".replace(" ", "_")))
+            run(tradb, dbs[-1], setup(shapes, chunks, {"X": "UNIFORM(-1, 1) SEED 3",
+                                                       "q": "UNIFORM(-1, 1) SEED 4",
+                                                       "M": "UNIFORM(0, 1) SEED 5"}))
+        blocks(a, tradb, f"nn, {name}", ways, dbs, NN, nn_regime, expect, "proj")
 
 
 FFNN = """BEGIN;
@@ -345,14 +394,14 @@ def ffnn(a, tradb, tmp):
     for name, N, D, Hh, L, tile, expect in shapes_:
         print(f"### {name}: N={N} D={D} H={Hh} L={L}\n")
         shapes = {"X": (N, D), "Y": (N, L), "W1": (D, Hh), "W2": (Hh, L)}
-        for cname, chunks in chunkings(shapes, tile).items():
-            db = os.path.join(tmp, f"ffnn_{name[:6]}_{cname}".replace(" ", "_"))
-            run(tradb, db, setup(shapes, chunks, {"X": "UNIFORM(0, 1) SEED 6",
-                                                  "Y": "UNIFORM(0, 1) SEED 7",
-                                                  "W1": "NORMAL(0, 0.05) SEED 8",
-                                                  "W2": "NORMAL(0, 0.05) SEED 9"}))
-            block(a, tradb, db, f"ffnn, {name}", cname, chunks, FFNN, ffnn_regime, expect, "H")
-            shutil.rmtree(db, ignore_errors=True)
+        ways, dbs = chunkings(shapes, tile), []
+        for cname, chunks in ways.items():
+            dbs.append(os.path.join(tmp, f"ffnn_{name[:6]}_{cname}".replace(" ", "_")))
+            run(tradb, dbs[-1], setup(shapes, chunks, {"X": "UNIFORM(0, 1) SEED 6",
+                                                       "Y": "UNIFORM(0, 1) SEED 7",
+                                                       "W1": "NORMAL(0, 0.05) SEED 8",
+                                                       "W2": "NORMAL(0, 0.05) SEED 9"}))
+        blocks(a, tradb, f"ffnn, {name}", ways, dbs, FFNN, ffnn_regime, expect, "H")
 
 
 def orders(names):
@@ -493,6 +542,8 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="products and chains at half size")
     ap.add_argument("--only", choices=["matmul", "nn", "ffnn", "chains"])
+    ap.add_argument("--case", metavar="TEXT",
+                    help="only the products whose name holds TEXT (e.g. 'dense'); no other group")
     ap.add_argument("--calibrate", action="store_true",
                     help="run CALIBRATE in each case's new database before its set-up")
     a = ap.parse_args()
@@ -503,7 +554,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="tradb-opt-", dir=os.environ.get("TMPDIR", "/tmp"))
     try:
         for f in (matmul, nn, ffnn, chains):
-            if not a.only or a.only == f.__name__:
+            if (not a.only or a.only == f.__name__) and (a.case is None or f is matmul):
                 f(a, a.tradb, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
