@@ -310,6 +310,19 @@ static unsigned s_prog_inputs(const tk_prog *p, int from, int to) {
 ** labels are on both factors.  Also what a decoded task is checked by
 ** (exec's s_factor relies on it).
 */
+int64_t ta_label_piece(const ta_node *n, const tr_tensor *const *in, int l) {
+  int64_t piece = 0;
+  if (l < 0 || l >= n->nlabels) return 0;
+  for (int i = 0; i < n->ninputs; i++)
+    for (int d = 0; d < n->in[i].rank; d++)
+      if (n->in[i].label[d] == l && (!piece || in[i]->chunk[d] < piece)) piece = in[i]->chunk[d];
+  if (piece >= n->chunk[l] || piece < TA_PIECE_MIN) return 0;
+  for (int i = 0; i < n->ninputs; i++) /* (one chunk along l has no boundary to meet) */
+    for (int d = 0; d < n->in[i].rank; d++)
+      if (n->in[i].label[d] == l && in[i]->chunk[d] < in[i]->shape[d] && in[i]->chunk[d] % piece) return 0;
+  return piece;
+}
+
 int ta_gemm_ok(const ta_node *n) {
   int split = ta_gemm_split(&n->prog);
   if (n->agg != TK_AGG_SUM || split < 0) return 0;

@@ -119,6 +119,18 @@ int ta_gemm_split(const tk_prog *p);
 ** non-empty sets of operands, no label twice on one factor, every summed
 ** label on both, a fused factor's labels all on one of its operands. */
 int ta_gemm_ok(const ta_node *n);
+/* Label l of node n, its operands stored as in[0..ninputs): the stride
+** at which a join tuple is run piece by piece along l, so that each
+** piece reads one stored chunk of every operand along l (where it is, not
+** copied together with its neighbours; along an output label each piece
+** writes its part of the output chunk), or 0 when the tuple runs whole:
+** no operand is stored in chunks finer than the node's along l, their
+** chunk sizes along l are not multiples of the finest, or the finest is
+** under TA_PIECE_MIN (many small kernel calls would cost more than the
+** copy they save).  The executor runs the pieces and the cost model
+** counts no copy for them. */
+#define TA_PIECE_MIN 128
+int64_t ta_label_piece(const ta_node *n, const tr_tensor *const *in, int l);
 /* The elementwise factors fused into node k's product, as text, e.g.
 ** "(X[n,d] - q[d])" (two joined by " and "), or NULL when none is
 ** (caller frees). */

@@ -70,6 +70,8 @@ typedef struct s_run {
   size_t esz;        /* its size */
   int64_t ngroups;   /* output chunk keys */
   int64_t ntuples;   /* join tuples per group */
+  int64_t piece[TK_MAX_LABELS]; /* per label: the stride its tuples run
+                                   in pieces at (ta_label_piece), 0 */
   pthread_mutex_t mu;/* guards err */
   tr_err err;        /* first failure of a task */
 } s_run;
@@ -193,8 +195,11 @@ static void s_cache_free(s_cache *c) {
 
 /* One operand chunk as a task sees it. */
 typedef struct s_chunk {
-  const void *data;        /* elements, node dtype, row-major over ext */
+  const void *data;        /* elements, node dtype */
   int64_t ext[TR_MAX_RANK];/* extent of each dimension */
+  int64_t stride[TR_MAX_RANK]; /* element stride of each: row-major over
+                                  ext, or the stored chunk's when this is
+                                  a box inside it, read where it is */
   s_entry *pin;            /* cache entry to release, or NULL */
   void *own;               /* buffer to free, or NULL */
 } s_chunk;
@@ -206,25 +211,38 @@ static void s_chunk_done(s_run *run, s_chunk *ch) {
 }
 
 
-/* Fetch operand oi's chunk whose node-label keys are lkey[]. */
-static int s_fetch(s_run *run, int oi, const int64_t *lkey, s_chunk *ch, tr_err *err) {
+/* Fetch operand oi's box whose node labels start at llo[] and extend
+** lext[]: a stored chunk whole, a box inside one (in place, with the
+** stored chunk's strides, when no conversion is needed), or a box over
+** several (assembled into a buffer of its own). */
+static int s_fetch(s_run *run, int oi, const int64_t *llo, const int64_t *lext, s_chunk *ch, tr_err *err) {
   const ta_node *n = run->node;
   const ta_operand *o = &n->in[oi];
   const tr_tensor *t = run->in_meta[oi];
-  int64_t lo[TR_MAX_RANK], n_el = 1, key[TR_MAX_RANK];
-  int same = 1, rc;
+  int64_t lo[TR_MAX_RANK], n_el = 1, first[TR_MAX_RANK], last[TR_MAX_RANK];
+  int one = 1, whole = 1, rc;
   memset(ch, 0, sizeof *ch);
   for (int d = 0; d < o->rank; d++) {
-    int l = o->label[d];
-    int64_t c = n->chunk[l];
-    lo[d] = lkey[l] * c;
-    ch->ext[d] = c < t->shape[d] - lo[d] ? c : t->shape[d] - lo[d];
+    lo[d] = llo[o->label[d]];
+    ch->ext[d] = lext[o->label[d]];
     n_el *= ch->ext[d];
-    same &= t->chunk[d] == c;
-    key[d] = lkey[l];
   }
-  if (same) {
-    if ((rc = s_cache_get(run, oi, tr_key_linear(t, key), &ch->pin, err))) return rc;
+  tx_row_major(o->rank, ch->ext, ch->stride);
+  tr_chunks_under(t, lo, ch->ext, first, last);
+  for (int d = 0; d < o->rank; d++) {
+    one &= first[d] == last[d];
+    whole &= lo[d] == first[d] * t->chunk[d] && ch->ext[d] == (t->chunk[d] < t->shape[d] - lo[d] ? t->chunk[d] : t->shape[d] - lo[d]);
+  }
+  if (one && (whole || t->dtype == run->dt)) {
+    if ((rc = s_cache_get(run, oi, tr_key_linear(t, first), &ch->pin, err))) return rc;
+    if (!whole) { /* a box inside the stored chunk, read where it is */
+      int64_t sext[TR_MAX_RANK], off = 0;
+      tr_chunk_extent(t, first, sext);
+      tx_row_major(o->rank, sext, ch->stride);
+      for (int d = 0; d < o->rank; d++) off += (lo[d] - first[d] * t->chunk[d]) * ch->stride[d];
+      ch->data = (const char *)ch->pin->buf + (size_t)off * run->esz;
+      return TR_OK;
+    }
     if (t->dtype == run->dt) {
       ch->data = ch->pin->buf;
       return TR_OK;
@@ -246,9 +264,7 @@ static int s_fetch(s_run *run, int oi, const int64_t *lkey, s_chunk *ch, tr_err 
   if (!dst) return tr_seterr(err, TR_ENOMEM, "out of memory");
   ch->own = dst;
   ch->data = dst;
-  int64_t first[TR_MAX_RANK], last[TR_MAX_RANK], sk[TR_MAX_RANK], dstride[TR_MAX_RANK];
-  tx_row_major(o->rank, ch->ext, dstride);
-  tr_chunks_under(t, lo, ch->ext, first, last);
+  int64_t sk[TR_MAX_RANK], *dstride = ch->stride;
   memcpy(sk, first, sizeof sk);
   void *conv = NULL;
   for (;;) {
@@ -297,10 +313,8 @@ static int s_fetch(s_run *run, int oi, const int64_t *lkey, s_chunk *ch, tr_err 
 
 /* Element strides of operand o's chunk, per node label. */
 static void s_label_strides(const ta_operand *o, const s_chunk *ch, int64_t *ls) {
-  int64_t st[TR_MAX_RANK];
-  tx_row_major(o->rank, ch->ext, st);
   memset(ls, 0, sizeof(int64_t) * TK_MAX_LABELS);
-  for (int d = 0; d < o->rank; d++) ls[o->label[d]] += st[d];
+  for (int d = 0; d < o->rank; d++) ls[o->label[d]] += ch->stride[d];
 }
 
 /*
@@ -508,6 +522,7 @@ static int s_factor(s_run *run, int f, const s_chunk *ch, const int64_t *ext, ta
   memset(vc, 0, sizeof *vc);
   int64_t nel = 1;
   for (int d = 0; d < vo->rank; d++) nel *= vc->ext[d] = ext[vo->label[d]];
+  tx_row_major(vo->rank, vc->ext, vc->stride);
   void *t = tr_alloc_aligned((size_t)nel * run->esz);
   if (!t) return TR_ENOMEM;
   *buf = t;
@@ -703,6 +718,66 @@ static int s_drives_here(s_run *run, const int64_t *lkey) {
   return run->io->has(run->io->ctx, n->drive, tr_key_linear(run->in_meta[n->drive], key));
 }
 
+/* Length of the piece of [at, end) that starts at `at` with pieces at
+** multiples of `piece` (0: the rest whole). */
+static int64_t s_piece_len(int64_t at, int64_t end, int64_t piece) {
+  int64_t stop = piece ? (at / piece + 1) * piece : end;
+  return (stop < end ? stop : end) - at;
+}
+
+/* Join tuple [llo, llo + ext) into out (ols: its strides): whole, or piece
+** by piece along the labels whose operands are stored in finer chunks
+** (run->piece), so that each piece reads one stored chunk of each
+** operand, or a box inside one, where it is: a dense layer's weights
+** stored in 4 row blocks were copied into one 16384 x 64 matrix for
+** every output chunk, 4 MB a call.  Along an output label a piece writes
+** its part of out.  written[]: per output piece (the pieces of out, in
+** row-major order), whether one has written it yet; *any: whether any
+** has. */
+static int s_tuple_run(s_run *run, const int64_t *llo, const int64_t *ext, void *out, const int64_t *ols,
+                       uint8_t *written, int *any, tr_err *err) {
+  const ta_node *n = run->node;
+  int64_t plo[TK_MAX_LABELS], pext[TK_MAX_LABELS];
+  memcpy(plo, llo, sizeof(int64_t) * (size_t)n->nlabels);
+  for (int l = 0; l < n->nlabels; l++) pext[l] = s_piece_len(llo[l], llo[l] + ext[l], run->piece[l]);
+  for (;;) {
+    s_chunk ch[TK_MAX_INPUTS];
+    int i, rc = TR_OK;
+    int64_t at = 0, off = 0; /* the output piece, and where it starts in out */
+    for (int l = 0; l < n->nout; l++) {
+      off += (plo[l] - llo[l]) * ols[l];
+      if (run->piece[l])
+        at = at * ((llo[l] + ext[l] - 1) / run->piece[l] - llo[l] / run->piece[l] + 1) +
+             (plo[l] / run->piece[l] - llo[l] / run->piece[l]);
+    }
+    memset(ch, 0, sizeof ch);
+    for (i = 0; i < n->ninputs; i++)
+      if ((rc = s_fetch(run, i, plo, pext, &ch[i], err))) break;
+    if (!rc) {
+      void *o = (char *)out + (size_t)off * run->esz;
+      rc = n->gemm ? s_gemm_tuple(run, ch, pext, o, ols, !written[at])
+                   : s_contract_tuple(run, ch, pext, o, ols, !written[at]);
+      written[at] = 1;
+      *any = 1;
+      if (rc) s_kernel_failed(err, run->out_meta, rc);
+    }
+    for (int j = 0; j < i; j++) s_chunk_done(run, &ch[j]);
+    if (rc) return rc;
+    int l = n->nlabels - 1; /* the next piece: odometer over the split labels */
+    for (; l >= 0; l--) {
+      if (!run->piece[l]) continue;
+      int64_t end = llo[l] + ext[l];
+      if ((plo[l] += pext[l]) < end) {
+        pext[l] = s_piece_len(plo[l], end, run->piece[l]);
+        break;
+      }
+      plo[l] = llo[l];
+      pext[l] = s_piece_len(llo[l], end, run->piece[l]);
+    }
+    if (l < 0) return TR_OK;
+  }
+}
+
 /* Task t: compute output chunk lins[t] of the node. */
 static int s_node_task(void *arg, int64_t t) {
   s_run *run = arg;
@@ -719,13 +794,19 @@ static int s_node_task(void *arg, int64_t t) {
   nel = tr_chunk_extent(om, okey, oext);
   for (int l = 0; l < n->nlabels; l++) lkey[l] = l < n->nout ? okey[l] : 0;
   tx_row_major(n->nout, oext, ols);
-  tr_blob *ob = tr_blob_new((size_t)nel * run->esz);
-  if (!ob) return s_fail(run, &(tr_err){TR_ENOMEM, "out of memory", 0});
+  int any = 0;
+  int64_t npieces = 1; /* pieces of the output chunk (s_tuple_run) */
+  for (int l = 0; l < n->nout; l++)
+    if (run->piece[l])
+      npieces *= (okey[l] * n->chunk[l] + oext[l] - 1) / run->piece[l] - okey[l] * n->chunk[l] / run->piece[l] + 1;
+  uint8_t *written = calloc((size_t)npieces, 1);
+  tr_blob *ob = written ? tr_blob_new((size_t)nel * run->esz) : NULL;
+  if (!ob) {
+    free(written);
+    return s_fail(run, &(tr_err){TR_ENOMEM, "out of memory", 0});
+  }
   void *out = tr_blob_data(ob);
   run->kt->keep(out, (size_t)nel * run->esz); /* written by kernels only */
-  s_chunk ch[TK_MAX_INPUTS];
-  memset(ch, 0, sizeof ch);
-  int first = 1;
   for (int64_t tu = 0; tu < run->ntuples; tu++) {
     if (tr_cancelled(run->cancel)) {
       rc = tr_seterr(&err, TR_EINTR, "interrupted");
@@ -735,24 +816,17 @@ static int s_node_task(void *arg, int64_t t) {
       s_next_tuple(n, lkey);
       continue;
     }
+    int64_t llo[TK_MAX_LABELS];
     for (int l = 0; l < n->nlabels; l++) {
       int64_t rest = n->size[l] - lkey[l] * n->chunk[l];
       ext[l] = n->chunk[l] < rest ? n->chunk[l] : rest;
+      llo[l] = lkey[l] * n->chunk[l];
     }
-    int i;
-    for (i = 0; i < n->ninputs; i++)
-      if ((rc = s_fetch(run, i, lkey, &ch[i], &err))) break;
-    if (!rc) {
-      rc = n->gemm ? s_gemm_tuple(run, ch, ext, out, ols, first)
-                   : s_contract_tuple(run, ch, ext, out, ols, first);
-      first = 0;
-      if (rc) s_kernel_failed(&err, om, rc);
-    }
-    for (int j = 0; j < i; j++) s_chunk_done(run, &ch[j]);
-    if (rc) break;
+    if ((rc = s_tuple_run(run, llo, ext, out, ols, written, &any, &err))) break;
     s_next_tuple(n, lkey);
   }
-  if (!rc && first) rc = tr_seterr(&err, TR_EINVAL, "no join tuple of output chunk %lld runs here", (long long)g);
+  free(written);
+  if (!rc && !any) rc = tr_seterr(&err, TR_EINVAL, "no join tuple of output chunk %lld runs here", (long long)g);
   if (!rc && n->post.n) {
     rc = run->kt->map(run->dt, &n->post, out, nel, run->cancel);
     if (rc) s_kernel_failed(&err, om, rc);
@@ -781,6 +855,7 @@ int tx_node_run(const tk_backend *kt, int threads, size_t cache_budget, const ta
   run.ngroups = lins ? nlins : tr_nchunks(out_meta);
   run.ntuples = 1;
   for (int l = n->nout; l < n->nlabels; l++) run.ntuples *= (n->size[l] + n->chunk[l] - 1) / n->chunk[l];
+  for (int l = 0; l < n->nlabels; l++) run.piece[l] = ta_label_piece(n, in_meta, l);
   if (run.ngroups == 0) return TR_OK;
   s_cache *cache = calloc(1, sizeof *cache);
   if (!cache) return tr_seterr(err, TR_ENOMEM, "out of memory");

@@ -126,7 +126,8 @@ static void s_layout_text(tr_text *b, const to_opt *o) {
     tr_text_put(b, "none runs (%s); the declared chunking does (predicted %.3g s)\n",
                 l->why[0] ? l->why : "no plan", l->declared_s);
   else if (isnan(l->declared_s))
-    tr_text_put(b, "predicted %.3g s; the declared chunking cannot run\n", l->auto_s);
+    tr_text_put(b, "predicted %.3g s; the declared chunking cannot run%s\n", l->auto_s,
+                l->cut ? ", stored operands cut into its chunks where they are" : "");
   else
     tr_text_put(b, "predicted %.3g s, the declared chunking %.3g s: the %s runs%s\n", l->auto_s,
                 l->declared_s, l->used ? "chosen chunking" : "declared chunking",

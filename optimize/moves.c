@@ -57,7 +57,8 @@ typedef struct s_mc {
   to_placed *pl;                   /* placement of every relation */
   to_moves *mv;                    /* the moves being computed */
   uint8_t *touched[TK_MAX_INPUTS]; /* per operand chunk: a tuple reads it */
-  unsigned rechunk;                /* operands stored in another chunking */
+  int64_t piece[TK_MAX_LABELS];    /* per label: the executor's pieces
+                                      (ta_label_piece), 0 */
   tl_cost site[TO_MAX_SITES];      /* what each site does in the join phase
                                       (not yet per core) */
   tl_cost comb[TO_MAX_SITES];      /* and in the combine phase: the shuffle
@@ -128,13 +129,6 @@ static int s_tuple(s_mc *M, const int64_t *lkey, int s) {
   else M->site[s].c[TL_C_ELEMWISE] += wk * n->prog.n;
   M->site[s].c[TL_C_TASKS] += 1;
   for (int i = 0; i < n->ninputs; i++) {
-    if (M->rechunk >> i & 1u) { /* its box is cut from the stored chunks: a copy */
-      double el = 1;
-      for (int d = 0; d < n->in[i].rank; d++) el *= (double)box[n->in[i].label[d]];
-      M->site[s].c[TL_C_ELEMWISE] += el;
-    }
-  }
-  for (int i = 0; i < n->ninputs; i++) {
     const ta_operand *o = &n->in[i];
     const tr_tensor *it = &M->p->rels[o->rel].meta;
     int64_t first[TR_MAX_RANK], last[TR_MAX_RANK], sk[TR_MAX_RANK], lo[TR_MAX_RANK], ext[TR_MAX_RANK];
@@ -145,6 +139,16 @@ static int s_tuple(s_mc *M, const int64_t *lkey, int s) {
       ext[d] = (lo[d] + cz < it->shape[d] ? lo[d] + cz : it->shape[d]) - lo[d];
     }
     tr_chunks_under(it, lo, ext, first, last);
+    /* a box over several stored chunks is copied together, unless they
+    ** follow one another along labels the executor runs in pieces
+    ** (ta_label_piece); a box inside one is read where it is */
+    int copied = 0;
+    for (int d = 0; d < o->rank; d++) copied |= first[d] != last[d] && !M->piece[o->label[d]];
+    if (copied) {
+      double el = 1;
+      for (int d = 0; d < o->rank; d++) el *= (double)box[o->label[d]];
+      M->site[s].c[TL_C_ELEMWISE] += el;
+    }
     memcpy(sk, first, sizeof sk);
     for (;;) {
       int64_t cl = tr_key_linear(it, sk);
@@ -403,9 +407,9 @@ static int s_moves_at(const ta_plan *p, int k, const to_choice *c, const int8_t 
   M.err = err;
   M.assign = assign;
   M.hold = hold;
-  for (int i = 0; i < n->ninputs; i++)
-    for (int d = 0; d < n->in[i].rank; d++)
-      if (p->rels[n->in[i].rel].meta.chunk[d] != n->chunk[n->in[i].label[d]]) M.rechunk |= 1u << i;
+  const tr_tensor *in_meta[TK_MAX_INPUTS];
+  for (int i = 0; i < n->ninputs; i++) in_meta[i] = &p->rels[n->in[i].rel].meta;
+  for (int l = 0; l < n->nlabels; l++) M.piece[l] = ta_label_piece(n, in_meta, l);
   if (m < 1 || m > TO_MAX_SITES) return tr_seterr(err, TR_EINVAL, "cannot place on %d sites", m);
   mv->osites = calloc((size_t)nout + 1, sizeof *mv->osites);
   mv->owner = calloc((size_t)nout + 1, 1);

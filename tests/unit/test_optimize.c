@@ -582,6 +582,36 @@ Test(optimize, a_drive_is_read_at_the_replicas_that_pay) {
   s_unplace(pl);
 }
 
+/* A stored operand in finer chunks than the node along labels the
+** executor runs in pieces (ta_label_piece) is read where it is: the dense
+** layer's weights in 4 row blocks of 4096 under a product whose k is
+** whole cost no copy; in blocks of 100 (under TA_PIECE_MIN) they are
+** copied together, 16384 x 64 elements a tuple. */
+Test(optimize, operands_read_in_pieces_are_not_copied) {
+  static ta_plan p;
+  to_placed pl[TA_MAX_RELS];
+  to_moves mv;
+  tr_err err;
+  to_choice c; /* BMM[bcast B; A in place] */
+  memset(&c, 0, sizeof c);
+  c.drive = 0;
+  c.mv[0] = TO_MV_KEEP;
+  c.mv[1] = TO_MV_BCAST;
+  double elem[2];
+  int64_t rows[2] = {4096, 100};
+  for (int t = 0; t < 2; t++) {
+    s_matmul(&p, 512, 64, 16384, 128, 64, 16384);
+    p.rels[1].meta.chunk[0] = rows[t];
+    s_place(&p, pl, 4);
+    cr_assert_eq(to_moves_compute(&p, 0, &c, ENV(4, 1), pl, &mv, 0, &err), TR_OK, "%s", err.msg);
+    elem[t] = mv.cost.c[TL_C_ELEMWISE];
+    to_moves_free(&mv);
+    s_unplace(pl);
+  }
+  /* one tuple a site: the copy is the only difference */
+  cr_assert_float_eq(elem[1] - elem[0], 16384.0 * 64, 1e-6 * elem[1], "%g against %g", elem[1], elem[0]);
+}
+
 /* MIN of a vector into a scalar, the node in other chunks than the vector
 ** is stored in (what the layout chose for a block's last step, `best[] =
 ** MIN(dist[n])` after dist in 256-element chunks): the pieces are
