@@ -935,6 +935,43 @@ static te_engine *s_four_workers(const char *create_a, const char *create_b) {
   return e;
 }
 
+/* Tensors a and b of e hold the same n values within tol (relative). */
+static void s_same_values(te_engine *e, const char *a, const char *b, int n, double tol) {
+  te_result *x = NULL, *y = NULL;
+  tr_err err;
+  char qa[64], qb[64];
+  snprintf(qa, sizeof qa, "PRINT %s;", a);
+  snprintf(qb, sizeof qb, "PRINT %s;", b);
+  cr_assert_eq(te_exec(e, qa, strlen(qa), &x, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(te_exec(e, qb, strlen(qb), &y, &err), TR_OK, "%s", err.msg);
+  for (int i = 0; i < n; i++)
+    cr_assert(fabs(x->values[i] - y->values[i]) <= tol * (1 + fabs(y->values[i])),
+              "element %d: %s %.9g, %s %.9g", i, a, x->values[i], b, y->values[i]);
+  te_result_free(&x);
+  te_result_free(&y);
+}
+
+/* EXPLAIN ANALYZE (FORMAT JSON) query q on e, its measured transfer equal
+** to the predicted (caller frees). */
+static te_result *s_analyzed_exactly(te_engine *e, const char *q) {
+  te_result *r = NULL;
+  tr_err err;
+  cr_assert_eq(te_exec(e, q, strlen(q), &r, &err), TR_OK, "%s", err.msg);
+  const char *pt = strstr(r->text, "\"predicted_transfer_floats\": "), *mt = strstr(r->text, "\"measured_transfer_floats\": ");
+  cr_assert(pt && mt, "%s", r->text);
+  cr_assert_eq(atoll(pt + strlen("\"predicted_transfer_floats\": ")),
+               atoll(mt + strlen("\"measured_transfer_floats\": ")), "%s", r->text);
+  return r;
+}
+
+/* Run stmt under SET layout = declared on e. */
+static void s_declared_run(te_engine *e, const char *stmt) {
+  tr_err err;
+  const char *set = "SET layout = declared;";
+  cr_assert_eq(te_exec(e, set, strlen(set), NULL, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(te_exec(e, stmt, strlen(stmt), NULL, &err), TR_OK, "%s", err.msg);
+}
+
 /* bench-opt's projection stored in row blocks on 4 workers, two replicas
 ** each (block l on workers l and l + 1): a worker holds two neighbouring
 ** blocks of X, so a chunking that reads them as one is assembled where
@@ -945,17 +982,10 @@ static te_engine *s_four_workers(const char *create_a, const char *create_b) {
 Test(cut, replicas_held_together_are_read_where_they_are, .timeout = 120) {
   te_engine *e = s_four_workers("CREATE TENSOR A[512, 4096] CHUNK [128, 4096] TYPE f32;",
                                 "CREATE TENSOR B[4096, 2048] CHUNK [1024, 2048] TYPE f32;");
-  te_result *r = NULL;
-  tr_err err;
-  const char *q = "EXPLAIN ANALYZE (FORMAT JSON) C[i,j] = A[i,k] * B[k,j];";
-  cr_assert_eq(te_exec(e, q, strlen(q), &r, &err), TR_OK, "%s", err.msg);
+  te_result *r = s_analyzed_exactly(e, "EXPLAIN ANALYZE (FORMAT JSON) C[i,j] = A[i,k] * B[k,j];");
   const char *c = strstr(r->text, "\"chosen\": {\"name\": \"");
   cr_assert(c && strstr(r->text, "\"chosen_chunking_runs\": true") && !strstr(c, "_cut1"),
             "a chunking read in flight runs: %s", r->text);
-  const char *pt = strstr(r->text, "\"predicted_transfer_floats\": "), *mt = strstr(r->text, "\"measured_transfer_floats\": ");
-  cr_assert(pt && mt, "%s", r->text);
-  cr_assert_eq(atoll(pt + strlen("\"predicted_transfer_floats\": ")),
-               atoll(mt + strlen("\"measured_transfer_floats\": ")), "%s", r->text);
   te_result_free(&r);
   te_close(&e);
 }
@@ -970,30 +1000,15 @@ Test(cut, replicas_held_together_are_read_where_they_are, .timeout = 120) {
 Test(cut, row_blocks_joined_where_two_are_held, .timeout = 120) {
   te_engine *e = s_four_workers("CREATE TENSOR A[512, 16384] CHUNK [128, 16384] TYPE f32;",
                                 "CREATE TENSOR B[16384, 64] CHUNK [4096, 64] TYPE f32;");
-  te_result *r = NULL, *c = NULL, *d = NULL;
-  tr_err err;
-  const char *q = "EXPLAIN ANALYZE (FORMAT JSON) C[i,j] = tanh(SUM(A[i,k] * B[k,j]));";
-  cr_assert_eq(te_exec(e, q, strlen(q), &r, &err), TR_OK, "%s", err.msg);
-  const char *pt = strstr(r->text, "\"predicted_transfer_floats\": "), *mt = strstr(r->text, "\"measured_transfer_floats\": ");
-  cr_assert(pt && mt, "%s", r->text);
-  cr_assert_eq(atoll(pt + strlen("\"predicted_transfer_floats\": ")),
-               atoll(mt + strlen("\"measured_transfer_floats\": ")), "%s", r->text);
+  te_result *r = s_analyzed_exactly(e, "EXPLAIN ANALYZE (FORMAT JSON) C[i,j] = tanh(SUM(A[i,k] * B[k,j]));");
   int busy = 0, sites = 0;
   const char *key = "\"state\": \"up\", \"tasks\": ";
   for (const char *s = strstr(r->text, key); s; s = strstr(s + 1, key), sites++) busy += atoi(s + strlen(key)) > 0;
   cr_assert_eq(sites, 4, "%s", r->text);
   cr_assert_eq(busy, tr_ncores() <= 2 ? 2 : 4, "%d workers joined on %d cores: %s", busy, tr_ncores(), r->text);
   te_result_free(&r);
-  const char *decl[] = {"SET layout = declared;", "D[i,j] = tanh(SUM(A[i,k] * B[k,j]));"};
-  for (int i = 0; i < 2; i++)
-    cr_assert_eq(te_exec(e, decl[i], strlen(decl[i]), NULL, &err), TR_OK, "%s", err.msg);
-  cr_assert_eq(te_exec(e, "PRINT C;", 8, &c, &err), TR_OK, "%s", err.msg);
-  cr_assert_eq(te_exec(e, "PRINT D;", 8, &d, &err), TR_OK, "%s", err.msg);
-  for (int i = 0; i < 512 * 64; i++)
-    cr_assert(fabs(c->values[i] - d->values[i]) <= 1e-5 * (1 + fabs(d->values[i])),
-              "element %d: %.9g, declared layout %.9g", i, c->values[i], d->values[i]);
-  te_result_free(&c);
-  te_result_free(&d);
+  s_declared_run(e, "D[i,j] = tanh(SUM(A[i,k] * B[k,j]));");
+  s_same_values(e, "C", "D", 512 * 64, 1e-5);
   te_close(&e);
 }
 
@@ -1009,7 +1024,7 @@ Test(cut, row_blocks_joined_where_two_are_held, .timeout = 120) {
 Test(cut, stored_blocks_cut_where_they_are, .timeout = 120) {
   te_engine *e = s_four_workers("CREATE TENSOR A[512, 32768] CHUNK [128, 32768] TYPE f32;",
                                 "CREATE TENSOR B[32768, 512] CHUNK [8192, 512] TYPE f32;");
-  te_result *r = NULL, *c = NULL, *d = NULL;
+  te_result *r = NULL;
   tr_err err;
   const char *q = "EXPLAIN ANALYZE (PLAN '_cut1: LOCAL | C: CMM[k]') C[i,j] = A[i,k] * B[k,j];";
   cr_assert_eq(te_exec(e, q, strlen(q), &r, &err), TR_OK, "%s", err.msg);
@@ -1030,20 +1045,8 @@ Test(cut, stored_blocks_cut_where_they_are, .timeout = 120) {
   cr_assert_eq(te_exec(e, tq, strlen(tq), &r, &err), TR_OK, "%s", err.msg);
   cr_assert(strstr(r->text, "\"name\":\"E#0\"") && strstr(r->text, "\"placed_by\":\"m-SCT\""), "%s", r->text);
   te_result_free(&r);
-  const char *decl[] = {"SET layout = declared;", "D[i,j] = A[i,k] * B[k,j];"};
-  for (int i = 0; i < 2; i++)
-    cr_assert_eq(te_exec(e, decl[i], strlen(decl[i]), NULL, &err), TR_OK, "%s", err.msg);
-  cr_assert_eq(te_exec(e, "PRINT C;", 8, &c, &err), TR_OK, "%s", err.msg);
-  cr_assert_eq(te_exec(e, "PRINT D;", 8, &d, &err), TR_OK, "%s", err.msg);
-  for (int i = 0; i < 512 * 512; i++)
-    cr_assert(fabs(c->values[i] - d->values[i]) <= 1e-4 * (1 + fabs(d->values[i])),
-              "element %d: %.9g, declared layout %.9g", i, c->values[i], d->values[i]);
-  te_result_free(&c);
-  cr_assert_eq(te_exec(e, "PRINT E;", 8, &c, &err), TR_OK, "%s", err.msg);
-  for (int i = 0; i < 512 * 512; i++)
-    cr_assert(fabs(c->values[i] - d->values[i]) <= 1e-4 * (1 + fabs(d->values[i])),
-              "scheduled, element %d: %.9g, declared layout %.9g", i, c->values[i], d->values[i]);
-  te_result_free(&c);
-  te_result_free(&d);
+  s_declared_run(e, "D[i,j] = A[i,k] * B[k,j];");
+  s_same_values(e, "C", "D", 512 * 512, 1e-4);
+  s_same_values(e, "E", "D", 512 * 512, 1e-4);
   te_close(&e);
 }

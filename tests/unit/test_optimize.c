@@ -524,6 +524,16 @@ Test(optimize, sites_sharing_cores_finish_uneven_work_later) {
   s_unplace(pl);
 }
 
+/* The choice BMM[bcast B; A in place] of a product (s_matmul). */
+static to_choice s_bcast_b_a_in_place(void) {
+  to_choice c;
+  memset(&c, 0, sizeof c);
+  c.drive = 0;
+  c.mv[0] = TO_MV_KEEP;
+  c.mv[1] = TO_MV_BCAST;
+  return c;
+}
+
 /* A drive operand whose chunks have two holders each (row block l of A on
 ** sites l and l + 1, as FILL replicates it) may be read at either.  On 4
 ** sites sharing 2 cores, two sites joining two blocks each compute as fast
@@ -538,11 +548,7 @@ Test(optimize, a_drive_is_read_at_the_replicas_that_pay) {
   to_placed pl[TA_MAX_RELS];
   to_moves mv;
   tr_err err;
-  to_choice c; /* BMM[bcast B; A in place] */
-  memset(&c, 0, sizeof c);
-  c.drive = 0;
-  c.mv[0] = TO_MV_KEEP;
-  c.mv[1] = TO_MV_BCAST;
+  to_choice c = s_bcast_b_a_in_place();
   s_matmul(&p, 512, 64, 16384, 128, 64, 16384);
   s_place(&p, pl, 4);
   for (int l = 0; l < 4; l++) pl[0].has[l] |= 1ull << ((l + 1) % 4);
@@ -592,11 +598,7 @@ Test(optimize, operands_read_in_pieces_are_not_copied) {
   to_placed pl[TA_MAX_RELS];
   to_moves mv;
   tr_err err;
-  to_choice c; /* BMM[bcast B; A in place] */
-  memset(&c, 0, sizeof c);
-  c.drive = 0;
-  c.mv[0] = TO_MV_KEEP;
-  c.mv[1] = TO_MV_BCAST;
+  to_choice c = s_bcast_b_a_in_place();
   double elem[2];
   int64_t rows[2] = {4096, 100};
   for (int t = 0; t < 2; t++) {
