@@ -95,7 +95,7 @@ Test(engine, operands_read_in_place_piece_by_piece) {
   s_ok("C[i,j] = A[i,k] * B[k,j];");
   s_ok("M[i,j] = MAX(A[i,k] + B[k,j]);");
   s_ok("H[i,j] = P[i,j] * Q[i,j];");
-  s_ok("m[i] = MAX(P[i,j] - Q[i,j]);");
+  s_ok("m[i] = MAX(P[i,j] - Q[i,j] - 3);"); /* negative: a piece folded into zeros would show */
   te_result *a = s_get("A"), *b = s_get("B"), *p = s_get("P"), *q = s_get("Q");
   double *c = calloc((size_t)(I * J), sizeof *c), *mx = malloc(sizeof *mx * (size_t)(I * J));
   double *h = malloc(sizeof *h * (size_t)(I * J)), *mi = malloc(sizeof *mi * (size_t)I);
@@ -108,7 +108,7 @@ Test(engine, operands_read_in_place_piece_by_piece) {
         mx[i * J + j] = fmax(mx[i * J + j], a->values[i * K + k] + b->values[k * J + j]);
       }
       h[i * J + j] = p->values[i * J + j] * q->values[i * J + j];
-      mi[i] = fmax(mi[i], p->values[i * J + j] - q->values[i * J + j]);
+      mi[i] = fmax(mi[i], p->values[i * J + j] - q->values[i * J + j] - 3);
     }
   }
   const char *names[] = {"C", "M", "H", "m"};
@@ -126,6 +126,58 @@ Test(engine, operands_read_in_place_piece_by_piece) {
   te_result_free(&b);
   te_result_free(&p);
   te_result_free(&q);
+}
+
+/* Products and MAX-plus over random shapes, chunkings and types, in both
+** layouts, against a reference: the chunk sizes are drawn so that some
+** operands are finer than the node along a label (read piece by piece),
+** some not multiples of the finest (copied together), some boxes inside
+** one chunk of an operand of another type (converted), ragged edges
+** everywhere. */
+Test(engine, random_chunkings_read_in_pieces_or_copied, .timeout = 120) {
+  const int64_t sizes[] = {128, 130, 150, 256, 300, 97};
+  unsigned seed = 12345;
+  for (int t = 0; t < 12; t++) {
+    int64_t I = 200 + rand_r(&seed) % 200, K = 200 + rand_r(&seed) % 400, J = 40 + rand_r(&seed) % 90;
+    int64_t ai = sizes[rand_r(&seed) % 6], ak = sizes[rand_r(&seed) % 6], bk = sizes[rand_r(&seed) % 6];
+    const char *ta = rand_r(&seed) % 3 ? "f32" : "f64", *layout = t % 2 ? "auto" : "declared";
+    char q[256];
+    snprintf(q, sizeof q, "SET layout = %s;", layout);
+    s_ok(q);
+    snprintf(q, sizeof q, "CREATE TENSOR A[%lld, %lld] CHUNK [%lld, %lld] TYPE %s;", (long long)I,
+             (long long)K, (long long)ai, (long long)ak, ta);
+    s_ok(q);
+    snprintf(q, sizeof q, "CREATE TENSOR B[%lld, %lld] CHUNK [%lld, %lld] TYPE f32;", (long long)K,
+             (long long)J, (long long)bk, (long long)J);
+    s_ok(q);
+    s_ok("FILL A UNIFORM(-1, 1) SEED 5;");
+    s_ok("FILL B UNIFORM(-1, 1) SEED 6;");
+    s_ok("C[i,j] = A[i,k] * B[k,j];");
+    s_ok("M[i,j] = MAX(A[i,k] + B[k,j] - 3);"); /* negative: a piece folded into zeros would show */
+    te_result *a = s_get("A"), *b = s_get("B");
+    double *c = calloc((size_t)(I * J), sizeof *c), *mx = malloc(sizeof *mx * (size_t)(I * J));
+    for (int64_t i = 0; i < I; i++)
+      for (int64_t j = 0; j < J; j++) {
+        mx[i * J + j] = -INFINITY;
+        for (int64_t k = 0; k < K; k++) {
+          c[i * J + j] += a->values[i * K + k] * b->values[k * J + j];
+          mx[i * J + j] = fmax(mx[i * J + j], a->values[i * K + k] + b->values[k * J + j] - 3);
+        }
+      }
+    te_result *rc = s_get("C"), *rm = s_get("M");
+    s_close_to(rc, c, I * J, 1e-4);
+    s_close_to(rm, mx, I * J, 1e-5);
+    te_result_free(&rc);
+    te_result_free(&rm);
+    te_result_free(&a);
+    te_result_free(&b);
+    free(c);
+    free(mx);
+    s_ok("DROP TENSOR A;");
+    s_ok("DROP TENSOR B;");
+    s_ok("DROP TENSOR C;");
+    s_ok("DROP TENSOR M;");
+  }
 }
 
 /* Transposed layouts take the gemm path with transposes or copies. */
