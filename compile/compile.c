@@ -301,15 +301,6 @@ static unsigned s_prog_inputs(const tk_prog *p, int from, int to) {
   return m;
 }
 
-/*
-** gemm: a SUM of a product of two factors, each an elementwise function
-** of its own operands (an elementwise producer fused into the product:
-** SUM((X[n,d] - q[d]) * M[d,e]) computes each X - q tile inside the
-** product's task and never stores it).  The two factors read disjoint,
-** non-empty sets of operands; no operand holds a label twice; the summed
-** labels are on both factors.  Also what a decoded task is checked by
-** (exec's s_factor relies on it).
-*/
 int64_t ta_label_piece(const ta_node *n, const tr_tensor *const *in, int l) {
   int64_t piece = 0;
   if (l < 0 || l >= n->nlabels) return 0;
@@ -323,6 +314,15 @@ int64_t ta_label_piece(const ta_node *n, const tr_tensor *const *in, int l) {
   return piece;
 }
 
+/*
+** gemm: a SUM of a product of two factors, each an elementwise function
+** of its own operands (an elementwise producer fused into the product:
+** SUM((X[n,d] - q[d]) * M[d,e]) computes each X - q tile inside the
+** product's task and never stores it).  The two factors read disjoint,
+** non-empty sets of operands; no operand holds a label twice; the summed
+** labels are on both factors.  Also what a decoded task is checked by
+** (exec's s_factor relies on it).
+*/
 int ta_gemm_ok(const ta_node *n) {
   int split = ta_gemm_split(&n->prog);
   if (n->agg != TK_AGG_SUM || split < 0) return 0;

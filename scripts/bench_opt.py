@@ -372,13 +372,17 @@ def nn(a, tradb, tmp):
         blocks(a, tradb, f"nn, {name}", ways, dbs, NN, nn_regime, expect, "proj")
 
 
+# the new weights under new names: every run then starts from the same
+# inputs where they were stored (updated in place, the weights moved to
+# wherever the plan run last wrote them, and a plan named from the first
+# EXPLAIN could no longer be reached from there)
 FFNN = """BEGIN;
 H[n,h] = sigmoid(SUM(X[n,d] * W1[d,h]));
 O[n,l] = H[n,h] * W2[h,l];
 G[n,l] = O[n,l] - Y[n,l];
 dH[n,h] = SUM(G[n,l] * W2[h,l]) * H[n,h] * (1 - H[n,h]);
-W2[h,l] = W2[h,l] - 0.001 * SUM(H[n,h] * G[n,l]);
-W1[d,h] = W1[d,h] - 0.001 * SUM(X[n,d] * dH[n,h]);
+W2n[h,l] = W2[h,l] - 0.001 * SUM(H[n,h] * G[n,l]);
+W1n[d,h] = W1[d,h] - 0.001 * SUM(X[n,d] * dH[n,h]);
 """
 
 
