@@ -219,7 +219,7 @@ static int s_fetch(s_run *run, int oi, const int64_t *llo, const int64_t *lext, 
   const ta_node *n = run->node;
   const ta_operand *o = &n->in[oi];
   const tr_tensor *t = run->in_meta[oi];
-  int64_t lo[TR_MAX_RANK], n_el = 1, first[TR_MAX_RANK], last[TR_MAX_RANK];
+  int64_t lo[TR_MAX_RANK], n_el = 1, first[TR_MAX_RANK], last[TR_MAX_RANK], sext[TR_MAX_RANK];
   int one = 1, whole = 1, rc;
   memset(ch, 0, sizeof *ch);
   for (int d = 0; d < o->rank; d++) {
@@ -229,15 +229,15 @@ static int s_fetch(s_run *run, int oi, const int64_t *llo, const int64_t *lext, 
   }
   tx_row_major(o->rank, ch->ext, ch->stride);
   tr_chunks_under(t, lo, ch->ext, first, last);
-  for (int d = 0; d < o->rank; d++) {
-    one &= first[d] == last[d];
-    whole &= lo[d] == first[d] * t->chunk[d] && ch->ext[d] == (t->chunk[d] < t->shape[d] - lo[d] ? t->chunk[d] : t->shape[d] - lo[d]);
+  for (int d = 0; d < o->rank; d++) one &= first[d] == last[d];
+  if (one) { /* inside stored chunk `first`: all of it? */
+    tr_chunk_extent(t, first, sext);
+    for (int d = 0; d < o->rank; d++) whole &= lo[d] == first[d] * t->chunk[d] && ch->ext[d] == sext[d];
   }
   if (one && (whole || t->dtype == run->dt)) {
     if ((rc = s_cache_get(run, oi, tr_key_linear(t, first), &ch->pin, err))) return rc;
     if (!whole) { /* a box inside the stored chunk, read where it is */
-      int64_t sext[TR_MAX_RANK], off = 0;
-      tr_chunk_extent(t, first, sext);
+      int64_t off = 0;
       tx_row_major(o->rank, sext, ch->stride);
       for (int d = 0; d < o->rank; d++) off += (lo[d] - first[d] * t->chunk[d]) * ch->stride[d];
       ch->data = (const char *)ch->pin->buf + (size_t)off * run->esz;
@@ -270,7 +270,7 @@ static int s_fetch(s_run *run, int oi, const int64_t *llo, const int64_t *lext, 
   for (;;) {
     s_entry *en;
     if ((rc = s_cache_get(run, oi, tr_key_linear(t, sk), &en, err))) break;
-    int64_t sext[TR_MAX_RANK], sstride[TR_MAX_RANK], box[TR_MAX_RANK];
+    int64_t sstride[TR_MAX_RANK], box[TR_MAX_RANK];
     int64_t soff = 0, doff = 0, nbox = 1;
     tr_chunk_extent(t, sk, sext);
     tx_row_major(o->rank, sext, sstride);
@@ -725,6 +725,12 @@ static int64_t s_piece_len(int64_t at, int64_t end, int64_t piece) {
   return (stop < end ? stop : end) - at;
 }
 
+/* How many pieces [lo, lo + ext) falls into, pieces at multiples of
+** `piece` (0: one). */
+static int64_t s_pieces(int64_t lo, int64_t ext, int64_t piece) {
+  return piece ? (lo + ext - 1) / piece - lo / piece + 1 : 1;
+}
+
 /* Join tuple [llo, llo + ext) into out (ols: its strides): whole, or piece
 ** by piece along the labels whose operands are stored in finer chunks
 ** (run->piece), so that each piece reads one stored chunk of each
@@ -747,8 +753,7 @@ static int s_tuple_run(s_run *run, const int64_t *llo, const int64_t *ext, void 
     for (int l = 0; l < n->nout; l++) {
       off += (plo[l] - llo[l]) * ols[l];
       if (run->piece[l])
-        at = at * ((llo[l] + ext[l] - 1) / run->piece[l] - llo[l] / run->piece[l] + 1) +
-             (plo[l] / run->piece[l] - llo[l] / run->piece[l]);
+        at = at * s_pieces(llo[l], ext[l], run->piece[l]) + (plo[l] / run->piece[l] - llo[l] / run->piece[l]);
     }
     memset(ch, 0, sizeof ch);
     for (i = 0; i < n->ninputs; i++)
@@ -796,9 +801,7 @@ static int s_node_task(void *arg, int64_t t) {
   tx_row_major(n->nout, oext, ols);
   int any = 0;
   int64_t npieces = 1; /* pieces of the output chunk (s_tuple_run) */
-  for (int l = 0; l < n->nout; l++)
-    if (run->piece[l])
-      npieces *= (okey[l] * n->chunk[l] + oext[l] - 1) / run->piece[l] - okey[l] * n->chunk[l] / run->piece[l] + 1;
+  for (int l = 0; l < n->nout; l++) npieces *= s_pieces(okey[l] * n->chunk[l], oext[l], run->piece[l]);
   uint8_t *written = calloc((size_t)npieces, 1);
   tr_blob *ob = written ? tr_blob_new((size_t)nel * run->esz) : NULL;
   if (!ob) {

@@ -115,6 +115,7 @@ static void s_layout_text(tr_text *b, const to_opt *o) {
     return;
   }
   const char *how = !l->dag ? "tree DP" : l->linearised ? "DP along paths" : "frontier DP";
+  const char *cut = l->cut ? ", stored operands cut into its chunks where they are" : "";
   if (l->remembered)
     tr_text_put(b, "Layout: auto, chunkings remembered from an earlier statement of the session with "
                    "the same plan, settings and placement (chosen by the %s over %d candidates for %d "
@@ -126,12 +127,11 @@ static void s_layout_text(tr_text *b, const to_opt *o) {
     tr_text_put(b, "none runs (%s); the declared chunking does (predicted %.3g s)\n",
                 l->why[0] ? l->why : "no plan", l->declared_s);
   else if (isnan(l->declared_s))
-    tr_text_put(b, "predicted %.3g s; the declared chunking cannot run%s\n", l->auto_s,
-                l->cut ? ", stored operands cut into its chunks where they are" : "");
+    tr_text_put(b, "predicted %.3g s; the declared chunking cannot run%s\n", l->auto_s, cut);
   else
     tr_text_put(b, "predicted %.3g s, the declared chunking %.3g s: the %s runs%s\n", l->auto_s,
                 l->declared_s, l->used ? "chosen chunking" : "declared chunking",
-                l->used && l->cut ? ", stored operands cut into its chunks where they are" : "");
+                l->used ? cut : "");
 }
 
 char *to_opt_text(const ta_plan *p, const to_opt *o, const char *tra) {
