@@ -262,16 +262,20 @@ def report(case, cname, chunks, chosen, res, expect=None, regime=None, short=Non
 MATMUL = "C[i,j] = A[i,k] * B[k,j];"
 
 
+# the products: name, I, J, K, tile, the chunking listed first, statement
+PRODUCTS = [("general", 2048, 2048, 2048, 512, None, MATMUL),
+            ("common large dim", 512, 512, 32768, 512, None, MATMUL),
+            ("two large dims", 4096, 4096, 512, 512, None, MATMUL),
+            ("single-chunk 3072", 3072, 3072, 3072, 768, "one chunk", MATMUL),
+            ("projection X M", 512, 2048, 4096, 512, None, MATMUL),
+            ("dense layer tanh(X W)", 512, 64, 16384, 512, None,
+             "C[i,j] = tanh(SUM(A[i,k] * B[k,j]));")]
+
+
 def matmul(a, tradb, tmp):
     print("## Products (TRA paper Table 3 regimes, and shapes the storage used to decide; "
           "4 local workers)\n")
-    cases = [("general", 2048, 2048, 2048, 512, None, MATMUL),
-             ("common large dim", 512, 512, 32768, 512, None, MATMUL),
-             ("two large dims", 4096, 4096, 512, 512, None, MATMUL),
-             ("single-chunk 3072", 3072, 3072, 3072, 768, "one chunk", MATMUL),
-             ("projection X M", 512, 2048, 4096, 512, None, MATMUL),
-             ("dense layer tanh(X W)", 512, 64, 16384, 512, None,
-              "C[i,j] = tanh(SUM(A[i,k] * B[k,j]));")]
+    cases = PRODUCTS
     if a.quick:
         cases = [(n, i // 2, j // 2, k // 2, t // 2, f, s) for n, i, j, k, t, f, s in cases]
     cases = [c for c in cases if a.case is None or a.case in c[0]]
@@ -555,6 +559,11 @@ def main():
     CALIBRATE = a.calibrate
     if a.reps < 1:
         ap.error("--reps must be positive")
+    if a.case is not None and a.only not in (None, "matmul"):
+        ap.error("--case picks products: it goes with --only matmul or no --only")
+    if a.case is not None and not any(a.case in c[0] for c in PRODUCTS):
+        ap.error("--case: no product's name holds '%s'; the products: %s"
+                 % (a.case, ", ".join("'%s'" % c[0] for c in PRODUCTS)))
     tmp = tempfile.mkdtemp(prefix="tradb-opt-", dir=os.environ.get("TMPDIR", "/tmp"))
     try:
         for f in (matmul, nn, ffnn, chains):
