@@ -59,7 +59,7 @@ struct td_run {
                                    them was a tenth of the shell's time on a
                                    short statement) */
   double node_s[TA_MAX_NODES];  /* measured seconds of each node, its commit included */
-  int group[TA_MAX_NODES];      /* the first node of the group each ran in (s_group_end) */
+  int group[TA_MAX_NODES];      /* the first node of the group each ran in (to_group_end) */
   int nops;                     /* used */
   uint64_t *drop;               /* ids to drop at the end (per site in drop_site) */
   int *drop_site;               /* site of each (-1: every site) */
@@ -164,11 +164,21 @@ static void s_note_event(s_run *R, const char *what, int u, double secs) {
   e->dur = secs;
 }
 
-/* Apply the TASK_OK replies i0..i1 of ph to the chunks of pr: sizes,
-** checksums, and with `replicate` the replicas each worker pushed
-** (counted in rs). */
-static void s_task_results(s_run *R, di_phase *ph, int i0, int i1, s_prel *pr, tr_dtype dt, int replicate,
-                           s_opstat *rs, s_opstat *js) {
+/* What a task's reply lists chunks of: a relation's chunk list (pr NULL:
+** none kept, as for partials), their type, and whether they were
+** replicated (counted in rs). */
+typedef struct s_made {
+  s_prel *pr;
+  tr_dtype dt;
+  int replicate;
+  s_opstat *rs;
+} s_made;
+
+/* Apply the TASK_OK replies i0..i1 of ph to the chunks of made[0..nmade)
+** (nmade 1, or 2 for a task with a consumer inside it: two relations'
+** chunks): sizes, checksums, and the replicas each worker pushed. */
+static void s_task_results(s_run *R, di_phase *ph, int i0, int i1, const s_made *made, int nmade,
+                           s_opstat *js) {
   td_cluster *c = R->c;
   for (int i = i0; i < i1; i++) {
     tn_rbuf r;
@@ -176,19 +186,24 @@ static void s_task_results(s_run *R, di_phase *ph, int i0, int i1, s_prel *pr, t
     while (R->up[u] != ph->out[i].site) u++;
     di_reply_body(ph, i, &r);
     uint32_t cnt = tn_get_count(&r, 25);
-    int64_t hint = 0;
+    int64_t hint[2] = {0, 0};
     for (uint32_t j = 0; j < cnt; j++) {
       tn_chunk ck;
       tn_get_chunk(&r, &ck);
-      /* replies list chunks in task order: search on from the last one */
-      for (int64_t k = 0; pr && k < pr->n; k++) {
-        tc_chunkloc *loc = &pr->locs[(hint + k) % pr->n];
-        if (loc->chunk_id != ck.id) continue;
-        loc->nbytes = ck.nbytes;
-        loc->checksum = ck.checksum;
-        if (replicate) s_note_reps(R, u, loc, dt, rs);
-        hint = (hint + k + 1) % pr->n;
-        break;
+      int found = 0;
+      for (int t = 0; t < nmade && !found; t++) {
+        s_prel *pr = made[t].pr;
+        /* replies list chunks in task order: search on from the last one */
+        for (int64_t k = 0; pr && k < pr->n; k++) {
+          tc_chunkloc *loc = &pr->locs[(hint[t] + k) % pr->n];
+          if (loc->chunk_id != ck.id) continue;
+          loc->nbytes = ck.nbytes;
+          loc->checksum = ck.checksum;
+          if (made[t].replicate) s_note_reps(R, u, loc, made[t].dt, made[t].rs);
+          hint[t] = (hint[t] + k + 1) % pr->n;
+          found = 1;
+          break;
+        }
       }
     }
     double secs = tn_get_f64(&r);
@@ -226,10 +241,9 @@ static int s_task_lists(tx_task *t, int64_t nin, int64_t nout, tr_err *err) {
   return tr_seterr(err, TR_ENOMEM, "out of memory");
 }
 
-/* Send task t to site position u if it makes anything (with `reps`, its
-** outputs are also pushed to the replica sites); frees t's lists. */
-static int s_task_submit(s_run *R, di_phase *ph, tx_task *t, int reps, int u, tr_err *err) {
-  int rc = TR_OK;
+/* How task t for site position u keeps its outputs: with `reps`, pushed
+** to the replica sites too. */
+static void s_task_keep(s_run *R, tx_task *t, int reps, int u) {
   /* What is not replicated is not committed either: partials, a plan's
   ** intermediates, zeros standing in for declared-only tensors. */
   if (reps) {
@@ -238,11 +252,20 @@ static int s_task_submit(s_run *R, di_phase *ph, tx_task *t, int reps, int u, tr
   } else {
     t->keep = TC_KEEP_SCRATCH;
   }
+}
+
+/* Send task t to site position u if it makes anything (with `reps`, its
+** outputs are also pushed to the replica sites; a fused consumer's keep
+** is set already); frees t's lists. */
+static int s_task_submit(s_run *R, di_phase *ph, tx_task *t, int reps, int u, tr_err *err) {
+  int rc = TR_OK;
+  s_task_keep(R, t, reps, u);
   if (t->nout) {
     tn_wbuf b = {0};
     tx_task_encode(t, &b);
     rc = di_request(ph, R->up[u], TN_TASK, &b, 0, NULL, NULL, NULL, err);
-    if (!rc) ph->out[ph->n - 1].units = t->nout; /* progress: chunk by chunk */
+    /* progress: chunk by chunk, as the worker stores them */
+    if (!rc) ph->out[ph->n - 1].units = t->nout * (t->then && t->then_store ? 2 : 1);
     tn_wbuf_free(&b);
   }
   tx_task_free(t);
@@ -279,7 +302,7 @@ static int s_fill_tasks(s_run *R, const tr_tensor *t, const tx_fill *f, s_prel *
     rc = s_task_submit(R, &ph, &task, replicate, k, err);
   }
   if (!rc) rc = di_wait(&ph, err);
-  if (!rc) s_task_results(R, &ph, 0, ph.n, pr, t->dtype, replicate, NULL, NULL);
+  if (!rc) s_task_results(R, &ph, 0, ph.n, &(s_made){pr, t->dtype, replicate, NULL}, 1, NULL);
   di_phase_free(&ph);
   return rc;
 }
@@ -310,37 +333,36 @@ static int s_plan_sends(s_run *R, s_prel *pr, const tr_tensor *t, const uint64_t
   return TR_OK;
 }
 
-/* A node task for site position u: node n over the
-** chunks of each operand that `need` sends to u, making the output chunks
-** `mine` selects with ids ids[lin]. */
-static int s_send_task(s_run *R, di_phase *ph, const ta_node *n, const tr_tensor *const *in_meta,
-                       s_prel *const *in, uint64_t *const *need, const tr_tensor *om, int64_t nout,
-                       const uint8_t *mine, const uint64_t *ids, int reps, int u, tr_err *err) {
-  tx_task task;
+/* Task *t of node n for site position u: over the chunks of each operand
+** that `need` sends to u (but operand skip, -1 for none), making the
+** output chunks `mine` selects with ids ids[lin]. */
+static int s_make_task(const ta_node *n, const tr_tensor *const *in_meta, s_prel *const *in,
+                       uint64_t *const *need, int skip, const tr_tensor *om, int64_t nout,
+                       const uint8_t *mine, const uint64_t *ids, int u, tx_task *t, tr_err *err) {
   int rc;
-  memset(&task, 0, sizeof task);
-  task.kind = TX_TASK_NODE;
-  task.node = *n;
-  task.out_meta = *om;
+  memset(t, 0, sizeof *t);
+  t->kind = TX_TASK_NODE;
+  t->node = *n;
+  t->out_meta = *om;
   int64_t cap_in = 0;
   for (int i = 0; i < n->ninputs; i++) {
-    task.in_meta[i] = *in_meta[i];
+    t->in_meta[i] = *in_meta[i];
     cap_in += in[i]->n;
   }
-  if ((rc = s_task_lists(&task, cap_in, nout, err))) return rc;
+  if ((rc = s_task_lists(t, cap_in, nout, err))) return rc;
   for (int i = 0; i < n->ninputs; i++)
-    for (int64_t lin = 0; lin < in[i]->n; lin++)
+    for (int64_t lin = 0; i != skip && lin < in[i]->n; lin++)
       if (need[i][lin] & (1ull << u)) {
-        task.in_op[task.nin] = i;
-        task.in_lin[task.nin] = lin;
-        task.in_id[task.nin++] = in[i]->locs[lin].chunk_id;
+        t->in_op[t->nin] = i;
+        t->in_lin[t->nin] = lin;
+        t->in_id[t->nin++] = in[i]->locs[lin].chunk_id;
       }
   for (int64_t lin = 0; lin < nout; lin++)
     if (mine[lin]) {
-      task.out_lin[task.nout] = lin;
-      task.out_id[task.nout++] = ids[lin];
+      t->out_lin[t->nout] = lin;
+      t->out_id[t->nout++] = ids[lin];
     }
-  return s_task_submit(R, ph, &task, reps, u, err);
+  return TR_OK;
 }
 
 /* The second phase of a two-phase aggregation: each partial (pids, one
@@ -416,7 +438,7 @@ static int s_run_combine(s_run *R, int k, const to_moves *mv, const uint64_t *pi
     rc = s_task_submit(R, &ph, &task, final, u, err);
   }
   if (!rc) rc = di_wait(&ph, err);
-  if (!rc) s_task_results(R, &ph, 0, ph.n, po, om->dtype, final, rs, cs);
+  if (!rc) s_task_results(R, &ph, 0, ph.n, &(s_made){po, om->dtype, final, rs}, 1, cs);
   di_phase_free(&ph);
   if (cs) cs->seconds = tr_now() - t0;
   if (rs) rs->seconds = cs ? cs->seconds : 0;
@@ -437,6 +459,10 @@ typedef struct s_nrun {
   uint64_t *ids;             /* [nout] scratch: their ids */
   s_opstat *js, *rs;         /* its join and replication operators */
   int r0, r1;                /* its requests in the task phase */
+  struct s_nrun *then;       /* the node run inside its tasks, or NULL */
+  struct s_nrun *into;       /* the node inside whose tasks it runs, or NULL */
+  int from;                  /* with into: its operand that reads into's chunks */
+  int store;                 /* with into: into's chunks are stored too */
 } s_nrun;
 
 static void s_nrun_free(s_nrun *nr) {
@@ -490,8 +516,40 @@ static int s_node_moves(s_run *R, s_nrun *nr, tn_wbuf *sends, uint32_t *nsend, t
   return rc;
 }
 
+/* Node e (e->into set) as the part of its producer's task *t for site
+** position u that makes, from each output chunk mine selects, e's chunk of
+** the same number (tx_task.then). */
+static int s_then_task(s_run *R, const s_nrun *e, const uint8_t *mine, int u, tx_task *t, tr_err *err) {
+  const ta_plan *p = R->p;
+  const ta_node *n = &p->nodes[e->k];
+  const tr_tensor *in_meta[TK_MAX_INPUTS];
+  s_prel *in[TK_MAX_INPUTS];
+  s_prel *po = &R->rel[n->out];
+  for (int i = 0; i < n->ninputs; i++) {
+    in_meta[i] = &p->rels[n->in[i].rel].meta;
+    in[i] = &R->rel[n->in[i].rel];
+  }
+  for (int64_t lin = 0; lin < po->n; lin++) e->ids[lin] = po->locs[lin].chunk_id;
+  ta_node tn = *n;
+  tn.drive = -1; /* every chunk it reads is listed */
+  tx_task *c = calloc(1, sizeof *c);
+  if (!c) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  int rc = s_make_task(&tn, in_meta, in, e->moves->need, e->from, &p->rels[n->out].meta, po->n, mine, e->ids,
+                       u, c, err);
+  if (rc) {
+    free(c);
+    return rc;
+  }
+  s_task_keep(R, c, p->rels[n->out].kind == TA_REL_OUTPUT, u);
+  t->then = c;
+  t->then_from = e->from;
+  t->then_store = e->store;
+  return TR_OK;
+}
+
 /* Node step 2: the fused local join + aggregation + map, one task per
-** site, sent in phase ph (its requests are ph->out[r0, r1)). */
+** site, sent in phase ph (its requests are ph->out[r0, r1)).  A node fused
+** into another's tasks (nr->into) sends none: its chunks are made there. */
 static int s_node_tasks(s_run *R, s_nrun *nr, di_phase *ph, tr_err *err) {
   td_cluster *c = R->c;
   ta_plan *p = R->p;
@@ -507,8 +565,10 @@ static int s_node_tasks(s_run *R, s_nrun *nr, di_phase *ph, tr_err *err) {
     in_meta[i] = &p->rels[n->in[i].rel].meta;
     in[i] = &R->rel[n->in[i].rel];
   }
-  nr->js = s_op(R, "local_join", om->name, 0);
   char what[96];
+  snprintf(what, sizeof what, "%s (in %s's tasks)", om->name,
+           nr->into ? p->rels[p->nodes[nr->into->k].out].meta.name : "");
+  nr->js = s_op(R, "local_join", nr->into ? what : om->name, nr->into != NULL);
   snprintf(what, sizeof what, "%s (%s%s)", om->name,
            n->agg == TK_AGG_MAX ? "MAX" : n->agg == TK_AGG_MIN ? "MIN" : "SUM",
            ch->twophase ? ", partial" : "");
@@ -524,7 +584,7 @@ static int s_node_tasks(s_run *R, s_nrun *nr, di_phase *ph, tr_err *err) {
     if (in_meta[tn.drive]->chunk[d] != n->chunk[n->in[tn.drive].label[d]]) tn.drive = -1;
   if (ch->twophase) tn.post.n = 0;
   nr->r0 = ph->n;
-  for (int u = 0; !rc && u < m; u++) {
+  for (int u = 0; !rc && !nr->into && u < m; u++) {
     for (int64_t lin = 0; lin < nout; lin++) {
       nr->mine[lin] = (nr->moves->osites[lin] >> u) & 1;
       nr->ids[lin] = ch->twophase ? (nr->pids[(size_t)lin * (size_t)m + (size_t)u] = tc_new_chunk_id())
@@ -533,9 +593,10 @@ static int s_node_tasks(s_run *R, s_nrun *nr, di_phase *ph, tr_err *err) {
       if (ch->twophase && nr->mine[lin] && s_note_drop(R, -1, nr->ids[lin]))
         rc = tr_seterr(err, TR_ENOMEM, "out of memory");
     }
-    if (!rc)
-      rc = s_send_task(R, ph, &tn, in_meta, in, nr->moves->need, om, nout, nr->mine, nr->ids,
-                       final && !ch->twophase, u, err);
+    tx_task t;
+    if (!rc) rc = s_make_task(&tn, in_meta, in, nr->moves->need, -1, om, nout, nr->mine, nr->ids, u, &t, err);
+    if (!rc && nr->then && (rc = s_then_task(R, nr->then, nr->mine, u, &t, err))) tx_task_free(&t);
+    if (!rc) rc = s_task_submit(R, ph, &t, final && !ch->twophase, u, err);
   }
   nr->r1 = ph->n;
   return rc;
@@ -544,11 +605,17 @@ static int s_node_tasks(s_run *R, s_nrun *nr, di_phase *ph, tr_err *err) {
 /* Node step 3: what its tasks made (replies r0..r1 of ph).  A two-phase
 ** plan's combine phase follows (s_run_combine), once ph is closed. */
 static void s_node_results(s_run *R, s_nrun *nr, di_phase *ph, double t0) {
-  const ta_node *n = &R->p->nodes[nr->k];
-  const tr_tensor *om = &R->p->rels[n->out].meta;
-  int final = R->p->rels[n->out].kind == TA_REL_OUTPUT;
-  s_task_results(R, ph, nr->r0, nr->r1, nr->ch->twophase ? NULL : &R->rel[n->out], om->dtype,
-                 final && !nr->ch->twophase, nr->rs, nr->js);
+  const ta_plan *p = R->p;
+  const ta_node *n = &p->nodes[nr->k];
+  int final = p->rels[n->out].kind == TA_REL_OUTPUT;
+  s_made made[2] = {{nr->ch->twophase ? NULL : &R->rel[n->out], p->rels[n->out].meta.dtype,
+                     final && !nr->ch->twophase, nr->rs}};
+  if (nr->then) {
+    const ta_node *e = &p->nodes[nr->then->k];
+    made[1] = (s_made){&R->rel[e->out], p->rels[e->out].meta.dtype, p->rels[e->out].kind == TA_REL_OUTPUT,
+                       nr->then->rs};
+  }
+  if (!nr->into) s_task_results(R, ph, nr->r0, nr->r1, made, nr->then ? 2 : 1, nr->js);
   nr->js->seconds = tr_now() - t0;
   if (nr->rs) nr->rs->seconds = nr->js->seconds; /* overlapped with the join */
 }
@@ -591,7 +658,7 @@ static int s_run_nodes(s_run *R, s_nrun *nr, int n, tr_err *err) {
 }
 
 static int s_run_node(s_run *R, int k, const to_choice *ch, const to_moves *moves, tr_err *err) {
-  s_nrun nr = {k, ch, moves, NULL, NULL, NULL, NULL, NULL, 0, 0};
+  s_nrun nr = {.k = k, .ch = ch, .moves = moves};
   return s_run_nodes(R, &nr, 1, err);
 }
 
@@ -935,55 +1002,7 @@ int td_run_trace(const td_run *R, char **out, tr_err *err) {
   return di_sched_trace(&R->sched, R->ev, R->nev, out, err);
 }
 
-/* Can node e join a group (nodes k..e-1) that makes some of what it
-** reads?  Only when each of its tasks reads those chunks on the worker
-** whose task of the group made them, and moves nothing else: its task is
-** then queued behind that worker's task of the group (a worker runs its
-** tasks in the order they came), and starts as soon as that one is done.
-** The producing node must not be two-phase (its chunks are made by the
-** combine, after the phase), nor may e. */
-static int s_chains(const ta_plan *p, const to_opt *opt, int k, int e) {
-  const ta_node *n = &p->nodes[e];
-  if (!opt || opt->choice[e].twophase) return 0;
-  for (int i = 0; i < n->ninputs; i++) {
-    int r = n->in[i].rel, j = k;
-    while (j < e && p->nodes[j].out != r) j++;
-    if (j == e) {
-      if (opt->moves[e].in_floats[i]) return 0; /* a stored operand that moves */
-      continue;
-    }
-    if (opt->choice[j].twophase || opt->choice[e].mv[i] == TO_MV_BCAST) return 0;
-    for (int64_t cl = 0; cl < tr_nchunks(&p->rels[r].meta); cl++) {
-      uint64_t need = opt->moves[e].need[i][cl];
-      if (need && need != 1ull << opt->moves[j].owner[cl]) return 0;
-    }
-  }
-  return 1;
-}
-
-/* The end of the group of nodes that starts at k: the nodes after k, in
-** order, that read nothing an earlier node of the group makes (or read it
-** where it is made, s_chains) and write a tensor no other node of it
-** writes.  A block's independent statements (an SGD step's weight
-** updates), and a statement over another's output chunk by chunk (a row
-** sum of a product), run together.  opt NULL: the tasks are where a
-** scheduler placed them, and only independent nodes go together. */
-static int s_group_end(const ta_plan *p, const to_opt *opt, int k) {
-  int e = k + 1;
-  for (; e < p->nnodes; e++) {
-    const ta_node *n = &p->nodes[e];
-    int dep = 0, name = 0;
-    for (int j = k; j < e; j++) {
-      int o = p->nodes[j].out;
-      for (int i = 0; i < n->ninputs; i++) dep |= n->in[i].rel == o;
-      name |= n->out == o || !strcmp(p->rels[n->out].meta.name, p->rels[o].meta.name);
-    }
-    if (name || (dep && !s_chains(p, opt, k, e))) break;
-  }
-  return e;
-}
-
-/* Run nodes k..e-1 together (s_group_end), each as opt chose or where the
+/* Run nodes k..e-1 together (to_group_end), each as opt chose or where the
 ** schedule placed its tasks.  When a move or task meets a damaged copy of
 ** a stored chunk, what the group made is dropped and its nodes run one at
 ** a time, each repairing the copy it meets (s_run_node_safe). */
@@ -1004,6 +1023,19 @@ static int s_run_group(s_run *R, const to_opt *opt, int k, int e, tr_err *err) {
     } else {
       nr[j].ch = &opt->choice[k + j];
       nr[j].moves = &opt->moves[k + j];
+    }
+  }
+  if (!rc && !R->sched.sched) { /* elementwise consumers inside their producers' tasks */
+    int into[TA_MAX_NODES];
+    to_group_fusion(R->p, opt, k, e, into);
+    for (int j = 0; j < n; j++) {
+      if (into[k + j] < 0) continue;
+      s_nrun *c = &nr[j], *pj = &nr[into[k + j] - k];
+      const ta_node *cn = &R->p->nodes[k + j];
+      c->into = pj;
+      pj->then = c;
+      for (c->from = 0; cn->in[c->from].rel != R->p->nodes[pj->k].out;) c->from++;
+      c->store = to_fused_stored(R->p, pj->k, k + j);
     }
   }
   if (!rc && n == 1) {
@@ -1027,7 +1059,7 @@ int td_run_exec(td_run *R, const to_opt *opt, tr_err *err) {
   int rc = TR_OK;
   R->texec = tr_now();
   for (int k = 0; !rc && k < p->nnodes;) {
-    int e = s_group_end(p, R->sched.sched ? NULL : opt, k);
+    int e = to_group_end(p, R->sched.sched ? NULL : opt, k);
     double tn0 = tr_now();
     for (int j = k; j < e; j++) R->group[j] = k;
     rc = s_run_group(R, opt, k, e, err);

@@ -870,8 +870,10 @@ int tx_node_run(const tk_backend *kt, int threads, size_t cache_budget, const ta
   pthread_mutex_init(&run.mu, NULL);
   /* Parallel over output chunks; BLAS gets the cores only when there are
   ** fewer chunks than threads. */
-  if (threads < 1) threads = 1;
-  if (run.ngroups >= threads) {
+  int inner = threads == 0;
+  if (inner) {
+    threads = 1;
+  } else if (run.ngroups >= threads) {
     tk_set_blas_threads(1);
   } else {
     tk_set_blas_threads(threads / (int)run.ngroups);
@@ -882,9 +884,11 @@ int tx_node_run(const tk_backend *kt, int threads, size_t cache_budget, const ta
     if (run.err.code) *err = run.err;
     else tr_seterr(err, rc, rc == TR_EINTR ? "interrupted" : "statement failed (status %d)", rc);
   }
-  tk_set_blas_threads(1);
   pthread_mutex_destroy(&run.mu);
   s_cache_free(cache);
-  kt->release(NULL); /* the plan's chunks leave the device */
+  if (!inner) {
+    tk_set_blas_threads(1);
+    kt->release(NULL); /* the plan's chunks leave the device */
+  }
   return rc;
 }

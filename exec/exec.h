@@ -29,7 +29,10 @@ typedef struct tx_chunk_io {
 ** `threads` threads: one task per output chunk walks its join tuples, calls
 ** the kernels of kt and folds the results with the node's aggregation
 ** (exec.c).  in_meta[i] describes operand i's relation.  Every kernel call
-** polls cancel (may be NULL): once it is set the node stops with TR_EINTR. */
+** polls cancel (may be NULL): once it is set the node stops with TR_EINTR.
+** threads 0: on the calling thread, inside another node's run (a fused
+** consumer, tx_task.then), leaving the BLAS threads and the device's
+** chunks as that run set them. */
 int tx_node_run(const tk_backend *kt, int threads, size_t cache_budget, const ta_node *n,
                 const tr_tensor *const *in_meta, const tr_tensor *out_meta,
                 const tx_chunk_io *io, const int64_t *lins, int64_t nlins,
@@ -95,6 +98,18 @@ typedef struct tx_task {
                                          commits it (intermediates,
                                          partials), else as the durability
                                          setting asks */
+  /* An elementwise node run inside this task (optimize's
+  ** to_group_fusion), or NULL: each output chunk this task makes is, as
+  ** soon as it is made, operand then_from of then's output chunk of the
+  ** same number, computed on the same thread while the chunk is still in
+  ** cache.  then is a node task of its own (never with a then): the other
+  ** operands' chunks, its output ids in the order of this task's out_lin,
+  ** its replicas and keep.  then_store: this task's own chunks are stored
+  ** too (0: a temporary only then reads, never stored).  tx_task_free
+  ** frees then. */
+  struct tx_task *then;
+  int then_from;
+  int then_store;
 } tx_task;
 
 void tx_task_encode(const tx_task *t, tn_wbuf *b);

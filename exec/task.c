@@ -65,7 +65,7 @@ static void s_get_meta(tn_rbuf *r, tr_tensor *t) {
   }
 }
 
-void tx_task_encode(const tx_task *t, tn_wbuf *b) {
+static void s_encode(const tx_task *t, tn_wbuf *b) {
   const ta_node *n = &t->node;
   tn_put_u8(b, (uint8_t)t->kind);
   s_put_meta(b, &t->out_meta);
@@ -109,6 +109,15 @@ void tx_task_encode(const tx_task *t, tn_wbuf *b) {
   tn_put_u8(b, (uint8_t)t->keep);
 }
 
+void tx_task_encode(const tx_task *t, tn_wbuf *b) {
+  s_encode(t, b);
+  tn_put_u8(b, t->then != NULL);
+  if (!t->then) return;
+  tn_put_u32(b, (uint32_t)t->then_from);
+  tn_put_u8(b, (uint8_t)t->then_store);
+  s_encode(t->then, b);
+}
+
 void tx_task_free(tx_task *t) {
   free(t->in_op);
   free(t->in_lin);
@@ -118,11 +127,16 @@ void tx_task_free(tx_task *t) {
   t->in_op = NULL;
   t->in_lin = t->out_lin = NULL;
   t->in_id = t->out_id = NULL;
+  if (t->then) {
+    tx_task_free(t->then);
+    free(t->then);
+    t->then = NULL;
+  }
 }
 
-int tx_task_decode(const void *p, size_t len, tx_task *t, tr_err *err) {
-  tn_rbuf r;
-  tn_rbuf_init(&r, p, len);
+/* One task of the message at r (a then is read by the caller). */
+static int s_decode(tn_rbuf *rb, tx_task *t, tr_err *err) {
+  tn_rbuf r = *rb;
   memset(t, 0, sizeof *t);
   ta_node *n = &t->node;
   t->kind = tn_get_u8(&r);
@@ -215,8 +229,58 @@ int tx_task_decode(const void *p, size_t len, tx_task *t, tr_err *err) {
   if (keep > TC_KEEP_BACKGROUND || (keep == TC_KEEP_SCRATCH && t->nrep))
     goto bad; /* a scratch chunk has no replicas */
   t->keep = keep;
-  if (tn_rbuf_ok(&r) == TR_OK) return TR_OK;
+  *rb = r;
+  if (!r.bad) return TR_OK;
 bad:
+  tx_task_free(t);
+  return tr_seterr(err, TR_EINVAL, "malformed task");
+}
+
+/* A fused consumer (tx_task.then) must be able to take each of t's output
+** chunks as its operand then_from, chunk for chunk: an elementwise node
+** whose operand has t's output labels in order, its shape, chunks and
+** type, making the same chunk numbers. */
+static int s_then_ok(const tx_task *t) {
+  const tx_task *c = t->then;
+  const ta_node *n = &c->node;
+  const tr_tensor *om = &t->out_meta, *fm;
+  if (t->kind != TX_TASK_NODE || c->kind != TX_TASK_NODE || n->agg != TK_AGG_NONE ||
+      t->then_from < 0 || t->then_from >= n->ninputs || c->nout != t->nout || n->drive >= 0)
+    return 0;
+  fm = &c->in_meta[t->then_from];
+  if (n->in[t->then_from].rank != n->nout || fm->rank != om->rank || fm->dtype != om->dtype) return 0;
+  for (int d = 0; d < om->rank; d++)
+    if (n->in[t->then_from].label[d] != d || fm->shape[d] != om->shape[d] || fm->chunk[d] != om->chunk[d] ||
+        n->chunk[d] != om->chunk[d])
+      return 0;
+  for (int64_t i = 0; i < c->nout; i++)
+    if (c->out_lin[i] != t->out_lin[i]) return 0;
+  for (int64_t i = 0; i < c->nin; i++)
+    if (c->in_op[i] == t->then_from) return 0; /* that operand is this task's */
+  return 1;
+}
+
+int tx_task_decode(const void *p, size_t len, tx_task *t, tr_err *err) {
+  tn_rbuf r;
+  tn_rbuf_init(&r, p, len);
+  int rc = s_decode(&r, t, err);
+  if (rc) return rc;
+  if (tn_get_u8(&r)) {
+    t->then_from = (int)tn_get_u32(&r);
+    t->then_store = tn_get_u8(&r) != 0;
+    if (!(t->then = calloc(1, sizeof *t->then))) {
+      tx_task_free(t);
+      return tr_seterr(err, TR_ENOMEM, "out of memory");
+    }
+    if ((rc = s_decode(&r, t->then, err))) {
+      free(t->then);
+      t->then = NULL;
+      tx_task_free(t);
+      return rc;
+    }
+    if (!s_then_ok(t)) r.bad = 1;
+  }
+  if (tn_rbuf_ok(&r) == TR_OK) return TR_OK;
   tx_task_free(t);
   return tr_seterr(err, TR_EINVAL, "malformed task");
 }

@@ -134,15 +134,31 @@ static void s_layout_text(tr_text *b, const to_opt *o) {
                 l->used ? cut : "");
 }
 
+/* into[k]: the node inside whose tasks node k runs, or -1 (dist/run.c
+** runs the plan's groups so, when no scheduler places its tasks). */
+static void s_fusion(const ta_plan *p, const to_opt *o, int *into) {
+  for (int k = 0, e; k < p->nnodes; k = e) {
+    e = to_group_end(p, o, k);
+    to_group_fusion(p, o, k, e, into);
+  }
+}
+
 char *to_opt_text(const ta_plan *p, const to_opt *o, const char *tra) {
   tr_text b = {0};
   s_iaop ops[64];
+  int into[TA_MAX_NODES];
+  s_fusion(p, o, into);
   if (tra) tr_text_put(&b, "%s", tra);
   s_layout_text(&b, o);
   tr_text_put(&b, "IA plan on %d sites: %s\n", o->m, o->alt[o->chosen].name);
   for (int k = 0; k < p->nnodes; k++) {
     int no = s_ia_ops(p, k, o, ops);
     if (p->nnodes > 1) tr_text_put(&b, "  node %d -> %s: %s\n", k + 1, p->rels[p->nodes[k].out].meta.name, o->choice[k].name);
+    if (into[k] >= 0) {
+      const char *pn = p->rels[p->nodes[into[k]].out].meta.name;
+      tr_text_put(&b, "  runs inside node %d's tasks: each chunk of %s as soon as it is made, %s\n", into[k] + 1,
+                  pn, to_fused_stored(p, into[k], k) ? "which is stored too" : "which is never stored");
+    }
     for (int i = 0; i < no; i++) {
       const s_iaop *q = &ops[i];
       tr_text_put(&b, "  %*s%s %s", 2 * q->depth, "", s_kindname(q), q->what);
@@ -182,6 +198,8 @@ static void s_fused_json(tr_text *b, const ta_plan *p, int k) {
 char *to_opt_json(const ta_plan *p, const to_opt *o, const char *tra) {
   tr_text b = {0};
   s_iaop ops[64];
+  int into[TA_MAX_NODES];
+  s_fusion(p, o, into);
   tr_text_put(&b, "\"sites\": %d, ", o->m);
   if (tra) {
     tr_text_put(&b, "\"tra\": \"");
@@ -228,6 +246,9 @@ char *to_opt_json(const ta_plan *p, const to_opt *o, const char *tra) {
     tr_text_json(&b, o->choice[k].rules);
     tr_text_put(&b, "\"");
     s_fused_json(&b, p, k);
+    if (into[k] >= 0)
+      tr_text_put(&b, ", \"inside_tasks_of\": %d, \"producer_stored\": %s", into[k] + 1,
+                  to_fused_stored(p, into[k], k) ? "true" : "false");
     tr_text_put(&b, "}");
   }
   tr_text_put(&b, "], \"ia\": [");

@@ -525,3 +525,100 @@ int to_moves_assigned(const ta_plan *p, int k, const int8_t *site_of, const to_e
                        site_of[lin], m);
   return s_moves_at(p, k, c, site_of, NULL, env, pl, mv, 1, err);
 }
+
+/* Can node e join a group (nodes k..e-1) that makes some of what it
+** reads?  Only when each of its tasks reads those chunks on the worker
+** whose task of the group made them, and moves nothing else: its task is
+** then queued behind that worker's task of the group (a worker runs its
+** tasks in the order they came), and starts as soon as that one is done.
+** The producing node must not be two-phase (its chunks are made by the
+** combine, after the phase), nor may e. */
+static int s_chains(const ta_plan *p, const to_opt *opt, int k, int e) {
+  const ta_node *n = &p->nodes[e];
+  if (!opt || opt->choice[e].twophase) return 0;
+  for (int i = 0; i < n->ninputs; i++) {
+    int r = n->in[i].rel, j = k;
+    while (j < e && p->nodes[j].out != r) j++;
+    if (j == e) {
+      if (opt->moves[e].in_floats[i]) return 0; /* a stored operand that moves */
+      continue;
+    }
+    if (opt->choice[j].twophase || opt->choice[e].mv[i] == TO_MV_BCAST) return 0;
+    for (int64_t cl = 0; cl < tr_nchunks(&p->rels[r].meta); cl++) {
+      uint64_t need = opt->moves[e].need[i][cl];
+      if (need && need != 1ull << opt->moves[j].owner[cl]) return 0;
+    }
+  }
+  return 1;
+}
+
+int to_group_end(const ta_plan *p, const to_opt *opt, int k) {
+  int e = k + 1;
+  for (; e < p->nnodes; e++) {
+    const ta_node *n = &p->nodes[e];
+    int dep = 0, name = 0;
+    for (int j = k; j < e; j++) {
+      int o = p->nodes[j].out;
+      for (int i = 0; i < n->ninputs; i++) dep |= n->in[i].rel == o;
+      name |= n->out == o || !strcmp(p->rels[n->out].meta.name, p->rels[o].meta.name);
+    }
+    if (name || (dep && !s_chains(p, opt, k, e))) break;
+  }
+  return e;
+}
+
+/* Does elementwise node e of the group k..end run inside producer j's
+** tasks: e reads j's output through one operand, with the same labels in
+** the same order and the same chunks, so output chunk lin of e is made
+** from chunk lin of j's alone; each of those chunks is made whole on one
+** site, where e makes its own from it; and e's other operands are already
+** there (stored, or made before the group, none moving). */
+static int s_fuses(const ta_plan *p, const to_opt *opt, int k, int j, int e) {
+  const ta_node *n = &p->nodes[e];
+  const to_moves *mj = &opt->moves[j], *me = &opt->moves[e];
+  int r = p->nodes[j].out, from = -1;
+  const tr_tensor *rm = &p->rels[r].meta;
+  if (n->agg != TK_AGG_NONE || opt->choice[j].twophase || opt->choice[e].twophase) return 0;
+  for (int i = 0; i < n->ninputs; i++) {
+    int ri = n->in[i].rel;
+    if (ri == r) {
+      if (from >= 0) return 0; /* read twice */
+      from = i;
+      continue;
+    }
+    for (int g = k; g < e; g++)
+      if (p->nodes[g].out == ri) return 0; /* made in the group */
+    if (me->in_floats[i]) return 0;
+  }
+  if (from < 0 || n->in[from].rank != n->nout || rm->rank != n->nout) return 0;
+  for (int d = 0; d < n->nout; d++)
+    if (n->in[from].label[d] != d || rm->chunk[d] != n->chunk[d] || rm->shape[d] != n->size[d]) return 0;
+  for (int64_t lin = 0; lin < tr_nchunks(rm); lin++) {
+    uint64_t at = 1ull << mj->owner[lin];
+    if (mj->osites[lin] != at || me->osites[lin] != at || me->owner[lin] != mj->owner[lin] ||
+        me->need[from][lin] != at)
+      return 0;
+  }
+  return 1;
+}
+
+void to_group_fusion(const ta_plan *p, const to_opt *opt, int k, int end, int *into) {
+  for (int e = k; e < end; e++) into[e] = -1;
+  if (!opt) return;
+  for (int e = k + 1; e < end; e++) {
+    for (int j = k; j < e && into[e] < 0; j++) {
+      int taken = into[j] >= 0; /* j runs inside another's tasks, or has a consumer inside */
+      for (int f = k; f < e; f++) taken |= into[f] == j;
+      if (!taken && s_fuses(p, opt, k, j, e)) into[e] = j;
+    }
+  }
+}
+
+int to_fused_stored(const ta_plan *p, int j, int e) {
+  int r = p->nodes[j].out;
+  if (p->rels[r].kind != TA_REL_TEMP) return 1;
+  for (int g = 0; g < p->nnodes; g++)
+    for (int i = 0; g != e && i < p->nodes[g].ninputs; i++)
+      if (p->nodes[g].in[i].rel == r) return 1;
+  return 0;
+}

@@ -234,6 +234,26 @@ int to_moves_assigned(const ta_plan *p, int k, const int8_t *site_of, const to_e
                       to_choice *c, to_moves *mv, tr_err *err);
 void to_moves_free(to_moves *mv);
 void to_placed_free(to_placed *pl);
+/* How a plan's nodes run together (dist/run.c).  to_group_end: the end
+** of the group of nodes that starts at k: the nodes after k, in order,
+** that read nothing an earlier node of the group makes, or read it on the
+** worker whose task of the group made it and move nothing else (their
+** tasks then queue behind those), and write a tensor no other node of it
+** writes.  A block's independent statements (an SGD step's weight
+** updates), and a statement over another's output chunk by chunk (a row
+** sum of a product), run together.  opt NULL (tasks placed by a
+** scheduler): only independent nodes go together.
+** to_group_fusion: for each node e of the group k..end-1, into[e] = the
+** node of the group inside whose tasks e runs, or -1: an elementwise node
+** that reads a producer's output chunk by chunk, where it is made, is
+** computed from each chunk as soon as the producer's task has made it,
+** in that task (at most one consumer per producer, none of them a
+** producer itself).  to_fused_stored: whether producer j's chunks are
+** still stored when e runs inside its tasks (an output, or a temporary
+** another node reads); a temporary only e reads is never stored. */
+int to_group_end(const ta_plan *p, const to_opt *opt, int k);
+void to_group_fusion(const ta_plan *p, const to_opt *opt, int k, int end, int *into);
+int to_fused_stored(const ta_plan *p, int j, int e);
 /* Hash site of a key (node-label keys) on label mask `labels`. */
 int to_hash_site(const ta_node *n, unsigned labels, const int64_t *lkey, int m);
 /* EXPLAIN of an optimized plan: text (with the TRA expression tra), JSON

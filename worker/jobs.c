@@ -28,6 +28,7 @@ typedef struct s_taskio {
   const tx_task *t;   /* task */
   uint64_t *sum;      /* checksum of each output chunk made */
   uint64_t *bytes;    /* its size */
+  struct s_taskio *then; /* t->then's, or NULL */
 } s_taskio;
 
 static int s_task_read(void *ctx, int operand, int64_t lin, size_t bytes, tr_blob **out,
@@ -48,37 +49,81 @@ static int s_task_has(void *ctx, int operand, int64_t lin) {
   return 0;
 }
 
-/* Store output chunk lin as the task says, and queue its pushes to the
-** replica workers: the push shares the bytes the store keeps. */
+/* Store output chunk i of the task's list as the task says, and queue its
+** pushes to the replica workers: the push shares the bytes the store
+** keeps. */
+static int s_task_store(s_taskio *io, int64_t i, tr_blob *b, tr_err *err) {
+  const tx_task *t = io->t;
+  io->bytes[i] = tr_blob_size(b);
+  int rc = tc_store_put_blob(io->job->store, t->out_id[i], t->out_meta.dtype, b, (tc_keep)t->keep, 0,
+                             &io->sum[i], err);
+  if (!rc) io->job->made++;
+  if (rc || !t->nrep) return rc;
+  /* Replicate it now, while the other chunks are still computed. */
+  wi_push *p = malloc(sizeof *p);
+  if (!p) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  p->c = (tn_chunk){t->out_id[i], (uint8_t)t->out_meta.dtype, io->bytes[i], io->sum[i]};
+  p->data = tr_blob_ref(b);
+  p->job = io->job;
+  p->keep = t->keep;
+  p->nrep = t->nrep;
+  memcpy(p->rep, t->rep, sizeof p->rep);
+  pthread_mutex_lock(&io->w->mu);
+  p->next = io->w->pushq;
+  io->w->pushq = p;
+  io->job->pushing += p->nrep;
+  pthread_mutex_unlock(&io->w->mu);
+  if (write(io->w->wake[1], "", 1) < 0) { /* full pipe: already awake */
+  }
+  return TR_OK;
+}
+
+/* The operands of a fused consumer's run for one chunk: its operand from
+** is the chunk its producer just made, the others come from the store. */
+typedef struct s_thenio {
+  s_taskio *io;  /* the consumer's task */
+  int from;      /* that operand */
+  tr_blob *made; /* the producer's chunk */
+} s_thenio;
+
+static int s_then_read(void *ctx, int operand, int64_t lin, size_t bytes, tr_blob **out, tr_err *err) {
+  s_thenio *ti = ctx;
+  if (operand != ti->from) return s_task_read(ti->io, operand, lin, bytes, out, err);
+  if (tr_blob_size(ti->made) != bytes)
+    return tr_seterr(err, TR_EINVAL, "chunk %lld of %s has %zu bytes, not %zu", (long long)lin,
+                     ti->io->t->in_meta[operand].name, tr_blob_size(ti->made), bytes);
+  *out = tr_blob_ref(ti->made);
+  return TR_OK;
+}
+
+static int s_task_write(void *ctx, int64_t lin, tr_blob *b, tr_err *err);
+
+static int s_then_write(void *ctx, int64_t lin, tr_blob *b, tr_err *err) {
+  return s_task_write(((s_thenio *)ctx)->io, lin, b, err);
+}
+
+/* Output chunk lin of a task with a fused consumer (tx_task.then): stored
+** if the task says so, then the consumer's chunk lin made from it, on this
+** thread, while its bytes are still in cache. */
+static int s_then_run(s_taskio *io, int64_t i, int64_t lin, tr_blob *b, tr_err *err) {
+  const tx_task *t = io->t, *c = t->then;
+  int rc = t->then_store ? s_task_store(io, i, b, err) : TR_OK;
+  if (rc) return rc;
+  s_thenio ti = {io->then, t->then_from, b};
+  tx_chunk_io cio = {&ti, s_then_read, s_then_write, NULL};
+  const tr_tensor *in_meta[TK_MAX_INPUTS];
+  for (int k = 0; k < c->node.ninputs; k++) in_meta[k] = &c->in_meta[k];
+  return tx_node_run(io->w->kt, 0, 0, &c->node, in_meta, &c->out_meta, &cio, &lin, 1, &io->job->cancel,
+                     err);
+}
+
+/* Output chunk lin of the task: stored (s_task_store), or handed to its
+** fused consumer (s_then_run). */
 static int s_task_write(void *ctx, int64_t lin, tr_blob *b, tr_err *err) {
   s_taskio *io = ctx;
   const tx_task *t = io->t;
   for (int64_t i = 0; i < t->nout; i++)
-    if (t->out_lin[i] == lin) {
-      io->bytes[i] = tr_blob_size(b);
-      int rc = tc_store_put_blob(io->job->store, t->out_id[i], t->out_meta.dtype, b,
-                                 (tc_keep)t->keep, 0, &io->sum[i], err);
-      if (!rc) io->job->made++;
-      if (!rc && t->nrep) {
-        /* Replicate it now, while the other chunks are still computed. */
-        wi_push *p = malloc(sizeof *p);
-        if (!p) return tr_seterr(err, TR_ENOMEM, "out of memory");
-        p->c = (tn_chunk){t->out_id[i], (uint8_t)t->out_meta.dtype, io->bytes[i], io->sum[i]};
-        p->data = tr_blob_ref(b);
-        p->job = io->job;
-        p->keep = t->keep;
-        p->nrep = t->nrep;
-        memcpy(p->rep, t->rep, sizeof p->rep);
-        pthread_mutex_lock(&io->w->mu);
-        p->next = io->w->pushq;
-        io->w->pushq = p;
-        io->job->pushing += p->nrep;
-        pthread_mutex_unlock(&io->w->mu);
-        if (write(io->w->wake[1], "", 1) < 0) { /* full pipe: already awake */
-        }
-      }
-      return rc;
-    }
+    if (t->out_lin[i] == lin) return t->then ? s_then_run(io, i, lin, b, err) : s_task_store(io, i, b, err);
   return tr_seterr(err, TR_EINVAL, "output chunk %lld is not this worker's", (long long)lin);
 }
 
@@ -201,8 +246,14 @@ static void s_run_task(wi_worker *w, wi_job *j) {
     return;
   }
   tc_store_busy(j->store, 1); /* its background writes wait for the task */
-  s_taskio io = {w, j, &t, calloc((size_t)t.nout + 1, 8), calloc((size_t)t.nout + 1, 8)};
-  if (!io.sum || !io.bytes) {
+  s_taskio io = {w, j, &t, calloc((size_t)t.nout + 1, 8), calloc((size_t)t.nout + 1, 8), NULL};
+  s_taskio then = {w, j, t.then, NULL, NULL, NULL};
+  if (t.then) {
+    then.sum = calloc((size_t)t.nout + 1, 8);
+    then.bytes = calloc((size_t)t.nout + 1, 8);
+    io.then = &then;
+  }
+  if (!io.sum || !io.bytes || (t.then && (!then.sum || !then.bytes))) {
     rc = tr_seterr(&err, TR_ENOMEM, "out of memory");
   } else if (t.kind == TX_TASK_FILL) {
     s_fillrun fr = {&io, {0, "", 0}, PTHREAD_MUTEX_INITIALIZER};
@@ -225,9 +276,15 @@ static void s_run_task(wi_worker *w, wi_job *j) {
     wi_fail_job(j, rc, err.msg[0] ? err.msg : rc == TR_EINTR ? "interrupted" : "task failed");
   } else {
     j->rtype = TN_TASK_OK;
-    tn_put_u32(&j->reply, (uint32_t)t.nout);
-    for (int64_t i = 0; i < t.nout; i++) {
+    /* the chunks stored: the task's own, then its fused consumer's */
+    int64_t own = !t.then || t.then_store ? t.nout : 0;
+    tn_put_u32(&j->reply, (uint32_t)(own + (t.then ? t.then->nout : 0)));
+    for (int64_t i = 0; i < own; i++) {
       tn_chunk c = {t.out_id[i], (uint8_t)t.out_meta.dtype, io.bytes[i], io.sum[i]};
+      tn_put_chunk(&j->reply, &c);
+    }
+    for (int64_t i = 0; t.then && i < t.then->nout; i++) {
+      tn_chunk c = {t.then->out_id[i], (uint8_t)t.then->out_meta.dtype, then.bytes[i], then.sum[i]};
       tn_put_chunk(&j->reply, &c);
     }
     tn_put_f64(&j->reply, tr_now() - t0);
@@ -245,6 +302,8 @@ static void s_run_task(wi_worker *w, wi_job *j) {
   tc_store_busy(j->store, 0);
   free(io.sum);
   free(io.bytes);
+  free(then.sum);
+  free(then.bytes);
   tx_task_free(&t);
 }
 

@@ -5,6 +5,11 @@
 ** the fusion and that the values equal the unfused form (the elementwise
 ** statement stored first, then the plain product) under the declared and
 ** the chosen layout, ragged chunks, a forced two-phase plan and a block.
+** And elementwise consumers run inside their producer's tasks: the
+** statement SUM(A * B) * (1 - C * C) and a block's weight update
+** W - 0.01 * G, shown in EXPLAIN, with the values of the two steps run
+** one after the other; where a consumer cannot take the producer's chunks
+** as they are made, it runs on its own.
 */
 #include "config.h"
 
@@ -17,6 +22,7 @@
 #include "engine/engine.h"
 #include "exec/exec.h"
 #include "tests/unit/engine_fixture.h"
+#include "tests/unit/task_fixture.h"
 
 TestSuite(fusion, .init = tf_engine_open, .fini = tf_engine_close);
 
@@ -175,6 +181,147 @@ Test(fusion, not_fused_where_the_tile_would_grow) {
   s_same("G", "G2", 1e-4);
 }
 
+/* ---- a consumer inside its producer's tasks --------------------------------- */
+
+/* A, B, C with ragged chunks (k split in ck), and the two steps of
+** s_consumer one after the other. */
+static void s_consumer_inputs(int ck) {
+  char q[96];
+  snprintf(q, sizeof q, "CREATE TENSOR A[61, 45] CHUNK [16, %d];", ck);
+  s_ok(q);
+  snprintf(q, sizeof q, "CREATE TENSOR B[45, 23] CHUNK [%d, 23];", ck);
+  s_ok(q);
+  s_ok("CREATE TENSOR C[61, 23] CHUNK [16, 23];");
+  s_ok("FILL A UNIFORM(-1, 1) SEED 1;");
+  s_ok("FILL B UNIFORM(-1, 1) SEED 2;");
+  s_ok("FILL C UNIFORM(-1, 1) SEED 3;");
+  s_ok("T[i,j] = A[i,k] * B[k,j];");
+  s_ok("Ref[i,j] = T[i,j] * (1 - C[i,j] * C[i,j]);");
+}
+
+/* Two nodes: the product into a temporary, then the elementwise step. */
+static const char *const s_consumer = "D[i,j] = SUM(A[i,k] * B[k,j]) * (1 - C[i,j] * C[i,j]);";
+
+/* Run EXPLAIN (opts) of stmt; its text (caller frees). */
+static te_result *s_explain(const char *opts, const char *stmt) {
+  char q[400];
+  snprintf(q, sizeof q, "EXPLAIN %s%s", opts, stmt);
+  te_result *r = s_run(q);
+  cr_assert(r && r->kind == TE_RES_TEXT);
+  return r;
+}
+
+Test(fusion, an_elementwise_step_runs_inside_the_product_task) {
+  s_consumer_inputs(45);
+  const char *layouts[2] = {"SET layout = declared;", "SET layout = auto;"};
+  for (int l = 0; l < 2; l++) {
+    s_ok(layouts[l]);
+    te_result *r = s_explain("", s_consumer);
+    cr_assert(strstr(r->text, "runs inside node 1's tasks: each chunk of _t1 as soon as it is made, "
+                              "which is never stored"),
+              "%s", r->text);
+    te_result_free(&r);
+    r = s_explain("(FORMAT JSON) ", s_consumer);
+    cr_assert(strstr(r->text, "\"inside_tasks_of\": 1, \"producer_stored\": false"), "%s", r->text);
+    te_result_free(&r);
+    r = s_explain("ANALYZE ", s_consumer);
+    cr_assert(strstr(r->text, "local_join   D (in _t1's tasks)") && strstr(r->text, "fused"), "%s", r->text);
+    te_result_free(&r);
+    s_same("D", "Ref", 1e-5);
+  }
+}
+
+/* The first node of alternative names in JSON text whose first node
+** (before " | ") holds what: copied into out. */
+static int s_alt_with(const char *json, const char *what, char *out, size_t cap) {
+  const char *p = strstr(json, "\"alternatives\"");
+  cr_assert_not_null(p, "%s", json);
+  while ((p = strstr(p, "\"name\": \""))) {
+    p += strlen("\"name\": \"");
+    const char *end = strchr(p, '"'), *bar = strstr(p, " | ");
+    size_t n = (size_t)(end - p);
+    if (bar && bar < end && memmem(p, (size_t)(bar - p), what, strlen(what)) && n < cap) {
+      memcpy(out, p, n);
+      out[n] = 0;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* A product summed in two phases makes its chunks in the combine, after
+** its tasks: the elementwise step then runs on its own, with the same
+** values. */
+Test(fusion, not_inside_a_two_phase_product) {
+  s_consumer_inputs(15);
+  s_ok("SET layout = declared;");
+  te_result *r = s_explain("(FORMAT JSON) ", s_consumer);
+  char name[400], q[600];
+  cr_assert(s_alt_with(r->text, "2-phase", name, sizeof name) || s_alt_with(r->text, "CMM", name, sizeof name),
+            "%s", r->text);
+  te_result_free(&r);
+  snprintf(q, sizeof q, "ANALYZE (PLAN '%s') ", name);
+  r = s_explain(q, s_consumer);
+  cr_assert(strstr(r->text, "combine partials") && !strstr(r->text, "runs inside") &&
+                !strstr(r->text, "in _t1's tasks"),
+            "%s", r->text);
+  te_result_free(&r);
+  s_same("D", "Ref", 1e-5);
+}
+
+/* An SGD step's weight update inside the gradient's task: the gradient is
+** a result of the block, so it is stored too.  Both equal the statements
+** run one at a time. */
+Test(fusion, a_block_update_runs_inside_the_gradient_task) {
+  s_ok("CREATE TENSOR X[50, 37] CHUNK [50, 10];");
+  s_ok("CREATE TENSOR Y[50, 29] CHUNK [50, 29];");
+  s_ok("CREATE TENSOR W[37, 29] CHUNK [10, 29];");
+  s_ok("FILL X UNIFORM(-1, 1) SEED 1;");
+  s_ok("FILL Y UNIFORM(-1, 1) SEED 2;");
+  s_ok("FILL W UNIFORM(-1, 1) SEED 3;");
+  s_ok("G2[d,h] = SUM(X[n,d] * Y[n,h]);");
+  s_ok("Wn2[d,h] = W[d,h] - 0.01 * G2[d,h];");
+  s_ok("BEGIN;");
+  s_ok("G[d,h] = SUM(X[n,d] * Y[n,h]);");
+  s_ok("Wn[d,h] = W[d,h] - 0.01 * G[d,h];");
+  te_result *r = s_run("EXPLAIN COMMIT;");
+  cr_assert(strstr(r->text, "runs inside node 1's tasks: each chunk of G as soon as it is made, which is "
+                            "stored too"),
+            "%s", r->text);
+  te_result_free(&r);
+  r = s_run("EXPLAIN ANALYZE (FORMAT JSON) COMMIT;");
+  cr_assert(strstr(r->text, "\"inside_tasks_of\": 1, \"producer_stored\": true") &&
+                strstr(r->text, "\"node_groups\": [[1, 2]]"),
+            "%s", r->text);
+  te_result_free(&r);
+  s_same("G", "G2", 1e-5);
+  s_same("Wn", "Wn2", 1e-5);
+}
+
+/* Consumers that cannot take the producer's chunks as they are made: one
+** that reads a square product's chunks transposed (same shape, same
+** chunks, other chunk numbers), one that sums them.  EXPLAIN fuses
+** neither; the values are right. */
+Test(fusion, not_inside_where_chunks_do_not_match) {
+  s_ok("CREATE TENSOR A[32, 20] CHUNK [16, 20];");
+  s_ok("CREATE TENSOR B[20, 32] CHUNK [20, 16];");
+  s_ok("FILL A UNIFORM(-1, 1) SEED 1;");
+  s_ok("FILL B UNIFORM(-1, 1) SEED 2;");
+  s_ok("T[i,j] = A[i,k] * B[k,j];");
+  s_ok("BEGIN;");
+  s_ok("P[i,j] = A[i,k] * B[k,j];");
+  s_ok("Pt[j,i] = P[i,j] + 1;");
+  s_ok("s[i] = SUM(P[i,j]);");
+  te_result *r = s_run("EXPLAIN COMMIT;");
+  cr_assert(!strstr(r->text, "runs inside"), "%s", r->text);
+  te_result_free(&r);
+  s_ok("COMMIT;");
+  s_ok("Pt2[j,i] = T[i,j] + 1;");
+  s_ok("s2[i] = SUM(T[i,j]);");
+  s_same("Pt", "Pt2", 1e-5);
+  s_same("s", "s2", 1e-5);
+}
+
 /* ---- the task message ---------------------------------------------------- */
 
 /* A node task for P[n,e] = SUM(f(X[n,d], q[d]) * g(M[d,e])), labels n e d,
@@ -237,6 +384,38 @@ Test(task, gemm_task_programs_are_checked) {
       cr_assert(got.node.gemm && got.node.prog.n == 5);
       tx_task_free(&got);
     }
+    tn_wbuf_free(&b);
+  }
+}
+
+/* A task with a consumer inside it round-trips; a worker refuses one
+** whose consumer could not take the task's chunks as they are made: a
+** consumer that aggregates, that reads another shape, that makes other
+** chunk numbers, or that lists the chunks the task itself makes. */
+Test(task, a_consumer_inside_round_trips_and_is_checked) {
+  for (int c = 0; c < 5; c++) {
+    tx_task t, got;
+    tn_wbuf b = {0};
+    tr_err err;
+    tf_ew_task(&t, 0, 0x21, 0x31);
+    t.then = calloc(1, sizeof *t.then);
+    tf_ew_task(t.then, 1, 0x22, 0x32);
+    t.then_from = 0;
+    t.then_store = c == 0;
+    if (c == 1) t.then->node.agg = TK_AGG_SUM;
+    if (c == 2) t.then->in_meta[0].shape[0] = t.then->in_meta[0].chunk[0] = 3;
+    if (c == 3) t.then->out_lin[0] = 1;
+    if (c == 4) t.then->in_op[0] = 0;
+    tx_task_encode(&t, &b);
+    int rc = tx_task_decode(b.p, b.n, &got, &err);
+    cr_assert_eq(rc, c == 0 ? TR_OK : TR_EINVAL, "case %d: %s", c, err.msg);
+    if (rc == TR_OK) {
+      cr_assert(got.then && got.then_store && got.then_from == 0 && got.then->node.ninputs == 2 &&
+                got.then->out_id[0] == 0x32 && got.out_id[0] == 0x31);
+      tx_task_free(&got);
+      cr_assert_null(got.then);
+    }
+    tx_task_free(&t);
     tn_wbuf_free(&b);
   }
 }

@@ -4,7 +4,8 @@
 ** the coordinator and the other workers never send: PULLs that name
 ** memory the worker cannot read, a copy that fails its checksum, a body
 ** cut short.  Each gets an error naming the chunk, and nothing is stored;
-** a good PULL of this process's memory stores exactly its bytes.
+** a good PULL of this process's memory stores exactly its bytes.  And a
+** TASK with a consumer inside it: what it stores is what it was told to.
 */
 #include "config.h"
 
@@ -21,7 +22,9 @@
 #include <zmq.h>
 
 #include "catalog/catalog.h"
+#include "exec/exec.h"
 #include "net/net.h"
+#include "tests/unit/task_fixture.h"
 #include "util/util.h"
 
 extern char **environ;
@@ -198,4 +201,71 @@ Test(pull, good_and_bad_pulls) {
 
   free(v);
   free(back);
+}
+
+TestSuite(task, .init = s_start, .fini = s_stop, .timeout = 60);
+
+/* PUT chunk id: the 4 floats v, written to its file. */
+static void s_put(uint64_t id, const float *v) {
+  tn_wbuf b = {0};
+  tn_in rep;
+  tr_err err;
+  tn_chunk c = {.id = id, .dtype = TR_F32, .nbytes = 4 * sizeof *v};
+  c.checksum = tc_checksum(v, c.nbytes);
+  tn_put_u32(&b, 1);
+  tn_put_chunk(&b, &c);
+  tn_put_u8(&b, TC_KEEP_FILE);
+  void *data[1] = {(void *)v};
+  size_t len[1] = {c.nbytes};
+  cr_assert_eq(tn_send(s_sock, NULL, 0, TN_PUT, ++s_req, S_DB, &b, 1, data, len, NULL, NULL, &err), TR_OK,
+               "%s", err.msg);
+  tn_wbuf_free(&b);
+  s_reply(&rep);
+  cr_assert_eq(rep.type, TN_PUT_OK);
+  tn_in_close(&rep);
+}
+
+/* T = A + 1 with D = T * B inside it: told not to store T, the worker
+** stores and lists D alone; told to store T, both.  D's values either
+** way. */
+Test(task, a_consumer_inside_stores_what_it_is_told) {
+  const float a[4] = {1, 2, 3, 4}, b[4] = {10, 20, 30, 40};
+  float got[4];
+  s_put(0x2001, a);
+  s_put(0x2002, b);
+  for (int store = 0; store < 2; store++) {
+    uint64_t tid = 0x3001 + 2 * (uint64_t)store, did = tid + 1;
+    tx_task t;
+    tf_ew_task(&t, 0, 0x2001, tid);
+    t.then = calloc(1, sizeof *t.then);
+    tf_ew_task(t.then, 1, 0x2002, did);
+    t.then_store = store;
+    tn_wbuf body = {0};
+    tn_in rep;
+    tx_task_encode(&t, &body);
+    tx_task_free(&t);
+    s_call(TN_TASK, &body, &rep);
+    cr_assert_eq(rep.type, TN_TASK_OK, "%s", tn_type_name(rep.type));
+    size_t n;
+    const void *p = tn_in_body(&rep, &n);
+    tn_rbuf r;
+    tn_rbuf_init(&r, p, n);
+    cr_assert_eq(tn_get_u32(&r), (uint32_t)(1 + store), "chunks listed");
+    tn_chunk c;
+    if (store) {
+      tn_get_chunk(&r, &c);
+      cr_assert_eq(c.id, tid);
+    }
+    tn_get_chunk(&r, &c);
+    cr_assert_eq(c.id, did);
+    tn_in_close(&rep);
+    cr_assert_eq(s_get(did, got, sizeof got), TR_OK);
+    for (int i = 0; i < 4; i++) cr_assert_eq(got[i], (a[i] + 1) * b[i]);
+    if (store) {
+      cr_assert_eq(s_get(tid, got, sizeof got), TR_OK);
+      for (int i = 0; i < 4; i++) cr_assert_eq(got[i], a[i] + 1);
+    } else {
+      cr_assert_neq(s_get(tid, got, sizeof got), TR_OK, "T was stored");
+    }
+  }
 }
