@@ -348,8 +348,10 @@ void *wi_task_thread(void *arg) {
     if (!w->todo) w->todo_tail = NULL;
     w->running = j; /* from here a cancel reaches it through its token */
     pthread_mutex_unlock(&w->mu);
+    wi_task_running(1);
     if (j->type == TN_TASK) s_run_task(w, j);
     else s_run_sync(w, j);
+    wi_task_running(0);
     pthread_mutex_lock(&w->mu);
     w->running = NULL;
     j->next = w->done;
