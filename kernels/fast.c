@@ -118,6 +118,14 @@ static int s_disjoint(const void *a, const void *b, size_t bytes) {
 ** (AMD EPYC, 2 cores) exp takes 0.23 ns an element with AVX-512, 0.99
 ** with AVX2 and 2.6 with the baseline SSE2. */
 #define S_NO_TRAPS __attribute__((optimize("no-trapping-math")))
+/* The block loops' clones, each with the loops it calls inside it
+** (flatten).  clang refuses flatten beside target_clones, so a clang build
+** (make fuzz) gets the clones alone. */
+#ifdef __clang__
+#define S_CLONES_FLAT __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define S_CLONES_FLAT __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), flatten))
+#endif
 #define S_SHIFTER 12582912.0f /* 1.5 * 2^23 */
 S_NO_TRAPS static inline float s_expf_v(float x) {
   const float hi = 88.7228317f, lo = -87.3365478f;
@@ -389,7 +397,7 @@ static void S_SFX(s_load)(S_T *restrict d, const S_T *restrict p, int64_t s,
 ** is input k's first element, sin[k] its stride along the label.  Blocks
 ** come from a free list (nblk of them) so no loop writes over its own
 ** operand and restrict holds. */
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), flatten))
+S_CLONES_FLAT
 static S_SFX(s_slot)
     S_SFX(s_eval)(const tk_prog *pr, const S_T *const *in,
                   const int64_t *sin, int64_t n, S_T *scratch, int nblk) {
@@ -532,7 +540,7 @@ static S_T S_SFX(s_reduce)(tk_agg agg, const S_SFX(s_slot) *r, int64_t n) {
 
 /* TR_OK, or TR_EINTR once op->cancel is set (polled every S_POLL
 ** elements). */
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), flatten))
+S_CLONES_FLAT
 static int S_SFX(s_run)(const tk_contract *op, const s_plan *p,
                         S_T *scratch, int nblk) {
   const int o = p->nops - 1, inner = p->inner;
