@@ -101,8 +101,8 @@ typedef struct tx_task {
   /* An elementwise node run inside this task (optimize's
   ** to_group_fusion), or NULL: each output chunk this task makes is, as
   ** soon as it is made, operand then_from of then's output chunk of the
-  ** same number, computed on the same thread while the chunk is still in
-  ** cache.  then is a node task of its own (never with a then): the other
+  ** same number, computed on the same thread before the task goes on.
+  ** then is a node task of its own (never with a then): the other
   ** operands' chunks, its output ids in the order of this task's out_lin,
   ** its replicas and keep.  then_store: this task's own chunks are stored
   ** too (0: a temporary only then reads, never stored).  tx_task_free

@@ -104,7 +104,7 @@ static int s_then_write(void *ctx, int64_t lin, tr_blob *b, tr_err *err) {
 
 /* Output chunk lin of a task with a fused consumer (tx_task.then): stored
 ** if the task says so, then the consumer's chunk lin made from it, on this
-** thread, while its bytes are still in cache. */
+** thread, before the task goes on to its next chunk. */
 static int s_then_run(s_taskio *io, int64_t i, int64_t lin, tr_blob *b, tr_err *err) {
   const tx_task *t = io->t, *c = t->then;
   int rc = t->then_store ? s_task_store(io, i, b, err) : TR_OK;
