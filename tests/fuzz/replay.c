@@ -1,7 +1,7 @@
 /*
 ** tests/fuzz/replay.c - replays kept fuzz inputs without libFuzzer.
 **
-** Linked with one fuzz target (fuzz_parse.c or fuzz_array.c), it calls
+** Linked with one fuzz target (tests/fuzz/fuzz_*.c), it calls
 ** LLVMFuzzerTestOneInput() once per input: each argument is a file, or a
 ** directory whose regular files are all read (one level, no recursion
 ** below it).  A crash or sanitizer report fails the run; otherwise it

@@ -39,4 +39,5 @@ replay() {
 replay parse
 replay array
 replay net
+replay task
 exit $status
