@@ -253,7 +253,7 @@ static void s_suggest(te_engine *e, int at, tr_err *err) {
   te_free_names(names);
 }
 
-int te_exec(te_engine *e, const char *text, size_t len, te_result **res, tr_err *err) {
+static int s_exec(te_engine *e, const char *text, size_t len, te_result **res, tr_err *err) {
   tp_stmt *s = NULL;
   te_result *r = NULL;
   if (res) *res = NULL;
@@ -298,6 +298,13 @@ done:
   free(td_take_notice(e->cluster)); /* a failed statement's error says what matters */
   if (res) *res = r;
   else te_result_free(&r);
+  return rc;
+}
+
+int te_exec(te_engine *e, const char *text, size_t len, te_result **res, tr_err *err) {
+  tr_work(1); /* background chores on this machine wait (util.h) */
+  int rc = s_exec(e, text, len, res, err);
+  tr_work(0);
   return rc;
 }
 

@@ -661,7 +661,8 @@ class Workers:
 
     def _settle(self):
         """Wait (at most 30 s) until the workers have faulted in the heap
-        each warms at start: their resident memory unchanged for 0.5 s.  A
+        each warms while the machine is quiet: their resident memory
+        unchanged for 0.5 s.  A
         system measured meanwhile would share the machine with them
         (nn-large's product, embedded, took 0.49-0.50 s a pass with two
         such workers warming beside it, 0.40-0.41 s without)."""

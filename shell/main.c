@@ -186,7 +186,7 @@ static int s_worker(const tw_config *wc, const char *shell_only,
 ** 3.2M page faults and 35-36 s of CPU, against 0.5M and 26-27 s); what a
 ** big statement leaves free is given back once the worker is idle, or at
 ** once beyond half of a worker's --memory (at most 1 GiB), the heap a
-** worker faults in at start (worker/base.c, wi_warm_heap).
+** worker faults in once the machine is quiet (worker/base.c, wi_warm_heap).
 **
 ** BLAS threads.  One: the engine runs many chunk tasks at once, and gives
 ** BLAS more threads only for the length of a run with fewer chunks than

@@ -6,6 +6,11 @@
 #include "util/util.h"
 
 #include <ctype.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <pthread.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -269,6 +274,72 @@ int64_t tr_peak_rss(int reset) {
     fclose(f);
   }
   return peak;
+}
+
+/* The work table (tr_work): the number of works started, then one slot
+** per process working now, holding its pid. */
+#define S_WORK_SLOTS 127
+typedef struct s_work_tab {
+  _Atomic uint32_t started;
+  _Atomic int32_t pid[S_WORK_SLOTS];
+} s_work_tab;
+
+static s_work_tab *s_work;
+static pthread_once_t s_work_once = PTHREAD_ONCE_INIT;
+static _Atomic int s_working;   /* this process, with or without the table */
+static _Atomic uint32_t s_own_started;
+static int s_work_slot = -1;    /* this process's slot while it works */
+
+static void s_work_open(void) {
+  char name[64];
+  struct stat st;
+  const char *test = getenv("TRADB_TEST_WORK_TABLE"); /* a table of a test's own */
+  if (test) snprintf(name, sizeof name, "%s", test);
+  else snprintf(name, sizeof name, "/tradb-busy-%u", (unsigned)getuid());
+  int fd = shm_open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  /* several processes may size it at once: each to the same length */
+  if (fstat(fd, &st) || ((size_t)st.st_size < sizeof(s_work_tab) &&
+                         ftruncate(fd, (off_t)sizeof(s_work_tab)))) {
+    close(fd);
+    return;
+  }
+  void *p = mmap(NULL, sizeof(s_work_tab), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p != MAP_FAILED) s_work = p;
+}
+
+void tr_work(int on) {
+  pthread_once(&s_work_once, s_work_open);
+  atomic_store(&s_working, on);
+  if (!on) {
+    if (s_work && s_work_slot >= 0) atomic_store(&s_work->pid[s_work_slot], 0);
+    s_work_slot = -1;
+    return;
+  }
+  atomic_fetch_add(&s_own_started, 1);
+  if (!s_work || s_work_slot >= 0) return;
+  atomic_fetch_add(&s_work->started, 1);
+  uint32_t me = (uint32_t)getpid();
+  for (uint32_t i = 0; i < S_WORK_SLOTS && s_work_slot < 0; i++) {
+    int k = (int)((me + i) % S_WORK_SLOTS);
+    int32_t none = 0;
+    if (atomic_compare_exchange_strong(&s_work->pid[k], &none, (int32_t)me)) s_work_slot = k;
+  }
+}
+
+int tr_host_working(uint32_t *seen) {
+  pthread_once(&s_work_once, s_work_open);
+  uint32_t now = atomic_load(&s_own_started) + (s_work ? atomic_load(&s_work->started) : 0);
+  int busy = atomic_load(&s_working) || now != *seen;
+  *seen = now;
+  for (int i = 0; s_work && !busy && i < S_WORK_SLOTS; i++) {
+    int32_t pid = atomic_load(&s_work->pid[i]);
+    if (!pid) continue;
+    if (!kill(pid, 0) || errno != ESRCH) busy = 1;
+    else atomic_compare_exchange_strong(&s_work->pid[i], &pid, 0); /* it is gone */
+  }
+  return busy;
 }
 
 /* Shared state of one tr_parallel_for call. */

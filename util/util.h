@@ -221,6 +221,23 @@ int64_t tr_rss(void);
 int64_t tr_heap_reserve(int64_t memory);
 
 /*
+** Work on this machine.  Background chores (a worker faulting in its heap)
+** must not run beside a statement: a page fault holds its core whatever
+** the faulting thread's priority.  Every tradb process of this user on
+** this machine marks the work it does (a shell's statement, a worker's
+** task) in one table in shared memory, /dev/shm/tradb-busy-UID; a chore
+** asks whether any of them worked since it last asked.  Best effort:
+** without the table (no /dev/shm), only this process's own work counts.
+*/
+/* This process starts (1) or ends (0) a piece of work; from one thread,
+** and not nested. */
+void tr_work(int on);
+/* Whether some tradb process of this user on this machine (this one
+** included) works now, or started work since the call that set *seen
+** (start with 0); a slot a killed process left is cleared. */
+int tr_host_working(uint32_t *seen);
+
+/*
 ** Thread pool: run fn(arg, i) for i in [0, n) on up to nthreads threads
 ** (the caller's thread included).  Tasks are handed out in index order.
 ** Returns TR_OK, or the first non-zero status a task returned; once a task

@@ -120,34 +120,35 @@ void wi_trim_when_idle(wi_worker *w) {
   w->trimmed = 1;
 }
 
-/* Whether the task thread is running a task (wi_task_running); the warm
-** heap's thread reads it.  Per process, not per wi_worker: that thread is
-** detached and may outlive the worker's state by the time exit() ends it. */
-static atomic_int s_task_running;
+/* Fault in, once, the free heap a worker keeps between statements anyway
+** (tr_heap_reserve, the trim threshold): a user's first statements then
+** reuse warm pages as the later ones do, where they faulted in and zeroed
+** every new chunk buffer (attention's ten statements, 2 local workers:
+** the first pass 0.42-0.45 s and the second 0.31-0.32 s, against
+** 0.26-0.28 s once warm).  Only while no tradb process on this machine
+** has worked for S_WARM_QUIET_S (tr_host_working: a shell's statement,
+** any worker's task), a mebibyte at a time: a page the kernel zeroes, or
+** a virtual machine's host backs, holds the core for its whole fault
+** whatever the thread's priority.  So a session typed by hand warms while
+** its user types, and a piped script, whose statements come back to back,
+** is not slowed: warming beside them, attention's first pass took
+** 0.63-0.74 s against 0.53-0.58 s with no warm heap, and a dense layer's
+** first statement on 4 workers 0.09-0.16 s against 0.03-0.04 s, even with
+** each heap waiting for its own worker's tasks. */
+#define S_WARM_QUIET_S 0.05
 
-void wi_task_running(int on) { atomic_store(&s_task_running, on); }
-
-/* Fault in, once at start, the free heap a worker keeps between
-** statements anyway (tr_heap_reserve, the trim threshold): a session's
-** first statements then reuse warm pages as its later ones do, where
-** they faulted in and zeroed every new chunk buffer (attention's ten
-** statements, 2 local workers: the first pass 0.42-0.45 s and the second
-** 0.31-0.32 s, against 0.26-0.28 s once warm).  On a thread of its own at
-** idle priority, a mebibyte at a time, waiting while this worker runs a
-** task: a page the kernel zeroes, or a virtual machine's host backs,
-** holds the core for its whole fault whatever the priority, and a
-** session's first statement ran beside the faults (a fresh session's
-** 4096^3 product, 5 sessions each, twice: 0.784-0.787 s, against
-** 0.751-0.760 s waiting, and 0.761-0.788 s with no warm heap; attention's
-** passes 0.336-0.357, 0.305-0.321 and 0.342-0.358 s). */
 static void *s_warm_heap(void *arg) {
   size_t n = (size_t)(uintptr_t)arg;
   struct sched_param sp = {0};
   pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp); /* best effort */
   volatile char *p = malloc(n);
+  uint32_t seen = 0;
+  double quiet = tr_now();
   for (size_t i = 0; p && i < n; i += 4096) {
-    while (!(i & ((1u << 20) - 1)) && atomic_load(&s_task_running)) {
-      struct timespec ts = {0, 1000000};
+    while (!(i & ((1u << 20) - 1))) {
+      if (tr_host_working(&seen)) quiet = tr_now();
+      else if (tr_now() - quiet >= S_WARM_QUIET_S) break;
+      struct timespec ts = {0, 5000000};
       nanosleep(&ts, NULL);
     }
     p[i] = 0;

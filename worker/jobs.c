@@ -348,10 +348,10 @@ void *wi_task_thread(void *arg) {
     if (!w->todo) w->todo_tail = NULL;
     w->running = j; /* from here a cancel reaches it through its token */
     pthread_mutex_unlock(&w->mu);
-    wi_task_running(1);
+    tr_work(1); /* the warm heap waits (worker/base.c) */
     if (j->type == TN_TASK) s_run_task(w, j);
     else s_run_sync(w, j);
-    wi_task_running(0);
+    tr_work(0);
     pthread_mutex_lock(&w->mu);
     w->running = NULL;
     j->next = w->done;

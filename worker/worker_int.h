@@ -258,10 +258,9 @@ int64_t wi_memory(wi_worker *w);
 ** statements the heap is kept (the next one reuses it), but a worker left
 ** idle should not hold its peak. */
 void wi_trim_when_idle(wi_worker *w);
-/* Fault in the heap kept free between statements, in the background. */
+/* Fault in the heap kept free between statements, in the background,
+** while no tradb process on this machine works. */
 void wi_warm_heap(wi_worker *w);
-/* The task thread starts (1) or ends (0) a job: the warm heap waits. */
-void wi_task_running(int on);
 int wi_reply(wi_worker *w, const uint8_t *route, size_t rl, int type, uint64_t req,
                    uint64_t db, const tn_wbuf *body, int ndata, void *const *data,
                    const size_t *len, tn_free_fn *fr);

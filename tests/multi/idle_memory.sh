@@ -11,13 +11,27 @@
 #    tensors are dropped, each local worker's resident memory must fall
 #    below that reserve and 100 MB while the shell stays open.  (Without
 #    the idle trim each keeps about 800 MB.)
-# 0. Before that: a worker faults that reserve in when it starts, so a
-#    session's first statements reuse warm pages (without it an idle new
-#    worker holds some 20 MB).
+# 0. Before that: a worker faults that reserve in once no tradb process on
+#    the machine works, so a session's first statements reuse warm pages
+#    (without it an idle new worker holds some 20 MB).  While another
+#    process holds a slot of the work table (this test's own table, given
+#    in TRADB_TEST_WORK_TABLE) the workers stay cold; once it is gone,
+#    they warm.  (Without the wait they warm as soon as they start.)
 # Polls with deadlines; never sleeps a fixed time to wait for a state.
 TEST=idle_memory
 source "$TOP_SRCDIR/tests/multi/lib.sh"
 db=$work/db
+
+# the work table (util.h): a count of works started, then 127 slots of
+# pids; a stand-in process holds slot 0
+table=/tradb-test-work-$$
+sleep 600 &
+holder=$!
+track "$holder"
+/usr/bin/python3 -c "import struct, sys; open('/dev/shm$table', 'wb').write(struct.pack('<Ii', 1, $holder) + bytes(4 * 126))"
+cleanup_table() { rm -f "/dev/shm$table"; }
+trap 'cleanup_table; cleanup' EXIT
+export TRADB_TEST_WORK_TABLE=$table
 
 mkfifo "$work/in"
 "$TRADB" --local-workers 2 "$db" < "$work/in" > "$work/out" 2>&1 &
@@ -48,7 +62,21 @@ mem=$(grep -ho "memory [0-9]* MiB" "$db"/workers/w0.log | head -1 | awk '{print 
 [ -n "$mem" ] || fail "no --memory in the worker's log"
 reserve=$((mem / 2 < 1024 ? mem / 2 : 1024))
 
-# 0. Warm at start: each idle new worker faults in most of its reserve.
+# 0. Cold while another process works: for a second after both workers
+# are up, neither holds a quarter of its reserve (warming, a worker here
+# faults in 1-2.5 MB a millisecond).
+cold() {
+  local w
+  for w in $workers; do [ "$(rss "$w")" -lt $((reserve / 4)) ] || return 1; done
+}
+hold_until=$((SECONDS + 2))
+while [ $SECONDS -lt $hold_until ]; do
+  cold || fail "a worker warmed its heap while another process worked"
+  sleep 0.05
+done
+ok
+# Warm once it is gone: each idle worker faults in most of its reserve.
+kill "$holder"
 warm() {
   local w
   for w in $workers; do [ "$(rss "$w")" -ge $((reserve * 3 / 4)) ] || return 1; done

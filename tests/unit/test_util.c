@@ -8,6 +8,10 @@
 #endif
 #include <criterion/criterion.h>
 #include <signal.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <string.h>
 #include "util/util.h"
@@ -165,4 +169,45 @@ Test(util, text_grows_and_escapes) {
   cr_assert_str_eq(tail + 4, "a\\\"b\\\\c\\nd\\u0001");
   cr_assert_eq(t.s, NULL, "done leaves the text empty for reuse");
   free(s);
+}
+
+/* The work table background chores wait on (a worker's warm heap): work
+** of this process and of another one shows, a start seen only after it
+** ended still shows once, and a killed process's slot is cleared. */
+Test(util, work_on_this_machine_is_seen_and_a_dead_workers_slot_cleared) {
+  char name[64];
+  snprintf(name, sizeof name, "/tradb-test-work-%d", (int)getpid());
+  setenv("TRADB_TEST_WORK_TABLE", name, 1);
+  uint32_t seen = 0;
+  tr_host_working(&seen);
+  cr_assert_not(tr_host_working(&seen), "nothing works yet");
+  tr_work(1);
+  cr_assert(tr_host_working(&seen), "this process works");
+  tr_work(0);
+  cr_assert_not(tr_host_working(&seen));
+  tr_work(1);
+  tr_work(0);
+  cr_assert(tr_host_working(&seen), "work started and ended since the last call");
+  cr_assert_not(tr_host_working(&seen));
+
+  int up[2], down[2];
+  cr_assert_eq(pipe(up), 0);
+  cr_assert_eq(pipe(down), 0);
+  pid_t child = fork();
+  cr_assert_geq(child, 0);
+  if (!child) {
+    char c = 0;
+    tr_work(1);
+    if (write(up[1], &c, 1) != 1) _exit(1);
+    if (read(down[0], &c, 1) != 1) _exit(1); /* works until killed */
+    _exit(0);
+  }
+  char c;
+  cr_assert_eq(read(up[0], &c, 1), 1);
+  cr_assert(tr_host_working(&seen), "another process works");
+  cr_assert(tr_host_working(&seen), "and still does: its slot holds its pid");
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  cr_assert_not(tr_host_working(&seen), "a killed process's slot counts no more");
+  shm_unlink(name);
 }
