@@ -127,6 +127,10 @@ int di_sync(td_cluster *c, const tc_chunkloc *locs, int64_t n, tr_err *err);
 ** the peers to keep the chunks as keep says (a tc_keep), and wait for all
 ** of them; frees the batches. */
 int di_flush_sends(td_cluster *c, tn_wbuf *sends, uint32_t *nsend, int keep, int rc, tr_err *err);
+/* The same batches as requests of the open phase ph, not waited for: a
+** task of ph that reads what they send waits for it (tx_task.in_wait).
+** Frees the batches; returns rc, or the error of a request not sent. */
+int di_add_sends(di_phase *ph, tn_wbuf *sends, uint32_t *nsend, int keep, int rc, tr_err *err);
 
 /* ---- sites.c ------------------------------------------------------------- */
 

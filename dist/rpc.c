@@ -308,12 +308,11 @@ int di_sync(td_cluster *c, const tc_chunkloc *locs, int64_t n, tr_err *err) {
   return rc;
 }
 
-/* Send the SEND batches (entries {u64 id, str peer} per source site) and
-** wait for all of them; frees the batches. */
-int di_flush_sends(td_cluster *c, tn_wbuf *sends, uint32_t *nsend, int keep, int rc, tr_err *err) {
-  di_phase ph;
-  di_phase_init(&ph, c);
-  ph.watch_all = 1;
+/* The SEND batches (entries {u64 id, str peer} per source site) as
+** requests of phase ph (di_add_sends), or of a phase of their own that is
+** waited for (di_flush_sends); both free the batches. */
+int di_add_sends(di_phase *ph, tn_wbuf *sends, uint32_t *nsend, int keep, int rc, tr_err *err) {
+  td_cluster *c = ph->c;
   for (int s = 0; !rc && s < c->nsites; s++)
     if (nsend[s]) {
       tn_wbuf b = {0};
@@ -330,13 +329,21 @@ int di_flush_sends(td_cluster *c, tn_wbuf *sends, uint32_t *nsend, int keep, int
         }
       }
       tn_put_u8(&b, (uint8_t)keep);
-      rc = di_request(&ph, s, TN_SEND, &b, 0, NULL, NULL, NULL, err);
+      rc = di_request(ph, s, TN_SEND, &b, 0, NULL, NULL, NULL, err);
       tn_wbuf_free(&b);
     }
-  if (!rc) rc = di_wait(&ph, err);
-  di_phase_free(&ph);
   for (int s = 0; sends && s < c->nsites; s++) tn_wbuf_free(&sends[s]);
   free(sends);
   free(nsend);
+  return rc;
+}
+
+int di_flush_sends(td_cluster *c, tn_wbuf *sends, uint32_t *nsend, int keep, int rc, tr_err *err) {
+  di_phase ph;
+  di_phase_init(&ph, c);
+  ph.watch_all = 1;
+  rc = di_add_sends(&ph, sends, nsend, keep, rc, err);
+  if (!rc) rc = di_wait(&ph, err);
+  di_phase_free(&ph);
   return rc;
 }

@@ -234,9 +234,10 @@ static int s_task_lists(tx_task *t, int64_t nin, int64_t nout, tr_err *err) {
   t->in_op = calloc((size_t)nin + 1, sizeof *t->in_op);
   t->in_lin = calloc((size_t)nin + 1, sizeof *t->in_lin);
   t->in_id = calloc((size_t)nin + 1, sizeof *t->in_id);
+  t->in_wait = calloc((size_t)nin + 1, sizeof *t->in_wait);
   t->out_lin = calloc((size_t)nout + 1, sizeof *t->out_lin);
   t->out_id = calloc((size_t)nout + 1, sizeof *t->out_id);
-  if (t->in_op && t->in_lin && t->in_id && t->out_lin && t->out_id) return TR_OK;
+  if (t->in_op && t->in_lin && t->in_id && t->in_wait && t->out_lin && t->out_id) return TR_OK;
   tx_task_free(t);
   return tr_seterr(err, TR_ENOMEM, "out of memory");
 }
@@ -333,12 +334,14 @@ static int s_plan_sends(s_run *R, s_prel *pr, const tr_tensor *t, const uint64_t
   return TR_OK;
 }
 
-/* Task *t of node n for site position u: over the chunks of each operand
-** that `need` sends to u (but operand skip, -1 for none), making the
-** output chunks `mine` selects with ids ids[lin]. */
+/* Task *t of node n for site position u (site index su): over the chunks
+** of each operand that `need` sends to u (but operand skip, -1 for none),
+** making the output chunks `mine` selects with ids ids[lin].  A chunk
+** copied to su for this statement may be arriving while the task runs
+** (its SEND goes in the task's phase): the task waits for it. */
 static int s_make_task(const ta_node *n, const tr_tensor *const *in_meta, s_prel *const *in,
                        uint64_t *const *need, int skip, const tr_tensor *om, int64_t nout,
-                       const uint8_t *mine, const uint64_t *ids, int u, tx_task *t, tr_err *err) {
+                       const uint8_t *mine, const uint64_t *ids, int u, int su, tx_task *t, tr_err *err) {
   int rc;
   memset(t, 0, sizeof *t);
   t->kind = TX_TASK_NODE;
@@ -355,6 +358,7 @@ static int s_make_task(const ta_node *n, const tr_tensor *const *in_meta, s_prel
       if (need[i][lin] & (1ull << u)) {
         t->in_op[t->nin] = i;
         t->in_lin[t->nin] = lin;
+        t->in_wait[t->nin] = in[i]->copy && in[i]->copy[(size_t)su * (size_t)in[i]->n + (size_t)lin];
         t->in_id[t->nin++] = in[i]->locs[lin].chunk_id;
       }
   for (int64_t lin = 0; lin < nout; lin++)
@@ -363,86 +367,6 @@ static int s_make_task(const ta_node *n, const tr_tensor *const *in_meta, s_prel
       t->out_id[t->nout++] = ids[lin];
     }
   return TR_OK;
-}
-
-/* The second phase of a two-phase aggregation: each partial (pids, one
-** per output chunk and site that made one) goes to its chunk's owner, and
-** combine tasks there fold them (and apply the node's transform). */
-static int s_run_combine(s_run *R, int k, const to_moves *mv, const uint64_t *pids, int final, tr_err *err) {
-  td_cluster *c = R->c;
-  const ta_node *n = &R->p->nodes[k];
-  const tr_tensor *om = &R->p->rels[n->out].meta;
-  s_prel *po = &R->rel[n->out];
-  int64_t nout = tr_nchunks(om);
-  int m = R->m, rc = TR_OK;
-  tn_wbuf *sends = calloc((size_t)c->nsites, sizeof *sends);
-  uint32_t *nsend = calloc((size_t)c->nsites, sizeof *nsend);
-  if (!sends || !nsend) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-  double t0 = tr_now();
-  s_opstat *ss = rc ? NULL : s_op(R, "shuffle", "partials", 0);
-  if (ss) snprintf(ss->what, sizeof ss->what, "%s (partials)", om->name);
-  for (int64_t lin = 0; !rc && lin < nout; lin++) {
-    int own = R->up[mv->owner[lin]];
-    for (int u = 0; u < m; u++) {
-      if (!((mv->osites[lin] >> u) & 1)) continue;
-      uint64_t id = pids[(size_t)lin * (size_t)m + (size_t)u];
-      if (R->up[u] == own) continue;
-      tn_put_u64(&sends[R->up[u]], id);
-      tn_put_str(&sends[R->up[u]], c->sites[own].ep);
-      nsend[R->up[u]]++;
-      int64_t kk[TR_MAX_RANK], ext[TR_MAX_RANK];
-      tr_key_from_linear(om, lin, kk);
-      s_moved(R, ss, R->up[u], own, tr_chunk_extent(om, kk, ext));
-    }
-  }
-  rc = di_flush_sends(c, sends, nsend, TC_KEEP_SCRATCH, rc, err); /* frees sends, nsend */
-  if (ss) ss->seconds = tr_now() - t0;
-  /* Combine tasks: operand 0 is the partials relation, one entry per
-  ** partial (several per output chunk). */
-  R->phase_t0 = t0 = tr_now();
-  s_opstat *cs = rc ? NULL : s_op(R, "local_agg", om->name, 0);
-  if (cs) snprintf(cs->what, sizeof cs->what, "%s (combine partials%s)", om->name, n->post.n ? ", transform" : "");
-  s_opstat *rs = !rc && final && di_replication(c, m) > 1 ? s_op(R, "replicate", om->name, 0) : NULL;
-  di_phase ph;
-  di_phase_init(&ph, c);
-  ph.watch_all = 1; /* tasks push replicas to peers */
-  for (int u = 0; !rc && u < m; u++) {
-    tx_task task;
-    memset(&task, 0, sizeof task);
-    task.kind = TX_TASK_COMBINE;
-    task.node = *n;
-    task.node.drive = -1;
-    task.node.ninputs = 1;
-    task.node.in[0].rel = n->out;
-    task.node.in[0].rank = om->rank;
-    for (int d = 0; d < om->rank; d++) task.node.in[0].label[d] = d;
-    task.node.nlabels = task.node.nout = om->rank;
-    task.node.gemm = 0;
-    task.node.prog.n = 1;
-    task.node.prog.code[0].op = TK_OP_INPUT;
-    task.node.prog.code[0].arg = 0;
-    task.in_meta[0] = *om;
-    task.out_meta = *om;
-    if ((rc = s_task_lists(&task, nout * m, nout, err))) break;
-    for (int64_t lin = 0; lin < nout; lin++) {
-      if (mv->owner[lin] != u) continue;
-      for (int v = 0; v < m; v++)
-        if ((mv->osites[lin] >> v) & 1) {
-          task.in_op[task.nin] = 0;
-          task.in_lin[task.nin] = lin;
-          task.in_id[task.nin++] = pids[(size_t)lin * (size_t)m + (size_t)v];
-        }
-      task.out_lin[task.nout] = lin;
-      task.out_id[task.nout++] = po->locs[lin].chunk_id;
-    }
-    rc = s_task_submit(R, &ph, &task, final, u, err);
-  }
-  if (!rc) rc = di_wait(&ph, err);
-  if (!rc) s_task_results(R, &ph, 0, ph.n, &(s_made){po, om->dtype, final, rs}, 1, cs);
-  di_phase_free(&ph);
-  if (cs) cs->seconds = tr_now() - t0;
-  if (rs) rs->seconds = cs ? cs->seconds : 0;
-  return rc;
 }
 
 /* Run node k as the optimizer chose: move operand chunks where the
@@ -458,7 +382,10 @@ typedef struct s_nrun {
   uint8_t *mine;             /* [nout] scratch: the chunks one site makes */
   uint64_t *ids;             /* [nout] scratch: their ids */
   s_opstat *js, *rs;         /* its join and replication operators */
+  s_opstat *ss, *cs, *crs;   /* two-phase: the partials' shuffle, the
+                                combine and its replication operators */
   int r0, r1;                /* its requests in the task phase */
+  int c0, c1;                /* two-phase: its combine tasks' requests */
   struct s_nrun *then;       /* the node run inside its tasks, or NULL */
   struct s_nrun *into;       /* the node inside whose tasks it runs, or NULL */
   int from;                  /* with into: its operand that reads into's chunks */
@@ -535,7 +462,7 @@ static int s_then_task(s_run *R, const s_nrun *e, const uint8_t *mine, int u, tx
   tx_task *c = calloc(1, sizeof *c);
   if (!c) return tr_seterr(err, TR_ENOMEM, "out of memory");
   int rc = s_make_task(&tn, in_meta, in, e->moves->need, e->from, &p->rels[n->out].meta, po->n, mine, e->ids,
-                       u, c, err);
+                       u, R->up[u], c, err);
   if (rc) {
     free(c);
     return rc;
@@ -544,6 +471,19 @@ static int s_then_task(s_run *R, const s_nrun *e, const uint8_t *mine, int u, tx
   t->then = c;
   t->then_from = e->from;
   t->then_store = e->store;
+  return TR_OK;
+}
+
+/* Task t of a two-phase node for site position u pushes each partial it
+** makes to the owner of its chunk, unless that is u (s_combine_tasks). */
+static int s_partials_to(s_run *R, const s_nrun *nr, int u, tx_task *t, tr_err *err) {
+  td_cluster *c = R->c;
+  if (!(t->out_to = calloc((size_t)t->nout + 1, sizeof *t->out_to)))
+    return tr_seterr(err, TR_ENOMEM, "out of memory");
+  for (int64_t i = 0; i < t->nout; i++) {
+    int own = nr->moves->owner[t->out_lin[i]];
+    if (own != u) snprintf(t->out_to[i], sizeof t->out_to[i], "%s", c->sites[R->up[own]].ep);
+  }
   return TR_OK;
 }
 
@@ -594,16 +534,18 @@ static int s_node_tasks(s_run *R, s_nrun *nr, di_phase *ph, tr_err *err) {
         rc = tr_seterr(err, TR_ENOMEM, "out of memory");
     }
     tx_task t;
-    if (!rc) rc = s_make_task(&tn, in_meta, in, nr->moves->need, -1, om, nout, nr->mine, nr->ids, u, &t, err);
+    if (!rc)
+      rc = s_make_task(&tn, in_meta, in, nr->moves->need, -1, om, nout, nr->mine, nr->ids, u, R->up[u], &t, err);
     if (!rc && nr->then && (rc = s_then_task(R, nr->then, nr->mine, u, &t, err))) tx_task_free(&t);
+    if (!rc && ch->twophase && (rc = s_partials_to(R, nr, u, &t, err))) tx_task_free(&t);
     if (!rc) rc = s_task_submit(R, ph, &t, final && !ch->twophase, u, err);
   }
   nr->r1 = ph->n;
   return rc;
 }
 
-/* Node step 3: what its tasks made (replies r0..r1 of ph).  A two-phase
-** plan's combine phase follows (s_run_combine), once ph is closed. */
+/* Node step 3: what its tasks made (replies r0..r1 of ph); a two-phase
+** plan's partials, which its combine tasks took (s_combine_results). */
 static void s_node_results(s_run *R, s_nrun *nr, di_phase *ph, double t0) {
   const ta_plan *p = R->p;
   const ta_node *n = &p->nodes[nr->k];
@@ -620,6 +562,81 @@ static void s_node_results(s_run *R, s_nrun *nr, di_phase *ph, double t0) {
   if (nr->rs) nr->rs->seconds = nr->js->seconds; /* overlapped with the join */
 }
 
+/* The second phase of a two-phase aggregation: each partial (pids, one
+** per output chunk and site that made one) was pushed by the join task
+** that made it to its chunk's owner (tx_task.out_to, set by
+** s_node_tasks), where a combine task folds them (and applies the node's
+** transform).  Its requests are ph->out[c0, c1). */
+static int s_combine_tasks(s_run *R, s_nrun *nr, di_phase *ph, tr_err *err) {
+  td_cluster *c = R->c;
+  const ta_node *n = &R->p->nodes[nr->k];
+  const to_moves *mv = nr->moves;
+  const tr_tensor *om = &R->p->rels[n->out].meta;
+  s_prel *po = &R->rel[n->out];
+  int64_t nout = tr_nchunks(om);
+  int m = R->m, rc = TR_OK, final = R->p->rels[n->out].kind == TA_REL_OUTPUT;
+  nr->ss = s_op(R, "shuffle", "partials", 0);
+  snprintf(nr->ss->what, sizeof nr->ss->what, "%s (partials)", om->name);
+  for (int64_t lin = 0; lin < nout; lin++) {
+    int own = R->up[mv->owner[lin]];
+    for (int u = 0; u < m; u++)
+      if (((mv->osites[lin] >> u) & 1) && R->up[u] != own) {
+        int64_t kk[TR_MAX_RANK], ext[TR_MAX_RANK];
+        tr_key_from_linear(om, lin, kk);
+        s_moved(R, nr->ss, R->up[u], own, tr_chunk_extent(om, kk, ext));
+      }
+  }
+  nr->cs = s_op(R, "local_agg", om->name, 0);
+  snprintf(nr->cs->what, sizeof nr->cs->what, "%s (combine partials%s)", om->name, n->post.n ? ", transform" : "");
+  nr->crs = final && di_replication(c, m) > 1 ? s_op(R, "replicate", om->name, 0) : NULL;
+  nr->c0 = ph->n;
+  for (int u = 0; !rc && u < m; u++) {
+    tx_task task;
+    memset(&task, 0, sizeof task);
+    task.kind = TX_TASK_COMBINE;
+    task.node = *n;
+    task.node.drive = -1;
+    task.node.ninputs = 1;
+    task.node.in[0].rel = n->out;
+    task.node.in[0].rank = om->rank;
+    for (int d = 0; d < om->rank; d++) task.node.in[0].label[d] = d;
+    task.node.nlabels = task.node.nout = om->rank;
+    task.node.gemm = 0;
+    task.node.prog.n = 1;
+    task.node.prog.code[0].op = TK_OP_INPUT;
+    task.node.prog.code[0].arg = 0;
+    task.in_meta[0] = *om;
+    task.out_meta = *om;
+    if ((rc = s_task_lists(&task, nout * m, nout, err))) break;
+    for (int64_t lin = 0; lin < nout; lin++) {
+      if (mv->owner[lin] != u) continue;
+      for (int v = 0; v < m; v++)
+        if ((mv->osites[lin] >> v) & 1) {
+          task.in_op[task.nin] = 0;
+          task.in_lin[task.nin] = lin;
+          task.in_id[task.nin++] = nr->pids[(size_t)lin * (size_t)m + (size_t)v];
+        }
+      task.out_lin[task.nout] = lin;
+      task.out_id[task.nout++] = po->locs[lin].chunk_id;
+    }
+    rc = s_task_submit(R, ph, &task, final, u, err);
+  }
+  nr->c1 = ph->n;
+  return rc;
+}
+
+/* What a two-phase node's combine tasks made (replies c0..c1 of ph, the
+** phase from t1; its join's from t0, with which the partials moved). */
+static void s_combine_results(s_run *R, s_nrun *nr, di_phase *ph, double t0, double t1) {
+  const ta_node *n = &R->p->nodes[nr->k];
+  const tr_tensor *om = &R->p->rels[n->out].meta;
+  int final = R->p->rels[n->out].kind == TA_REL_OUTPUT;
+  s_task_results(R, ph, nr->c0, nr->c1, &(s_made){&R->rel[n->out], om->dtype, final, nr->crs}, 1, nr->cs);
+  nr->ss->seconds = t1 - t0;
+  nr->cs->seconds = tr_now() - t1;
+  if (nr->crs) nr->crs->seconds = nr->cs->seconds; /* overlapped with the combine */
+}
+
 /* Run nodes nr[0..n), none of which reads what another makes: their moves
 ** in one batch, then their tasks in one phase, so a worker goes on to the
 ** next node's task as soon as it has finished its own, without waiting
@@ -634,25 +651,50 @@ static int s_run_nodes(s_run *R, s_nrun *nr, int n, tr_err *err) {
     free(nsend);
     return tr_seterr(err, TR_ENOMEM, "out of memory");
   }
-  double t0 = tr_now();
   int opbase = R->nops;
   for (int j = 0; !rc && j < n; j++) rc = s_node_moves(R, &nr[j], sends, nsend, err);
-  /* copies for this statement only, dropped when it ends */
-  rc = di_flush_sends(c, sends, nsend, TC_KEEP_SCRATCH, rc, err);
-  for (int i = opbase; i < R->nops; i++)
-    if (!R->ops[i].fused) R->ops[i].seconds = tr_now() - t0;
-  R->phase_t0 = t0 = tr_now();
+  int opend = R->nops;
+  /* The moves and the tasks in one phase: a task starts as soon as it
+  ** arrives and waits only for the copies it reads before they are there
+  ** (tx_task.in_wait), instead of every task waiting for every move to
+  ** be confirmed.  A move that fails fails the phase, which cancels the
+  ** tasks still waiting.  A two-phase node's join tasks push their
+  ** partials to the owners as they make them (tx_task.out_to). */
+  double t0 = R->phase_t0 = tr_now();
   di_phase ph;
   di_phase_init(&ph, c);
   ph.watch_all = 1; /* tasks push replicas to peers */
-  for (int j = 0; !rc && j < n; j++) rc = s_node_tasks(R, &nr[j], &ph, err);
+  /* copies for this statement only, dropped when it ends */
+  rc = di_add_sends(&ph, sends, nsend, TC_KEEP_SCRATCH, rc, err);
+  int twophase = 0;
+  for (int j = 0; !rc && j < n; j++) {
+    rc = s_node_tasks(R, &nr[j], &ph, err);
+    twophase |= nr[j].ch->twophase;
+  }
   if (!rc) rc = di_wait(&ph, err);
   for (int j = 0; !rc && j < n; j++) s_node_results(R, &nr[j], &ph, t0);
   di_phase_free(&ph);
-  for (int j = 0; !rc && j < n; j++)
-    if (nr[j].ch->twophase)
-      rc = s_run_combine(R, nr[j].k, nr[j].moves, nr[j].pids,
-                         R->p->rels[R->p->nodes[nr[j].k].out].kind == TA_REL_OUTPUT, err);
+  double t1 = tr_now();
+  for (int i = opbase; i < opend; i++) /* overlapped with the tasks */
+    if (!R->ops[i].fused) R->ops[i].seconds = t1 - t0;
+  /* The combines, in a phase of their own.  Their partials are at the
+  ** owners already: each join task pushed its own and answered once they
+  ** were stored.  A combine sent with the join tasks, waiting for
+  ** partials on a worker's one task thread, could wait for a join task
+  ** that another shell's combine, waiting likewise on another worker,
+  ** holds up: a moved operand never waits so, since the store threads
+  ** send it. */
+  if (!rc && twophase) {
+    R->phase_t0 = t1;
+    di_phase_init(&ph, c);
+    ph.watch_all = 1; /* tasks push replicas to peers */
+    for (int j = 0; !rc && j < n; j++)
+      if (nr[j].ch->twophase) rc = s_combine_tasks(R, &nr[j], &ph, err);
+    if (!rc) rc = di_wait(&ph, err);
+    for (int j = 0; !rc && j < n; j++)
+      if (nr[j].ch->twophase) s_combine_results(R, &nr[j], &ph, t0, t1);
+    di_phase_free(&ph);
+  }
   for (int j = 0; j < n; j++) s_nrun_free(&nr[j]);
   return rc;
 }

@@ -86,12 +86,23 @@ typedef struct tx_task {
   int *in_op;                         /* operand of each */
   int64_t *in_lin;                    /* its chunk number */
   uint64_t *in_id;                    /* its chunk id */
+  uint8_t *in_wait;                   /* 1: a copy sent to this worker in
+                                         the task's own phase, which may
+                                         arrive after the task starts: a
+                                         read waits for it (until the task
+                                         is cancelled) instead of failing */
   int64_t nout;                       /* output chunks to make here */
   int64_t *out_lin;                   /* their chunk numbers */
   uint64_t *out_id;                   /* their chunk ids */
   int nrep;                           /* workers each output chunk is also
                                          pushed to as soon as it is made */
   char rep[TC_MAX_REPLICAS][TC_ENDPOINT_MAX]; /* their endpoints */
+  char (*out_to)[TC_ENDPOINT_MAX];    /* NULL, or for each output chunk the
+                                         worker it is pushed to as soon as
+                                         it is made ("": none), kept there
+                                         as this task keeps it: a partial
+                                         for the combine task of its chunk's
+                                         owner, sent in the same phase */
   int keep;                           /* how the outputs are stored and
                                          pushed (a tc_keep): TC_KEEP_SCRATCH
                                          for what is dropped before anything

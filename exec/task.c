@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Top bit of an input's operand number on the wire: tx_task.in_wait. */
+#define S_IN_WAIT 0x80000000u
 
 static void s_put_prog(tn_wbuf *b, const tk_prog *p) {
   tn_put_u32(b, (uint32_t)p->n);
@@ -94,7 +96,8 @@ static void s_encode(const tx_task *t, tn_wbuf *b) {
     tn_put_u32(b, (uint32_t)(n->drive + 1));
     tn_put_u32(b, (uint32_t)t->nin);
     for (int64_t i = 0; i < t->nin; i++) {
-      tn_put_u32(b, (uint32_t)t->in_op[i]);
+      /* the operand number's top bit says the chunk may still be arriving */
+      tn_put_u32(b, (uint32_t)t->in_op[i] | (t->in_wait && t->in_wait[i] ? S_IN_WAIT : 0));
       tn_put_i64(b, t->in_lin[i]);
       tn_put_u64(b, t->in_id[i]);
     }
@@ -112,21 +115,29 @@ static void s_encode(const tx_task *t, tn_wbuf *b) {
 void tx_task_encode(const tx_task *t, tn_wbuf *b) {
   s_encode(t, b);
   tn_put_u8(b, t->then != NULL);
-  if (!t->then) return;
-  tn_put_u32(b, (uint32_t)t->then_from);
-  tn_put_u8(b, (uint8_t)t->then_store);
-  s_encode(t->then, b);
+  if (t->then) {
+    tn_put_u32(b, (uint32_t)t->then_from);
+    tn_put_u8(b, (uint8_t)t->then_store);
+    s_encode(t->then, b);
+  }
+  /* an optional last field: where each output chunk is pushed */
+  if (!t->out_to) return;
+  for (int64_t i = 0; i < t->nout; i++) tn_put_str(b, t->out_to[i]);
 }
 
 void tx_task_free(tx_task *t) {
   free(t->in_op);
   free(t->in_lin);
   free(t->in_id);
+  free(t->in_wait);
+  free(t->out_to);
   free(t->out_lin);
   free(t->out_id);
   t->in_op = NULL;
   t->in_lin = t->out_lin = NULL;
   t->in_id = t->out_id = NULL;
+  t->in_wait = NULL;
+  t->out_to = NULL;
   if (t->then) {
     tx_task_free(t->then);
     free(t->then);
@@ -195,12 +206,15 @@ static int s_decode(tn_rbuf *rb, tx_task *t, tr_err *err) {
     t->in_op = calloc(nin + 1, sizeof *t->in_op);
     t->in_lin = calloc(nin + 1, sizeof *t->in_lin);
     t->in_id = calloc(nin + 1, sizeof *t->in_id);
-    if (!t->in_op || !t->in_lin || !t->in_id) {
+    t->in_wait = calloc(nin + 1, sizeof *t->in_wait);
+    if (!t->in_op || !t->in_lin || !t->in_id || !t->in_wait) {
       tx_task_free(t);
       return tr_seterr(err, TR_ENOMEM, "out of memory");
     }
     for (uint32_t i = 0; i < nin && !r.bad; i++) {
       uint32_t op = tn_get_u32(&r);
+      t->in_wait[i] = (op & S_IN_WAIT) != 0;
+      op &= ~S_IN_WAIT;
       t->in_lin[i] = tn_get_i64(&r);
       t->in_id[i] = tn_get_u64(&r);
       if (op >= ni) goto bad;
@@ -279,6 +293,15 @@ int tx_task_decode(const void *p, size_t len, tx_task *t, tr_err *err) {
       return rc;
     }
     if (!s_then_ok(t)) r.bad = 1;
+  }
+  if (!r.bad && r.off < r.n) {
+    /* pushed partials: a node task that stores its outputs as scratch */
+    if (t->kind != TX_TASK_NODE || t->keep != TC_KEEP_SCRATCH || t->then ||
+        !(t->out_to = calloc((size_t)t->nout + 1, sizeof *t->out_to))) {
+      r.bad = 1;
+    } else {
+      for (int64_t i = 0; i < t->nout; i++) tn_get_str(&r, t->out_to[i], sizeof t->out_to[i]);
+    }
   }
   if (tn_rbuf_ok(&r) == TR_OK) return TR_OK;
   tx_task_free(t);

@@ -80,6 +80,14 @@ static void s_run_read(wi_worker *w, wi_job *j) {
   }
 }
 
+/* A chunk from a peer is in the store: wake a task waiting for it. */
+static void s_arrived(wi_worker *w) {
+  pthread_mutex_lock(&w->mu);
+  w->arrivals++;
+  pthread_cond_broadcast(&w->arrived);
+  pthread_mutex_unlock(&w->mu);
+}
+
 /* PUT {n x chunk meta} + n frames -> PUT_OK {u32 n}: stores the chunks,
 ** on the store thread. */
 static void s_run_put(wi_worker *w, wi_job *j) {
@@ -108,6 +116,7 @@ static void s_run_put(wi_worker *w, wi_job *j) {
     if (!rc) j->recv += c[i].nbytes;
     tr_blob_unref(&b);
   }
+  if (n) s_arrived(w); /* what was stored before a failure too */
   free(c);
   if (rc) {
     wi_log("PUT refused: %s", err.msg);
@@ -166,6 +175,7 @@ static void s_run_pull(wi_worker *w, wi_job *j) {
     rc = tc_store_put_blob(j->store, c.id, (tr_dtype)c.dtype, b, (tc_keep)keep, c.checksum, NULL,
                            &err);
   tr_blob_unref(&b);
+  if (!rc) s_arrived(w);
   if (rc) {
     if (w->trace) wi_log("PULL refused: %s", err.msg);
     wi_fail_job(j, rc, err.msg);

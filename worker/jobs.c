@@ -31,13 +31,46 @@ typedef struct s_taskio {
   struct s_taskio *then; /* t->then's, or NULL */
 } s_taskio;
 
+/* Chunk id for a task that says it may still be on its way from a peer
+** (tx_task.in_wait): read it once it is stored.  The wait ends with the
+** task: a move that fails fails the coordinator's phase, which cancels the
+** tasks still running; a peer or coordinator that goes silent cancels them
+** too.  It is timed so that a cancel is seen within 10 ms. */
+static int s_wait_get(wi_worker *w, wi_job *j, uint64_t id, size_t bytes, tr_blob **out, tr_err *err) {
+  for (;;) {
+    pthread_mutex_lock(&w->mu);
+    uint64_t seen = w->arrivals;
+    pthread_mutex_unlock(&w->mu);
+    int rc = wi_job_get(j, id, bytes, out, err);
+    if (rc != TR_ENOTFOUND) return rc;
+    if (tr_cancelled(&j->cancel)) return tr_seterr(err, TR_EINTR, "cancelled");
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 10 * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&w->mu);
+    while (w->arrivals == seen && !tr_cancelled(&j->cancel))
+      if (pthread_cond_timedwait(&w->arrived, &w->mu, &until) == ETIMEDOUT) break;
+    pthread_mutex_unlock(&w->mu);
+  }
+}
+
+/* Input chunk i of the task's list. */
+static int s_in_get(s_taskio *io, int64_t i, size_t bytes, tr_blob **out, tr_err *err) {
+  const tx_task *t = io->t;
+  return t->in_wait && t->in_wait[i] ? s_wait_get(io->w, io->job, t->in_id[i], bytes, out, err)
+                                     : wi_job_get(io->job, t->in_id[i], bytes, out, err);
+}
+
 static int s_task_read(void *ctx, int operand, int64_t lin, size_t bytes, tr_blob **out,
                        tr_err *err) {
   s_taskio *io = ctx;
   const tx_task *t = io->t;
   for (int64_t i = 0; i < t->nin; i++)
-    if (t->in_op[i] == operand && t->in_lin[i] == lin)
-      return wi_job_get(io->job, t->in_id[i], bytes, out, err);
+    if (t->in_op[i] == operand && t->in_lin[i] == lin) return s_in_get(io, i, bytes, out, err);
   return tr_seterr(err, TR_ENOTFOUND, "chunk %lld of operand %d (%s) is not on this worker",
                    (long long)lin, operand, t->in_meta[operand].name);
 }
@@ -50,24 +83,30 @@ static int s_task_has(void *ctx, int operand, int64_t lin) {
 }
 
 /* Store output chunk i of the task's list as the task says, and queue its
-** pushes to the replica workers: the push shares the bytes the store
-** keeps. */
+** pushes to the replica workers, or to the worker it is for
+** (tx_task.out_to): the push shares the bytes the store keeps. */
 static int s_task_store(s_taskio *io, int64_t i, tr_blob *b, tr_err *err) {
   const tx_task *t = io->t;
   io->bytes[i] = tr_blob_size(b);
   int rc = tc_store_put_blob(io->job->store, t->out_id[i], t->out_meta.dtype, b, (tc_keep)t->keep, 0,
                              &io->sum[i], err);
   if (!rc) io->job->made++;
-  if (rc || !t->nrep) return rc;
-  /* Replicate it now, while the other chunks are still computed. */
+  int to = t->out_to && t->out_to[i][0];
+  if (rc || (!t->nrep && !to)) return rc;
+  /* Send it now, while the other chunks are still computed. */
   wi_push *p = malloc(sizeof *p);
   if (!p) return tr_seterr(err, TR_ENOMEM, "out of memory");
   p->c = (tn_chunk){t->out_id[i], (uint8_t)t->out_meta.dtype, io->bytes[i], io->sum[i]};
   p->data = tr_blob_ref(b);
   p->job = io->job;
   p->keep = t->keep;
-  p->nrep = t->nrep;
-  memcpy(p->rep, t->rep, sizeof p->rep);
+  if (to) { /* a scratch chunk (decoding checks it): no replicas */
+    p->nrep = 1;
+    snprintf(p->rep[0], sizeof p->rep[0], "%s", t->out_to[i]);
+  } else {
+    p->nrep = t->nrep;
+    memcpy(p->rep, t->rep, sizeof p->rep);
+  }
   pthread_mutex_lock(&io->w->mu);
   p->next = io->w->pushq;
   io->w->pushq = p;
@@ -180,7 +219,7 @@ static int s_combine_one(void *arg, int64_t i) {
   int first = 1;
   for (int64_t k = 0; !rc && k < t->nin; k++) {
     if (t->in_lin[k] != lin) continue;
-    rc = wi_job_get(fr->io->job, t->in_id[k], bytes, &part, &err);
+    rc = s_in_get(fr->io, k, bytes, &part, &err);
     if (!rc && first) /* the store's bytes are shared: fold into a copy */
       memcpy(tr_blob_data(acc), tr_blob_data(part), bytes);
     else if (!rc && (rc = kt->combine(t->out_meta.dtype, t->node.agg, tr_blob_data(acc),

@@ -220,6 +220,7 @@ static int s_start(wi_worker *w, const tw_config *cfg) {
   pthread_mutex_init(&w->db_mu, NULL);
   pthread_cond_init(&w->cv, NULL);
   pthread_cond_init(&w->io_cv, NULL);
+  pthread_cond_init(&w->arrived, NULL);
   w->trace = getenv("TRADB_TEST_TRACE") != NULL;
   const char *slow = getenv("TRADB_TEST_SLOW_STORE_MS");
   w->slow_store_ms = slow ? atoi(slow) : 0;
@@ -398,6 +399,7 @@ static void s_teardown(wi_worker *w) {
   pthread_mutex_destroy(&w->db_mu);
   pthread_cond_destroy(&w->cv);
   pthread_cond_destroy(&w->io_cv);
+  pthread_cond_destroy(&w->arrived);
 }
 
 int tw_main(const tw_config *cfg) {

@@ -208,6 +208,10 @@ typedef struct wi_worker {
   int slow_store_ms;           /* TRADB_TEST_SLOW_STORE_MS: a slow disk, for tests */
   int trace;                   /* TRADB_TEST_TRACE: log every request (tests) */
   wi_job *io_todo, *io_tail;    /* store jobs waiting (under mu) */
+  /* chunks a peer sent (PUT, PULL): a task reading a copy still on its way
+  ** (tx_task.in_wait) waits on arrived for arrivals to change */
+  uint64_t arrivals;            /* chunks stored from peers (under mu) */
+  pthread_cond_t arrived;       /* arrivals changed */
   /* replica pushes: kernel threads queue output chunks, the main loop
   ** sends them (it owns the sockets); a pipe wakes it up */
   struct wi_push *pushq;        /* queued pushes (under mu) */

@@ -419,3 +419,46 @@ Test(task, a_consumer_inside_round_trips_and_is_checked) {
     tn_wbuf_free(&b);
   }
 }
+
+/* The two fields of a task whose moves travel in its own phase: an input
+** that may still be arriving (in_wait) and an output pushed to another
+** worker (out_to) round-trip; out_to is refused on outputs that are not
+** scratch (they would be replicated besides) and on a task with a
+** consumer inside. */
+Test(task, arriving_inputs_and_pushed_outputs_round_trip_and_are_checked) {
+  for (int c = 0; c < 4; c++) {
+    tx_task t, got;
+    tn_wbuf b = {0};
+    tr_err err;
+    tf_ew_task(&t, 0, 0x41, 0x51);
+    t.in_wait = calloc(1, sizeof *t.in_wait);
+    t.in_wait[0] = 1;
+    t.keep = TC_KEEP_SCRATCH;
+    if (c < 3) {
+      t.out_to = calloc(1, sizeof *t.out_to);
+      snprintf(t.out_to[0], sizeof t.out_to[0], "ipc:///tmp/owner.ipc");
+    }
+    if (c == 1) t.keep = TC_KEEP_FILE;
+    if (c == 2) {
+      t.then = calloc(1, sizeof *t.then);
+      tf_ew_task(t.then, 1, 0x42, 0x52);
+    }
+    tx_task_encode(&t, &b);
+    int rc = tx_task_decode(b.p, b.n, &got, &err);
+    cr_assert_eq(rc, c == 0 || c == 3 ? TR_OK : TR_EINVAL, "case %d: %s", c, err.msg);
+    if (rc == TR_OK) {
+      cr_assert(got.in_wait && got.in_wait[0] == 1 && got.in_op[0] == 0, "case %d: in_wait", c);
+      if (c == 0)
+        cr_assert(got.out_to && strcmp(got.out_to[0], "ipc:///tmp/owner.ipc") == 0, "out_to");
+      else
+        cr_assert_null(got.out_to);
+      tn_wbuf again = {0};
+      tx_task_encode(&got, &again);
+      cr_assert(again.n == b.n && memcmp(again.p, b.p, b.n) == 0, "case %d: encodes to other bytes", c);
+      tn_wbuf_free(&again);
+      tx_task_free(&got);
+    }
+    tx_task_free(&t);
+    tn_wbuf_free(&b);
+  }
+}

@@ -205,10 +205,10 @@ Test(pull, good_and_bad_pulls) {
 
 TestSuite(task, .init = s_start, .fini = s_stop, .timeout = 60);
 
-/* PUT chunk id: the 4 floats v, written to its file. */
-static void s_put(uint64_t id, const float *v) {
+/* Send a PUT of chunk id, the 4 floats v, to be written to its file;
+** returns its request id. */
+static uint64_t s_send_put(uint64_t id, const float *v) {
   tn_wbuf b = {0};
-  tn_in rep;
   tr_err err;
   tn_chunk c = {.id = id, .dtype = TR_F32, .nbytes = 4 * sizeof *v};
   c.checksum = tc_checksum(v, c.nbytes);
@@ -220,6 +220,13 @@ static void s_put(uint64_t id, const float *v) {
   cr_assert_eq(tn_send(s_sock, NULL, 0, TN_PUT, ++s_req, S_DB, &b, 1, data, len, NULL, NULL, &err), TR_OK,
                "%s", err.msg);
   tn_wbuf_free(&b);
+  return s_req;
+}
+
+/* PUT chunk id: the 4 floats v, written to its file. */
+static void s_put(uint64_t id, const float *v) {
+  tn_in rep;
+  s_send_put(id, v);
   s_reply(&rep);
   cr_assert_eq(rep.type, TN_PUT_OK);
   tn_in_close(&rep);
@@ -268,4 +275,91 @@ Test(task, a_consumer_inside_stores_what_it_is_told) {
       cr_assert_neq(s_get(tid, got, sizeof got), TR_OK, "T was stored");
     }
   }
+}
+
+/* Send a TASK computing chunk out = chunk in + 1, with in listed as a copy
+** that may still be arriving (tx_task.in_wait); returns its request id. */
+static uint64_t s_send_waiting_task(uint64_t in, uint64_t out) {
+  tx_task t;
+  tn_wbuf body = {0};
+  tr_err err;
+  tf_ew_task(&t, 0, in, out);
+  t.in_wait = calloc(1, sizeof *t.in_wait);
+  t.in_wait[0] = 1;
+  tx_task_encode(&t, &body);
+  tx_task_free(&t);
+  cr_assert_eq(tn_send(s_sock, NULL, 0, TN_TASK, ++s_req, S_DB, &body, 0, NULL, NULL, NULL, NULL, &err), TR_OK,
+               "%s", err.msg);
+  tn_wbuf_free(&body);
+  return s_req;
+}
+
+/* The reply to request req within ms milliseconds, in *rep: 1, or 0 if
+** none came (other replies are skipped). */
+static int s_reply_within(uint64_t req, int ms, tn_in *rep) {
+  tr_err err;
+  double until = tr_now() + ms / 1000.0;
+  for (;;) {
+    int left = (int)((until - tr_now()) * 1000);
+    zmq_pollitem_t it = {s_sock, 0, ZMQ_POLLIN, 0};
+    if (left <= 0 || zmq_poll(&it, 1, left) <= 0) return 0;
+    cr_assert_eq(tn_recv(s_sock, 0, 0, rep, &err), TR_OK, "%s", err.msg);
+    if (rep->req == req) return 1;
+    tn_in_close(rep);
+  }
+}
+
+/* A task reading a copy still on its way waits for it: no answer while it
+** is missing (a task not told to wait fails at once, "not in chunk
+** store"), and once a PUT brings it the task runs on it. */
+Test(task, a_task_waits_for_a_copy_on_its_way) {
+  const float a[4] = {1, 2, 3, 4};
+  float got[4];
+  uint64_t task = s_send_waiting_task(0x4001, 0x4002);
+  tn_in rep;
+  if (s_reply_within(task, 300, &rep)) {
+    char msg[300] = "";
+    uint64_t chunk;
+    if (rep.type == TN_ERROR) s_error(&rep, &chunk, msg, sizeof msg);
+    cr_assert_fail("the task answered %s (%s) before its input arrived", tn_type_name(rep.type), msg);
+  }
+  /* the two replies, in either order */
+  uint64_t put = s_send_put(0x4001, a);
+  int put_ok = 0, task_ok = 0;
+  tr_err err;
+  double until = tr_now() + 10;
+  while (!(put_ok && task_ok)) {
+    zmq_pollitem_t it = {s_sock, 0, ZMQ_POLLIN, 0};
+    cr_assert_gt(zmq_poll(&it, 1, (long)((until - tr_now()) * 1000)), 0, "no answer to the PUT or the task");
+    cr_assert_eq(tn_recv(s_sock, 0, 0, &rep, &err), TR_OK, "%s", err.msg);
+    if (rep.req == put) {
+      cr_assert_eq(rep.type, TN_PUT_OK, "the PUT failed");
+      put_ok = 1;
+    }
+    if (rep.req == task) {
+      cr_assert_eq(rep.type, TN_TASK_OK, "the task failed");
+      task_ok = 1;
+    }
+    tn_in_close(&rep);
+  }
+  cr_assert_eq(s_get(0x4002, got, sizeof got), TR_OK, "the task made nothing from the copy that arrived");
+  for (int i = 0; i < 4; i++) cr_assert_eq(got[i], a[i] + 1);
+}
+
+/* A task waiting for a copy that never comes stops when its coordinator
+** cancels it (as one does when the move fails), with an error. */
+Test(task, a_task_waiting_for_a_copy_stops_when_cancelled) {
+  uint64_t task = s_send_waiting_task(0x4101, 0x4102);
+  tn_in rep;
+  tr_err err;
+  cr_assert_not(s_reply_within(task, 100, &rep), "the task answered before its input arrived");
+  cr_assert_eq(tn_send(s_sock, NULL, 0, TN_CANCEL, 0, S_DB, NULL, 0, NULL, NULL, NULL, NULL, &err), TR_OK, "%s",
+               err.msg);
+  cr_assert(s_reply_within(task, 10000, &rep), "the cancelled task never answered");
+  char msg[300];
+  uint64_t chunk;
+  cr_assert_eq(s_error(&rep, &chunk, msg, sizeof msg), TR_EINTR, "%s", msg);
+  tn_in_close(&rep);
+  float got[4];
+  cr_assert_neq(s_get(0x4102, got, sizeof got), TR_OK, "a cancelled task stored its output");
 }
