@@ -220,6 +220,8 @@ void wi_send_pushes(wi_worker *w) {
   while (q) {
     wi_push *p = q;
     q = q->next;
+    /* a scratch chunk is never replicated: it is a partial for its owner */
+    const char *verb = p->keep == TC_KEEP_SCRATCH ? "send a partial" : "replicate";
     wi_pending *pd = calloc(1, sizeof *pd);
     tr_err err;
     tr_clearerr(&err);
@@ -227,7 +229,7 @@ void wi_send_pushes(wi_worker *w) {
       pthread_mutex_lock(&w->mu);
       p->job->push_failed = 1;
       p->job->pushing -= p->nrep;
-      snprintf(p->job->push_why, sizeof p->job->push_why, "cannot replicate chunk %016llx: out of memory",
+      snprintf(p->job->push_why, sizeof p->job->push_why, "cannot %s (chunk %016llx): out of memory", verb,
                (unsigned long long)p->c.id);
       pthread_mutex_unlock(&w->mu);
       tr_blob_unref(&p->data);
@@ -242,13 +244,13 @@ void wi_send_pushes(wi_worker *w) {
       int peer = s_peer(w, p->rep[k], &err);
       if (peer < 0) {
         pd->failed = 1;
-        snprintf(pd->why, sizeof pd->why, "cannot replicate to %s: %s", p->rep[k], err.msg);
+        snprintf(pd->why, sizeof pd->why, "cannot %s to %s: %s", verb, p->rep[k], err.msg);
         break;
       }
       /* every peer is sent the bytes the store holds: a reference each */
       if (s_put_peer(w, peer, pd->my_req, p->job->db, &p->c, tr_blob_ref(p->data), p->keep, &err)) {
         pd->failed = 1;
-        snprintf(pd->why, sizeof pd->why, "cannot replicate to %s: %s", p->rep[k], err.msg);
+        snprintf(pd->why, sizeof pd->why, "cannot %s to %s: %s", verb, p->rep[k], err.msg);
         break;
       }
       pd->peer_waiting[peer]++;
