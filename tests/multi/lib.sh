@@ -29,7 +29,7 @@ ok() { passed=$((passed + 1)); }
 finish() { echo "$TEST: $passed passed, 0 failed"; }
 track() { pids+=("$@"); }
 
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+free_port() { /usr/bin/python3 "$TOP_SRCDIR/tests/multi/free_port.py"; } # below the kernel's own ports: see there
 
 # count PATTERN FILE: lines of FILE matching PATTERN (0 if there is no FILE)
 count() { local c; c=$(grep -c -- "$1" "$2" 2>/dev/null) || true; echo "${c:-0}"; }

@@ -29,7 +29,7 @@ mode_is() {
   [ "$got" = "$2" ] || fail "$1 has mode $got, not $2"
 }
 
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+free_port() { /usr/bin/python3 "$TOP_SRCDIR/tests/multi/free_port.py"; } # below the kernel's own ports: see there
 
 # owner_only DIR UMASK: every directory under DIR (itself included) is 0700
 # and everything else 0600; and the files a running database has are there.

@@ -69,7 +69,7 @@ wait_gone() {
   took=$(since "$t0")
 }
 
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+free_port() { /usr/bin/python3 "$TOP_SRCDIR/tests/multi/free_port.py"; } # below the kernel's own ports: see there
 
 # A contraction over four labels with three operands: on the reference
 # kernels one join tuple of 256-chunks is 256^4 steps, minutes of CPU.
