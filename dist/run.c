@@ -371,8 +371,8 @@ static int s_make_task(const ta_node *n, const tr_tensor *const *in_meta, s_prel
 
 /* Run node k as the optimizer chose: move operand chunks where the
 ** choice needs them (BCAST, SHUF), one fused join/aggregate/map task per
-** site, and for a two-phase aggregation a shuffle of the partials to
-** their owners and a combine task there. */
+** site, and for a two-phase aggregation the partials pushed by those
+** tasks to their owners and a combine task there. */
 /* One node being run: its choice and moves, and what its steps share. */
 typedef struct s_nrun {
   int k;                     /* node */
@@ -638,9 +638,9 @@ static void s_combine_results(s_run *R, s_nrun *nr, di_phase *ph, double t0, dou
 }
 
 /* Run nodes nr[0..n), none of which reads what another makes: their moves
-** in one batch, then their tasks in one phase, so a worker goes on to the
-** next node's task as soon as it has finished its own, without waiting
-** for the others. */
+** and their tasks in one phase, so a worker goes on to the next node's
+** task as soon as it has finished its own, without waiting for the
+** others; then the combines of the two-phase ones in a second. */
 static int s_run_nodes(s_run *R, s_nrun *nr, int n, tr_err *err) {
   td_cluster *c = R->c;
   int rc = TR_OK;

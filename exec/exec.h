@@ -90,7 +90,10 @@ typedef struct tx_task {
                                          the task's own phase, which may
                                          arrive after the task starts: a
                                          read waits for it (until the task
-                                         is cancelled) instead of failing */
+                                         is cancelled) instead of failing.
+                                         Never on a combine task: its
+                                         partials are there before it is
+                                         sent (dist/run.c says why) */
   int64_t nout;                       /* output chunks to make here */
   int64_t *out_lin;                   /* their chunk numbers */
   uint64_t *out_id;                   /* their chunk ids */
@@ -102,7 +105,7 @@ typedef struct tx_task {
                                          it is made ("": none), kept there
                                          as this task keeps it: a partial
                                          for the combine task of its chunk's
-                                         owner, sent in the same phase */
+                                         owner, sent once this task is done */
   int keep;                           /* how the outputs are stored and
                                          pushed (a tc_keep): TC_KEEP_SCRATCH
                                          for what is dropped before anything

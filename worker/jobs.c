@@ -58,19 +58,14 @@ static int s_wait_get(wi_worker *w, wi_job *j, uint64_t id, size_t bytes, tr_blo
   }
 }
 
-/* Input chunk i of the task's list. */
-static int s_in_get(s_taskio *io, int64_t i, size_t bytes, tr_blob **out, tr_err *err) {
-  const tx_task *t = io->t;
-  return t->in_wait && t->in_wait[i] ? s_wait_get(io->w, io->job, t->in_id[i], bytes, out, err)
-                                     : wi_job_get(io->job, t->in_id[i], bytes, out, err);
-}
-
 static int s_task_read(void *ctx, int operand, int64_t lin, size_t bytes, tr_blob **out,
                        tr_err *err) {
   s_taskio *io = ctx;
   const tx_task *t = io->t;
   for (int64_t i = 0; i < t->nin; i++)
-    if (t->in_op[i] == operand && t->in_lin[i] == lin) return s_in_get(io, i, bytes, out, err);
+    if (t->in_op[i] == operand && t->in_lin[i] == lin)
+      return t->in_wait && t->in_wait[i] ? s_wait_get(io->w, io->job, t->in_id[i], bytes, out, err)
+                                         : wi_job_get(io->job, t->in_id[i], bytes, out, err);
   return tr_seterr(err, TR_ENOTFOUND, "chunk %lld of operand %d (%s) is not on this worker",
                    (long long)lin, operand, t->in_meta[operand].name);
 }
@@ -219,7 +214,7 @@ static int s_combine_one(void *arg, int64_t i) {
   int first = 1;
   for (int64_t k = 0; !rc && k < t->nin; k++) {
     if (t->in_lin[k] != lin) continue;
-    rc = s_in_get(fr->io, k, bytes, &part, &err);
+    rc = wi_job_get(fr->io->job, t->in_id[k], bytes, &part, &err); /* never in_wait (exec.h) */
     if (!rc && first) /* the store's bytes are shared: fold into a copy */
       memcpy(tr_blob_data(acc), tr_blob_data(part), bytes);
     else if (!rc && (rc = kt->combine(t->out_meta.dtype, t->node.agg, tr_blob_data(acc),
