@@ -456,8 +456,7 @@ static int s_inventory(td_cluster *c, int only, tr_err *err) {
     free(known);
   }
   di_phase_free(&ph);
-  for (int s = 0; !rc && s < c->nsites; s++)
-    if (ndrop[s]) di_drop_ids(c, s, drop[s], ndrop[s]);
+  if (!rc) di_drop_each(c, -1, NULL, 0, drop, ndrop, c->nsites);
   for (int s = 0; drop && s < c->nsites; s++) free(drop[s]);
   free(drop);
   free(ndrop);

@@ -121,6 +121,11 @@ void di_reply_body(di_phase *ph, int i, tn_rbuf *r);
 /* Tell site `only` (-1: every live site) to drop ids (best effort:
 ** cleanup never fails a statement). */
 void di_drop_ids(td_cluster *c, int only, const uint64_t *ids, int64_t n);
+/* Tell every live site s to drop its own ids, own[s][0..nown[s]) for s <
+** nsites (own NULL: none), and ids[0..n) too where `only` is -1 or s: one
+** round trip for them all. */
+void di_drop_each(td_cluster *c, int only, const uint64_t *ids, int64_t n, uint64_t *const *own,
+                  const int64_t *nown, int nsites);
 /* SYNC every chunk of locs on the sites holding it. */
 int di_sync(td_cluster *c, const tc_chunkloc *locs, int64_t n, tr_err *err);
 /* Send the SEND batches (entries {u64 id, str peer} per source site),
@@ -197,8 +202,11 @@ void di_ping(td_cluster *c);
 
 /* ---- io.c ---------------------------------------------------------------- */
 
-/* Make a written version visible: sync, commit, drop the old version. */
-int di_commit(td_cluster *c, const tr_tensor *meta, tc_chunkloc *locs, int64_t n, tr_err *err);
+/* Make a written version visible: sync, commit, drop the old version; or,
+** with old given, hand its chunk ids (*old, *nold; the caller frees them)
+** to a caller that drops them with its own in one round trip. */
+int di_commit(td_cluster *c, const tr_tensor *meta, tc_chunkloc *locs, int64_t n, uint64_t **old,
+              int64_t *nold, tr_err *err);
 
 /* ---- graph.c ------------------------------------------------------------- */
 

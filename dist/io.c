@@ -32,8 +32,8 @@ static int64_t s_to_sync(td_cluster *c, const tc_chunkloc *locs, int64_t n, tc_c
   return k;
 }
 
-/* Make a written version visible: sync, commit, drop the old version. */
-int di_commit(td_cluster *c, const tr_tensor *meta, tc_chunkloc *locs, int64_t n, tr_err *err) {
+int di_commit(td_cluster *c, const tr_tensor *meta, tc_chunkloc *locs, int64_t n, uint64_t **keep,
+              int64_t *nkeep, tr_err *err) {
   uint64_t *old = NULL;
   int64_t nold = 0;
   tc_chunkloc *sync = malloc(((size_t)n + 1) * sizeof *sync);
@@ -42,6 +42,11 @@ int di_commit(td_cluster *c, const tr_tensor *meta, tc_chunkloc *locs, int64_t n
   free(sync);
   if (!rc) rc = tc_commit_placed(c->db, meta, locs, n, NULL, &old, &nold, err);
   if (!rc) di_note_replicas(c, meta, locs, n);
+  if (!rc && keep) {
+    *keep = old;
+    *nkeep = nold;
+    return TR_OK;
+  }
   if (!rc) di_drop_ids(c, -1, old, nold);
   free(old);
   return rc;
@@ -120,7 +125,7 @@ int td_pwrite_commit(td_pwrite *w, tr_err *err) {
   int rc = di_wait(&w->ph, err);
   di_phase_free(&w->ph);
   w->ph_open = 0; /* the commit's own phases follow */
-  if (!rc) rc = di_commit(w->c, &w->meta, w->locs, tr_nchunks(&w->meta), err);
+  if (!rc) rc = di_commit(w->c, &w->meta, w->locs, tr_nchunks(&w->meta), NULL, NULL, err);
   return rc;
 }
 

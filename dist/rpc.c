@@ -272,15 +272,27 @@ void di_reply_body(di_phase *ph, int i, tn_rbuf *r) {
 ** cleanup never fails a statement). */
 void di_drop_ids(td_cluster *c, int only, const uint64_t *ids, int64_t n) {
   if (!n) return;
+  di_drop_each(c, only, ids, n, NULL, NULL, 0);
+}
+
+/* Tell every live site s to drop its own ids, own[s][0..nown[s]) (NULL: none),
+** and ids[0..n) too when `only` is -1 or s: all in one round trip, the
+** sites answering in parallel (best effort, as di_drop_ids). */
+void di_drop_each(td_cluster *c, int only, const uint64_t *ids, int64_t n, uint64_t *const *own,
+                  const int64_t *nown, int nsites) {
   di_phase ph;
   tr_err err;
   di_phase_init(&ph, c);
-  tn_wbuf b = {0};
-  tn_put_u32(&b, (uint32_t)n);
-  for (int64_t i = 0; i < n; i++) tn_put_u64(&b, ids[i]);
-  for (int s = 0; s < c->nsites; s++)
-    if (c->sites[s].up && (only < 0 || s == only)) di_request(&ph, s, TN_DROP, &b, 0, NULL, NULL, NULL, &err);
-  tn_wbuf_free(&b);
+  for (int s = 0; s < c->nsites; s++) {
+    int64_t k = s < nsites && own ? nown[s] : 0, all = only < 0 || s == only ? n : 0;
+    if (!c->sites[s].up || !k + !all == 2) continue;
+    tn_wbuf b = {0};
+    tn_put_u32(&b, (uint32_t)(k + all));
+    for (int64_t i = 0; i < k; i++) tn_put_u64(&b, own[s][i]);
+    for (int64_t i = 0; i < all; i++) tn_put_u64(&b, ids[i]);
+    di_request(&ph, s, TN_DROP, &b, 0, NULL, NULL, NULL, &err);
+    tn_wbuf_free(&b);
+  }
   di_wait(&ph, &err);
   di_phase_free(&ph);
 }

@@ -867,7 +867,9 @@ static void s_run_free(s_run *R) {
   free(R->ops);
 }
 
-/* Drop transient copies and temporaries; on failure also the output. */
+/* Drop transient copies and temporaries, and the versions the outputs
+** replaced; on failure also the output.  One round trip: each site is
+** sent the ids noted for it and those for every site together. */
 static void s_cleanup(s_run *R, int failed) {
   td_cluster *c = R->c;
   for (int i = 0; i < R->p->nrels; i++) {
@@ -877,15 +879,23 @@ static void s_cleanup(s_run *R, int failed) {
     for (int64_t lin = 0; lin < pr->n; lin++)
       if (pr->locs[lin].chunk_id) s_note_drop(R, -1, pr->locs[lin].chunk_id);
   }
-  for (int s = 0; s < c->nsites; s++) {
-    int64_t k = 0;
-    uint64_t *ids = malloc(sizeof *ids * (size_t)(R->ndrop + 1));
-    if (!ids) return;
-    for (int64_t i = 0; i < R->ndrop; i++)
-      if (R->drop_site[i] == s || R->drop_site[i] == -1) ids[k++] = R->drop[i];
-    di_drop_ids(c, s, ids, k);
-    free(ids);
+  if (!R->ndrop) return;
+  /* the ids sorted by site: those for every site first, then site 0's, .. */
+  int ns = c->nsites;
+  uint64_t *ids = malloc(sizeof *ids * (size_t)R->ndrop), **own = calloc((size_t)ns + 1, sizeof *own);
+  int64_t *nown = calloc((size_t)ns + 1, sizeof *nown), k = 0;
+  if (ids && own && nown) {
+    for (int s = -1; s < ns; s++) {
+      if (s >= 0) own[s] = ids + k;
+      for (int64_t i = 0; i < R->ndrop; i++)
+        if (R->drop_site[i] == s) ids[k++] = R->drop[i];
+      if (s >= 0) nown[s] = ids + k - own[s];
+    }
+    di_drop_each(c, -1, ids, ns ? own[0] - ids : k, own, nown, ns);
   }
+  free(ids);
+  free(own);
+  free(nown);
 }
 
 /* R->pl[rel] from the chunk locations of rel (site ids to positions in
@@ -1110,7 +1120,14 @@ int td_run_exec(td_run *R, const to_opt *opt, tr_err *err) {
       R->node_s[j] = tr_now() - tn0;
       if (p->rels[out].kind != TA_REL_OUTPUT) continue;
       double tc0 = tr_now();
-      rc = di_commit(c, &p->rels[out].meta, R->rel[out].locs, R->rel[out].n, err);
+      uint64_t *old = NULL;
+      int64_t nold = 0;
+      rc = di_commit(c, &p->rels[out].meta, R->rel[out].locs, R->rel[out].n, &old, &nold, err);
+      /* the replaced version goes with the statement's cleanup */
+      int64_t i = 0;
+      while (i < nold && !s_note_drop(R, -1, old[i])) i++;
+      if (i < nold) di_drop_ids(c, -1, old + i, nold - i); /* no room to note them */
+      free(old);
       if (!rc) {
         R->rel[out].committed = 1;
         /* Not an IA operator, but where durability costs show: fdatasync
@@ -1165,7 +1182,7 @@ int td_fill(td_cluster *c, const tr_tensor *t, const tx_fill *f, tr_err *err) {
   R->m = di_up_sites(c, R->up);
   if (!R->m) rc = tr_seterr(err, TR_EIO, "no worker is up");
   if (!rc) rc = s_fill_tasks(R, t, f, &R->rel[0], 1, err);
-  if (!rc) rc = di_commit(c, t, R->rel[0].locs, R->rel[0].n, err);
+  if (!rc) rc = di_commit(c, t, R->rel[0].locs, R->rel[0].n, NULL, NULL, err);
   s_cleanup(R, rc != TR_OK);
   s_run_free(R);
   free(R);
