@@ -562,11 +562,13 @@ static void s_node_results(s_run *R, s_nrun *nr, di_phase *ph, double t0) {
   if (nr->rs) nr->rs->seconds = nr->js->seconds; /* overlapped with the join */
 }
 
-/* The second phase of a two-phase aggregation: each partial (pids, one
-** per output chunk and site that made one) was pushed by the join task
-** that made it to its chunk's owner (tx_task.out_to, set by
+/* The second step of a two-phase aggregation: each partial (pids, one
+** per output chunk and site that made one) is pushed by the join task
+** that makes it to its chunk's owner (tx_task.out_to, set by
 ** s_node_tasks), where a combine task folds them (and applies the node's
-** transform).  Its requests are ph->out[c0, c1). */
+** transform).  The combines go in the join tasks' phase, their partials
+** listed as on their way: a worker sets a combine aside until they are
+** all stored (worker/jobs.c).  Its requests are ph->out[c0, c1). */
 static int s_combine_tasks(s_run *R, s_nrun *nr, di_phase *ph, tr_err *err) {
   td_cluster *c = R->c;
   const ta_node *n = &R->p->nodes[nr->k];
@@ -614,6 +616,7 @@ static int s_combine_tasks(s_run *R, s_nrun *nr, di_phase *ph, tr_err *err) {
         if ((mv->osites[lin] >> v) & 1) {
           task.in_op[task.nin] = 0;
           task.in_lin[task.nin] = lin;
+          task.in_wait[task.nin] = 1;
           task.in_id[task.nin++] = nr->pids[(size_t)lin * (size_t)m + (size_t)v];
         }
       task.out_lin[task.nout] = lin;
@@ -626,21 +629,20 @@ static int s_combine_tasks(s_run *R, s_nrun *nr, di_phase *ph, tr_err *err) {
 }
 
 /* What a two-phase node's combine tasks made (replies c0..c1 of ph, the
-** phase from t1; its join's from t0, with which the partials moved). */
-static void s_combine_results(s_run *R, s_nrun *nr, di_phase *ph, double t0, double t1) {
+** phase from t0, in which the partials moved too). */
+static void s_combine_results(s_run *R, s_nrun *nr, di_phase *ph, double t0) {
   const ta_node *n = &R->p->nodes[nr->k];
   const tr_tensor *om = &R->p->rels[n->out].meta;
   int final = R->p->rels[n->out].kind == TA_REL_OUTPUT;
   s_task_results(R, ph, nr->c0, nr->c1, &(s_made){&R->rel[n->out], om->dtype, final, nr->crs}, 1, nr->cs);
-  nr->ss->seconds = t1 - t0;
-  nr->cs->seconds = tr_now() - t1;
+  nr->ss->seconds = nr->cs->seconds = tr_now() - t0;
   if (nr->crs) nr->crs->seconds = nr->cs->seconds; /* overlapped with the combine */
 }
 
-/* Run nodes nr[0..n), none of which reads what another makes: their moves
-** and their tasks in one phase, so a worker goes on to the next node's
-** task as soon as it has finished its own, without waiting for the
-** others; then the combines of the two-phase ones in a second. */
+/* Run nodes nr[0..n), none of which reads what another makes: their moves,
+** their tasks and the combines of the two-phase ones in one phase, so a
+** worker goes on to the next node's task as soon as it has finished its
+** own, without waiting for the others. */
 static int s_run_nodes(s_run *R, s_nrun *nr, int n, tr_err *err) {
   td_cluster *c = R->c;
   int rc = TR_OK;
@@ -659,42 +661,26 @@ static int s_run_nodes(s_run *R, s_nrun *nr, int n, tr_err *err) {
   ** (tx_task.in_wait), instead of every task waiting for every move to
   ** be confirmed.  A move that fails fails the phase, which cancels the
   ** tasks still waiting.  A two-phase node's join tasks push their
-  ** partials to the owners as they make them (tx_task.out_to). */
+  ** partials to the owners as they make them (tx_task.out_to), where its
+  ** combine tasks, sent after them, are set aside until their partials
+  ** are all there. */
   double t0 = R->phase_t0 = tr_now();
   di_phase ph;
   di_phase_init(&ph, c);
   ph.watch_all = 1; /* tasks push replicas to peers */
   /* copies for this statement only, dropped when it ends */
   rc = di_add_sends(&ph, sends, nsend, TC_KEEP_SCRATCH, rc, err);
-  int twophase = 0;
-  for (int j = 0; !rc && j < n; j++) {
-    rc = s_node_tasks(R, &nr[j], &ph, err);
-    twophase |= nr[j].ch->twophase;
-  }
+  for (int j = 0; !rc && j < n; j++) rc = s_node_tasks(R, &nr[j], &ph, err);
+  for (int j = 0; !rc && j < n; j++)
+    if (nr[j].ch->twophase) rc = s_combine_tasks(R, &nr[j], &ph, err);
   if (!rc) rc = di_wait(&ph, err);
-  for (int j = 0; !rc && j < n; j++) s_node_results(R, &nr[j], &ph, t0);
-  di_phase_free(&ph);
-  double t1 = tr_now();
-  for (int i = opbase; i < opend; i++) /* overlapped with the tasks */
-    if (!R->ops[i].fused) R->ops[i].seconds = t1 - t0;
-  /* The combines, in a phase of their own.  Their partials are at the
-  ** owners already: each join task pushed its own and answered once they
-  ** were stored.  A combine sent with the join tasks, waiting for
-  ** partials on a worker's one task thread, could wait for a join task
-  ** that another shell's combine, waiting likewise on another worker,
-  ** holds up: a moved operand never waits so, since the store threads
-  ** send it. */
-  if (!rc && twophase) {
-    R->phase_t0 = t1;
-    di_phase_init(&ph, c);
-    ph.watch_all = 1; /* tasks push replicas to peers */
-    for (int j = 0; !rc && j < n; j++)
-      if (nr[j].ch->twophase) rc = s_combine_tasks(R, &nr[j], &ph, err);
-    if (!rc) rc = di_wait(&ph, err);
-    for (int j = 0; !rc && j < n; j++)
-      if (nr[j].ch->twophase) s_combine_results(R, &nr[j], &ph, t0, t1);
-    di_phase_free(&ph);
+  for (int j = 0; !rc && j < n; j++) {
+    s_node_results(R, &nr[j], &ph, t0);
+    if (nr[j].ch->twophase) s_combine_results(R, &nr[j], &ph, t0);
   }
+  di_phase_free(&ph);
+  for (int i = opbase; i < opend; i++) /* overlapped with the tasks */
+    if (!R->ops[i].fused) R->ops[i].seconds = tr_now() - t0;
   for (int j = 0; j < n; j++) s_nrun_free(&nr[j]);
   return rc;
 }

@@ -91,9 +91,10 @@ typedef struct tx_task {
                                          arrive after the task starts: a
                                          read waits for it (until the task
                                          is cancelled) instead of failing.
-                                         Never on a combine task: its
-                                         partials are there before it is
-                                         sent (dist/run.c says why) */
+                                         A combine task with partials on
+                                         their way is set aside until they
+                                         are all there, never waited for
+                                         (worker/jobs.c says why) */
   int64_t nout;                       /* output chunks to make here */
   int64_t *out_lin;                   /* their chunk numbers */
   uint64_t *out_id;                   /* their chunk ids */

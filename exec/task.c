@@ -214,7 +214,6 @@ static int s_decode(tn_rbuf *rb, tx_task *t, tr_err *err) {
     for (uint32_t i = 0; i < nin && !r.bad; i++) {
       uint32_t op = tn_get_u32(&r);
       t->in_wait[i] = (op & S_IN_WAIT) != 0;
-      if (t->in_wait[i] && t->kind == TX_TASK_COMBINE) goto bad; /* see tx_task.in_wait */
       op &= ~S_IN_WAIT;
       t->in_lin[i] = tn_get_i64(&r);
       t->in_id[i] = tn_get_u64(&r);

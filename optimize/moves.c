@@ -332,9 +332,10 @@ static int s_phase(s_mc *M, tl_cost *c, tl_cost *out) {
 ** after the combine when there is one; then each phase's busiest site,
 ** and the node's round trips (its operand moves, its tasks, the
 ** partials' shuffle and combine, the commit of an output).  The executor
-** sends the moves with the tasks, and the tasks push the partials
-** (dist/run.c), but each step still waits for the one before it, now
-** worker to worker, and counting fewer phases made the optimizer pick
+** sends the moves, the tasks and the combines in one round trip, and the
+** tasks push the partials (dist/run.c), but each step still waits for
+** the one before it, now worker to worker, and counting fewer phases made
+** the optimizer pick
 ** 2-phase plans that ran slower (a tiny product on 4 local workers: 7.2
 ** ms against 5.1 ms for the 1-phase plan it chose before; BENCHMARKS.md,
 ** *Moves sent with their tasks*).  mv->cost is

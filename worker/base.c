@@ -191,6 +191,7 @@ void wi_job_free(wi_job *j) {
   for (uint32_t i = 0; i < j->nout; i++) tr_blob_unref(&j->out[i].data);
   free(j->out);
   free(j->body);
+  free(j->waits);
   free(j);
 }
 

@@ -80,11 +80,16 @@ static void s_run_read(wi_worker *w, wi_job *j) {
   }
 }
 
-/* A chunk from a peer is in the store: wake a task waiting for it. */
+/* A chunk from a peer is in the store: wake a task waiting for it, and
+** the task thread if a combine set aside may now have its partials. */
 static void s_arrived(wi_worker *w) {
   pthread_mutex_lock(&w->mu);
   w->arrivals++;
   pthread_cond_broadcast(&w->arrived);
+  if (w->parked) {
+    w->recheck = 1;
+    pthread_cond_signal(&w->cv);
+  }
   pthread_mutex_unlock(&w->mu);
 }
 

@@ -2,6 +2,16 @@
 ** worker/jobs.c - the task thread: TASK (a node's share, FILL, combining
 ** partials) and SYNC, each with a cancel token; CANCEL and a coordinator
 ** gone silent stop its jobs.
+**
+** A combine task may come in the same round trip as the join tasks that
+** make its partials (dist/run.c), its partials listed as on their way.
+** It is set aside (parked) until they are all stored and the thread runs
+** the jobs behind it meanwhile; it never waits on the thread.  Waiting
+** there could deadlock: this worker's combine for one shell waiting on a
+** join task another worker holds back behind its own waiting combine for
+** another shell, whose partial is behind this worker's.  A join task may
+** wait on the thread for a moved copy: store threads send those, never
+** task threads, so that wait always ends.
 */
 #include "config.h"
 #include "worker/worker_int.h"
@@ -214,7 +224,7 @@ static int s_combine_one(void *arg, int64_t i) {
   int first = 1;
   for (int64_t k = 0; !rc && k < t->nin; k++) {
     if (t->in_lin[k] != lin) continue;
-    rc = wi_job_get(fr->io->job, t->in_id[k], bytes, &part, &err); /* never in_wait (exec.h) */
+    rc = wi_job_get(fr->io->job, t->in_id[k], bytes, &part, &err); /* all stored: run once they were */
     if (!rc && first) /* the store's bytes are shared: fold into a copy */
       memcpy(tr_blob_data(acc), tr_blob_data(part), bytes);
     else if (!rc && (rc = kt->combine(t->out_meta.dtype, t->node.agg, tr_blob_data(acc),
@@ -341,6 +351,36 @@ static void s_run_task(wi_worker *w, wi_job *j) {
   tx_task_free(&t);
 }
 
+/* The partials combine task j still waits for (tx_task.in_wait): 0 when it
+** may run.  Read from its body the first time; a body that does not
+** decode runs, to fail with its error. */
+static uint32_t s_missing(wi_worker *w, wi_job *j) {
+  tr_err err;
+  if (j->type != TN_TASK) return 0;
+  if (!j->waits_known) {
+    tx_task t;
+    j->waits_known = 1;
+    if (tx_task_decode(j->body, j->body_len, &t, &err)) return 0;
+    for (int64_t i = 0; t.kind == TX_TASK_COMBINE && i < t.nin; i++) j->nwaits += t.in_wait[i];
+    if (j->nwaits && !(j->waits = malloc(sizeof *j->waits * j->nwaits))) j->nwaits = 0; /* it reads them */
+    for (int64_t i = 0, k = 0; j->nwaits && i < t.nin; i++)
+      if (t.in_wait[i]) j->waits[k++] = t.in_id[i];
+    tx_task_free(&t);
+  }
+  tc_store *s = j->nwaits ? wi_store_for(w, j->db, S_OPEN_CREATE, &err) : NULL;
+  if (!s) return 0;
+  /* those stored are not looked for again */
+  for (uint32_t i = 0; i < j->nwaits;) {
+    tr_dtype dt;
+    uint64_t nb, sum;
+    if (tc_store_stat(s, j->waits[i], &dt, &nb, &sum) == TR_OK)
+      j->waits[i] = j->waits[--j->nwaits];
+    else
+      i++;
+  }
+  return j->nwaits;
+}
+
 static void s_run_sync(wi_worker *w, wi_job *j) {
   tn_rbuf r;
   tr_err err;
@@ -366,32 +406,84 @@ static void s_run_sync(wi_worker *w, wi_job *j) {
   free(ids);
 }
 
+/* Job j (w->running) is over: its reply to the main loop.  What it
+** stored may be a parked combine's partial. */
+static void s_job_done(wi_worker *w, wi_job *j, void *tx) {
+  pthread_mutex_lock(&w->mu);
+  w->running = NULL;
+  j->next = w->done;
+  w->done = j;
+  if (w->parked) w->recheck = 1;
+  pthread_mutex_unlock(&w->mu);
+  zmq_send(tx, "", 0, 0);
+}
+
+/* Run job j, w->running already (a cancel reaches it through its token). */
+static void s_run_job(wi_worker *w, wi_job *j, void *tx) {
+  tr_work(1); /* the warm heap waits (worker/base.c) */
+  if (tr_cancelled(&j->cancel)) wi_fail_job(j, TR_EINTR, "cancelled");
+  else if (j->type == TN_TASK) s_run_task(w, j);
+  else s_run_sync(w, j);
+  tr_work(0);
+  s_job_done(w, j, tx);
+}
+
+/* Run the parked combines whose partials are all stored now, and answer
+** the cancelled ones.  Only this thread takes jobs off w->parked, so it
+** walks the list unlocked; it unlinks under mu, for the readers. */
+static void s_run_parked(wi_worker *w, void *tx) {
+  for (wi_job **pp = &w->parked; *pp;) {
+    wi_job *j = *pp;
+    if (!tr_cancelled(&j->cancel) && s_missing(w, j)) {
+      pp = &j->next;
+      continue;
+    }
+    pthread_mutex_lock(&w->mu);
+    *pp = j->next;
+    w->running = j;
+    pthread_mutex_unlock(&w->mu);
+    s_run_job(w, j, tx);
+  }
+}
+
 void *wi_task_thread(void *arg) {
   wi_worker *w = arg;
   void *tx = zmq_socket(w->ctx, ZMQ_PAIR);
   zmq_connect(tx, "inproc://tradb-worker-done");
   for (;;) {
     pthread_mutex_lock(&w->mu);
-    while (!w->todo && !w->quit) pthread_cond_wait(&w->cv, &w->mu);
+    while (!w->todo && !(w->parked && w->recheck) && !w->quit) pthread_cond_wait(&w->cv, &w->mu);
     if (w->quit) {
       pthread_mutex_unlock(&w->mu);
       break;
+    }
+    if (w->parked && w->recheck) {
+      w->recheck = 0; /* what arrives from here on sets it again */
+      pthread_mutex_unlock(&w->mu);
+      s_run_parked(w, tx);
+      continue;
     }
     wi_job *j = w->todo;
     w->todo = j->next;
     if (!w->todo) w->todo_tail = NULL;
     w->running = j; /* from here a cancel reaches it through its token */
     pthread_mutex_unlock(&w->mu);
-    tr_work(1); /* the warm heap waits (worker/base.c) */
-    if (j->type == TN_TASK) s_run_task(w, j);
-    else s_run_sync(w, j);
-    tr_work(0);
-    pthread_mutex_lock(&w->mu);
-    w->running = NULL;
-    j->next = w->done;
-    w->done = j;
-    pthread_mutex_unlock(&w->mu);
-    zmq_send(tx, "", 0, 0);
+    if (s_missing(w, j)) {
+      pthread_mutex_lock(&w->mu);
+      int cancelled = tr_cancelled(&j->cancel);
+      if (!cancelled) { /* parked at the end, looked at again at once:
+                           a partial may have come since s_missing */
+        wi_job **pp = &w->parked;
+        while (*pp) pp = &(*pp)->next;
+        j->next = NULL;
+        *pp = j;
+        w->running = NULL;
+        w->recheck = 1;
+      }
+      pthread_mutex_unlock(&w->mu);
+      if (!cancelled) continue;
+    }
+    s_run_job(w, j, tx);
   }
   zmq_close(tx);
   return NULL;
@@ -427,6 +519,8 @@ void wi_heard(wi_worker *w, const uint8_t *route, size_t len) {
   if (w->running && s_from(w->running, route, len)) w->running->heard = now;
   for (wi_job *j = w->todo; j; j = j->next)
     if (s_from(j, route, len)) j->heard = now;
+  for (wi_job *j = w->parked; j; j = j->next)
+    if (s_from(j, route, len)) j->heard = now;
   pthread_mutex_unlock(&w->mu);
 }
 
@@ -441,7 +535,8 @@ void wi_task_progress(wi_worker *w, const uint8_t *route, size_t len, tn_wbuf *h
 
 /* Cancel the task-thread jobs from route: the running one through its
 ** token (its kernels stop within a poll), the queued ones answered
-** TR_EINTR and dropped.  Logs one line saying why; a no-op when there is
+** TR_EINTR and dropped, the parked ones through their tokens (the task
+** thread answers them).  Logs one line saying why; a no-op when there is
 ** nothing of route's to cancel and quiet is set. */
 void wi_cancel_from(wi_worker *w, const uint8_t *route, size_t len, int quiet,
                           const char *why) {
@@ -452,6 +547,13 @@ void wi_cancel_from(wi_worker *w, const uint8_t *route, size_t len, int quiet,
     tr_cancel_set(&w->running->cancel);
     running = 1;
   }
+  for (wi_job *j = w->parked; j; j = j->next)
+    if (s_from(j, route, len) && !tr_cancelled(&j->cancel)) {
+      tr_cancel_set(&j->cancel);
+      w->recheck = 1;
+      pthread_cond_signal(&w->cv);
+      dropped++;
+    }
   w->todo_tail = NULL;
   for (pp = &w->todo; *pp;) {
     wi_job *j = *pp;
@@ -492,6 +594,8 @@ void wi_cancel_lost(wi_worker *w) {
       lost = w->running;
     for (wi_job *j = w->todo; j && !lost; j = j->next)
       if (now - j->heard > window) lost = j;
+    for (wi_job *j = w->parked; j && !lost; j = j->next)
+      if (!tr_cancelled(&j->cancel) && now - j->heard > window) lost = j;
     if (lost) {
       len = lost->route_len;
       memcpy(route, lost->route, len);

@@ -373,6 +373,10 @@ static void s_teardown(wi_worker *w) {
     nx = j->next;
     wi_job_free(j);
   }
+  for (wi_job *j = w->parked, *nx; j; j = nx) {
+    nx = j->next;
+    wi_job_free(j);
+  }
   for (wi_job *j = w->io_todo, *nx; j; j = nx) {
     nx = j->next;
     wi_job_free(j);

@@ -157,6 +157,11 @@ typedef struct wi_job {
                                heartbeats report (progress) */
   double heard;             /* TN_TASK, TN_SYNC: when its coordinator last
                                sent anything (under mu) */
+  int waits_known;          /* TN_TASK: waits below read from its body */
+  uint64_t *waits;          /* a combine's partials still on their way when
+                               it was sent (tx_task.in_wait): it is set
+                               aside until they are all stored */
+  uint32_t nwaits;          /* their number */
   struct wi_job *next;       /* queue */
 } wi_job;
 
@@ -198,6 +203,11 @@ typedef struct wi_worker {
   pthread_cond_t cv;           /* work arrived or stop */
   wi_job *todo, *todo_tail;     /* jobs waiting */
   wi_job *running;              /* the job the task thread runs, or NULL */
+  wi_job *parked;               /* combines set aside until their partials
+                                   are stored; only the task thread adds or
+                                   removes one, CANCEL sets its token */
+  int recheck;                  /* something arrived or was cancelled since
+                                   the parked jobs were last looked at */
   wi_job *done;                 /* replies ready */
   int quit;                    /* stop the task and store threads */
   /* store thread: PUT, GET, SEND, DROP and INVENTORY, so a slow disk does not

@@ -59,7 +59,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     s_lists_ok(t.then);
   }
   if (t.out_to) S_CHECK(t.kind == TX_TASK_NODE && t.keep == TC_KEEP_SCRATCH && !t.then && !t.nrep);
-  for (int64_t i = 0; t.kind == TX_TASK_COMBINE && i < t.nin; i++) S_CHECK(!t.in_wait[i]);
   tn_wbuf b = {0}, b2 = {0};
   tx_task t2;
   tx_task_encode(&t, &b);

@@ -277,21 +277,27 @@ Test(task, a_consumer_inside_stores_what_it_is_told) {
   }
 }
 
-/* Send a TASK computing chunk out = chunk in + 1, with in listed as a copy
-** that may still be arriving (tx_task.in_wait); returns its request id. */
-static uint64_t s_send_waiting_task(uint64_t in, uint64_t out) {
-  tx_task t;
+/* Send task t (freed) without waiting for its answer; returns its request
+** id. */
+static uint64_t s_send_task(tx_task *t) {
   tn_wbuf body = {0};
   tr_err err;
-  tf_ew_task(&t, 0, in, out);
-  t.in_wait = calloc(1, sizeof *t.in_wait);
-  t.in_wait[0] = 1;
-  tx_task_encode(&t, &body);
-  tx_task_free(&t);
+  tx_task_encode(t, &body);
+  tx_task_free(t);
   cr_assert_eq(tn_send(s_sock, NULL, 0, TN_TASK, ++s_req, S_DB, &body, 0, NULL, NULL, NULL, NULL, &err), TR_OK,
                "%s", err.msg);
   tn_wbuf_free(&body);
   return s_req;
+}
+
+/* Send a TASK computing chunk out = chunk in + 1, with in listed as a copy
+** that may still be arriving (tx_task.in_wait); returns its request id. */
+static uint64_t s_send_waiting_task(uint64_t in, uint64_t out) {
+  tx_task t;
+  tf_ew_task(&t, 0, in, out);
+  t.in_wait = calloc(1, sizeof *t.in_wait);
+  t.in_wait[0] = 1;
+  return s_send_task(&t);
 }
 
 /* The reply to request req within ms milliseconds, in *rep: 1, or 0 if
@@ -346,20 +352,95 @@ Test(task, a_task_waits_for_a_copy_on_its_way) {
   for (int i = 0; i < 4; i++) cr_assert_eq(got[i], a[i] + 1);
 }
 
-/* A task waiting for a copy that never comes stops when its coordinator
-** cancels it (as one does when the move fails), with an error. */
-Test(task, a_task_waiting_for_a_copy_stops_when_cancelled) {
-  uint64_t task = s_send_waiting_task(0x4101, 0x4102);
+/* Cancel the coordinator's jobs: task req answers TR_EINTR and has not
+** stored its output, chunk out. */
+static void s_cancel_stops(uint64_t req, uint64_t out) {
   tn_in rep;
   tr_err err;
-  cr_assert_not(s_reply_within(task, 100, &rep), "the task answered before its input arrived");
   cr_assert_eq(tn_send(s_sock, NULL, 0, TN_CANCEL, 0, S_DB, NULL, 0, NULL, NULL, NULL, NULL, &err), TR_OK, "%s",
                err.msg);
-  cr_assert(s_reply_within(task, 10000, &rep), "the cancelled task never answered");
+  cr_assert(s_reply_within(req, 10000, &rep), "the cancelled task never answered");
   char msg[300];
   uint64_t chunk;
   cr_assert_eq(s_error(&rep, &chunk, msg, sizeof msg), TR_EINTR, "%s", msg);
   tn_in_close(&rep);
   float got[4];
-  cr_assert_neq(s_get(0x4102, got, sizeof got), TR_OK, "a cancelled task stored its output");
+  cr_assert_neq(s_get(out, got, sizeof got), TR_OK, "a cancelled task stored its output");
+}
+
+/* A task waiting for a copy that never comes stops when its coordinator
+** cancels it (as one does when the move fails), with an error. */
+Test(task, a_task_waiting_for_a_copy_stops_when_cancelled) {
+  uint64_t task = s_send_waiting_task(0x4101, 0x4102);
+  tn_in rep;
+  cr_assert_not(s_reply_within(task, 100, &rep), "the task answered before its input arrived");
+  s_cancel_stops(task, 0x4102);
+}
+
+/* Send a combine task summing partials p1 and p2 (chunk 0 of a [4] f32
+** tensor) into out, both listed as on their way (tx_task.in_wait), as
+** the shell sends it with the join tasks that make them; returns its
+** request id. */
+static uint64_t s_send_combine(uint64_t p1, uint64_t p2, uint64_t out) {
+  tx_task t;
+  tf_ew_task(&t, 0, 0, out);
+  t.kind = TX_TASK_COMBINE;
+  t.node.agg = TK_AGG_SUM;
+  t.node.prog.n = 1; /* the partials themselves */
+  free(t.in_op);
+  free(t.in_lin);
+  free(t.in_id);
+  t.nin = 2;
+  t.in_op = calloc(2, sizeof *t.in_op);
+  t.in_lin = calloc(2, sizeof *t.in_lin);
+  t.in_id = calloc(2, sizeof *t.in_id);
+  t.in_wait = calloc(2, sizeof *t.in_wait);
+  t.in_id[0] = p1;
+  t.in_id[1] = p2;
+  t.in_wait[0] = t.in_wait[1] = 1;
+  return s_send_task(&t);
+}
+
+/* No answer to req within ms milliseconds; an early one fails the test,
+** saying what it was. */
+static void s_no_reply_within(uint64_t req, int ms, const char *what) {
+  tn_in rep;
+  if (!s_reply_within(req, ms, &rep)) return;
+  char msg[300] = "";
+  uint64_t chunk;
+  if (rep.type == TN_ERROR) s_error(&rep, &chunk, msg, sizeof msg);
+  cr_assert_fail("%s: answered %s (%s)", what, tn_type_name(rep.type), msg);
+}
+
+/* A combine whose partials are on their way is set aside, not waited
+** for on the task thread: a task sent after it runs and answers first
+** (waiting there could deadlock two shells' statements, worker/jobs.c).
+** It runs once the last of its partials is stored, on both of them. */
+Test(task, a_combine_waiting_for_partials_lets_later_tasks_run) {
+  const float p1[4] = {1, 2, 3, 4}, p2[4] = {10, 20, 30, 40};
+  float got[4];
+  s_put(0x5010, p1);
+  uint64_t comb = s_send_combine(0x5001, 0x5002, 0x5003);
+  uint64_t later = s_send_waiting_task(0x5010, 0x5011);
+  tn_in rep;
+  cr_assert(s_reply_within(later, 10000, &rep), "the task behind the combine never answered");
+  cr_assert_eq(rep.type, TN_TASK_OK, "the task behind the combine failed");
+  tn_in_close(&rep);
+  s_no_reply_within(comb, 200, "the combine, with none of its partials there");
+  s_put(0x5001, p1);
+  s_no_reply_within(comb, 200, "the combine, with one of its two partials there");
+  s_put(0x5002, p2);
+  cr_assert(s_reply_within(comb, 10000, &rep), "the combine never ran once its partials were there");
+  cr_assert_eq(rep.type, TN_TASK_OK, "the combine failed");
+  tn_in_close(&rep);
+  cr_assert_eq(s_get(0x5003, got, sizeof got), TR_OK, "the combine stored nothing");
+  for (int i = 0; i < 4; i++) cr_assert_eq(got[i], p1[i] + p2[i]);
+}
+
+/* A combine set aside for partials that never come (a join task failed)
+** answers its coordinator's cancel, with an error, and stores nothing. */
+Test(task, a_combine_set_aside_stops_when_cancelled) {
+  uint64_t comb = s_send_combine(0x5101, 0x5102, 0x5103);
+  s_no_reply_within(comb, 100, "the combine, with none of its partials there");
+  s_cancel_stops(comb, 0x5103);
 }
