@@ -318,7 +318,7 @@ int te_run_plan(te_engine *e, ta_plan *p, const tp_stmt *x, te_result **res, te_
   if (!rc) rc = td_run_begin(e->cluster, p, exec, &run, &m, &repl, &pl, err);
   to_env env = {m,        repl,      td_threads(e->cluster), td_cores(e->cluster),
                 e->w,     e->layout, TE_CHUNK_LIMIT,         TN_MAX_DATA,
-                e->memo};
+                e->memo,  x && !x->analyze}; /* EXPLAIN lists every alternative */
   /* A task holds its output chunk and a chunk of each operand: the chunks
   ** the layout search chooses fit a quarter of the smallest worker's
   ** --memory, so a scheduler can place every task within it. */

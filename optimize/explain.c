@@ -176,8 +176,12 @@ char *to_opt_text(const ta_plan *p, const to_opt *o, const char *tra) {
   if (o->repl_floats) tr_text_put(&b, "  replication of the output: %lld floats\n", (long long)o->repl_floats);
   tr_text_put(&b, "Predicted: %.3g s (weights %s), transfer %lld floats\n", o->seconds,
               o->w.fitted ? "fitted by CALIBRATE" : "uncalibrated defaults", (long long)o->total);
-  tr_text_put(&b, "Alternatives (%d distinct of %d IA plans reached, %.2f ms), by predicted seconds:\n",
-        o->nalt, o->ntrees, o->ms);
+  if (o->layout.narrowed)
+    tr_text_put(&b, "Alternatives: the IA plan remembered with the chunkings, costed again (%.2f ms; EXPLAIN "
+                    "without ANALYZE costs them all):\n", o->ms);
+  else
+    tr_text_put(&b, "Alternatives (%d distinct of %d IA plans reached, %.2f ms), by predicted seconds:\n",
+                o->nalt, o->ntrees, o->ms);
   for (int i = 0; i < o->nalt; i++)
     tr_text_put(&b, "  %14lld floats  %9.3g s  %s%s\n", (long long)o->alt[i].floats, o->alt[i].cost,
           o->alt[i].name, i == o->chosen ? "  <- chosen" : "");
@@ -216,7 +220,9 @@ char *to_opt_json(const ta_plan *p, const to_opt *o, const char *tra) {
                 o->layout.used ? "true" : "false",
                 !o->layout.dag ? "tree" : o->layout.linearised ? "paths" : "frontier",
                 o->layout.candidates, o->layout.pieces, o->layout.max_class, o->layout.ms);
-  if (o->layout.ran) tr_text_put(&b, ", \"remembered\": %s", o->layout.remembered ? "true" : "false");
+  if (o->layout.ran)
+    tr_text_put(&b, ", \"remembered\": %s, \"narrowed\": %s", o->layout.remembered ? "true" : "false",
+                o->layout.narrowed ? "true" : "false");
   if (o->layout.ran && !isnan(o->layout.auto_s)) tr_text_put(&b, ", \"chosen_s\": %.6g", o->layout.auto_s);
   if (o->layout.ran && isnan(o->layout.auto_s) && o->layout.why[0]) {
     tr_text_put(&b, ", \"chosen_fails\": \"");

@@ -484,9 +484,9 @@ static int s_optimize_auto(ta_plan *p, const to_env *env, to_placed *pl, const c
   if (!q) return tr_seterr(err, TR_ENOMEM, "out of memory");
   *q = *p;
   int rl = oi_layout(q, env, pl, 0, &info, &aerr);
-  int ra = rl ? rl : oi_optimize_plan(q, env, pl, force, &oa, &aerr);
+  int ra = rl ? rl : oi_optimize_plan(q, env, pl, force, NULL, &oa, &aerr);
   /* the declared chunking, unless it makes a chunk no worker accepts */
-  int rd = s_writable(p, env->chunk_max) ? oi_optimize_plan(p, env, pl, force, &od, err)
+  int rd = s_writable(p, env->chunk_max) ? oi_optimize_plan(p, env, pl, force, NULL, &od, err)
                                          : tr_seterr(err, TR_ESHAPE, "too large a chunk");
   /* and searched again with stored operands read in finer chunks cut
   ** where they are first: taken when cheaper than both (or the plan named
@@ -507,7 +507,7 @@ static int s_optimize_auto(ta_plan *p, const to_env *env, to_placed *pl, const c
     tr_err cerr;
     *qc = *p;
     if (!oi_layout(qc, env, pl, 1, &cinfo, &cerr) && s_cut_stored(qc) &&
-        !oi_optimize_plan(qc, env, pl, force, &oc, &cerr)) {
+        !oi_optimize_plan(qc, env, pl, force, NULL, &oc, &cerr)) {
       /* by more than the model resolves, as a new chunking must (below),
       ** against what would run without it */
       double ref = !ra && (rd || oa.seconds < od.seconds - s_margin(env, od.seconds)) ? oa.seconds
@@ -556,7 +556,7 @@ static int s_optimize_auto(ta_plan *p, const to_env *env, to_placed *pl, const c
 int to_optimize(ta_plan *p, const to_env *env, to_placed *pl, const char *force, to_opt *o,
                 tr_err *err) {
   if (env->layout != TO_LAYOUT_AUTO || !p->nnodes)
-    return oi_optimize_plan(p, env, pl, force, o, err);
+    return oi_optimize_plan(p, env, pl, force, NULL, o, err);
   /* A plan named (EXPLAIN ANALYZE ... PLAN) is searched for afresh and not
   ** remembered: it may be one the search would not have kept. */
   oi_memokey key = {0};
@@ -564,11 +564,23 @@ int to_optimize(ta_plan *p, const to_env *env, to_placed *pl, const char *force,
   to_layout_info info;
   int rc;
   if (oi_memo_find(env->memo, &key, p, &info)) {
-    if (!(rc = oi_optimize_plan(p, env, pl, NULL, o, err))) {
+    /* and the IA plan chosen then, costed alone: the rewrite search is
+    ** what is left of the optimizer's time on a short statement (6-8 ms
+    ** of a 3-product chain's 0.1 s, 4 local workers); all of them again
+    ** for EXPLAIN, or when that plan no longer runs on this placement */
+    int narrow = !env->alternatives && info.plan[0];
+    rc = oi_optimize_plan(p, env, pl, NULL, narrow ? info.plan : NULL, o, err);
+    if (rc && narrow) {
+      narrow = 0;
+      rc = oi_optimize_plan(p, env, pl, NULL, NULL, o, err);
+    }
+    if (!rc) {
       o->layout = info;
       o->layout.remembered = 1;
+      o->layout.narrowed = narrow;
     }
   } else if (!(rc = s_optimize_auto(p, env, pl, NULL, o, err))) {
+    snprintf(o->layout.plan, sizeof o->layout.plan, "%s", o->alt[o->chosen].name);
     oi_memo_keep(env->memo, &key, p, &o->layout);
   }
   free(key.key);

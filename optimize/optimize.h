@@ -146,6 +146,8 @@ typedef struct to_env {
                             a declared chunking beyond it does not run */
   to_memo *memo;         /* the session's remembered layout decisions
                             (NULL: search every time) */
+  int alternatives;      /* 1: search every IA plan even for a statement
+                            the memo remembers (EXPLAIN lists them) */
 } to_env;
 
 /* The chosen chunking runs instead of the declared one only when it is
@@ -171,6 +173,10 @@ typedef struct to_layout_info {
   int remembered;       /* 1: the decision an earlier statement with the
                            same plan, settings and placement took (the
                            other fields are that search's) */
+  int narrowed;         /* 1: remembered, and only the IA plan chosen then
+                           was costed again (the alternatives are not) */
+  char plan[400];       /* the IA plan chosen in those chunkings (its
+                           to_opt alternative's name) */
   char why[160];        /* auto_s NaN: why no plan runs in its chunking
                            (the start of the optimizer's error) */
 } to_layout_info;

@@ -99,9 +99,11 @@ typedef struct oi_cands {
 ** (*ntrees and fired[] count the IA trees visited and the rules fired). */
 int oi_enumerate(const ta_plan *p, int k, oi_cands *out, int *ntrees, int *fired);
 /* The optimizer for p in the chunking it has (to_optimize without the
-** layout search). */
+** layout search).  With only (an alternative's name, as the search named
+** it before), each node's plans are costed only if they have its name
+** there: a remembered statement's plan, costed on today's placement. */
 int oi_optimize_plan(const ta_plan *p, const to_env *env, to_placed *pl, const char *force,
-                     to_opt *o, tr_err *err);
+                     const char *only, to_opt *o, tr_err *err);
 int oi_placed_copy(to_placed *d, const to_placed *s);
 
 /* ---- layout.c ------------------------------------------------------------ */

@@ -171,13 +171,14 @@ static void s_states_free(s_state **v, int *n, int nrels) {
 /* Grow every state of the beam by every candidate of node k that is valid
 ** on the placement it leaves; *last keeps the error of an unreadable
 ** input (every plan fails on it then). */
-static int s_grow(const ta_plan *p, int k, const oi_cands *cands, const to_env *env, s_beam *B,
-                  tr_err *last) {
+static int s_grow(const ta_plan *p, int k, const oi_cands *cands, const char *only, const to_env *env,
+                  s_beam *B, tr_err *last) {
   int rc = TR_OK;
   B->nnext = 0;
   for (int b = 0; b < B->ncur && !rc; b++)
     for (int ci = 0; ci < cands->n && !rc; ci++) {
       to_moves mv;
+      if (only && strcmp(only, cands->c[ci].name)) continue;
       tr_err e2;
       s_state *s = calloc(1, sizeof *s);
       if (!s) return TR_ENOMEM;
@@ -331,8 +332,24 @@ static int s_predict(const ta_plan *p, const to_env *env, const to_placed *pl, t
   return TR_OK;
 }
 
+/* Node k's part of alternative name `name` (s_alternatives writes it), in
+** out; 0 if it has none. */
+static int s_node_part(const ta_plan *p, const char *name, int k, char *out, size_t cap) {
+  if (p->nnodes == 1) return snprintf(out, cap, "%s", name) < (int)cap;
+  for (int j = 0; j < k; j++)
+    if (!(name = strstr(name, " | "))) return 0;
+    else name += 3;
+  const char *o = p->rels[p->nodes[k].out].meta.name;
+  size_t ol = strlen(o);
+  if (strncmp(name, o, ol) || strncmp(name + ol, ": ", 2)) return 0;
+  name += ol + 2;
+  size_t n = strcspn(name, "|");
+  while (n && name[n - 1] == ' ') n--;
+  return snprintf(out, cap, "%.*s", (int)n, name) < (int)cap;
+}
+
 int oi_optimize_plan(const ta_plan *p, const to_env *env, to_placed *pl, const char *force,
-                     to_opt *o, tr_err *err) {
+                     const char *only, to_opt *o, tr_err *err) {
   double t0 = tr_now();
   int rc = TR_OK, m = env->m;
   memset(o, 0, sizeof *o);
@@ -354,7 +371,12 @@ int oi_optimize_plan(const ta_plan *p, const to_env *env, to_placed *pl, const c
   B.ncur = 1;
   for (int i = 0; i < p->nrels && !rc; i++) rc = oi_placed_copy(&B.cur[0]->pl[i], &pl[i]);
   for (int k = 0; k < p->nnodes && !rc; k++) {
-    if ((rc = s_grow(p, k, &cands[k], env, &B, &last))) break;
+    char part[sizeof o->alt->name];
+    if (only && !s_node_part(p, only, k, part, sizeof part)) {
+      rc = tr_seterr(err, TR_EINVAL, "no plan named %s", only);
+      goto done;
+    }
+    if ((rc = s_grow(p, k, &cands[k], only ? part : NULL, env, &B, &last))) break;
     if (!B.nnext) {
       /* an unreadable input makes every plan fail: say which chunk */
       if (last.code) *err = last, rc = last.code;

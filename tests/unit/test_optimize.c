@@ -72,7 +72,7 @@ static void s_place(const ta_plan *p, to_placed *pl, int m) {
 /* m sites, outputs replicated repl times, one thread each, the default
 ** weights, the chunking as declared. */
 static to_env s_env(int m, int repl) {
-  to_env env = {m, repl, 1, 0, {{0}, 0}, TO_LAYOUT_DECLARED, 256 << 20, 1 << 30, NULL};
+  to_env env = {m, repl, 1, 0, {{0}, 0}, TO_LAYOUT_DECLARED, 256 << 20, 1 << 30, NULL, 0};
   tl_weights_default(&env.w);
   return env;
 }
