@@ -203,10 +203,11 @@ void di_ping(td_cluster *c);
 /* ---- io.c ---------------------------------------------------------------- */
 
 /* Make a written version visible: sync, commit, drop the old version; or,
-** with old given, hand its chunk ids (*old, *nold; the caller frees them)
-** to a caller that drops them with its own in one round trip. */
-int di_commit(td_cluster *c, const tr_tensor *meta, tc_chunkloc *locs, int64_t n, uint64_t **old,
-              int64_t *nold, tr_err *err);
+** with keep given, hand the old version's chunk ids (*keep, *nkeep; the
+** caller frees them) to a caller that drops them with its own in one
+** round trip. */
+int di_commit(td_cluster *c, const tr_tensor *meta, tc_chunkloc *locs, int64_t n, uint64_t **keep,
+              int64_t *nkeep, tr_err *err);
 
 /* ---- graph.c ------------------------------------------------------------- */
 

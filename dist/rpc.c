@@ -285,7 +285,7 @@ void di_drop_each(td_cluster *c, int only, const uint64_t *ids, int64_t n, uint6
   di_phase_init(&ph, c);
   for (int s = 0; s < c->nsites; s++) {
     int64_t k = s < nsites && own ? nown[s] : 0, all = only < 0 || s == only ? n : 0;
-    if (!c->sites[s].up || !k + !all == 2) continue;
+    if (!c->sites[s].up || (!k && !all)) continue;
     tn_wbuf b = {0};
     tn_put_u32(&b, (uint32_t)(k + all));
     for (int64_t i = 0; i < k; i++) tn_put_u64(&b, own[s][i]);

@@ -869,15 +869,20 @@ static void s_cleanup(s_run *R, int failed) {
   /* the ids sorted by site: those for every site first, then site 0's, .. */
   int ns = c->nsites;
   uint64_t *ids = malloc(sizeof *ids * (size_t)R->ndrop), **own = calloc((size_t)ns + 1, sizeof *own);
-  int64_t *nown = calloc((size_t)ns + 1, sizeof *nown), k = 0;
+  int64_t *nown = calloc((size_t)ns + 1, sizeof *nown), k = 0, nall = 0;
   if (ids && own && nown) {
     for (int s = -1; s < ns; s++) {
-      if (s >= 0) own[s] = ids + k;
+      int64_t from = k;
       for (int64_t i = 0; i < R->ndrop; i++)
         if (R->drop_site[i] == s) ids[k++] = R->drop[i];
-      if (s >= 0) nown[s] = ids + k - own[s];
+      if (s < 0) {
+        nall = k;
+      } else {
+        own[s] = ids + from;
+        nown[s] = k - from;
+      }
     }
-    di_drop_each(c, -1, ids, ns ? own[0] - ids : k, own, nown, ns);
+    di_drop_each(c, -1, ids, nall, own, nown, ns);
   }
   free(ids);
   free(own);
