@@ -1085,6 +1085,49 @@ Test(copy, strided_and_transposed) {
                TR_EINVAL);
 }
 
+/* A chunk assembled from narrow pieces, as re-chunking in flight does: each
+** piece's rows are contiguous in it and in the chunk (the backend copies
+** them row by row), with dimensions of extent 1 between them and, in the
+** whole-chunk case, dimensions that continue the row.  Checked against
+** the reference backend and against the definition. */
+Test(copy, rows_contiguous_on_both_sides) {
+  s_seed(15);
+  for (int d = 0; d < 2; d++) {
+    const tr_dtype dt = s_dtypes[d];
+    /* src: 64 x 1 x 16 pieces, each rows of 16; dst: 64 x 64, pieces side
+    ** by side (row length 16 in a row of 64). */
+    const int64_t rows = 64, w = 16, nw = 4;
+    void *src = s_buf(dt, rows * w * nw, -1, 1);
+    void *d1 = s_buf(dt, rows * w * nw, -1, 1), *d2 = s_dup(dt, d1, rows * w * nw);
+    const size_t esz = tr_dtype_size(dt);
+    for (int64_t p = 0; p < nw; p++) {
+      int64_t ext[] = {rows, 1, w}, sst[] = {w, 7, 1}, dst_st[] = {w * nw, 3, 1};
+      const char *sp = (const char *)src + (size_t)(p * rows * w) * esz;
+      cr_assert_eq(s_ref()->copy(dt, 3, ext, (char *)d1 + (size_t)(p * w) * esz, dst_st, sp,
+                                 sst, NULL), TR_OK);
+      cr_assert_eq(s_blas()->copy(dt, 3, ext, (char *)d2 + (size_t)(p * w) * esz, dst_st, sp,
+                                  sst, NULL), TR_OK);
+    }
+    s_expect_close(dt, d2, d1, rows * w * nw, "copy of pieces");
+    for (int64_t p = 0; p < nw; p++)
+      for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < w; j++)
+          cr_assert_eq(s_get(dt, d2, i * w * nw + p * w + j), s_get(dt, src, (p * rows + i) * w + j));
+    /* A whole 4 x 5 x 6 box into a buffer laid out alike but with the
+    ** outer dimension's stride wider: the inner two fuse into one row. */
+    int64_t ext[] = {4, 5, 6}, sst[] = {30, 6, 1}, dst_st[] = {37, 6, 1};
+    void *e1 = s_buf(dt, 4 * 37, -1, 1), *e2 = s_dup(dt, e1, 4 * 37);
+    cr_assert_eq(s_ref()->copy(dt, 3, ext, e1, dst_st, src, sst, NULL), TR_OK);
+    cr_assert_eq(s_blas()->copy(dt, 3, ext, e2, dst_st, src, sst, NULL), TR_OK);
+    s_expect_close(dt, e2, e1, 4 * 37, "copy of fused rows");
+    tr_free_aligned(e1);
+    tr_free_aligned(e2);
+    tr_free_aligned(src);
+    tr_free_aligned(d1);
+    tr_free_aligned(d2);
+  }
+}
+
 /* combine, map and copy accept and refuse the same calls in every backend:
 ** one check (kernels/adapt.c), whatever runs them. */
 Test(copy, every_backend_checks_arguments_alike) {
