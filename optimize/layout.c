@@ -184,6 +184,22 @@ static double s_busiest(const to_env *env, const tl_cost *c) {
   return best;
 }
 
+/* Is stored relation rel read in another chunking as the join reads it
+** (re-chunked in flight, the search without cuts), rather than made in
+** that chunking first (a cut, or a tensor without a placement)?  Then its
+** vertex reads it as stored, so that the moves, the boxes copied together
+** (for each join tuple) and the pieces read where they are, on whichever
+** replica holds them, are costed exactly as the final plan will be:
+** costed on pieces assumed made on one holder, a dense layer's 512 x
+** 16384 input in one chunk was split on the other operand's 64 columns
+** instead of its own rows, each task then packing all of the input (a
+** 0.012 s gemm where a row half takes 0.010 s). */
+static int s_in_flight(const s_lay *L, int rel) {
+  const ta_rel *r = &L->p->rels[rel];
+  return !L->cut && r->kind == TA_REL_STORED && !r->pending && !r->iota &&
+         L->pl[rel].n == tr_nchunks(&r->meta);
+}
+
 /* Vertex v (a node) with its operands already in chunking ext. */
 static double s_vertex(void *ctx, int v, const int64_t *ext) {
   s_lay *L = ctx;
@@ -209,9 +225,12 @@ static double s_vertex(void *ctx, int v, const int64_t *ext) {
       for (int d = 0; d < r->meta.rank; d++) r->meta.chunk[d] = ext[n->in[i].label[d]];
       n->in[i].rel = i;
       const ta_rel *orig = &p->rels[rel];
-      if (orig->kind == TA_REL_STORED && s_same(r->meta.rank, r->meta.chunk, orig->meta.chunk) &&
-          L->pl[rel].n) {
-        mpl[i] = L->pl[rel]; /* borrowed: where the catalog says it is */
+      if (orig->kind == TA_REL_STORED && L->pl[rel].n &&
+          (s_same(r->meta.rank, r->meta.chunk, orig->meta.chunk) || s_in_flight(L, rel))) {
+        /* borrowed: where the catalog says it is, in its stored chunks,
+        ** read in the node's as the join will read it (s_in_flight) */
+        memcpy(r->meta.chunk, orig->meta.chunk, sizeof r->meta.chunk);
+        mpl[i] = L->pl[rel];
       } else {
         own[i] = 1;
         int stored = orig->kind == TA_REL_STORED && L->pl[rel].n == tr_nchunks(&orig->meta);
@@ -258,6 +277,8 @@ static double s_edge(void *ctx, int u, const int64_t *from, const int64_t *to) {
   memcpy(b.chunk, to, sizeof(int64_t) * (size_t)b.rank);
   memset(c, 0, sizeof c);
   memset(&canon, 0, sizeof canon);
+  if (L->vnode[u] < 0 && s_same(a.rank, from, r->meta.chunk) && s_in_flight(L, L->vrel[u]))
+    return 0; /* the vertices reading it cost its re-chunking (s_in_flight) */
   int64_t na = tr_nchunks(&a), nb = tr_nchunks(&b);
   uint64_t *sent = calloc((size_t)na + 1, sizeof *sent);
   if (L->vnode[u] < 0 && s_same(a.rank, from, r->meta.chunk) && L->pl[L->vrel[u]].n == na)

@@ -14,12 +14,14 @@ mkfifo "$work/in"
 shell=$!; track $shell
 exec 7> "$work/in"
 # synchronous = full: every copy is in its chunk file when the statement
-# ends, so the files show what the workers keep.  The shapes make the
-# optimizer broadcast B and sum partials in a second phase (EXPLAIN says
-# so below): the statement has scratch of both kinds to drop.
+# ends, so the files show what the workers keep.  In the declared
+# chunking the shapes make the optimizer broadcast B and sum partials in a
+# second phase (EXPLAIN says so below): the statement has scratch of both
+# kinds to drop.
 cat >&7 <<'EOF'
 SET synchronous = full;
 SET replication = 2;
+SET layout = declared;
 CREATE TENSOR A[256, 8192] CHUNK [256, 2048];
 CREATE TENSOR B[8192, 32] CHUNK [8192, 8];
 FILL A UNIFORM(-1, 1) SEED 1;
@@ -56,9 +58,10 @@ ids=$(for n in 0 1 2; do last $n; done | sort -n)
 [ $(( $(echo "$ids" | tail -1) - $(echo "$ids" | head -1) )) -eq 2 ] ||
   fail "the last DROPs went in more than one round trip: request ids $(echo $ids)"
 ok
-# A 4 chunks, B 4 and C 1, two replicas each: the replaced version's files
-# are gone, and no moved copy or partial reached a file.
-[ "$f1" -eq 18 ] && [ "$f2" -eq 18 ] || fail "chunk files: $f1 after the first statement, $f2 after the second, not 18"
+# A 4 chunks, B 4 and C 4 (B's column blocks, the declared chunking),
+# two replicas each: the replaced version's files are gone, and no moved
+# copy or partial reached a file.
+[ "$f1" -eq 24 ] && [ "$f2" -eq 24 ] || fail "chunk files: $f1 after the first statement, $f2 after the second, not 24"
 ok
 values=$(grep -A1 "^C\[0:1, 0:3\]" "$work/shell.out" | grep -v "^C\[" | grep -v "^--")
 [ "$(echo "$values" | sort -u | wc -l)" -eq 1 ] && [ "$(echo "$values" | wc -l)" -eq 2 ] ||
