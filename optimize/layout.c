@@ -85,7 +85,9 @@ static int s_same(int rank, const int64_t *a, const int64_t *b) {
 ** they are (a row block and its neighbour's replica make one chunk of
 ** twice the rows with nothing moved).  The executor moves exactly what
 ** this placement needs; before, the search assumed every re-chunked
-** chunk was made on site lin mod m. */
+** chunk was made on site lin mod m.  The search with cuts places its
+** operands so; without them, a node reads the stored chunks themselves
+** (s_in_flight). */
 static int s_assembled(const tr_tensor *t, const to_placed *pl, const int64_t *to, int m, to_placed *out) {
   tr_tensor b = *t;
   memcpy(b.chunk, to, sizeof(int64_t) * (size_t)b.rank);
