@@ -315,7 +315,8 @@ TK_CONTRACT_ADAPTERS(s_contract)
 
 /* A copy whose rows are contiguous on both sides (the last dimension left
 ** after dropping extent-1 ones and fusing those that continue it has
-** stride 1 in src and dst) runs as one memcpy a row.  Re-chunking in
+** stride 1 in src and dst) runs as one memmove a row (memmove, so that
+** a copy onto itself stays defined).  Re-chunking in
 ** flight assembles a chunk that way from pieces of narrow ones: run
 ** through the block interpreter, each 16-float row of a 4096 x 64 block
 ** cost a program evaluation and a fold, some 8% of a dense layer's tasks.

@@ -678,7 +678,7 @@ Test(optimize, a_stored_operand_read_in_flight_is_cut_where_its_replicas_are) {
   to_env env = s_env(4, 2);
   env.layout = TO_LAYOUT_AUTO;
   cr_assert_eq(to_optimize(&p, &env, pl, NULL, &o, &err), TR_OK, "%s", err.msg);
-  cr_assert(o.layout.ran, "the chosen chunking runs");
+  cr_assert(o.layout.ran && o.layout.used, "the chosen chunking runs");
   cr_assert(p.nodes[0].chunk[0] < 512 && p.nodes[0].chunk[1] == 64,
             "rows cut, not the weights' columns: chunk %lld x %lld",
             (long long)p.nodes[0].chunk[0], (long long)p.nodes[0].chunk[1]);
