@@ -93,7 +93,10 @@ static void s_name(const oi_ctx *x, to_choice *c) {
       }
     for (int i = 0; i < x->nin; i++) {
       if (c->mv[i] == TO_MV_BCAST) continue;
-      if (c->mv[i] == TO_MV_SHUF && i == c->drive) {
+      /* with no drive, every operand shuffled is sent where its output
+      ** chunks are: by the output labels (none: to the one output chunk,
+      ** `SHUF[]`) */
+      if (c->mv[i] == TO_MV_SHUF && (i == c->drive || (c->drive < 0 && c->part))) {
         oi_label_text(x, c->part, l, sizeof l);
         W("%s%s by %s", first ? "" : "; ", oi_opname(x, i), l);
       } else if (c->mv[i] == TO_MV_KEEP && i == c->drive) {
@@ -193,8 +196,17 @@ int oi_lower(const oi_ctx *x, const oi_tree *t, to_choice *c) {
       part = x->G;
       pagg = 0;
     }
-    if (c->mv[drive] == TO_MV_KEEP) part = x->G;
-    else if (part & ~x->G) return 0;
+    if (c->mv[drive] == TO_MV_KEEP) {
+      /* the tuples run where their output chunk is, so no operand is
+      ** read in place: each is sent there, as a shuffle on the output
+      ** labels (a transpose, or an outer product, into a tensor declared
+      ** in other chunks than its operands had no plan at all) */
+      part = x->G;
+      for (int i = 0; i < x->nin; i++)
+        if (c->mv[i] == TO_MV_KEEP) c->mv[i] = TO_MV_SHUF;
+    } else if (part & ~x->G) {
+      return 0;
+    }
     drive = -1;
   }
   c->drive = drive;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Numeric tests against NumPy (tests/numeric/check.py, check_data.py);
+# Numeric tests against NumPy (tests/numeric/check.py, check_data.py,
+# plans.py);
 # skipped (exit 77) when Debian's python3-numpy is not installed.
 set -euo pipefail
 PY=/usr/bin/python3
@@ -11,6 +12,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$PY" "$TOP_SRCDIR/tests/numeric/check.py" "$TRADB" "$work"
 "$PY" "$TOP_SRCDIR/tests/numeric/check_data.py" "$TRADB" "$work"
+# random statements on operands and outputs in random chunks
+mkdir "$work/plans"
+"$PY" "$TOP_SRCDIR/tests/numeric/plans.py" "$TRADB" "$work/plans"
 # independent subnet training (scripts/ist.py): the partition, one round
 # and one data-parallel step against NumPy
 mkdir "$work/ist"

@@ -614,6 +614,20 @@ Test(optimize, operands_read_in_pieces_are_not_copied) {
   cr_assert_float_eq(elem[1] - elem[0], 16384.0 * 64, 1e-6 * elem[1], "%g against %g", elem[1], elem[0]);
 }
 
+/* p: stored relation `in` (0) and the output `out` (1) a node of one
+** operand makes; their shapes, and the node, are the caller's. */
+static void s_one_input(ta_plan *p, const char *in, const char *out, tr_dtype dt) {
+  memset(p, 0, sizeof *p);
+  p->nrels = 2;
+  const char *nm[2] = {in, out};
+  for (int r = 0; r < 2; r++) {
+    p->rels[r].kind = r ? TA_REL_OUTPUT : TA_REL_STORED;
+    snprintf(p->rels[r].meta.name, sizeof p->rels[r].meta.name, "%s", nm[r]);
+    p->rels[r].meta.dtype = dt;
+    p->rels[r].meta.version = 1;
+  }
+}
+
 /* MIN of a vector into a scalar, the node in other chunks than the vector
 ** is stored in (what the layout chose for a block's last step, `best[] =
 ** MIN(dist[n])` after dist in 256-element chunks): the pieces are
@@ -625,15 +639,7 @@ Test(optimize, a_scalar_aggregate_of_a_rechunked_operand_runs_in_one_phase) {
   to_placed pl[TA_MAX_RELS];
   to_opt o;
   tr_err err;
-  memset(&p, 0, sizeof p);
-  p.nrels = 2;
-  const char *nm[2] = {"dist", "best"};
-  for (int r = 0; r < 2; r++) {
-    p.rels[r].kind = r ? TA_REL_OUTPUT : TA_REL_STORED;
-    snprintf(p.rels[r].meta.name, sizeof p.rels[r].meta.name, "%s", nm[r]);
-    p.rels[r].meta.dtype = TR_F32;
-    p.rels[r].meta.version = 1;
-  }
+  s_one_input(&p, "dist", "best", TR_F32);
   p.rels[0].meta.rank = 1;
   p.rels[0].meta.shape[0] = 512;
   p.rels[0].meta.chunk[0] = 256;
@@ -657,6 +663,57 @@ Test(optimize, a_scalar_aggregate_of_a_rechunked_operand_runs_in_one_phase) {
   cr_assert_eq(one->choice[0].drive, -1, "the re-chunked operand does not drive the join");
   cr_assert_eq(one->floats, 256, "one of the two pieces moves to the output's site: %lld floats",
                (long long)one->floats);
+  to_opt_free(&o);
+  s_unplace(pl);
+}
+
+/* A transpose into a tensor declared in other chunks (`CREATE TENSOR
+** B[4,2] CHUNK [3,1]; B[j,i] = A[i,j];` with A stored in 1 x 4 rows): the
+** node computes in B's chunks, so A is read in 1 x 3 boxes, which do not
+** nest in its chunks and so cannot drive the join.  Its one plan, LOCAL,
+** was refused ("no runnable plan for B") and the statement failed under
+** the default layout; its pieces now go where their output chunk is. */
+Test(optimize, a_lone_operand_read_in_other_chunks_is_sent_to_its_output_chunks) {
+  static ta_plan p;
+  to_placed pl[TA_MAX_RELS];
+  to_opt o;
+  tr_err err;
+  s_one_input(&p, "A", "B", TR_F64);
+  p.rels[0].meta.rank = p.rels[1].meta.rank = 2;
+  p.rels[0].meta.shape[0] = 2, p.rels[0].meta.shape[1] = 4; /* A[i,j], 1 x 4 chunks */
+  p.rels[0].meta.chunk[0] = 1, p.rels[0].meta.chunk[1] = 4;
+  p.rels[1].meta.shape[0] = 4, p.rels[1].meta.shape[1] = 2; /* B[j,i], 3 x 1 chunks */
+  p.rels[1].meta.chunk[0] = 3, p.rels[1].meta.chunk[1] = 1;
+  ta_node *n = &p.nodes[0];
+  p.nnodes = 1;
+  n->nlabels = n->nout = 2;
+  snprintf(n->lname[0], sizeof n->lname[0], "j");
+  snprintf(n->lname[1], sizeof n->lname[1], "i");
+  n->size[0] = 4, n->chunk[0] = 3;
+  n->size[1] = 2, n->chunk[1] = 1;
+  n->ninputs = 1;
+  n->in[0] = (ta_operand){0, 2, {1, 0}};
+  n->prog.n = 1;
+  n->prog.code[0] = (tk_insn){TK_OP_INPUT, 0, 0};
+  n->agg = TK_AGG_NONE;
+  n->drive = -1;
+  n->out = 1;
+  s_place(&p, pl, 4);
+  cr_assert_eq(to_optimize(&p, ENV(4, 1), pl, NULL, &o, &err), TR_OK, "%s", err.msg);
+  const struct to_alt *one = &o.alt[o.chosen];
+  cr_assert_str_eq(one->name, "SHUF[A by j,i]");
+  cr_assert_eq(one->choice[0].drive, -1, "the re-chunked operand does not drive the join");
+  cr_assert_eq(one->choice[0].mv[0], TO_MV_SHUF);
+  /* A's row i (on site i) goes whole, once, to each other site that
+  ** computes an output chunk of column i, as the executor sends it */
+  int64_t want = 0;
+  for (int ib = 0; ib < 2; ib++) {
+    uint64_t to = 0;
+    for (int jb = 0; jb < 2; jb++) to |= 1ull << to_hash_site(n, one->choice[0].part, (int64_t[]){jb, ib}, 4);
+    want += 4 * __builtin_popcountll(to & ~(1ull << ib));
+  }
+  cr_assert_gt(want, 0, "some output chunk is away from its row of A");
+  cr_assert_eq(one->floats, want, "%lld floats moved, %lld expected", (long long)one->floats, (long long)want);
   to_opt_free(&o);
   s_unplace(pl);
 }

@@ -1,0 +1,134 @@
+#!/usr/bin/python3
+"""Plans against NumPy: random statements on tensors in random chunks.
+
+Each seed makes one tradb session on 1 to 4 local workers, under a random
+`layout` and `replication`: it LOADs random f64 operands in random declared
+chunks (even, halves, thirds, or any size), declares some outputs in
+chunks of their own, runs a statement drawn from FORMS on them and SAVEs
+the result, which must equal NumPy's.  A statement that fails counts as
+wrong: every one of them is valid.  What it has found: a transpose, a
+copy or an outer product into a tensor declared in other chunks than its
+operands' (and a diagonal read in other chunks than stored) had no
+runnable plan on 3 or more workers: seeds 1 and 4 failed then.
+
+Usage: plans.py TRADB WORKDIR [FIRST [LAST]]   seeds FIRST..LAST (default
+1..4, what make check runs); TRADB_ARGS (e.g. --workers EP1,EP2) replaces
+the local workers.
+"""
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+
+# statement (operands named by the letters in braces, output {o}), the
+# labels of each operand, and NumPy's answer
+FORMS = [
+    ("{o}[i,j] = {A}[i,k] * {B}[k,j];", ["ik", "kj"], lambda A, B: A @ B),
+    ("{o}[i,l] = {A}[i,j] * {B}[j,k] * {C}[k,l];", ["ij", "jk", "kl"], lambda A, B, C: A @ B @ C),
+    ("{o}[i,m] = {A}[i,j] * {B}[j,k] * {C}[k,l] * {D}[l,m];", ["ij", "jk", "kl", "lm"],
+     lambda A, B, C, D: A @ B @ C @ D),
+    ("{o}[i,j] = relu(SUM({A}[i,k] * {B}[k,j]));", ["ik", "kj"], lambda A, B: np.maximum(A @ B, 0)),
+    ("{o}[i,j] = tanh(SUM({A}[i,k] * {B}[k,j]));", ["ik", "kj"], lambda A, B: np.tanh(A @ B)),
+    ("{o}[i,j] = {A}[i,j] - {B}[j];", ["ij", "j"], lambda A, B: A - B),
+    ("{o}[i] = SUM({A}[i,k] * {B}[i,k]);", ["ik", "ik"], lambda A, B: (A * B).sum(1)),
+    ("{o}[j,i] = {A}[i,j];", ["ij"], lambda A: A.T),
+    ("{o}[i] = MAX({A}[i,k]);", ["ik"], lambda A: A.max(1)),
+    ("{o}[] = MIN({A}[i,k] * {B}[k]);", ["ik", "k"], lambda A, B: (A * B).min()),
+    ("{o}[i,j] = SUM({A}[i,k] * {B}[k,j]) * (1 - {C}[i,j] * {C}[i,j]);", ["ik", "kj", "ij"],
+     lambda A, B, C: (A @ B) * (1 - C * C)),
+    ("{o}[b,i,j] = {A}[b,i,k] * {B}[b,k,j];", ["bik", "bkj"], lambda A, B: np.einsum("bik,bkj->bij", A, B)),
+    ("{o}[i,j] = {A}[i,k] * {B}[j,k];", ["ik", "jk"], lambda A, B: A @ B.T),
+    ("{o}[i] = {A}[i,i];", ["ii"], lambda A: np.diag(A).copy()),
+    ("{o}[i,j] = sigmoid({A}[i,j]) + exp({B}[i,j]);", ["ij", "ij"],
+     lambda A, B: 1 / (1 + np.exp(-A)) + np.exp(B)),
+    ("{o}[a,c] = SUM({A}[a,b,d] * {B}[b,d,c]);", ["abd", "bdc"], lambda A, B: np.einsum("abd,bdc->ac", A, B)),
+    ("{o}[i,j] = {A}[i] * {B}[j];", ["i", "j"], np.outer),
+    ("BEGIN; {o}x[i,j] = relu(SUM({A}[i,k] * {B}[k,j])); {o}[i,l] = {o}x[i,j] * {C}[j,l]; COMMIT;",
+     ["ik", "kj", "jl"], lambda A, B, C: np.maximum(A @ B, 0) @ C),
+    ("BEGIN; {o}x[i] = MAX({A}[i,k]); {o}[i,k] = exp({A}[i,k] - {o}x[i]); COMMIT;", ["ik"],
+     lambda A: np.exp(A - A.max(1, keepdims=True))),
+    ("{o}[] = SUM({A}[i,j] * {B}[i,j]);", ["ij", "ij"], lambda A, B: (A * B).sum()),
+    ("{o}[i,j] = MAX({A}[i,k] + {B}[k,j]);", ["ik", "kj"], lambda A, B: (A[:, :, None] + B[None, :, :]).max(1)),
+]
+SIZES = [1, 2, 3, 5, 8, 13, 16, 31, 32, 47, 64, 70]
+STATEMENTS = 40
+
+
+def session(tradb, work, seed):
+    """Run seed's session in work/SEED; returns the wrong results' lines."""
+    rng = random.Random(seed)
+    nrng = np.random.default_rng(seed)
+    d = os.path.join(work, "s%d" % seed)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+
+    def chunk(n):
+        return rng.choice([n, max(1, n // 2), max(1, n // 3), rng.randint(1, n)])
+
+    nworkers = rng.choice([1, 2, 3, 4, 4])
+    lines = ["SET layout = %s;" % rng.choice(["auto", "auto", "declared"]),
+             "SET replication = %d;" % rng.choice([1, 2, 2, 3])]
+    want = []
+    for c in range(STATEMENTS):
+        form, labels, numpy = rng.choice(FORMS)
+        size, names, args = {}, {}, []
+        for k, labs in enumerate(labels):
+            shape = [size.setdefault(lab, rng.choice(SIZES)) for lab in labs]
+            a = nrng.uniform(-1, 1, shape)
+            name = "t%d_%s" % (c, "ABCD"[k])
+            names["ABCD"[k]] = name
+            np.save(os.path.join(d, name + ".npy"), a)
+            lines.append("LOAD %s FROM '%s/%s.npy' CHUNK [%s] TYPE f64;"
+                         % (name, d, name, ", ".join(str(chunk(n)) for n in shape)))
+            args.append(a)
+        out = "o%d" % c
+        olabels = re.findall(r"\{o\}\[([a-z,]*)\]", form)[-1].replace(",", "")  # the last output's
+        if olabels and rng.random() < 0.4:
+            oshape = [size[lab] for lab in olabels]
+            lines.append("CREATE TENSOR %s[%s] CHUNK [%s] TYPE f64;"
+                         % (out, ", ".join(map(str, oshape)), ", ".join(str(chunk(n)) for n in oshape)))
+        stmt = form.format(o=out, **names)
+        lines.append(stmt)
+        lines.append("SAVE %s TO '%s/%s.npy';" % (out, d, out))
+        want.append((out, numpy(*args), stmt, size))
+    extra = os.environ.get("TRADB_ARGS", "").split() or ["--local-workers", str(nworkers)]
+    run = subprocess.run([tradb] + extra + [os.path.join(d, "db")], input="\n".join(lines) + "\n",
+                         capture_output=True, text=True, timeout=600)
+    said = [ln for ln in (run.stdout + run.stderr).splitlines() if ln.startswith("line ")]
+    bad = []
+    for out, ref, stmt, size in want:
+        f = os.path.join(d, out + ".npy")
+        got = np.load(f) if os.path.exists(f) else None
+        if got is None or got.shape != np.shape(ref) or not np.allclose(got, ref, rtol=1e-9, atol=1e-9):
+            bad.append("seed %d (%d workers): %s with sizes %s: %s" % (
+                seed, nworkers, stmt, size, "not saved" if got is None else
+                "shape %s, want %s" % (got.shape, np.shape(ref)) if got.shape != np.shape(ref) else
+                "off by %.3g" % np.abs(got - ref).max()))
+    # a warning (a replication above the workers there are) is not an error
+    bad += ["seed %d: %s" % (seed, ln) for ln in said if "warning:" not in ln]
+    if not bad:
+        shutil.rmtree(d, ignore_errors=True)
+    return bad
+
+
+def main(argv):
+    tradb, work = argv[1], argv[2]
+    first = int(argv[3]) if len(argv) > 3 else 1
+    last = int(argv[4]) if len(argv) > 4 else (first if len(argv) > 3 else 4)
+    bad = []
+    for seed in range(first, last + 1):
+        b = session(tradb, work, seed)
+        print("%-4s seed %d" % ("ok" if not b else "FAIL", seed))
+        bad += b
+    for ln in bad:
+        print("  " + ln)
+    print("plans: %d seeds, %d wrong" % (last - first + 1, len(bad)))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
