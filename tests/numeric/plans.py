@@ -5,8 +5,9 @@ Each seed makes one tradb session on 1 to 4 local workers, under a random
 `layout` and `replication`: it LOADs random operands (f64, or f32 in one
 session of four) in random declared
 chunks (even, halves, thirds, or any size), declares some outputs in
-chunks of their own, runs a statement drawn from FORMS on them and SAVEs
-the result, which must equal NumPy's.  A statement that fails counts as
+chunks of their own, runs a statement drawn from FORMS on them (or a
+random block of matrix statements, each on inputs or earlier outputs) and
+SAVEs the result, which must equal NumPy's.  A statement that fails counts as
 wrong: every one of them is valid.  What it has found: a transpose, a
 copy or an outer product into a tensor declared in other chunks than its
 operands' (and a diagonal read in other chunks than stored) had no
@@ -68,6 +69,41 @@ SIZES = [1, 2, 3, 5, 8, 13, 16, 31, 32, 47, 64, 70, 129]
 STATEMENTS = 40
 
 
+def dag(rng, c, load, lines, want, d):
+    """A block of 3 to 6 matrix statements, each on inputs or earlier
+    outputs of the block (the thesis's format experiment, drawn at random):
+    products, sums, maps and transposes.  Appends its lines and each
+    output's expected value."""
+    pool, stmts = [], []
+
+    def fresh(shape):
+        name = "t%d_%d" % (c, len(pool))
+        pool.append((name, load(name, shape)))
+        return pool[-1]
+
+    fresh((rng.choice(SIZES), rng.choice(SIZES)))
+    for s in range(rng.randint(3, 6)):
+        x = rng.choice(pool)
+        out, op = "o%d_%d" % (c, s), rng.choice(["mm", "mm", "mm", "add", "relu", "t"])
+        if op == "mm":
+            fit = [p for p in pool if p[1].shape[0] == x[1].shape[1]]
+            y = rng.choice(fit) if fit and rng.random() < 0.5 else fresh((x[1].shape[1], rng.choice(SIZES)))
+            stmt, val = "%s[i,j] = %s[i,k] * %s[k,j];" % (out, x[0], y[0]), x[1] @ y[1]
+        elif op == "add":
+            fit = [p for p in pool if p[1].shape == x[1].shape and p is not x]
+            y = rng.choice(fit) if fit else fresh(x[1].shape)
+            stmt, val = "%s[i,j] = %s[i,j] + 0.5 * %s[i,j];" % (out, x[0], y[0]), x[1] + 0.5 * y[1]
+        elif op == "relu":
+            stmt, val = "%s[i,j] = relu(%s[i,j]);" % (out, x[0]), np.maximum(x[1], 0)
+        else:
+            stmt, val = "%s[j,i] = %s[i,j];" % (out, x[0]), x[1].T
+        pool.append((out, val))
+        stmts.append(stmt)
+        want.append((out, val, stmt, {}))
+    lines.append("BEGIN; %s COMMIT;" % " ".join(stmts))
+    lines.extend("SAVE %s TO '%s/%s.npy';" % (w[0], d, w[0]) for w in want[-len(stmts):])
+
+
 def session(tradb, work, seed):
     """Run seed's session in work/SEED; returns the wrong results' lines."""
     rng = random.Random(seed)
@@ -82,23 +118,31 @@ def session(tradb, work, seed):
     nworkers = rng.choice([1, 2, 3, 4, 4])
     dtype = rng.choice(["f64", "f64", "f64", "f32"])
     tol = 1e-9 if dtype == "f64" else 2e-4  # relative to the result's largest magnitude
-    lines = ["SET layout = %s;" % rng.choice(["auto", "auto", "declared"]),
-             "SET replication = %d;" % rng.choice([1, 2, 2, 3])]
+    layout = rng.choice(["auto", "auto", "declared"])
+    lines = ["SET layout = %s;" % layout, "SET replication = %d;" % rng.choice([1, 2, 2, 3])]
+    # `declared` runs a chain written as one statement as one join over all
+    # its labels, as tradb did before it split products: minutes at 512
+    forms = [f for f in FORMS if layout == "auto" or f[0].startswith("BEGIN") or len(set("".join(f[1]))) <= 3]
     want = []
+
+    def load(name, shape):
+        """A random operand: saved, LOADed in random chunks; what tradb holds."""
+        a = nrng.uniform(-1, 1, shape)
+        np.save(os.path.join(d, name + ".npy"), a)
+        chunks = " CHUNK [%s]" % ", ".join(str(chunk(n)) for n in shape) if shape else ""
+        lines.append("LOAD %s FROM '%s/%s.npy'%s TYPE %s;" % (name, d, name, chunks, dtype))
+        return a.astype(np.float32).astype(np.float64) if dtype == "f32" else a
+
     for c in range(STATEMENTS):
-        form, labels, numpy = rng.choice(FORMS)
+        if rng.random() < 0.15:
+            dag(rng, c, load, lines, want, d)
+            continue
+        form, labels, numpy = rng.choice(forms)
         size, names, args = {}, {}, []
         for k, labs in enumerate(labels):
             shape = [size.setdefault(lab, rng.choice(SIZES)) for lab in labs]
-            a = nrng.uniform(-1, 1, shape)
-            name = "t%d_%s" % (c, "ABCD"[k])
-            names["ABCD"[k]] = name
-            np.save(os.path.join(d, name + ".npy"), a)
-            chunks = " CHUNK [%s]" % ", ".join(str(chunk(n)) for n in shape) if shape else ""
-            lines.append("LOAD %s FROM '%s/%s.npy'%s TYPE %s;" % (name, d, name, chunks, dtype))
-            if dtype == "f32":
-                a = a.astype(np.float32).astype(np.float64)  # what tradb holds
-            args.append(a)
+            names["ABCD"[k]] = "t%d_%s" % (c, "ABCD"[k])
+            args.append(load(names["ABCD"[k]], shape))
         if "ii" in labels:  # a square operand: its statement's labels all have its size
             for lab in "jk":
                 size[lab] = size["i"]
@@ -113,9 +157,11 @@ def session(tradb, work, seed):
         lines.append(stmt)
         lines.append("SAVE %s TO '%s/%s.npy';" % (out, d, out))
         want.append((out, numpy(*args), stmt, size))
+    with open(os.path.join(d, "script.tql"), "w") as f:  # to run again by hand
+        f.write("\n".join(lines) + "\n")
     extra = os.environ.get("TRADB_ARGS", "").split() or ["--local-workers", str(nworkers)]
     run = subprocess.run([tradb] + extra + [os.path.join(d, "db")], input="\n".join(lines) + "\n",
-                         capture_output=True, text=True, timeout=600)
+                         capture_output=True, text=True, timeout=int(os.environ.get("PLANS_TIMEOUT", "600")))
     said = [ln for ln in (run.stdout + run.stderr).splitlines() if ln.startswith("line ")]
     bad = []
     for out, ref, stmt, size in want:
