@@ -26,6 +26,11 @@ if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
   TRADB_ARGS="--workers $workers" /usr/bin/python3 "$TOP_SRCDIR/tests/numeric/check.py" "$TRADB" \
     "$work/num" > "$work/numeric.out" 2>&1 || { cat "$work/numeric.out"; fail "numeric suite differs on workers"; }
   ok
+  # random statements in random chunks, their moves over TCP
+  mkdir "$work/plans"
+  TRADB_ARGS="--workers $workers" /usr/bin/python3 "$TOP_SRCDIR/tests/numeric/plans.py" "$TRADB" \
+    "$work/plans" 1 2 > "$work/plans.out" 2>&1 || { cat "$work/plans.out"; fail "random plans differ on workers"; }
+  ok
 fi
 
 # Kill one worker in the middle of a statement.  synchronous = full: A's
