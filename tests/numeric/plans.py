@@ -3,15 +3,15 @@
 
 Each seed makes one tradb session on 1 to 4 local workers, under a random
 `layout` and `replication`: it LOADs random operands (f64, or f32 in one
-session of four) in random declared
-chunks (even, halves, thirds, or any size), declares some outputs in
-chunks of their own, runs a statement drawn from FORMS on them (or a
-random block of matrix statements, each on inputs or earlier outputs) and
-SAVEs the result, which must equal NumPy's.  A statement that fails counts as
-wrong: every one of them is valid.  What it has found: a transpose, a
-copy or an outer product into a tensor declared in other chunks than its
-operands' (and a diagonal read in other chunks than stored) had no
-runnable plan, mostly on 3 or more workers: seed 1 failed then.
+session of four) in random declared chunks (even, halves, thirds, or any
+size), declares some outputs in chunks of their own, runs a statement
+drawn from FORMS on them (or a random block of matrix statements, each on
+inputs or earlier outputs) and SAVEs the result, which must equal NumPy's.
+A statement that fails counts as wrong: every one of them is valid.  What
+it has found: a transpose, a copy or an outer product into a tensor
+declared in other chunks than its operands' (and a diagonal read in other
+chunks than stored) had no runnable plan, mostly on 3 or more workers:
+seed 1 failed then.
 
 Usage: plans.py TRADB WORKDIR [FIRST [LAST]]   seeds FIRST..LAST (default
 1..4, what make check runs); TRADB_ARGS (e.g. --workers EP1,EP2) replaces
