@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Random kills against stored data (run by kill_random.sh).
+
+Three `tradb --worker` processes on loopback, replication 2.  Each round
+pipes a script of updates (products, in-place updates, maps, each reading
+what earlier ones wrote) into a shell and, at a random moment, kills one
+worker with SIGKILL (then restarts it) or the shell itself.  Afterwards
+every tensor, read by a new shell, must be
+  - after a worker's death: exactly what replaying the statements the
+    shell reports as done gives (a failed statement leaves its output's
+    previous version; the others run on the survivors);
+  - after the shell's death: the state after some prefix of the script
+    (statements commit whole and in order).
+Usage: kill_random.py TRADB WORKDIR [SEEDS [ROUNDS]]
+"""
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+TRADB, WORK = sys.argv[1], sys.argv[2]
+NSEEDS = int(sys.argv[3]) if len(sys.argv) > 3 else 2
+ROUNDS = int(sys.argv[4]) if len(sys.argv) > 4 else 3
+
+# statement, and what it makes from the current values
+UPDATES = [
+    ("C[i,j] = A[i,k] * B[k,j];", lambda v: ("C", v["A"] @ v["B"])),
+    ("A[i,k] = A[i,k] * 0.5 + D[i,k];", lambda v: ("A", v["A"] * 0.5 + v["D"])),
+    ("D[i,k] = tanh(SUM(C[i,j] * B[k,j]));", lambda v: ("D", np.tanh(v["C"] @ v["B"].T))),
+    ("B[k,j] = B[k,j] - 0.01 * SUM(A[i,k] * C[i,j]);", lambda v: ("B", v["B"] - 0.01 * (v["A"].T @ v["C"]))),
+    ("C[i,j] = relu(C[i,j]) - 0.5;", lambda v: ("C", np.maximum(v["C"], 0) - 0.5)),
+]
+
+
+def free_port():
+    """A loopback port below the kernel's own range (see free_port.py)."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        lo = int(f.read().split()[0])
+    while True:
+        port = random.randrange(10000, max(lo, 10001))
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            pass
+        finally:
+            s.close()
+
+
+class Workers:
+    def __init__(self, d):
+        self.d, self.procs = d, [None] * 3
+        self.eps = ["tcp://127.0.0.1:%d" % free_port() for _ in range(3)]
+        for n in range(3):
+            self.start(n)
+
+    def log(self, n):
+        return os.path.join(self.d, "w%d.log" % n)
+
+    def start(self, n):
+        """Start worker n and wait (with a deadline) until it listens."""
+        before = open(self.log(n)).read().count("listening") if os.path.exists(self.log(n)) else 0
+        with open(self.log(n), "a") as log:
+            self.procs[n] = subprocess.Popen(
+                [TRADB, "--worker", "--listen", self.eps[n], "--data", os.path.join(self.d, "w%d" % n),
+                 "--threads", "1"], stdout=log, stderr=log)
+        deadline = time.time() + 20
+        while open(self.log(n)).read().count("listening") <= before:
+            if self.procs[n].poll() is not None or time.time() > deadline:
+                sys.exit("kill_random: FAIL: worker %d did not start:\n%s" % (n, open(self.log(n)).read()[-2000:]))
+            time.sleep(0.05)
+
+    def kill(self, n):
+        self.procs[n].send_signal(signal.SIGKILL)
+        self.procs[n].wait()
+
+    def stop(self):
+        for p in self.procs:
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def same(a, b):
+    return a.shape == b.shape and np.allclose(a, b, rtol=1e-9, atol=1e-9 * max(1.0, float(np.abs(b).max())))
+
+
+def run_seed(seed):
+    rng, nrng = random.Random(seed), np.random.default_rng(seed)
+    d = os.path.join(WORK, "s%d" % seed)
+    os.makedirs(d)
+    ws = Workers(d)
+    cmd = [TRADB, "--workers", ",".join(ws.eps), os.path.join(d, "db")]
+    try:
+        I, K, J = rng.choice([64, 130]), rng.choice([48, 100]), rng.choice([32, 64])
+        shapes = {"A": (I, K), "B": (K, J), "C": (I, J), "D": (I, K)}
+        vals = {}
+        setup = ["SET replication = 2;", "SET synchronous = %s;" % rng.choice(["normal", "full"])]
+        for t, sh in shapes.items():
+            vals[t] = nrng.uniform(-1, 1, sh)
+            np.save(os.path.join(d, t + ".npy"), vals[t])
+            ch = [rng.choice([n, n // 2, max(1, n // 3), rng.randint(1, n)]) for n in sh]
+            setup.append("LOAD %s FROM '%s/%s.npy' CHUNK [%s] TYPE f64;" % (t, d, t, ", ".join(map(str, ch))))
+        r = subprocess.run(cmd, input="\n".join(setup) + "\n", capture_output=True, text=True, timeout=120)
+        if r.returncode:
+            return ["seed %d: set-up failed: %s" % (seed, r.stdout + r.stderr)]
+        bad = []
+        for rnd in range(ROUNDS):
+            seq = [rng.choice(UPDATES) for _ in range(12)]
+            victim, delay, whom = rng.randrange(3), rng.uniform(0.0, 0.6), rng.choice(["worker", "shell"])
+            sh = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True)
+            sh.stdin.write("\n".join(s for s, _ in seq) + "\n")
+            sh.stdin.close()
+            time.sleep(delay)  # the moment of the kill, not a wait for a state
+            if whom == "worker":
+                ws.kill(victim)
+            else:
+                sh.send_signal(signal.SIGKILL)
+            out = sh.stdout.read()
+            sh.wait(timeout=120)
+            failed = {int(m) for m in re.findall(r"^line (\d+)", out, re.M)}
+            states = [dict(vals)]
+            for i, (_, make) in enumerate(seq):
+                if i + 1 not in failed:
+                    t, v = make(vals)
+                    vals[t] = v
+                states.append(dict(vals))
+            if whom == "worker":
+                ws.start(victim)
+                states = states[-1:]  # the shell ran every statement
+            saves = ["SAVE %s TO '%s/out_%s.npy';" % (t, d, t) for t in shapes]
+            chk = subprocess.run(cmd, input="\n".join(saves) + "\n", capture_output=True, text=True, timeout=120)
+            got = {}
+            for t in shapes:
+                f = os.path.join(d, "out_%s.npy" % t)
+                if os.path.exists(f):
+                    got[t] = np.load(f)
+                    os.unlink(f)
+            match = [m for m, st in enumerate(states) if all(t in got and same(got[t], st[t]) for t in shapes)]
+            what = "%s killed after %.2f s" % ("worker %d" % victim if whom == "worker" else "the shell", delay)
+            if not match:
+                bad.append("seed %d round %d (%s, %d statements failed): stored values match no replay\n%s%s%s"
+                           % (seed, rnd, what, len(failed), out, chk.stdout, chk.stderr))
+                break
+            vals = dict(states[match[-1]])
+            print("ok   seed %d round %d: %s, %d statements failed" % (seed, rnd, what, len(failed)))
+        return bad
+    finally:
+        ws.stop()
+
+
+def main():
+    bad = []
+    for seed in range(1, NSEEDS + 1):
+        bad += run_seed(seed)
+    for b in bad:
+        print("FAIL " + b)
+    print("kill_random: %d seeds, %d wrong" % (NSEEDS, len(bad)))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
