@@ -327,18 +327,30 @@ static int s_spawn_local(td_cluster *c, const td_config *cfg, int idx, int of, t
   snprintf(data, sizeof data, "%s/w%d", c->workdir, idx);
   snprintf(logf, sizeof logf, "%s/w%d.log", c->workdir, idx);
   snprintf(threads, sizeof threads, "%d", per);
-  pid_t pid = fork();
+  pid_t shell = getpid(), pid = fork();
   if (pid < 0) return tr_seterr(err, TR_EIO, "cannot start a worker: %s", strerror(errno));
   if (pid == 0) {
     /* A local worker lives and dies with its shell, even a killed one,
     ** but the terminal's signals are the shell's: Ctrl-C cancels a
-    ** statement, it must not stop the workers.  Hence its own session. */
+    ** statement, it must not stop the workers.  Hence its own session.
+    ** A shell killed before the death signal was asked for sends none:
+    ** then the worker is an orphan already, and stops here (one started
+    ** to replace a dead worker as its shell was killed lived on, holding
+    ** the shell's stdout open, so that whoever read the shell's output
+    ** never saw its end). */
     setsid();
     prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != shell) _exit(0);
     int fd = open(logf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (fd >= 0) dup2(fd, 2);
-    int nul = open("/dev/null", O_RDONLY);
-    if (nul >= 0) dup2(nul, 0);
+    /* its log is its stderr; nothing of it goes to the shell's stdout,
+    ** whose readers wait for every holder to close it */
+    int nul = open("/dev/null", O_RDWR);
+    if (nul >= 0) {
+      dup2(nul, 0);
+      dup2(nul, 1);
+      if (nul > 1) close(nul);
+    }
     const char *argv[24];
     int a = 0;
     argv[a++] = self;

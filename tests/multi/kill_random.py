@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
 """Random kills against stored data (run by kill_random.sh).
 
-Three `tradb --worker` processes on loopback, replication 2.  Each round
-pipes a script of updates (products, in-place updates, maps, each reading
-what earlier ones wrote) into a shell and, at a random moment, kills one
-worker with SIGKILL (then restarts it) or the shell itself.  Afterwards
-every tensor, read by a new shell, must be
+Three `tradb --worker` processes on loopback (or, with `local`, the
+shell's own three local workers), replication 2.  Each round pipes a
+script of updates (products, in-place updates, maps, each reading what
+earlier ones wrote) into a shell and, at a random moment, kills one
+worker with SIGKILL (a remote one is then restarted; the shell restarts
+its local ones) or the shell itself.  Afterwards every tensor, read by a
+new shell, must be
   - after a worker's death: exactly what replaying the statements the
     shell reports as done gives (a failed statement leaves its output's
-    previous version; the others run on the survivors);
+    previous version; the others run on the survivors), or, when the
+    shell stopped (a local worker killed before it answered the shell's
+    first message), the state after some prefix of the script;
   - after the shell's death: the state after some prefix of the script
     (statements commit whole and in order).
-Usage: kill_random.py TRADB WORKDIR [SEEDS [ROUNDS]]
+Usage: kill_random.py TRADB WORKDIR [SEEDS [ROUNDS [local]]]
 """
 import os
 import random
@@ -27,6 +31,7 @@ import numpy as np
 TRADB, WORK = sys.argv[1], sys.argv[2]
 NSEEDS = int(sys.argv[3]) if len(sys.argv) > 3 else 2
 ROUNDS = int(sys.argv[4]) if len(sys.argv) > 4 else 3
+LOCAL = len(sys.argv) > 5 and sys.argv[5] == "local"
 
 # statement, and what it makes from the current values
 UPDATES = [
@@ -96,8 +101,9 @@ def run_seed(seed):
     rng, nrng = random.Random(seed), np.random.default_rng(seed)
     d = os.path.join(WORK, "s%d" % seed)
     os.makedirs(d)
-    ws = Workers(d)
-    cmd = [TRADB, "--workers", ",".join(ws.eps), os.path.join(d, "db")]
+    ws = None if LOCAL else Workers(d)
+    where = ["--local-workers", "3"] if LOCAL else ["--workers", ",".join(ws.eps)]
+    cmd = [TRADB] + where + [os.path.join(d, "db")]
     try:
         I, K, J = rng.choice([64, 130]), rng.choice([48, 100]), rng.choice([32, 64])
         shapes = {"A": (I, K), "B": (K, J), "C": (I, J), "D": (I, K)}
@@ -119,13 +125,23 @@ def run_seed(seed):
                                   text=True)
             sh.stdin.write("\n".join(s for s, _ in seq) + "\n")
             sh.stdin.close()
+            sh.stdin = None  # written whole: communicate() below only reads
             time.sleep(delay)  # the moment of the kill, not a wait for a state
-            if whom == "worker":
+            if whom == "worker" and LOCAL:
+                kids = subprocess.run(["pgrep", "-P", str(sh.pid)], capture_output=True, text=True).stdout.split()
+                if kids:  # none yet: the shell has not started them
+                    os.kill(int(kids[victim % len(kids)]), signal.SIGKILL)
+            elif whom == "worker":
                 ws.kill(victim)
             else:
                 sh.send_signal(signal.SIGKILL)
-            out = sh.stdout.read()
-            sh.wait(timeout=120)
+            try:  # its output ends when every holder of it has exited
+                out = sh.communicate(timeout=120)[0]
+            except subprocess.TimeoutExpired:
+                sh.kill()
+                bad.append("seed %d round %d: the shell's output did not end within 120 s of its last "
+                           "statement or its death (a process outlived it holding its stdout?)" % (seed, rnd))
+                break
             failed = {int(m) for m in re.findall(r"^line (\d+)", out, re.M)}
             states = [dict(vals)]
             for i, (_, make) in enumerate(seq):
@@ -133,8 +149,9 @@ def run_seed(seed):
                     t, v = make(vals)
                     vals[t] = v
                 states.append(dict(vals))
-            if whom == "worker":
+            if whom == "worker" and not LOCAL:
                 ws.start(victim)
+            if whom == "worker" and not re.search(r"^Error:", out, re.M):
                 states = states[-1:]  # the shell ran every statement
             saves = ["SAVE %s TO '%s/out_%s.npy';" % (t, d, t) for t in shapes]
             chk = subprocess.run(cmd, input="\n".join(saves) + "\n", capture_output=True, text=True, timeout=120)
@@ -154,7 +171,8 @@ def run_seed(seed):
             print("ok   seed %d round %d: %s, %d statements failed" % (seed, rnd, what, len(failed)))
         return bad
     finally:
-        ws.stop()
+        if ws:
+            ws.stop()
 
 
 def main():

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runaway work: no kernel outlives the statement it computes for.
 #  (a) a shell with local workers is killed (SIGKILL) mid-statement: its
-#      workers (PR_SET_PDEATHSIG SIGTERM) are gone within the deadline;
+#      workers (PR_SET_PDEATHSIG SIGTERM), which never hold its stdout,
+#      are gone within the deadline;
 #  (b) a `tradb --worker` given SIGTERM mid-kernel exits, status 0;
 #  (c) a worker whose shell is killed mid-task cancels the task (its log
 #      says so), goes idle, and answers the next shell;
@@ -93,6 +94,12 @@ until [ "$(pgrep -f -- "--listen ipc://$db/workers/w" | wc -l)" -eq 2 ]; do
   sleep 0.05
 done
 mapfile -t local_w < <(pgrep -f -- "--listen ipc://$db/workers/w")
+# nor do they hold the shell's stdout: a reader of the shell's output
+# would wait for them to end as well (one outlived a shell killed as it
+# replaced a dead worker, and its reader never saw the end)
+for p in "${local_w[@]}"; do
+  [ "$(readlink "/proc/$p/fd/1")" = /dev/null ] || fail "(a) local worker $p writes to the shell's stdout"
+done
 wait_busy "${local_w[@]}"
 t0=$EPOCHREALTIME
 { kill -9 "$shell"; wait "$shell"; } 2>/dev/null || true
