@@ -279,11 +279,13 @@ static double s_edge(void *ctx, int u, const int64_t *from, const int64_t *to) {
   memcpy(b.chunk, to, sizeof(int64_t) * (size_t)b.rank);
   memset(c, 0, sizeof c);
   memset(&canon, 0, sizeof canon);
-  if (L->vnode[u] < 0 && s_same(a.rank, from, r->meta.chunk) && s_in_flight(L, L->vrel[u]))
+  /* a stored relation in its stored chunks */
+  int stored = L->vnode[u] < 0 && s_same(a.rank, from, r->meta.chunk);
+  if (stored && s_in_flight(L, L->vrel[u]))
     return 0; /* the vertices reading it cost its re-chunking (s_in_flight) */
   int64_t na = tr_nchunks(&a), nb = tr_nchunks(&b);
   uint64_t *sent = calloc((size_t)na + 1, sizeof *sent);
-  if (L->vnode[u] < 0 && s_same(a.rank, from, r->meta.chunk) && L->pl[L->vrel[u]].n == na)
+  if (stored && L->pl[L->vrel[u]].n == na)
     src = (to_placed *)&L->pl[L->vrel[u]];
   else if (s_canonical(na, m, &canon))
     L->failed = 1;

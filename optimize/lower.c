@@ -187,12 +187,11 @@ int oi_lower(const oi_ctx *x, const oi_tree *t, to_choice *c) {
   ** is (the shuffle inside Table 1's CONCAT): it cannot drive the join. */
   if (drive >= 0 && (x->rechunk >> drive & 1u) && !x->cut) {
     /* One operand aggregated by partials shuffled on output labels: its
-    ** pieces are sent where their output chunk is and aggregated there,
-    ** in one phase (a MIN of a vector the layout gave other chunks, as
-    ** in a block's last step), where every plan was refused before. */
+    ** pieces are sent where their output chunk is (below) and aggregated
+    ** there, in one phase (a MIN of a vector the layout gave other chunks,
+    ** as in a block's last step), where every plan was refused before. */
     if (pagg) {
       if (x->nin > 1 || (shuf & ~x->G)) return 0;
-      if (c->mv[drive] == TO_MV_KEEP) c->mv[drive] = TO_MV_SHUF;
       part = x->G;
       pagg = 0;
     }
