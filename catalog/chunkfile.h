@@ -20,6 +20,7 @@
 #include "util/util.h"
 
 #define CF_HEADER_SIZE 64
+_Static_assert(CF_HEADER_SIZE == TR_BLOB_ROOM, "a blob's room holds a chunk file's header");
 #define CF_VERSION 1
 
 /* Write header and payload to `path`, start its write-back and close it;
@@ -27,10 +28,15 @@
 ** recycled chunk file) is overwritten in place and cut to the new length:
 ** rewriting pages the page cache still holds is a copy, where a new file
 ** needs fresh pages and blocks.  sum is the payload's checksum
-** (tc_checksum), which the caller has already computed.  On failure
-** nothing is left at `path` and err says why. */
+** (tc_checksum), which the caller has already computed.  room, when not
+** NULL, is the blob's room right before data (tr_blob_room, span its
+** pages): the header is put there and the file written from it with
+** O_DIRECT, past the page cache; a file system that refuses O_DIRECT
+** gets the same file through the page cache.  On failure nothing is left
+** at `path` and err says why. */
 int cf_write(const char *path, tr_dtype dtype, const void *data,
-             size_t nbytes, uint64_t sum, tr_err *err);
+             size_t nbytes, uint64_t sum, void *room, size_t span,
+             tr_err *err);
 
 /* Wait until the file `path` is on disk (fdatasync). */
 int cf_sync(const char *path, tr_err *err);

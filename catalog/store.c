@@ -190,7 +190,7 @@ int tc_store_put_blob(tc_store *s, uint64_t id, tr_dtype dt, tr_blob *b, tc_keep
   }
   /* Into its file now: asked for, or over the budget. */
   ci_tmp_path(s, id, tmp);
-  if ((rc = ci_write_tmp(s, tmp, dt, tr_blob_data(b), n, e.sum, err))) return rc;
+  if ((rc = ci_write_tmp(s, tmp, dt, b, e.sum, err))) return rc;
   ci_chunk_path(s, id, path);
   e.file = 1;
   pthread_rwlock_wrlock(&s->lock);

@@ -102,10 +102,10 @@ int ci_index_file(tc_store *s, ci_entry *e);
 /* DIR/<id>.chk, and DIR/<id>.<n>.tmp for a new file being written. */
 void ci_chunk_path(const tc_store *s, uint64_t id, char *buf);
 void ci_tmp_path(tc_store *s, uint64_t id, char *buf);
-/* Write a chunk's bytes to the temporary file tmp, overwriting a recycled
-** file of about its size when there is one (see ci_recycle). */
-int ci_write_tmp(tc_store *s, const char *tmp, tr_dtype dt, const void *data, size_t nbytes,
-                 uint64_t sum, tr_err *err);
+/* Write a chunk's bytes b to the temporary file tmp (past the page cache
+** when b has room, cf_write), overwriting a recycled file of about its
+** size when there is one (see ci_recycle). */
+int ci_write_tmp(tc_store *s, const char *tmp, tr_dtype dt, tr_blob *b, uint64_t sum, tr_err *err);
 /* Keep the file at path (size bytes long) for a later write: 1 if it was
 ** renamed into the recycled files, 0 if the caller should unlink it. */
 int ci_recycle(tc_store *s, const char *path, int64_t size);

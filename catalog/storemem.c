@@ -72,7 +72,7 @@ static int s_write(tc_store *s, uint64_t id, uint64_t seq, tr_blob *b, tr_dtype 
   char tmp[CI_PATH], path[CI_PATH];
   size_t n = tr_blob_size(b);
   ci_tmp_path(s, id, tmp);
-  int rc = ci_write_tmp(s, tmp, dt, tr_blob_data(b), n, sum, err), kept = 0;
+  int rc = ci_write_tmp(s, tmp, dt, b, sum, err), kept = 0;
   /* on the disk before it takes its final name: what the writer has
   ** written survives a machine crash once the directory is synced too */
   if (!rc && (rc = cf_sync(tmp, err))) unlink(tmp);

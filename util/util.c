@@ -137,22 +137,45 @@ struct tr_blob {
   size_t bytes;                      /* their number */
   void (*fn)(void *data, void *hint); /* adopted: how to hand them back */
   void *hint;                        /* fn's second argument */
+  void *base;                        /* what tr_blob_new allocated */
+  void *room;                        /* its room (tr_blob_room), or NULL */
 };
+
+static size_t s_page_up(size_t n) { return (n + TR_PAGE - 1) & ~(TR_PAGE - 1); }
 
 tr_blob *tr_blob_new(size_t bytes) {
   tr_blob *b = malloc(sizeof *b);
-  void *data = b ? tr_alloc_aligned(bytes) : NULL;
-  if (!data) {
+  if (!b) return NULL;
+  *b = (tr_blob){1, NULL, bytes, NULL, NULL, NULL, NULL};
+  if (bytes >= TR_BLOB_ROOM_MIN && bytes <= SIZE_MAX / 2) {
+    /* from malloc, not posix_memalign (see TR_ALIGN_BIG): two pages more,
+    ** the room placed on the first page boundary in them */
+    char *raw = malloc(bytes + TR_BLOB_ROOM + 2 * TR_PAGE);
+    if (raw) {
+      char *room = (char *)(((uintptr_t)raw + TR_PAGE - 1) & ~(uintptr_t)(TR_PAGE - 1));
+      b->base = raw;
+      b->room = room;
+      b->data = room + TR_BLOB_ROOM;
+      memset((char *)b->data + bytes, 0, s_page_up(TR_BLOB_ROOM + bytes) - TR_BLOB_ROOM - bytes);
+    }
+  } else {
+    b->base = b->data = tr_alloc_aligned(bytes);
+  }
+  if (!b->data) {
     free(b);
     return NULL;
   }
-  *b = (tr_blob){1, data, bytes, NULL, NULL};
   return b;
+}
+
+void *tr_blob_room(const tr_blob *b, size_t *span) {
+  if (span) *span = b->room ? s_page_up(TR_BLOB_ROOM + b->bytes) : 0;
+  return b->room;
 }
 
 tr_blob *tr_blob_adopt(void *data, size_t bytes, void (*fn)(void *data, void *hint), void *hint) {
   tr_blob *b = malloc(sizeof *b);
-  if (b) *b = (tr_blob){1, data, bytes, fn, hint};
+  if (b) *b = (tr_blob){1, data, bytes, fn, hint, NULL, NULL};
   return b;
 }
 
@@ -175,7 +198,8 @@ void tr_blob_unref(tr_blob **pb) {
   tr_assert(left >= 0);
   if (left > 0) return;
   if (b->fn) b->fn(b->data, b->hint);
-  else tr_free_aligned(b->data);
+  else if (b->room) free(b->base);
+  else tr_free_aligned(b->base);
   free(b);
 }
 

@@ -125,9 +125,22 @@ void tr_free_aligned(void *p);
 ** through fn(data, hint) with the last reference.  The bytes must not
 ** change once a second reference exists.  References may be taken and
 ** dropped from any thread.
+**
+** A blob of TR_BLOB_ROOM_MIN bytes or more from tr_blob_new has room: the
+** TR_BLOB_ROOM bytes right before its data start on a TR_PAGE boundary,
+** and the pages from there to past its last byte are all the blob's (the
+** part after the data zero).  tr_blob_room returns the room (NULL for a
+** blob without), and in *span those pages' length.  The room is scratch
+** for whoever writes the blob to a file with its header in front
+** (catalog/'s O_DIRECT chunk files); two writers at once must write the
+** same bytes there.
 */
 typedef struct tr_blob tr_blob;
+#define TR_PAGE ((size_t)4096)              /* O_DIRECT's alignment, safe on any disk */
+#define TR_BLOB_ROOM ((size_t)64)           /* = a chunk file's header */
+#define TR_BLOB_ROOM_MIN ((size_t)256 << 10) /* smaller chunks go through the page cache */
 tr_blob *tr_blob_new(size_t bytes); /* refs 1; NULL if out of memory */
+void *tr_blob_room(const tr_blob *b, size_t *span);
 tr_blob *tr_blob_adopt(void *data, size_t bytes, void (*fn)(void *data, void *hint), void *hint);
 void *tr_blob_data(const tr_blob *b);
 size_t tr_blob_size(const tr_blob *b);

@@ -11,10 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 #include "catalog/catalog.h"
+#include "catalog/chunkfile.h"
 #include "tests/unit/fixture.h"
 
 /* Puts from a copy of data (file or scratch) and gets into a buffer, over
@@ -536,6 +538,90 @@ Test(store, dropped_files_are_overwritten_by_later_puts) {
   tc_store_usage(s, &chunks, NULL);
   cr_assert_eq(chunks, 4);
   tc_store_close(&s);
+}
+
+/* Pages of the store's file name that the page cache holds. */
+static size_t s_cached_pages(const char *name) {
+  int fd = open(tf_path("d/%s", name), O_RDONLY);
+  struct stat st;
+  cr_assert(fd >= 0 && fstat(fd, &st) == 0);
+  size_t n = ((size_t)st.st_size + TR_PAGE - 1) / TR_PAGE, held = 0;
+  void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+  unsigned char *vec = malloc(n);
+  cr_assert(map != MAP_FAILED && vec);
+  cr_assert_eq(mincore(map, (size_t)st.st_size, vec), 0);
+  for (size_t i = 0; i < n; i++) held += vec[i] & 1;
+  munmap(map, (size_t)st.st_size);
+  free(vec);
+  close(fd);
+  return held;
+}
+
+/* Whether the file system of the store directory takes O_DIRECT. */
+static int s_direct_ok(void) {
+  int fd = open(tf_path("d/probe"), O_WRONLY | O_CREAT | O_DIRECT, 0600);
+  if (fd >= 0) close(fd);
+  unlink(tf_path("d/probe"));
+  return fd >= 0;
+}
+
+Test(store, big_chunks_are_written_past_the_page_cache) {
+  tc_store *s = tf_store(s_dir);
+  if (!s_direct_ok()) {
+    tc_store_close(&s);
+    cr_skip_test("the scratch directory's file system refuses O_DIRECT");
+  }
+  /* sizes that end inside a page, and a new file and a recycled one */
+  s_put_big(s, 1, S_BIG - 3, 1);
+  s_put_big(s, 2, S_BIG, 2);
+  cr_assert_eq(s_cached_pages("0000000000000001.chk"), 0);
+  cr_assert_eq(s_cached_pages("0000000000000002.chk"), 0);
+  uint64_t id = 2;
+  tr_err err;
+  cr_assert_eq(tc_store_drop(s, &id, 1, &err), TR_OK, "%s", err.msg);
+  s_put_big(s, 3, S_BIG * 2 / 3 + 1, 3);
+  cr_assert_eq(s_cached_pages("0000000000000003.chk"), 0);
+  ino_t ino;
+  off_t size;
+  s_inode("0000000000000001.chk", &ino, &size);
+  cr_assert_eq(size, 64 + 4 * (S_BIG - 3));
+  s_inode("0000000000000003.chk", &ino, &size);
+  cr_assert_eq(size, 64 + 4 * (S_BIG * 2 / 3 + 1));
+  /* small chunks still go through the page cache */
+  s_put(s, 4, 16, 4);
+  cr_assert_eq(s_cached_pages("0000000000000004.chk"), 1);
+  tc_store_close(&s);
+  s = tf_store(s_dir); /* read back from the files, every check made */
+  s_expect_big(s, 1, S_BIG - 3, 1);
+  s_expect_big(s, 3, S_BIG * 2 / 3 + 1, 3);
+  s_expect(s, 4, 16, 4);
+  tc_store_close(&s);
+}
+
+Test(store, a_chunk_file_o_direct_refuses_is_written_through_the_page_cache) {
+  /* a room off the page boundary: O_DIRECT refuses the write (EINVAL), as
+  ** a file system without it refuses the open; the same file results */
+  enum { N = 1 << 16 };
+  char *raw = malloc(2 * TR_PAGE + 64 + 4 * N), *room;
+  float *want = malloc(4 * N), *got = malloc(4 * N);
+  cr_assert(raw && want && got);
+  room = (char *)(((uintptr_t)raw + TR_PAGE - 1) & ~(uintptr_t)(TR_PAGE - 1)) + 64;
+  s_data(want, N, 9);
+  memcpy(room + 64, want, 4 * N);
+  uint64_t sum = tc_checksum(want, 4 * N);
+  tr_err err;
+  size_t span = (64 + 4 * (size_t)N + TR_PAGE - 1) / TR_PAGE * TR_PAGE;
+  cr_assert_eq(mkdir(s_dir, 0700), 0);
+  cr_assert_eq(cf_write(tf_path("d/x.chk"), TR_F32, room + 64, 4 * N, sum, room, span, &err), TR_OK,
+               "%s", err.msg);
+  struct stat st;
+  cr_assert_eq(stat(tf_path("d/x.chk"), &st), 0);
+  cr_assert_eq(st.st_size, 64 + 4 * N);
+  cr_assert_eq(cf_read(tf_path("d/x.chk"), TR_F32, got, 4 * N, sum, "x", &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(memcmp(got, want, 4 * N), 0);
+  free(raw);
+  free(want);
+  free(got);
 }
 
 Test(store, recycled_files_stay_within_budget_and_go_at_close) {

@@ -8,6 +8,7 @@
 #endif
 #include <criterion/criterion.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -47,6 +48,29 @@ Test(util, seterr_truncates_long_messages) {
   big[sizeof big - 1] = '\0';
   tr_seterr(&e, TR_ERR, "%s", big);
   cr_assert_eq(strlen(e.msg), sizeof e.msg - 1);
+}
+
+Test(util, a_big_blob_has_room_for_a_header_on_a_page_boundary) {
+  size_t span, sizes[] = {TR_BLOB_ROOM_MIN, TR_BLOB_ROOM_MIN + 5, ((size_t)3 << 20) + 4032};
+  for (int i = 0; i < 3; i++) {
+    tr_blob *b = tr_blob_new(sizes[i]);
+    cr_assert_not_null(b);
+    char *room = tr_blob_room(b, &span), *data = tr_blob_data(b);
+    cr_assert_not_null(room, "%zu bytes", sizes[i]);
+    cr_assert_eq((uintptr_t)room % TR_PAGE, 0);
+    cr_assert_eq(data, room + TR_BLOB_ROOM);
+    cr_assert_eq(span % TR_PAGE, 0);
+    cr_assert(span >= TR_BLOB_ROOM + sizes[i] && span < TR_BLOB_ROOM + sizes[i] + TR_PAGE);
+    /* the whole span is the blob's: writable, and zero past the data */
+    memset(room, 0x5a, TR_BLOB_ROOM);
+    memset(data, 0x7f, sizes[i]);
+    for (size_t k = TR_BLOB_ROOM + sizes[i]; k < span; k++) cr_assert_eq(room[k], 0, "byte %zu", k);
+    tr_blob_unref(&b);
+  }
+  tr_blob *small = tr_blob_new(TR_BLOB_ROOM_MIN - 1);
+  cr_assert_null(tr_blob_room(small, &span));
+  cr_assert_eq(span, 0);
+  tr_blob_unref(&small);
 }
 
 Test(util, dtypes) {
