@@ -76,7 +76,8 @@ static void s_prog(s_buf *b, const tk_prog *pr) {
 ** catalog id of each relation (a tensor rewritten by the last statement
 ** is the same operand), except whether it was ever written (a declared-only
 ** tensor reads as zeros, placed otherwise). */
-static void s_key(s_buf *b, const ta_plan *p, const to_env *env, const to_placed *pl) {
+static void s_key(s_buf *b, const ta_plan *p, const to_env *env, const to_placed *pl, const char *force) {
+  s_str(b, force ? force : "");
   s_i64(b, env->m);
   s_i64(b, env->repl);
   s_i64(b, env->threads);
@@ -152,9 +153,10 @@ void to_memo_free(to_memo **pm) {
   *pm = NULL;
 }
 
-int oi_memo_key(const ta_plan *p, const to_env *env, const to_placed *pl, oi_memokey *k) {
+int oi_memo_key(const ta_plan *p, const to_env *env, const to_placed *pl, const char *force,
+                oi_memokey *k) {
   s_buf b = {0};
-  s_key(&b, p, env, pl);
+  s_key(&b, p, env, pl, force);
   if (b.oom) {
     free(b.p);
     return TR_ENOMEM;

@@ -116,13 +116,15 @@ int oi_layout(ta_plan *p, const to_env *env, const to_placed *pl, int cut, to_la
 
 /* ---- memo.c -------------------------------------------------------------- */
 
-/* The key of to_optimize's inputs (the caller frees key). */
+/* The key of to_optimize's inputs, the plan named (force, or NULL)
+** among them (the caller frees key). */
 typedef struct oi_memokey {
   uint8_t *key;
   size_t len;
   uint64_t hash;
 } oi_memokey;
-int oi_memo_key(const ta_plan *p, const to_env *env, const to_placed *pl, oi_memokey *k);
+int oi_memo_key(const ta_plan *p, const to_env *env, const to_placed *pl, const char *force,
+                oi_memokey *k);
 /* 1 and p and *info as decided for key k, or 0 (p untouched). */
 int oi_memo_find(to_memo *m, const oi_memokey *k, ta_plan *p, to_layout_info *info);
 /* Remember the decision for key k (which it takes over: k->key NULL

@@ -312,8 +312,8 @@ Test(optimize, auto_layout_spreads_a_product_stored_as_one_chunk) {
 
 /* The session's memo: the same statement again (its output rewritten: a
 ** new version) takes the decision remembered, the same chunkings, choice
-** and seconds as a search; other weights, placement or a PLAN named
-** search again. */
+** and seconds as a search; other weights or placement search again,
+** and a PLAN named is remembered apart. */
 Test(optimize, a_remembered_layout_is_the_one_searched_for) {
   static ta_plan p0, p, q;
   to_placed pl[TA_MAX_RELS];
@@ -360,9 +360,29 @@ Test(optimize, a_remembered_layout_is_the_one_searched_for) {
   cr_assert_eq(to_optimize(&q, &env, pl, NULL, &m, &err), TR_OK, "%s", err.msg);
   cr_assert(!m.layout.remembered, "another placement: searched again");
   to_opt_free(&m);
+  /* a plan named is remembered under its name: searched the first time,
+  ** then the same plan and chunkings without the search; the statement
+  ** without a name still finds its own decision */
+  const char *named = o.alt[o.chosen == 0 ? 1 : 0].name;
+  to_opt f;
   q = p0;
-  cr_assert_eq(to_optimize(&q, &env, pl, o.alt[o.chosen].name, &m, &err), TR_OK, "%s", err.msg);
-  cr_assert(!m.layout.remembered, "a plan named: searched again");
+  cr_assert_eq(to_optimize(&q, &env, pl, named, &f, &err), TR_OK, "%s", err.msg);
+  cr_assert(!f.layout.remembered, "a plan named: searched the first time");
+  cr_assert_str_eq(f.alt[f.chosen].name, named);
+  ta_plan fq = q;
+  q = p0;
+  cr_assert_eq(to_optimize(&q, &env, pl, named, &m, &err), TR_OK, "%s", err.msg);
+  cr_assert(m.layout.remembered, "the plan named again: remembered");
+  cr_assert_str_eq(m.alt[m.chosen].name, named);
+  cr_assert_eq(m.seconds, f.seconds);
+  for (int k = 0; k < fq.nnodes; k++)
+    for (int l = 0; l < fq.nodes[k].nlabels; l++) cr_assert_eq(q.nodes[k].chunk[l], fq.nodes[k].chunk[l]);
+  to_opt_free(&m);
+  to_opt_free(&f);
+  q = p0;
+  cr_assert_eq(to_optimize(&q, &env, pl, NULL, &m, &err), TR_OK, "%s", err.msg);
+  cr_assert(m.layout.remembered, "unnamed, after the named: its own decision");
+  cr_assert_str_neq(m.alt[m.chosen].name, named);
   to_opt_free(&m);
   to_memo_free(&env.memo);
   cr_assert_null(env.memo);
