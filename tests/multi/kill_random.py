@@ -94,7 +94,11 @@ def run_seed(seed):
     where = ["--local-workers", "3"] if LOCAL else ["--workers", ",".join(ws.eps)]
     cmd = [TRADB] + where + [os.path.join(d, "db")]
     try:
-        I, K, J = rng.choice([64, 130]), rng.choice([48, 100]), rng.choice([32, 64])
+        # one seed in three large enough for chunks of 256 KiB and more,
+        # which workers write past the page cache (O_DIRECT)
+        big = rng.random() < 1 / 3
+        I, K, J = rng.choice([64, 130] if not big else [384, 520]), rng.choice(
+            [48, 100] if not big else [256, 400]), rng.choice([32, 64] if not big else [128, 320])
         shapes = {"A": (I, K), "B": (K, J), "C": (I, J), "D": (I, K)}
         vals = {}
         setup = ["SET replication = 2;", "SET synchronous = %s;" % rng.choice(["normal", "full"])]
