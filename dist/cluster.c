@@ -335,9 +335,8 @@ static int s_spawn_local(td_cluster *c, const td_config *cfg, int idx, int of, t
     ** statement, it must not stop the workers.  Hence its own session.
     ** A shell killed before the death signal was asked for sends none:
     ** then the worker is an orphan already, and stops here (one started
-    ** to replace a dead worker as its shell was killed lived on, holding
-    ** the shell's stdout open, so that whoever read the shell's output
-    ** never saw its end). */
+    ** as its shell was killed lived on, holding the shell's stdout open,
+    ** so that whoever read the shell's output never saw its end). */
     setsid();
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != shell) _exit(0);

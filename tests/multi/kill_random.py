@@ -5,8 +5,8 @@ Three `tradb --worker` processes on loopback (or, with `local`, the
 shell's own three local workers), replication 2.  Each round pipes a
 script of updates (products, in-place updates, maps, each reading what
 earlier ones wrote) into a shell and, at a random moment, kills one
-worker with SIGKILL (a remote one is then restarted; the shell restarts
-its local ones) or the shell itself.  Afterwards every tensor, read by a
+worker with SIGKILL (a remote one is then restarted; a local one is
+started again by the next shell) or the shell itself.  Afterwards every tensor, read by a
 new shell, must be
   - after a worker's death: exactly what replaying the statements the
     shell reports as done gives (a failed statement leaves its output's

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Random kills against stored data: a worker (SIGKILL; TCP ones restarted,
-# local ones restarted by their shell) or the shell killed at a random
+# local ones started again by the next shell) or the shell killed at a random
 # moment of a script of updates, and every tensor then what a replay of
 # the statements that committed gives (tests/multi/kill_random.py).
 # Skipped without python3-numpy.

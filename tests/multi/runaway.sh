@@ -96,7 +96,7 @@ done
 mapfile -t local_w < <(pgrep -f -- "--listen ipc://$db/workers/w")
 # nor do they hold the shell's stdout: a reader of the shell's output
 # would wait for them to end as well (one outlived a shell killed as it
-# replaced a dead worker, and its reader never saw the end)
+# started its workers, and its reader never saw the end)
 for p in "${local_w[@]}"; do
   [ "$(readlink "/proc/$p/fd/1")" = /dev/null ] || fail "(a) local worker $p writes to the shell's stdout"
 done
