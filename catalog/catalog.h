@@ -233,8 +233,19 @@ int tc_store_list(tc_store *s, tc_stored **out, int64_t *n, tr_err *err);
 ** to the database that lists them. */
 int tc_store_move(tc_store *dst, tc_store *src, uint64_t id, tr_err *err);
 /* The budget for chunks held in memory (default 1/8 of memory), for
-** later puts. */
+** later puts; for a store sharing a pool, the pool's. */
 void tc_store_set_memory(tc_store *s, int64_t bytes);
+/* One budget for the chunks several stores hold in memory (a worker's
+** databases): a put that does not fit makes room from the least recently
+** used copies that are also in their files, its own store's first, then
+** the other stores' (those not busy at that moment), and is otherwise
+** written to its file at once.  Freed after every store in it is closed. */
+typedef struct tc_mem_pool tc_mem_pool;
+tc_mem_pool *tc_mem_pool_new(int64_t bytes);
+void tc_mem_pool_free(tc_mem_pool **p);
+/* Store s (just opened, holding nothing in memory yet) keeps its chunks
+** in memory within pool p from now on, until it is closed. */
+int tc_store_share_memory(tc_store *s, tc_mem_pool *p, tr_err *err);
 /* The budget for kept files (0: keep none); files beyond it go. */
 void tc_store_set_recycle(tc_store *s, int64_t bytes);
 /* When chunks held in memory only are written: delay seconds after their

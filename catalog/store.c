@@ -76,7 +76,6 @@ int tc_store_open(const char *dir, tc_store **out, tr_err *err) {
   tr_cond_init(&s->wcv); /* the writer's deadlines */
   int64_t mem = tr_phys_memory();
   s->free_max = mem / 16 < S_RECYCLE_MAX ? mem / 16 : S_RECYCLE_MAX;
-  atomic_init(&s->mem_max, mem / 8);
   s->delay = S_DELAY_S;
   /* Writers first: a stream of gets must not starve a put's rename. */
   pthread_rwlockattr_init(&attr);
@@ -87,7 +86,7 @@ int tc_store_open(const char *dir, tc_store **out, tr_err *err) {
     free(s);
     return tr_seterr(err, TR_ENOMEM, "cannot create a lock: %s", strerror(e));
   }
-  if (!(s->dir = strdup(dir))) {
+  if (!(s->dir = strdup(dir)) || !(s->own = s->pool = ci_pool_own(s, mem / 8))) {
     rc = tr_seterr(err, TR_ENOMEM, "out of memory");
     goto done;
   }
@@ -125,6 +124,7 @@ void tc_store_close(tc_store **ps) {
   tc_store *s = ps ? *ps : NULL;
   if (!s) return;
   *ps = NULL;
+  ci_pool_leave(s); /* no other store in its pool makes room from it now */
   ci_writer_stop(s); /* writes what is only in memory */
   ci_recycle_limit(s, 0); /* no one else uses the store now */
   for (size_t i = 0; i < s->cap; i++)
@@ -136,6 +136,7 @@ void tc_store_close(tc_store **ps) {
   pthread_rwlock_destroy(&s->lock);
   free(s->tab);
   free(s->dir);
+  tc_mem_pool_free(&s->own);
   free(s);
 }
 
@@ -399,10 +400,6 @@ void tc_store_set_recycle(tc_store *s, int64_t bytes) {
   if (s) ci_recycle_limit(s, bytes);
 }
 
-void tc_store_set_memory(tc_store *s, int64_t bytes) {
-  if (s) atomic_store(&s->mem_max, bytes > 0 ? bytes : 0);
-}
-
 void tc_store_busy(tc_store *s, int on) {
   if (!s) return;
   pthread_mutex_lock(&s->wmu);
@@ -425,7 +422,7 @@ void tc_store_set_writeback(tc_store *s, double delay) {
 void tc_store_budgets(tc_store *s, int64_t *memory, int64_t *recycle) {
   int64_t m = 0, r = 0;
   if (s) {
-    m = atomic_load(&s->mem_max);
+    m = ci_mem_max(s);
     pthread_mutex_lock(&s->free_mu);
     r = s->free_max;
     pthread_mutex_unlock(&s->free_mu);

@@ -60,7 +60,9 @@ struct tc_store {
   /* memory (storemem.c) */
   int64_t mem_bytes;         /* bytes of chunks held in memory */
   int64_t dirty_bytes;       /* of them, not yet written */
-  atomic_int_fast64_t mem_max; /* the budget for mem_bytes */
+  tc_mem_pool *pool;         /* the budget they count against: own, or
+                                one shared with other stores */
+  tc_mem_pool *own;          /* the store's own (tc_store_open) */
   double delay;              /* a dirty chunk is written this long after
                                 its put; < 0: only when asked */
   pthread_mutex_t wmu;       /* with wcv */
@@ -117,11 +119,18 @@ int ci_scan(tc_store *s, tr_err *err);
 /* ---- storemem.c ------------------------------------------------------------- */
 
 /* Make room for n more bytes in memory (lock held for writing): drops the
-** least recently used copies that are also in their files.  1 and counted
-** in mem_bytes if they fit the budget, else 0 (nothing counted). */
+** least recently used copies that are also in their files, s's own, then
+** those of the other stores sharing its pool.  1 and counted in mem_bytes
+** and the pool if they fit the budget, else 0 (nothing counted). */
 int ci_mem_admit(tc_store *s, uint64_t n);
 /* Let go of e's bytes in memory, if any (lock held for writing). */
 void ci_mem_drop(tc_store *s, ci_entry *e);
+/* A store's own pool of `bytes`, holding only it; and s leaving the pool
+** it is in (at close, before its memory is let go). */
+tc_mem_pool *ci_pool_own(tc_store *s, int64_t bytes);
+void ci_pool_leave(tc_store *s);
+/* The budget of s's pool. */
+int64_t ci_mem_max(tc_store *s);
 /* Start and stop the background writer; stopping writes every dirty
 ** chunk first. */
 void ci_writer_start(tc_store *s);

@@ -40,27 +40,162 @@
 #include <time.h>
 #include <unistd.h>
 
-int ci_mem_admit(tc_store *s, uint64_t n) {
-  int64_t max = atomic_load(&s->mem_max);
-  while (s->mem_bytes + (int64_t)n > max) {
-    ci_entry *victim = NULL;
-    for (size_t i = 0; i < s->cap; i++) {
-      ci_entry *e = &s->tab[i];
-      if (e->id && e->mem && e->file && (!victim || e->used < victim->used)) victim = e;
+/* A budget and the stores counting against it.  Lock order: a store's
+** lock, then its pool's mu; another store's lock only by trylock under
+** mu, so two stores making room at once never wait on each other. */
+struct tc_mem_pool {
+  pthread_mutex_t mu; /* guards the rest */
+  int64_t max;        /* the budget */
+  int64_t used;       /* the stores' mem_bytes, summed */
+  tc_store **stores;  /* those in it */
+  int n, cap;
+};
+
+tc_mem_pool *tc_mem_pool_new(int64_t bytes) {
+  tc_mem_pool *p = calloc(1, sizeof *p);
+  if (!p) return NULL;
+  pthread_mutex_init(&p->mu, NULL);
+  p->max = bytes > 0 ? bytes : 0;
+  return p;
+}
+
+void tc_mem_pool_free(tc_mem_pool **pp) {
+  tc_mem_pool *p = pp ? *pp : NULL;
+  if (!p) return;
+  *pp = NULL;
+  tr_assert(p->n == 0 && p->used == 0); /* every store in it closed */
+  pthread_mutex_destroy(&p->mu);
+  free(p->stores);
+  free(p);
+}
+
+/* s joins p (its accounting is the caller's): 0, or -1 out of memory. */
+static int s_join(tc_mem_pool *p, tc_store *s) {
+  pthread_mutex_lock(&p->mu);
+  int ok = p->n < p->cap;
+  if (!ok) {
+    int cap = p->cap ? 2 * p->cap : 4;
+    tc_store **a = realloc(p->stores, sizeof *a * (size_t)cap);
+    if ((ok = a != NULL)) {
+      p->stores = a;
+      p->cap = cap;
     }
-    if (!victim) return 0;
-    ci_mem_drop(s, victim);
   }
-  s->mem_bytes += (int64_t)n;
-  return 1;
+  if (ok) p->stores[p->n++] = s;
+  pthread_mutex_unlock(&p->mu);
+  return ok ? 0 : -1;
+}
+
+/* s leaves p's list (mu held); its bytes stay counted. */
+static void s_leave(tc_mem_pool *p, tc_store *s) {
+  for (int i = 0; i < p->n; i++)
+    if (p->stores[i] == s) {
+      p->stores[i] = p->stores[--p->n];
+      break;
+    }
+}
+
+tc_mem_pool *ci_pool_own(tc_store *s, int64_t bytes) {
+  tc_mem_pool *p = tc_mem_pool_new(bytes);
+  if (p && s_join(p, s)) tc_mem_pool_free(&p);
+  return p;
+}
+
+void ci_pool_leave(tc_store *s) {
+  if (!s->pool) return;
+  pthread_mutex_lock(&s->pool->mu);
+  s_leave(s->pool, s); /* its bytes go as close lets them go */
+  pthread_mutex_unlock(&s->pool->mu);
+}
+
+int tc_store_share_memory(tc_store *s, tc_mem_pool *p, tr_err *err) {
+  if (!s || !p) return tr_seterr(err, TR_EINVAL, "tc_store_share_memory: bad argument");
+  if (s_join(p, s)) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  pthread_rwlock_wrlock(&s->lock);
+  pthread_mutex_lock(&s->pool->mu);
+  s_leave(s->pool, s);
+  s->pool->used -= s->mem_bytes;
+  pthread_mutex_unlock(&s->pool->mu);
+  s->pool = p;
+  pthread_mutex_lock(&p->mu);
+  p->used += s->mem_bytes;
+  pthread_mutex_unlock(&p->mu);
+  pthread_rwlock_unlock(&s->lock);
+  return TR_OK;
+}
+
+void tc_store_set_memory(tc_store *s, int64_t bytes) {
+  if (!s) return;
+  pthread_mutex_lock(&s->pool->mu);
+  s->pool->max = bytes > 0 ? bytes : 0;
+  pthread_mutex_unlock(&s->pool->mu);
+}
+
+int64_t ci_mem_max(tc_store *s) {
+  pthread_mutex_lock(&s->pool->mu);
+  int64_t m = s->pool->max;
+  pthread_mutex_unlock(&s->pool->mu);
+  return m;
+}
+
+/* Let go of e's bytes (s's lock held for writing, and its pool's mu). */
+static void s_drop(tc_store *s, ci_entry *e) {
+  if (!e->mem) return;
+  if (CI_DIRTY(e)) s->dirty_bytes -= (int64_t)e->nbytes;
+  s->mem_bytes -= (int64_t)e->nbytes;
+  s->pool->used -= (int64_t)e->nbytes;
+  tr_assert(s->mem_bytes >= 0 && s->dirty_bytes >= 0 && s->pool->used >= 0);
+  tr_blob_unref(&e->mem);
+}
+
+/* s's least recently used copy that is also in its file, or NULL. */
+static ci_entry *s_clean_lru(tc_store *s) {
+  ci_entry *victim = NULL;
+  for (size_t i = 0; i < s->cap; i++) {
+    ci_entry *e = &s->tab[i];
+    if (e->id && e->mem && e->file && (!victim || e->used < victim->used)) victim = e;
+  }
+  return victim;
+}
+
+/* One such copy of another store in p let go (mu held): 1, or 0 if none
+** could be (none held, or the stores busy). */
+static int s_reclaim(tc_mem_pool *p, tc_store *s) {
+  for (int i = 0; i < p->n; i++) {
+    tc_store *o = p->stores[i];
+    if (o == s || pthread_rwlock_trywrlock(&o->lock) != 0) continue;
+    ci_entry *victim = s_clean_lru(o);
+    if (victim) s_drop(o, victim);
+    pthread_rwlock_unlock(&o->lock);
+    if (victim) return 1;
+  }
+  return 0;
+}
+
+int ci_mem_admit(tc_store *s, uint64_t n) {
+  tc_mem_pool *p = s->pool;
+  pthread_mutex_lock(&p->mu);
+  while (p->used + (int64_t)n > p->max) {
+    ci_entry *victim = s_clean_lru(s);
+    if (victim)
+      s_drop(s, victim);
+    else if (!s_reclaim(p, s))
+      break;
+  }
+  int ok = p->used + (int64_t)n <= p->max;
+  if (ok) {
+    p->used += (int64_t)n;
+    s->mem_bytes += (int64_t)n;
+  }
+  pthread_mutex_unlock(&p->mu);
+  return ok;
 }
 
 void ci_mem_drop(tc_store *s, ci_entry *e) {
   if (!e->mem) return;
-  if (CI_DIRTY(e)) s->dirty_bytes -= (int64_t)e->nbytes;
-  s->mem_bytes -= (int64_t)e->nbytes;
-  tr_assert(s->mem_bytes >= 0 && s->dirty_bytes >= 0);
-  tr_blob_unref(&e->mem);
+  pthread_mutex_lock(&s->pool->mu);
+  s_drop(s, e);
+  pthread_mutex_unlock(&s->pool->mu);
 }
 
 /* Write bytes b of chunk id, put as version seq, to its file, and record

@@ -185,7 +185,21 @@ void wi_fail_job(wi_job *j, int code, const char *msg) {
   snprintf(j->msg, sizeof j->msg, "%s", msg);
 }
 
+int64_t wi_memory(wi_worker *w) {
+  int64_t m = w->cfg->memory;
+  if (m <= 0) tc_store_budgets(w->root, &m, NULL);
+  return m;
+}
+
 void wi_job_free(wi_job *j) {
+  if (j->store) { /* lets go of the store it held (wi_job_store): under
+                     heard_mu only, as the main loop frees jobs and must
+                     not wait while a store is opened */
+    pthread_mutex_lock(&j->w->heard_mu);
+    tr_assert(j->w->dbs[j->slot].store == j->store);
+    j->w->dbs[j->slot].users--;
+    pthread_mutex_unlock(&j->w->heard_mu);
+  }
   tn_wbuf_free(&j->reply);
   tn_in_close(&j->in); /* jobs are zeroed: closes nothing if not moved in */
   for (uint32_t i = 0; i < j->nout; i++) tr_blob_unref(&j->out[i].data);
@@ -208,6 +222,7 @@ wi_job *wi_job_for(wi_worker *w, const tn_in *in) {
   j->route_len = in->route_len;
   j->req = in->req;
   j->db = in->db;
+  j->w = w;
   return j;
 }
 

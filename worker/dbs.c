@@ -1,6 +1,7 @@
 /*
 ** worker/dbs.c - each database's chunk store on this worker, opened on
-** first use, and reads from it that name a chunk failing its checksum.
+** first use and closed when idle and its slot is needed, and reads from
+** it that name a chunk failing its checksum.
 */
 #include "config.h"
 #include "worker/worker_int.h"
@@ -18,10 +19,47 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The store of database db, DATA/db-<id>, found or opened as `how` says.
-** NULL with err set when there is none or it cannot be opened.  Stores
-** stay open until the worker stops, so the pointer may be kept. */
-tc_store *wi_store_for(wi_worker *w, uint64_t db, wi_open how, tr_err *err) {
+/* The slot of database db (0: a free slot), or -1 (db_mu or heard_mu
+** held).  Slots do not move: a job keeps the index of the one it holds. */
+static int s_slot(const wi_worker *w, uint64_t db) {
+  for (int i = 0; i < w->max_dbs; i++)
+    if (w->dbs[i].id == db) return i;
+  return -1;
+}
+
+void wi_db_heard(wi_worker *w, uint64_t db) {
+  pthread_mutex_lock(&w->heard_mu);
+  int i = db ? s_slot(w, db) : -1;
+  if (i >= 0) w->dbs[i].heard = tr_now();
+  pthread_mutex_unlock(&w->heard_mu);
+}
+
+/* Take the store idle longest out of the table (db_mu held), for the
+** caller to close: one no job holds and no request has named for
+** w->db_idle_s.  NULL if there is none; *id and *idle say which and for
+** how long. */
+static tc_store *s_evict(wi_worker *w, uint64_t *id, double *idle) {
+  double now = tr_now();
+  int v = -1;
+  pthread_mutex_lock(&w->heard_mu);
+  for (int i = 0; i < w->max_dbs; i++)
+    if (w->dbs[i].id && !w->dbs[i].users && now - w->dbs[i].heard > w->db_idle_s &&
+        (v < 0 || w->dbs[i].heard < w->dbs[v].heard))
+      v = i;
+  tc_store *s = NULL;
+  if (v >= 0) {
+    s = w->dbs[v].store;
+    *id = w->dbs[v].id;
+    *idle = now - w->dbs[v].heard;
+    memset(&w->dbs[v], 0, sizeof w->dbs[v]);
+    w->ndbs--;
+  }
+  pthread_mutex_unlock(&w->heard_mu);
+  return s;
+}
+
+/* wi_store_for, the store also counted as held by a job when `hold`. */
+static tc_store *s_store_for(wi_worker *w, uint64_t db, wi_open how, int hold, tr_err *err) {
   char dir[4200];
   struct stat st;
   tc_store *found = NULL;
@@ -29,31 +67,67 @@ tc_store *wi_store_for(wi_worker *w, uint64_t db, wi_open how, tr_err *err) {
     tr_seterr(err, TR_EINVAL, "request names no database");
     return NULL;
   }
-  pthread_mutex_lock(&w->db_mu);
-  for (int i = 0; i < w->ndbs && !found; i++)
-    if (w->dbs[i].id == db) found = w->dbs[i].store;
   snprintf(dir, sizeof dir, "%s/db-%016" PRIx64, w->cfg->data, db);
-  if (found) {
+  pthread_mutex_lock(&w->db_mu);
+  int i = db ? s_slot(w, db) : -1;
+  if (i < 0 && how != S_OPEN_NONE && w->ndbs == w->max_dbs && (how != S_OPEN_EXISTS || stat(dir, &st) == 0)) {
+    /* Closed outside the lock: its writes may take a while, and the other
+    ** threads' own databases need not wait for them. */
+    uint64_t old = 0;
+    double idle = 0;
+    tc_store *s = s_evict(w, &old, &idle);
+    if (s) {
+      pthread_mutex_unlock(&w->db_mu);
+      wi_log("closing the store of database %016" PRIx64 " (idle %.0f s) for database %016" PRIx64, old, idle, db);
+      tc_store_close(&s);
+      pthread_mutex_lock(&w->db_mu);
+      i = s_slot(w, db); /* another thread may have opened it meanwhile */
+    }
+  }
+  if (i >= 0) {
+    found = w->dbs[i].store;
   } else if (how == S_OPEN_NONE || (how == S_OPEN_EXISTS && stat(dir, &st) != 0)) {
     tr_seterr(err, TR_ENOTFOUND, "worker %s holds nothing of database %016" PRIx64, w->cfg->listen, db);
-  } else if (w->ndbs == S_MAX_DBS) {
-    tr_seterr(err, TR_EINVAL, "worker %s already serves %d databases", w->cfg->listen, S_MAX_DBS);
-  } else if (tc_store_open(dir, &found, err) == TR_OK) {
-    if (w->cfg->memory > 0) {
-      /* The store holds chunks in memory within --memory less what a
-      ** task works in: its chunks (within a quarter of the smallest
-      ** worker's memory, and 256 MiB) and the operand cache.  Half of it
-      ** for a small worker, all but 256 MiB for a large one.  The files
-      ** kept for reuse follow the same share, as by default. */
-      int64_t m = w->cfg->memory, task = m / 2 < ((int64_t)256 << 20) ? m / 2 : (int64_t)256 << 20;
-      tc_store_set_memory(found, m - task);
-      tc_store_set_recycle(found, m / 2 < ((int64_t)1 << 30) ? m / 2 : (int64_t)1 << 30);
-    }
-    w->dbs[w->ndbs].id = db;
-    w->dbs[w->ndbs++].store = found;
+  } else if (w->ndbs == w->max_dbs) {
+    tr_seterr(err, TR_EINVAL, "worker %s already serves %d database%s, %s in the last %g s or by a running job",
+              w->cfg->listen, w->max_dbs, w->max_dbs == 1 ? "" : "s", w->max_dbs == 1 ? "used" : "each used",
+              w->db_idle_s);
+  } else if (tc_store_open(dir, &found, err) == TR_OK && tc_store_share_memory(found, w->pool, err) != TR_OK) {
+    tc_store_close(&found);
+  } else if (found) {
+    /* Chunks in memory within the worker's one budget (w->pool); the
+    ** files kept for reuse within half of --memory, and 1 GiB. */
+    int64_t m = w->cfg->memory;
+    if (m > 0) tc_store_set_recycle(found, m / 2 < ((int64_t)1 << 30) ? m / 2 : (int64_t)1 << 30);
+    i = s_slot(w, 0);
+    pthread_mutex_lock(&w->heard_mu);
+    w->dbs[i].id = db;
+    w->dbs[i].store = found;
+    w->dbs[i].users = 0;
+    w->ndbs++;
+    pthread_mutex_unlock(&w->heard_mu);
+  }
+  if (found) {
+    pthread_mutex_lock(&w->heard_mu);  /* users: see wi_job_free */
+    w->dbs[i].users += hold;
+    w->dbs[i].heard = tr_now();
+    pthread_mutex_unlock(&w->heard_mu);
   }
   pthread_mutex_unlock(&w->db_mu);
   return found;
+}
+
+tc_store *wi_store_for(wi_worker *w, uint64_t db, wi_open how, tr_err *err) {
+  return s_store_for(w, db, how, 0, err);
+}
+
+tc_store *wi_job_store(wi_job *j, wi_open how, tr_err *err) {
+  if (!j->store && (j->store = s_store_for(j->w, j->db, how, 1, err))) {
+    pthread_mutex_lock(&j->w->heard_mu);
+    j->slot = s_slot(j->w, j->db);
+    pthread_mutex_unlock(&j->w->heard_mu);
+  }
+  return j->store;
 }
 
 /* Read chunk id of the job's store; a checksum failure names the chunk in
@@ -62,10 +136,4 @@ int wi_job_get(wi_job *j, uint64_t id, size_t bytes, tr_blob **out, tr_err *err)
   int rc = tc_store_get_blob(j->store, id, bytes, out, err);
   if (rc == TR_ECORRUPT) j->bad = id;
   return rc;
-}
-
-int64_t wi_memory(wi_worker *w) {
-  int64_t m = w->cfg->memory;
-  if (m <= 0) tc_store_budgets(w->root, &m, NULL);
-  return m;
 }

@@ -58,7 +58,7 @@ static void s_run_read(wi_worker *w, wi_job *j) {
   wi_request_body(&j->in, &r, &err);
   uint32_t n = tn_get_count(&r, send ? 12 : 8);
   int rc = (j->out = calloc(n + 1, sizeof *j->out)) ? TR_OK : tr_seterr(&err, TR_ENOMEM, "out of memory");
-  if (!rc && n && !(j->store = wi_store_for(w, j->db, S_OPEN_EXISTS, &err))) rc = err.code;
+  if (!rc && n && !wi_job_store(j, S_OPEN_EXISTS, &err)) rc = err.code;
   for (uint32_t i = 0; i < n && !rc; i++) {
     uint64_t id = tn_get_u64(&r);
     if (send) tn_get_str(&r, j->out[i].ep, sizeof j->out[i].ep);
@@ -110,7 +110,7 @@ static void s_run_put(wi_worker *w, wi_job *j) {
   for (uint32_t i = 0; i < n && !rc; i++) tn_get_chunk(&r, &c[i]);
   int keep = rc ? TC_KEEP_FILE : s_keep(&r);
   if (!rc && tn_rbuf_ok(&r) != TR_OK) rc = tr_seterr(&err, TR_EINVAL, "malformed PUT");
-  if (!rc && n && !(j->store = wi_store_for(w, j->db, S_OPEN_CREATE, &err))) rc = err.code;
+  if (!rc && n && !wi_job_store(j, S_OPEN_CREATE, &err)) rc = err.code;
   for (uint32_t i = 0; i < n && !rc; i++) {
     /* the frame's bytes become the stored chunk: no copy */
     tr_blob *b = tn_in_take_data(in, (int)i);
@@ -172,7 +172,7 @@ static void s_run_pull(wi_worker *w, wi_job *j) {
     rc = tr_seterr(&err, TR_EINVAL, "malformed PULL");
   else if (!w->pull_local || w->refuse_pulls)
     rc = tr_seterr(&err, TR_EINVAL, "this worker copies chunks out of no other process");
-  else if (!(j->store = wi_store_for(w, j->db, S_OPEN_CREATE, &err)))
+  else if (!wi_job_store(j, S_OPEN_CREATE, &err))
     rc = err.code;
   else if (!(b = tr_blob_new(c.nbytes)))
     rc = tr_seterr(&err, TR_ENOMEM, "out of memory");
@@ -208,7 +208,7 @@ static void s_inventory(wi_worker *w, wi_job *j, const uint64_t *ids, uint32_t n
   for (uint32_t i = 0; i < n; i++)
     if ((!j->store || tc_store_stat(j->store, ids[i], NULL, NULL, NULL) != TR_OK) &&
         tc_store_stat(w->root, ids[i], NULL, NULL, NULL) == TR_OK &&
-        (j->store || (j->store = wi_store_for(w, j->db, S_OPEN_CREATE, &err))) &&
+        wi_job_store(j, S_OPEN_CREATE, &err) &&
         tc_store_move(j->store, w->root, ids[i], &err) == TR_OK)
       moved++;
   for (uint32_t i = 0; i < n; i++)
@@ -259,7 +259,7 @@ static void s_run_ids(wi_worker *w, wi_job *j) {
   if (!rc && !j->db) rc = tr_seterr(&err, TR_EINVAL, "%s names no database", tn_type_name(in->type));
   /* A database with no store here has nothing to drop or report; one
   ** whose store cannot be opened is an error, never "holds nothing". */
-  if (!rc && !(j->store = wi_store_for(w, j->db, S_OPEN_EXISTS, &err)) && err.code != TR_ENOTFOUND)
+  if (!rc && !wi_job_store(j, S_OPEN_EXISTS, &err) && err.code != TR_ENOTFOUND)
     rc = err.code;
   if (!rc && in->type == TN_DROP && j->store) rc = tc_store_drop(j->store, ids, n, &err);
   if (rc) {

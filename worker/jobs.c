@@ -284,7 +284,7 @@ static void s_run_task(wi_worker *w, wi_job *j) {
     wi_log("rejected task: %s", err.msg);
     return;
   }
-  if (!(j->store = wi_store_for(w, j->db, S_OPEN_CREATE, &err))) {
+  if (!wi_job_store(j, S_OPEN_CREATE, &err)) {
     wi_fail_job(j, err.code, err.msg);
     tx_task_free(&t);
     return;
@@ -393,7 +393,7 @@ static void s_run_sync(wi_worker *w, wi_job *j) {
     rc = tr_seterr(&err, TR_ENOMEM, "out of memory");
   else if (tn_rbuf_ok(&r) != TR_OK)
     rc = tr_seterr(&err, TR_EINVAL, "malformed SYNC");
-  else if (n && !(j->store = wi_store_for(w, j->db, S_OPEN_EXISTS, &err)))
+  else if (n && !wi_job_store(j, S_OPEN_EXISTS, &err))
     rc = err.code;
   else if (n)
     rc = tc_store_sync(j->store, ids, n, &err);

@@ -105,6 +105,7 @@ static void s_on_request(wi_worker *w, tn_in *in) {
   if (w->trace) wi_log("got %s (request %llu)", tn_type_name(in->type), (unsigned long long)in->req);
   tn_wbuf b = {0};
   wi_heard(w, in->route, in->route_len);
+  wi_db_heard(w, in->db);
   if (in->type != TN_HEARTBEAT) wi_busy(w);
   /* Remember who coordinates us, for heartbeats. */
   if (in->type == TN_HELLO || in->type == TN_HEARTBEAT || in->type == TN_TASK) {
@@ -204,6 +205,22 @@ static int s_start(wi_worker *w, const tw_config *cfg) {
     }
     usleep(50000);
   }
+  /* One memory budget for every database's store: --memory less what a
+  ** task works in (its chunks, within a quarter of the smallest worker's
+  ** memory and 256 MiB, and the operand cache: half of it for a small
+  ** worker, all but 256 MiB for a large one), or a store's default. */
+  int64_t budget = 0;
+  if (cfg->memory > 0) {
+    int64_t m = cfg->memory, task = m / 2 < ((int64_t)256 << 20) ? m / 2 : (int64_t)256 << 20;
+    budget = m - task;
+  } else {
+    tc_store_budgets(w->root, &budget, NULL);
+  }
+  if (!(w->pool = tc_mem_pool_new(budget))) {
+    wi_log("out of memory");
+    tc_store_close(&w->root);
+    return 1;
+  }
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = s_on_signal;
@@ -213,11 +230,13 @@ static int s_start(wi_worker *w, const tw_config *cfg) {
   if (pipe2(w->wake, O_NONBLOCK | O_CLOEXEC) != 0) {
     wi_log("cannot make a pipe: %s", strerror(errno));
     tc_store_close(&w->root);
+    tc_mem_pool_free(&w->pool);
     return 1;
   }
   w->ctx = zmq_ctx_new();
   pthread_mutex_init(&w->mu, NULL);
   pthread_mutex_init(&w->db_mu, NULL);
+  pthread_mutex_init(&w->heard_mu, NULL);
   pthread_cond_init(&w->cv, NULL);
   pthread_cond_init(&w->io_cv, NULL);
   pthread_cond_init(&w->arrived, NULL);
@@ -230,6 +249,11 @@ static int s_start(wi_worker *w, const tw_config *cfg) {
   /* TRADB_TEST_NO_PULL: refuse to copy chunks out of peers (tests: a peer
   ** the OS does not let this worker read) */
   w->refuse_pulls = getenv("TRADB_TEST_NO_PULL") != NULL;
+  /* TRADB_TEST_MAX_DBS, TRADB_TEST_DB_IDLE_S: fewer open stores, idle
+  ** sooner (tests of closing idle stores) */
+  const char *maxdbs = getenv("TRADB_TEST_MAX_DBS"), *idle = getenv("TRADB_TEST_DB_IDLE_S");
+  w->max_dbs = maxdbs && atoi(maxdbs) > 0 && atoi(maxdbs) < S_MAX_DBS ? atoi(maxdbs) : S_MAX_DBS;
+  w->db_idle_s = idle && atof(idle) > 0 ? atof(idle) : S_DB_IDLE_S;
   w->router = zmq_socket(w->ctx, ZMQ_ROUTER);
   w->notify_rx = zmq_socket(w->ctx, ZMQ_PAIR);
   int linger = 0, hwm = 0, tmo = 30000;
@@ -386,7 +410,8 @@ static void s_teardown(wi_worker *w) {
   zmq_close(w->notify_rx);
   if (w->keys.on) tn_zap_stop();
   zmq_ctx_term(w->ctx);
-  for (int i = 0; i < w->ndbs; i++) tc_store_close(&w->dbs[i].store);
+  for (int i = 0; i < S_MAX_DBS; i++) tc_store_close(&w->dbs[i].store);
+  tc_mem_pool_free(&w->pool);
   tc_store_close(&w->root);
   for (wi_push *p = w->pushq, *nx; p; p = nx) {
     nx = p->next;
@@ -401,6 +426,7 @@ static void s_teardown(wi_worker *w) {
   close(w->wake[1]);
   pthread_mutex_destroy(&w->mu);
   pthread_mutex_destroy(&w->db_mu);
+  pthread_mutex_destroy(&w->heard_mu);
   pthread_cond_destroy(&w->cv);
   pthread_cond_destroy(&w->io_cv);
   pthread_cond_destroy(&w->arrived);

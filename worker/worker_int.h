@@ -64,7 +64,16 @@ struct wi_job;
 
 #define S_MAX_PEERS 64
 
-#define S_MAX_DBS 64          /* databases one worker serves */
+#define S_MAX_DBS 64          /* databases one worker serves at once */
+
+/* A database none of whose coordinators has sent anything for this long
+** (heartbeats come every TN_HEARTBEAT_MS while a shell is open), and with
+** no job of it queued or running, has its store closed when a new
+** database needs the slot: what it holds only in memory is written first,
+** and a later request opens it again.  Far beyond the coordinator's
+** liveness window, so a live session's store stays open however long its
+** user pauses. */
+#define S_DB_IDLE_S 60.0
 
 #define S_SEND_TIMEOUT_S 30.0 /* a peer that has not confirmed by then fails the SEND */
 
@@ -140,7 +149,11 @@ typedef struct wi_job {
   size_t route_len;         /* its length */
   uint64_t req;             /* request id */
   uint64_t db;              /* database (the request's) */
-  tc_store *store;          /* its store (NULL: it has none here yet) */
+  tc_store *store;          /* its store (NULL: it has none here yet;
+                               wi_job_store sets it) */
+  struct wi_worker *w;      /* the worker it is for (wi_job_for) */
+  int slot;                 /* with store: its slot in w->dbs, which
+                               stays put while the job holds it */
   void *body;               /* request body (copied) */
   size_t body_len;          /* its length */
   int rtype;                /* reply type (TN_ERROR: code and msg) */
@@ -172,11 +185,21 @@ typedef struct wi_worker {
   tc_store *root;              /* DATA itself: holds the directory lock, and
                                   chunk files of the layout before
                                   per-database stores */
-  pthread_mutex_t db_mu;       /* guards the two below */
-  int ndbs;                    /* databases seen */
+  pthread_mutex_t db_mu;       /* held to open or close a store, and to
+                                  change the table below */
+  pthread_mutex_t heard_mu;    /* guards users and heard, and is also held
+                                  to change the table: the main loop takes
+                                  only this one, never waiting on a store
+                                  being opened (it reads every chunk file) */
+  int ndbs;                    /* databases open (slots with an id) */
+  int max_dbs;                 /* at most this many (S_MAX_DBS) */
+  tc_mem_pool *pool;           /* the memory budget their stores share */
+  double db_idle_s;            /* idle this long, closed if need be (S_DB_IDLE_S) */
   struct {
-    uint64_t id;               /* database id */
+    uint64_t id;               /* database id (0: a free slot) */
     tc_store *store;           /* its store, DATA/db-<id> */
+    int users;                 /* jobs holding it (wi_job_store) */
+    double heard;              /* when a request for it last came */
   } dbs[S_MAX_DBS];
   tn_keys keys;                /* CURVE keys */
   void *ctx;                   /* ZeroMQ context */
@@ -291,9 +314,17 @@ void wi_request_body(tn_in *in, tn_rbuf *r, tr_err *err);
 /* ---- dbs.c --------------------------------------------------------------- */
 
 /* The store of database db, DATA/db-<id>, found or opened as `how` says.
-** NULL with err set when there is none or it cannot be opened.  Stores
-** stay open until the worker stops, so the pointer may be kept. */
+** NULL with err set when there is none or it cannot be opened.  With
+** S_MAX_DBS open, the one idle longest (S_DB_IDLE_S, no job holding it) is
+** closed to make room.  The pointer stays valid while the request that
+** asked is handled (the database was heard from just now); a job that
+** keeps it takes it through wi_job_store instead. */
 tc_store *wi_store_for(wi_worker *w, uint64_t db, wi_open how, tr_err *err);
+/* The store of job j's database, as wi_store_for finds it, held for the
+** job until wi_job_free (j->store and j->slot; taken once). */
+tc_store *wi_job_store(wi_job *j, wi_open how, tr_err *err);
+/* A request for database db came (the main loop, on every request). */
+void wi_db_heard(wi_worker *w, uint64_t db);
 /* Chunk id (of bytes) of the job's store, as a blob reference the caller
 ** drops; a checksum failure names the chunk in the job's error reply. */
 int wi_job_get(wi_job *j, uint64_t id, size_t bytes, tr_blob **out, tr_err *err);

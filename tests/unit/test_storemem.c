@@ -200,3 +200,59 @@ Test(storemem, budget_holds) {
   tc_store_close(&s);
   cr_assert_eq(s_files(), 4);
 }
+
+static int64_t s_held(tc_store *s) {
+  int64_t held;
+  tc_store_memory(s, &held, NULL);
+  return held;
+}
+
+/* Stores sharing a pool (a worker's databases) keep their chunks in
+** memory within its one budget, not one budget each: a put to one store
+** makes room from the other's copies that are also in files once its own
+** are gone; chunks held in memory only are never let go, and a put that
+** still does not fit goes to its file at once.  Each store's chunks read
+** back, and the pool outlives its stores. */
+Test(storemem, stores_sharing_a_pool_keep_to_its_one_budget) {
+  tr_err err;
+  char dir2[320];
+  snprintf(dir2, sizeof dir2, "%s2", s_dir);
+  tc_mem_pool *p = tc_mem_pool_new(1000);
+  cr_assert_not_null(p);
+  tc_store *a = tf_store(s_dir), *b = tf_store(dir2);
+  cr_assert_eq(tc_store_share_memory(a, p, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_store_share_memory(b, p, &err), TR_OK, "%s", err.msg);
+  tc_store_set_writeback(a, -1);
+  tc_store_set_writeback(b, -1);
+  int64_t budget;
+  tc_store_budgets(b, &budget, NULL);
+  cr_assert_eq(budget, 1000, "a store in a pool has the pool's budget");
+  s_put(a, 1, 100, 1, TC_KEEP_FILE); /* 400 bytes each: files, copies in memory */
+  s_put(a, 2, 100, 2, TC_KEEP_FILE);
+  cr_assert_eq(s_held(a), 800);
+  s_put(b, 3, 100, 3, TC_KEEP_BACKGROUND); /* b has no copy to let go: a's oldest goes */
+  cr_assert_eq(s_held(a), 400);
+  cr_assert_eq(s_held(b), 400);
+  s_put(b, 4, 100, 4, TC_KEEP_BACKGROUND); /* and a's last */
+  cr_assert_eq(s_held(a), 0);
+  cr_assert_eq(s_held(b), 800);
+  s_put(a, 5, 100, 5, TC_KEEP_BACKGROUND); /* only b's unwritten chunks left: a's file at once */
+  cr_assert_eq(s_held(a) + s_held(b), 800);
+  cr_assert_eq(s_unwritten(b), 800);
+  cr_assert_eq(s_unwritten(a), 0);
+  for (uint64_t id = 1; id <= 5; id++) s_expect(id == 3 || id == 4 ? b : a, id, 100, (unsigned)id);
+  cr_assert_leq(s_held(a) + s_held(b), 1000);
+  /* A store closed gives its share back: the other one's next put fits
+  ** in memory. */
+  tc_store_close(&b);
+  s_put(a, 6, 100, 6, TC_KEEP_BACKGROUND);
+  cr_assert_eq(s_unwritten(a), 400);
+  tc_store_close(&a);
+  tc_mem_pool_free(&p);
+  cr_assert_null(p);
+  a = tf_store(s_dir);
+  b = tf_store(dir2);
+  for (uint64_t id = 1; id <= 6; id++) s_expect(id == 3 || id == 4 ? b : a, id, 100, (unsigned)id);
+  tc_store_close(&a);
+  tc_store_close(&b);
+}
