@@ -6,7 +6,7 @@ against OpenBLAS, ScaLAPACK, NumPy, PyTorch and Dask.  `make bench` runs it
 through scripts/bench.sh; see BENCHMARKS.md.
 
 Usage:
-  bench.py [--size default|large|small] [--reps R] [--only W1,W2]
+  bench.py [--size default|large|small] [--reps R] [--rounds N] [--only W1,W2]
            [--nworkers P] [--time-limit S] [--out DIR] [--write-md FILE]
            [--synchronous V1,V2] [--profile]
   bench.py --peer SYSTEM WORKLOAD DIR SIZE REPS P   (internal: a Python
@@ -72,14 +72,18 @@ Systems:
 A peer that is not installed (no torch, dask, mpicc, ...) is skipped with a
 note in the results, not a failure; numpy is required (the reference).
 
-Timing: one tradb session per configuration creates and fills the inputs,
-then runs the workload's statements R + 1 times with `.timer on`; the first
-pass is a warm-up and is dropped; a sample is the sum of one pass's
-"Run Time: real" values, so start-up and set-up are not counted.  Every
-other system likewise runs one untimed warm-up and R timed passes; dask
-results are persisted (kept in the cluster as tradb keeps its results on
-the workers).  A cold workload (mm-cold) instead runs R fresh sessions
-(tradb) or processes (peers) and times each one's first pass.  A typed
+Timing: the R timed passes are split into N rounds (--rounds, default 3,
+at most R), and in each round every system runs its share, one system
+after another, so that a burst of load on a shared machine falls on one
+round of every system.  In a round, one tradb session per configuration
+creates and fills the inputs, then runs the workload's statements k + 1
+times with `.timer on` (k: the round's share of R); the first pass is a
+warm-up and is dropped; a sample is the sum of one pass's "Run Time: real"
+values, so start-up and set-up are not counted.  Every other system
+likewise runs, per round, one process with one untimed warm-up and k timed
+passes; dask results are persisted (kept in the cluster as tradb keeps its
+results on the workers).  A cold workload (mm-cold) instead runs R fresh
+sessions (tradb) or processes (peers) and times each one's first pass.  A typed
 workload (nn-typed) pauses before each timed statement; the pauses are
 not counted.  The table gives medians.  A pass
 that runs longer than --time-limit seconds (default 30) is interrupted
@@ -941,8 +945,9 @@ def report(results, args, p, started, load0, wall, tradb):
         "- command: `%s`" % args.cmdline,
         "- load average (1/5/15 min) at start: %s; at end: %s (a shared machine: other"
         " work slows every system, unevenly)" % (load0, loadavg()),
-        "- %d timed runs per system after one untimed warm-up%s; the medians are in seconds;"
-        " wall time of the whole suite: %.0f s" % (args.reps, "".join(
+        "- %d timed runs per system in %d round(s), every system taking its turn in each, a"
+        " round's runs after one untimed warm-up%s; the medians are in seconds;"
+        " wall time of the whole suite: %.0f s" % (args.reps, min(args.rounds, args.reps), "".join(
             " (%s: %d fresh processes, each timing its first run)" % (r["w"].name, args.reps)
             for r in results if r["w"].cold), wall),
         "- every result was checked against NumPy in f64 (max abs error <= %g x max |ref|"
@@ -1099,25 +1104,75 @@ def bench_workload(w, d, args, tradb, workers, tools, logname):
     the limit it ran past), skipped (peer -> why), chunks (tradb system ->
     tensor -> chunk shape as stored), failed (messages)."""
     r = {"w": w, "samples": {}, "stmts": {}, "timeouts": {}, "skipped": {}, "chunks": {},
-         "failed": []}
+         "failed": [], "passes": {}}
     samples, checks = r["samples"], {}
     p = args.nworkers
-    reps = args.reps
+    peer_cmd = [PYTHON, os.path.abspath(__file__), "--peer"]
+    # The timed runs in --rounds rounds, every system taking its turn in
+    # each: a burst of load on this shared machine (10 s of it made every
+    # pass of one tradb session 1.45 s against 0.92-0.99 s in the
+    # sessions around it) then falls on one round of each system, not on
+    # all the runs of the one measured during it.
+    rounds, done = min(args.rounds, args.reps), 0
+    for rnd in range(rounds):
+        reps = args.reps * (rnd + 1) // rounds - done
+        done += reps
+        bench_round(w, d, args, tradb, workers, tools, logname, r, checks, rnd, reps, peer_cmd)
+    if rounds > 1:
+        for s in w.systems():
+            if s in samples:
+                log("  %s, all rounds: %s" % (s, " ".join("%.4fs" % t for t in samples[s])))
+    ref = {k: np.load("%s/ref-%s.npy" % (d, k)) for k in w.outputs}
+    for s in w.systems():
+        if s in samples and s not in checks:
+            checks[s] = {}
+            for k in w.outputs:
+                ok, err = check(ref[k], np.load("%s/%s-%s.npy" % (d, s.replace(":", "_"), k)))
+                checks[s][k] = [ok, err]
+    for s in w.systems():
+        if s not in checks:
+            continue
+        bad = {k: e for k, (ok, e) in checks[s].items() if not ok}
+        if bad:
+            r["failed"].append("%s on %s: %s" % (s, w.name, bad))
+            log("bench: WRONG: %s on %s differs from numpy: %s" % (s, w.name, bad))
+            del samples[s]
+        else:
+            log("  check %s: ok (max rel error %s)" % (s, ", ".join(
+                "%s %.1e" % (k, e) for k, (ok, e) in checks[s].items())))
+    return r
+
+
+def bench_round(w, d, args, tradb, workers, tools, logname, r, checks, rnd, reps, peer_cmd):
+    """One round of bench_workload: REPS timed runs of W on every system
+    (a cold workload: REPS fresh processes each), added to r's samples,
+    statement times, timeouts, skips and chunks and to CHECKS (peer ->
+    output -> [ok, error]).  tradb saves the inputs for the peers in round
+    0, and the f64 reference is computed from them before the Python
+    peers run.  A system that timed out or was skipped in an earlier
+    round is not run again."""
+    samples = r["samples"]
+    p = args.nworkers
     for tag, _ in w.forms():
         for base, cmd in (("tradb", [tradb]), ("tradb-workers", [tradb, "--workers",
                                                                 workers.endpoints])):
             s = system_name(base, tag)
+            if s in r["timeouts"]:
+                continue
             log("  %s ..." % s)
             try:
-                ps = run_tradb(w, tag, d, reps, s, cmd, base == "tradb" and tag is None,
+                ps = run_tradb(w, tag, d, reps, s, cmd, base == "tradb" and tag is None and rnd == 0,
                                logname, args.time_limit)
             except Timeout:
                 r["timeouts"][s] = args.time_limit
+                samples.pop(s, None)
+                r["stmts"].pop(s, None)
                 continue
-            samples[s] = [sum(x) for x in ps]
-            r["stmts"][s] = [median(list(x)) for x in zip(*ps)]
+            samples.setdefault(s, []).extend(sum(x) for x in ps)
+            r["passes"].setdefault(s, []).extend(ps)
+            r["stmts"][s] = [median(list(x)) for x in zip(*r["passes"][s])]
             r["chunks"][s] = tensor_chunks(logname, s, w.inputs() + outputs_of(form_stmts(w, tag)))
-            log("  %s: %s" % (s, " ".join("%.4fs" % t for t in samples[s])))
+            log("  %s: %s" % (s, " ".join("%.4fs" % t for t in samples[s][-len(ps):])))
     runs = reps if w.cold else 1
     if w.products:
         prog = ";".join(w.products)
@@ -1140,14 +1195,15 @@ def bench_workload(w, d, args, tradb, workers, tools, logname):
                                tools["psgemm"], str(n), "256", prog, outf] + files,
                               logname, env=MPI_ENV)
                 t += parse_times(out, tool, n or 1, "bench_" + tool)
-            samples[s] = t
-    log("  reference (numpy, f64) ...")
-    peer_cmd = [PYTHON, os.path.abspath(__file__), "--peer"]
-    run(peer_cmd + ["reference", w.name, d, args.size, "0", str(p)], logname)
-    ref = {k: np.load("%s/ref-%s.npy" % (d, k)) for k in w.outputs}
+            samples.setdefault(s, []).extend(t)
+    if rnd == 0:  # from the inputs tradb saved; the Python peers check against it
+        log("  reference (numpy, f64) ...")
+        run(peer_cmd + ["reference", w.name, d, args.size, "0", str(p)], logname)
     for s in PY_PEERS:
+        if s in r["skipped"]:
+            continue
         log("  %s ..." % s)
-        t, ch = [], {}
+        t, ch = [], checks.setdefault(s, {})
         for _ in range(runs):
             run(peer_cmd + [s, w.name, d, args.size, "0" if w.cold else str(reps), str(p)],
                 logname)
@@ -1156,33 +1212,16 @@ def bench_workload(w, d, args, tradb, workers, tools, logname):
             if "skipped" in res:
                 r["skipped"][s] = res["skipped"]
                 log("  %s skipped: %s" % (s, res["skipped"]))
+                checks.pop(s, None)
+                samples.pop(s, None)
                 break
             t += res["samples"]
             for k, (ok, err) in res["checks"].items():
                 if k not in ch or not ok:
                     ch[k] = [ok, err]
         else:
-            samples[s] = t
-            checks[s] = ch
+            samples.setdefault(s, []).extend(t)
             log("  %s: %s" % (s, " ".join("%.4fs" % x for x in t)))
-    for s in w.systems():
-        if s in samples and s not in checks:
-            checks[s] = {}
-            for k in w.outputs:
-                ok, err = check(ref[k], np.load("%s/%s-%s.npy" % (d, s.replace(":", "_"), k)))
-                checks[s][k] = [ok, err]
-    for s in w.systems():
-        if s not in checks:
-            continue
-        bad = {k: e for k, (ok, e) in checks[s].items() if not ok}
-        if bad:
-            r["failed"].append("%s on %s: %s" % (s, w.name, bad))
-            log("bench: WRONG: %s on %s differs from numpy: %s" % (s, w.name, bad))
-            del samples[s]
-        else:
-            log("  check %s: ok (max rel error %s)" % (s, ", ".join(
-                "%s %.1e" % (k, e) for k, (ok, e) in checks[s].items())))
-    return r
 
 
 def pass_times(w, out, reps, tag):
@@ -1254,6 +1293,10 @@ def parse_args(argv):
                     help="default; large (about twice the work each); small (a quick check"
                     " of the harness, not a benchmark)")
     ap.add_argument("--reps", type=int, default=3, help="timed runs per system (default 3)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds the timed runs are split into, every system taking its turn in"
+                    " each, so that a burst of load falls on every system alike (default 3, at"
+                    " most --reps; 1: each system's runs back to back)")
     ap.add_argument("--only", default="", help="comma-separated workloads (default: all)")
     ap.add_argument("--nworkers", type=int, default=os.cpu_count(),
                     help="tradb --workers processes, ScaLAPACK ranks and dask-distributed"
@@ -1271,8 +1314,8 @@ def parse_args(argv):
                     help="instead of comparing: profile tradb (--workers) on each workload"
                     " with perf, into DIR/profile-WORKLOAD.txt")
     args = ap.parse_args(argv)
-    if args.reps < 1 or args.nworkers < 1 or args.time_limit <= 0:
-        ap.error("--reps, --nworkers and --time-limit must be positive")
+    if args.reps < 1 or args.rounds < 1 or args.nworkers < 1 or args.time_limit <= 0:
+        ap.error("--reps, --rounds, --nworkers and --time-limit must be positive")
     names = [x for x in args.only.split(",") if x]
     for x in names:
         if x not in WORKLOAD_NAMES:

@@ -10,7 +10,7 @@
 # python3-distributed for those peers: a peer not installed is skipped with
 # a note); see its header and BENCHMARKS.md.
 #
-# Usage: scripts/bench.sh [--size default|large|small] [--reps R] [--only W1,W2]
+# Usage: scripts/bench.sh [--size default|large|small] [--reps R] [--rounds N] [--only W1,W2]
 #                         [--nworkers P] [--time-limit S] [--out DIR] [--write-md FILE]
 #                         [--synchronous full,normal]
 #   make bench                         the default sizes, about a quarter of an hour on 2 cores
