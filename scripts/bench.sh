@@ -13,7 +13,7 @@
 # Usage: scripts/bench.sh [--size default|large|small] [--reps R] [--rounds N] [--only W1,W2]
 #                         [--nworkers P] [--time-limit S] [--out DIR] [--write-md FILE]
 #                         [--synchronous full,normal]
-#   make bench                         the default sizes, about a quarter of an hour on 2 cores
+#   make bench                         the default sizes, about half an hour on 2 cores
 #   make bench BENCH_SIZE=large        the large versions
 #   make bench BENCH_ARGS='--only mm-general --reps 5'
 #   scripts/bench.sh --write-md BENCHMARKS.md   refresh BENCHMARKS.md's results
