@@ -69,19 +69,16 @@ static tc_store *s_store_for(wi_worker *w, uint64_t db, wi_open how, int hold, t
   }
   snprintf(dir, sizeof dir, "%s/db-%016" PRIx64, w->cfg->data, db);
   pthread_mutex_lock(&w->db_mu);
-  int i = db ? s_slot(w, db) : -1;
+  int i = s_slot(w, db);
   if (i < 0 && how != S_OPEN_NONE && w->ndbs == w->max_dbs && (how != S_OPEN_EXISTS || stat(dir, &st) == 0)) {
-    /* Closed outside the lock: its writes may take a while, and the other
-    ** threads' own databases need not wait for them. */
+    /* Closed under the lock, as stores are opened: a request for the
+    ** database closed must not open its directory while it is closing. */
     uint64_t old = 0;
     double idle = 0;
     tc_store *s = s_evict(w, &old, &idle);
     if (s) {
-      pthread_mutex_unlock(&w->db_mu);
       wi_log("closing the store of database %016" PRIx64 " (idle %.0f s) for database %016" PRIx64, old, idle, db);
       tc_store_close(&s);
-      pthread_mutex_lock(&w->db_mu);
-      i = s_slot(w, db); /* another thread may have opened it meanwhile */
     }
   }
   if (i >= 0) {

@@ -66,13 +66,14 @@ struct wi_job;
 
 #define S_MAX_DBS 64          /* databases one worker serves at once */
 
-/* A database none of whose coordinators has sent anything for this long
-** (heartbeats come every TN_HEARTBEAT_MS while a shell is open), and with
-** no job of it queued or running, has its store closed when a new
-** database needs the slot: what it holds only in memory is written first,
-** and a later request opens it again.  Far beyond the coordinator's
-** liveness window, so a live session's store stays open however long its
-** user pauses. */
+/* A database none of whose coordinators has sent anything for this long,
+** and with no job of it queued or running, has its store closed when a
+** new database needs the slot: what it holds only in memory is written
+** first, and a later request opens it again.  A statement running sends
+** heartbeats every TN_HEARTBEAT_MS, so its store, and the intermediates
+** in it between its phases, stay; between statements nothing of one is
+** held, so a shell waiting at its prompt may find its store closed, and
+** its next statement opens it again. */
 #define S_DB_IDLE_S 60.0
 
 #define S_SEND_TIMEOUT_S 30.0 /* a peer that has not confirmed by then fails the SEND */
