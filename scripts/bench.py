@@ -1102,11 +1102,11 @@ def bench_workload(w, d, args, tradb, workers, tools, logname):
     reference.  Returns a dict: samples (system -> seconds per run), stmts
     (tradb system -> median seconds per statement), timeouts (system ->
     the limit it ran past), skipped (peer -> why), chunks (tradb system ->
-    tensor -> chunk shape as stored), failed (messages)."""
+    tensor -> chunk shape as stored), failed (messages), passes (tradb
+    system -> the statement times of every timed pass)."""
     r = {"w": w, "samples": {}, "stmts": {}, "timeouts": {}, "skipped": {}, "chunks": {},
          "failed": [], "passes": {}}
     samples, checks = r["samples"], {}
-    p = args.nworkers
     peer_cmd = [PYTHON, os.path.abspath(__file__), "--peer"]
     # The timed runs in --rounds rounds, every system taking its turn in
     # each: a burst of load on this shared machine (10 s of it made every

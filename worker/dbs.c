@@ -58,8 +58,9 @@ static tc_store *s_evict(wi_worker *w, uint64_t *id, double *idle) {
   return s;
 }
 
-/* wi_store_for, the store also counted as held by a job when `hold`. */
-static tc_store *s_store_for(wi_worker *w, uint64_t db, wi_open how, int hold, tr_err *err) {
+/* wi_store_for; with held, the store also counted as held by a job, and
+** *held its slot. */
+static tc_store *s_store_for(wi_worker *w, uint64_t db, wi_open how, int *held, tr_err *err) {
   char dir[4200];
   struct stat st;
   tc_store *found = NULL;
@@ -89,24 +90,29 @@ static tc_store *s_store_for(wi_worker *w, uint64_t db, wi_open how, int hold, t
     tr_seterr(err, TR_EINVAL, "worker %s already serves %d database%s, %s in the last %g s or by a running job",
               w->cfg->listen, w->max_dbs, w->max_dbs == 1 ? "" : "s", w->max_dbs == 1 ? "used" : "each used",
               w->db_idle_s);
-  } else if (tc_store_open(dir, &found, err) == TR_OK && tc_store_share_memory(found, w->pool, err) != TR_OK) {
-    tc_store_close(&found);
-  } else if (found) {
+  } else if (tc_store_open(dir, &found, err) == TR_OK) {
     /* Chunks in memory within the worker's one budget (w->pool); the
     ** files kept for reuse within half of --memory, and 1 GiB. */
     int64_t m = w->cfg->memory;
-    if (m > 0) tc_store_set_recycle(found, m / 2 < ((int64_t)1 << 30) ? m / 2 : (int64_t)1 << 30);
-    i = s_slot(w, 0);
-    pthread_mutex_lock(&w->heard_mu);
-    w->dbs[i].id = db;
-    w->dbs[i].store = found;
-    w->dbs[i].users = 0;
-    w->ndbs++;
-    pthread_mutex_unlock(&w->heard_mu);
+    if (tc_store_share_memory(found, w->pool, err) != TR_OK) {
+      tc_store_close(&found);
+    } else {
+      if (m > 0) tc_store_set_recycle(found, m / 2 < ((int64_t)1 << 30) ? m / 2 : (int64_t)1 << 30);
+      i = s_slot(w, 0);
+      pthread_mutex_lock(&w->heard_mu);
+      w->dbs[i].id = db;
+      w->dbs[i].store = found;
+      w->dbs[i].users = 0;
+      w->ndbs++;
+      pthread_mutex_unlock(&w->heard_mu);
+    }
   }
   if (found) {
-    pthread_mutex_lock(&w->heard_mu);  /* users: see wi_job_free */
-    w->dbs[i].users += hold;
+    pthread_mutex_lock(&w->heard_mu); /* users: see wi_job_free */
+    if (held) {
+      w->dbs[i].users++;
+      *held = i;
+    }
     w->dbs[i].heard = tr_now();
     pthread_mutex_unlock(&w->heard_mu);
   }
@@ -115,15 +121,11 @@ static tc_store *s_store_for(wi_worker *w, uint64_t db, wi_open how, int hold, t
 }
 
 tc_store *wi_store_for(wi_worker *w, uint64_t db, wi_open how, tr_err *err) {
-  return s_store_for(w, db, how, 0, err);
+  return s_store_for(w, db, how, NULL, err);
 }
 
 tc_store *wi_job_store(wi_job *j, wi_open how, tr_err *err) {
-  if (!j->store && (j->store = s_store_for(j->w, j->db, how, 1, err))) {
-    pthread_mutex_lock(&j->w->heard_mu);
-    j->slot = s_slot(j->w, j->db);
-    pthread_mutex_unlock(&j->w->heard_mu);
-  }
+  if (!j->store) j->store = s_store_for(j->w, j->db, how, &j->slot, err);
   return j->store;
 }
 
