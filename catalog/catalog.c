@@ -581,6 +581,25 @@ const char *tc_dir(const tc_db *db) { return db ? db->dir : NULL; }
 
 uint64_t tc_db_id(const tc_db *db) { return db ? db->id : 0; }
 
+int tc_sync(tc_db *db, tr_err *err) {
+  if (!db || !db->unsynced) return TR_OK;
+  /* The write-ahead log holds every commit since the last checkpoint, and
+  ** a checkpoint syncs it first: syncing it makes them all durable. */
+  sqlite3_file *log = NULL;
+  int s = sqlite3_file_control(db->sql, "main", SQLITE_FCNTL_JOURNAL_POINTER, &log);
+  if (s != SQLITE_OK || !log || !log->pMethods) {
+    int rc = ci_exec(db, "PRAGMA wal_checkpoint(FULL)", err);
+    if (!rc) db->unsynced = 0;
+    return rc;
+  }
+  if (log->pMethods->xSync(log, SQLITE_SYNC_NORMAL) != SQLITE_OK)
+    return tr_seterr(err, TR_EIO, "cannot sync the catalog of '%s' to disk", db->dir);
+  db->unsynced = 0;
+  return TR_OK;
+}
+
+double tc_unsynced_since(const tc_db *db) { return db ? db->unsynced : 0; }
+
 /* ---- tensors ------------------------------------------------------------- */
 
 int tc_tensor_get(tc_db *db, const char *name, tr_tensor *out, tr_err *err) {

@@ -13,8 +13,9 @@
 ** stores and synced (tc_store_sync) first; then tc_commit_placed() makes
 ** the new version visible and forgets the old one in one SQLite
 ** transaction, and only then are the old version's chunks dropped from the
-** stores.  A process killed at any point leaves either the old or the new
-** version; chunks no row refers to are removed later, when the
+** stores (after a commit left unsynced, tc_commit_placed_unsynced, only
+** once tc_sync has made it durable).  A process killed at any point leaves
+** either the old or the new version; chunks no row refers to are removed later, when the
 ** coordinator compares what each worker holds (tc_store_list) with what
 ** tc_site_chunks() lists for it and drops the leftovers by id.
 **
@@ -112,6 +113,20 @@ int tc_chunk_locations(tc_db *db, const tr_tensor *t, tc_chunkloc **out, int64_t
 ** tell the workers to drop them.  *result (may be NULL) gets the entry. */
 int tc_commit_placed(tc_db *db, const tr_tensor *meta, const tc_chunkloc *locs, int64_t n,
                      tr_tensor *result, uint64_t **old_ids, int64_t *nold, tr_err *err);
+/* As tc_commit_placed, but the commit is not synced to disk (SQLite's
+** synchronous = NORMAL for this one transaction): it survives the process
+** being killed, while a crash of the machine before tc_sync may undo it.
+** For a version whose chunks are themselves in workers' memory only (SET
+** synchronous = normal): the catalog entry need not outlast them.  Until
+** tc_sync, the old version's chunks must stay on the workers, since the
+** catalog may yet come back to them.  *old_bytes gets their size. */
+int tc_commit_placed_unsynced(tc_db *db, const tr_tensor *meta, const tc_chunkloc *locs, int64_t n,
+                              uint64_t **old_ids, int64_t *nold, uint64_t *old_bytes, tr_err *err);
+/* Make every commit so far durable (fdatasync of the write-ahead log);
+** nothing to do when none is pending.  Every ordinary commit syncs. */
+int tc_sync(tc_db *db, tr_err *err);
+/* When the oldest commit not yet synced was made (tr_now()), 0 if none. */
+double tc_unsynced_since(const tc_db *db);
 /* Drop a tensor, returning its chunk ids (caller frees). */
 int tc_tensor_drop_placed(tc_db *db, const char *name, uint64_t **old_ids, int64_t *nold,
                           tr_err *err);

@@ -27,6 +27,8 @@ struct tc_db {
   char *dir;      /* database directory as given (or the temporary one) */
   int transient;  /* remove dir recursively on close */
   uint64_t id;    /* the database id (meta 'db_id'), never 0 */
+  double unsynced; /* when the oldest commit not yet on disk was made
+                      (tc_commit_placed_unsynced), 0: none */
 };
 
 /* snprintf into a path buffer; TR_EINVAL if it does not fit. */

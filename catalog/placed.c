@@ -413,13 +413,29 @@ done:
   return TR_OK;
 }
 
-int tc_commit_placed(tc_db *db, const tr_tensor *meta, const tc_chunkloc *locs,
-                     int64_t n, tr_tensor *result, uint64_t **old_ids,
-                     int64_t *nold, tr_err *err) {
+/* The bytes of tensor name's current version (0: none). */
+static int s_tensor_bytes(tc_db *db, const char *name, uint64_t *bytes, tr_err *err) {
+  sqlite3_stmt *st = NULL;
+  int rc = ci_prepare(db, "SELECT COALESCE(SUM(c.nbytes), 0) FROM chunks c JOIN tensors t"
+                      " ON t.id = c.tensor_id WHERE t.name = ?1", &st, err);
+  if (rc) return rc;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+  if (sqlite3_step(st) == SQLITE_ROW)
+    *bytes = (uint64_t)sqlite3_column_int64(st, 0);
+  else
+    rc = ci_sqlfail(db, err, "sizing a version");
+  ci_finish(db, st);
+  return rc;
+}
+
+/* tc_commit_placed, synced or not (old_bytes: NULL unless unsynced). */
+static int s_commit_placed(tc_db *db, const tr_tensor *meta, const tc_chunkloc *locs, int64_t n,
+                           tr_tensor *result, uint64_t **old_ids, int64_t *nold,
+                           uint64_t *old_bytes, tr_err *err) {
   tr_tensor m;
   uint64_t *ids = NULL;
   int64_t nids = 0, id = 0, version = 0;
-  int rc;
+  int rc, lazy = old_bytes != NULL;
   s_give_ids(NULL, 0, old_ids, nold);
   if (!db || !meta)
     return tr_seterr(err, TR_EINVAL, "tc_commit_placed: bad argument");
@@ -427,20 +443,45 @@ int tc_commit_placed(tc_db *db, const tr_tensor *meta, const tc_chunkloc *locs,
   m = *meta;
   ci_meta_normal(&m);
   if ((rc = s_check_locs(&m, locs, n, err))) return rc;
-  if ((rc = ci_exec(db, "BEGIN IMMEDIATE", err))) return rc;
-  if ((rc = s_tensor_ids(db, m.name, &ids, &nids, err)) ||
+  /* The level applies to the commits made while it is set: this
+  ** transaction's only, FULL again straight after (also on failure). */
+  if (lazy && (rc = ci_exec(db, "PRAGMA synchronous = NORMAL", err))) return rc;
+  if ((rc = ci_exec(db, "BEGIN IMMEDIATE", err)) ||
+      (lazy && (rc = s_tensor_bytes(db, m.name, old_bytes, err))) ||
+      (rc = s_tensor_ids(db, m.name, &ids, &nids, err)) ||
       (rc = ci_tensor_replace(db, &m, &id, &version, err)) ||
       (rc = s_insert_locs(db, &m, id, locs, n, err)) ||
       (rc = s_unreferenced(db, ids, &nids, err)) ||
       (rc = ci_exec(db, "COMMIT", err)))
     goto done;
+  if (lazy && !db->unsynced) db->unsynced = tr_now();
+  if (!lazy) db->unsynced = 0; /* a FULL commit syncs the whole log */
   if (result) {
     *result = m;
     result->id = id;
     result->version = version;
   }
 done:
-  return s_end(db, rc, ids, nids, old_ids, nold);
+  rc = s_end(db, rc, ids, nids, old_ids, nold);
+  if (lazy) {
+    tr_err e2;
+    int r2 = ci_exec(db, "PRAGMA synchronous = FULL", &e2);
+    tr_assert(r2 == TR_OK); /* sets a flag of the connection: no I/O */
+  }
+  return rc;
+}
+
+int tc_commit_placed(tc_db *db, const tr_tensor *meta, const tc_chunkloc *locs,
+                     int64_t n, tr_tensor *result, uint64_t **old_ids,
+                     int64_t *nold, tr_err *err) {
+  return s_commit_placed(db, meta, locs, n, result, old_ids, nold, NULL, err);
+}
+
+int tc_commit_placed_unsynced(tc_db *db, const tr_tensor *meta, const tc_chunkloc *locs, int64_t n,
+                              uint64_t **old_ids, int64_t *nold, uint64_t *old_bytes, tr_err *err) {
+  uint64_t ignore = 0;
+  return s_commit_placed(db, meta, locs, n, NULL, old_ids, nold, old_bytes ? old_bytes : &ignore,
+                         err);
 }
 
 int tc_tensor_drop_placed(tc_db *db, const char *name, uint64_t **old_ids,

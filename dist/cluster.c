@@ -467,7 +467,7 @@ static int s_inventory(td_cluster *c, int only, tr_err *err) {
     free(known);
   }
   di_phase_free(&ph);
-  if (!rc) di_drop_each(c, -1, NULL, 0, drop, ndrop, c->nsites);
+  if (!rc) di_drop_each(c, -1, NULL, 0, drop, ndrop, c->nsites, 1);
   for (int s = 0; drop && s < c->nsites; s++) free(drop[s]);
   free(drop);
   free(ndrop);
@@ -556,6 +556,10 @@ int td_cluster_open(tc_db *db, const td_config *cfg, const tr_cancel *interrupt,
   c->db = db;
   c->db_id = tc_db_id(db);
   c->interrupt = interrupt;
+  /* TRADB_TEST_FORGOT_S: another DI_FORGOT_S (tests: 0 syncs after every
+  ** statement, a large one only when the shell waits or closes) */
+  const char *forgot_s = getenv("TRADB_TEST_FORGOT_S");
+  c->forgot_s = forgot_s ? atof(forgot_s) : DI_FORGOT_S;
   int rc = s_open(c, cfg, err);
   if (rc) td_cluster_close(&c);
   *out = c;
@@ -566,6 +570,8 @@ void td_cluster_close(td_cluster **pc) {
   td_cluster *c = pc ? *pc : NULL;
   if (!c) return;
   *pc = NULL;
+  /* before the workers stop: they would write what they hold in memory */
+  di_flush(c, 1);
   for (int s = 0; s < c->nsites; s++) {
     if (c->sites[s].sock) zmq_close(c->sites[s].sock);
     if (c->sites[s].mon) zmq_close(c->sites[s].mon);
@@ -580,6 +586,7 @@ void td_cluster_close(td_cluster **pc) {
   c->zctx = NULL;
   if (c->keys.on) tn_zap_stop();
   free(c->lost);
+  free(c->forgot);
   free(c->notice);
   free(c);
 }
@@ -628,6 +635,7 @@ int td_workers(td_cluster *c, td_worker_stat **out, int *n, tr_err *err) {
 
 int td_maintain(td_cluster *c, double budget_s, tr_err *err) {
   double end = tr_now() + budget_s;
+  di_flush(c, 0);
   /* A returning worker is noticed by a ping (which then reconciles it);
   ** right after a statement, its own ping is recent enough. */
   if (tr_now() - c->last_ping >= S_IDLE_PING_S) di_ping(c);
@@ -639,6 +647,8 @@ int td_maintain(td_cluster *c, double budget_s, tr_err *err) {
   }
   return c->repair;
 }
+
+void td_sync(td_cluster *c) { di_flush(c, 1); }
 
 int td_worker_add(td_cluster *c, const char *ep, tr_err *err) {
   int rc = s_add_site(c, ep, err), s = -1;

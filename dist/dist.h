@@ -63,6 +63,9 @@ int td_worker_add(td_cluster *c, const char *endpoint, tr_err *err);
 int td_worker_remove(td_cluster *c, const char *endpoint, tr_err *err);
 /* Restore missing replicas for about budget_s (see te_maintain). */
 int td_maintain(td_cluster *c, double budget_s, tr_err *err);
+/* Sync the catalog's commits to disk, and drop the chunks they forgot
+** (see te_sync). */
+void td_sync(td_cluster *c);
 
 /* ---- Settings ----------------------------------------------------------- */
 

@@ -69,6 +69,14 @@ struct td_cluster {
   void *progress_ctx;
   int64_t prog_done, prog_total;
   double cpu_user, cpu_sys; /* workers' CPU in our tasks (td_worker_cpu) */
+  /* Chunks the catalog forgot in commits not yet synced to disk (see
+  ** di_forget_later): they stay on the workers until the catalog that
+  ** forgot them is durable, since a crash of this machine could bring it
+  ** back to them. */
+  uint64_t *forgot;
+  int64_t nforgot, capforgot;
+  uint64_t forgot_bytes;
+  double forgot_s;         /* DI_FORGOT_S, or a test's */
 };
 
 /* Add a line to the notices. */
@@ -118,14 +126,29 @@ int di_wait(di_phase *ph, tr_err *err);
 int di_wait_ex(di_phase *ph, int tolerant, tr_err *err);
 /* Reply i's body as a read cursor. */
 void di_reply_body(di_phase *ph, int i, tn_rbuf *r);
-/* Tell site `only` (-1: every live site) to drop ids (best effort:
-** cleanup never fails a statement). */
+/* Tell site `only` (-1: every live site) to drop ids, chunks the catalog
+** no longer lists (best effort: cleanup never fails a statement). */
 void di_drop_ids(td_cluster *c, int only, const uint64_t *ids, int64_t n);
 /* Tell every live site s to drop its own ids, own[s][0..nown[s]) for s <
 ** nsites (own NULL: none), and ids[0..n) too where `only` is -1 or s: one
-** round trip for them all. */
+** round trip for them all.  `catalog`: some of them are chunks the
+** catalog forgot (not only a statement's temporaries), so the catalog is
+** synced first.  The chunks forgotten by unsynced commits go along when
+** the catalog is synced, or when they are due (di_flush). */
 void di_drop_each(td_cluster *c, int only, const uint64_t *ids, int64_t n, uint64_t *const *own,
-                  const int64_t *nown, int nsites);
+                  const int64_t *nown, int nsites, int catalog);
+/* A commit not synced holds back the chunks it forgot until this many
+** bytes of them wait (the workers' memory), or the oldest waits this long
+** (what a crash of the coordinator's machine can undo). */
+#define DI_FORGOT_BYTES ((uint64_t)16 << 20)
+#define DI_FORGOT_S 1.0
+/* Chunk ids[0..n) (old_bytes in all) were forgotten by a commit not yet
+** synced: they are dropped with the next drop once the catalog is synced.
+** Takes ids (malloc'd). */
+void di_forget_later(td_cluster *c, uint64_t *ids, int64_t n, uint64_t old_bytes);
+/* Sync the catalog and drop the chunks it forgot: `force`, or when they
+** are due (DI_FORGOT_BYTES of them, or the oldest commit DI_FORGOT_S old). */
+void di_flush(td_cluster *c, int force);
 /* SYNC every chunk of locs on the sites holding it. */
 int di_sync(td_cluster *c, const tc_chunkloc *locs, int64_t n, tr_err *err);
 /* Send the SEND batches (entries {u64 id, str peer} per source site),
@@ -205,7 +228,9 @@ void di_ping(td_cluster *c);
 /* Make a written version visible: sync, commit, drop the old version; or,
 ** with keep given, hand the old version's chunk ids (*keep, *nkeep; the
 ** caller frees them) to a caller that drops them with its own in one
-** round trip. */
+** round trip.  A version none of whose chunks had to be synced (SET
+** synchronous = normal, two replicas or more) commits unsynced, and its
+** old chunks wait in di_forget_later (*nkeep = 0). */
 int di_commit(td_cluster *c, const tr_tensor *meta, tc_chunkloc *locs, int64_t n, uint64_t **keep,
               int64_t *nkeep, tr_err *err);
 

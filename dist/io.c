@@ -34,12 +34,27 @@ static int64_t s_to_sync(td_cluster *c, const tc_chunkloc *locs, int64_t n, tc_c
 
 int di_commit(td_cluster *c, const tr_tensor *meta, tc_chunkloc *locs, int64_t n, uint64_t **keep,
               int64_t *nkeep, tr_err *err) {
-  uint64_t *old = NULL;
-  int64_t nold = 0;
+  uint64_t *old = NULL, old_bytes = 0;
+  int64_t nold = 0, nsync = 0;
   tc_chunkloc *sync = malloc(((size_t)n + 1) * sizeof *sync);
-  int rc = sync ? di_sync(c, sync, s_to_sync(c, locs, n, sync), err)
+  int rc = sync ? di_sync(c, sync, nsync = s_to_sync(c, locs, n, sync), err)
                 : tr_seterr(err, TR_ENOMEM, "out of memory");
   free(sync);
+  if (keep) {
+    *keep = NULL;
+    *nkeep = 0;
+  }
+  /* A version whose every chunk is in workers' memory only needs no
+  ** catalog entry that outlasts them: its commit is not synced, and the
+  ** chunks it replaces wait for the catalog to be (di_forget_later). */
+  if (!rc && n > 0 && nsync == 0) {
+    rc = tc_commit_placed_unsynced(c->db, meta, locs, n, &old, &nold, &old_bytes, err);
+    if (!rc) {
+      di_note_replicas(c, meta, locs, n);
+      di_forget_later(c, old, nold, old_bytes);
+    }
+    return rc;
+  }
   if (!rc) rc = tc_commit_placed(c->db, meta, locs, n, NULL, &old, &nold, err);
   if (!rc) di_note_replicas(c, meta, locs, n);
   if (!rc && keep) {

@@ -268,33 +268,81 @@ void di_reply_body(di_phase *ph, int i, tn_rbuf *r) {
   tn_rbuf_init(r, b, n);
 }
 
-/* Tell site `only` (-1: every live site) to drop ids (best effort:
-** cleanup never fails a statement). */
 void di_drop_ids(td_cluster *c, int only, const uint64_t *ids, int64_t n) {
   if (!n) return;
-  di_drop_each(c, only, ids, n, NULL, NULL, 0);
+  di_drop_each(c, only, ids, n, NULL, NULL, 0, 1);
 }
 
-/* Tell every live site s to drop its own ids, own[s][0..nown[s]) (NULL: none),
-** and ids[0..n) too when `only` is -1 or s: all in one round trip, the
-** sites answering in parallel (best effort, as di_drop_ids). */
+void di_forget_later(td_cluster *c, uint64_t *ids, int64_t n, uint64_t old_bytes) {
+  if (n > 0 && c->nforgot + n > c->capforgot) {
+    int64_t cap = 2 * (c->nforgot + n);
+    uint64_t *v = realloc(c->forgot, (size_t)cap * sizeof *v);
+    if (!v) { /* no room to keep them: sync the catalog and drop them now */
+      di_drop_each(c, -1, ids, n, NULL, NULL, 0, 1);
+      free(ids);
+      return;
+    }
+    c->forgot = v;
+    c->capforgot = cap;
+  }
+  if (n > 0) memcpy(c->forgot + c->nforgot, ids, (size_t)n * sizeof *ids);
+  c->nforgot += n;
+  c->forgot_bytes += old_bytes;
+  free(ids);
+}
+
+/* Whether to sync the catalog and drop what it forgot now. */
+static int s_flush_due(td_cluster *c) {
+  double since = tc_unsynced_since(c->db);
+  if (since) return tr_now() - since >= c->forgot_s || c->forgot_bytes >= DI_FORGOT_BYTES;
+  return c->nforgot > 0; /* an ordinary commit synced the catalog since */
+}
+
+void di_flush(td_cluster *c, int force) {
+  if (!c->nforgot && !tc_unsynced_since(c->db)) return;
+  if (!force && !s_flush_due(c)) return;
+  if (c->nforgot) {
+    di_drop_each(c, -1, NULL, 0, NULL, NULL, 0, 1);
+  } else {
+    tr_err err;
+    if (tc_sync(c->db, &err)) td_notice(c, "%s", err.msg);
+  }
+}
+
 void di_drop_each(td_cluster *c, int only, const uint64_t *ids, int64_t n, uint64_t *const *own,
-                  const int64_t *nown, int nsites) {
+                  const int64_t *nown, int nsites, int catalog) {
   di_phase ph;
   tr_err err;
+  uint64_t *forgot = NULL;
+  int64_t nforgot = 0;
+  if (catalog || s_flush_due(c)) {
+    /* A chunk goes only once the catalog that forgot it is on disk. */
+    if (tc_sync(c->db, &err) != TR_OK) {
+      td_notice(c, "%s (chunks it no longer lists are removed when it next opens)", err.msg);
+      if (catalog) return;
+    } else {
+      forgot = c->forgot;
+      nforgot = c->nforgot;
+      c->forgot = NULL;
+      c->nforgot = c->capforgot = 0;
+      c->forgot_bytes = 0;
+    }
+  }
   di_phase_init(&ph, c);
   for (int s = 0; s < c->nsites; s++) {
-    int64_t k = s < nsites && own ? nown[s] : 0, all = only < 0 || s == only ? n : 0;
-    if (!c->sites[s].up || (!k && !all)) continue;
+    int64_t k = s < nsites && own ? nown[s] : 0, these = only < 0 || s == only ? n : 0;
+    if (!c->sites[s].up || (!k && !these && !nforgot)) continue;
     tn_wbuf b = {0};
-    tn_put_u32(&b, (uint32_t)(k + all));
+    tn_put_u32(&b, (uint32_t)(k + these + nforgot));
     for (int64_t i = 0; i < k; i++) tn_put_u64(&b, own[s][i]);
-    for (int64_t i = 0; i < all; i++) tn_put_u64(&b, ids[i]);
+    for (int64_t i = 0; i < these; i++) tn_put_u64(&b, ids[i]);
+    for (int64_t i = 0; i < nforgot; i++) tn_put_u64(&b, forgot[i]);
     di_request(&ph, s, TN_DROP, &b, 0, NULL, NULL, NULL, &err);
     tn_wbuf_free(&b);
   }
   di_wait(&ph, &err);
   di_phase_free(&ph);
+  free(forgot);
 }
 
 /* SYNC every chunk of locs on the sites holding it. */

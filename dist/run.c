@@ -865,7 +865,10 @@ static void s_cleanup(s_run *R, int failed) {
     for (int64_t lin = 0; lin < pr->n; lin++)
       if (pr->locs[lin].chunk_id) s_note_drop(R, -1, pr->locs[lin].chunk_id);
   }
-  if (!R->ndrop) return;
+  if (!R->ndrop) {
+    di_flush(c, 0);
+    return;
+  }
   /* the ids sorted by site: those for every site first, then site 0's, .. */
   int ns = c->nsites;
   uint64_t *ids = malloc(sizeof *ids * (size_t)R->ndrop), **own = calloc((size_t)ns + 1, sizeof *own);
@@ -882,7 +885,7 @@ static void s_cleanup(s_run *R, int failed) {
         nown[s] = k - from;
       }
     }
-    di_drop_each(c, -1, ids, nall, own, nown, ns);
+    di_drop_each(c, -1, ids, nall, own, nown, ns, 0);
   }
   free(ids);
   free(own);
@@ -1101,6 +1104,9 @@ int td_run_exec(td_run *R, const to_opt *opt, tr_err *err) {
   ta_plan *p = R->p;
   int rc = TR_OK;
   R->texec = tr_now();
+  /* a statement expected to run long would keep the catalog unsynced
+  ** (and the chunks it forgot held) all that while */
+  if (opt && opt->seconds > c->forgot_s) di_flush(c, 1);
   for (int k = 0; !rc && k < p->nnodes;) {
     int e = to_group_end(p, R->sched.sched ? NULL : opt, k);
     double tn0 = tr_now();

@@ -152,6 +152,10 @@ int te_maintain(te_engine *e, double budget_s, tr_err *err) {
   return td_maintain(e->cluster, budget_s, err);
 }
 
+void te_sync(te_engine *e) {
+  if (e && e->cluster) td_sync(e->cluster);
+}
+
 static void s_block_clear(te_engine *e) {
   for (int i = 0; i < e->nblock; i++) tp_stmt_free(&e->block[i]);
   e->nblock = e->npend = 0;

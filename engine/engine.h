@@ -101,6 +101,12 @@ int te_workers(te_engine *e, te_result **res, tr_err *err);
 ** while it waits for input; the engine also does some before each
 ** statement that finds a worker returned. */
 int te_maintain(te_engine *e, double budget_s, tr_err *err);
+/* Make every statement so far durable as its `SET synchronous` promised:
+** under normal, statements commit without syncing the catalog to disk
+** (their outputs are in workers' memory only), and the catalog is synced
+** within DI_FORGOT_S while statements run; the shell calls this before it
+** waits for input, so that an idle session owes nothing. */
+void te_sync(te_engine *e);
 
 /*
 ** Length of the first complete statement in text (through its ';',

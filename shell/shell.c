@@ -41,6 +41,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <malloc.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -398,6 +399,16 @@ static void s_history(ts_shell *sh, const si_source *src, si_buf *hist, const ch
   }
 }
 
+/* Whether reading src's next line may wait: a prompt, or input that has
+** none ready (a pipe whose writer is slow).  A buffered or regular file
+** never waits. */
+static int s_input_waits(const si_source *src) {
+  if (!src->in) return 1;
+  if (src->in->_IO_read_ptr < src->in->_IO_read_end) return 0; /* in stdio's buffer */
+  struct pollfd p = {fileno(src->in), POLLIN, 0};
+  return poll(&p, 1, 0) == 0;
+}
+
 /* Read src to its end (or .quit, or a stop); SI_OK, SI_FAIL, SI_STOP, SI_QUIT. */
 int si_run_source(ts_shell *sh, si_source *src) {
   s_pending pd = {{NULL, 0, 0}, 0, 0, {0, 1}}; /* text read, not yet run */
@@ -407,6 +418,8 @@ int si_run_source(ts_shell *sh, si_source *src) {
   int flow = SI_OK;
 
   for (;;) {
+    /* what ran is made durable before a wait of unknown length */
+    if (s_input_waits(src)) te_sync(sh->eng);
     int got = s_next_line(src, &line, &cap, &len, pd.buf.len > 0);
     if (got == SI_EOF) break;
     if (got == SI_CANCEL) { /* Ctrl-C at the prompt */

@@ -84,12 +84,10 @@ static uint64_t s_nbytes(const tr_tensor *t, int64_t lin) {
 /* Commit a new version of t whose chunk lin has id base + lin, checksum
 ** ~(base + lin) and one replica on site; returns the committed entry and,
 ** if old is not NULL, the previous version's chunk ids (caller frees). */
-static tr_tensor s_commit(tc_db *db, const tr_tensor *t, uint64_t base,
-                          int64_t site, uint64_t **old, int64_t *nold) {
+/* The locations s_commit gives t's chunks (caller frees). */
+static tc_chunkloc *s_locs(const tr_tensor *t, uint64_t base, int64_t site) {
   int64_t n = tr_nchunks(t);
   tc_chunkloc *l = calloc(n > 0 ? (size_t)n : 1, sizeof *l);
-  tr_tensor out;
-  tr_err err;
   cr_assert_not_null(l);
   for (int64_t lin = 0; lin < n; lin++) {
     l[lin].lin = lin;
@@ -99,10 +97,30 @@ static tr_tensor s_commit(tc_db *db, const tr_tensor *t, uint64_t base,
     l[lin].nsites = 1;
     l[lin].site[0] = site;
   }
-  cr_assert_eq(tc_commit_placed(db, t, l, n, &out, old, nold, &err), TR_OK,
+  return l;
+}
+
+static tr_tensor s_commit(tc_db *db, const tr_tensor *t, uint64_t base,
+                          int64_t site, uint64_t **old, int64_t *nold) {
+  tc_chunkloc *l = s_locs(t, base, site);
+  tr_tensor out;
+  tr_err err;
+  cr_assert_eq(tc_commit_placed(db, t, l, tr_nchunks(t), &out, old, nold, &err), TR_OK,
                "%s", err.msg);
   free(l);
   return out;
+}
+
+/* Commit t as s_commit does, unsynced; returns the old version's bytes. */
+static uint64_t s_commit_unsynced(tc_db *db, const tr_tensor *t, uint64_t base, int64_t site,
+                                  uint64_t **old, int64_t *nold) {
+  tc_chunkloc *l = s_locs(t, base, site);
+  uint64_t bytes = 0;
+  tr_err err;
+  cr_assert_eq(tc_commit_placed_unsynced(db, t, l, tr_nchunks(t), old, nold, &bytes, &err), TR_OK,
+               "%s", err.msg);
+  free(l);
+  return bytes;
 }
 
 /* t must be the current description, with its chunks where s_commit(base,
@@ -519,6 +537,65 @@ Test(catalog, replace_with_different_shape) {
   cr_assert_eq(tc_tensor_get(db, "A", &g, &err), TR_OK, "%s", err.msg);
   s_same_entry(&g, &want);
   s_check(db, &g, 200, a);
+  tc_close(&db);
+}
+
+/* A commit left unsynced (for a version held in workers' memory only)
+** hands back the old version and its size like any, says it is not yet
+** durable until tc_sync or an ordinary commit, and survives the process
+** that made it being killed before either. */
+Test(catalog, unsynced_commit_until_synced_and_after_a_kill) {
+  tc_db *db = NULL;
+  tr_err err;
+  uint64_t *old = NULL;
+  int64_t nold = -1;
+  cr_assert_eq(tc_open(s_dbdir, &db, &err), TR_OK, "%s", err.msg);
+  int64_t a = s_site(db, "tcp://a");
+  tr_tensor t = s_meta("A", TR_F64, 2, s_sh, s_ch);
+  tr_tensor c1 = s_commit(db, &t, 100, a, NULL, NULL);
+  cr_assert_eq(tc_unsynced_since(db), 0);
+  cr_assert_eq(s_commit_unsynced(db, &c1, 200, a, &old, &nold), 10 * 7 * 8);
+  cr_assert_eq(nold, 9);
+  for (int64_t i = 0; i < nold; i++) cr_assert(old[i] >= 100 && old[i] < 109);
+  free(old);
+  double since = tc_unsynced_since(db);
+  cr_assert_gt(since, 0);
+  /* a second one keeps the time of the first */
+  cr_assert_eq(s_commit_unsynced(db, &c1, 300, a, NULL, NULL), 10 * 7 * 8);
+  cr_assert_eq(tc_unsynced_since(db), since);
+  cr_assert_eq(tc_sync(db, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_unsynced_since(db), 0);
+  cr_assert_eq(tc_sync(db, &err), TR_OK, "%s", err.msg); /* nothing to do */
+  s_commit_unsynced(db, &c1, 400, a, NULL, NULL);
+  cr_assert_gt(tc_unsynced_since(db), 0);
+  /* an ordinary commit syncs the log, and the unsynced ones before it */
+  s_commit(db, &c1, 500, a, NULL, NULL);
+  cr_assert_eq(tc_unsynced_since(db), 0);
+  tr_tensor g;
+  cr_assert_eq(tc_tensor_get(db, "A", &g, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(g.version, 5);
+  s_check(db, &g, 500, a);
+  tc_close(&db);
+  /* killed right after an unsynced commit: the next open has it */
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    tc_db *d = NULL;
+    tr_tensor m;
+    if (tc_open(s_dbdir, &d, &err) || tc_tensor_get(d, "A", &m, &err)) _exit(2);
+    tc_chunkloc *l = s_locs(&m, 600, a);
+    uint64_t bytes;
+    if (tc_commit_placed_unsynced(d, &m, l, tr_nchunks(&m), NULL, NULL, &bytes, &err)) _exit(3);
+    _exit(tc_unsynced_since(d) > 0 ? 0 : 4); /* no close, no sync */
+  }
+  int status = 0;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child failed: %d", status);
+  cr_assert_eq(tc_open(s_dbdir, &db, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_unsynced_since(db), 0);
+  cr_assert_eq(tc_tensor_get(db, "A", &g, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(g.version, 6);
+  s_check(db, &g, 600, a);
   tc_close(&db);
 }
 
