@@ -25,6 +25,7 @@
 #include "catalog/chunkfile.h"
 
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -73,6 +74,7 @@ int tc_store_open(const char *dir, tc_store **out, tr_err *err) {
   atomic_init(&s->clock, 1);
   pthread_mutex_init(&s->free_mu, NULL);
   pthread_mutex_init(&s->wmu, NULL);
+  s->wnext = INFINITY; /* the writer has not looked yet: a put wakes it */
   tr_cond_init(&s->wcv); /* the writer's deadlines */
   int64_t mem = tr_phys_memory();
   s->free_max = mem / 16 < S_RECYCLE_MAX ? mem / 16 : S_RECYCLE_MAX;
@@ -184,7 +186,7 @@ int tc_store_put_blob(tc_store *s, uint64_t id, tr_dtype dt, tr_blob *b, tc_keep
     s_install(s, &e);
   }
   pthread_rwlock_unlock(&s->lock);
-  if (inmem && !e.scratch) ci_writer_wake(s);
+  if (inmem && !e.scratch) ci_writer_put(s);
   if (rc || inmem) {
     if (!rc && sum) *sum = e.sum;
     return rc;
@@ -405,9 +407,11 @@ void tc_store_busy(tc_store *s, int on) {
   pthread_mutex_lock(&s->wmu);
   s->busy += on ? 1 : -1;
   tr_assert(s->busy >= 0);
-  if (!s->busy) s->idle_since = tr_now();
-  s->wgen++;
-  pthread_cond_broadcast(&s->wcv);
+  if (!s->busy) { /* chunks may now be due sooner: the writer looks again */
+    s->idle_since = tr_now();
+    s->wgen++;
+    pthread_cond_broadcast(&s->wcv);
+  }
   pthread_mutex_unlock(&s->wmu);
 }
 

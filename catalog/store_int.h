@@ -68,6 +68,8 @@ struct tc_store {
   pthread_mutex_t wmu;       /* with wcv */
   pthread_cond_t wcv;        /* the writer waits here for work */
   uint64_t wgen;             /* bumped (under wmu) when work may have come */
+  double wnext;              /* when the sleeping writer looks again
+                                (under wmu); INFINITY: only when woken */
   int wquit;                 /* the writer stops (under wmu) */
   int busy;                  /* tasks using the store now (under wmu) */
   double idle_since;         /* when the last of them ended (under wmu) */
@@ -135,8 +137,12 @@ int64_t ci_mem_max(tc_store *s);
 ** chunk first. */
 void ci_writer_start(tc_store *s);
 void ci_writer_stop(tc_store *s);
-/* Wake the writer: a dirty chunk was put, or the delay changed. */
+/* Wake the writer: the delay changed. */
 void ci_writer_wake(tc_store *s);
+/* A dirty chunk was put: wake the writer only if it waits for no chunk.
+** Otherwise it already looks again by when this one is due: a chunk put
+** later is due no sooner than those put before it. */
+void ci_writer_put(tc_store *s);
 /* Write dirty chunk id's file now (no lock held): TR_OK also when it is
 ** no longer dirty (written meanwhile, or dropped). */
 int ci_write_now(tc_store *s, uint64_t id, tr_err *err);

@@ -266,65 +266,100 @@ static double s_start_at(const ci_entry *e, int busy, double idle_since) {
   return at < e->last ? at : e->last;
 }
 
-/* Claim the oldest dirty chunk the writer may start on, or set *next to
-** when it next may (INFINITY: none).  Returns its id, 0 if none. */
-static uint64_t s_claim(tc_store *s, double *next, uint64_t *seq, tr_blob **b, tr_dtype *dt,
-                        uint64_t *sum) {
+/* A dirty chunk the writer may start on: its id and put number. */
+typedef struct s_due {
+  uint64_t seq, id;
+} s_due;
+
+static int s_by_seq(const void *x, const void *y) {
+  uint64_t a = ((const s_due *)x)->seq, b = ((const s_due *)y)->seq;
+  return a < b ? -1 : a > b;
+}
+
+/* The dirty chunks the writer may start on now, oldest first, in *due
+** (the caller frees; grown as needed), and in *next when it next may
+** start on another (INFINITY: none).  One look at the whole table for
+** them all: one per chunk would cost the square of their number. */
+static size_t s_due_now(tc_store *s, s_due **due, size_t *cap, double *next) {
   double now = tr_now();
-  ci_entry *pick = NULL;
+  size_t n = 0;
   *next = INFINITY;
   pthread_mutex_lock(&s->wmu);
   int busy = s->busy;
   double idle_since = s->idle_since;
   pthread_mutex_unlock(&s->wmu);
-  pthread_rwlock_wrlock(&s->lock);
+  pthread_rwlock_rdlock(&s->lock);
   for (size_t i = 0; s->delay >= 0 && i < s->cap; i++) {
     ci_entry *e = &s->tab[i];
     if (!e->id || !CI_DIRTY(e) || e->writing) continue;
     double at = s_start_at(e, busy, idle_since);
-    if (at <= now) {
-      if (!pick || e->seq < pick->seq) pick = e;
-    } else if (at < *next) {
-      *next = at;
+    if (at > now) {
+      if (at < *next) *next = at;
+      continue;
     }
-  }
-  uint64_t id = 0;
-  if (pick) {
-    pick->writing = 1;
-    id = pick->id;
-    *seq = pick->seq;
-    *b = tr_blob_ref(pick->mem);
-    *dt = pick->dtype;
-    *sum = pick->sum;
+    if (n == *cap) {
+      size_t c = *cap ? 2 * *cap : 256;
+      s_due *v = realloc(*due, c * sizeof *v);
+      if (!v) { /* these for now, the rest on the next look */
+        *next = now;
+        break;
+      }
+      *due = v;
+      *cap = c;
+    }
+    (*due)[n++] = (s_due){e->seq, e->id};
   }
   pthread_rwlock_unlock(&s->lock);
-  return id;
+  qsort(*due, n, sizeof **due, s_by_seq);
+  return n;
 }
 
-/* The writer: claim, write, and sleep until woken or something is due.  A
-** failed write leaves the chunk dirty; its sync reports the error. */
+/* Claim dirty chunk d for writing, unless it was written, dropped or put
+** again since it was found; returns 1 and its bytes if claimed. */
+static int s_claim(tc_store *s, const s_due *d, tr_blob **b, tr_dtype *dt, uint64_t *sum) {
+  int got = 0;
+  pthread_rwlock_wrlock(&s->lock);
+  ci_entry *e = ci_find(s, d->id);
+  if (e && CI_DIRTY(e) && !e->writing && e->seq == d->seq) {
+    e->writing = 1;
+    *b = tr_blob_ref(e->mem);
+    *dt = e->dtype;
+    *sum = e->sum;
+    got = 1;
+  }
+  pthread_rwlock_unlock(&s->lock);
+  return got;
+}
+
+/* The writer: find what is due, write it, and sleep until woken or
+** something is due.  A failed write leaves the chunk dirty; its sync
+** reports the error. */
 static void *s_writer(void *arg) {
   tc_store *s = arg;
+  s_due *due = NULL;
+  size_t cap = 0;
   for (;;) {
     pthread_mutex_lock(&s->wmu);
     uint64_t gen = s->wgen;
     int quit = s->wquit;
+    s->wnext = INFINITY; /* puts wake it while it looks */
     pthread_mutex_unlock(&s->wmu);
-    if (quit) return NULL;
+    if (quit) break;
     double next;
-    uint64_t seq = 0, sum = 0;
-    tr_blob *b = NULL;
-    tr_dtype dt = TR_F32;
-    uint64_t id = s_claim(s, &next, &seq, &b, &dt, &sum);
-    if (id) {
+    size_t n = s_due_now(s, &due, &cap, &next);
+    for (size_t i = 0; i < n; i++) {
+      tr_blob *b = NULL;
+      tr_dtype dt = TR_F32;
+      uint64_t sum = 0;
       tr_err err;
-      s_write(s, id, seq, b, dt, sum, 1, &err);
+      if (s_claim(s, &due[i], &b, &dt, &sum)) s_write(s, due[i].id, due[i].seq, b, dt, sum, 1, &err);
       tr_blob_unref(&b);
-      continue;
     }
+    if (n) continue;
     s_sync_dir(s); /* the renames of what it wrote, before it sleeps */
     pthread_mutex_lock(&s->wmu);
     if (s->wgen == gen && !s->wquit) {
+      s->wnext = next;
       if (isinf(next)) {
         pthread_cond_wait(&s->wcv, &s->wmu);
       } else {
@@ -335,6 +370,8 @@ static void *s_writer(void *arg) {
     }
     pthread_mutex_unlock(&s->wmu);
   }
+  free(due);
+  return NULL;
 }
 
 void ci_writer_start(tc_store *s) {
@@ -345,6 +382,15 @@ void ci_writer_wake(tc_store *s) {
   pthread_mutex_lock(&s->wmu);
   s->wgen++;
   pthread_cond_broadcast(&s->wcv);
+  pthread_mutex_unlock(&s->wmu);
+}
+
+void ci_writer_put(tc_store *s) {
+  pthread_mutex_lock(&s->wmu);
+  if (isinf(s->wnext)) {
+    s->wgen++;
+    pthread_cond_broadcast(&s->wcv);
+  }
   pthread_mutex_unlock(&s->wmu);
 }
 

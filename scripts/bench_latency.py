@@ -1,20 +1,23 @@
 #!/usr/bin/env python3
-"""bench_latency.py - what a statement costs when its work is nothing: a
-session that makes a 64 x 64 tensor of 2 x 2 chunks, then runs N times
-the elementwise statement `C[i,j] = A[i,j] * 2;` and quits, timed from the
-process's start to its exit, less the same session without the N
-statements; per statement.  Against Dask's threaded scheduler computing
-the same graph (`(A * 2).persist()` on an array of the same chunks), the
-peer whose per-graph overhead a user of small steps would meet.
+"""bench_latency.py - what a statement costs beyond its arithmetic: a
+session makes a tensor, then runs the elementwise statement
+`C[i,j] = A[i,j] * 2;` N times and quits, timed from the process's start
+to its exit, less the same session without the N statements; per
+statement.  Two cases: `tiny`, a 64 x 64 tensor of 2 x 2 chunks (N 600:
+planning, the round trips to the workers, the commit), and `many`, a
+4096 x 4096 tensor of 64 x 64 chunks (4096 of them, N 8: what each chunk
+costs).  Against Dask's threaded scheduler computing the same graph
+(`(A * 2).persist()` on an array of the same chunks), the peer whose
+per-graph and per-task overhead a user of such steps would meet.
 
-    scripts/bench_latency.py [--n 600] [--reps 7] [--workers 2,4]
+    scripts/bench_latency.py [--case tiny,many] [--reps 7] [--workers 2,4]
                              [--tradb PATH ...] [--dir D]
 
 --tradb may be given more than once (another build, to compare two in one
 run); every system runs once per round, the rounds interleaved, so that a
 burst of load on this shared machine falls on all alike.  Prints a
-markdown table: the median milliseconds per statement and each over
-Dask's.
+markdown table per case: the median milliseconds per statement and each
+over Dask's.
 """
 import argparse
 import os
@@ -25,21 +28,27 @@ import sys
 import tempfile
 import time
 
-SETUP = "CREATE TENSOR A[64, 64] CHUNK [32, 32];\nFILL A UNIFORM(-1, 1) SEED 1;\n"
+# name: (extent, chunk, statements a session)
+CASES = {"tiny": (64, 32, 600), "many": (4096, 64, 8)}
 STMT = "C[i,j] = A[i,j] * 2;\n"
+
+
+def setup(n, c):
+    return "CREATE TENSOR A[%d, %d] CHUNK [%d, %d];\nFILL A UNIFORM(-1, 1) SEED 1;\n" % (n, n, c, c)
+
 
 DASK = """
 import sys, time
 import numpy as np
 import dask, dask.array as da
-n = int(sys.argv[1])
-a = da.from_array(np.random.default_rng(1).uniform(-1, 1, (64, 64)).astype(np.float32),
-                  chunks=32).persist(scheduler="threads")
-c = (a * 2).persist(scheduler="threads")
+n, c, k = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+a = da.from_array(np.random.default_rng(1).uniform(-1, 1, (n, n)).astype(np.float32),
+                  chunks=c).persist(scheduler="threads")
+r = (a * 2).persist(scheduler="threads")
 t0 = time.perf_counter()
-for _ in range(n):
-    c = (a * 2).persist(scheduler="threads")
-print((time.perf_counter() - t0) / n)
+for _ in range(k):
+    r = (a * 2).persist(scheduler="threads")
+print((time.perf_counter() - t0) / k)
 """
 
 
@@ -54,15 +63,16 @@ def session(tradb, workers, script, d):
     return time.perf_counter() - t0
 
 
-def tradb_per_statement(tradb, workers, n, d):
-    base = session(tradb, workers, SETUP, d)
-    full = session(tradb, workers, SETUP + STMT * n, d)
-    return (full - base) / n
+def tradb_per_statement(tradb, workers, case, d):
+    n, c, k = CASES[case]
+    base = session(tradb, workers, setup(n, c), d)
+    full = session(tradb, workers, setup(n, c) + STMT * k, d)
+    return (full - base) / k
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--n", type=int, default=600, help="statements a session (default 600)")
+    ap.add_argument("--case", default="tiny,many", help="cases, comma-separated (default tiny,many)")
     ap.add_argument("--reps", type=int, default=7, help="rounds (default 7)")
     ap.add_argument("--workers", default="2,4", help="local workers, comma-separated (default 2,4)")
     ap.add_argument("--tradb", action="append", help="a tradb binary (default ./tradb); again "
@@ -71,31 +81,41 @@ def main():
     args = ap.parse_args()
     builds = args.tradb or ["./tradb"]
     counts = [int(x) for x in args.workers.split(",")]
+    cases = args.case.split(",")
+    for case in cases:
+        if case not in CASES:
+            ap.error("no case %r (the cases: %s)" % (case, ", ".join(CASES)))
     d = args.dir or tempfile.mkdtemp(prefix="tradb-latency-")
     python = sys.executable
     systems = [("tradb %s, %d workers" % (b, w), b, w) for w in counts for b in builds]
-    got = {name: [] for name, _, _ in systems}
-    got["dask-threads"] = []
+    got = {case: {name: [] for name in [s[0] for s in systems] + ["dask-threads"]} for case in cases}
     try:
         for r in range(args.reps):
-            for name, b, w in systems:
-                got[name].append(tradb_per_statement(b, w, args.n, d))
-            out = subprocess.run([python, "-c", DASK, str(args.n)], text=True,
-                                 stdout=subprocess.PIPE, check=True).stdout
-            got["dask-threads"].append(float(out))
-            print("round %d: %s" % (r + 1, ", ".join(
-                "%s %.3f ms" % (k, v[-1] * 1e3) for k, v in got.items())), file=sys.stderr)
+            for case in cases:
+                g = got[case]
+                for name, b, w in systems:
+                    g[name].append(tradb_per_statement(b, w, case, d))
+                out = subprocess.run([python, "-c", DASK] + [str(x) for x in CASES[case]],
+                                     text=True, stdout=subprocess.PIPE, check=True).stdout
+                g["dask-threads"].append(float(out))
+                print("round %d, %s: %s" % (r + 1, case, ", ".join(
+                    "%s %.3f ms" % (k, v[-1] * 1e3) for k, v in g.items())), file=sys.stderr)
     finally:
         if not args.dir:
             shutil.rmtree(d, ignore_errors=True)
-    peer = statistics.median(got["dask-threads"])
     print("load average at the end: %.2f %.2f %.2f" % os.getloadavg())
-    print()
-    print("| system | ms per statement (median of %d) | over dask-threads |" % args.reps)
-    print("|---|---:|---:|")
-    for name, v in got.items():
-        m = statistics.median(v)
-        print("| %s | %.3f | %.2f |" % (name, m * 1e3, m / peer))
+    for case in cases:
+        n, c, k = CASES[case]
+        g = got[case]
+        peer = statistics.median(g["dask-threads"])
+        print()
+        print("%s: %d x %d f32 in %d x %d chunks, %d statements a session" % (case, n, n, c, c, k))
+        print()
+        print("| system | ms per statement (median of %d) | over dask-threads |" % args.reps)
+        print("|---|---:|---:|")
+        for name, v in g.items():
+            m = statistics.median(v)
+            print("| %s | %.3f | %.2f |" % (name, m * 1e3, m / peer))
 
 
 if __name__ == "__main__":

@@ -62,15 +62,111 @@ static int s_send_put(wi_worker *w, int peer, uint64_t my_req, uint64_t db, cons
 ** small chunk cost less than the pull's bookkeeping. */
 #define S_PULL_MIN ((uint64_t)64 << 10)
 
-/* Send chunk c to peer socket `peer`, as s_send_put says.  A peer on this
-** machine (both listening on ipc://) is told to copy it out of this
+/* ---- requests in flight ---------------------------------------------------- */
+
+static size_t s_slot_of(const wi_worker *w, uint64_t my_req) {
+  return (size_t)((my_req * 0x9E3779B97F4A7C15ull) >> 32) & (w->pend_cap - 1);
+}
+
+/* Put pd in the list and the index (grown to keep it at most half full);
+** TR_ENOMEM if it cannot grow. */
+static int s_pend_add(wi_worker *w, wi_pending *pd) {
+  if (2 * (w->npend + 1) > w->pend_cap) {
+    size_t cap = w->pend_cap ? 2 * w->pend_cap : 64;
+    wi_pending **old = w->pend_slot, **v = calloc(cap, sizeof *v);
+    if (!v) return TR_ENOMEM;
+    size_t oldcap = w->pend_cap;
+    w->pend_slot = v;
+    w->pend_cap = cap;
+    for (size_t i = 0; i < oldcap; i++) {
+      if (!old[i]) continue;
+      size_t k = s_slot_of(w, old[i]->my_req);
+      while (v[k]) k = (k + 1) & (cap - 1);
+      v[k] = old[i];
+    }
+    free(old);
+  }
+  size_t k = s_slot_of(w, pd->my_req);
+  while (w->pend_slot[k]) k = (k + 1) & (w->pend_cap - 1);
+  w->pend_slot[k] = pd;
+  w->npend++;
+  pd->pulls_end = &pd->pulls;
+  pd->prev = NULL;
+  pd->next = w->pending;
+  if (w->pending) w->pending->prev = pd;
+  w->pending = pd;
+  return TR_OK;
+}
+
+static wi_pending *s_pend_find(const wi_worker *w, uint64_t my_req) {
+  if (!w->pend_cap) return NULL;
+  for (size_t k = s_slot_of(w, my_req); w->pend_slot[k]; k = (k + 1) & (w->pend_cap - 1))
+    if (w->pend_slot[k]->my_req == my_req) return w->pend_slot[k];
+  return NULL;
+}
+
+/* Release the chunks peers were to copy for pd (its request is settled):
+** a peer still copying one then fails the checksum or the copy, and says
+** so to a request that is gone. */
+static void s_free_pulls(wi_pending *pd) {
+  while (pd->pulls) {
+    wi_pull *p = pd->pulls;
+    pd->pulls = p->next;
+    tr_blob_unref(&p->data);
+    free(p);
+  }
+  pd->pulls_end = &pd->pulls;
+}
+
+/* Take pd out of the list and the index, and free it. */
+static void s_pend_free(wi_worker *w, wi_pending *pd) {
+  size_t k = s_slot_of(w, pd->my_req);
+  while (w->pend_slot[k] != pd) k = (k + 1) & (w->pend_cap - 1);
+  /* backward-shift deletion: every entry after the hole stays reachable */
+  for (size_t j = (k + 1) & (w->pend_cap - 1); w->pend_slot[j]; j = (j + 1) & (w->pend_cap - 1)) {
+    size_t home = s_slot_of(w, w->pend_slot[j]->my_req);
+    /* j's entry may fill the hole at k unless its home lies in (k, j] */
+    if (((j - home) & (w->pend_cap - 1)) >= ((j - k) & (w->pend_cap - 1))) {
+      w->pend_slot[k] = w->pend_slot[j];
+      k = j;
+    }
+  }
+  w->pend_slot[k] = NULL;
+  w->npend--;
+  if (pd->prev) pd->prev->next = pd->next;
+  else w->pending = pd->next;
+  if (pd->next) pd->next->prev = pd->prev;
+  s_free_pulls(pd);
+  free(pd);
+}
+
+/* pd has its answer (every confirmation, a failure, or its deadline):
+** wi_settle answers it. */
+static void s_ready(wi_worker *w, wi_pending *pd) {
+  if (pd->ready) return;
+  pd->ready = 1;
+  pd->ready_next = w->ready;
+  w->ready = pd;
+}
+
+void wi_pending_free_all(wi_worker *w) {
+  while (w->pending) s_pend_free(w, w->pending);
+  free(w->pend_slot);
+  w->pend_slot = NULL;
+  w->pend_cap = 0;
+  w->ready = NULL;
+}
+
+/* Send chunk c to peer socket `peer` for pd, as s_send_put says.  A peer on
+** this machine (both listening on ipc://) is told to copy it out of this
 ** process's memory instead (TN_PULL): one copy by the kernel from process
 ** to process, where a PUT over the socket costs two (into the socket's
 ** buffers and out of them) and the kernel's buffers besides; measured on
 ** two local workers, 64 MiB took 8 ms this way.  b is then kept, unchanged,
 ** until the peer answers (wi_on_peer_reply). */
-static int s_put_peer(wi_worker *w, int peer, uint64_t my_req, uint64_t db, const tn_chunk *c,
+static int s_put_peer(wi_worker *w, int peer, wi_pending *pd, uint64_t db, const tn_chunk *c,
                       tr_blob *b, int keep, tr_err *err) {
+  uint64_t my_req = pd->my_req;
   if (!w->pull_local || w->put_only[peer] || c->nbytes < S_PULL_MIN ||
       strncmp(w->peer_ep[peer], "ipc://", 6) != 0)
     return s_send_put(w, peer, my_req, db, c, b, keep, err);
@@ -91,38 +187,24 @@ static int s_put_peer(wi_worker *w, int peer, uint64_t my_req, uint64_t db, cons
     free(p);
     return rc;
   }
-  *p = (wi_pull){peer, my_req, db, *c, b, keep, w->pulls};
-  w->pulls = p;
+  *p = (wi_pull){peer, my_req, db, *c, b, keep, NULL};
+  *pd->pulls_end = p;
+  pd->pulls_end = &p->next;
   w->bytes_sent += c->nbytes;
   return TR_OK;
 }
 
-/* Remove and return the pull of chunk id by peer for my_req; NULL if none. */
-static wi_pull *s_pull_take(wi_worker *w, int peer, uint64_t my_req, uint64_t id) {
-  for (wi_pull **pp = &w->pulls; *pp; pp = &(*pp)->next)
-    if ((*pp)->peer == peer && (*pp)->my_req == my_req && (*pp)->c.id == id) {
+/* Remove and return pd's pull of chunk id by peer; NULL if none.  Peers
+** answer about in the order asked: the search ends near the front. */
+static wi_pull *s_pull_take(wi_pending *pd, int peer, uint64_t id) {
+  for (wi_pull **pp = &pd->pulls; *pp; pp = &(*pp)->next)
+    if ((*pp)->peer == peer && (*pp)->c.id == id) {
       wi_pull *p = *pp;
       *pp = p->next;
+      if (!*pp) pd->pulls_end = pp;
       return p;
     }
   return NULL;
-}
-
-/* Forget the pulls of request my_req (its SEND or push is settled), or
-** all of them (my_req 0, at exit): their bytes are released.  A peer
-** still copying them then fails the checksum or the copy, and says so to a
-** request that is gone. */
-void wi_drop_pulls(wi_worker *w, uint64_t my_req) {
-  for (wi_pull **pp = &w->pulls; *pp;) {
-    wi_pull *p = *pp;
-    if (my_req && p->my_req != my_req) {
-      pp = &p->next;
-      continue;
-    }
-    *pp = p->next;
-    tr_blob_unref(&p->data);
-    free(p);
-  }
 }
 
 /* SEND, second half (main loop): PUT each chunk the store thread read to
@@ -139,6 +221,11 @@ void wi_send_out(wi_worker *w, wi_job *j) {
   pd->req = j->req;
   pd->db = j->db;
   pd->deadline = tr_now() + S_SEND_TIMEOUT_S;
+  if (s_pend_add(w, pd)) {
+    free(pd);
+    tn_send_error(w->router, j->route, j->route_len, j->req, j->db, TR_ENOMEM, 0, "out of memory");
+    return;
+  }
   for (uint32_t i = 0; i < j->nout; i++) {
     wi_out_chunk *o = &j->out[i];
     tr_err err;
@@ -151,7 +238,7 @@ void wi_send_out(wi_worker *w, wi_job *j) {
     }
     tr_blob *buf = o->data;
     o->data = NULL; /* s_put_peer drops it, sent or not */
-    if (s_put_peer(w, peer, pd->my_req, pd->db, &o->c, buf, j->keep, &err)) {
+    if (s_put_peer(w, peer, pd, pd->db, &o->c, buf, j->keep, &err)) {
       pd->failed = 1;
       snprintf(pd->why, sizeof pd->why, "send to %s failed: %s", o->ep, err.msg);
       break;
@@ -160,8 +247,7 @@ void wi_send_out(wi_worker *w, wi_job *j) {
     pd->peer_waiting[peer]++;
     pd->bytes += o->c.nbytes;
   }
-  pd->next = w->pending;
-  w->pending = pd;
+  if (pd->failed || !pd->waiting) s_ready(w, pd);
 }
 
 /* pd->why: `what`, and the peers whose confirmations are missing (the
@@ -174,15 +260,20 @@ static void s_silent_peers(wi_worker *w, wi_pending *pd, const char *what) {
                               pd->peer_waiting[i]);
 }
 
+/* How often wi_settle looks for requests past their deadline. */
+#define S_LATE_CHECK_S 0.1
+
 /* Answer SENDs whose peers all confirmed (or failed, or timed out). */
 void wi_settle(wi_worker *w) {
   double now = tr_now();
-  for (wi_pending **pp = &w->pending; *pp;) {
-    wi_pending *pd = *pp;
-    if (pd->waiting > 0 && now < pd->deadline && !pd->failed) {
-      pp = &pd->next;
-      continue;
-    }
+  if (now >= w->late_check) {
+    for (wi_pending *pd = w->pending; pd; pd = pd->next)
+      if (now >= pd->deadline) s_ready(w, pd);
+    w->late_check = now + S_LATE_CHECK_S;
+  }
+  while (w->ready) {
+    wi_pending *pd = w->ready;
+    w->ready = pd->ready_next;
     if (pd->job) {
       if (pd->failed || pd->waiting > 0) {
         if (!pd->failed) s_silent_peers(w, pd, "replica peers did not confirm in time");
@@ -200,9 +291,7 @@ void wi_settle(wi_worker *w) {
       wi_reply(w, pd->route, pd->route_len, TN_SEND_OK, pd->req, pd->db, &b, 0, NULL, NULL, NULL);
       tn_wbuf_free(&b);
     }
-    *pp = pd->next;
-    wi_drop_pulls(w, pd->my_req);
-    free(pd);
+    s_pend_free(w, pd);
   }
 }
 
@@ -225,7 +314,9 @@ void wi_send_pushes(wi_worker *w) {
     wi_pending *pd = calloc(1, sizeof *pd);
     tr_err err;
     tr_clearerr(&err);
-    if (!pd) {
+    if (pd) pd->my_req = ++w->next_req;
+    if (!pd || s_pend_add(w, pd)) {
+      free(pd);
       pthread_mutex_lock(&w->mu);
       p->job->push_failed = 1;
       p->job->pushing -= p->nrep;
@@ -237,7 +328,6 @@ void wi_send_pushes(wi_worker *w) {
       continue;
     }
     pd->job = p->job;
-    pd->my_req = ++w->next_req;
     pd->deadline = tr_now() + S_SEND_TIMEOUT_S;
     pd->waiting = p->nrep;
     for (int k = p->nrep - 1; k >= 0; k--) {
@@ -248,7 +338,7 @@ void wi_send_pushes(wi_worker *w) {
         break;
       }
       /* every peer is sent the bytes the store holds: a reference each */
-      if (s_put_peer(w, peer, pd->my_req, p->job->db, &p->c, tr_blob_ref(p->data), p->keep, &err)) {
+      if (s_put_peer(w, peer, pd, p->job->db, &p->c, tr_blob_ref(p->data), p->keep, &err)) {
         pd->failed = 1;
         snprintf(pd->why, sizeof pd->why, "cannot %s to %s: %s", verb, p->rep[k], err.msg);
         break;
@@ -256,23 +346,21 @@ void wi_send_pushes(wi_worker *w) {
       pd->peer_waiting[peer]++;
     }
     tr_blob_unref(&p->data);
-    pd->next = w->pending;
-    w->pending = pd;
+    if (pd->failed) s_ready(w, pd);
     free(p);
   }
 }
 
 /* A reply from peer socket `peer` (to one of our PUTs or PULLs). */
 void wi_on_peer_reply(wi_worker *w, int peer, tn_in *in) {
-  wi_pending *pd = w->pending;
-  while (pd && pd->my_req != in->req) pd = pd->next;
+  wi_pending *pd = s_pend_find(w, in->req);
   if (!pd) return; /* late: its request is settled */
   if (in->type == TN_PULL_OK) {
     size_t n;
     const void *body = tn_in_body(in, &n);
     tn_rbuf r;
     tn_rbuf_init(&r, body, n);
-    wi_pull *p = s_pull_take(w, peer, in->req, tn_get_u64(&r));
+    wi_pull *p = s_pull_take(pd, peer, tn_get_u64(&r));
     if (!p) return; /* not a pull we asked for: it confirms nothing */
     tr_blob_unref(&p->data);
     free(p);
@@ -281,6 +369,7 @@ void wi_on_peer_reply(wi_worker *w, int peer, tn_in *in) {
     pd->waiting--;
     if (pd->peer_waiting[peer]) pd->peer_waiting[peer]--;
     if (pd->job) pd->job->pushing--;
+    if (pd->waiting <= 0) s_ready(w, pd);
   } else if (in->type == TN_ERROR) {
     char msg[200];
     int code;
@@ -288,10 +377,11 @@ void wi_on_peer_reply(wi_worker *w, int peer, tn_in *in) {
     tr_err err;
     tr_clearerr(&err);
     tn_get_error(in, &code, &chunk, msg, sizeof msg);
-    wi_pull *p = s_pull_take(w, peer, in->req, chunk);
+    wi_pull *p = s_pull_take(pd, peer, chunk);
     if (!p) {
       pd->failed = 1;
       snprintf(pd->why, sizeof pd->why, "peer refused a chunk: %s", msg);
+      s_ready(w, pd);
       return;
     }
     /* The peer could not copy it out of this process (not allowed to read
@@ -303,6 +393,7 @@ void wi_on_peer_reply(wi_worker *w, int peer, tn_in *in) {
     if (s_send_put(w, peer, p->my_req, p->db, &p->c, p->data, p->keep, &err)) {
       pd->failed = 1;
       snprintf(pd->why, sizeof pd->why, "cannot send a chunk to %s: %s", w->peer_ep[peer], err.msg);
+      s_ready(w, pd);
     }
     free(p);
   }

@@ -387,12 +387,7 @@ static void s_teardown(wi_worker *w) {
     pthread_join(w->io_tid, NULL);
   }
   s_flush_done(w);
-  wi_drop_pulls(w, 0);
-  while (w->pending) {
-    wi_pending *nx = w->pending->next;
-    free(w->pending);
-    w->pending = nx;
-  }
+  wi_pending_free_all(w);
   for (wi_job *j = w->todo, *nx; j; j = nx) {
     nx = j->next;
     wi_job_free(j);

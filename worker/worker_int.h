@@ -115,7 +115,11 @@ typedef struct wi_pending {
   double deadline;          /* when to give up */
   int failed;               /* a peer answered with an error */
   char why[sizeof(((tr_err *)0)->msg) + 300]; /* that error */
-  struct wi_pending *next;   /* list */
+  struct wi_pull *pulls, **pulls_end; /* its chunks peers are copying, in
+                                         the order asked */
+  int ready;                /* confirmed, failed or late: on the ready list */
+  struct wi_pending *prev, *next; /* the list of them all */
+  struct wi_pending *ready_next;  /* the ready list */
 } wi_pending;
 
 /* A chunk a peer on this machine is copying out of this worker's memory
@@ -128,7 +132,7 @@ typedef struct wi_pull {
   tn_chunk c;               /* id, dtype, size, checksum */
   tr_blob *data;            /* its bytes (a reference) */
   int keep;                 /* how the peer keeps it (a tc_keep) */
-  struct wi_pull *next;      /* list */
+  struct wi_pull *next;      /* its request's list */
 } wi_pull;
 
 /* A chunk read from the store to be sent (GET, SEND). */
@@ -209,8 +213,14 @@ typedef struct wi_worker {
   int npeers;                  /* peer sockets */
   char peer_ep[S_MAX_PEERS][TC_ENDPOINT_MAX]; /* their endpoints */
   void *peer[S_MAX_PEERS];     /* DEALER sockets */
-  wi_pending *pending;          /* SENDs in flight */
-  wi_pull *pulls;               /* chunks peers are copying out of memory */
+  /* SENDs and replica pushes in flight: a list, an index by request id
+  ** (open addressing, a power of two slots; a reply finds its request at
+  ** once however many are in flight) and those ready to settle. */
+  wi_pending *pending;
+  wi_pending **pend_slot;
+  size_t pend_cap, npend;
+  wi_pending *ready;
+  double late_check;           /* when wi_settle next looks for late ones */
   int pull_local;              /* listens on ipc://: chunks move between it
                                   and its ipc:// peers by TN_PULL */
   uint8_t put_only[S_MAX_PEERS]; /* a pull by that peer failed: PUT to it */
@@ -372,7 +382,8 @@ void wi_settle(wi_worker *w);
 void wi_send_pushes(wi_worker *w);
 /* A reply from a peer (to one of our PUTs or PULLs). */
 void wi_on_peer_reply(wi_worker *w, int peer, tn_in *in);
-/* Release the chunks peers were to copy for request my_req (all: 0). */
-void wi_drop_pulls(wi_worker *w, uint64_t my_req);
+/* Free every request in flight (at exit), and the chunks peers were to
+** copy for them. */
+void wi_pending_free_all(wi_worker *w);
 
 #endif /* TRADB_WORKER_WORKER_INT_H */
