@@ -25,9 +25,9 @@
 #include "catalog/chunkfile.h"
 
 #include <errno.h>
-#include <math.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

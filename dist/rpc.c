@@ -299,14 +299,9 @@ static int s_flush_due(td_cluster *c) {
 }
 
 void di_flush(td_cluster *c, int force) {
-  if (!c->nforgot && !tc_unsynced_since(c->db)) return;
-  if (!force && !s_flush_due(c)) return;
-  if (c->nforgot) {
+  /* a drop of nothing more: the sync, and the forgotten chunks if any */
+  if ((c->nforgot || tc_unsynced_since(c->db)) && (force || s_flush_due(c)))
     di_drop_each(c, -1, NULL, 0, NULL, NULL, 0, 1);
-  } else {
-    tr_err err;
-    if (tc_sync(c->db, &err)) td_notice(c, "%s", err.msg);
-  }
 }
 
 void di_drop_each(td_cluster *c, int only, const uint64_t *ids, int64_t n, uint64_t *const *own,
@@ -318,7 +313,8 @@ void di_drop_each(td_cluster *c, int only, const uint64_t *ids, int64_t n, uint6
   if (catalog || s_flush_due(c)) {
     /* A chunk goes only once the catalog that forgot it is on disk. */
     if (tc_sync(c->db, &err) != TR_OK) {
-      td_notice(c, "%s (chunks it no longer lists are removed when it next opens)", err.msg);
+      td_notice(c, "%s%s", err.msg,
+                c->nforgot ? " (chunks it no longer lists are removed when it next opens)" : "");
       if (catalog) return;
     } else {
       forgot = c->forgot;

@@ -187,7 +187,7 @@ static int s_put_peer(wi_worker *w, int peer, wi_pending *pd, uint64_t db, const
     free(p);
     return rc;
   }
-  *p = (wi_pull){peer, my_req, db, *c, b, keep, NULL};
+  *p = (wi_pull){peer, db, *c, b, keep, NULL};
   *pd->pulls_end = p;
   pd->pulls_end = &p->next;
   w->bytes_sent += c->nbytes;
@@ -390,7 +390,7 @@ void wi_on_peer_reply(wi_worker *w, int peer, tn_in *in) {
       wi_log("peer %s cannot copy chunks out of this worker (%s): sending them instead",
              w->peer_ep[peer], msg);
     w->put_only[peer] = 1;
-    if (s_send_put(w, peer, p->my_req, p->db, &p->c, p->data, p->keep, &err)) {
+    if (s_send_put(w, peer, pd->my_req, p->db, &p->c, p->data, p->keep, &err)) {
       pd->failed = 1;
       snprintf(pd->why, sizeof pd->why, "cannot send a chunk to %s: %s", w->peer_ep[peer], err.msg);
       s_ready(w, pd);

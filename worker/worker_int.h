@@ -127,7 +127,6 @@ typedef struct wi_pending {
 ** answers; if it cannot copy them, they are sent as a PUT instead. */
 typedef struct wi_pull {
   int peer;                 /* the peer socket */
-  uint64_t my_req;          /* the request (wi_pending) it belongs to */
   uint64_t db;              /* database */
   tn_chunk c;               /* id, dtype, size, checksum */
   tr_blob *data;            /* its bytes (a reference) */
