@@ -435,6 +435,7 @@ int tw_main(const tw_config *cfg) {
   if (status == 0) {
     wi_warm_heap(&w);
     s_serve(&w);
+    wi_warm_heap_stop();
     wi_drop_tick(&w.drops, tr_now(), 1);
     wi_log("stopping");
     pthread_mutex_lock(&w.mu);
@@ -445,5 +446,6 @@ int tw_main(const tw_config *cfg) {
     pthread_join(w.tid, NULL);
   }
   if (w.ctx) s_teardown(&w);
+  if (status == 0) wi_warm_heap_report();
   return status;
 }

@@ -308,6 +308,8 @@ void wi_trim_when_idle(wi_worker *w);
 /* Fault in the heap kept free between statements, in the background,
 ** while no tradb process on this machine works. */
 void wi_warm_heap(wi_worker *w);
+void wi_warm_heap_stop(void);   /* a warm heap stops where it is */
+void wi_warm_heap_report(void); /* logs how far it got */
 int wi_reply(wi_worker *w, const uint8_t *route, size_t rl, int type, uint64_t req,
                    uint64_t db, const tn_wbuf *body, int ndata, void *const *data,
                    const size_t *len, tn_free_fn *fr);

@@ -22,16 +22,7 @@ TEST=idle_memory
 source "$TOP_SRCDIR/tests/multi/lib.sh"
 db=$work/db
 
-# the work table (util.h): a count of works started, then 127 slots of
-# pids; a stand-in process holds slot 0
-table=/tradb-test-work-$$
-sleep 600 &
-holder=$!
-track "$holder"
-/usr/bin/python3 -c "import struct, sys; open('/dev/shm$table', 'wb').write(struct.pack('<Ii', 1, $holder) + bytes(4 * 126))"
-cleanup_table() { rm -f "/dev/shm$table"; }
-trap 'cleanup_table; cleanup' EXIT
-export TRADB_TEST_WORK_TABLE=$table
+hold_work_table
 
 mkfifo "$work/in"
 "$TRADB" --local-workers 2 "$db" < "$work/in" > "$work/out" 2>&1 &

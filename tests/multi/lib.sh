@@ -88,3 +88,18 @@ stop_worker() {
 
 # chunk files under a directory (every database's)
 nchk() { find "$@" -name '*.chk' 2>/dev/null | wc -l; }
+
+# hold_work_table: a work table of this test's own (util.h: a count of
+# works started, then 127 slots of pids), given in TRADB_TEST_WORK_TABLE
+# to every tradb process started after it, with slot 0 held by a
+# stand-in process ($holder): they see the machine working (a worker's
+# warm heap waits) until the test kills it.
+hold_work_table() {
+  table=/tradb-test-work-$$
+  sleep 600 &
+  holder=$!
+  track "$holder"
+  /usr/bin/python3 -c "import struct; open('/dev/shm$table', 'wb').write(struct.pack('<Ii', 1, $holder) + bytes(4 * 126))"
+  trap 'rm -f "/dev/shm$table"; cleanup' EXIT
+  export TRADB_TEST_WORK_TABLE=$table
+}
