@@ -26,11 +26,10 @@ start_worker 0
 start_worker 1
 printf 'CREATE TENSOR X[8192, 8192] CHUNK [2048, 2048] TYPE f32;\nFILL X ONES;\n' |
   "$TRADB" --workers "${ep[0]},${ep[1]}" "$db" > "$work/out" 2>&1 || { cat "$work/out"; fail "the shell failed"; }
-# X's 16 chunks, 2 replicas, none in a file yet (written 2 s after they
-# were made at the earliest)
-files=$(find "$work/w0" -name '*.chk' | wc -l)
-[ "$files" -lt 16 ] || fail "worker 0 wrote its chunks before it was told to stop ($files files)"
-ok
+# X's 16 chunks, 2 replicas, are written 2 s after they were made at the
+# earliest, so worker 0 still has them to write when it is told to stop
+# (on a machine slow enough to have written some, it has less to write
+# and the check below still holds)
 
 kill -TERM "${wpid[0]}"
 stopping() { [ "$(count "stopping" "$work/w0.log")" -ge 1 ]; }
