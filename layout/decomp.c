@@ -201,11 +201,17 @@ static int s_keys_add(s_keys *a, s_key k) {
   return TR_OK;
 }
 
-/* All vectors with exponents summing to `left` over labels l.., within cap. */
+/* All vectors with exponents summing to `left` over labels l.., within cap,
+** those cutting label l most first.  Candidates that cost the same go to
+** the first, so a result is cut on its leading dimensions, where a
+** row-major chunk is one slab and where the next statement of a chain
+** usually keeps its cut: `T[i,k] = A[i,j] * B[j,k]` in row halves lets
+** `O[i,l] = T[i,k] * C[k,l]` run where T is, where column halves made it
+** sum partials across the workers. */
 static int s_enum(int l, int nl, int left, const int *cap, s_key k, s_keys *out) {
   if (l == nl) return left ? TR_OK : s_keys_add(out, k);
   int hi = left < cap[l] ? left : cap[l];
-  for (int x = 0; x <= hi; x++) {
+  for (int x = hi; x >= 0; x--) {
     int rc = s_enum(l + 1, nl, left - x, cap, s_put(k, l, x), out);
     if (rc) return rc;
   }
