@@ -188,8 +188,9 @@ int64_t tl_decomp_count(const tl_einsum *e, int p);
 /* Section 8.1's enumeration: every partition vector of e whose entries
 ** multiply to p (a power of two; entries within their labels' sizes, the
 ** largest product they allow when that is less than p), label by label
-** in e's label order, those cutting the first labels most first.  *out (caller frees) gets *n vectors of e->nlabels
-** entries each.  TR_EINVAL beyond 2^20 vectors. */
+** in e's label order, those cutting the first labels most first.  *out
+** (caller frees) gets *n vectors of e->nlabels entries each.  TR_EINVAL
+** beyond 2^20 vectors. */
 int tl_decomp_vectors(const tl_einsum *e, int p, int **out, int *n, tr_err *err);
 
 /* ---- 4. Cost in seconds (thesis chapter 10) ---------------------------- */
