@@ -9,7 +9,7 @@
 # 1. Two TCP workers are held cold (this test's own work table, given in
 #    TRADB_TEST_WORK_TABLE, has a slot held by a stand-in process).
 # 2. A shell fills a 256 MB tensor on them and closes: each worker holds
-#    its copies in memory, not yet in their files.
+#    its copies in memory, all or most not yet in their files.
 # 3. Worker 0 is told to stop (SIGTERM); once it logs that it is stopping
 #    (it then writes those chunks), the stand-in goes, so the machine is
 #    quiet while it writes.  Its last line must say its warm heap faulted
