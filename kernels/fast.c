@@ -31,6 +31,7 @@
 
 #define S_BLK 256 /* elements per block, a multiple of S_LANES */
 #define S_TILE 16 /* rows of a tile, see s_run */
+#define S_XTILE 64 /* rows and columns of a transposed operand's tile, see s_run */
 #define S_POLL 65536 /* elements between polls of the cancel token: 0.1 ms or so */
 /* gcc -O2 vectorizes a loop only if no scalar remainder loop is needed, so
 ** block loops run over lengths padded to a multiple of S_LANES, written as
@@ -299,9 +300,11 @@ static int s_contract(const tk_contract *op) {
   s_plan_build(op, agg, &p);
   depth = tk_prog_depth(&op->prog);
   tr_assert(depth >= 1); /* tk_contract_check passed */
-  /* One block per stack slot, plus the one an instruction writes into. */
-  scratch = tr_alloc_aligned((size_t)(depth + 1) * S_BLK *
-                             tr_dtype_size(op->dtype));
+  /* One block per stack slot, plus the one an instruction writes into,
+  ** then a square tile for each operand read or written across the
+  ** inner label (s_run). */
+  scratch = tr_alloc_aligned(((size_t)(depth + 1) * S_BLK +
+                              (size_t)p.nops * S_XTILE * S_XTILE) * tr_dtype_size(op->dtype));
   if (!scratch) return TR_ENOMEM;
   if (op->dtype == TR_F32)
     rc = s_run_f32(op, &p, scratch, depth + 1);
@@ -615,20 +618,33 @@ static S_T S_SFX(s_reduce)(tk_agg agg, const S_SFX(s_slot) *r, int64_t n) {
   return t;
 }
 
+/* Copy the n x tm box at src (stride s along the n, ts along the tm) into
+** the tile x, row t holding the box's t-th line, walking src along ts
+** innermost; back: the tile into the box. */
+static void S_SFX(s_tile)(S_T *restrict x, S_T *restrict src, int64_t s, int64_t ts, int64_t n,
+                          int64_t tm, int back) {
+  for (int64_t j = 0; j < n; j++)
+    for (int64_t t = 0; t < tm; t++) {
+      if (back) src[j * s + t * ts] = x[t * S_XTILE + j];
+      else x[t * S_XTILE + j] = src[j * s + t * ts];
+    }
+}
+
 /* TR_OK, or TR_EINTR once op->cancel is set (polled every S_POLL
-** elements). */
+** elements).  scratch holds nblk blocks, then p->nops tiles of S_XTILE^2. */
 S_CLONES_FLAT
 static int S_SFX(s_run)(const tk_contract *op, const s_plan *p,
                         S_T *scratch, int nblk) {
   const int o = p->nops - 1, inner = p->inner;
   const int reduce = inner >= 0 && p->isagg[inner];
   const int64_t ext = inner >= 0 ? p->ext[inner] : 1;
-  int64_t off[TK_MAX_INPUTS + 1] = {0}, sin[TK_MAX_INPUTS + 1];
+  int64_t off[TK_MAX_INPUTS + 1] = {0}, sin[TK_MAX_INPUTS + 1], esin[TK_MAX_INPUTS + 1];
   int64_t idx[TK_MAX_LABELS] = {0}, tm, tst[TK_MAX_INPUTS + 1] = {0};
   int64_t blk = S_BLK;
-  int oth[TK_MAX_LABELS], noth = 0, d, tile;
+  int oth[TK_MAX_LABELS], noth = 0, d, tile, strided = 0, xp[TK_MAX_INPUTS + 1] = {0};
+  int64_t tmax = S_TILE;
   const S_T *in[TK_MAX_INPUTS] = {NULL};
-  S_T *out = op->out;
+  S_T *out = op->out, *xt = scratch + (int64_t)nblk * S_BLK;
   const tr_cancel *cancel = op->cancel;
   int64_t work = 0; /* elements since the last poll */
   for (int l = 0; l < p->nlab; l++)
@@ -640,34 +656,59 @@ static int S_SFX(s_run)(const tk_contract *op, const s_plan *p,
   ** making square tiles: transposes).  Otherwise rows run one after the
   ** other: interleaving S_TILE rows of contiguous operands only splits
   ** each into S_TILE streams, and E[h,q,k] / Z[h,q] over 16.7M floats
-  ** took 10-11 ms tiled against 4 ms (AVX2: 3.5 ms) row by row. */
+  ** took 10-11 ms tiled against 4 ms (AVX2: 3.5 ms) row by row.
+  ** An operand strided along the inner label but walked more closely by
+  ** the tile's label (a transpose) is copied into an S_XTILE x S_XTILE
+  ** tile first, along its short stride, and out the same way back, so
+  ** that the program runs on contiguous rows of S_XTILE: gathered element
+  ** by element into rows of S_TILE, a 16-element program evaluation at a
+  ** time waiting on 16 cache lines, c[i,j] = a[i,j] + b[j,i] on 4096 x 128
+  ** chunks took 6 ns an element; through 64 x 64 tiles 2 ns (16 x 16
+  ** tiles 4-8 ns, 64 x 256 2.5 ns). */
   for (int k = 0; k < p->nops; k++) {
     sin[k] = inner >= 0 ? p->st[k][inner] : 0;
     tst[k] = noth > 0 ? p->st[k][oth[noth - 1]] : 0;
-    if (p->used[k] && (sin[k] > 1 || sin[k] < -1)) blk = S_TILE;
+    if (p->used[k] && (sin[k] > 1 || sin[k] < -1)) strided = 1;
   }
-  tile = noth > 0 && (blk == S_TILE || tst[o] == 0);
+  if (strided) blk = S_TILE;
+  tile = noth > 0 && (strided || tst[o] == 0);
+  for (int k = 0; k < p->nops; k++) {
+    int64_t s = sin[k] < 0 ? -sin[k] : sin[k], ts = tst[k] < 0 ? -tst[k] : tst[k];
+    xp[k] = tile && strided && p->used[k] && s > 1 && ts > 0 && ts < s && !(k == o && reduce);
+    esin[k] = xp[k] ? 1 : sin[k];
+    if (xp[k]) blk = tmax = S_XTILE;
+  }
   do {
-    tm = tile && ext > blk ? p->ext[oth[noth - 1]] - idx[noth - 1] : 1;
-    if (tm > S_TILE) tm = S_TILE;
+    tm = tile && (strided || ext > blk) ? p->ext[oth[noth - 1]] - idx[noth - 1] : 1;
+    if (tm > tmax) tm = tmax;
     for (int64_t b0 = 0; b0 < ext; b0 += blk) {
       const int64_t n = ext - b0 < blk ? ext - b0 : blk;
       if ((work += n * tm) >= S_POLL) {
         if (tr_cancelled(cancel)) return TR_EINTR;
         work = 0;
       }
+      for (int k = 0; k < p->nops; k++)
+        if (xp[k] && (k < o || p->agg != TK_AGG_NONE)) /* out: only if the fold reads it */
+          S_SFX(s_tile)(xt + k * S_XTILE * S_XTILE,
+                        (S_T *)(k < o ? op->in[k] : out) + off[k] + b0 * sin[k], sin[k],
+                        tst[k], n, tm, 0);
       for (int64_t t = 0; t < tm; t++) {
-        S_T *q = out + off[o] + t * tst[o] + b0 * sin[o];
+        S_T *q = xp[o] ? xt + o * S_XTILE * S_XTILE + t * S_XTILE
+                       : out + off[o] + t * tst[o] + b0 * sin[o];
         S_SFX(s_slot) r;
         for (int k = 0; k < o; k++)
           if (p->used[k])
-            in[k] = (const S_T *)op->in[k] + off[k] + t * tst[k] + b0 * sin[k];
-        r = S_SFX(s_eval)(&op->prog, in, sin, n, scratch, nblk);
+            in[k] = xp[k] ? xt + k * S_XTILE * S_XTILE + t * S_XTILE
+                          : (const S_T *)op->in[k] + off[k] + t * tst[k] + b0 * sin[k];
+        r = S_SFX(s_eval)(&op->prog, in, esin, n, scratch, nblk);
         if (reduce)
           *q = S_SFX(s_agg)(p->agg, *q, S_SFX(s_reduce)(p->agg, &r, n));
         else
-          S_SFX(s_fold)(p->agg, q, sin[o], &r, n);
+          S_SFX(s_fold)(p->agg, q, esin[o], &r, n);
       }
+      if (xp[o])
+        S_SFX(s_tile)(xt + o * S_XTILE * S_XTILE, out + off[o] + b0 * sin[o], sin[o], tst[o], n,
+                      tm, 1);
     }
     /* Advance the odometer over the other labels, last fastest (by tm). */
     for (d = noth - 1; d >= 0; d--) {

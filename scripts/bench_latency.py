@@ -8,11 +8,15 @@ planning, the round trips to the workers, the commit), and `many`, a
 4096 x 4096 tensor of 64 x 64 chunks (4096 of them, N 8: what each chunk
 costs), whose statements are long enough to time one by one: the median
 of the session's `.timer` times (Dask's: of its persists), since the
-session's start and end (writing 4096 chunk files) would drown them.  Against Dask's threaded scheduler computing the same graph
-(`(A * 2).persist()` on an array of the same chunks), the peer whose
-per-graph and per-task overhead a user of such steps would meet.
+session's start and end (writing 4096 chunk files) would drown them.  A
+third, `transpose`, times `C[i,j] = A[i,j] + A[j,i];` on a 4096 x 4096
+tensor of 1024 x 1024 chunks the same way: an elementwise kernel reading
+one operand across its rows.  Against Dask's threaded scheduler computing
+the same graph (`(A * 2).persist()`, `(A + A.T).persist()` on an array of
+the same chunks), the peer whose per-graph and per-task overhead a user
+of such steps would meet.
 
-    scripts/bench_latency.py [--case tiny,many] [--reps 7] [--workers 2,4]
+    scripts/bench_latency.py [--case tiny,many,transpose] [--reps 7] [--workers 2,4]
                              [--tradb PATH ...] [--dir D]
 
 --tradb may be given more than once (another build, to compare two in one
@@ -31,9 +35,11 @@ import sys
 import tempfile
 import time
 
-# name: (extent, chunk, statements a session, timed one by one)
-CASES = {"tiny": (64, 32, 600, False), "many": (4096, 64, 8, True)}
-STMT = "C[i,j] = A[i,j] * 2;\n"
+# name: (extent, chunk, statements a session, timed one by one, statement,
+# Dask's expression of it)
+CASES = {"tiny": (64, 32, 600, False, "C[i,j] = A[i,j] * 2;\n", "a * 2"),
+         "many": (4096, 64, 8, True, "C[i,j] = A[i,j] * 2;\n", "a * 2"),
+         "transpose": (4096, 1024, 8, True, "C[i,j] = A[i,j] + A[j,i];\n", "a + a.T")}
 
 
 def setup(n, c):
@@ -45,14 +51,15 @@ import sys, time
 import numpy as np
 import dask, dask.array as da
 n, c, k, each = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "True"
+expr = sys.argv[5]
 a = da.from_array(np.random.default_rng(1).uniform(-1, 1, (n, n)).astype(np.float32),
                   chunks=c).persist(scheduler="threads")
-r = (a * 2).persist(scheduler="threads")
+r = eval(expr).persist(scheduler="threads")
 ts = []
 t0 = time.perf_counter()
 for _ in range(k):
     t = time.perf_counter()
-    r = (a * 2).persist(scheduler="threads")
+    r = eval(expr).persist(scheduler="threads")
     ts.append(time.perf_counter() - t)
 print(sorted(ts)[len(ts) // 2] if each else (time.perf_counter() - t0) / k)
 """
@@ -71,20 +78,21 @@ def session(tradb, workers, script, d):
 
 
 def tradb_per_statement(tradb, workers, case, d):
-    n, c, k, each = CASES[case]
+    n, c, k, each, stmt, _ = CASES[case]
     if each:
-        _, ts = session(tradb, workers, setup(n, c) + ".timer on\n" + STMT * k, d)
+        _, ts = session(tradb, workers, setup(n, c) + ".timer on\n" + stmt * k, d)
         if len(ts) != k:
             raise SystemExit("%s: %d Run Time lines, expected %d" % (tradb, len(ts), k))
         return statistics.median(ts)
     base, _ = session(tradb, workers, setup(n, c), d)
-    full, _ = session(tradb, workers, setup(n, c) + STMT * k, d)
+    full, _ = session(tradb, workers, setup(n, c) + stmt * k, d)
     return (full - base) / k
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--case", default="tiny,many", help="cases, comma-separated (default tiny,many)")
+    ap.add_argument("--case", default="tiny,many,transpose",
+                    help="cases, comma-separated (default tiny,many,transpose)")
     ap.add_argument("--reps", type=int, default=7, help="rounds (default 7)")
     ap.add_argument("--workers", default="2,4", help="local workers, comma-separated (default 2,4)")
     ap.add_argument("--tradb", action="append", help="a tradb binary (default ./tradb); again "
@@ -107,7 +115,8 @@ def main():
                 g = got[case]
                 for name, b, w in systems:
                     g[name].append(tradb_per_statement(b, w, case, d))
-                out = subprocess.run([python, "-c", DASK] + [str(x) for x in CASES[case]],
+                out = subprocess.run([python, "-c", DASK] + [str(x) for x in CASES[case][:4]]
+                                     + [CASES[case][5]],
                                      text=True, stdout=subprocess.PIPE, check=True).stdout
                 g["dask-threads"].append(float(out))
                 print("round %d, %s: %s" % (r + 1, case, ", ".join(
@@ -117,12 +126,12 @@ def main():
             shutil.rmtree(d, ignore_errors=True)
     print("load average at the end: %.2f %.2f %.2f" % os.getloadavg())
     for case in cases:
-        n, c, k, each = CASES[case]
+        n, c, k, each, stmt, _ = CASES[case]
         g = got[case]
         peer = statistics.median(g["dask-threads"])
         print()
-        print("%s: %d x %d f32 in %d x %d chunks, %d statements a session%s" % (
-            case, n, n, c, c, k, ", the median statement" if each else ""))
+        print("%s: `%s` on %d x %d f32 in %d x %d chunks, %d statements a session%s" % (
+            case, stmt.strip(), n, n, c, c, k, ", the median statement" if each else ""))
         print()
         print("| system | ms per statement (median of %d) | over dask-threads |" % args.reps)
         print("|---|---:|---:|")
