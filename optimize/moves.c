@@ -99,6 +99,34 @@ static int s_tuple_site(s_mc *M, const int64_t *lkey) {
   return s;
 }
 
+/* The elements an elementwise join's kernel copies through tiles for the
+** tuple of extents box: the operands (out included) that hold the label
+** the kernel runs along but not as their last, contiguous dimension (a
+** transpose; kernels/fast.c).  That label is the one most operands are
+** contiguous along, the later on a tie, as the kernel picks it. */
+static double s_across(const ta_node *n, const int64_t *box) {
+  int count[TK_MAX_LABELS] = {0}, inner = -1;
+  if (n->nout > 0) count[n->nout - 1]++;
+  for (int i = 0; i < n->ninputs; i++)
+    if (n->in[i].rank > 0) count[n->in[i].label[n->in[i].rank - 1]]++;
+  for (int l = 0; l < n->nlabels; l++)
+    if (inner < 0 || count[l] >= count[inner]) inner = l;
+  double el = 0, out = 1;
+  for (int l = 0; l < n->nout; l++) out *= (double)box[l];
+  if (n->nout > 0 && n->nout - 1 != inner) el += out;
+  for (int i = 0; i < n->ninputs; i++) {
+    const ta_operand *o = &n->in[i];
+    double e = 1;
+    int has = 0;
+    for (int d = 0; d < o->rank; d++) {
+      e *= (double)box[o->label[d]];
+      has |= o->label[d] == inner;
+    }
+    if (has && o->label[o->rank - 1] != inner) el += e;
+  }
+  return el;
+}
+
 /* Join tuple lkey runs on site s: count its work there, and mark the
 ** chunks of each operand it reads as needed at s. */
 static int s_tuple(s_mc *M, const int64_t *lkey, int s) {
@@ -126,7 +154,7 @@ static int s_tuple(s_mc *M, const int64_t *lkey, int s) {
     M->site[s].c[TL_C_GEMM] += 2 * wk;
     M->site[s].c[TL_C_ELEMWISE] += touched;
   } else if (n->agg != TK_AGG_NONE) M->site[s].c[TL_C_CONTRACT] += wk * (n->prog.n + 1);
-  else M->site[s].c[TL_C_ELEMWISE] += wk * n->prog.n;
+  else M->site[s].c[TL_C_ELEMWISE] += wk * n->prog.n + s_across(n, box);
   M->site[s].c[TL_C_TASKS] += 1;
   for (int i = 0; i < n->ninputs; i++) {
     const ta_operand *o = &n->in[i];
