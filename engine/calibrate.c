@@ -95,7 +95,7 @@ static int s_probe(te_engine *e, const tl_probe *pr, tl_cost *c, double *t, tr_e
 /* The table CALIBRATE prints: per probe the median measured time and
 ** what the new weights predict, then the weights. */
 static te_result *s_report(const tl_probe *pr, int np, const tl_cost *c, const double *t,
-                           const tl_weights *w) {
+                           const tl_weights *w, unsigned kept) {
   tr_text b = {0};
   tr_text_put(&b, "%-22s %-9s %12s %12s %7s\n", "probe", "varies", "measured_s", "predicted_s",
               "ratio");
@@ -112,6 +112,11 @@ static te_result *s_report(const tl_probe *pr, int np, const tl_cost *c, const d
   }
   char wt[512];
   tl_weights_text(w, wt, sizeof wt);
+  for (int k = 0; k < TL_NCOST; k++)
+    if (kept >> k & 1)
+      tr_text_put(&b, "'%s' moved in step with the components before it in these runs (on this "
+                      "cluster they cannot tell it apart): it keeps its previous weight\n",
+                  tl_cost_name(k));
   tr_text_put(&b, "weights (seconds per unit, kept in the catalog): %s\n", wt);
   return te_text_result(tr_text_done(&b));
 }
@@ -139,14 +144,15 @@ int te_calibrate(te_engine *e, te_result **res, tr_err *err) {
     qsort(m, S_REPS, sizeof *m, s_cmp_double);
     for (int r = 0; r < S_REPS; r++) t[i * S_REPS + r] = m[S_REPS / 2];
   }
-  if (!rc) rc = tl_weights_fit(np * S_REPS, c, t, &w, err);
+  unsigned kept = 0;
+  if (!rc) rc = tl_weights_fit(np * S_REPS, c, t, &w, &kept, err);
   char text[512];
   tl_weights_text(&w, text, sizeof text);
   /* the weights change only once they are fitted and kept */
   if (!rc && !(rc = tc_setting_set(e->db, S_WEIGHTS, text, err))) {
     e->w = w;
     e->w.fitted = 1;
-    if (res && !(*res = s_report(pr, np, c, t, &e->w))) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+    if (res && !(*res = s_report(pr, np, c, t, &e->w, kept))) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
   } else if (rc) {
     tr_prefix(err, rc, "CALIBRATE failed, the previous weights stay");
   }

@@ -236,12 +236,16 @@ int tl_weights_parse(const char *text, tl_weights *w, tr_err *err);
 /* Least-squares weights from n measured runs: c[i] what run i did,
 ** seconds[i] how long it took.  Each run's equation is divided by its
 ** time, so the fit minimises relative errors: a 10 ms statement counts
-** as much as a 10 s one.  Weights are kept non-negative (Lawson-Hanson
-** active set): a component whose unconstrained weight would be negative
-** gets 0.  TR_EINVAL, naming the component, when the runs do not
-** determine a weight (no run exercises it, or it moves in step with
-** others); *w is unchanged then. */
-int tl_weights_fit(int n, const tl_cost *c, const double *seconds, tl_weights *w, tr_err *err);
+** as much as a 10 s one.  Weights are kept non-negative (the exact
+** non-negative optimum: every support tried): a component whose
+** unconstrained weight would be negative gets 0.  A component that moves
+** in step with the ones before it in the runs (on two workers that hold
+** every chunk, each output's writes and its replicas' floats sent) keeps
+** its weight from *w, and its bit is set in *kept (NULL: not asked).
+** TR_EINVAL, naming the component, when no run exercises one; *w is
+** unchanged then. */
+int tl_weights_fit(int n, const tl_cost *c, const double *seconds, tl_weights *w, unsigned *kept,
+                   tr_err *err);
 
 /* A probe run for calibration: statements in tradb's language, on
 ** tensors named _cal_* (the engine refuses to calibrate while a tensor

@@ -1052,12 +1052,12 @@ Test(cost, fit_recovers_known_weights_from_noisy_runs) {
     t[i] = tl_seconds(&truth, &c[i]) * (1 + 0.02 * (2 * s_unif(&rs) - 1));
   }
   tr_err err;
-  cr_assert_eq(tl_weights_fit(N, c, t, &fit, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tl_weights_fit(N, c, t, &fit, NULL, &err), TR_OK, "%s", err.msg);
   for (int k = 0; k < TL_NCOST; k++)
     cr_assert(fabs(fit.w[k] / truth.w[k] - 1) < 0.05, "%s: fitted %g, true %g", tl_cost_name(k),
               fit.w[k], truth.w[k]);
   for (int i = 0; i < N; i++) t[i] = tl_seconds(&truth, &c[i]); /* exact without noise */
-  cr_assert_eq(tl_weights_fit(N, c, t, &fit, &err), TR_OK);
+  cr_assert_eq(tl_weights_fit(N, c, t, &fit, NULL, &err), TR_OK);
   for (int k = 0; k < TL_NCOST; k++) cr_assert(fabs(fit.w[k] / truth.w[k] - 1) < 1e-9);
 }
 
@@ -1073,18 +1073,51 @@ Test(cost, degenerate_probe_sets_are_errors) {
     t[i] = tl_seconds(&w, &c[i]);
   }
   tr_err err;
-  cr_assert_eq(tl_weights_fit(TL_NCOST - 1, c, t, &w, &err), TR_EINVAL); /* too few runs */
+  cr_assert_eq(tl_weights_fit(TL_NCOST - 1, c, t, &w, NULL, &err), TR_EINVAL); /* too few runs */
   for (int i = 0; i < N; i++) c[i].c[TL_C_TASKS] = 0; /* nothing exercises tasks */
   before = w;
-  cr_assert_eq(tl_weights_fit(N, c, t, &w, &err), TR_EINVAL);
+  cr_assert_eq(tl_weights_fit(N, c, t, &w, NULL, &err), TR_EINVAL);
   cr_assert(strstr(err.msg, "'tasks'"), "%s", err.msg);
   cr_assert_eq(memcmp(&w, &before, sizeof w), 0, "weights changed on an error");
-  for (int i = 0; i < N; i++) c[i].c[TL_C_TASKS] = 3 * c[i].c[TL_C_NET]; /* in step with net */
-  cr_assert_eq(tl_weights_fit(N, c, t, &w, &err), TR_EINVAL);
-  cr_assert(strstr(err.msg, "'tasks'"), "%s", err.msg);
   for (int i = 0; i < N; i++) c[i].c[TL_C_TASKS] = 1 + s_unif(&rs);
   t[0] = 0; /* a run that took no time */
-  cr_assert_eq(tl_weights_fit(N, c, t, &w, &err), TR_EINVAL);
+  cr_assert_eq(tl_weights_fit(N, c, t, &w, NULL, &err), TR_EINVAL);
+}
+
+/* A component in step with one before it (on two workers holding every
+** chunk, an output's writes and its replicas' floats sent) keeps the
+** weight it had, says so, and the others fit the runs with it. */
+Test(cost, a_component_in_step_keeps_its_weight) {
+  uint64_t rs = 6;
+  enum { N = 30 };
+  tl_cost c[N];
+  double t[N];
+  tl_weights truth, w;
+  s_truth(&truth);
+  const double scale[TL_NCOST] = {1e10, 1e8, 1e8, 1e7, 1e3, 1e8, 100};
+  for (int i = 0; i < N; i++) {
+    for (int k = 0; k < TL_NCOST; k++) c[i].c[k] = scale[k] * pow(10, 2 * s_unif(&rs) - 1);
+    c[i].c[TL_C_WRITE] = 4 * c[i].c[TL_C_NET] * (1 + 1e-9 * s_unif(&rs)); /* all but in step */
+    t[i] = tl_seconds(&truth, &c[i]);
+  }
+  tr_err err;
+  unsigned kept = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    /* the weight it had: the true one, then half of it */
+    w = truth;
+    w.w[TL_C_WRITE] = truth.w[TL_C_WRITE] / (1 + pass);
+    double had = w.w[TL_C_WRITE];
+    cr_assert_eq(tl_weights_fit(N, c, t, &w, &kept, &err), TR_OK, "%s", err.msg);
+    cr_assert_eq(kept, 1u << TL_C_WRITE, "kept %#x", kept);
+    cr_assert_eq(w.w[TL_C_WRITE], had);
+    for (int k = 0; k < TL_NCOST; k++)
+      if (k != TL_C_NET && k != TL_C_WRITE)
+        cr_assert(fabs(w.w[k] / truth.w[k] - 1) < 1e-6, "%s: fitted %g, true %g",
+                  tl_cost_name(k), w.w[k], truth.w[k]);
+    /* net takes up what write's kept weight leaves: the runs are fitted */
+    for (int i = 0; i < N; i++)
+      cr_assert(fabs(tl_seconds(&w, &c[i]) / t[i] - 1) < 1e-6, "run %d", i);
+  }
 }
 
 Test(cost, weights_stay_non_negative) {
@@ -1099,7 +1132,7 @@ Test(cost, weights_stay_non_negative) {
     t[i] = tl_seconds(&truth, &c[i]) - 2 * truth.w[TL_C_WRITE] * c[i].c[TL_C_WRITE];
   }
   tr_err err;
-  cr_assert_eq(tl_weights_fit(N, c, t, &w, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tl_weights_fit(N, c, t, &w, NULL, &err), TR_OK, "%s", err.msg);
   cr_assert(w.fitted);
   for (int k = 0; k < TL_NCOST; k++) cr_assert_geq(w.w[k], 0, "%s", tl_cost_name(k));
   cr_assert_eq(w.w[TL_C_WRITE], 0, "the write weight an unconstrained fit makes negative");
