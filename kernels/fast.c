@@ -300,11 +300,9 @@ static int s_contract(const tk_contract *op) {
   s_plan_build(op, agg, &p);
   depth = tk_prog_depth(&op->prog);
   tr_assert(depth >= 1); /* tk_contract_check passed */
-  /* One block per stack slot, plus the one an instruction writes into,
-  ** then a square tile for each operand read or written across the
-  ** inner label (s_run). */
-  scratch = tr_alloc_aligned(((size_t)(depth + 1) * S_BLK +
-                              (size_t)p.nops * S_XTILE * S_XTILE) * tr_dtype_size(op->dtype));
+  /* One block per stack slot, plus the one an instruction writes into. */
+  scratch = tr_alloc_aligned((size_t)(depth + 1) * S_BLK *
+                             tr_dtype_size(op->dtype));
   if (!scratch) return TR_ENOMEM;
   if (op->dtype == TR_F32)
     rc = s_run_f32(op, &p, scratch, depth + 1);
@@ -630,8 +628,8 @@ static void S_SFX(s_tile)(S_T *restrict x, S_T *restrict src, int64_t s, int64_t
     }
 }
 
-/* TR_OK, or TR_EINTR once op->cancel is set (polled every S_POLL
-** elements).  scratch holds nblk blocks, then p->nops tiles of S_XTILE^2. */
+/* TR_OK, TR_ENOMEM, or TR_EINTR once op->cancel is set (polled every
+** S_POLL elements).  scratch holds nblk blocks. */
 S_CLONES_FLAT
 static int S_SFX(s_run)(const tk_contract *op, const s_plan *p,
                         S_T *scratch, int nblk) {
@@ -642,9 +640,9 @@ static int S_SFX(s_run)(const tk_contract *op, const s_plan *p,
   int64_t idx[TK_MAX_LABELS] = {0}, tm, tst[TK_MAX_INPUTS + 1] = {0};
   int64_t blk = S_BLK;
   int oth[TK_MAX_LABELS], noth = 0, d, tile, strided = 0, xp[TK_MAX_INPUTS + 1] = {0};
-  int64_t tmax = S_TILE;
+  int64_t tmax = S_TILE, ntile = 0;
   const S_T *in[TK_MAX_INPUTS] = {NULL};
-  S_T *out = op->out, *xt = scratch + (int64_t)nblk * S_BLK;
+  S_T *out = op->out, *xt = NULL;
   const tr_cancel *cancel = op->cancel;
   int64_t work = 0; /* elements since the last poll */
   for (int l = 0; l < p->nlab; l++)
@@ -676,15 +674,20 @@ static int S_SFX(s_run)(const tk_contract *op, const s_plan *p,
     int64_t s = sin[k] < 0 ? -sin[k] : sin[k], ts = tst[k] < 0 ? -tst[k] : tst[k];
     xp[k] = tile && strided && p->used[k] && s > 1 && ts > 0 && ts < s && !(k == o && reduce);
     esin[k] = xp[k] ? 1 : sin[k];
-    if (xp[k]) blk = tmax = S_XTILE;
+    if (xp[k]) blk = tmax = S_XTILE, ntile = p->nops;
   }
+  if (ntile && !(xt = tr_alloc_aligned((size_t)ntile * S_XTILE * S_XTILE * sizeof(S_T))))
+    return TR_ENOMEM;
   do {
     tm = tile && (strided || ext > blk) ? p->ext[oth[noth - 1]] - idx[noth - 1] : 1;
     if (tm > tmax) tm = tmax;
     for (int64_t b0 = 0; b0 < ext; b0 += blk) {
       const int64_t n = ext - b0 < blk ? ext - b0 : blk;
       if ((work += n * tm) >= S_POLL) {
-        if (tr_cancelled(cancel)) return TR_EINTR;
+        if (tr_cancelled(cancel)) {
+          tr_free_aligned(xt);
+          return TR_EINTR;
+        }
         work = 0;
       }
       for (int k = 0; k < p->nops; k++)
@@ -720,6 +723,7 @@ static int S_SFX(s_run)(const tk_contract *op, const s_plan *p,
       idx[d] = 0;
     }
   } while (d >= 0);
+  tr_free_aligned(xt);
   return TR_OK;
 }
 
