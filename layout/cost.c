@@ -243,6 +243,10 @@ int tl_weights_fit(int n, const tl_cost *c, const double *seconds, tl_weights *w
   ** the best whose weights are all >= 0. */
   for (unsigned sub = use; sub; sub = (sub - 1) & use) {
     double res = s_lsq(a, b, n, sub, x, &dep);
+    if (res == -2) {
+      rc = tr_seterr(err, TR_ENOMEM, "out of memory fitting %d runs", n);
+      goto done;
+    }
     int ok = res >= 0;
     for (int k = 0; k < K && ok; k++) ok = x[k] >= 0;
     if (ok && res < best_res) {
