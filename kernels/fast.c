@@ -618,14 +618,17 @@ static S_T S_SFX(s_reduce)(tk_agg agg, const S_SFX(s_slot) *r, int64_t n) {
 
 /* Copy the n x tm box at src (stride s along the n, ts along the tm) into
 ** the tile x, row t holding the box's t-th line, walking src along ts
-** innermost; back: the tile into the box. */
-static void S_SFX(s_tile)(S_T *restrict x, S_T *restrict src, int64_t s, int64_t ts, int64_t n,
-                          int64_t tm, int back) {
+** innermost; s_untile copies the tile back into the box. */
+static void S_SFX(s_tile)(S_T *restrict x, const S_T *restrict src, int64_t s, int64_t ts,
+                          int64_t n, int64_t tm) {
   for (int64_t j = 0; j < n; j++)
-    for (int64_t t = 0; t < tm; t++) {
-      if (back) src[j * s + t * ts] = x[t * S_XTILE + j];
-      else x[t * S_XTILE + j] = src[j * s + t * ts];
-    }
+    for (int64_t t = 0; t < tm; t++) x[t * S_XTILE + j] = src[j * s + t * ts];
+}
+
+static void S_SFX(s_untile)(const S_T *restrict x, S_T *restrict dst, int64_t s, int64_t ts,
+                            int64_t n, int64_t tm) {
+  for (int64_t j = 0; j < n; j++)
+    for (int64_t t = 0; t < tm; t++) dst[j * s + t * ts] = x[t * S_XTILE + j];
 }
 
 /* TR_OK, TR_ENOMEM, or TR_EINTR once op->cancel is set (polled every
@@ -693,8 +696,8 @@ static int S_SFX(s_run)(const tk_contract *op, const s_plan *p,
       for (int k = 0; k < p->nops; k++)
         if (xp[k] && (k < o || p->agg != TK_AGG_NONE)) /* out: only if the fold reads it */
           S_SFX(s_tile)(xt + k * S_XTILE * S_XTILE,
-                        (S_T *)(k < o ? op->in[k] : out) + off[k] + b0 * sin[k], sin[k],
-                        tst[k], n, tm, 0);
+                        (k < o ? (const S_T *)op->in[k] : out) + off[k] + b0 * sin[k], sin[k],
+                        tst[k], n, tm);
       for (int64_t t = 0; t < tm; t++) {
         S_T *q = xp[o] ? xt + o * S_XTILE * S_XTILE + t * S_XTILE
                        : out + off[o] + t * tst[o] + b0 * sin[o];
@@ -710,8 +713,8 @@ static int S_SFX(s_run)(const tk_contract *op, const s_plan *p,
           S_SFX(s_fold)(p->agg, q, esin[o], &r, n);
       }
       if (xp[o])
-        S_SFX(s_tile)(xt + o * S_XTILE * S_XTILE, out + off[o] + b0 * sin[o], sin[o], tst[o], n,
-                      tm, 1);
+        S_SFX(s_untile)(xt + o * S_XTILE * S_XTILE, out + off[o] + b0 * sin[o], sin[o], tst[o],
+                        n, tm);
     }
     /* Advance the odometer over the other labels, last fastest (by tm). */
     for (d = noth - 1; d >= 0; d--) {
