@@ -675,7 +675,7 @@ static int S_SFX(s_run)(const tk_contract *op, const s_plan *p,
   tile = noth > 0 && (strided || tst[o] == 0);
   for (int k = 0; k < p->nops; k++) {
     int64_t s = sin[k] < 0 ? -sin[k] : sin[k], ts = tst[k] < 0 ? -tst[k] : tst[k];
-    xp[k] = tile && strided && p->used[k] && s > 1 && ts > 0 && ts < s && !(k == o && reduce);
+    xp[k] = tile && p->used[k] && s > 1 && ts > 0 && ts < s && !(k == o && reduce);
     esin[k] = xp[k] ? 1 : sin[k];
     if (xp[k]) blk = tmax = S_XTILE, ntile = p->nops;
   }

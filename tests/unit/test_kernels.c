@@ -707,18 +707,22 @@ Test(contract, fusion_and_blocks) {
     s_run_case(&c, "long rows summed over the rows (tiles)");
     c = s_einsum(s_dtypes[d], "ji->ij", "ijkl", rw, "0 #2 *", TK_AGG_NONE, 0);
     s_run_case(&c, "long rows from a transpose (tiles)");
-    /* Operands read across the inner label go through 64 x 64 tiles: in,
-    ** out, both, with ragged last tiles on each side, out accumulated
-    ** (read into its tile first) or not, a batch label outside. */
+    /* Operands read across the inner label go through 64 x 64 tiles: an
+    ** input, out (read into its tile first when accumulated), out and an
+    ** input at once, with ragged last tiles on each side and a batch label
+    ** outside. */
     int64_t tt[] = {130, 67, 3};
     c = s_einsum(s_dtypes[d], "ij,ji->ij", "ijk", tt, "0 1 +", TK_AGG_NONE, 0);
     s_run_case(&c, "A + B^T (an input tile)");
     c = s_einsum(s_dtypes[d], "ij,ji->ji", "ijk", tt, "0 1 *", TK_AGG_SUM, 1);
-    s_run_case(&c, "A^T * B accumulated (the output's tile read and written back)");
+    s_run_case(&c, "A^T * B accumulated into out (an input tile)");
     c = s_einsum(s_dtypes[d], "kji->kij", "ijk", tt, "0 exp", TK_AGG_MAX, 1);
-    s_run_case(&c, "batched transpose, MAX into out");
+    s_run_case(&c, "batched transpose, MAX into out (out's tile read and written back)");
     c = s_einsum(s_dtypes[d], "ijk,kji->ijk", "ijk", tt, "0 1 -", TK_AGG_NONE, 0);
     s_run_case(&c, "3-d against its reverse");
+    int64_t tb[] = {130, 131, 1};
+    c = s_einsum(s_dtypes[d], "ji,ji,ji,ij->ij", "ijk", tb, "0 1 * 2 + 3 -", TK_AGG_NONE, 0);
+    s_run_case(&c, "three operands across out's rows, one along them (out's and an input's tiles)");
   }
 }
 
