@@ -198,10 +198,7 @@ int tl_weights_fit(int n, const tl_cost *c, const double *seconds, tl_weights *w
                      K, K);
   double *a = malloc(sizeof *a * (size_t)n * K), *b = malloc(sizeof *b * (size_t)n);
   double scale[K], x[K], best[K], best_res = INFINITY;
-  if (!a || !b) {
-    rc = tr_seterr(err, TR_ENOMEM, "out of memory fitting %d runs", n);
-    goto done;
-  }
+  if (!a || !b) goto oom;
   /* Row i divided by its time (relative errors), columns scaled to unit
   ** length: a[k * n + i] = c_ik / t_i / scale_k, b_i = 1. */
   for (int i = 0; i < n; i++)
@@ -227,10 +224,7 @@ int tl_weights_fit(int n, const tl_cost *c, const double *seconds, tl_weights *w
   unsigned use = 0, keep = 0;
   for (int k = 0; k < K; k++) {
     double r = s_lsq(a, b, n, use | 1u << k, x, &dep);
-    if (r == -2) {
-      rc = tr_seterr(err, TR_ENOMEM, "out of memory fitting %d runs", n);
-      goto done;
-    }
+    if (r == -2) goto oom;
     if (r == -1) {
       keep |= 1u << k;
       for (int i = 0; i < n; i++) b[i] -= a[k * n + i] * w->w[k] * scale[k];
@@ -243,10 +237,7 @@ int tl_weights_fit(int n, const tl_cost *c, const double *seconds, tl_weights *w
   ** the best whose weights are all >= 0. */
   for (unsigned sub = use; sub; sub = (sub - 1) & use) {
     double res = s_lsq(a, b, n, sub, x, &dep);
-    if (res == -2) {
-      rc = tr_seterr(err, TR_ENOMEM, "out of memory fitting %d runs", n);
-      goto done;
-    }
+    if (res == -2) goto oom;
     int ok = res >= 0;
     for (int k = 0; k < K && ok; k++) ok = x[k] >= 0;
     if (ok && res < best_res) {
@@ -262,6 +253,9 @@ int tl_weights_fit(int n, const tl_cost *c, const double *seconds, tl_weights *w
   if (kept) *kept = keep;
   for (int k = 0; k < K; k++) w->w[k] = best[k] / scale[k];
   w->fitted = 1;
+  goto done;
+oom:
+  rc = tr_seterr(err, TR_ENOMEM, "out of memory fitting %d runs", n);
 done:
   free(a);
   free(b);
