@@ -102,8 +102,10 @@ static int s_tuple_site(s_mc *M, const int64_t *lkey) {
 /* The elements an elementwise join's kernel copies through tiles for the
 ** tuple of extents box: the operands (out included) that hold the label
 ** the kernel runs along but not as their last, contiguous dimension (a
-** transpose; kernels/fast.c).  That label is the one most operands are
-** contiguous along, the later on a tie, as the kernel picks it. */
+** transpose; kernels/fast.c).  That label is taken to be the one most
+** operands are contiguous along, the later on a tie; the kernel also
+** weighs each label by its extent (up to a block) and counts the operands
+** it broadcasts over, so on uneven chunks it may choose otherwise. */
 static double s_across(const ta_node *n, const int64_t *box) {
   int count[TK_MAX_LABELS] = {0}, inner = -1;
   if (n->nout > 0) count[n->nout - 1]++;
