@@ -115,8 +115,8 @@ def main():
                 g = got[case]
                 for name, b, w in systems:
                     g[name].append(tradb_per_statement(b, w, case, d))
-                out = subprocess.run([python, "-c", DASK] + [str(x) for x in CASES[case][:4]]
-                                     + [CASES[case][5]],
+                n, c, k, each, _, expr = CASES[case]
+                out = subprocess.run([python, "-c", DASK, str(n), str(c), str(k), str(each), expr],
                                      text=True, stdout=subprocess.PIPE, check=True).stdout
                 g["dask-threads"].append(float(out))
                 print("round %d, %s: %s" % (r + 1, case, ", ".join(
