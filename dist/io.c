@@ -152,9 +152,10 @@ void td_pwrite_free(td_pwrite **pw) {
   *pw = NULL;
 }
 
-/* Check reply k of ph as chunk loc of t; TR_OK and data/len if good. */
+/* Check reply k of ph as chunk loc of t; TR_OK and *blob (its bytes) if
+** good. */
 static int s_check_data(td_cluster *c, di_phase *ph, int k, const tr_tensor *t, const tc_chunkloc *loc,
-                        const void **data, size_t *len, char *why, size_t cap) {
+                        tr_blob **blob, char *why, size_t cap) {
   di_out *o = &ph->out[k];
   if (o->done != 1) {
     snprintf(why, cap, "worker %s is down", c->sites[o->site].ep);
@@ -174,9 +175,19 @@ static int s_check_data(td_cluster *c, di_phase *ph, int k, const tr_tensor *t, 
   tn_chunk ck;
   (void)tn_get_u32(&r);
   tn_get_chunk(&r, &ck);
-  *data = tn_in_data(&o->reply, 0, len);
-  if (o->reply.type != TN_DATA || tn_rbuf_ok(&r) || !*data || *len != loc->nbytes ||
-      ck.id != loc->chunk_id || ck.checksum != loc->checksum || tc_checksum(*data, *len) != ck.checksum) {
+  if (o->reply.type != TN_DATA || tn_rbuf_ok(&r)) {
+    snprintf(why, cap, "worker %s sent a copy that does not match its checksum", c->sites[o->site].ep);
+    return TR_ECORRUPT;
+  }
+  /* aligned for the element reads of SAVE and PRINT */
+  if (!(*blob = tn_in_take_data(&o->reply, 0))) {
+    snprintf(why, cap, "out of memory");
+    return TR_ENOMEM;
+  }
+  size_t len = tr_blob_size(*blob);
+  if (len != loc->nbytes || ck.id != loc->chunk_id || ck.checksum != loc->checksum ||
+      tc_checksum(tr_blob_data(*blob), len) != ck.checksum) {
+    tr_blob_unref(blob);
     snprintf(why, cap, "worker %s sent a copy that does not match its checksum", c->sites[o->site].ep);
     return TR_ECORRUPT;
   }
@@ -237,17 +248,22 @@ int td_pread(td_cluster *c, const tr_tensor *t, const int64_t *lins, int64_t n,
       uint64_t bad_id[64];
       for (int k = 0; !rc && k < nreq; k++) {
         int64_t i = which[k], lin = lins[i];
-        const void *data;
-        size_t len;
-        int why_rc = s_check_data(c, &ph, k, t, &locs[lin], &data, &len, why[i - i0], sizeof why[i - i0]);
+        tr_blob *data = NULL;
+        int why_rc = s_check_data(c, &ph, k, t, &locs[lin], &data, why[i - i0], sizeof why[i - i0]);
+        if (why_rc == TR_ENOMEM) {
+          rc = tr_seterr(err, TR_ENOMEM, "out of memory reading %s", t->name);
+          break;
+        }
         if (why_rc == TR_ECORRUPT && ph.out[k].done == 1 && ph.out[k].reply.type == TN_ERROR) {
           bad_site[nbad] = ph.out[k].site;
           bad_id[nbad++] = locs[lin].chunk_id;
         }
         if (why_rc) continue; /* next round tries the next replica */
+        size_t len = tr_blob_size(data);
         c->sites[ph.out[k].site].floats_out += (int64_t)(len / tr_dtype_size(t->dtype));
         ok[i - i0] = 1;
-        rc = fn(ctx, lin, data, len, err);
+        rc = fn(ctx, lin, tr_blob_data(data), len, err);
+        tr_blob_unref(&data);
       }
       di_phase_free(&ph);
       /* A copy the worker found damaged: repaired from a good one now

@@ -207,8 +207,11 @@ int tn_send(void *sock, const void *route, size_t route_len, int type, uint64_t 
 ** free_fn. */
 int tn_send_blobs(void *sock, const void *route, size_t route_len, int type, uint64_t req,
                   uint64_t db, const tn_wbuf *body, int n, tr_blob *const *blobs, tr_err *err);
-/* Data frame i of a received message as a blob, without a copy (the frame
-** is moved out of in, which keeps an empty one); NULL if out of memory. */
+/* Data frame i of a received message as a blob whose bytes start on a
+** multiple of TN_DATA_ALIGN (every element type's alignment): the frame
+** itself, moved out of in (which keeps an empty one), where ZeroMQ placed
+** it so, else a copy.  NULL if out of memory. */
+#define TN_DATA_ALIGN 8
 tr_blob *tn_in_take_data(tn_in *in, int i);
 /* Reply with TN_ERROR {code, message, chunk} (chunk: the id of a chunk
 ** that failed its checksum, else 0). */

@@ -629,7 +629,21 @@ tr_blob *tn_in_take_data(tn_in *in, int i) {
   }
   zmq_msg_init(m);
   zmq_msg_move(m, &in->data[i]); /* in->data[i] is left an empty frame */
-  tr_blob *b = tr_blob_adopt(zmq_msg_data(m), zmq_msg_size(m), s_close_frame, m);
+  tr_blob *b;
+  if ((uintptr_t)zmq_msg_data(m) % TN_DATA_ALIGN) {
+    /* ZeroMQ places a frame anywhere in its receive buffer (a small one
+    ** at any byte); a chunk's elements must sit on their alignment: BLAS
+    ** kernels load them with aligned vector loads (OpenBLAS's generic
+    ** x86 ones fault on a double at 4 mod 8). */
+    size_t n = zmq_msg_size(m);
+    if ((b = tr_blob_new(n))) {
+      if (n) memcpy(tr_blob_data(b), zmq_msg_data(m), n);
+      s_close_frame(NULL, m);
+      return b;
+    }
+  } else {
+    b = tr_blob_adopt(zmq_msg_data(m), zmq_msg_size(m), s_close_frame, m);
+  }
   if (!b) {
     zmq_msg_move(&in->data[i], m);
     free(m);

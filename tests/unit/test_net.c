@@ -581,7 +581,8 @@ Test(net, blobs_sent_and_taken_without_copies, .timeout = 20) {
   const void *frame = tn_in_data(&in, 1, &n);
   tr_blob *got = tn_in_take_data(&in, 1);
   cr_assert_not_null(got);
-  cr_assert_eq(tr_blob_data(got), frame, "the frame's bytes, not a copy");
+  if ((uintptr_t)frame % TN_DATA_ALIGN == 0)
+    cr_assert_eq(tr_blob_data(got), frame, "the frame's bytes, not a copy");
   cr_assert_eq(tr_blob_size(got), 4096);
   cr_assert_eq(((char *)tr_blob_data(got))[4095], 'q');
   tn_in_data(&in, 1, &n);
@@ -592,6 +593,49 @@ Test(net, blobs_sent_and_taken_without_copies, .timeout = 20) {
   tr_blob_unref(&got);
   cr_assert_null(got);
   tn_wbuf_free(&body);
+  s_pair_close(&p);
+}
+
+/* ZeroMQ places small frames at any byte of its receive buffer: a frame
+** taken as a blob starts on TN_DATA_ALIGN whatever its size and place
+** (a double at 4 mod 8 faulted in OpenBLAS's generic x86 gemv), and is
+** the frame itself wherever that already did. */
+Test(net, taken_frames_start_aligned, .timeout = 20) {
+  static const size_t sizes[] = {1, 3, 8, 13, 100, 104, 1000, 4096, 8000, 8192, 70001, 1 << 20};
+  enum { NS = sizeof sizes / sizeof sizes[0] };
+  s_pair p;
+  tn_in in;
+  tr_err err;
+  void *data[NS];
+  size_t len[NS];
+  for (int i = 0; i < NS; i++) {
+    len[i] = sizes[i];
+    data[i] = malloc(sizes[i]);
+    for (size_t k = 0; k < sizes[i]; k++) ((unsigned char *)data[i])[k] = (unsigned char)(k * 7 + i);
+  }
+  s_pair_open(&p);
+  for (int round = 0; round < 2; round++) { /* a second message lands elsewhere */
+    cr_assert_eq(tn_send(p.dealer, NULL, 0, TN_PUT, 1, 0, NULL, NS, data, len, NULL, NULL, &err),
+                 TR_OK, "%s", err.msg);
+    cr_assert_eq(s_recv_within(p.router, 1, &in, &err, 5000), TR_OK, "%s", err.msg);
+    for (int i = 0; i < NS; i++) {
+      size_t n;
+      const void *frame = tn_in_data(&in, i, &n);
+      tr_blob *got = tn_in_take_data(&in, i);
+      cr_assert_not_null(got);
+      cr_assert_eq((uintptr_t)tr_blob_data(got) % TN_DATA_ALIGN, 0, "%zu bytes at %p", sizes[i],
+                   tr_blob_data(got));
+      /* (a frame of up to 33 bytes lives inside its message, which
+      ** moves) */
+      if ((uintptr_t)frame % TN_DATA_ALIGN == 0 && sizes[i] > 64)
+        cr_assert_eq(tr_blob_data(got), frame, "%zu bytes copied", sizes[i]);
+      cr_assert_eq(tr_blob_size(got), sizes[i]);
+      cr_assert_eq(memcmp(tr_blob_data(got), data[i], sizes[i]), 0);
+      tr_blob_unref(&got);
+    }
+    tn_in_close(&in);
+  }
+  for (int i = 0; i < NS; i++) free(data[i]);
   s_pair_close(&p);
 }
 
