@@ -7,7 +7,9 @@
 
 #include <cblas.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "kernels/kernels_int.h"
 
@@ -111,6 +113,44 @@ void tk_openblas_init(tk_backend *t) {
   t->name = "openblas";
   t->gemm = s_gemm;
   t->gemm_panel = (int64_t)1 << 32;
+}
+
+/* OpenBLAS built for many CPUs (Debian's: DYNAMIC_ARCH) picks its kernels
+** by CPU model as it loads, and a model newer than the library falls back
+** to its generic SSE3 kernels ("Prescott").  Debian 12's 0.3.21 does that
+** on an Emerald Rapids (family 6, model 207): a 4096^3 sgemm took 2.8 s
+** on 2 cores there, against 0.46-0.59 s on its SkylakeX kernels.  The
+** CPU's features (as the compiler's runtime reads them, the OS's support
+** included) name the kernels it can run; they are wanted only over one of
+** those generic choices, never over a name this table does not know (a
+** newer library's own, or another vendor's). */
+static const struct {
+  const char *name; /* openblas_get_corename(), lower case */
+  int level;        /* 1 SSE, 2 AVX, 3 AVX2 and FMA, 4 AVX-512 */
+} s_generic[] = {{"prescott", 1}, {"core2", 1},       {"penryn", 1},  {"dunnington", 1},
+                 {"nehalem", 1},  {"atom", 1},        {"sandybridge", 2}, {"haswell", 3}};
+
+const char *tk_blas_core(void) { return openblas_get_corename(); }
+
+const char *tk_blas_core_over(const char *core, int level) {
+  for (size_t i = 0; level && core && i < sizeof s_generic / sizeof s_generic[0]; i++)
+    if (!strcasecmp(core, s_generic[i].name))
+      return s_generic[i].level >= level ? NULL : level >= 4 ? "SkylakeX" : level == 3 ? "Haswell" : NULL;
+  return NULL;
+}
+
+const char *tk_blas_core_wanted(void) {
+  if (getenv("OPENBLAS_CORETYPE")) return NULL; /* the user's choice */
+  int level = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  level = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")
+              ? 4
+          : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 3
+                                                                            : 0;
+#endif
+  return tk_blas_core_over(openblas_get_corename(), level);
 }
 
 void tk_set_blas_threads(int nthreads) {

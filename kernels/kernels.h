@@ -232,6 +232,14 @@ void tk_device_stats_get(tk_device_stats *out);
 ** (tests).  Default: about a 256^3 product, 1 MiB. */
 void tk_device_set_offload(int64_t min_work);
 
+/* The kernels BLAS runs on this CPU (OpenBLAS's core name, "SkylakeX"). */
+const char *tk_blas_core(void);
+/* The OPENBLAS_CORETYPE a process should load OpenBLAS with, when OpenBLAS
+** fell back to generic kernels below what this CPU runs (a CPU newer than
+** the library); NULL when its own choice stands or OPENBLAS_CORETYPE is
+** set.  OpenBLAS reads it only as it loads: main() re-executes tradb. */
+const char *tk_blas_core_wanted(void);
+
 /* Let BLAS use nthreads threads in its own calls (1 while the engine runs
 ** chunk tasks in parallel; all cores for a single large task). */
 void tk_set_blas_threads(int nthreads);

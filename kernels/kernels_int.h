@@ -23,6 +23,11 @@
 */
 void tk_fast_init(tk_backend *t);
 void tk_openblas_init(tk_backend *t);
+/* The OpenBLAS core to name over core, the one OpenBLAS chose, on a CPU
+** of the given level (3: AVX2 and FMA, 4: AVX-512 F, BW, DQ and VL; 0:
+** neither): "SkylakeX" or "Haswell" over a generic core below it, else
+** NULL (tk_blas_core_wanted). */
+const char *tk_blas_core_over(const char *core, int level);
 void tk_cuda_init(tk_backend *t); /* only where compiled in */
 
 /*

@@ -901,8 +901,11 @@ def build_peers(outdir, logname):
     return tools
 
 
-MPI_ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1")
+def mpi_env():
+    """mpirun's environment: this one (same_blas_kernels's setting in it),
+    and leave to run as root and to oversubscribe the cores."""
+    return dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                OMPI_MCA_rmaps_base_oversubscribe="1")
 
 
 def fmt_ratio(a, b):
@@ -926,6 +929,20 @@ def loadavg():
         return " ".join(f.read().split()[:3])
 
 
+def same_blas_kernels(tradb):
+    """Run every system on the OpenBLAS kernels tradb runs on this CPU:
+    OpenBLAS falls back to generic ones on a CPU newer than it knows, and
+    tradb then names the right ones (`tradb --version`); the peers load
+    the same library and would keep the generic ones.  A user's own
+    OPENBLAS_CORETYPE stands.  Returns the kernels."""
+    if not os.environ.get("OPENBLAS_CORETYPE"):
+        ver = subprocess.run([tradb, "--version"], stdout=subprocess.PIPE, text=True).stdout
+        m = re.search(r"^OpenBLAS kernels: (\S+)$", ver, re.M)
+        if m:
+            os.environ["OPENBLAS_CORETYPE"] = m.group(1)
+    return os.environ.get("OPENBLAS_CORETYPE", "OpenBLAS's own choice")
+
+
 def report(results, args, p, started, load0, wall, tradb):
     """The markdown results: a header, the table, the losses and the
     statements' times."""
@@ -942,6 +959,7 @@ def report(results, args, p, started, load0, wall, tradb):
         " dask-distributed: %d worker processes x 1 thread; numpy, torch (torch.set_num_threads"
         "(%d); its BLAS, OpenBLAS as numpy's, on all cores) and dask-threads: one process on all"
         " cores" % (ver, p, p, p, os.cpu_count()),
+        "- OpenBLAS kernels, every system: %s (OPENBLAS_CORETYPE)" % same_blas_kernels(tradb),
         "- command: `%s`" % args.cmdline,
         "- load average (1/5/15 min) at start: %s; at end: %s (a shared machine: other"
         " work slows every system, unevenly)" % (load0, loadavg()),
@@ -1191,9 +1209,10 @@ def bench_round(w, d, args, tradb, workers, tools, logname, r, checks, rnd, reps
                 if s == "openblas":
                     out = run([tools["gemm"], str(n), prog, outf] + files, logname)
                 else:
-                    out = run(["mpirun", "-np", str(p), "-x", "OPENBLAS_NUM_THREADS=1",
-                               tools["psgemm"], str(n), "256", prog, outf] + files,
-                              logname, env=MPI_ENV)
+                    core = ["-x", "OPENBLAS_CORETYPE"] if "OPENBLAS_CORETYPE" in os.environ else []
+                    out = run(["mpirun", "-np", str(p), "-x", "OPENBLAS_NUM_THREADS=1"] + core +
+                              [tools["psgemm"], str(n), "256", prog, outf] + files,
+                              logname, env=mpi_env())
                 t += parse_times(out, tool, n or 1, "bench_" + tool)
             samples.setdefault(s, []).extend(t)
     if rnd == 0:  # from the inputs tradb saved; the Python peers check against it
@@ -1343,6 +1362,7 @@ def main(argv):
     if not os.access(tradb, os.X_OK):
         log("bench: no tradb binary at %s (set TRADB or run make)" % tradb)
         return 1
+    same_blas_kernels(tradb)
     if args.profile and not shutil.which("perf"):
         log("bench: perf not found (scripts/install-deps.sh installs linux-perf)")
         return 1

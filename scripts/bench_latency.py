@@ -105,6 +105,9 @@ def main():
     for case in cases:
         if case not in CASES:
             ap.error("no case %r (the cases: %s)" % (case, ", ".join(CASES)))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench import same_blas_kernels
+    print("OpenBLAS kernels, every system: %s" % same_blas_kernels(builds[0]))
     d = args.dir or tempfile.mkdtemp(prefix="tradb-latency-")
     python = sys.executable
     systems = [("tradb %s, %d workers" % (b, w), b, w) for w in counts for b in builds]

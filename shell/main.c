@@ -59,7 +59,7 @@ static void s_usage(FILE *f) {
         "                    (N >= 1; default: one per core)\n"
         "  --keys DIR        cluster key directory: secure every connection\n"
         "  --gen-keys DIR    write a new cluster key pair into DIR and exit\n"
-        "  --version         print the version, the kernel backends and the GPU\n"
+        "  --version         print the version, kernel backends, BLAS kernels and GPU\n"
         "  -h, --help        print this help\n"
         "\n"
         "Worker options (tradb --worker):\n"
@@ -252,6 +252,14 @@ int main(int argc, char **argv) {
   tr_err err;
   int c, status;
 
+  /* OpenBLAS chose its kernels as it loaded.  Where that was a generic
+  ** fallback below this CPU's (tk_blas_core_wanted), run again with the
+  ** right ones named; local workers inherit the setting.  Should the exec
+  ** fail, this process goes on as it is. */
+  const char *core = tk_blas_core_wanted();
+  if (core && !setenv("OPENBLAS_CORETYPE", core, 1) && s_self_exe(exe, sizeof exe))
+    execv(exe, argv);
+
   while ((c = getopt_long(argc, argv, "hc:", longopts, NULL)) != -1) {
     if (c != OPT_GEN_KEYS) others++;
     switch (c) {
@@ -264,8 +272,8 @@ int main(int argc, char **argv) {
       break;
     case OPT_VERSION:
       tk_device_info(gpu, sizeof gpu);
-      printf("tradb %s\nkernels: %s\ncuda device: %s\n", TR_VERSION_STRING,
-             tk_backends_compiled(), gpu);
+      printf("tradb %s\nkernels: %s\nOpenBLAS kernels: %s\ncuda device: %s\n", TR_VERSION_STRING,
+             tk_backends_compiled(), tk_blas_core(), gpu);
       return 0;
     case OPT_THREADS:
       if (s_parse_count(optarg, 0, &opt.threads))

@@ -292,8 +292,9 @@ static int s_start(wi_worker *w, const tw_config *cfg) {
     int64_t legacy, bytes, scratch = wi_memory(w);
     tc_store_usage(w->root, &legacy, &bytes);
     int mib = scratch >= (1 << 20);
-    wi_log("listening (data %s, %d threads, kernels %s, memory %lld %s%s)", cfg->data, w->threads,
-          w->kt->name, (long long)(scratch >> (mib ? 20 : 10)), mib ? "MiB" : "KiB",
+    wi_log("listening (data %s, %d threads, kernels %s, OpenBLAS %s, memory %lld %s%s)",
+           cfg->data, w->threads, w->kt->name, tk_blas_core(),
+           (long long)(scratch >> (mib ? 20 : 10)), mib ? "MiB" : "KiB",
           w->keys.on ? ", CURVE" : "");
     if (legacy)
       wi_log("%lld chunk(s) in %s are kept for the database that lists them", (long long)legacy,

@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "kernels/kernels.h"
+#include "kernels/kernels_int.h"
 
 /* ---- helpers -------------------------------------------------------------- */
 
@@ -1400,4 +1401,35 @@ Test(cancel, elementwise_kernels_stop) {
     tr_free_aligned(y);
   }
 }
+/* OpenBLAS's choice of kernels is overridden only where it fell back to a
+** generic core below what the CPU runs, never over a core the table does
+** not know (a newer OpenBLAS's, another vendor's). */
+Test(blas_core, only_a_generic_fallback_is_overridden) {
+  static const struct {
+    const char *core;
+    int level;
+    const char *want;
+  } cases[] = {{"Prescott", 4, "SkylakeX"}, {"Prescott", 3, "Haswell"}, {"prescott", 4, "SkylakeX"},
+               {"Core2", 3, "Haswell"},     {"Nehalem", 4, "SkylakeX"}, {"Sandybridge", 3, "Haswell"},
+               {"Haswell", 4, "SkylakeX"},  {"Haswell", 3, NULL},       {"SkylakeX", 4, NULL},
+               {"Cooperlake", 4, NULL},     {"SapphireRapids", 4, NULL}, {"Zen", 3, NULL},
+               {"Prescott", 0, NULL},       {"Sandybridge", 2, NULL},   {NULL, 4, NULL}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *got = tk_blas_core_over(cases[i].core, cases[i].level);
+    if (cases[i].want)
+      cr_assert(got && !strcmp(got, cases[i].want), "%s at level %d: %s, want %s", cases[i].core,
+                cases[i].level, got ? got : "(kept)", cases[i].want);
+    else
+      cr_assert_null(got, "%s at level %d: %s, want it kept", cases[i].core ? cases[i].core : "(none)",
+                     cases[i].level, got);
+  }
+}
+
+/* A user's OPENBLAS_CORETYPE stands. */
+Test(blas_core, a_set_coretype_is_kept) {
+  setenv("OPENBLAS_CORETYPE", "Prescott", 1);
+  cr_assert_null(tk_blas_core_wanted());
+  unsetenv("OPENBLAS_CORETYPE");
+}
+
 #endif /* S_UNDER_TEST */
