@@ -205,15 +205,8 @@ static int s_hello_all(td_cluster *c, double timeout_s, tr_err *err) {
       resend = tr_now() + TN_HEARTBEAT_MS / 1000.0;
     }
     /* A local worker that exited will never answer: say why now. */
-    for (int i = 0; !rc && i < ph.n; i++) {
-      td_site *st = &c->sites[ph.out[i].site];
-      int wst;
-      if (!ph.out[i].done && st->pid > 0 && waitpid(st->pid, &wst, WNOHANG) == st->pid) {
-        st->pid = 0;
-        rc = tr_seterr(err, TR_EIO, "local worker %s exited (see %s/w%d.log)", st->ep, c->workdir,
-                       ph.out[i].site);
-      }
-    }
+    for (int i = 0; !rc && i < ph.n; i++)
+      if (!ph.out[i].done) rc = di_local_exited(c, ph.out[i].site, err);
   }
   int up = 0;
   for (int i = 0; i < ph.n; i++) {

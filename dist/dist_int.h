@@ -164,6 +164,10 @@ int di_add_sends(di_phase *ph, tn_wbuf *sends, uint32_t *nsend, int keep, int rc
 
 /* Live sites, in index order; returns how many. */
 int di_up_sites(const td_cluster *c, int *up);
+/* Site s, a local worker, has exited: reap it (it is no longer local nor
+** up) and return TR_EIO with how it ended (a signal, an exit status) and
+** where its log is.  TR_OK while it runs, and for a remote site. */
+int di_local_exited(td_cluster *c, int s, tr_err *err);
 int di_site_index(const td_cluster *c, int64_t id);
 /* Does loc list site_id as a holder? */
 int di_has(const tc_chunkloc *loc, int64_t site_id);

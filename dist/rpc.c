@@ -191,6 +191,20 @@ static void s_cancel_busy(di_phase *ph) {
   }
 }
 
+int di_local_exited(td_cluster *c, int s, tr_err *err) {
+  td_site *st = &c->sites[s];
+  int wst;
+  char how[128];
+  if (st->pid <= 0 || waitpid(st->pid, &wst, WNOHANG) != st->pid) return TR_OK;
+  st->pid = 0;
+  st->up = 0;
+  if (WIFSIGNALED(wst))
+    snprintf(how, sizeof how, "died of signal %d (%s)", WTERMSIG(wst), strsignal(WTERMSIG(wst)));
+  else
+    snprintf(how, sizeof how, "exited with status %d", WIFEXITED(wst) ? WEXITSTATUS(wst) : -1);
+  return tr_seterr(err, TR_EIO, "local worker %s %s (see %s/w%d.log)", st->ep, how, c->workdir, s);
+}
+
 static int s_wait_loop(di_phase *ph, int tolerant, tr_err *err) {
   td_cluster *c = ph->c;
   double start = tr_now(), next_beat = 0;
@@ -227,6 +241,20 @@ static int s_wait_loop(di_phase *ph, int tolerant, tr_err *err) {
     if (now >= next_beat) {
       s_heartbeat_all(c);
       next_beat = now + TN_HEARTBEAT_MS / 1000.0;
+    }
+    /* A local worker that died (a fault in a kernel, killed) is known at
+    ** once, with how, where a remote one is known by its silence. */
+    for (int s = 0; s < c->nsites; s++) {
+      int waited = ph->watch_all && !tolerant && c->sites[s].up;
+      for (int i = 0; i < ph->n && !waited; i++) waited = !ph->out[i].done && ph->out[i].site == s;
+      tr_err died;
+      if (!waited || !di_local_exited(c, s, &died)) continue;
+      if (!tolerant) {
+        *err = died;
+        return TR_EIO;
+      }
+      for (int i = 0; i < ph->n; i++)
+        if (!ph->out[i].done && ph->out[i].site == s) ph->out[i].done = 2; /* no reply */
     }
     if (ph->watch_all && !tolerant)
       for (int s = 0; s < c->nsites; s++) {

@@ -227,6 +227,7 @@ static int s_start(wi_worker *w, const tw_config *cfg) {
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGINT, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
+  wi_log_fatal_signals();
   if (pipe2(w->wake, O_NONBLOCK | O_CLOEXEC) != 0) {
     wi_log("cannot make a pipe: %s", strerror(errno));
     tc_store_close(&w->root);

@@ -290,6 +290,9 @@ typedef struct wi_push {
 /* Log lines say they come from worker ep. */
 void wi_log_as(const char *ep);
 void wi_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Log a fatal signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT) and the
+** stack before the worker dies of it; after wi_log_as. */
+void wi_log_fatal_signals(void);
 /* One malformed message from in's sender (tn_recv leaves in->route). */
 void wi_drop_note(wi_drops *D, const tn_in *in, const char *why, double now);
 /* Log the counts whose interval has passed (all of them when all != 0), and
