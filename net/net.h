@@ -187,7 +187,9 @@ void tn_in_close(tn_in *in);
 ** received message to another thread without copying its data. */
 void tn_in_move(tn_in *dst, tn_in *src);
 
-/* Body and data frame accessors. */
+/* Body and data frame accessors.  A data frame's bytes lie where ZeroMQ
+** placed them, at any alignment: to read a chunk's elements, take it with
+** tn_in_take_data. */
 const void *tn_in_body(tn_in *in, size_t *n);
 const void *tn_in_data(tn_in *in, int i, size_t *n);
 
