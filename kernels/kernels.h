@@ -237,7 +237,8 @@ const char *tk_blas_core(void);
 /* The OPENBLAS_CORETYPE a process should load OpenBLAS with, when OpenBLAS
 ** fell back to generic kernels below what this CPU runs (a CPU newer than
 ** the library); NULL when its own choice stands or OPENBLAS_CORETYPE is
-** set.  OpenBLAS reads it only as it loads: main() re-executes tradb. */
+** set.  OpenBLAS reads it only as it loads: main() sets it for the local
+** workers a shell starts, and a worker re-executes itself. */
 const char *tk_blas_core_wanted(void);
 
 /* Let BLAS use nthreads threads in its own calls (1 while the engine runs

@@ -253,12 +253,12 @@ int main(int argc, char **argv) {
   int c, status;
 
   /* OpenBLAS chose its kernels as it loaded.  Where that was a generic
-  ** fallback below this CPU's (tk_blas_core_wanted), run again with the
-  ** right ones named; local workers inherit the setting.  Should the exec
-  ** fail, this process goes on as it is. */
+  ** fallback below this CPU's (tk_blas_core_wanted), the right ones are
+  ** named for the processes that run BLAS: a worker runs itself again
+  ** (below), and local workers inherit the setting from their shell,
+  ** which runs no BLAS itself and so is not started again. */
   const char *core = tk_blas_core_wanted();
-  if (core && !setenv("OPENBLAS_CORETYPE", core, 1) && s_self_exe(exe, sizeof exe))
-    execv(exe, argv);
+  if (core) setenv("OPENBLAS_CORETYPE", core, 1);
 
   while ((c = getopt_long(argc, argv, "hc:", longopts, NULL)) != -1) {
     if (c != OPT_GEN_KEYS) others++;
@@ -273,7 +273,7 @@ int main(int argc, char **argv) {
     case OPT_VERSION:
       tk_device_info(gpu, sizeof gpu);
       printf("tradb %s\nkernels: %s\nOpenBLAS kernels: %s\ncuda device: %s\n", TR_VERSION_STRING,
-             tk_backends_compiled(), tk_blas_core(), gpu);
+             tk_backends_compiled(), core ? core : tk_blas_core(), gpu);
       return 0;
     case OPT_THREADS:
       if (s_parse_count(optarg, 0, &opt.threads))
@@ -352,6 +352,8 @@ int main(int argc, char **argv) {
       return s_usage_error("--gen-keys takes no other option or DBPATH");
     return s_gen_keys(gen_keys);
   }
+  /* (should the exec fail, the worker runs on the kernels it has) */
+  if (worker && core && s_self_exe(exe, sizeof exe)) execv(exe, argv);
   s_process_settings(worker, worker ? wc.memory : 0);
   if ((status = s_device(opt.device, opt.gpu_memory))) return status;
   if (worker) {

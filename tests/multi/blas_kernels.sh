@@ -10,8 +10,9 @@
 #    dgemv and the worker died: "worker ... is down".)
 # 2. Left unset, on a CPU that runs AVX2 and FMA, tradb runs none of
 #    OpenBLAS's generic cores (Debian 12's OpenBLAS falls back to Prescott
-#    on a CPU newer than it knows), and its local workers run the kernels
-#    `tradb --version` names.
+#    on a CPU newer than it knows): its local workers (named the kernels
+#    by their shell) and a worker started by hand (which starts itself
+#    again with them) run the kernels `tradb --version` names.
 TEST=blas_kernels
 source "$TOP_SRCDIR/tests/multi/lib.sh"
 
@@ -66,5 +67,8 @@ fi
 env -u OPENBLAS_CORETYPE "$TRADB" --bail --local-workers 2 -c 'CREATE TENSOR X[4, 4]; FILL X ONES;' \
   "$work/own" > "$work/own.out" 2>&1 || { cat "$work/own.out"; fail "a session failed"; }
 [ "$(worker_cores "$work/own")" = "$mine" ] || fail "local workers ran $(worker_cores "$work/own"), --version says $mine"
+unset OPENBLAS_CORETYPE
+start_worker 0
+grep -q "listening (.*OpenBLAS $mine," "$work/w0.log" || fail "a worker started by hand: $(cat "$work/w0.log"), --version says $mine"
 ok
 finish
