@@ -152,8 +152,8 @@ void td_pwrite_free(td_pwrite **pw) {
   *pw = NULL;
 }
 
-/* Check reply k of ph as chunk loc of t; TR_OK and *blob (its bytes) if
-** good. */
+/* Check reply k of ph as chunk loc of t: TR_OK and *blob (its bytes) if
+** good, TR_ENOMEM if its bytes could not be taken, else why it is not. */
 static int s_check_data(td_cluster *c, di_phase *ph, int k, const tr_tensor *t, const tc_chunkloc *loc,
                         tr_blob **blob, char *why, size_t cap) {
   di_out *o = &ph->out[k];
@@ -175,17 +175,11 @@ static int s_check_data(td_cluster *c, di_phase *ph, int k, const tr_tensor *t, 
   tn_chunk ck;
   (void)tn_get_u32(&r);
   tn_get_chunk(&r, &ck);
-  if (o->reply.type != TN_DATA || tn_rbuf_ok(&r)) {
-    snprintf(why, cap, "worker %s sent a copy that does not match its checksum", c->sites[o->site].ep);
-    return TR_ECORRUPT;
-  }
-  /* aligned for the element reads of SAVE and PRINT */
-  if (!(*blob = tn_in_take_data(&o->reply, 0))) {
-    snprintf(why, cap, "out of memory");
-    return TR_ENOMEM;
-  }
-  size_t len = tr_blob_size(*blob);
-  if (len != loc->nbytes || ck.id != loc->chunk_id || ck.checksum != loc->checksum ||
+  int framed = o->reply.type == TN_DATA && !tn_rbuf_ok(&r) && o->reply.ndata >= 1;
+  /* the frame taken aligned, for the element reads of SAVE and PRINT */
+  if (framed && !(*blob = tn_in_take_data(&o->reply, 0))) return TR_ENOMEM;
+  size_t len = framed ? tr_blob_size(*blob) : 0;
+  if (!framed || len != loc->nbytes || ck.id != loc->chunk_id || ck.checksum != loc->checksum ||
       tc_checksum(tr_blob_data(*blob), len) != ck.checksum) {
     tr_blob_unref(blob);
     snprintf(why, cap, "worker %s sent a copy that does not match its checksum", c->sites[o->site].ep);

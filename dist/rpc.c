@@ -245,6 +245,7 @@ static int s_wait_loop(di_phase *ph, int tolerant, tr_err *err) {
     /* A local worker that died (a fault in a kernel, killed) is known at
     ** once, with how, where a remote one is known by its silence. */
     for (int s = 0; s < c->nsites; s++) {
+      if (c->sites[s].pid <= 0) continue; /* remote */
       int waited = ph->watch_all && !tolerant && c->sites[s].up;
       for (int i = 0; i < ph->n && !waited; i++) waited = !ph->out[i].done && ph->out[i].site == s;
       tr_err died;

@@ -44,24 +44,22 @@ void wi_log(const char *fmt, ...) {
 ** worker can say: one log line naming it, and the stack, before the
 ** signal takes its default action again (a core dump where enabled).
 ** Without it the log ended on the last statement and the shell only saw
-** the worker go silent.  The handler uses write() alone; the line's
-** prefix and backtrace()'s first call (which loads libgcc) are done at
-** start. */
-static char s_fatal_prefix[256];
+** the worker go silent.  The handler uses write() alone: each signal's
+** line is made at start, as is backtrace()'s first call (which loads
+** libgcc). */
+static const int s_fatal_sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+#define S_NFATAL (sizeof s_fatal_sigs / sizeof s_fatal_sigs[0])
+static char s_fatal_line[S_NFATAL][320];
 
 static void s_on_fatal(int sig) {
   int e = errno;
-  const char *name = sigabbrev_np(sig);
-  char num[2] = {(char)('0' + sig / 10 % 10), (char)('0' + sig % 10)}; /* signals < 65 */
-  ssize_t ignore;
-  ignore = write(STDERR_FILENO, s_fatal_prefix, strlen(s_fatal_prefix));
-  ignore = write(STDERR_FILENO, sig >= 10 ? num : num + 1, sig >= 10 ? 2 : 1);
-  ignore = write(STDERR_FILENO, " (SIG", 5);
-  ignore = write(STDERR_FILENO, name ? name : "?", name ? strlen(name) : 1);
-  ignore = write(STDERR_FILENO, "); its stack:\n", 14);
+  for (size_t i = 0; i < S_NFATAL; i++)
+    if (s_fatal_sigs[i] == sig) {
+      ssize_t ignore = write(STDERR_FILENO, s_fatal_line[i], strlen(s_fatal_line[i]));
+      (void)ignore;
+    }
   void *frames[48];
   backtrace_symbols_fd(frames, backtrace(frames, 48), STDERR_FILENO);
-  (void)ignore;
   errno = e;
   raise(sig); /* SA_RESETHAND: the default action now */
 }
@@ -69,13 +67,15 @@ static void s_on_fatal(int sig) {
 void wi_log_fatal_signals(void) {
   void *frames[1];
   (void)backtrace(frames, 1);
-  snprintf(s_fatal_prefix, sizeof s_fatal_prefix, "tradb worker %s: fatal signal ", s_ep);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = s_on_fatal;
   sa.sa_flags = (int)SA_RESETHAND;
-  static const int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
-  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaction(sigs[i], &sa, NULL);
+  for (size_t i = 0; i < S_NFATAL; i++) {
+    snprintf(s_fatal_line[i], sizeof s_fatal_line[i], "tradb worker %s: fatal signal %d (SIG%s); its stack:\n",
+             s_ep, s_fatal_sigs[i], sigabbrev_np(s_fatal_sigs[i]));
+    sigaction(s_fatal_sigs[i], &sa, NULL);
+  }
 }
 
 /* The routing id in hex (a ZeroMQ one is 5 bytes), at most 16 bytes shown. */
