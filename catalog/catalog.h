@@ -219,6 +219,11 @@ typedef enum tc_keep {
 ** receives the payload checksum.  Re-putting an existing id replaces it. */
 int tc_store_put_blob(tc_store *s, uint64_t id, tr_dtype dt, tr_blob *b, tc_keep keep,
                       uint64_t checksum, uint64_t *sum, tr_err *err);
+/* As tc_store_put_blob, with the payload's checksum known and not computed
+** again: for bytes that are the very pages another process hashed (a
+** chunk mapped from a local worker's memory, tr_blob_map). */
+int tc_store_put_summed(tc_store *s, uint64_t id, tr_dtype dt, tr_blob *b, tc_keep keep,
+                        uint64_t sum, tr_err *err);
 /* Size and checksum of a chunk: TR_ENOTFOUND if absent. */
 int tc_store_stat(tc_store *s, uint64_t id, tr_dtype *dt, uint64_t *nbytes, uint64_t *sum);
 /* Chunk id, of exactly nbytes, as a blob (*out: a reference the caller

@@ -160,16 +160,13 @@ static void s_install(tc_store *s, ci_entry *e) {
   ci_set(s, e);
 }
 
-int tc_store_put_blob(tc_store *s, uint64_t id, tr_dtype dt, tr_blob *b, tc_keep keep,
-                      uint64_t checksum, uint64_t *sum, tr_err *err) {
+/* Store b as chunk id whose payload checksum is sum. */
+static int s_put(tc_store *s, uint64_t id, tr_dtype dt, tr_blob *b, tc_keep keep, uint64_t sum,
+                 tr_err *err) {
   char tmp[CI_PATH], path[CI_PATH];
-  size_t n = b ? tr_blob_size(b) : 0;
-  if (!s || id == 0 || !b || (dt != TR_F32 && dt != TR_F64) || n % tr_dtype_size(dt) != 0)
-    return tr_seterr(err, TR_EINVAL, "tc_store_put_blob: bad argument");
-  ci_entry e = {.id = id, .nbytes = n, .dtype = dt};
-  e.sum = tc_checksum(tr_blob_data(b), n);
-  if (checksum != 0 && e.sum != checksum)
-    return tr_seterr(err, TR_ECORRUPT, "chunk %016" PRIx64 ": checksum mismatch", id);
+  size_t n = tr_blob_size(b);
+  ci_entry e = {.id = id, .nbytes = n, .dtype = dt, .sum = sum};
+  tr_blob_seal(b); /* kept: its bytes must not change */
   e.seq = e.used = (uint64_t)atomic_fetch_add(&s->clock, 1);
   int rc = TR_OK, inmem = 0;
   pthread_rwlock_wrlock(&s->lock);
@@ -187,10 +184,7 @@ int tc_store_put_blob(tc_store *s, uint64_t id, tr_dtype dt, tr_blob *b, tc_keep
   }
   pthread_rwlock_unlock(&s->lock);
   if (inmem && !e.scratch) ci_writer_put(s);
-  if (rc || inmem) {
-    if (!rc && sum) *sum = e.sum;
-    return rc;
-  }
+  if (rc || inmem) return rc;
   /* Into its file now: asked for, or over the budget. */
   ci_tmp_path(s, id, tmp);
   if ((rc = ci_write_tmp(s, tmp, dt, b, e.sum, err))) return rc;
@@ -208,8 +202,32 @@ int tc_store_put_blob(tc_store *s, uint64_t id, tr_dtype dt, tr_blob *b, tc_keep
   }
   pthread_rwlock_unlock(&s->lock);
   if (rc) unlink(tmp);
-  else if (sum) *sum = e.sum;
   return rc;
+}
+
+/* A put's arguments are sane. */
+static int s_put_ok(tc_store *s, uint64_t id, tr_dtype dt, tr_blob *b, tr_err *err) {
+  size_t n = b ? tr_blob_size(b) : 0;
+  if (!s || id == 0 || !b || (dt != TR_F32 && dt != TR_F64) || n % tr_dtype_size(dt) != 0)
+    return tr_seterr(err, TR_EINVAL, "tc_store_put_blob: bad argument");
+  return TR_OK;
+}
+
+int tc_store_put_blob(tc_store *s, uint64_t id, tr_dtype dt, tr_blob *b, tc_keep keep,
+                      uint64_t checksum, uint64_t *sum, tr_err *err) {
+  int rc = s_put_ok(s, id, dt, b, err);
+  if (rc) return rc;
+  uint64_t got = tc_checksum(tr_blob_data(b), tr_blob_size(b));
+  if (checksum != 0 && got != checksum)
+    return tr_seterr(err, TR_ECORRUPT, "chunk %016" PRIx64 ": checksum mismatch", id);
+  if ((rc = s_put(s, id, dt, b, keep, got, err)) == TR_OK && sum) *sum = got;
+  return rc;
+}
+
+int tc_store_put_summed(tc_store *s, uint64_t id, tr_dtype dt, tr_blob *b, tc_keep keep,
+                        uint64_t sum, tr_err *err) {
+  int rc = s_put_ok(s, id, dt, b, err);
+  return rc ? rc : s_put(s, id, dt, b, keep, sum, err);
 }
 
 /* ---- get, stat, sync, drop ------------------------------------------------- */
@@ -256,6 +274,7 @@ static int s_read_file(tc_store *s, const ci_entry *e, const char *what, tr_blob
   ci_chunk_path(s, e->id, path);
   int rc = cf_read(path, e->dtype, tr_blob_data(b), e->nbytes, e->sum, what, err);
   if (rc) tr_blob_unref(&b);
+  else tr_blob_seal(b);
   *out = b;
   return rc;
 }

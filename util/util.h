@@ -150,6 +150,37 @@ void tr_blob_unref(tr_blob **b);     /* drops *b's reference, sets *b NULL; NULL
 ** the reference hint (a tr_blob *) that the sent bytes came with. */
 void tr_blob_release(void *data, void *hint);
 
+/*
+** Blobs shared between the tradb processes of one machine (util/blob.c).
+** Once tr_blob_share is called, tr_blob_new makes each blob with room in
+** shared memory of its own (a memfd), which another process of the same
+** user maps with tr_blob_map instead of copying it: a chunk moved to a
+** local worker, or replicated to one, is then the same pages in both.  The
+** process that made a blob must keep a reference to it until the mapper
+** has it.  Memory nobody else maps any longer goes to a pool of at most
+** pool_max bytes for the next blobs, so they need no fresh pages.
+*/
+/* Turn sharing on for this process (once, at start); TR_EIO where the
+** system has no memfd. */
+int tr_blob_share(size_t pool_max);
+int tr_blob_sharing(void); /* whether it is on */
+/* The memfd holding b's bytes, and its inode in *ino (the mapper checks
+** it); -1 for a blob not in shared memory. */
+int tr_blob_shared_fd(const tr_blob *b, uint64_t *ino);
+/* Map chunk bytes another process holds as descriptor fd (a blob of
+** `bytes` bytes it made, inode ino), through /proc/PID/fd: a blob whose data
+** this process may read and not write, and whose room is its own.  NULL
+** with err set when it cannot (sharing off here, another user's process,
+** a descriptor that is not chunk memory or holds another one now). */
+tr_blob *tr_blob_map(uint32_t pid, int fd, uint64_t ino, size_t bytes, tr_err *err);
+/* The bytes are final: a blob in shared memory becomes read-only past its
+** first page, so that a stray write faults instead of changing what other
+** processes map (the store seals what it keeps).  No-op for others. */
+void tr_blob_seal(tr_blob *b);
+/* Close pooled memory until the pool holds at most keep bytes. */
+void tr_blob_pool_trim(size_t keep);
+size_t tr_blob_pool_bytes(void); /* what the pool holds now */
+
 /* File I/O that retries on EINTR and short transfers.  tr_write_all writes
 ** all n bytes; tr_pread_all reads up to n bytes at off, stopping at end of
 ** file, and sets *got.  Both return 0 or an errno value. */

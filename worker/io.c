@@ -148,11 +148,15 @@ static int s_copy_from(uint32_t pid, uint64_t addr, void *dst, uint64_t nbytes, 
   return TR_OK;
 }
 
-/* PULL {chunk meta, u8 keep, u32 pid, u64 address} -> PULL_OK {u64 id}:
-** store a chunk a peer on this machine holds in its memory, copied out of
-** it (the peer waits for the answer before it lets the bytes go).  The
-** copy is checked against the chunk's checksum as a PUT's frame is.  Only
-** a worker listening on ipc:// takes them (its peers are then processes on
+/* PULL {chunk meta, u8 keep, u32 pid, u64 address [, u32 fd, u64 inode]}
+** -> PULL_OK {u64 id}: store a chunk a peer on this machine holds in its
+** memory (the peer waits for the answer before it lets the bytes go).
+** With a descriptor, the bytes are in shared memory and are mapped, the
+** very pages the peer hashed, so their checksum is taken as sent
+** (tr_blob_map checks the descriptor still holds that memory); without
+** one, or where mapping fails, they are copied out of the peer and the
+** copy is checked against the checksum as a PUT's frame is.  Only a
+** worker listening on ipc:// takes them (its peers are then processes on
 ** its machine, which its socket's permissions already trust). */
 static void s_run_pull(wi_worker *w, wi_job *j) {
   tn_rbuf r;
@@ -166,14 +170,25 @@ static void s_run_pull(wi_worker *w, wi_job *j) {
   int keep = s_keep(&r);
   uint32_t pid = tn_get_u32(&r);
   uint64_t addr = tn_get_u64(&r);
+  int shared = r.off < r.n;
+  uint32_t fd = shared ? tn_get_u32(&r) : 0;
+  uint64_t ino = shared ? tn_get_u64(&r) : 0;
   int rc = TR_OK;
   j->bad = c.id; /* an error names the chunk: the peer sends it instead */
-  if (tn_rbuf_ok(&r) != TR_OK || pid == 0 || c.nbytes > TN_MAX_DATA)
+  if (tn_rbuf_ok(&r) != TR_OK || pid == 0 || c.nbytes > TN_MAX_DATA || fd > INT32_MAX)
     rc = tr_seterr(&err, TR_EINVAL, "malformed PULL");
   else if (!w->pull_local || w->refuse_pulls)
     rc = tr_seterr(&err, TR_EINVAL, "this worker copies chunks out of no other process");
   else if (!wi_job_store(j, S_OPEN_CREATE, &err))
     rc = err.code;
+  if (!rc && shared && !(b = tr_blob_map(pid, (int)fd, ino, c.nbytes, &err)) && !w->map_failed) {
+    w->map_failed = 1; /* copied instead; said once */
+    wi_log("copying chunks where they could be mapped: %s", err.msg);
+  }
+  if (rc)
+    ;
+  else if (b)
+    rc = tc_store_put_summed(j->store, c.id, (tr_dtype)c.dtype, b, (tc_keep)keep, c.checksum, &err);
   else if (!(b = tr_blob_new(c.nbytes)))
     rc = tr_seterr(&err, TR_ENOMEM, "out of memory");
   else if (!(rc = s_copy_from(pid, addr, tr_blob_data(b), c.nbytes, &err)))

@@ -292,11 +292,17 @@ static int s_start(wi_worker *w, const tw_config *cfg) {
     ** a store's own, which the root store shows. */
     int64_t legacy, bytes, scratch = wi_memory(w);
     tc_store_usage(w->root, &legacy, &bytes);
+    /* A local worker holds its big chunks in shared memory, so that its
+    ** peers map what it moves or replicates to them instead of copying it
+    ** (util/blob.c); its pool keeps as much free as the heap would.
+    ** TRADB_TEST_NO_SHARE: copied as before (tests, and measuring it). */
+    int shared = w->pull_local && !w->refuse_pulls && !getenv("TRADB_TEST_NO_SHARE") &&
+                 tr_blob_share((size_t)tr_heap_reserve(scratch)) == TR_OK;
     int mib = scratch >= (1 << 20);
-    wi_log("listening (data %s, %d threads, kernels %s, OpenBLAS %s, memory %lld %s%s)",
+    wi_log("listening (data %s, %d threads, kernels %s, OpenBLAS %s, memory %lld %s%s%s)",
            cfg->data, w->threads, w->kt->name, tk_blas_core(),
            (long long)(scratch >> (mib ? 20 : 10)), mib ? "MiB" : "KiB",
-          w->keys.on ? ", CURVE" : "");
+           shared ? ", chunks in shared memory" : "", w->keys.on ? ", CURVE" : "");
     if (legacy)
       wi_log("%lld chunk(s) in %s are kept for the database that lists them", (long long)legacy,
             cfg->data);
@@ -435,7 +441,8 @@ int tw_main(const tw_config *cfg) {
   w.cfg = cfg;
   int status = s_start(&w, cfg);
   if (status == 0) {
-    wi_warm_heap(&w);
+    /* the big chunks the warm heap was for come from shared memory */
+    if (!tr_blob_sharing()) wi_warm_heap(&w);
     s_serve(&w);
     wi_warm_heap_stop();
     wi_drop_tick(&w.drops, tr_now(), 1);

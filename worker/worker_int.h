@@ -7,6 +7,8 @@
 ** files, durable on SYNC), runs the kernel tasks it is sent (tx_node_run
 ** over its own chunks), and pushes chunks straight to other workers when
 ** told to (SEND): the coordinator never relays chunk data between workers.
+** A worker listening on ipc:// makes its big chunks in shared memory
+** (util/blob.c), and its ipc:// peers map them (TN_PULL) rather than copy.
 **
 ** Threads: the main thread owns every ZeroMQ socket and never blocks on
 ** work and never touches the disk: it answers HELLO / HEARTBEAT / STATS
@@ -122,9 +124,10 @@ typedef struct wi_pending {
   struct wi_pending *ready_next;  /* the ready list */
 } wi_pending;
 
-/* A chunk a peer on this machine is copying out of this worker's memory
-** (TN_PULL): its bytes stay referenced, so unchanged, until the peer
-** answers; if it cannot copy them, they are sent as a PUT instead. */
+/* A chunk a peer on this machine is mapping or copying out of this
+** worker's memory (TN_PULL): its bytes stay referenced, so unchanged (and
+** a memfd's descriptor still names them), until the peer answers; if it
+** can neither map nor copy them, they are sent as a PUT instead. */
 typedef struct wi_pull {
   int peer;                 /* the peer socket */
   uint64_t db;              /* database */
@@ -224,6 +227,8 @@ typedef struct wi_worker {
                                   and its ipc:// peers by TN_PULL */
   uint8_t put_only[S_MAX_PEERS]; /* a pull by that peer failed: PUT to it */
   int refuse_pulls;            /* TRADB_TEST_NO_PULL: refuse every PULL (tests) */
+  int map_failed;              /* a pull's shared memory could not be
+                                  mapped (logged once; store thread) */
   uint64_t next_req;           /* request ids towards peers */
   uint64_t incarnation;        /* random per process: in HELLO_OK and heartbeats */
   uint8_t coord[256];          /* last coordinator's route, for heartbeats */

@@ -17,6 +17,15 @@
 #    process holds a slot of the work table (this test's own table, given
 #    in TRADB_TEST_WORK_TABLE) the workers stay cold; once it is gone,
 #    they warm.  (Without the wait they warm as soon as they start.)
+#    Local workers hold their big chunks in shared memory instead
+#    (util/blob.c), so these parts run with TRADB_TEST_NO_SHARE, as a
+#    worker on tcp:// runs; then:
+# 4. Workers on ipc:// with their chunks in shared memory: they fault in no
+#    heap while idle (their big buffers do not come from it), and once the
+#    256 MB tensors are dropped each holds less than its reserve and 100
+#    MB, what its pool of shared memory keeps included (its --memory is
+#    256 MB here, so the dropped chunks, some 384 MB a worker, are more
+#    than the pool may keep).
 # Polls with deadlines; never sleeps a fixed time to wait for a state.
 TEST=idle_memory
 source "$TOP_SRCDIR/tests/multi/lib.sh"
@@ -25,7 +34,7 @@ db=$work/db
 hold_work_table
 
 mkfifo "$work/in"
-"$TRADB" --local-workers 2 "$db" < "$work/in" > "$work/out" 2>&1 &
+TRADB_TEST_NO_SHARE=1 "$TRADB" --local-workers 2 "$db" < "$work/in" > "$work/out" 2>&1 &
 pid=$!
 track "$pid"
 exec 3> "$work/in"
@@ -141,4 +150,38 @@ exec 3>&-
 status=0
 wait "$pid" || status=$?
 [ "$status" -eq 1 ] || fail "shell exit status $status, not 1 (the markers' errors)"
+grep -q "chunks in shared memory" "$db"/workers/w0.log && fail "TRADB_TEST_NO_SHARE was not heeded"
+
+# 4. Two workers on ipc:// (so they share their chunks, as local workers
+# do) with 256 MB each, a new database.
+db=$work/db2
+ep[0]="ipc://$work/s0.ipc"
+ep[1]="ipc://$work/s1.ipc"
+start_worker 0 --memory 256M --threads 1
+start_worker 1 --memory 256M --threads 1
+workers="${wpid[0]} ${wpid[1]}"
+shares() { [ "$(cat "$work"/w[01].log | grep -c "chunks in shared memory")" -eq 2 ]; }
+wait_until 30 "both workers' logs saying they share their chunks" shares
+# idle, nobody working (the holder is gone): no warm heap for 2 s
+reserve=128 # half of each worker's 256 MB
+hold_until=$((SECONDS + 2))
+while [ $SECONDS -lt $hold_until ]; do
+  cold || fail "a worker with its chunks in shared memory warmed a heap"
+  sleep 0.05
+done
+ok
+"$TRADB" --workers "${ep[0]},${ep[1]}" "$db" > "$work/out" 2>&1 <<'EOF2' || { cat "$work/out"; fail "the statements failed"; }
+CREATE TENSOR A[8192, 8192] CHUNK [2048, 2048] TYPE f32;
+FILL A ONES;
+B[i,j] = A[i,j] * 2;
+C[i,j] = B[i,j] + A[i,j];
+s[] = SUM(C[i,j]);
+PRINT s;
+DROP TENSOR A;
+DROP TENSOR B;
+DROP TENSOR C;
+EOF2
+grep -q "2.01327e+08" "$work/out" || { cat "$work/out"; fail "SUM(C) is not 3 * 8192 * 8192"; }
+wait_until 30 "both workers below $((reserve + 100)) MB with their chunks shared" small
+ok
 finish

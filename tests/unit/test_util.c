@@ -7,6 +7,7 @@
 #define TRADB_DEBUG 1 /* the invariant checks as make check's library has them */
 #endif
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,9 +51,12 @@ Test(util, seterr_truncates_long_messages) {
   cr_assert_eq(strlen(e.msg), sizeof e.msg - 1);
 }
 
-Test(util, a_big_blob_has_room_for_a_header_on_a_page_boundary) {
-  size_t span, sizes[] = {TR_BLOB_ROOM_MIN, TR_BLOB_ROOM_MIN + 5, ((size_t)3 << 20) + 4032};
-  for (int i = 0; i < 3; i++) {
+/* Big blobs in this process's heap, or in shared memory (recycled too:
+** the pool's memory is zeroed past the data again). */
+static void s_blobs_have_room(void) {
+  size_t span, sizes[] = {TR_BLOB_ROOM_MIN, TR_BLOB_ROOM_MIN + 5, ((size_t)3 << 20) + 4032,
+                          ((size_t)3 << 20) + 4000};
+  for (int i = 0; i < 4; i++) {
     tr_blob *b = tr_blob_new(sizes[i]);
     cr_assert_not_null(b);
     char *room = tr_blob_room(b, &span), *data = tr_blob_data(b);
@@ -70,7 +74,157 @@ Test(util, a_big_blob_has_room_for_a_header_on_a_page_boundary) {
   tr_blob *small = tr_blob_new(TR_BLOB_ROOM_MIN - 1);
   cr_assert_null(tr_blob_room(small, &span));
   cr_assert_eq(span, 0);
+  cr_assert_eq(tr_blob_shared_fd(small, NULL), -1, "a small blob is never shared");
   tr_blob_unref(&small);
+}
+
+Test(util, a_big_blob_has_room_for_a_header_on_a_page_boundary) {
+  s_blobs_have_room();
+}
+
+Test(shared, a_shared_blob_has_room_and_its_memory_is_reused) {
+  cr_assert_eq(tr_blob_share((size_t)64 << 20), TR_OK);
+  s_blobs_have_room();
+  cr_assert_gt(tr_blob_pool_bytes(), 0, "memory nobody maps was not kept");
+}
+
+/* A blob of n bytes filled with a pattern, in shared memory; its memfd's
+** descriptor and inode. */
+static tr_blob *s_shared_blob(size_t n, int *fd, uint64_t *ino) {
+  tr_blob *b = tr_blob_new(n);
+  cr_assert_not_null(b);
+  for (size_t i = 0; i < n / sizeof(float); i++) ((float *)tr_blob_data(b))[i] = (float)i;
+  *fd = tr_blob_shared_fd(b, ino);
+  cr_assert_geq(*fd, 0, "a big blob is not in shared memory");
+  return b;
+}
+
+/* Sharing on, a shared blob of n bytes, and its mapping (as another
+** process maps it, here through /proc/self). */
+static tr_blob *s_mapped_pair(size_t n, tr_blob **b) {
+  int fd;
+  uint64_t ino;
+  tr_err err;
+  cr_assert_eq(tr_blob_share((size_t)64 << 20), TR_OK);
+  *b = s_shared_blob(n, &fd, &ino);
+  tr_blob *m = tr_blob_map((uint32_t)getpid(), fd, ino, n, &err);
+  cr_assert_not_null(m, "%s", err.msg);
+  return m;
+}
+
+Test(shared, a_mapped_blob_is_the_same_pages_and_its_room_its_own) {
+  size_t n = (size_t)1 << 20;
+  tr_blob *b, *m = s_mapped_pair(n, &b);
+  cr_assert_eq(tr_blob_size(m), n);
+  cr_assert_neq(tr_blob_data(m), tr_blob_data(b));
+  cr_assert_eq(memcmp(tr_blob_data(m), tr_blob_data(b), n), 0);
+  /* the same pages: a write by the maker shows (it never writes a blob
+  ** once shared; this only proves nothing was copied) */
+  ((float *)tr_blob_data(b))[n / 8] = -1.5f;
+  cr_assert_eq(((float *)tr_blob_data(m))[n / 8], -1.5f);
+  /* the mapper's room is its own: writing it leaves the maker's alone */
+  size_t span;
+  char *room = tr_blob_room(m, &span), *mine = tr_blob_room(b, NULL);
+  cr_assert_eq((uintptr_t)room % TR_PAGE, 0);
+  cr_assert_eq(span, (TR_BLOB_ROOM + n + TR_PAGE - 1) / TR_PAGE * TR_PAGE);
+  memset(mine, 0x11, TR_BLOB_ROOM);
+  memset(room, 0x22, TR_BLOB_ROOM);
+  cr_assert_eq(mine[0], 0x11);
+  cr_assert_eq(memcmp(tr_blob_data(m), tr_blob_data(b), n), 0);
+  tr_blob_unref(&b);
+  tr_blob_unref(&m);
+}
+
+Test(shared, a_mapped_blob_cannot_be_written, .signal = SIGSEGV) {
+  size_t n = (size_t)1 << 20;
+  tr_blob *b, *m = s_mapped_pair(n, &b);
+  ((volatile float *)tr_blob_data(m))[n / 8] = 2.0f; /* past the first page */
+  tr_blob_unref(&b); /* not reached */
+}
+
+Test(shared, a_sealed_blob_cannot_be_written, .signal = SIGSEGV) {
+  size_t n = (size_t)1 << 20;
+  int fd;
+  uint64_t ino;
+  cr_assert_eq(tr_blob_share((size_t)64 << 20), TR_OK);
+  tr_blob *b = s_shared_blob(n, &fd, &ino);
+  tr_blob_seal(b);
+  memset(tr_blob_room(b, NULL), 0, TR_BLOB_ROOM); /* its room stays writable */
+  cr_assert_eq(((float *)tr_blob_data(b))[n / 8], (float)(n / 8)); /* and readable */
+  ((volatile float *)tr_blob_data(b))[n / 8] = 2.0f;
+  tr_blob_unref(&b); /* not reached */
+}
+
+Test(shared, a_sealed_blob_is_writable_again_once_reused) {
+  size_t n = (size_t)1 << 20;
+  int fd;
+  uint64_t ino, ino2;
+  cr_assert_eq(tr_blob_share((size_t)64 << 20), TR_OK);
+  tr_blob *b = s_shared_blob(n, &fd, &ino);
+  tr_blob_seal(b);
+  tr_blob_unref(&b);
+  b = s_shared_blob(n, &fd, &ino2); /* writes all of it */
+  cr_assert_eq(ino2, ino, "the pooled memory was not reused");
+  tr_blob_unref(&b);
+}
+
+Test(shared, memory_is_reused_only_once_nobody_else_maps_it) {
+  size_t n = (size_t)2 << 20;
+  int fd, fd2;
+  uint64_t ino, ino2;
+  tr_err err;
+  cr_assert_eq(tr_blob_share((size_t)64 << 20), TR_OK);
+  tr_blob *b = s_shared_blob(n, &fd, &ino);
+  tr_blob *m = tr_blob_map((uint32_t)getpid(), fd, ino, n, &err);
+  cr_assert_not_null(m, "%s", err.msg);
+  /* the maker lets go first: the mapper still maps it, so it is not kept */
+  tr_blob_unref(&b);
+  cr_assert_eq(tr_blob_pool_bytes(), 0, "memory another holder maps was pooled");
+  tr_blob *c = s_shared_blob(n, &fd2, &ino2);
+  cr_assert_neq(ino2, ino, "a new blob got memory another holder maps");
+  for (size_t i = 0; i < n / sizeof(float); i++)
+    cr_assert_eq(((float *)tr_blob_data(m))[i], (float)i, "float %zu changed under its mapper", i);
+  /* the last holder lets go: kept, and the next blob of its size gets it */
+  tr_blob_unref(&m);
+  cr_assert_geq(tr_blob_pool_bytes(), TR_BLOB_ROOM + n);
+  tr_blob *d = s_shared_blob(n - 100, &fd, &ino2);
+  cr_assert_eq(ino2, ino, "the pooled memory was not reused");
+  cr_assert_eq(tr_blob_pool_bytes(), 0);
+  /* reused, it can be mapped again */
+  tr_blob *m2 = tr_blob_map((uint32_t)getpid(), fd, ino, n - 100, &err);
+  cr_assert_not_null(m2, "%s", err.msg);
+  cr_assert_eq(memcmp(tr_blob_data(m2), tr_blob_data(d), n - 100), 0);
+  tr_blob_unref(&m2);
+  tr_blob_unref(&d);
+  tr_blob_unref(&c);
+  tr_blob_pool_trim(0);
+  cr_assert_eq(tr_blob_pool_bytes(), 0);
+}
+
+Test(shared, what_is_not_that_chunk_memory_is_not_mapped) {
+  size_t n = (size_t)1 << 20;
+  int fd;
+  uint64_t ino;
+  tr_err err;
+  uint32_t me = (uint32_t)getpid();
+  /* sharing off: refused */
+  cr_assert_null(tr_blob_map(me, 0, 0, n, &err));
+  cr_assert(strstr(err.msg, "maps no chunks"), "%s", err.msg);
+  cr_assert_eq(tr_blob_share((size_t)64 << 20), TR_OK);
+  tr_blob *b = s_shared_blob(n, &fd, &ino);
+  /* another inode, more bytes than it holds, a file that is not a memfd,
+  ** a descriptor that is not open */
+  cr_assert_null(tr_blob_map(me, fd, ino + 1, n, &err));
+  cr_assert(strstr(err.msg, "holds another chunk"), "%s", err.msg);
+  cr_assert_null(tr_blob_map(me, fd, ino, 2 * n, &err));
+  cr_assert(strstr(err.msg, "holds another chunk"), "%s", err.msg);
+  int null = open("/dev/null", O_RDONLY);
+  cr_assert_null(tr_blob_map(me, null, ino, n, &err));
+  cr_assert(strstr(err.msg, "is no chunk memory"), "%s", err.msg);
+  close(null);
+  cr_assert_null(tr_blob_map(me, 9999, ino, n, &err));
+  cr_assert(strstr(err.msg, "cannot see descriptor"), "%s", err.msg);
+  tr_blob_unref(&b);
 }
 
 Test(util, dtypes) {

@@ -4,7 +4,8 @@
 ** the coordinator and the other workers never send: PULLs that name
 ** memory the worker cannot read, a copy that fails its checksum, a body
 ** cut short.  Each gets an error naming the chunk, and nothing is stored;
-** a good PULL of this process's memory stores exactly its bytes.  And a
+** a good PULL of this process's memory stores exactly its bytes, mapped
+** rather than copied when they are in shared memory.  And a
 ** TASK with a consumer inside it: what it stores is what it was told to.
 */
 #include "config.h"
@@ -200,6 +201,80 @@ Test(pull, good_and_bad_pulls) {
   cr_assert_neq(s_get(bad.id, back, bad.nbytes), TR_OK);
 
   free(v);
+  free(back);
+}
+
+/* PULL chunk c out of blob b, which is in this process's shared memory,
+** naming descriptor fd and inode ino; the reply. */
+static void s_pull_shared(const tn_chunk *c, tr_blob *b, int fd, uint64_t ino, tn_in *rep) {
+  tn_wbuf w = {0};
+  tn_put_chunk(&w, c);
+  tn_put_u8(&w, 0); /* TC_KEEP_FILE */
+  tn_put_u32(&w, (uint32_t)getpid());
+  tn_put_u64(&w, (uint64_t)(uintptr_t)tr_blob_data(b));
+  tn_put_u32(&w, (uint32_t)fd);
+  tn_put_u64(&w, ino);
+  s_call(TN_PULL, &w, rep);
+}
+
+/* Whether the worker's log holds line. */
+static int s_logged(const char *line) {
+  char path[128], buf[8192];
+  snprintf(path, sizeof path, "%s/w.log", s_dir);
+  FILE *f = fopen(path, "r");
+  int found = 0;
+  while (f && !found && fgets(buf, sizeof buf, f)) found = strstr(buf, line) != NULL;
+  if (f) fclose(f);
+  return found;
+}
+
+Test(pull, a_chunk_in_shared_memory_is_mapped_not_copied) {
+  enum { N = 1 << 18 };
+  cr_assert_eq(tr_blob_share((size_t)64 << 20), TR_OK);
+  cr_assert(s_logged("chunks in shared memory"), "a local worker does not share its chunks");
+  tr_blob *b = tr_blob_new(N * sizeof(float));
+  float *v = tr_blob_data(b), *back = malloc(N * sizeof *v);
+  cr_assert(back);
+  for (int i = 0; i < N; i++) v[i] = (float)i * 0.25f + 3;
+  uint64_t ino;
+  int fd = tr_blob_shared_fd(b, &ino);
+  cr_assert_geq(fd, 0);
+  tn_chunk c = {.id = 0x2001, .dtype = TR_F32, .nbytes = N * sizeof *v};
+  c.checksum = tc_checksum(v, c.nbytes);
+  tn_in rep;
+  s_pull_shared(&c, b, fd, ino, &rep);
+  cr_assert_eq(rep.type, TN_PULL_OK, "%s", tn_type_name(rep.type));
+  tn_in_close(&rep);
+  cr_assert_eq(s_get(c.id, back, c.nbytes), TR_OK);
+  cr_assert_eq(memcmp(back, v, c.nbytes), 0, "the mapped chunk differs from its source");
+  /* no copy was made: the worker reads these very pages (a maker never
+  ** writes a blob it shared; this write only shows where the bytes are) */
+  v[N / 2] = -8;
+  cr_assert_eq(s_get(c.id, back, c.nbytes), TR_OK);
+  cr_assert_eq(back[N / 2], -8.0f, "the worker holds a copy, not the shared pages");
+  /* this process lets go: the worker keeps the pages */
+  tr_blob_unref(&b);
+  cr_assert_eq(s_get(c.id, back, c.nbytes), TR_OK);
+  cr_assert_eq(back[N / 2], -8.0f);
+  cr_assert_eq(back[N - 1], (float)(N - 1) * 0.25f + 3);
+  cr_assert_eq(tr_blob_pool_bytes(), 0, "memory the worker maps went to this process's pool");
+
+  /* A descriptor that no longer holds that memory: the bytes are copied
+  ** instead, checked, and the worker says so once. */
+  b = tr_blob_new(N * sizeof(float));
+  v = tr_blob_data(b);
+  for (int i = 0; i < N; i++) v[i] = (float)i - 5;
+  fd = tr_blob_shared_fd(b, &ino);
+  c.id = 0x2002;
+  c.checksum = tc_checksum(v, c.nbytes);
+  s_pull_shared(&c, b, fd, ino + 1, &rep);
+  cr_assert_eq(rep.type, TN_PULL_OK, "%s", tn_type_name(rep.type));
+  tn_in_close(&rep);
+  v[7] = 1e6f; /* a copy does not see this */
+  cr_assert_eq(s_get(c.id, back, c.nbytes), TR_OK);
+  cr_assert_eq(back[7], 2.0f);
+  cr_assert(s_logged("copying chunks where they could be mapped"));
+  tr_blob_unref(&b);
   free(back);
 }
 

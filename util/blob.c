@@ -1,0 +1,348 @@
+/*
+** util/blob.c - shared chunk bytes (tr_blob), and the shared memory that
+** lets tradb processes on one machine hold the same chunk's pages.
+**
+** A process that turned sharing on (tr_blob_share) makes each blob of
+** TR_BLOB_ROOM_MIN bytes or more in a memfd of its own, mapped shared:
+** the room on its first page, the data right after.  Another process of
+** the same user maps that memfd through /proc/PID/fd/FD (tr_blob_map), so
+** a chunk moved between local workers, or replicated to one, is never
+** copied: both hold the same pages, the mapper's read-only but for its
+** first page, which it maps private (its room is its own to write).
+**
+** Who holds the pages: every process that maps a memfd holds a shared
+** flock on its own open file.  The last reference to a blob asks for an
+** exclusive lock: granted, no other process maps the memfd any longer and
+** its pages go to this process's pool, written again by the next blob
+** made here; refused, the others keep the pages and this process only
+** lets go.  Of two processes letting go at once, at most one is granted
+** (flock drops the shared lock before it asks for the exclusive one), so
+** a memfd is reused by at most one process and only once nobody else maps
+** it.  The pool keeps the pages faulted in: a statement's outputs reuse
+** its last pass's memory as malloc's heap would, where fresh shared memory
+** costs a fault and a zeroed page each.  A peer maps a memfd only while the
+** process that sent it keeps the blob (a PULL holds its reference until
+** answered), so the descriptor it names still holds that blob.
+*/
+#include "config.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct tr_blob {
+  int refs;                          /* references (atomic built-ins) */
+  void *data;                        /* the bytes */
+  size_t bytes;                      /* their number */
+  void (*fn)(void *data, void *hint); /* adopted: how to hand them back */
+  void *hint;                        /* fn's second argument */
+  void *base;                        /* what tr_blob_new allocated */
+  void *room;                        /* its room (tr_blob_room), or NULL */
+  int fd;                            /* shared: its memfd, else -1 */
+  size_t span;                       /* shared: the bytes mapped at base */
+  int mapped;                        /* shared: mapped from another process
+                                        (first page private, the rest
+                                        read-only) */
+};
+
+#define S_MEMFD_NAME "tradb-chunk"
+
+/* A memfd kept for the next blob: its pages faulted in, mapped shared and
+** writable at base. */
+typedef struct s_pooled {
+  int fd;
+  void *base;
+  size_t span;
+} s_pooled;
+
+#define S_POOL_MAX 256 /* memfds kept at most */
+
+static struct {
+  atomic_int on;           /* tr_blob_share turned it on */
+  atomic_int live;         /* memfds this process holds, pooled ones included */
+  int most;                /* at most this many (descriptors, mappings) */
+  pthread_mutex_t mu;      /* guards the pool */
+  s_pooled pool[S_POOL_MAX];
+  int npool;
+  size_t pool_bytes, pool_max;
+} S = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static size_t s_page_up(size_t n) { return (n + TR_PAGE - 1) & ~(TR_PAGE - 1); }
+
+int tr_blob_share(size_t pool_max) {
+  struct rlimit rl;
+  int most = 1024;
+  /* Each shared blob holds a descriptor: take the hard limit, and leave
+  ** half of it (and the mappings' default limit, 65530, two each for a
+  ** mapped blob) to everything else. */
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+    if (rl.rlim_cur < rl.rlim_max) {
+      rl.rlim_cur = rl.rlim_max;
+      setrlimit(RLIMIT_NOFILE, &rl);
+      getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur != RLIM_INFINITY) most = (int)(rl.rlim_cur / 2 < 16384 ? rl.rlim_cur / 2 : 16384);
+    else most = 16384;
+  }
+  int fd = memfd_create(S_MEMFD_NAME, MFD_CLOEXEC);
+  if (fd < 0) return TR_EIO;
+  close(fd);
+  pthread_mutex_lock(&S.mu);
+  S.most = most;
+  S.pool_max = pool_max;
+  pthread_mutex_unlock(&S.mu);
+  atomic_store(&S.on, 1);
+  return TR_OK;
+}
+
+int tr_blob_sharing(void) { return atomic_load(&S.on); }
+
+/* A memfd of at least need bytes, mapped shared and writable, from the
+** pool (the smallest that fits, if it wastes at most a quarter) or new;
+** 0 if none can be had (the caller takes the heap). */
+static int s_shared_get(size_t need, int *fd, void **base, size_t *span) {
+  pthread_mutex_lock(&S.mu);
+  int best = -1;
+  for (int i = 0; i < S.npool; i++)
+    if (S.pool[i].span >= need && S.pool[i].span - need <= need / 4 &&
+        (best < 0 || S.pool[i].span < S.pool[best].span))
+      best = i;
+  if (best >= 0) {
+    *fd = S.pool[best].fd;
+    *base = S.pool[best].base;
+    *span = S.pool[best].span;
+    S.pool_bytes -= *span;
+    S.pool[best] = S.pool[--S.npool];
+  }
+  int most = S.most;
+  pthread_mutex_unlock(&S.mu);
+  if (best >= 0) return 1;
+  if (atomic_fetch_add(&S.live, 1) >= most) {
+    atomic_fetch_sub(&S.live, 1);
+    return 0;
+  }
+  int f = memfd_create(S_MEMFD_NAME, MFD_CLOEXEC);
+  void *p = MAP_FAILED;
+  if (f >= 0 && ftruncate(f, (off_t)need) == 0 && flock(f, LOCK_SH | LOCK_NB) == 0)
+    p = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+  if (p == MAP_FAILED) {
+    if (f >= 0) close(f);
+    atomic_fetch_sub(&S.live, 1);
+    return 0;
+  }
+  *fd = f;
+  *base = p;
+  *span = need;
+  return 1;
+}
+
+/* Let go of a shared blob's memfd: into the pool if no other process maps
+** it and there is room, else unmapped and closed. */
+static void s_shared_put(tr_blob *b) {
+  int keep = flock(b->fd, LOCK_EX | LOCK_NB) == 0;
+  if (keep) {
+    pthread_mutex_lock(&S.mu);
+    keep = S.npool < S_POOL_MAX && S.pool_bytes + b->span <= S.pool_max;
+    if (keep) S.pool_bytes += b->span; /* claimed before the remap below */
+    pthread_mutex_unlock(&S.mu);
+  }
+  /* writable again: a sealed one by mprotect, a mapped one mapped again,
+  ** its page tables filled at once (its pages are all there, in the memfd) */
+  if (keep && !b->mapped && mprotect(b->base, b->span, PROT_READ | PROT_WRITE) != 0) {
+    pthread_mutex_lock(&S.mu);
+    S.pool_bytes -= b->span;
+    pthread_mutex_unlock(&S.mu);
+    keep = 0;
+  }
+  if (keep && b->mapped &&
+      mmap(b->base, b->span, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, b->fd, 0) ==
+          MAP_FAILED) {
+    pthread_mutex_lock(&S.mu);
+    S.pool_bytes -= b->span;
+    pthread_mutex_unlock(&S.mu);
+    keep = 0;
+  }
+  /* the next process to map it takes a shared lock beside ours */
+  if (keep && flock(b->fd, LOCK_SH | LOCK_NB) == 0) {
+    pthread_mutex_lock(&S.mu);
+    S.pool[S.npool++] = (s_pooled){b->fd, b->base, b->span};
+    pthread_mutex_unlock(&S.mu);
+    return;
+  }
+  if (keep) {
+    pthread_mutex_lock(&S.mu);
+    S.pool_bytes -= b->span;
+    pthread_mutex_unlock(&S.mu);
+  }
+  munmap(b->base, b->span);
+  close(b->fd);
+  atomic_fetch_sub(&S.live, 1);
+}
+
+void tr_blob_pool_trim(size_t keep) {
+  for (;;) {
+    s_pooled p;
+    pthread_mutex_lock(&S.mu);
+    int any = S.npool > 0 && S.pool_bytes > keep;
+    if (any) {
+      p = S.pool[--S.npool];
+      S.pool_bytes -= p.span;
+    }
+    pthread_mutex_unlock(&S.mu);
+    if (!any) return;
+    munmap(p.base, p.span);
+    close(p.fd);
+    atomic_fetch_sub(&S.live, 1);
+  }
+}
+
+size_t tr_blob_pool_bytes(void) {
+  pthread_mutex_lock(&S.mu);
+  size_t n = S.pool_bytes;
+  pthread_mutex_unlock(&S.mu);
+  return n;
+}
+
+tr_blob *tr_blob_new(size_t bytes) {
+  tr_blob *b = malloc(sizeof *b);
+  if (!b) return NULL;
+  *b = (tr_blob){.refs = 1, .bytes = bytes, .fd = -1};
+  if (bytes >= TR_BLOB_ROOM_MIN && bytes <= SIZE_MAX / 2) {
+    size_t need = s_page_up(TR_BLOB_ROOM + bytes);
+    if (atomic_load(&S.on) && s_shared_get(need, &b->fd, &b->base, &b->span)) {
+      b->room = b->base;
+    } else {
+      /* from malloc, not posix_memalign (see TR_ALIGN_BIG): two pages
+      ** more, the room placed on the first page boundary in them */
+      char *raw = malloc(bytes + TR_BLOB_ROOM + 2 * TR_PAGE);
+      if (raw) {
+        b->base = raw;
+        b->room = (char *)(((uintptr_t)raw + TR_PAGE - 1) & ~(uintptr_t)(TR_PAGE - 1));
+      }
+    }
+    if (b->room) {
+      b->data = (char *)b->room + TR_BLOB_ROOM;
+      memset((char *)b->data + bytes, 0, need - TR_BLOB_ROOM - bytes);
+    }
+  } else {
+    b->base = b->data = tr_alloc_aligned(bytes);
+  }
+  if (!b->data) {
+    free(b);
+    return NULL;
+  }
+  return b;
+}
+
+void tr_blob_seal(tr_blob *b) {
+  /* past the first page: that one holds the room, written as files are */
+  if (b->fd >= 0 && !b->mapped && b->span > TR_PAGE)
+    mprotect((char *)b->base + TR_PAGE, b->span - TR_PAGE, PROT_READ);
+}
+
+int tr_blob_shared_fd(const tr_blob *b, uint64_t *ino) {
+  struct stat st;
+  if (b->fd < 0 || fstat(b->fd, &st) != 0) return -1;
+  if (ino) *ino = (uint64_t)st.st_ino;
+  return b->fd;
+}
+
+tr_blob *tr_blob_map(uint32_t pid, int fd, uint64_t ino, size_t bytes, tr_err *err) {
+  char path[64], target[64];
+  struct stat st;
+  size_t need = s_page_up(TR_BLOB_ROOM + bytes);
+  if (!atomic_load(&S.on) || bytes < TR_BLOB_ROOM_MIN) {
+    tr_seterr(err, TR_EINVAL, "this process maps no chunks of others");
+    return NULL;
+  }
+  snprintf(path, sizeof path, "/proc/%u/fd/%d", pid, fd);
+  ssize_t n = readlink(path, target, sizeof target - 1);
+  if (n < 0) {
+    tr_seterr(err, TR_EIO, "cannot see descriptor %d of process %u: %s", fd, pid, strerror(errno));
+    return NULL;
+  }
+  target[n] = '\0';
+  if (strncmp(target, "/memfd:" S_MEMFD_NAME " ", sizeof "/memfd:" S_MEMFD_NAME) != 0) {
+    tr_seterr(err, TR_EINVAL, "descriptor %d of process %u is no chunk memory (%s)", fd, pid, target);
+    return NULL;
+  }
+  if (atomic_fetch_add(&S.live, 1) >= S.most) {
+    atomic_fetch_sub(&S.live, 1);
+    tr_seterr(err, TR_ENOMEM, "this process maps as many chunks as it may");
+    return NULL;
+  }
+  tr_blob *b = malloc(sizeof *b);
+  int f = open(path, O_RDWR | O_CLOEXEC);
+  void *p = MAP_FAILED;
+  const char *why = NULL;
+  if (!b) why = "out of memory";
+  else if (f < 0 || fstat(f, &st) != 0) why = strerror(errno);
+  else if ((uint64_t)st.st_ino != ino || (size_t)st.st_size < need) why = "it holds another chunk now";
+  else if (flock(f, LOCK_SH | LOCK_NB) != 0) why = "it is being reused";
+  else if ((p = mmap(NULL, need, PROT_READ, MAP_SHARED, f, 0)) == MAP_FAILED ||
+           mmap(p, TR_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, f, 0) == MAP_FAILED)
+    why = strerror(errno);
+  if (why) {
+    if (p != MAP_FAILED) munmap(p, need);
+    if (f >= 0) close(f);
+    free(b);
+    atomic_fetch_sub(&S.live, 1);
+    tr_seterr(err, TR_EIO, "cannot map the chunk memory of process %u: %s", pid, why);
+    return NULL;
+  }
+  *b = (tr_blob){.refs = 1, .bytes = bytes, .base = p, .room = p, .fd = f, .span = need, .mapped = 1};
+  b->data = (char *)p + TR_BLOB_ROOM;
+  return b;
+}
+
+void *tr_blob_room(const tr_blob *b, size_t *span) {
+  if (span) *span = b->room ? s_page_up(TR_BLOB_ROOM + b->bytes) : 0;
+  return b->room;
+}
+
+tr_blob *tr_blob_adopt(void *data, size_t bytes, void (*fn)(void *data, void *hint), void *hint) {
+  tr_blob *b = malloc(sizeof *b);
+  if (b) *b = (tr_blob){.refs = 1, .data = data, .bytes = bytes, .fn = fn, .hint = hint, .fd = -1};
+  return b;
+}
+
+void *tr_blob_data(const tr_blob *b) { return b->data; }
+
+size_t tr_blob_size(const tr_blob *b) { return b->bytes; }
+
+tr_blob *tr_blob_ref(tr_blob *b) {
+  __atomic_add_fetch(&b->refs, 1, __ATOMIC_RELAXED);
+  return b;
+}
+
+void tr_blob_unref(tr_blob **pb) {
+  tr_blob *b = pb ? *pb : NULL;
+  if (!b) return;
+  *pb = NULL;
+  /* acquire-release: the last owner sees every write made before the
+  ** other owners let go */
+  int left = __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL);
+  tr_assert(left >= 0);
+  if (left > 0) return;
+  if (b->fn) b->fn(b->data, b->hint);
+  else if (b->fd >= 0) s_shared_put(b);
+  else if (b->room) free(b->base);
+  else tr_free_aligned(b->base);
+  free(b);
+}
+
+void tr_blob_release(void *data, void *hint) {
+  tr_blob *b = hint;
+  (void)data;
+  tr_blob_unref(&b);
+}
