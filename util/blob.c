@@ -72,7 +72,7 @@ static struct {
   atomic_int live;         /* memfds this process holds, pooled ones included */
   int most;                /* at most this many (descriptors, mappings) */
   pthread_mutex_t mu;      /* guards the pool */
-  s_pooled pool[S_POOL_MAX];
+  s_pooled pool[S_POOL_MAX]; /* oldest first */
   int npool;
   size_t pool_bytes, pool_max;
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -107,6 +107,24 @@ int tr_blob_share(size_t pool_max) {
 
 int tr_blob_sharing(void) { return atomic_load(&S.on); }
 
+/* Unmap and close memfds no longer pooled or held. */
+static void s_close_all(const s_pooled *p, int n) {
+  for (int i = 0; i < n; i++) {
+    munmap(p[i].base, p[i].span);
+    close(p[i].fd);
+    atomic_fetch_sub(&S.live, 1);
+  }
+}
+
+/* Take pool entry i out, the others keeping their order (oldest first);
+** under S.mu. */
+static s_pooled s_pool_take(int i) {
+  s_pooled p = S.pool[i];
+  S.pool_bytes -= p.span;
+  memmove(&S.pool[i], &S.pool[i + 1], (size_t)(--S.npool - i) * sizeof *S.pool);
+  return p;
+}
+
 /* A memfd of at least need bytes, mapped shared and writable, from the
 ** pool (the smallest that fits, if it wastes at most a quarter) or new;
 ** 0 if none can be had (the caller takes the heap). */
@@ -118,11 +136,10 @@ static int s_shared_get(size_t need, int *fd, void **base, size_t *span) {
         (best < 0 || S.pool[i].span < S.pool[best].span))
       best = i;
   if (best >= 0) {
-    *fd = S.pool[best].fd;
-    *base = S.pool[best].base;
-    *span = S.pool[best].span;
-    S.pool_bytes -= *span;
-    S.pool[best] = S.pool[--S.npool];
+    s_pooled p = s_pool_take(best);
+    *fd = p.fd;
+    *base = p.base;
+    *span = p.span;
   }
   int most = S.most;
   pthread_mutex_unlock(&S.mu);
@@ -147,62 +164,41 @@ static int s_shared_get(size_t need, int *fd, void **base, size_t *span) {
 }
 
 /* Let go of a shared blob's memfd: into the pool if no other process maps
-** it and there is room, else unmapped and closed. */
+** it, else unmapped and closed.  To make room the oldest entries go: the
+** sizes a session made last are the ones its next statement makes. */
 static void s_shared_put(tr_blob *b) {
-  int keep = flock(b->fd, LOCK_EX | LOCK_NB) == 0;
-  if (keep) {
-    pthread_mutex_lock(&S.mu);
-    keep = S.npool < S_POOL_MAX && S.pool_bytes + b->span <= S.pool_max;
-    if (keep) S.pool_bytes += b->span; /* claimed before the remap below */
-    pthread_mutex_unlock(&S.mu);
-  }
+  s_pooled out[S_POOL_MAX + 1];
+  int nout = 0;
+  int keep = b->span <= S.pool_max && flock(b->fd, LOCK_EX | LOCK_NB) == 0;
   /* writable again: a sealed one by mprotect, a mapped one mapped again,
   ** its page tables filled at once (its pages are all there, in the memfd) */
-  if (keep && !b->mapped && mprotect(b->base, b->span, PROT_READ | PROT_WRITE) != 0) {
-    pthread_mutex_lock(&S.mu);
-    S.pool_bytes -= b->span;
-    pthread_mutex_unlock(&S.mu);
-    keep = 0;
-  }
-  if (keep && b->mapped &&
-      mmap(b->base, b->span, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, b->fd, 0) ==
-          MAP_FAILED) {
-    pthread_mutex_lock(&S.mu);
-    S.pool_bytes -= b->span;
-    pthread_mutex_unlock(&S.mu);
-    keep = 0;
-  }
+  if (keep && !b->mapped) keep = mprotect(b->base, b->span, PROT_READ | PROT_WRITE) == 0;
+  if (keep && b->mapped)
+    keep = mmap(b->base, b->span, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, b->fd,
+                0) != MAP_FAILED;
   /* the next process to map it takes a shared lock beside ours */
-  if (keep && flock(b->fd, LOCK_SH | LOCK_NB) == 0) {
-    pthread_mutex_lock(&S.mu);
-    S.pool[S.npool++] = (s_pooled){b->fd, b->base, b->span};
-    pthread_mutex_unlock(&S.mu);
-    return;
-  }
+  if (keep) keep = flock(b->fd, LOCK_SH | LOCK_NB) == 0;
   if (keep) {
     pthread_mutex_lock(&S.mu);
-    S.pool_bytes -= b->span;
+    while (S.npool > 0 && (S.npool == S_POOL_MAX || S.pool_bytes + b->span > S.pool_max))
+      out[nout++] = s_pool_take(0);
+    S.pool[S.npool++] = (s_pooled){b->fd, b->base, b->span};
+    S.pool_bytes += b->span;
     pthread_mutex_unlock(&S.mu);
+  } else {
+    out[nout++] = (s_pooled){b->fd, b->base, b->span};
   }
-  munmap(b->base, b->span);
-  close(b->fd);
-  atomic_fetch_sub(&S.live, 1);
+  s_close_all(out, nout);
 }
 
 void tr_blob_pool_trim(size_t keep) {
-  for (;;) {
-    s_pooled p;
+  for (;;) { /* the oldest first */
     pthread_mutex_lock(&S.mu);
     int any = S.npool > 0 && S.pool_bytes > keep;
-    if (any) {
-      p = S.pool[--S.npool];
-      S.pool_bytes -= p.span;
-    }
+    s_pooled p = any ? s_pool_take(0) : (s_pooled){-1, NULL, 0};
     pthread_mutex_unlock(&S.mu);
     if (!any) return;
-    munmap(p.base, p.span);
-    close(p.fd);
-    atomic_fetch_sub(&S.live, 1);
+    s_close_all(&p, 1);
   }
 }
 

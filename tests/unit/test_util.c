@@ -201,6 +201,34 @@ Test(shared, memory_is_reused_only_once_nobody_else_maps_it) {
   cr_assert_eq(tr_blob_pool_bytes(), 0);
 }
 
+Test(shared, a_full_pool_lets_its_oldest_memory_go) {
+  size_t n = (size_t)1 << 20, span = n + TR_PAGE;
+  int fd;
+  uint64_t ino[3], got;
+  cr_assert_eq(tr_blob_share(2 * span + span / 2), TR_OK); /* room for two */
+  tr_blob *b[3];
+  for (int i = 0; i < 3; i++) b[i] = s_shared_blob(n, &fd, &ino[i]);
+  for (int i = 0; i < 3; i++) tr_blob_unref(&b[i]); /* the third evicts the first */
+  cr_assert_eq(tr_blob_pool_bytes(), 2 * span);
+  tr_blob *c = s_shared_blob(n, &fd, &got);
+  cr_assert_eq(got, ino[1], "the pool did not keep the newer two, the oldest first");
+  tr_blob *d = s_shared_blob(n, &fd, &got);
+  cr_assert_eq(got, ino[2]);
+  tr_blob *e = s_shared_blob(n, &fd, &got);
+  cr_assert(got != ino[0] && got != ino[1] && got != ino[2], "memory let go came back");
+  cr_assert_eq(tr_blob_pool_bytes(), 0);
+  /* bigger than the whole pool: never kept */
+  tr_blob *f = s_shared_blob(3 * n, &fd, &got);
+  tr_blob_unref(&f);
+  cr_assert_eq(tr_blob_pool_bytes(), 0);
+  tr_blob_unref(&c);
+  tr_blob_unref(&d);
+  tr_blob_unref(&e);
+  cr_assert_eq(tr_blob_pool_bytes(), 2 * span);
+  tr_blob_pool_trim(span);
+  cr_assert_eq(tr_blob_pool_bytes(), span);
+}
+
 Test(shared, what_is_not_that_chunk_memory_is_not_mapped) {
   size_t n = (size_t)1 << 20;
   int fd;
