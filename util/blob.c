@@ -66,6 +66,7 @@ typedef struct s_pooled {
 } s_pooled;
 
 #define S_POOL_MAX 256 /* memfds kept at most */
+#define S_RECENT 64    /* blob sizes remembered for warming the pool */
 
 static struct {
   atomic_int on;           /* tr_blob_share turned it on */
@@ -75,6 +76,9 @@ static struct {
   s_pooled pool[S_POOL_MAX]; /* oldest first */
   int npool;
   size_t pool_bytes, pool_max;
+  size_t recent[S_RECENT];  /* the sizes of the last blobs made here */
+  int nrecent;              /* made so far, up to S_RECENT */
+  int recent_at;            /* where the next one goes */
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static size_t s_page_up(size_t n) { return (n + TR_PAGE - 1) & ~(TR_PAGE - 1); }
@@ -125,16 +129,42 @@ static s_pooled s_pool_take(int i) {
   return p;
 }
 
+/* A new memfd of span bytes, mapped shared and writable, our shared lock
+** on it; 0 if none can be had (at most `most` held). */
+static int s_memfd_new(size_t span, int most, int *fd, void **base) {
+  if (atomic_fetch_add(&S.live, 1) >= most) {
+    atomic_fetch_sub(&S.live, 1);
+    return 0;
+  }
+  int f = memfd_create(S_MEMFD_NAME, MFD_CLOEXEC);
+  void *p = MAP_FAILED;
+  if (f >= 0 && ftruncate(f, (off_t)span) == 0 && flock(f, LOCK_SH | LOCK_NB) == 0)
+    p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+  if (p == MAP_FAILED) {
+    if (f >= 0) close(f);
+    atomic_fetch_sub(&S.live, 1);
+    return 0;
+  }
+  *fd = f;
+  *base = p;
+  return 1;
+}
+
+/* Pooled memory of span bytes serves a blob needing need: it wastes at
+** most a quarter. */
+static int s_fits(size_t span, size_t need) { return span >= need && span - need <= need / 4; }
+
 /* A memfd of at least need bytes, mapped shared and writable, from the
 ** pool (the smallest that fits, if it wastes at most a quarter) or new;
 ** 0 if none can be had (the caller takes the heap). */
 static int s_shared_get(size_t need, int *fd, void **base, size_t *span) {
   pthread_mutex_lock(&S.mu);
+  S.recent[S.recent_at] = need;
+  S.recent_at = (S.recent_at + 1) % S_RECENT;
+  if (S.nrecent < S_RECENT) S.nrecent++;
   int best = -1;
   for (int i = 0; i < S.npool; i++)
-    if (S.pool[i].span >= need && S.pool[i].span - need <= need / 4 &&
-        (best < 0 || S.pool[i].span < S.pool[best].span))
-      best = i;
+    if (s_fits(S.pool[i].span, need) && (best < 0 || S.pool[i].span < S.pool[best].span)) best = i;
   if (best >= 0) {
     s_pooled p = s_pool_take(best);
     *fd = p.fd;
@@ -144,23 +174,8 @@ static int s_shared_get(size_t need, int *fd, void **base, size_t *span) {
   int most = S.most;
   pthread_mutex_unlock(&S.mu);
   if (best >= 0) return 1;
-  if (atomic_fetch_add(&S.live, 1) >= most) {
-    atomic_fetch_sub(&S.live, 1);
-    return 0;
-  }
-  int f = memfd_create(S_MEMFD_NAME, MFD_CLOEXEC);
-  void *p = MAP_FAILED;
-  if (f >= 0 && ftruncate(f, (off_t)need) == 0 && flock(f, LOCK_SH | LOCK_NB) == 0)
-    p = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
-  if (p == MAP_FAILED) {
-    if (f >= 0) close(f);
-    atomic_fetch_sub(&S.live, 1);
-    return 0;
-  }
-  *fd = f;
-  *base = p;
   *span = need;
-  return 1;
+  return s_memfd_new(need, most, fd, base);
 }
 
 /* Let go of a shared blob's memfd: into the pool if no other process maps
@@ -189,6 +204,45 @@ static void s_shared_put(tr_blob *b) {
     out[nout++] = (s_pooled){b->fd, b->base, b->span};
   }
   s_close_all(out, nout);
+}
+
+size_t tr_blob_pool_wanted(void) {
+  size_t want = 0;
+  pthread_mutex_lock(&S.mu);
+  /* the newest size first: a size made k times lately wants k entries */
+  for (int r = 1; r <= S.nrecent && !want; r++) {
+    size_t span = S.recent[(S.recent_at - r + S_RECENT) % S_RECENT];
+    int made = 0, have = 0;
+    for (int i = 0; i < S.nrecent; i++) made += S.recent[i] == span;
+    for (int i = 0; i < S.npool; i++) have += s_fits(S.pool[i].span, span);
+    if (have < made && S.npool < S_POOL_MAX && S.pool_bytes + span <= S.pool_max) want = span;
+  }
+  pthread_mutex_unlock(&S.mu);
+  return want;
+}
+
+int tr_blob_pool_warm(size_t span, int (*go_on)(void *arg), void *arg) {
+  int fd;
+  void *base;
+  span = s_page_up(span);
+  if (!atomic_load(&S.on) || !s_memfd_new(span, S.most, &fd, &base)) return 0;
+  s_pooled p = {fd, base, span};
+  for (size_t off = 0; off < span; off += TR_PAGE) {
+    if (!(off & (((size_t)1 << 20) - 1)) && !go_on(arg)) {
+      s_close_all(&p, 1);
+      return 0;
+    }
+    ((volatile char *)base)[off] = 0;
+  }
+  pthread_mutex_lock(&S.mu);
+  int room = S.npool < S_POOL_MAX && S.pool_bytes + span <= S.pool_max;
+  if (room) {
+    S.pool[S.npool++] = p;
+    S.pool_bytes += span;
+  }
+  pthread_mutex_unlock(&S.mu);
+  if (!room) s_close_all(&p, 1);
+  return room;
 }
 
 void tr_blob_pool_trim(size_t keep) {

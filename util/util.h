@@ -177,6 +177,13 @@ tr_blob *tr_blob_map(uint32_t pid, int fd, uint64_t ino, size_t bytes, tr_err *e
 ** first page, so that a stray write faults instead of changing what other
 ** processes map (the store seals what it keeps).  No-op for others. */
 void tr_blob_seal(tr_blob *b);
+/* Warming the pool while the machine is idle, as a heap is warmed: the
+** size of the next memory to fault in for it, that of blobs this process
+** made lately of which the pool holds fewer than it made (0: none, or no
+** room); and that memory made, faulted in a MiB at a time while go_on(arg)
+** says to go on, and pooled.  1 if it was. */
+size_t tr_blob_pool_wanted(void);
+int tr_blob_pool_warm(size_t span, int (*go_on)(void *arg), void *arg);
 /* Close pooled memory until the pool holds at most keep bytes. */
 void tr_blob_pool_trim(size_t keep);
 size_t tr_blob_pool_bytes(void); /* what the pool holds now */

@@ -185,32 +185,61 @@ static atomic_uint s_warm_gen;
 static atomic_size_t s_warm_done, s_warm_size; /* bytes faulted in, of */
 
 typedef struct s_warm {
-  size_t n;     /* bytes to fault in */
-  unsigned gen; /* s_warm_gen when it started */
+  size_t n;      /* heap: bytes to fault in */
+  unsigned gen;  /* s_warm_gen when it started */
+  uint32_t seen; /* tr_host_working's cursor */
+  double quiet;  /* since when no tradb process has worked */
 } s_warm;
 
-static void *s_warm_heap(void *arg) {
-  s_warm a = *(s_warm *)arg;
-  free(arg);
-  struct sched_param sp = {0};
-  pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp); /* best effort */
-  volatile char *p = malloc(a.n);
-  uint32_t seen = 0;
-  atomic_store(&s_warm_size, p ? a.n : 0);
-  double quiet = tr_now();
-  for (size_t i = 0; p && i < a.n; i += 4096) {
-    while (!(i & ((1u << 20) - 1))) {
-      if (atomic_load(&s_warm_gen) != a.gen) goto done;
-      if (tr_host_working(&seen)) quiet = tr_now();
-      else if (tr_now() - quiet >= S_WARM_QUIET_S) break;
-      struct timespec ts = {0, 5000000};
-      nanosleep(&ts, NULL);
-    }
+/* Wait until no tradb process on this machine has worked for
+** S_WARM_QUIET_S; 0 once the worker stops serving instead. */
+static int s_warm_wait(void *arg) {
+  s_warm *a = arg;
+  for (;;) {
+    if (atomic_load(&s_warm_gen) != a->gen) return 0;
+    if (tr_host_working(&a->seen)) a->quiet = tr_now();
+    else if (tr_now() - a->quiet >= S_WARM_QUIET_S) return 1;
+    struct timespec ts = {0, 5000000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* The heap: one buffer of a.n bytes faulted in and freed, kept below the
+** trim threshold. */
+static void s_warm_the_heap(s_warm *a) {
+  volatile char *p = malloc(a->n);
+  atomic_store(&s_warm_size, p ? a->n : 0);
+  for (size_t i = 0; p && i < a->n; i += 4096) {
+    if (!(i & ((1u << 20) - 1)) && !s_warm_wait(a)) break;
     p[i] = 0;
     atomic_store(&s_warm_done, i + 4096);
   }
-done:
   free((void *)p);
+}
+
+/* Shared memory: the pool gets memory of the sizes the worker made
+** lately (tr_blob_pool_wanted), as long as the worker serves. */
+static void s_warm_the_pool(s_warm *a) {
+  while (s_warm_wait(a)) {
+    size_t span = tr_blob_pool_wanted();
+    if (!span) { /* nothing wanted until the worker makes more chunks */
+      struct timespec ts = {0, 50000000};
+      nanosleep(&ts, NULL);
+    } else if (tr_blob_pool_warm(span, s_warm_wait, a)) {
+      atomic_fetch_add(&s_warm_done, span);
+      atomic_fetch_add(&s_warm_size, span);
+    }
+  }
+}
+
+static void *s_warm_heap(void *arg) {
+  s_warm *a = arg;
+  struct sched_param sp = {0};
+  pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp); /* best effort */
+  a->quiet = tr_now();
+  if (tr_blob_sharing()) s_warm_the_pool(a);
+  else s_warm_the_heap(a);
+  free(a);
   return NULL;
 }
 
@@ -221,8 +250,8 @@ void wi_warm_heap(wi_worker *w) {
   pthread_t t;
   pthread_attr_t at;
   s_warm *a;
-  if (n <= 0 || !(a = malloc(sizeof *a))) return;
-  *a = (s_warm){(size_t)n, atomic_load(&s_warm_gen)};
+  if ((n <= 0 && !tr_blob_sharing()) || !(a = malloc(sizeof *a))) return;
+  *a = (s_warm){.n = n > 0 ? (size_t)n : 0, .gen = atomic_load(&s_warm_gen)};
   if (pthread_attr_init(&at)) {
     free(a);
     return;
@@ -237,8 +266,11 @@ void wi_warm_heap_stop(void) {
 }
 
 void wi_warm_heap_report(void) {
-  wi_log("warm heap: %zu of %zu MiB faulted in", atomic_load(&s_warm_done) >> 20,
-         atomic_load(&s_warm_size) >> 20);
+  if (tr_blob_sharing())
+    wi_log("warm pool: %zu MiB of shared memory faulted in", atomic_load(&s_warm_done) >> 20);
+  else
+    wi_log("warm heap: %zu of %zu MiB faulted in", atomic_load(&s_warm_done) >> 20,
+           atomic_load(&s_warm_size) >> 20);
 }
 
 int wi_reply(wi_worker *w, const uint8_t *route, size_t rl, int type, uint64_t req,

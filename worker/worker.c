@@ -441,8 +441,7 @@ int tw_main(const tw_config *cfg) {
   w.cfg = cfg;
   int status = s_start(&w, cfg);
   if (status == 0) {
-    /* the big chunks the warm heap was for come from shared memory */
-    if (!tr_blob_sharing()) wi_warm_heap(&w);
+    wi_warm_heap(&w);
     s_serve(&w);
     wi_warm_heap_stop();
     wi_drop_tick(&w.drops, tr_now(), 1);

@@ -314,7 +314,9 @@ int64_t wi_memory(wi_worker *w);
 ** idle should not hold its peak. */
 void wi_trim_when_idle(wi_worker *w);
 /* Fault in the heap kept free between statements, in the background,
-** while no tradb process on this machine works. */
+** while no tradb process on this machine works; a worker whose chunks are
+** in shared memory fills its pool instead, with memory of the sizes it
+** made lately (tr_blob_pool_wanted), for as long as it serves. */
 void wi_warm_heap(wi_worker *w);
 void wi_warm_heap_stop(void);   /* a warm heap stops where it is */
 void wi_warm_heap_report(void); /* logs how far it got */

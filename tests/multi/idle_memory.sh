@@ -20,10 +20,11 @@
 #    Local workers hold their big chunks in shared memory instead
 #    (util/blob.c), so these parts run with TRADB_TEST_NO_SHARE, as a
 #    worker on tcp:// runs; then:
-# 4. Workers on ipc:// with their chunks in shared memory: they fault in no
-#    heap while idle (their big buffers do not come from it), and once the
-#    256 MB tensors are dropped each holds less than its reserve and 100
-#    MB, what its pool of shared memory keeps included (its --memory is
+# 4. Workers on ipc:// with their chunks in shared memory: idle before
+#    they made any chunk, they fault nothing in (their big buffers come
+#    from a pool they warm with the sizes they made, not from the heap),
+#    and once the 256 MB tensors are dropped each holds less than its
+#    reserve and 100 MB, what its pool of shared memory keeps included (its --memory is
 #    256 MB here, so the dropped chunks, some 384 MB a worker, are more
 #    than the pool may keep).
 # Polls with deadlines; never sleeps a fixed time to wait for a state.
@@ -162,7 +163,7 @@ start_worker 1 --memory 256M --threads 1
 workers="${wpid[0]} ${wpid[1]}"
 shares() { [ "$(cat "$work"/w[01].log | grep -c "chunks in shared memory")" -eq 2 ]; }
 wait_until 30 "both workers' logs saying they share their chunks" shares
-# idle, nobody working (the holder is gone): no warm heap for 2 s
+# idle, nobody working (the holder is gone), no chunk made: cold for 2 s
 reserve=128 # half of each worker's 256 MB
 hold_until=$((SECONDS + 2))
 while [ $SECONDS -lt $hold_until ]; do

@@ -229,6 +229,39 @@ Test(shared, a_full_pool_lets_its_oldest_memory_go) {
   cr_assert_eq(tr_blob_pool_bytes(), span);
 }
 
+static int s_go_on(void *arg) { return --*(int *)arg >= 0; }
+
+Test(shared, the_pool_is_warmed_with_the_sizes_made_lately) {
+  size_t n = (size_t)1 << 20, span = n + TR_PAGE;
+  int fd, budget = 100;
+  uint64_t ino;
+  cr_assert_eq(tr_blob_share(3 * span), TR_OK);
+  cr_assert_eq(tr_blob_pool_wanted(), 0, "nothing made yet, yet a size wanted");
+  tr_blob *b[2];
+  for (int i = 0; i < 2; i++) b[i] = s_shared_blob(n, &fd, &ino); /* held: nothing pooled */
+  cr_assert_eq(tr_blob_pool_wanted(), span);
+  /* stopped after its first MiB: nothing pooled */
+  int stop = 1;
+  cr_assert_eq(tr_blob_pool_warm(span, s_go_on, &stop), 0);
+  cr_assert_eq(tr_blob_pool_bytes(), 0);
+  /* two made, two warmed, then none wanted */
+  cr_assert_eq(tr_blob_pool_warm(span, s_go_on, &budget), 1);
+  cr_assert_eq(tr_blob_pool_wanted(), span);
+  cr_assert_eq(tr_blob_pool_warm(span, s_go_on, &budget), 1);
+  cr_assert_eq(tr_blob_pool_bytes(), 2 * span);
+  cr_assert_eq(tr_blob_pool_wanted(), 0, "more wanted than was made");
+  /* the next blobs of that size take it */
+  tr_blob *c = s_shared_blob(n, &fd, &ino);
+  cr_assert_eq(tr_blob_pool_bytes(), span);
+  /* a blob of another size is wanted first, within the room left */
+  tr_blob *d = s_shared_blob(n / 2, &fd, &ino);
+  cr_assert_eq(tr_blob_pool_wanted(), n / 2 + TR_PAGE);
+  tr_blob_unref(&b[0]);
+  tr_blob_unref(&b[1]);
+  tr_blob_unref(&c);
+  tr_blob_unref(&d);
+}
+
 Test(shared, what_is_not_that_chunk_memory_is_not_mapped) {
   size_t n = (size_t)1 << 20;
   int fd;
