@@ -129,13 +129,24 @@ static s_pooled s_pool_take(int i) {
   return p;
 }
 
+/* Count one more memfd held, if this process may hold another (S.most:
+** its descriptors and mappings); 0 if not. */
+static int s_hold_one(void) {
+  if (atomic_fetch_add(&S.live, 1) < S.most) return 1;
+  atomic_fetch_sub(&S.live, 1);
+  return 0;
+}
+
+/* Append p to the pool (the newest); under S.mu. */
+static void s_pool_add(s_pooled p) {
+  S.pool[S.npool++] = p;
+  S.pool_bytes += p.span;
+}
+
 /* A new memfd of span bytes, mapped shared and writable, our shared lock
-** on it; 0 if none can be had (at most `most` held). */
-static int s_memfd_new(size_t span, int most, int *fd, void **base) {
-  if (atomic_fetch_add(&S.live, 1) >= most) {
-    atomic_fetch_sub(&S.live, 1);
-    return 0;
-  }
+** on it; 0 if none can be had. */
+static int s_memfd_new(size_t span, int *fd, void **base) {
+  if (!s_hold_one()) return 0;
   int f = memfd_create(S_MEMFD_NAME, MFD_CLOEXEC);
   void *p = MAP_FAILED;
   if (f >= 0 && ftruncate(f, (off_t)span) == 0 && flock(f, LOCK_SH | LOCK_NB) == 0)
@@ -171,11 +182,10 @@ static int s_shared_get(size_t need, int *fd, void **base, size_t *span) {
     *base = p.base;
     *span = p.span;
   }
-  int most = S.most;
   pthread_mutex_unlock(&S.mu);
   if (best >= 0) return 1;
   *span = need;
-  return s_memfd_new(need, most, fd, base);
+  return s_memfd_new(need, fd, base);
 }
 
 /* Let go of a shared blob's memfd: into the pool if no other process maps
@@ -197,8 +207,7 @@ static void s_shared_put(tr_blob *b) {
     pthread_mutex_lock(&S.mu);
     while (S.npool > 0 && (S.npool == S_POOL_MAX || S.pool_bytes + b->span > S.pool_max))
       out[nout++] = s_pool_take(0);
-    S.pool[S.npool++] = (s_pooled){b->fd, b->base, b->span};
-    S.pool_bytes += b->span;
+    s_pool_add((s_pooled){b->fd, b->base, b->span});
     pthread_mutex_unlock(&S.mu);
   } else {
     out[nout++] = (s_pooled){b->fd, b->base, b->span};
@@ -225,7 +234,7 @@ int tr_blob_pool_warm(size_t span, int (*go_on)(void *arg), void *arg) {
   int fd;
   void *base;
   span = s_page_up(span);
-  if (!atomic_load(&S.on) || !s_memfd_new(span, S.most, &fd, &base)) return 0;
+  if (!atomic_load(&S.on) || !s_memfd_new(span, &fd, &base)) return 0;
   s_pooled p = {fd, base, span};
   for (size_t off = 0; off < span; off += TR_PAGE) {
     if (!(off & (((size_t)1 << 20) - 1)) && !go_on(arg)) {
@@ -236,10 +245,7 @@ int tr_blob_pool_warm(size_t span, int (*go_on)(void *arg), void *arg) {
   }
   pthread_mutex_lock(&S.mu);
   int room = S.npool < S_POOL_MAX && S.pool_bytes + span <= S.pool_max;
-  if (room) {
-    S.pool[S.npool++] = p;
-    S.pool_bytes += span;
-  }
+  if (room) s_pool_add(p);
   pthread_mutex_unlock(&S.mu);
   if (!room) s_close_all(&p, 1);
   return room;
@@ -326,8 +332,7 @@ tr_blob *tr_blob_map(uint32_t pid, int fd, uint64_t ino, size_t bytes, tr_err *e
     tr_seterr(err, TR_EINVAL, "descriptor %d of process %u is no chunk memory (%s)", fd, pid, target);
     return NULL;
   }
-  if (atomic_fetch_add(&S.live, 1) >= S.most) {
-    atomic_fetch_sub(&S.live, 1);
+  if (!s_hold_one()) {
     tr_seterr(err, TR_ENOMEM, "this process maps as many chunks as it may");
     return NULL;
   }

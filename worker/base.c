@@ -182,7 +182,7 @@ void wi_trim_when_idle(wi_worker *w) {
 ** warm heaps faulted in 1.1 GB as their shell closed, a session of four
 ** 8192 x 1024 by 1024 x 8192 products). */
 static atomic_uint s_warm_gen;
-static atomic_size_t s_warm_done, s_warm_size; /* bytes faulted in, of */
+static atomic_size_t s_warm_done, s_warm_size; /* bytes faulted in, of (the heap's) */
 
 typedef struct s_warm {
   size_t n;      /* heap: bytes to fault in */
@@ -227,7 +227,6 @@ static void s_warm_the_pool(s_warm *a) {
       nanosleep(&ts, NULL);
     } else if (tr_blob_pool_warm(span, s_warm_wait, a)) {
       atomic_fetch_add(&s_warm_done, span);
-      atomic_fetch_add(&s_warm_size, span);
     }
   }
 }
