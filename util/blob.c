@@ -65,7 +65,7 @@ typedef struct s_pooled {
   size_t span;
 } s_pooled;
 
-#define S_POOL_MAX 256 /* memfds kept at most */
+#define S_POOL_MAX 256 /* memfds kept at most, pooled and pending each */
 #define S_RECENT 64    /* blob sizes remembered for warming the pool */
 
 static struct {
@@ -76,9 +76,18 @@ static struct {
   s_pooled pool[S_POOL_MAX]; /* oldest first */
   int npool;
   size_t pool_bytes, pool_max;
+  s_pooled pending[S_POOL_MAX]; /* made here, let go, still mapped
+                                   elsewhere; oldest first, unlocked */
+  int npending;
+  size_t pending_bytes;     /* at most pool_max: the oldest are closed */
   size_t recent[S_RECENT];  /* the sizes of the last blobs made here */
+  unsigned recent_burst[S_RECENT]; /* the burst each was made in */
   int nrecent;              /* made so far, up to S_RECENT */
   int recent_at;            /* where the next one goes */
+  unsigned burst;           /* bursts of work seen by tr_blob_pool_wanted */
+  int made_in_burst;        /* a blob was made since it last looked */
+  atomic_size_t fresh, reused; /* bytes of blobs made in new memfds, and
+                                  in pooled ones */
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static size_t s_page_up(size_t n) { return (n + TR_PAGE - 1) & ~(TR_PAGE - 1); }
@@ -120,13 +129,17 @@ static void s_close_all(const s_pooled *p, int n) {
   }
 }
 
-/* Take pool entry i out, the others keeping their order (oldest first);
-** under S.mu. */
-static s_pooled s_pool_take(int i) {
-  s_pooled p = S.pool[i];
-  S.pool_bytes -= p.span;
-  memmove(&S.pool[i], &S.pool[i + 1], (size_t)(--S.npool - i) * sizeof *S.pool);
+/* Take entry i out of list (n entries), the others keeping their order
+** (oldest first); under S.mu. */
+static s_pooled s_list_take(s_pooled *list, int *n, int i) {
+  s_pooled p = list[i];
+  memmove(&list[i], &list[i + 1], (size_t)(--*n - i) * sizeof *list);
   return p;
+}
+
+static s_pooled s_pool_take(int i) {
+  S.pool_bytes -= S.pool[i].span;
+  return s_list_take(S.pool, &S.npool, i);
 }
 
 /* Count one more memfd held, if this process may hold another (S.most:
@@ -165,17 +178,32 @@ static int s_memfd_new(size_t span, int *fd, void **base) {
 ** most a quarter. */
 static int s_fits(size_t span, size_t need) { return span >= need && span - need <= need / 4; }
 
+static void s_pending_sweep(void);
+
+static int s_pool_best(size_t need) {
+  int best = -1;
+  for (int i = 0; i < S.npool; i++)
+    if (s_fits(S.pool[i].span, need) && (best < 0 || S.pool[i].span < S.pool[best].span)) best = i;
+  return best;
+}
+
 /* A memfd of at least need bytes, mapped shared and writable, from the
 ** pool (the smallest that fits, if it wastes at most a quarter) or new;
 ** 0 if none can be had (the caller takes the heap). */
 static int s_shared_get(size_t need, int *fd, void **base, size_t *span) {
   pthread_mutex_lock(&S.mu);
   S.recent[S.recent_at] = need;
+  S.recent_burst[S.recent_at] = S.burst;
   S.recent_at = (S.recent_at + 1) % S_RECENT;
   if (S.nrecent < S_RECENT) S.nrecent++;
-  int best = -1;
-  for (int i = 0; i < S.npool; i++)
-    if (s_fits(S.pool[i].span, need) && (best < 0 || S.pool[i].span < S.pool[best].span)) best = i;
+  S.made_in_burst = 1;
+  int best = s_pool_best(need);
+  if (best < 0 && S.npending > 0) { /* memory let go since may be ours now */
+    pthread_mutex_unlock(&S.mu);
+    s_pending_sweep();
+    pthread_mutex_lock(&S.mu);
+    best = s_pool_best(need);
+  }
   if (best >= 0) {
     s_pooled p = s_pool_take(best);
     *fd = p.fd;
@@ -183,46 +211,104 @@ static int s_shared_get(size_t need, int *fd, void **base, size_t *span) {
     *span = p.span;
   }
   pthread_mutex_unlock(&S.mu);
-  if (best >= 0) return 1;
+  if (best >= 0) {
+    atomic_fetch_add(&S.reused, *span);
+    return 1;
+  }
+  atomic_fetch_add(&S.fresh, need);
   *span = need;
   return s_memfd_new(need, fd, base);
 }
 
-/* Let go of a shared blob's memfd: into the pool if no other process maps
-** it, else unmapped and closed.  To make room the oldest entries go: the
-** sizes a session made last are the ones its next statement makes. */
-static void s_shared_put(tr_blob *b) {
+/* Pool p, ours alone now (its exclusive lock granted): writable again (a
+** sealed one), our shared lock back for the next process to map it, and
+** the oldest entries let go to make room (the sizes a session made last
+** are the ones its next statement makes).  Closed if it cannot be. */
+static void s_pool_keep(s_pooled p) {
   s_pooled out[S_POOL_MAX + 1];
   int nout = 0;
-  int keep = b->span <= S.pool_max && flock(b->fd, LOCK_EX | LOCK_NB) == 0;
-  /* writable again: a sealed one by mprotect, a mapped one mapped again,
-  ** its page tables filled at once (its pages are all there, in the memfd) */
-  if (keep && !b->mapped) keep = mprotect(b->base, b->span, PROT_READ | PROT_WRITE) == 0;
-  if (keep && b->mapped)
-    keep = mmap(b->base, b->span, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, b->fd,
-                0) != MAP_FAILED;
-  /* the next process to map it takes a shared lock beside ours */
-  if (keep) keep = flock(b->fd, LOCK_SH | LOCK_NB) == 0;
+  int keep = p.span <= S.pool_max && mprotect(p.base, p.span, PROT_READ | PROT_WRITE) == 0 &&
+             flock(p.fd, LOCK_SH | LOCK_NB) == 0;
   if (keep) {
     pthread_mutex_lock(&S.mu);
-    while (S.npool > 0 && (S.npool == S_POOL_MAX || S.pool_bytes + b->span > S.pool_max))
+    while (S.npool > 0 && (S.npool == S_POOL_MAX || S.pool_bytes + p.span > S.pool_max))
       out[nout++] = s_pool_take(0);
-    s_pool_add((s_pooled){b->fd, b->base, b->span});
+    s_pool_add(p);
     pthread_mutex_unlock(&S.mu);
   } else {
-    out[nout++] = (s_pooled){b->fd, b->base, b->span};
+    out[nout++] = p;
   }
   s_close_all(out, nout);
 }
 
+/* Pool the pending memfds no other process maps any longer. */
+static void s_pending_sweep(void) {
+  s_pooled mine[S_POOL_MAX];
+  int n = 0;
+  pthread_mutex_lock(&S.mu);
+  for (int i = 0; i < S.npending;)
+    if (flock(S.pending[i].fd, LOCK_EX | LOCK_NB) == 0) {
+      S.pending_bytes -= S.pending[i].span;
+      mine[n++] = s_list_take(S.pending, &S.npending, i);
+    } else {
+      i++;
+    }
+  pthread_mutex_unlock(&S.mu);
+  for (int i = 0; i < n; i++) s_pool_keep(mine[i]);
+}
+
+/* Let go of a shared blob's memfd.  A mapper closes it.  Its maker pools it
+** if no other process maps it, else keeps it pending until none does:
+** the oldest pending one is closed to make room, its pages then the
+** mappers' alone. */
+static void s_shared_put(tr_blob *b) {
+  s_pooled p = {b->fd, b->base, b->span};
+  if (b->mapped || b->span > S.pool_max) {
+    s_close_all(&p, 1);
+  } else if (flock(b->fd, LOCK_EX | LOCK_NB) == 0) {
+    s_pool_keep(p);
+  } else { /* the refused request left us no lock: nothing to undo */
+    s_pooled out[S_POOL_MAX];
+    int nout = 0;
+    pthread_mutex_lock(&S.mu);
+    while (S.npending > 0 && (S.npending == S_POOL_MAX || S.pending_bytes + p.span > S.pool_max)) {
+      S.pending_bytes -= S.pending[0].span;
+      out[nout++] = s_list_take(S.pending, &S.npending, 0);
+    }
+    S.pending[S.npending++] = p;
+    S.pending_bytes += p.span;
+    pthread_mutex_unlock(&S.mu);
+    s_close_all(out, nout);
+  }
+}
+
 size_t tr_blob_pool_wanted(void) {
   size_t want = 0;
+  /* called while no tradb process works: the blobs made since the last
+  ** call were a burst of work (a statement, a block, a piped script) */
   pthread_mutex_lock(&S.mu);
-  /* the newest size first: a size made k times lately wants k entries */
+  int ended = S.made_in_burst;
+  S.burst += (unsigned)ended;
+  S.made_in_burst = 0;
+  pthread_mutex_unlock(&S.mu);
+  if (ended) s_pending_sweep(); /* what that burst let go */
+  pthread_mutex_lock(&S.mu);
+  /* The newest size first: a size made k times in one burst lately wants
+  ** k entries.  Not k for every time it was made: a session repeating a
+  ** statement needs one pass's worth, its last pass's outputs coming back
+  ** to the pool as the next pass replaces them.  (Counted over all of the
+  ** last 64 blobs, the pools of 4 local workers running nn's block 6
+  ** times, 2 s apart, warmed 480 MiB, more than all its outputs, and held
+  ** it unused; 96 MiB now.) */
   for (int r = 1; r <= S.nrecent && !want; r++) {
     size_t span = S.recent[(S.recent_at - r + S_RECENT) % S_RECENT];
     int made = 0, have = 0;
-    for (int i = 0; i < S.nrecent; i++) made += S.recent[i] == span;
+    for (int i = 0; i < S.nrecent; i++) {
+      int in_burst = 0;
+      for (int j = 0; j < S.nrecent; j++)
+        in_burst += S.recent[j] == span && S.recent_burst[j] == S.recent_burst[i];
+      if (in_burst > made) made = in_burst;
+    }
     for (int i = 0; i < S.npool; i++) have += s_fits(S.pool[i].span, span);
     if (have < made && S.npool < S_POOL_MAX && S.pool_bytes + span <= S.pool_max) want = span;
   }
@@ -252,6 +338,7 @@ int tr_blob_pool_warm(size_t span, int (*go_on)(void *arg), void *arg) {
 }
 
 void tr_blob_pool_trim(size_t keep) {
+  s_pending_sweep(); /* memory nobody else maps now is the pool's to let go */
   for (;;) { /* the oldest first */
     pthread_mutex_lock(&S.mu);
     int any = S.npool > 0 && S.pool_bytes > keep;
@@ -260,6 +347,11 @@ void tr_blob_pool_trim(size_t keep) {
     if (!any) return;
     s_close_all(&p, 1);
   }
+}
+
+void tr_blob_pool_stats(size_t *fresh, size_t *reused) {
+  *fresh = atomic_load(&S.fresh);
+  *reused = atomic_load(&S.reused);
 }
 
 size_t tr_blob_pool_bytes(void) {

@@ -157,8 +157,8 @@ void tr_blob_release(void *data, void *hint);
 ** user maps with tr_blob_map instead of copying it: a chunk moved to a
 ** local worker, or replicated to one, is then the same pages in both.  The
 ** process that made a blob must keep a reference to it until the mapper
-** has it.  Memory nobody else maps any longer goes to a pool of at most
-** pool_max bytes for the next blobs, so they need no fresh pages.
+** has it.  Memory nobody else maps any longer goes to its maker's pool, of
+** at most pool_max bytes, for the next blobs, so they need no fresh pages.
 */
 /* Turn sharing on for this process (once, at start); TR_EIO where the
 ** system has no memfd. */
@@ -179,14 +179,18 @@ tr_blob *tr_blob_map(uint32_t pid, int fd, uint64_t ino, size_t bytes, tr_err *e
 void tr_blob_seal(tr_blob *b);
 /* Warming the pool while the machine is idle, as a heap is warmed: the
 ** size of the next memory to fault in for it, that of blobs this process
-** made lately of which the pool holds fewer than it made (0: none, or no
-** room); and that memory made, faulted in a MiB at a time while go_on(arg)
-** says to go on, and pooled.  1 if it was. */
+** made lately of which the pool holds fewer than one burst of work (the
+** blobs made between two calls) made (0: none, or no room); and that
+** memory made, faulted in a MiB at a time while go_on(arg) says to go on,
+** and pooled.  1 if it was.  Call the first only while no tradb process
+** works: its calls mark where bursts end. */
 size_t tr_blob_pool_wanted(void);
 int tr_blob_pool_warm(size_t span, int (*go_on)(void *arg), void *arg);
 /* Close pooled memory until the pool holds at most keep bytes. */
 void tr_blob_pool_trim(size_t keep);
 size_t tr_blob_pool_bytes(void); /* what the pool holds now */
+/* Bytes of shared blobs made so far in new memory, and in pooled memory. */
+void tr_blob_pool_stats(size_t *fresh, size_t *reused);
 
 /* File I/O that retries on EINTR and short transfers.  tr_write_all writes
 ** all n bytes; tr_pread_all reads up to n bytes at off, stopping at end of

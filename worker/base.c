@@ -265,9 +265,13 @@ void wi_warm_heap_stop(void) {
 }
 
 void wi_warm_heap_report(void) {
-  if (tr_blob_sharing())
-    wi_log("warm pool: %zu MiB of shared memory faulted in", atomic_load(&s_warm_done) >> 20);
-  else
+  size_t fresh, reused;
+  if (tr_blob_sharing()) {
+    tr_blob_pool_stats(&fresh, &reused);
+    wi_log("warm pool: %zu MiB of shared memory faulted in; chunks made in %zu MiB of new shared "
+           "memory and %zu MiB from the pool",
+           atomic_load(&s_warm_done) >> 20, fresh >> 20, reused >> 20);
+  } else
     wi_log("warm heap: %zu of %zu MiB faulted in", atomic_load(&s_warm_done) >> 20,
            atomic_load(&s_warm_size) >> 20);
 }

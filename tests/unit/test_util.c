@@ -184,11 +184,12 @@ Test(shared, memory_is_reused_only_once_nobody_else_maps_it) {
   cr_assert_neq(ino2, ino, "a new blob got memory another holder maps");
   for (size_t i = 0; i < n / sizeof(float); i++)
     cr_assert_eq(((float *)tr_blob_data(m))[i], (float)i, "float %zu changed under its mapper", i);
-  /* the last holder lets go: kept, and the next blob of its size gets it */
+  /* the mapper lets go last: it keeps nothing, and the maker's next blob
+  ** of its size gets the memory back */
   tr_blob_unref(&m);
-  cr_assert_geq(tr_blob_pool_bytes(), TR_BLOB_ROOM + n);
+  cr_assert_eq(tr_blob_pool_bytes(), 0, "a mapper pooled memory it did not make");
   tr_blob *d = s_shared_blob(n - 100, &fd, &ino2);
-  cr_assert_eq(ino2, ino, "the pooled memory was not reused");
+  cr_assert_eq(ino2, ino, "the maker did not get its memory back");
   cr_assert_eq(tr_blob_pool_bytes(), 0);
   /* reused, it can be mapped again */
   tr_blob *m2 = tr_blob_map((uint32_t)getpid(), fd, ino, n - 100, &err);
@@ -199,6 +200,34 @@ Test(shared, memory_is_reused_only_once_nobody_else_maps_it) {
   tr_blob_unref(&c);
   tr_blob_pool_trim(0);
   cr_assert_eq(tr_blob_pool_bytes(), 0);
+}
+
+Test(shared, memory_still_mapped_elsewhere_waits_within_the_pools_size) {
+  size_t n = (size_t)1 << 20, span = n + TR_PAGE;
+  int fd;
+  uint64_t ino[3], got;
+  tr_err err;
+  cr_assert_eq(tr_blob_share(2 * span + span / 2), TR_OK); /* room for two */
+  tr_blob *b[3], *m[3];
+  for (int i = 0; i < 3; i++) {
+    b[i] = s_shared_blob(n, &fd, &ino[i]);
+    m[i] = tr_blob_map((uint32_t)getpid(), fd, ino[i], n, &err);
+    cr_assert_not_null(m[i], "%s", err.msg);
+  }
+  /* the makers let go first: the third to wait closes the first */
+  for (int i = 0; i < 3; i++) tr_blob_unref(&b[i]);
+  for (int i = 0; i < 3; i++) tr_blob_unref(&m[i]);
+  cr_assert_eq(tr_blob_pool_bytes(), 0);
+  tr_blob *c = s_shared_blob(n, &fd, &got);
+  cr_assert_eq(got, ino[1], "the newer two did not wait, the oldest first");
+  tr_blob *d = s_shared_blob(n, &fd, &got);
+  cr_assert_eq(got, ino[2]);
+  tr_blob *e = s_shared_blob(n, &fd, &got);
+  cr_assert(got != ino[0] && got != ino[1] && got != ino[2], "memory let go came back");
+  tr_blob_unref(&c);
+  tr_blob_unref(&d);
+  tr_blob_unref(&e);
+  cr_assert_eq(tr_blob_pool_bytes(), 2 * span);
 }
 
 Test(shared, a_full_pool_lets_its_oldest_memory_go) {
@@ -260,6 +289,25 @@ Test(shared, the_pool_is_warmed_with_the_sizes_made_lately) {
   tr_blob_unref(&b[1]);
   tr_blob_unref(&c);
   tr_blob_unref(&d);
+}
+
+Test(shared, the_pool_is_warmed_for_one_burst_of_work_not_for_every_one) {
+  size_t n = (size_t)1 << 20, span = n + TR_PAGE;
+  int fd, budget = 100;
+  uint64_t ino;
+  cr_assert_eq(tr_blob_share(8 * span), TR_OK);
+  /* two bursts (each ended by a call, as the idle worker calls), each
+  ** making two blobs of one size: a third burst like them needs two */
+  tr_blob *b[4];
+  for (int k = 0; k < 2; k++) {
+    for (int i = 0; i < 2; i++) b[2 * k + i] = s_shared_blob(n, &fd, &ino);
+    cr_assert_eq(tr_blob_pool_wanted(), span);
+  }
+  cr_assert_eq(tr_blob_pool_warm(span, s_go_on, &budget), 1);
+  cr_assert_eq(tr_blob_pool_warm(span, s_go_on, &budget), 1);
+  cr_assert_eq(tr_blob_pool_wanted(), 0, "warmed for every blob made, not for one burst");
+  cr_assert_eq(tr_blob_pool_bytes(), 2 * span);
+  for (int i = 0; i < 4; i++) tr_blob_unref(&b[i]);
 }
 
 Test(shared, what_is_not_that_chunk_memory_is_not_mapped) {
