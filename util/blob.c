@@ -67,6 +67,8 @@ typedef struct s_pooled {
 
 #define S_POOL_MAX 256 /* memfds kept at most, pooled and pending each */
 #define S_RECENT 64    /* blob sizes remembered for warming the pool */
+#define S_SWEEP_CALLS 20 /* idle calls of tr_blob_pool_wanted between
+                            sweeps (worker/base.c: 50 ms apart, so 1 s) */
 
 static struct {
   atomic_int on;           /* tr_blob_share turned it on */
@@ -86,6 +88,7 @@ static struct {
   int recent_at;            /* where the next one goes */
   unsigned burst;           /* bursts of work seen by tr_blob_pool_wanted */
   int made_in_burst;        /* a blob was made since it last looked */
+  unsigned idle_calls;      /* its calls with pending memory */
   atomic_size_t fresh, reused; /* bytes of blobs made in new memfds, and
                                   in pooled ones */
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -290,8 +293,12 @@ size_t tr_blob_pool_wanted(void) {
   int ended = S.made_in_burst;
   S.burst += (unsigned)ended;
   S.made_in_burst = 0;
+  /* what that burst let go; and now and then while idle, what peers let
+  ** go since (a chunk moved to a peer for good, dropped there later),
+  ** so that pending memory is held no longer than pooled memory would be */
+  int sweep = ended || (S.npending > 0 && ++S.idle_calls % S_SWEEP_CALLS == 0);
   pthread_mutex_unlock(&S.mu);
-  if (ended) s_pending_sweep(); /* what that burst let go */
+  if (sweep) s_pending_sweep();
   pthread_mutex_lock(&S.mu);
   /* The newest size first: a size made k times in one burst lately wants
   ** k entries.  Not k for every time it was made: a session repeating a

@@ -230,6 +230,25 @@ Test(shared, memory_still_mapped_elsewhere_waits_within_the_pools_size) {
   cr_assert_eq(tr_blob_pool_bytes(), 2 * span);
 }
 
+Test(shared, memory_a_peer_lets_go_while_all_is_idle_comes_back) {
+  size_t n = (size_t)1 << 20;
+  uint64_t ino, got;
+  int fd, calls = 0;
+  tr_blob *b, *m = s_mapped_pair(n, &b);
+  tr_blob_shared_fd(b, &ino);
+  tr_blob_unref(&b); /* pending: the peer maps it */
+  tr_blob_pool_wanted(); /* the burst that made it ends */
+  tr_blob_unref(&m); /* the peer lets go later, nothing made since */
+  while (tr_blob_pool_bytes() == 0 && calls < 100) {
+    tr_blob_pool_wanted();
+    calls++;
+  }
+  cr_assert_gt(tr_blob_pool_bytes(), 0, "idle calls never took back memory nobody maps");
+  b = s_shared_blob(n, &fd, &got);
+  cr_assert_eq(got, ino);
+  tr_blob_unref(&b);
+}
+
 Test(shared, a_full_pool_lets_its_oldest_memory_go) {
   size_t n = (size_t)1 << 20, span = n + TR_PAGE;
   int fd;
