@@ -11,14 +11,17 @@
 ** first page, which it maps private (its room is its own to write).
 **
 ** Who holds the pages: every process that maps a memfd holds a shared
-** flock on its own open file.  The last reference to a blob asks for an
-** exclusive lock: granted, no other process maps the memfd any longer and
-** its pages go to this process's pool, written again by the next blob
-** made here; refused, the others keep the pages and this process only
-** lets go.  Of two processes letting go at once, at most one is granted
-** (flock drops the shared lock before it asks for the exclusive one), so
-** a memfd is reused by at most one process and only once nobody else maps
-** it.  The pool keeps the pages faulted in: a statement's outputs reuse
+** flock on its own open file.  A mapper only lets go of its mapping.  The
+** maker, at its last reference, asks for an exclusive lock: granted, no
+** other process maps the memfd any longer and its pages go to its pool,
+** written again by the next blob made here; refused, it keeps the memfd
+** pending and asks again when it next finds no memory in its pool, and
+** now and then while idle.  So the pages come back to the process that
+** makes blobs of their size.  (Pooled by whichever process let go last,
+** a worker whose outputs a peer replicated made them all in fresh pages,
+** while the peer pooled memory it did not need.)  Nobody maps a memfd
+** after its maker's last reference (see below), so a memfd is reused by
+** at most one process and only once nobody else maps it.  The pool keeps the pages faulted in: a statement's outputs reuse
 ** its last pass's memory as malloc's heap would, where fresh shared memory
 ** costs a fault and a zeroed page each.  A peer maps a memfd only while the
 ** process that sent it keeps the blob (a PULL holds its reference until
@@ -66,6 +69,13 @@ typedef struct s_pooled {
 } s_pooled;
 
 #define S_POOL_MAX 256 /* memfds kept at most, pooled and pending each */
+
+/* Memfds kept (the pool, or those pending), oldest first. */
+typedef struct s_list {
+  s_pooled e[S_POOL_MAX];
+  int n;
+  size_t bytes; /* their spans' sum */
+} s_list;
 #define S_RECENT 64    /* blob sizes remembered for warming the pool */
 #define S_SWEEP_CALLS 20 /* idle calls of tr_blob_pool_wanted between
                             sweeps (worker/base.c: 50 ms apart, so 1 s) */
@@ -75,13 +85,10 @@ static struct {
   atomic_int live;         /* memfds this process holds, pooled ones included */
   int most;                /* at most this many (descriptors, mappings) */
   pthread_mutex_t mu;      /* guards the pool */
-  s_pooled pool[S_POOL_MAX]; /* oldest first */
-  int npool;
-  size_t pool_bytes, pool_max;
-  s_pooled pending[S_POOL_MAX]; /* made here, let go, still mapped
-                                   elsewhere; oldest first, unlocked */
-  int npending;
-  size_t pending_bytes;     /* at most pool_max: the oldest are closed */
+  s_list pool;              /* faulted in, ours alone, our shared lock on each */
+  s_list pending;           /* made here, let go, mapped elsewhere when last
+                               asked; no lock held */
+  size_t pool_max;          /* bytes each list holds at most */
   size_t recent[S_RECENT];  /* the sizes of the last blobs made here */
   unsigned recent_burst[S_RECENT]; /* the burst each was made in */
   int nrecent;              /* made so far, up to S_RECENT */
@@ -132,17 +139,25 @@ static void s_close_all(const s_pooled *p, int n) {
   }
 }
 
-/* Take entry i out of list (n entries), the others keeping their order
-** (oldest first); under S.mu. */
-static s_pooled s_list_take(s_pooled *list, int *n, int i) {
-  s_pooled p = list[i];
-  memmove(&list[i], &list[i + 1], (size_t)(--*n - i) * sizeof *list);
+/* Take entry i out of l, the others keeping their order; under S.mu. */
+static s_pooled s_list_take(s_list *l, int i) {
+  s_pooled p = l->e[i];
+  l->bytes -= p.span;
+  memmove(&l->e[i], &l->e[i + 1], (size_t)(--l->n - i) * sizeof *l->e);
   return p;
 }
 
-static s_pooled s_pool_take(int i) {
-  S.pool_bytes -= S.pool[i].span;
-  return s_list_take(S.pool, &S.npool, i);
+/* Append p to l (the newest), first taking the oldest entries out into out
+** until it has room (S_POOL_MAX entries and S.pool_max bytes at most: the
+** sizes a session made last are the ones its next statement makes); how
+** many went out.  Under S.mu. */
+static int s_list_push(s_list *l, s_pooled p, s_pooled *out) {
+  int nout = 0;
+  while (l->n > 0 && (l->n == S_POOL_MAX || l->bytes + p.span > S.pool_max))
+    out[nout++] = s_list_take(l, 0);
+  l->e[l->n++] = p;
+  l->bytes += p.span;
+  return nout;
 }
 
 /* Count one more memfd held, if this process may hold another (S.most:
@@ -151,12 +166,6 @@ static int s_hold_one(void) {
   if (atomic_fetch_add(&S.live, 1) < S.most) return 1;
   atomic_fetch_sub(&S.live, 1);
   return 0;
-}
-
-/* Append p to the pool (the newest); under S.mu. */
-static void s_pool_add(s_pooled p) {
-  S.pool[S.npool++] = p;
-  S.pool_bytes += p.span;
 }
 
 /* A new memfd of span bytes, mapped shared and writable, our shared lock
@@ -185,8 +194,8 @@ static void s_pending_sweep(void);
 
 static int s_pool_best(size_t need) {
   int best = -1;
-  for (int i = 0; i < S.npool; i++)
-    if (s_fits(S.pool[i].span, need) && (best < 0 || S.pool[i].span < S.pool[best].span)) best = i;
+  for (int i = 0; i < S.pool.n; i++)
+    if (s_fits(S.pool.e[i].span, need) && (best < 0 || S.pool.e[i].span < S.pool.e[best].span)) best = i;
   return best;
 }
 
@@ -201,14 +210,14 @@ static int s_shared_get(size_t need, int *fd, void **base, size_t *span) {
   if (S.nrecent < S_RECENT) S.nrecent++;
   S.made_in_burst = 1;
   int best = s_pool_best(need);
-  if (best < 0 && S.npending > 0) { /* memory let go since may be ours now */
+  if (best < 0 && S.pending.n > 0) { /* memory let go since may be ours now */
     pthread_mutex_unlock(&S.mu);
     s_pending_sweep();
     pthread_mutex_lock(&S.mu);
     best = s_pool_best(need);
   }
   if (best >= 0) {
-    s_pooled p = s_pool_take(best);
+    s_pooled p = s_list_take(&S.pool, best);
     *fd = p.fd;
     *base = p.base;
     *span = p.span;
@@ -224,19 +233,15 @@ static int s_shared_get(size_t need, int *fd, void **base, size_t *span) {
 }
 
 /* Pool p, ours alone now (its exclusive lock granted): writable again (a
-** sealed one), our shared lock back for the next process to map it, and
-** the oldest entries let go to make room (the sizes a session made last
-** are the ones its next statement makes).  Closed if it cannot be. */
+** sealed one), our shared lock back for the next process to map it, the
+** oldest entries let go to make room.  Closed if it cannot be. */
 static void s_pool_keep(s_pooled p) {
-  s_pooled out[S_POOL_MAX + 1];
+  s_pooled out[S_POOL_MAX];
   int nout = 0;
-  int keep = p.span <= S.pool_max && mprotect(p.base, p.span, PROT_READ | PROT_WRITE) == 0 &&
-             flock(p.fd, LOCK_SH | LOCK_NB) == 0;
-  if (keep) {
+  if (p.span <= S.pool_max && mprotect(p.base, p.span, PROT_READ | PROT_WRITE) == 0 &&
+      flock(p.fd, LOCK_SH | LOCK_NB) == 0) {
     pthread_mutex_lock(&S.mu);
-    while (S.npool > 0 && (S.npool == S_POOL_MAX || S.pool_bytes + p.span > S.pool_max))
-      out[nout++] = s_pool_take(0);
-    s_pool_add(p);
+    nout = s_list_push(&S.pool, p, out);
     pthread_mutex_unlock(&S.mu);
   } else {
     out[nout++] = p;
@@ -249,13 +254,9 @@ static void s_pending_sweep(void) {
   s_pooled mine[S_POOL_MAX];
   int n = 0;
   pthread_mutex_lock(&S.mu);
-  for (int i = 0; i < S.npending;)
-    if (flock(S.pending[i].fd, LOCK_EX | LOCK_NB) == 0) {
-      S.pending_bytes -= S.pending[i].span;
-      mine[n++] = s_list_take(S.pending, &S.npending, i);
-    } else {
-      i++;
-    }
+  for (int i = 0; i < S.pending.n;)
+    if (flock(S.pending.e[i].fd, LOCK_EX | LOCK_NB) == 0) mine[n++] = s_list_take(&S.pending, i);
+    else i++;
   pthread_mutex_unlock(&S.mu);
   for (int i = 0; i < n; i++) s_pool_keep(mine[i]);
 }
@@ -272,17 +273,23 @@ static void s_shared_put(tr_blob *b) {
     s_pool_keep(p);
   } else { /* the refused request left us no lock: nothing to undo */
     s_pooled out[S_POOL_MAX];
-    int nout = 0;
     pthread_mutex_lock(&S.mu);
-    while (S.npending > 0 && (S.npending == S_POOL_MAX || S.pending_bytes + p.span > S.pool_max)) {
-      S.pending_bytes -= S.pending[0].span;
-      out[nout++] = s_list_take(S.pending, &S.npending, 0);
-    }
-    S.pending[S.npending++] = p;
-    S.pending_bytes += p.span;
+    int nout = s_list_push(&S.pending, p, out);
     pthread_mutex_unlock(&S.mu);
     s_close_all(out, nout);
   }
+}
+
+/* The most blobs of span bytes made in one burst among the recent ones
+** (a burst's are consecutive); under S.mu. */
+static int s_made_in_a_burst(size_t span) {
+  int most = 0, run = 0;
+  for (int k = 0; k < S.nrecent; k++) { /* the oldest first */
+    int at = (S.recent_at - S.nrecent + k + S_RECENT) % S_RECENT;
+    if (k > 0 && S.recent_burst[at] != S.recent_burst[(at + S_RECENT - 1) % S_RECENT]) run = 0;
+    if (S.recent[at] == span && ++run > most) most = run;
+  }
+  return most;
 }
 
 size_t tr_blob_pool_wanted(void) {
@@ -296,7 +303,7 @@ size_t tr_blob_pool_wanted(void) {
   /* what that burst let go; and now and then while idle, what peers let
   ** go since (a chunk moved to a peer for good, dropped there later),
   ** so that pending memory is held no longer than pooled memory would be */
-  int sweep = ended || (S.npending > 0 && ++S.idle_calls % S_SWEEP_CALLS == 0);
+  int sweep = ended || (S.pending.n > 0 && ++S.idle_calls % S_SWEEP_CALLS == 0);
   pthread_mutex_unlock(&S.mu);
   if (sweep) s_pending_sweep();
   pthread_mutex_lock(&S.mu);
@@ -309,15 +316,10 @@ size_t tr_blob_pool_wanted(void) {
   ** it unused; 96 MiB now.) */
   for (int r = 1; r <= S.nrecent && !want; r++) {
     size_t span = S.recent[(S.recent_at - r + S_RECENT) % S_RECENT];
-    int made = 0, have = 0;
-    for (int i = 0; i < S.nrecent; i++) {
-      int in_burst = 0;
-      for (int j = 0; j < S.nrecent; j++)
-        in_burst += S.recent[j] == span && S.recent_burst[j] == S.recent_burst[i];
-      if (in_burst > made) made = in_burst;
-    }
-    for (int i = 0; i < S.npool; i++) have += s_fits(S.pool[i].span, span);
-    if (have < made && S.npool < S_POOL_MAX && S.pool_bytes + span <= S.pool_max) want = span;
+    int have = 0;
+    for (int i = 0; i < S.pool.n; i++) have += s_fits(S.pool.e[i].span, span);
+    if (have < s_made_in_a_burst(span) && S.pool.n < S_POOL_MAX && S.pool.bytes + span <= S.pool_max)
+      want = span;
   }
   pthread_mutex_unlock(&S.mu);
   return want;
@@ -336,9 +338,10 @@ int tr_blob_pool_warm(size_t span, int (*go_on)(void *arg), void *arg) {
     }
     ((volatile char *)base)[off] = 0;
   }
+  s_pooled out[S_POOL_MAX];
   pthread_mutex_lock(&S.mu);
-  int room = S.npool < S_POOL_MAX && S.pool_bytes + span <= S.pool_max;
-  if (room) s_pool_add(p);
+  int room = S.pool.n < S_POOL_MAX && S.pool.bytes + span <= S.pool_max;
+  if (room) s_list_push(&S.pool, p, out); /* with room: nothing goes out */
   pthread_mutex_unlock(&S.mu);
   if (!room) s_close_all(&p, 1);
   return room;
@@ -348,8 +351,8 @@ void tr_blob_pool_trim(size_t keep) {
   s_pending_sweep(); /* memory nobody else maps now is the pool's to let go */
   for (;;) { /* the oldest first */
     pthread_mutex_lock(&S.mu);
-    int any = S.npool > 0 && S.pool_bytes > keep;
-    s_pooled p = any ? s_pool_take(0) : (s_pooled){-1, NULL, 0};
+    int any = S.pool.n > 0 && S.pool.bytes > keep;
+    s_pooled p = any ? s_list_take(&S.pool, 0) : (s_pooled){-1, NULL, 0};
     pthread_mutex_unlock(&S.mu);
     if (!any) return;
     s_close_all(&p, 1);
@@ -363,7 +366,7 @@ void tr_blob_pool_stats(size_t *fresh, size_t *reused) {
 
 size_t tr_blob_pool_bytes(void) {
   pthread_mutex_lock(&S.mu);
-  size_t n = S.pool_bytes;
+  size_t n = S.pool.bytes;
   pthread_mutex_unlock(&S.mu);
   return n;
 }

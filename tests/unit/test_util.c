@@ -202,13 +202,25 @@ Test(shared, memory_is_reused_only_once_nobody_else_maps_it) {
   cr_assert_eq(tr_blob_pool_bytes(), 0);
 }
 
+/* Of three blobs of n bytes let go (inodes ino, oldest first), with room
+** kept for two: the next three blobs of n bytes, into c, get the newer
+** two's memory, the oldest first, and then new memory. */
+static void s_the_newer_two_come_back(size_t n, const uint64_t ino[3], tr_blob *c[3]) {
+  int fd;
+  uint64_t got[3];
+  for (int i = 0; i < 3; i++) c[i] = s_shared_blob(n, &fd, &got[i]);
+  cr_assert_eq(got[0], ino[1], "the newer two were not kept, the oldest first");
+  cr_assert_eq(got[1], ino[2]);
+  cr_assert(got[2] != ino[0] && got[2] != ino[1] && got[2] != ino[2], "memory let go came back");
+}
+
 Test(shared, memory_still_mapped_elsewhere_waits_within_the_pools_size) {
   size_t n = (size_t)1 << 20, span = n + TR_PAGE;
   int fd;
-  uint64_t ino[3], got;
+  uint64_t ino[3];
   tr_err err;
   cr_assert_eq(tr_blob_share(2 * span + span / 2), TR_OK); /* room for two */
-  tr_blob *b[3], *m[3];
+  tr_blob *b[3], *m[3], *c[3];
   for (int i = 0; i < 3; i++) {
     b[i] = s_shared_blob(n, &fd, &ino[i]);
     m[i] = tr_blob_map((uint32_t)getpid(), fd, ino[i], n, &err);
@@ -218,15 +230,8 @@ Test(shared, memory_still_mapped_elsewhere_waits_within_the_pools_size) {
   for (int i = 0; i < 3; i++) tr_blob_unref(&b[i]);
   for (int i = 0; i < 3; i++) tr_blob_unref(&m[i]);
   cr_assert_eq(tr_blob_pool_bytes(), 0);
-  tr_blob *c = s_shared_blob(n, &fd, &got);
-  cr_assert_eq(got, ino[1], "the newer two did not wait, the oldest first");
-  tr_blob *d = s_shared_blob(n, &fd, &got);
-  cr_assert_eq(got, ino[2]);
-  tr_blob *e = s_shared_blob(n, &fd, &got);
-  cr_assert(got != ino[0] && got != ino[1] && got != ino[2], "memory let go came back");
-  tr_blob_unref(&c);
-  tr_blob_unref(&d);
-  tr_blob_unref(&e);
+  s_the_newer_two_come_back(n, ino, c);
+  for (int i = 0; i < 3; i++) tr_blob_unref(&c[i]);
   cr_assert_eq(tr_blob_pool_bytes(), 2 * span);
 }
 
@@ -258,20 +263,14 @@ Test(shared, a_full_pool_lets_its_oldest_memory_go) {
   for (int i = 0; i < 3; i++) b[i] = s_shared_blob(n, &fd, &ino[i]);
   for (int i = 0; i < 3; i++) tr_blob_unref(&b[i]); /* the third evicts the first */
   cr_assert_eq(tr_blob_pool_bytes(), 2 * span);
-  tr_blob *c = s_shared_blob(n, &fd, &got);
-  cr_assert_eq(got, ino[1], "the pool did not keep the newer two, the oldest first");
-  tr_blob *d = s_shared_blob(n, &fd, &got);
-  cr_assert_eq(got, ino[2]);
-  tr_blob *e = s_shared_blob(n, &fd, &got);
-  cr_assert(got != ino[0] && got != ino[1] && got != ino[2], "memory let go came back");
+  tr_blob *c[3];
+  s_the_newer_two_come_back(n, ino, c);
   cr_assert_eq(tr_blob_pool_bytes(), 0);
   /* bigger than the whole pool: never kept */
   tr_blob *f = s_shared_blob(3 * n, &fd, &got);
   tr_blob_unref(&f);
   cr_assert_eq(tr_blob_pool_bytes(), 0);
-  tr_blob_unref(&c);
-  tr_blob_unref(&d);
-  tr_blob_unref(&e);
+  for (int i = 0; i < 3; i++) tr_blob_unref(&c[i]);
   cr_assert_eq(tr_blob_pool_bytes(), 2 * span);
   tr_blob_pool_trim(span);
   cr_assert_eq(tr_blob_pool_bytes(), span);
