@@ -60,7 +60,8 @@ static int64_t s_floats(const tr_tensor *t, int64_t lin) {
 }
 
 /* Time and memory of output chunk lin of node n (output om, operands' meta
-** in `in`): its multiply-adds and tuples costed by the layout weights. */
+** in `in`): its multiply-adds, tuples and the chunk it makes costed by the
+** layout weights. */
 static void s_task_cost(const ta_plan *p, const ta_node *n, int64_t lin, const tl_weights *w, tm_task *t) {
   const tr_tensor *om = &p->rels[n->out].meta;
   int64_t okey[TR_MAX_RANK], oext[TR_MAX_RANK];
@@ -79,6 +80,7 @@ static void s_task_cost(const ta_plan *p, const ta_node *n, int64_t lin, const t
   else c.c[TL_C_ELEMWISE] = work * ops;
   c.c[TL_C_ELEMWISE] += (double)onel * n->post.n;
   c.c[TL_C_TASKS] = tuples;
+  c.c[TL_C_CHUNKS] = 1;
   c.c[TL_C_WRITE] = (double)onel * (double)tr_dtype_size(om->dtype);
   t->time = tl_seconds(w, &c);
   /* streamed: the output chunk and one tuple's operand chunks */

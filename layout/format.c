@@ -97,14 +97,15 @@ int tl_transform_cost(const tl_fproblem *pb, int rank, const int64_t *shape, con
   if (kind == TL_T_IDENTITY) return k == TL_T_IDENTITY ? TR_OK : TR_EINVAL;
   if (k == TL_T_IDENTITY || (kind == TL_T_RECHUNK && k != TL_T_RECHUNK)) return TR_EINVAL;
   /* Chapter 10.2: copying every element (compute), the input chunks as
-  ** tuples, and for a repartition the data itself crossing the network
-  ** ((n-1)/n of it leaves its site).  A re-chunk ships nothing: tradb cuts
+  ** tuples, the chunks made, and for a repartition the data itself
+  ** crossing the network ((n-1)/n of it leaves its site).  A re-chunk ships nothing: tradb cuts
   ** the new chunks where the old ones are (the thesis's ID table has no
   ** counterpart). */
   double N = s_prod(rank, shape), in = s_nchunks(rank, shape, from);
   double n = pb->sites, cores = (double)pb->sites * pb->threads;
   c->c[TL_C_ELEMWISE] = s_per(N, in < cores ? in : cores);
   c->c[TL_C_TASKS] = ceil(s_per(in, n));
+  c->c[TL_C_CHUNKS] = ceil(s_per(s_nchunks(rank, shape, to), n));
   if (kind == TL_T_REPART) c->c[TL_C_NET] = s_per(N * (n - 1) / n, n);
   return TR_OK;
 }
@@ -149,6 +150,7 @@ static void s_impl_cost(const tl_fproblem *pb, const tl_vertex *x, int impl, con
   c->c[TL_C_ELEMWISE] += s_per(comb, cwidth);
   c->c[TL_C_NET] = s_per(moved, n) + comb;
   c->c[TL_C_TASKS] = ceil(s_per(tuples, n));
+  c->c[TL_C_CHUNKS] = ceil(s_per(groups + (partials > 0 ? tuples : 0), n)); /* outputs, partials */
   c->c[TL_C_WRITE] = s_per((partials + out) * elem, n);
   c->c[TL_C_PHASES] = 1 + (moved > 0) + 2 * (partials > 0);
 }

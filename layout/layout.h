@@ -202,8 +202,9 @@ enum {
   TL_C_CONTRACT, /* flops of other joins with an aggregation, per core */
   TL_C_ELEMWISE, /* elements of maps, combines and re-chunking copies, per core */
   TL_C_NET,      /* floats sent and received over the network */
-  TL_C_TASKS,    /* kernel calls (one chunk tuple each), and chunks of an
-                    output stored durably (one sync each) */
+  TL_C_TASKS,    /* kernel calls (one chunk tuple each) */
+  TL_C_CHUNKS,   /* chunks made and kept: each of an output's chunks at
+                    each of its replicas, each partial sent to be combined */
   TL_C_WRITE,    /* bytes written (intermediates, outputs, replicas) */
   TL_C_PHASES,   /* round trips to the workers: sending operands, the join
                     tasks, combining partials, committing an output */
@@ -229,7 +230,8 @@ const char *tl_cost_name(int k);
 int tl_cost_index(const char *name);
 /* Weights as text ("gemm=2e-11 contract=..."), and back: TR_EINVAL naming
 ** what is wrong (an unknown or missing component, a negative weight); *w
-** is unchanged then. */
+** is unchanged then.  Text written before a component existed (a catalog
+** calibrated by an older tradb) may lack it: it keeps its weight in *w. */
 void tl_weights_text(const tl_weights *w, char *buf, size_t n);
 int tl_weights_parse(const char *text, tl_weights *w, tr_err *err);
 

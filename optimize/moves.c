@@ -270,6 +270,7 @@ static int s_owners(s_mc *M) {
       for (int u = 0; u < M->m; u++)
         if (mv->osites[lin] >> u & 1) {
           M->site[u].c[TL_C_WRITE] += (double)fl;
+          M->site[u].c[TL_C_CHUNKS] += 1;
           if (from >> u & 1) M->comb[u].c[TL_C_NET] += (double)fl;
         }
       M->comb[own].c[TL_C_NET] += (double)(oi_pop(from) * fl);
@@ -357,8 +358,10 @@ static int s_phase(s_mc *M, tl_cost *c, tl_cost *out) {
   return busiest;
 }
 
-/* The output written where it is made and at its replicas (bytes; and
-** for a statement's output, each chunk synced at the commit as a task),
+/* The output written where it is made and at its replicas (bytes, and
+** each chunk made or received there: a map into 512 chunks of 64 rows
+** took 0.044 s on 2 local workers where the same map into 4 took 0.012 s,
+** some 60 us a chunk, against 9 us for a kernel call),
 ** after the combine when there is one; then each phase's busiest site,
 ** and the node's round trips (its operand moves, its tasks, the
 ** partials' shuffle and combine, the commit of an output).  The executor
@@ -385,7 +388,7 @@ static void s_seconds(s_mc *M) {
     for (int j = 0; j < r; j++) {
       int u = (mv->owner[lin] + j) % M->m;
       last[u].c[TL_C_WRITE] += fl;
-      if (out) last[u].c[TL_C_TASKS] += 1; /* a chunk stored durably: a sync */
+      last[u].c[TL_C_CHUNKS] += 1; /* a blob, its checksum, a message, a row */
       if (j) last[u].c[TL_C_NET] += fl, last[mv->owner[lin]].c[TL_C_NET] += fl;
     }
   }
