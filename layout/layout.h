@@ -204,7 +204,7 @@ enum {
   TL_C_NET,      /* floats sent and received over the network */
   TL_C_TASKS,    /* kernel calls (one chunk tuple each) */
   TL_C_CHUNKS,   /* chunks made and kept: each of an output's chunks at
-                    each of its replicas, each partial sent to be combined */
+                    each of its replicas, each partial made to be combined */
   TL_C_WRITE,    /* bytes written (intermediates, outputs, replicas) */
   TL_C_PHASES,   /* round trips to the workers: sending operands, the join
                     tasks, combining partials, committing an output */
