@@ -98,9 +98,9 @@ int tl_transform_cost(const tl_fproblem *pb, int rank, const int64_t *shape, con
   if (k == TL_T_IDENTITY || (kind == TL_T_RECHUNK && k != TL_T_RECHUNK)) return TR_EINVAL;
   /* Chapter 10.2: copying every element (compute), the input chunks as
   ** tuples, the chunks made, and for a repartition the data itself
-  ** crossing the network ((n-1)/n of it leaves its site).  A re-chunk ships nothing: tradb cuts
-  ** the new chunks where the old ones are (the thesis's ID table has no
-  ** counterpart). */
+  ** crossing the network ((n-1)/n of it leaves its site).  A re-chunk
+  ** ships nothing: tradb cuts the new chunks where the old ones are (the
+  ** thesis's ID table has no counterpart). */
   double N = s_prod(rank, shape), in = s_nchunks(rank, shape, from);
   double n = pb->sites, cores = (double)pb->sites * pb->threads;
   c->c[TL_C_ELEMWISE] = s_per(N, in < cores ? in : cores);

@@ -21,9 +21,10 @@
 ** a worker whose outputs a peer replicated made them all in fresh pages,
 ** while the peer pooled memory it did not need.)  Nobody maps a memfd
 ** after its maker's last reference (see below), so a memfd is reused by
-** at most one process and only once nobody else maps it.  The pool keeps the pages faulted in: a statement's outputs reuse
-** its last pass's memory as malloc's heap would, where fresh shared memory
-** costs a fault and a zeroed page each.  A peer maps a memfd only while the
+** at most one process and only once nobody else maps it.  The pool keeps
+** the pages faulted in: a statement's outputs reuse its last pass's memory
+** as malloc's heap would, where fresh shared memory costs a fault and a
+** zeroed page each.  A peer maps a memfd only while the
 ** process that sent it keeps the blob (a PULL holds its reference until
 ** answered), so the descriptor it names still holds that blob.
 */
@@ -147,14 +148,18 @@ static s_pooled s_list_take(s_list *l, int i) {
   return p;
 }
 
+/* Whether l has room for span bytes more: S_POOL_MAX entries and
+** S.pool_max bytes at most.  Under S.mu. */
+static int s_list_room(const s_list *l, size_t span) {
+  return l->n < S_POOL_MAX && l->bytes + span <= S.pool_max;
+}
+
 /* Append p to l (the newest), first taking the oldest entries out into out
-** until it has room (S_POOL_MAX entries and S.pool_max bytes at most: the
-** sizes a session made last are the ones its next statement makes); how
-** many went out.  Under S.mu. */
+** until it has room (the sizes a session made last are the ones its next
+** statement makes); how many went out.  Under S.mu. */
 static int s_list_push(s_list *l, s_pooled p, s_pooled *out) {
   int nout = 0;
-  while (l->n > 0 && (l->n == S_POOL_MAX || l->bytes + p.span > S.pool_max))
-    out[nout++] = s_list_take(l, 0);
+  while (l->n > 0 && !s_list_room(l, p.span)) out[nout++] = s_list_take(l, 0);
   l->e[l->n++] = p;
   l->bytes += p.span;
   return nout;
@@ -318,8 +323,7 @@ size_t tr_blob_pool_wanted(void) {
     size_t span = S.recent[(S.recent_at - r + S_RECENT) % S_RECENT];
     int have = 0;
     for (int i = 0; i < S.pool.n; i++) have += s_fits(S.pool.e[i].span, span);
-    if (have < s_made_in_a_burst(span) && S.pool.n < S_POOL_MAX && S.pool.bytes + span <= S.pool_max)
-      want = span;
+    if (have < s_made_in_a_burst(span) && s_list_room(&S.pool, span)) want = span;
   }
   pthread_mutex_unlock(&S.mu);
   return want;
@@ -340,7 +344,7 @@ int tr_blob_pool_warm(size_t span, int (*go_on)(void *arg), void *arg) {
   }
   s_pooled out[S_POOL_MAX];
   pthread_mutex_lock(&S.mu);
-  int room = S.pool.n < S_POOL_MAX && S.pool.bytes + span <= S.pool_max;
+  int room = s_list_room(&S.pool, span);
   if (room) s_list_push(&S.pool, p, out); /* with room: nothing goes out */
   pthread_mutex_unlock(&S.mu);
   if (!room) s_close_all(&p, 1);

@@ -182,7 +182,7 @@ void wi_trim_when_idle(wi_worker *w) {
 ** warm heaps faulted in 1.1 GB as their shell closed, a session of four
 ** 8192 x 1024 by 1024 x 8192 products). */
 static atomic_uint s_warm_gen;
-static atomic_size_t s_warm_done, s_warm_size; /* bytes faulted in, of (the heap's) */
+static atomic_size_t s_warm_done, s_warm_size; /* bytes faulted in; the heap's size */
 
 typedef struct s_warm {
   size_t n;      /* heap: bytes to fault in */
