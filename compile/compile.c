@@ -301,13 +301,57 @@ static unsigned s_prog_inputs(const tk_prog *p, int from, int to) {
   return m;
 }
 
+double ta_gemm_packed(const ta_node *n, const int64_t *box, const int64_t *piece) {
+  int split = ta_gemm_split(&n->prog);
+  if (split < 0) return 0;
+  unsigned left = s_prog_inputs(&n->prog, 0, split);
+  double fl[2] = {0, 0};  /* floats of each factor's operand blocks */
+  uint64_t on[2] = {0, 0}; /* labels each factor holds */
+  for (int i = 0; i < n->ninputs; i++) {
+    int s = !((left >> i) & 1);
+    double el = 1;
+    for (int d = 0; d < n->in[i].rank; d++) {
+      el *= (double)box[n->in[i].label[d]];
+      on[s] |= 1ull << n->in[i].label[d];
+    }
+    fl[s] += el;
+  }
+  double calls[2] = {1, 1}; /* times each factor is packed */
+  for (int l = 0; piece && l < n->nout; l++) {
+    int in0 = (on[0] >> l) & 1, in1 = (on[1] >> l) & 1;
+    if (piece[l] > 0 && piece[l] < box[l] && in0 != in1) /* the other factor, again a piece */
+      calls[in0] *= (double)((box[l] + piece[l] - 1) / piece[l]);
+  }
+  return fl[0] * calls[0] + fl[1] * calls[1];
+}
+
+/* Would gemm node n, run in pieces of `piece` along kept label l, pack
+** more than TA_PIECE_COPY times the floats again that copying the pieces
+** together moves (the floats of the operands holding l)? */
+static int s_repacks(const ta_node *n, int l, int64_t piece) {
+  if (!n->gemm || l >= n->nout) return 0;
+  int64_t pc[TK_MAX_LABELS] = {0};
+  double own = 0;
+  pc[l] = piece;
+  for (int i = 0; i < n->ninputs; i++) {
+    double el = 1;
+    int has = 0;
+    for (int d = 0; d < n->in[i].rank; d++) {
+      el *= (double)n->chunk[n->in[i].label[d]];
+      has |= n->in[i].label[d] == l;
+    }
+    if (has) own += el;
+  }
+  return ta_gemm_packed(n, n->chunk, pc) - ta_gemm_packed(n, n->chunk, NULL) > TA_PIECE_COPY * own;
+}
+
 int64_t ta_label_piece(const ta_node *n, const tr_tensor *const *in, int l) {
   int64_t piece = 0;
   if (l < 0 || l >= n->nlabels) return 0;
   for (int i = 0; i < n->ninputs; i++)
     for (int d = 0; d < n->in[i].rank; d++)
       if (n->in[i].label[d] == l && (!piece || in[i]->chunk[d] < piece)) piece = in[i]->chunk[d];
-  if (piece >= n->chunk[l] || piece < TA_PIECE_MIN) return 0;
+  if (piece >= n->chunk[l] || piece < TA_PIECE_MIN || s_repacks(n, l, piece)) return 0;
   for (int i = 0; i < n->ninputs; i++) /* (one chunk along l has no boundary to meet) */
     for (int d = 0; d < n->in[i].rank; d++)
       if (n->in[i].label[d] == l && in[i]->chunk[d] < in[i]->shape[d] && in[i]->chunk[d] % piece) return 0;

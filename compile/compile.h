@@ -115,6 +115,12 @@ int ta_plan_append(ta_plan *dst, const ta_plan *src, tr_err *err);
 ** of two factors.  A factor that is not one INPUT is an elementwise
 ** producer fused into the product. */
 int ta_gemm_split(const tk_prog *p);
+/* Floats BLAS packs for gemm node n running a join tuple of extents box
+** (per label), in pieces of piece[l] along label l (0: whole; NULL: no
+** pieces): each factor's operand blocks once a call, so once for every
+** piece along a label kept on the other factor only.  0 when n's program
+** is not a product of two factors. */
+double ta_gemm_packed(const ta_node *n, const int64_t *box, const int64_t *piece);
 /* Can node n run on the gemm path: a SUM of two factors reading disjoint,
 ** non-empty sets of operands, no label twice on one factor, every summed
 ** label on both, a fused factor's labels all on one of its operands. */
@@ -127,9 +133,21 @@ int ta_gemm_ok(const ta_node *n);
 ** no operand is stored in chunks finer than the node's along l, their
 ** chunk sizes along l are not multiples of the finest, or the finest is
 ** under TA_PIECE_MIN (many small kernel calls would cost more than the
-** copy they save).  The executor runs the pieces and the cost model
-** counts no copy for them. */
+** copy they save), or, for a gemm node along a label kept on one factor
+** only, when packing the other factor once per piece would handle more
+** than TA_PIECE_COPY times the floats copying this factor's pieces
+** together moves (a copy lands in fresh memory and is packed too: 3072^3
+** products whose 1536-row strips were copied from 1024-row tiles to save
+** packing the other factor twice ran 2-5% slower): BLAS packs each
+** factor once per call, so pieces along a summed label pack each factor
+** once as one call would, but pieces along a kept label pack the other
+** factor again for each (one core, C = A B with M = N = 1024, K = 4096:
+** A in 128-row pieces ran at 121 GFLOP/s against 144 with the pieces
+** copied together first, 512-row pieces at 139 against 147; K in
+** 128-long pieces at 148 against 134 copied).  The executor runs the
+** pieces and the cost model counts no copy for them. */
 #define TA_PIECE_MIN 128
+#define TA_PIECE_COPY 4 /* a float copied together, in floats packed again */
 int64_t ta_label_piece(const ta_node *n, const tr_tensor *const *in, int l);
 /* The elementwise factors fused into node k's product, as text, e.g.
 ** "(X[n,d] - q[d])" (two joined by " and "), or NULL when none is

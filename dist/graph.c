@@ -75,7 +75,14 @@ static void s_task_cost(const ta_plan *p, const ta_node *n, int64_t lin, const t
   tl_cost c;
   memset(&c, 0, sizeof c);
   int ops = n->prog.n > 1 ? n->prog.n : 1;
-  if (n->gemm) c.c[TL_C_GEMM] = 2 * work;
+  if (n->gemm) {
+    /* each tuple's call packs its operand blocks: the output chunk's
+    ** extents along the kept labels, the node's chunk along the summed */
+    int64_t box[TK_MAX_LABELS];
+    for (int l = 0; l < n->nlabels; l++) box[l] = l < n->nout ? oext[l] : n->chunk[l];
+    c.c[TL_C_GEMM] = 2 * work;
+    c.c[TL_C_PACK] = ta_gemm_packed(n, box, NULL) * tuples;
+  }
   else if (n->agg != TK_AGG_NONE) c.c[TL_C_CONTRACT] = work * ops;
   else c.c[TL_C_ELEMWISE] = work * ops;
   c.c[TL_C_ELEMWISE] += (double)onel * n->post.n;

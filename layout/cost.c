@@ -46,12 +46,12 @@
 ** floats sent (each output's replica is both) to 2.6e-7; on 4, 0.49. */
 #define S_SEP_TOL 1e-3
 
-static const char *const s_names[TL_NCOST] = {"gemm",  "contract", "elemwise", "net",
-                                              "tasks", "chunks",   "write",    "phases"};
+static const char *const s_names[TL_NCOST] = {"gemm",  "pack",   "contract", "elemwise", "net",
+                                              "tasks", "chunks", "write",    "phases"};
 
 /* Components added after weights were first kept in catalogs: text
 ** without them is whole (tl_weights_parse). */
-#define S_ADDED (1u << TL_C_CHUNKS)
+#define S_ADDED (1u << TL_C_CHUNKS | 1u << TL_C_PACK)
 
 const char *tl_cost_name(int k) { return k >= 0 && k < TL_NCOST ? s_names[k] : "?"; }
 
@@ -68,6 +68,14 @@ int tl_cost_index(const char *name) {
 ** pulled between the workers, on the engine of 2026-11-24 (local pulls,
 ** AVX2 checksums, a warm heap):
 **  gemm      9.5e-12 s/flop: one core of AVX-512 FMA, some 105 Gflop/s;
+**  pack      5.5e-10 s/float of a gemm call's factors (BLAS copies each
+**            into its blocked layout once a call): CALIBRATE on 4 local
+**            workers fitted 5.3e-10 and 4.9e-10 beside gemm at 7.5e-12
+**            and 8.6e-12 (the engine of 2026-11-30), and one core ran
+**            C = A B at 6.5e-12 s/flop and 5e-10 s a float packed
+**            (M x 2048 x 4096 for M = 64 to 1024, and 1024^3); before,
+**            those floats counted as elemwise, at 40% of this, and
+**            products thin in M or N looked as fast a flop as square ones;
 **  contract  4e-11   s/flop-instruction: the contraction loops, per term
 **            and instruction of the join's program;
 **  elemwise  2.2e-10 s/element-instruction: maps, combines and copies;
@@ -101,7 +109,7 @@ int tl_cost_index(const char *name) {
 ** They only need to order plans sensibly until CALIBRATE replaces them.
 */
 void tl_weights_default(tl_weights *w) {
-  static const double d[TL_NCOST] = {9.5e-12, 4e-11, 2.2e-10, 5.9e-10, 1.4e-5, 5.4e-5, 0, 4.3e-4};
+  static const double d[TL_NCOST] = {9.5e-12, 5.5e-10, 4e-11, 2.2e-10, 5.9e-10, 1.4e-5, 5.4e-5, 0, 4.3e-4};
   memcpy(w->w, d, sizeof d);
   w->fitted = 0;
 }
@@ -274,9 +282,10 @@ done:
 
 /*
 ** The probe runs, on tensors named _cal_*.  Each varies one component much
-** more than the others and the set spans all eight, at two sizes each, so
+** more than the others and the set spans all nine, at two sizes each, so
 ** the least-squares system is well determined: gemm products at 1024 and
-** 2048; max-plus products (a contraction without BLAS); sums of four
+** 2048; products of 32 and of 128 rows by 4096 x 4096 (mostly the wide
+** factor packed); max-plus products (a contraction without BLAS); sums of four
 ** tensors (maps); transposed joins, whose operands are chunked across each
 ** other and shuffle, and row dot products of operands chunked across each
 ** other (one is shuffled, little is written); a small product cut into
@@ -289,6 +298,9 @@ done:
 #define S_MM(n, c)                                                                        \
   "CREATE TENSOR _cal_a[" #n "," #n "] CHUNK [" #c "," #c "]; CREATE TENSOR _cal_b[" #n  \
   "," #n "] CHUNK [" #c "," #c "]; FILL _cal_a UNIFORM(-1,1) SEED 1; FILL _cal_b UNIFORM(-1,1) SEED 2;"
+#define S_THIN(m, n)                                                                      \
+  "CREATE TENSOR _cal_a[" #m "," #n "] CHUNK [" #m "," #n "]; CREATE TENSOR _cal_b[" #n "," #n \
+  "] CHUNK [" #n "," #n "]; FILL _cal_a UNIFORM(-1,1) SEED 1; FILL _cal_b UNIFORM(-1,1) SEED 2;"
 #define S_SUM4(n)                                                                          \
   "CREATE TENSOR _cal_a[" #n "," #n "] CHUNK [1024,1024]; CREATE TENSOR _cal_b[" #n "," #n \
   "] CHUNK [1024,1024]; CREATE TENSOR _cal_d[" #n "," #n "] CHUNK [1024,1024]; CREATE TENSOR" \
@@ -309,6 +321,8 @@ done:
 static const tl_probe s_probes[] = {
     {"gemm-1024", S_MM(1024, 512), "_cal_c[i,j] = _cal_a[i,k] * _cal_b[k,j];", TL_C_GEMM},
     {"gemm-2048", S_MM(2048, 1024), "_cal_c[i,j] = _cal_a[i,k] * _cal_b[k,j];", TL_C_GEMM},
+    {"thin-gemm-32", S_THIN(32, 4096), "_cal_c[i,j] = _cal_a[i,k] * _cal_b[k,j];", TL_C_PACK},
+    {"thin-gemm-128", S_THIN(128, 4096), "_cal_c[i,j] = _cal_a[i,k] * _cal_b[k,j];", TL_C_PACK},
     {"maxplus-256", S_MM(256, 128), "_cal_c[i,j] = MAX(_cal_a[i,k] + _cal_b[k,j]);", TL_C_CONTRACT},
     {"maxplus-512", S_MM(512, 256), "_cal_c[i,j] = MAX(_cal_a[i,k] + _cal_b[k,j]);", TL_C_CONTRACT},
     {"sum4-2048", S_SUM4(2048),

@@ -147,6 +147,12 @@ static void s_impl_cost(const tl_fproblem *pb, const tl_vertex *x, int impl, con
     c->c[TL_C_ELEMWISE] = s_per(all * (e->nin > 1 ? e->nin - 1 : 1), width);
   else
     c->c[x->kernel == TL_K_GEMM ? TL_C_GEMM : TL_C_CONTRACT] = s_per(2 * all, width);
+  if (x->kernel == TL_K_GEMM) /* each tuple's call packs its operand blocks */
+    for (int j = 0; j < e->nin; j++) {
+      double blk = 1;
+      for (int k = 0; k < e->rank[j]; k++) blk *= (double)ext[e->in[j][k]];
+      c->c[TL_C_PACK] += s_per(tuples * blk, width);
+    }
   c->c[TL_C_ELEMWISE] += s_per(comb, cwidth);
   c->c[TL_C_NET] = s_per(moved, n) + comb;
   c->c[TL_C_TASKS] = ceil(s_per(tuples, n));

@@ -199,6 +199,9 @@ int tl_decomp_vectors(const tl_einsum *e, int p, int **out, int *n, tr_err *err)
 ** thesis's cost, with compute split by kernel kind. */
 enum {
   TL_C_GEMM,     /* gemm flops per core */
+  TL_C_PACK,     /* floats of gemm calls' two factors, per core: BLAS
+                    copies each factor into its own layout once a call,
+                    which a product thin in M or N is bound by */
   TL_C_CONTRACT, /* flops of other joins with an aggregation, per core */
   TL_C_ELEMWISE, /* elements of maps, combines and re-chunking copies, per core */
   TL_C_NET,      /* floats sent and received over the network */

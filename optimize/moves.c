@@ -143,18 +143,14 @@ static int s_tuple(s_mc *M, const int64_t *lkey, int s) {
   /* gemm: a multiply and an add per term; the other kernels evaluate the
   ** join's scalar program per term (and fold it, for an aggregation) */
   if (n->gemm) {
-    /* and each call reads its operand blocks and reads and writes its
-    ** output block: a gemm thin in any dimension is bound by that, not
-    ** by its flops */
-    double touched = 1;
-    for (int l = 0; l < n->nout; l++) touched *= (double)box[l];
-    for (int i = 0; i < n->ninputs; i++) {
-      double el = 1;
-      for (int d = 0; d < n->in[i].rank; d++) el *= (double)box[n->in[i].label[d]];
-      touched += el;
-    }
+    /* and each call packs its factors' blocks (once a piece along a label
+    ** the other factor lacks) and reads and writes its output block: a
+    ** gemm thin in any dimension is bound by those, not by its flops */
+    double out = 1;
+    for (int l = 0; l < n->nout; l++) out *= (double)box[l];
     M->site[s].c[TL_C_GEMM] += 2 * wk;
-    M->site[s].c[TL_C_ELEMWISE] += touched;
+    M->site[s].c[TL_C_PACK] += ta_gemm_packed(n, box, M->piece);
+    M->site[s].c[TL_C_ELEMWISE] += out;
   } else if (n->agg != TK_AGG_NONE) M->site[s].c[TL_C_CONTRACT] += wk * (n->prog.n + 1);
   else M->site[s].c[TL_C_ELEMWISE] += wk * n->prog.n + s_across(n, box);
   M->site[s].c[TL_C_TASKS] += 1;
@@ -330,6 +326,7 @@ static int s_phase(s_mc *M, tl_cost *c, tl_cost *out) {
     ** chunks than threads); the other loops one output chunk per thread */
     double width = M->outs[u] < thr ? (M->outs[u] < 1 ? 1 : M->outs[u]) : thr;
     c[u].c[TL_C_GEMM] /= thr;
+    c[u].c[TL_C_PACK] /= thr;
     c[u].c[TL_C_CONTRACT] /= width;
     c[u].c[TL_C_ELEMWISE] /= width;
     c[u].c[TL_C_WRITE] *= esz;

@@ -1032,7 +1032,7 @@ Test(formats, chunks_and_transformations) {
 
 /* Weights to recover, every one positive (a default may be 0). */
 static void s_truth(tl_weights *w) {
-  static const double d[TL_NCOST] = {1e-11, 6e-11, 8.5e-10, 2.5e-9, 5.5e-4, 7e-5, 2e-9, 6e-4};
+  static const double d[TL_NCOST] = {1e-11, 8e-10, 6e-11, 8.5e-10, 2.5e-9, 5.5e-4, 7e-5, 2e-9, 6e-4};
   memcpy(w->w, d, sizeof d);
   w->fitted = 0;
 }
@@ -1042,11 +1042,11 @@ Test(cost, fit_recovers_known_weights_from_noisy_runs) {
   tl_weights truth, fit;
   s_truth(&truth);
   for (int k = 0; k < TL_NCOST; k++) truth.w[k] *= 0.5 + s_unif(&rs);
-  enum { N = 60 };
+  enum { N = 150 };
   tl_cost c[N];
   double t[N];
   /* amounts of the size a probe run has, each varying over two decades */
-  const double scale[TL_NCOST] = {1e10, 1e8, 1e8, 1e7, 1e3, 1e3, 1e8, 100};
+  const double scale[TL_NCOST] = {1e10, 1e8, 1e9, 1e8, 1e7, 1e3, 1e3, 1e8, 100};
   for (int i = 0; i < N; i++) {
     for (int k = 0; k < TL_NCOST; k++) c[i].c[k] = scale[k] * pow(10, 2 * s_unif(&rs) - 1);
     t[i] = tl_seconds(&truth, &c[i]) * (1 + 0.02 * (2 * s_unif(&rs) - 1));
@@ -1094,7 +1094,7 @@ Test(cost, a_component_in_step_keeps_its_weight) {
   double t[N];
   tl_weights truth, w;
   s_truth(&truth);
-  const double scale[TL_NCOST] = {1e10, 1e8, 1e8, 1e7, 1e3, 1e3, 1e8, 100};
+  const double scale[TL_NCOST] = {1e10, 1e8, 1e9, 1e8, 1e7, 1e3, 1e3, 1e8, 100};
   for (int i = 0; i < N; i++) {
     for (int k = 0; k < TL_NCOST; k++) c[i].c[k] = scale[k] * pow(10, 2 * s_unif(&rs) - 1);
     c[i].c[TL_C_WRITE] = 4 * c[i].c[TL_C_NET] * (1 + 1e-9 * s_unif(&rs)); /* all but in step */
@@ -1158,7 +1158,7 @@ Test(cost, weights_as_text_and_back) {
 
 /* A catalog calibrated before 'chunks' was a component keeps its fitted
 ** weights, and 'chunks' its default: not "damaged, run CALIBRATE". */
-Test(cost, weights_kept_before_chunks_were_counted_still_load) {
+Test(cost, weights_kept_before_chunks_and_packing_were_counted_still_load) {
   tl_weights x, d;
   tl_weights_default(&d);
   tl_weights_default(&x);
@@ -1170,6 +1170,13 @@ Test(cost, weights_kept_before_chunks_were_counted_still_load) {
   cr_assert(s_close(x.w[TL_C_PHASES], 5e-4));
   cr_assert(s_close(x.w[TL_C_CHUNKS], d.w[TL_C_CHUNKS]), "chunks=%g", x.w[TL_C_CHUNKS]);
   cr_assert_gt(x.w[TL_C_CHUNKS], 0);
+  cr_assert(s_close(x.w[TL_C_PACK], d.w[TL_C_PACK]), "pack=%g", x.w[TL_C_PACK]);
+  /* kept after chunks were counted, before packing was */
+  const char *mid = "gemm=1e-11 contract=5e-11 elemwise=3e-10 net=6e-10 tasks=2e-05 "
+                    "chunks=6e-05 write=0 phases=0.0005";
+  cr_assert_eq(tl_weights_parse(mid, &x, &err), TR_OK, "%s", err.msg);
+  cr_assert(s_close(x.w[TL_C_CHUNKS], 6e-5));
+  cr_assert(s_close(x.w[TL_C_PACK], d.w[TL_C_PACK]), "pack=%g", x.w[TL_C_PACK]);
   /* but not one of the components those catalogs had */
   cr_assert_eq(tl_weights_parse("gemm=1e-11 contract=5e-11 elemwise=3e-10 net=6e-10 write=0 "
                                 "phases=0.0005",

@@ -699,6 +699,60 @@ Test(optimize, operands_read_in_pieces_are_not_copied) {
   cr_assert_float_eq(elem[1] - elem[0], 16384.0 * 64, 1e-6 * elem[1], "%g against %g", elem[1], elem[0]);
 }
 
+/* Pieces along a kept label of a product make BLAS pack the other factor
+** once a piece: they are run only where that packs fewer floats again
+** than copying the pieces together moves.  X in 128-row blocks under a
+** 512-row node times a 4096 x 1024 factor (the projection) is copied
+** together; under a 256-row node times a 16384 x 64 factor (the dense
+** layer) it is read in pieces; pieces along the summed label always are. */
+Test(optimize, pieces_along_a_kept_label_only_where_repacking_is_cheap) {
+  static ta_plan p;
+  const tr_tensor *in[2];
+  s_matmul(&p, 512, 1024, 4096, 512, 1024, 4096);
+  p.rels[0].meta.chunk[0] = 128;
+  in[0] = &p.rels[0].meta;
+  in[1] = &p.rels[1].meta;
+  cr_assert_eq(ta_label_piece(&p.nodes[0], in, 0), 0, "the projection's rows are copied together");
+  s_matmul(&p, 256, 64, 16384, 256, 64, 16384);
+  p.rels[0].meta.chunk[0] = 128;
+  cr_assert_eq(ta_label_piece(&p.nodes[0], in, 0), 128, "the dense layer's rows are read in pieces");
+  s_matmul(&p, 512, 1024, 4096, 512, 1024, 4096);
+  p.rels[0].meta.chunk[1] = p.rels[1].meta.chunk[0] = 128;
+  cr_assert_eq(ta_label_piece(&p.nodes[0], in, 2), 128, "the summed label is read in pieces");
+}
+
+/* BLAS packs each factor of a gemm call once: a tuple of C = A B packs A's
+** block and B's; run in pieces along i, B's block once a piece; along k,
+** each once still.  The model counts it as its own component: a product
+** 32 rows thin packs 4096 x 4096 floats of B for 2^30 flops, 16 times
+** what a 1024^3 product packs a flop. */
+Test(optimize, a_product_packs_each_factor_once_a_call) {
+  static ta_plan p;
+  to_placed pl[TA_MAX_RELS];
+  to_moves mv;
+  tr_err err;
+  int64_t box[3] = {512, 1024, 4096}, piece[3] = {128, 0, 0};
+  s_matmul(&p, 512, 1024, 4096, 512, 1024, 4096);
+  cr_assert_float_eq(ta_gemm_packed(&p.nodes[0], box, NULL), 512.0 * 4096 + 4096.0 * 1024, 1e-9);
+  cr_assert_float_eq(ta_gemm_packed(&p.nodes[0], box, piece), 512.0 * 4096 + 4 * 4096.0 * 1024, 1e-9);
+  piece[0] = 0;
+  piece[2] = 1024;
+  cr_assert_float_eq(ta_gemm_packed(&p.nodes[0], box, piece), 512.0 * 4096 + 4096.0 * 1024, 1e-9);
+  double per_flop[2];
+  const int64_t m[2] = {32, 1024}, nk[2] = {4096, 1024};
+  for (int t = 0; t < 2; t++) {
+    to_choice c = s_bcast_b_a_in_place();
+    s_matmul(&p, m[t], nk[t], nk[t], m[t], nk[t], nk[t]);
+    s_place(&p, pl, 1);
+    cr_assert_eq(to_moves_compute(&p, 0, &c, ENV(1, 1), pl, &mv, 0, &err), TR_OK, "%s", err.msg);
+    cr_assert_float_eq(mv.cost.c[TL_C_PACK], (double)(m[t] * nk[t] + nk[t] * nk[t]), 1e-6);
+    per_flop[t] = mv.cost.c[TL_C_PACK] / mv.cost.c[TL_C_GEMM];
+    to_moves_free(&mv);
+    s_unplace(pl);
+  }
+  cr_assert_gt(per_flop[0], 15 * per_flop[1], "%g against %g", per_flop[0], per_flop[1]);
+}
+
 /* p: stored relation `in` (0) and the output `out` (1) a node of one
 ** operand makes; their shapes, and the node, are the caller's. */
 static void s_one_input(ta_plan *p, const char *in, const char *out, tr_dtype dt) {
