@@ -325,11 +325,12 @@ double ta_gemm_packed(const ta_node *n, const int64_t *box, const int64_t *piece
   return fl[0] * calls[0] + fl[1] * calls[1];
 }
 
-/* Would gemm node n, run in pieces of `piece` along kept label l, pack
-** more than TA_PIECE_COPY times the floats again that copying the pieces
-** together moves (the floats of the operands holding l)? */
+/* Would gemm node n, run in pieces of `piece` (under TA_PIECE_KEPT) along
+** kept label l, pack more than TA_PIECE_COPY times the floats again that
+** copying the pieces together moves (the floats of the operands holding
+** l)? */
 static int s_repacks(const ta_node *n, int l, int64_t piece) {
-  if (!n->gemm || l >= n->nout) return 0;
+  if (!n->gemm || l >= n->nout || piece >= TA_PIECE_KEPT) return 0;
   int64_t pc[TK_MAX_LABELS] = {0};
   double own = 0;
   pc[l] = piece;
