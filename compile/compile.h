@@ -133,21 +133,22 @@ int ta_gemm_ok(const ta_node *n);
 ** no operand is stored in chunks finer than the node's along l, their
 ** chunk sizes along l are not multiples of the finest, or the finest is
 ** under TA_PIECE_MIN (many small kernel calls would cost more than the
-** copy they save), or, for a gemm node along a label kept on one factor
-** only, when the pieces are under TA_PIECE_KEPT and packing the other
-** factor once per piece would handle more than TA_PIECE_COPY times the
-** floats copying this factor's pieces together moves (a copy lands in
-** fresh memory and is packed too: 3072^3 products whose 1536-row strips
-** were copied from 1024-row tiles to save packing the other factor twice
-** ran 2-5% slower, nn-wide's projection copied from 512-row blocks 4-8%
-** slower, as make bench runs them): BLAS packs each
-** factor once per call, so pieces along a summed label pack each factor
-** once as one call would, but pieces along a kept label pack the other
-** factor again for each (one core, C = A B with M = N = 1024, K = 4096:
-** A in 128-row pieces ran at 121 GFLOP/s against 144 with the pieces
-** copied together first, 512-row pieces at 139 against 147; K in
-** 128-long pieces at 148 against 134 copied).  The executor runs the
-** pieces and the cost model counts no copy for them. */
+** copy they save).  The executor runs the pieces and the cost model
+** counts no copy for them.
+**
+** A gemm node's pieces along a label kept on one factor only are also
+** copied together when they are under TA_PIECE_KEPT and packing the other
+** factor once a piece would handle more than TA_PIECE_COPY times the
+** floats the copy moves.  BLAS packs each factor once a call: pieces along
+** a summed label pack each factor once, as one call would, but pieces
+** along a kept label pack the other factor again for each.  One core,
+** C = A B with M = N = 1024, K = 4096: A in 128-row pieces ran at 121
+** GFLOP/s against 144 with the pieces copied together first, 512-row
+** pieces at 139 against 147; K in 128-long pieces at 148 against 134
+** copied.  A copy lands in fresh memory and is packed too: as make bench
+** runs them, chain3-square's 3072^3 products copied from 1024-row tiles
+** into 1536-row strips ran 5% slower, and nn-wide's projection copied
+** from 512-row blocks 4-8% slower, than in pieces. */
 #define TA_PIECE_MIN 128
 #define TA_PIECE_COPY 4   /* a float copied together, in floats packed again */
 #define TA_PIECE_KEPT 512 /* pieces this long along a kept label always run */

@@ -82,8 +82,7 @@ static void s_task_cost(const ta_plan *p, const ta_node *n, int64_t lin, const t
     for (int l = 0; l < n->nlabels; l++) box[l] = l < n->nout ? oext[l] : n->chunk[l];
     c.c[TL_C_GEMM] = 2 * work;
     c.c[TL_C_PACK] = ta_gemm_packed(n, box, NULL) * tuples;
-  }
-  else if (n->agg != TK_AGG_NONE) c.c[TL_C_CONTRACT] = work * ops;
+  } else if (n->agg != TK_AGG_NONE) c.c[TL_C_CONTRACT] = work * ops;
   else c.c[TL_C_ELEMWISE] = work * ops;
   c.c[TL_C_ELEMWISE] += (double)onel * n->post.n;
   c.c[TL_C_TASKS] = tuples;

@@ -203,7 +203,8 @@ enum {
                     copies each factor into its own layout once a call,
                     which a product thin in M or N is bound by */
   TL_C_CONTRACT, /* flops of other joins with an aggregation, per core */
-  TL_C_ELEMWISE, /* elements of maps, combines and re-chunking copies, per core */
+  TL_C_ELEMWISE, /* elements of maps, combines, re-chunking copies and gemm
+                    calls' output blocks, per core */
   TL_C_NET,      /* floats sent and received over the network */
   TL_C_TASKS,    /* kernel calls (one chunk tuple each) */
   TL_C_CHUNKS,   /* chunks made and kept: each of an output's chunks at
