@@ -73,7 +73,8 @@ int tl_cost_index(const char *name) {
 **            workers fitted 5.3e-10 and 4.9e-10 beside gemm at 7.5e-12
 **            and 8.6e-12 (the engine of 2026-11-30), and one core ran
 **            C = A B at 6.5e-12 s/flop and 5e-10 s a float packed
-**            (M x 2048 x 4096 for M = 64 to 1024, and 1024^3); before,
+**            (1024^3, 512 x 1024 x 4096, M x 2048 x 4096 for M = 64
+**            and 128); before,
 **            those floats counted as elemwise, at 40% of this, and
 **            products thin in M or N looked as fast a flop as square ones;
 **  contract  4e-11   s/flop-instruction: the contraction loops, per term
