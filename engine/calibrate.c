@@ -136,16 +136,24 @@ int te_calibrate(te_engine *e, te_result **res, tr_err *err) {
     if (rc) tr_prefix(err, rc, "CALIBRATE, probe %s", pr[i].name);
   }
   e->layout = saved;
-  /* each run's time is its probe's median: one slow run (a page fault
-  ** storm, a neighbour's burst) must not pull a weight */
+  /* each probe counts once, at its median time: one slow run (a page
+  ** fault storm, a neighbour's burst) must not pull a weight, and the fit
+  ** weighs its prior against the probes' scatter, not their repeats */
+  tl_cost *cm = rc ? NULL : calloc((size_t)np, sizeof *cm);
+  double *tm = rc ? NULL : calloc((size_t)np, sizeof *tm);
+  if (!rc && (!cm || !tm)) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
   for (int i = 0; !rc && i < np; i++) {
     double m[S_REPS];
     memcpy(m, &t[i * S_REPS], sizeof m);
     qsort(m, S_REPS, sizeof *m, s_cmp_double);
     for (int r = 0; r < S_REPS; r++) t[i * S_REPS + r] = m[S_REPS / 2];
+    cm[i] = c[i * S_REPS]; /* the same plan each run */
+    tm[i] = m[S_REPS / 2];
   }
   unsigned kept = 0;
-  if (!rc) rc = tl_weights_fit(np * S_REPS, c, t, &w, &kept, err);
+  if (!rc) rc = tl_weights_fit(np, cm, tm, &w, &kept, err);
+  free(cm);
+  free(tm);
   char text[512];
   tl_weights_text(&w, text, sizeof text);
   /* the weights change only once they are fitted and kept */

@@ -29,7 +29,14 @@
 ** the fit minimises relative rather than absolute errors (the thesis's
 ** plain fit lets the longest runs decide every weight), and the weights
 ** are constrained to be non-negative (a component never makes a run
-** faster), solved exactly over the supports of w.
+** faster), solved exactly over the supports of w.  A third, for
+** components the probes hardly tell apart on a given cluster (on local
+** workers an output's floats sent to its replica and its bytes written
+** move almost together): the weights in force before the fit are a prior,
+** a log-normal one of spread ln 3 about each, weighed against the runs by
+** their own scatter about the plain fit (an empirical-Bayes ridge), and
+** the fit is the posterior's mode, found by Gauss-Newton steps of the
+** same non-negative least squares with one more row per weight.
 */
 #include "config.h"
 #include "layout/layout.h"
@@ -45,6 +52,16 @@
 ** holding every chunk twice, the probes' writes move in step with their
 ** floats sent (each output's replica is both) to 2.6e-7; on 4, 0.49. */
 #define S_SEP_TOL 1e-3
+
+/* The prior: each weight within about this factor of the one in force
+** before the fit (one standard deviation of its logarithm, ln 3), weighed
+** against the runs by their own scatter about the plain fit.  Without
+** it, weights the probes hardly tell apart took turns at 0: eight
+** CALIBRATEs in a row on 4 local workers fitted net at 0 in three and
+** from 4e-12 to 5.3e-10 in the others, and the optimizer took moving
+** floats between workers for free in those databases. */
+#define S_PRIOR_SPREAD 1.0986122886681098
+#define S_PRIOR_ITERS 50
 
 static const char *const s_names[TL_NCOST] = {"gemm",  "pack",   "contract", "elemwise", "net",
                                               "tasks", "chunks", "write",    "phases"};
@@ -208,18 +225,45 @@ done:
   return res;
 }
 
+/* The exact non-negative least-squares optimum of the m x K system (a, b)
+** on the columns `use`: the unconstrained fit on its own support, every
+** support within `use` tried, the best whose weights are all >= 0 (all 0
+** for the empty support).  Returns the residual's squared norm, or -2. */
+static double s_nnls(const double *a, const double *b, int m, unsigned use, double *best) {
+  enum { K = TL_NCOST };
+  double x[K], best_res = INFINITY;
+  int dep = 0;
+  for (unsigned sub = use; sub; sub = (sub - 1) & use) {
+    double res = s_lsq(a, b, m, sub, x, &dep);
+    if (res == -2) return -2;
+    int ok = res >= 0;
+    for (int k = 0; k < K && ok; k++) ok = x[k] >= 0;
+    if (ok && res < best_res) {
+      best_res = res;
+      memcpy(best, x, sizeof x);
+    }
+  }
+  if (isinf(best_res)) { /* the empty support: every fitted weight 0 */
+    memset(best, 0, sizeof x);
+    best_res = 0;
+    for (int i = 0; i < m; i++) best_res += b[i] * b[i];
+  }
+  return best_res;
+}
+
 int tl_weights_fit(int n, const tl_cost *c, const double *seconds, tl_weights *w, unsigned *kept,
                    tr_err *err) {
   enum { K = TL_NCOST };
-  int rc = TR_OK, dep = 0;
+  int rc = TR_OK, dep = 0, m = n + K; /* the runs' rows, then one row per weight's prior */
   if (n < K)
     return tr_seterr(err, TR_EINVAL, "%d runs cannot determine %d weights: need at least %d", n,
                      K, K);
-  double *a = malloc(sizeof *a * (size_t)n * K), *b = malloc(sizeof *b * (size_t)n);
-  double scale[K], x[K], best[K], best_res = INFINITY;
+  double *a = calloc((size_t)m * K, sizeof *a), *b = calloc((size_t)m, sizeof *b);
+  double scale[K], x[K], best[K], prior[K];
   if (!a || !b) goto oom;
   /* Row i divided by its time (relative errors), columns scaled to unit
-  ** length: a[k * n + i] = c_ik / t_i / scale_k, b_i = 1. */
+  ** length: a[k * m + i] = c_ik / t_i / scale_k, b_i = 1; the prior rows
+  ** stay 0 until the fit's own scatter is known. */
   for (int i = 0; i < n; i++)
     if (!(seconds[i] > 0)) {
       rc = tr_seterr(err, TR_EINVAL, "run %d took %g s: times must be positive", i, seconds[i]);
@@ -234,7 +278,8 @@ int tl_weights_fit(int n, const tl_cost *c, const double *seconds, tl_weights *w
                      s_names[k]);
       goto done;
     }
-    for (int i = 0; i < n; i++) a[k * n + i] = c[i].c[k] / seconds[i] / scale[k];
+    for (int i = 0; i < n; i++) a[k * m + i] = c[i].c[k] / seconds[i] / scale[k];
+    prior[k] = w->w[k];
   }
   for (int i = 0; i < n; i++) b[i] = 1;
   /* A component that moves in step with the ones before it keeps the
@@ -242,30 +287,37 @@ int tl_weights_fit(int n, const tl_cost *c, const double *seconds, tl_weights *w
   ** side, and the others are fitted to the rest. */
   unsigned use = 0, keep = 0;
   for (int k = 0; k < K; k++) {
-    double r = s_lsq(a, b, n, use | 1u << k, x, &dep);
+    double r = s_lsq(a, b, m, use | 1u << k, x, &dep);
     if (r == -2) goto oom;
     if (r == -1) {
       keep |= 1u << k;
-      for (int i = 0; i < n; i++) b[i] -= a[k * n + i] * w->w[k] * scale[k];
+      for (int i = 0; i < n; i++) b[i] -= a[k * m + i] * w->w[k] * scale[k];
     } else {
       use |= 1u << k;
     }
   }
-  /* Non-negative least squares, exactly: the optimum is the unconstrained
-  ** fit on its own support, so try every support within `use` and keep
-  ** the best whose weights are all >= 0. */
-  for (unsigned sub = use; sub; sub = (sub - 1) & use) {
-    double res = s_lsq(a, b, n, sub, x, &dep);
-    if (res == -2) goto oom;
-    int ok = res >= 0;
-    for (int k = 0; k < K && ok; k++) ok = x[k] >= 0;
-    if (ok && res < best_res) {
-      best_res = res;
-      memcpy(best, x, sizeof x);
+  double res = s_nnls(a, b, m, use, best);
+  if (res == -2) goto oom;
+  /* The weights in force are the prior (S_PRIOR_SPREAD); it counts as
+  ** much as the runs' scatter about this fit says they are worth. */
+  int support = 0, np = 0;
+  for (int k = 0; k < K; k++) support += best[k] > 0, np += (use >> k & 1) && prior[k] > 0;
+  double lambda = n > support ? sqrt(res / (n - support)) / S_PRIOR_SPREAD : 0;
+  for (int it = 0; np && lambda > 0 && it < S_PRIOR_ITERS; it++) {
+    /* Gauss-Newton on log(w_k / p_k)^2: linear in w_k about the last fit
+    ** w~_k (kept off 0, where the logarithm has no tangent). */
+    double change = 0;
+    for (int k = 0; k < K; k++) {
+      if (!(use >> k & 1) || !(prior[k] > 0)) continue;
+      double at = fmax(best[k] / scale[k], prior[k] * 1e-3);
+      a[k * m + n + k] = lambda / (at * scale[k]);
+      b[n + k] = lambda * (1 - log(at / prior[k]));
     }
-  }
-  if (isinf(best_res)) { /* the empty support: every fitted weight 0 */
-    memset(best, 0, sizeof best);
+    if (s_nnls(a, b, m, use, x) == -2) goto oom;
+    for (int k = 0; k < K; k++)
+      change = fmax(change, fabs(x[k] - best[k]) / fmax(fabs(best[k]), 1e-300));
+    memcpy(best, x, sizeof x);
+    if (change < 1e-9) break;
   }
   for (int k = 0; k < K; k++)
     if (keep >> k & 1) best[k] = w->w[k] * scale[k];

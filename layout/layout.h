@@ -244,12 +244,17 @@ int tl_weights_parse(const char *text, tl_weights *w, tr_err *err);
 ** time, so the fit minimises relative errors: a 10 ms statement counts
 ** as much as a 10 s one.  Weights are kept non-negative (the exact
 ** non-negative optimum: every support tried): a component whose
-** unconstrained weight would be negative gets 0.  A component that moves
-** in step with the ones before it in the runs (on two workers that hold
-** every chunk, each output's writes and its replicas' floats sent) keeps
-** its weight from *w, and its bit is set in *kept (NULL: not asked).
-** TR_EINVAL, naming the component, when no run exercises one; *w is
-** unchanged then. */
+** unconstrained weight would be negative gets 0.  The weights in *w on
+** entry are the prior: each fitted weight also pays for the square of
+** its logarithm's distance from its prior (in units of ln 3), weighed by
+** the runs' scatter about the plain fit, so exact runs are fitted exactly
+** and noisy ones cannot drop a weight they hardly determine to 0 (a prior
+** of 0 constrains nothing).  A component that moves in step with the ones
+** before it in the runs (on two workers that hold every chunk, each
+** output's writes and its replicas' floats sent) keeps its weight from
+** *w, and its bit is set in *kept (NULL: not asked).  Each run counts
+** once: pass a repeated probe's median, not its repeats.  TR_EINVAL,
+** naming the component, when no run exercises one; *w is unchanged then. */
 int tl_weights_fit(int n, const tl_cost *c, const double *seconds, tl_weights *w, unsigned *kept,
                    tr_err *err);
 

@@ -1042,6 +1042,7 @@ Test(cost, fit_recovers_known_weights_from_noisy_runs) {
   tl_weights truth, fit;
   s_truth(&truth);
   for (int k = 0; k < TL_NCOST; k++) truth.w[k] *= 0.5 + s_unif(&rs);
+  tl_weights_default(&fit); /* the prior: up to 40 times off the truth */
   enum { N = 150 };
   tl_cost c[N];
   double t[N];
@@ -1059,6 +1060,36 @@ Test(cost, fit_recovers_known_weights_from_noisy_runs) {
   for (int i = 0; i < N; i++) t[i] = tl_seconds(&truth, &c[i]); /* exact without noise */
   cr_assert_eq(tl_weights_fit(N, c, t, &fit, NULL, &err), TR_OK);
   for (int k = 0; k < TL_NCOST; k++) cr_assert(fabs(fit.w[k] / truth.w[k] - 1) < 1e-9);
+}
+
+/* Noisy runs (each off by up to 40%) that hardly tell two components
+** apart (an output's replica floats sent and its bytes written, nearly in
+** step, as on 4 local workers): the weights in force hold both within 3x
+** of where they were.  The plain fit, without them, put one of the two at
+** 0 or more than 3x off in every one of these 24 sets of runs. */
+Test(cost, weights_the_runs_hardly_tell_apart_stay_near_their_prior) {
+  const double scale[TL_NCOST] = {1e10, 1e8, 1e9, 1e8, 1e7, 1e3, 1e3, 1e8, 100};
+  tl_weights truth;
+  s_truth(&truth);
+  for (uint64_t seed = 1; seed <= 24; seed++) {
+    uint64_t rs = seed;
+    enum { N = 20 };
+    tl_cost c[N];
+    double t[N];
+    for (int i = 0; i < N; i++) {
+      for (int k = 0; k < TL_NCOST; k++) c[i].c[k] = scale[k] * pow(10, 2 * s_unif(&rs) - 1);
+      c[i].c[TL_C_WRITE] = 4 * c[i].c[TL_C_NET] * (1 + 0.3 * s_unif(&rs));
+      t[i] = tl_seconds(&truth, &c[i]) * (1 + 0.4 * (2 * s_unif(&rs) - 1));
+    }
+    tl_weights w = truth;
+    tr_err err;
+    cr_assert_eq(tl_weights_fit(N, c, t, &w, NULL, &err), TR_OK, "%s", err.msg);
+    for (int k = 0; k < TL_NCOST; k++)
+      if (k == TL_C_NET || k == TL_C_WRITE)
+        cr_assert(w.w[k] > truth.w[k] / 3 && w.w[k] < truth.w[k] * 3,
+                  "seed %d: %s fitted %g, in force %g", (int)seed, tl_cost_name(k), w.w[k],
+                  truth.w[k]);
+  }
 }
 
 Test(cost, degenerate_probe_sets_are_errors) {
