@@ -14,6 +14,7 @@
 #define S_REPS 3                 /* timed runs of each probe, after S_WARM untimed */
 #define S_WARM 2
 #define S_PREFIX "_cal_"         /* the probes' tensors */
+#define S_HELD 2                 /* a weight the prior moved this far off the plain fit is named */
 
 int te_weights_load(te_engine *e, tr_err *err) {
   char v[512];
@@ -95,7 +96,8 @@ static int s_probe(te_engine *e, const tl_probe *pr, tl_cost *c, double *t, tr_e
 /* The table CALIBRATE prints: per probe the median measured time and
 ** what the new weights predict, then the weights. */
 static te_result *s_report(const tl_probe *pr, int np, const tl_cost *c, const double *t,
-                           const tl_weights *w, unsigned kept) {
+                           const tl_weights *w, const tl_weights *before,
+                           const tl_fit_info *fit) {
   tr_text b = {0};
   tr_text_put(&b, "%-22s %-9s %12s %12s %7s\n", "probe", "varies", "measured_s", "predicted_s",
               "ratio");
@@ -112,11 +114,17 @@ static te_result *s_report(const tl_probe *pr, int np, const tl_cost *c, const d
   }
   char wt[512];
   tl_weights_text(w, wt, sizeof wt);
-  for (int k = 0; k < TL_NCOST; k++)
-    if (kept >> k & 1)
+  for (int k = 0; k < TL_NCOST; k++) {
+    if (fit->kept >> k & 1)
       tr_text_put(&b, "'%s' moved in step with the components before it in these runs (on this "
                       "cluster they cannot tell it apart): it keeps its previous weight\n",
                   tl_cost_name(k));
+    else if (before->w[k] > 0 &&
+             !(fit->plain[k] > w->w[k] / S_HELD && fit->plain[k] < w->w[k] * S_HELD))
+      tr_text_put(&b, "'%s': the probes alone put it at %g, too scattered to tell it from the "
+                      "others; held near its previous weight %g\n",
+                  tl_cost_name(k), fit->plain[k], before->w[k]);
+  }
   tr_text_put(&b, "weights (seconds per unit, kept in the catalog): %s\n", wt);
   return te_text_result(tr_text_done(&b));
 }
@@ -126,7 +134,7 @@ int te_calibrate(te_engine *e, te_result **res, tr_err *err) {
   const tl_probe *pr = tl_probes(&np);
   tl_cost *c = calloc((size_t)np * S_REPS, sizeof *c);
   double *t = calloc((size_t)np * S_REPS, sizeof *t);
-  tl_weights w = e->w;
+  tl_weights w = e->w, before = e->w;
   to_layout_mode saved = e->layout;
   int rc = c && t ? s_probe_tensors(e, 1, err) : tr_seterr(err, TR_ENOMEM, "out of memory");
   /* the probes run as written: their chunkings are what they measure */
@@ -150,8 +158,8 @@ int te_calibrate(te_engine *e, te_result **res, tr_err *err) {
     cm[i] = c[i * S_REPS]; /* the same plan each run */
     tm[i] = m[S_REPS / 2];
   }
-  unsigned kept = 0;
-  if (!rc) rc = tl_weights_fit(np, cm, tm, &w, &kept, err);
+  tl_fit_info fit;
+  if (!rc) rc = tl_weights_fit(np, cm, tm, &w, &fit, err);
   free(cm);
   free(tm);
   char text[512];
@@ -160,7 +168,8 @@ int te_calibrate(te_engine *e, te_result **res, tr_err *err) {
   if (!rc && !(rc = tc_setting_set(e->db, S_WEIGHTS, text, err))) {
     e->w = w;
     e->w.fitted = 1;
-    if (res && !(*res = s_report(pr, np, c, t, &e->w, kept))) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+    if (res && !(*res = s_report(pr, np, c, t, &e->w, &before, &fit)))
+      rc = tr_seterr(err, TR_ENOMEM, "out of memory");
   } else if (rc) {
     tr_prefix(err, rc, "CALIBRATE failed, the previous weights stay");
   }

@@ -251,7 +251,7 @@ static double s_nnls(const double *a, const double *b, int m, unsigned use, doub
   return best_res;
 }
 
-int tl_weights_fit(int n, const tl_cost *c, const double *seconds, tl_weights *w, unsigned *kept,
+int tl_weights_fit(int n, const tl_cost *c, const double *seconds, tl_weights *w, tl_fit_info *info,
                    tr_err *err) {
   enum { K = TL_NCOST };
   int rc = TR_OK, dep = 0, m = n + K; /* the runs' rows, then one row per weight's prior */
@@ -296,8 +296,9 @@ int tl_weights_fit(int n, const tl_cost *c, const double *seconds, tl_weights *w
       use |= 1u << k;
     }
   }
-  double res = s_nnls(a, b, m, use, best);
+  double res = s_nnls(a, b, m, use, best), plain[K];
   if (res == -2) goto oom;
+  memcpy(plain, best, sizeof plain);
   /* The weights in force are the prior (S_PRIOR_SPREAD); it counts as
   ** much as the runs' scatter about this fit says they are worth. */
   int support = 0, np = 0;
@@ -320,8 +321,11 @@ int tl_weights_fit(int n, const tl_cost *c, const double *seconds, tl_weights *w
     if (change < 1e-9) break;
   }
   for (int k = 0; k < K; k++)
-    if (keep >> k & 1) best[k] = w->w[k] * scale[k];
-  if (kept) *kept = keep;
+    if (keep >> k & 1) best[k] = plain[k] = w->w[k] * scale[k];
+  if (info) {
+    info->kept = keep;
+    for (int k = 0; k < K; k++) info->plain[k] = plain[k] / scale[k];
+  }
   for (int k = 0; k < K; k++) w->w[k] = best[k] / scale[k];
   w->fitted = 1;
   goto done;

@@ -252,10 +252,15 @@ int tl_weights_parse(const char *text, tl_weights *w, tr_err *err);
 ** of 0 constrains nothing).  A component that moves in step with the ones
 ** before it in the runs (on two workers that hold every chunk, each
 ** output's writes and its replicas' floats sent) keeps its weight from
-** *w, and its bit is set in *kept (NULL: not asked).  Each run counts
+** *w, and its bit is set in info->kept; info->plain has the fit without
+** the prior, to show what it held (info NULL: not asked).  Each run counts
 ** once: pass a repeated probe's median, not its repeats.  TR_EINVAL,
 ** naming the component, when no run exercises one; *w is unchanged then. */
-int tl_weights_fit(int n, const tl_cost *c, const double *seconds, tl_weights *w, unsigned *kept,
+typedef struct tl_fit_info {
+  unsigned kept;          /* the components that kept their weight, a bit each */
+  double plain[TL_NCOST]; /* each weight as the runs alone, without the prior, fit it */
+} tl_fit_info;
+int tl_weights_fit(int n, const tl_cost *c, const double *seconds, tl_weights *w, tl_fit_info *info,
                    tr_err *err);
 
 /* A probe run for calibration: statements in tradb's language, on

@@ -1065,8 +1065,9 @@ Test(cost, fit_recovers_known_weights_from_noisy_runs) {
 /* Noisy runs (each off by up to 40%) that hardly tell two components
 ** apart (an output's replica floats sent and its bytes written, nearly in
 ** step, as on 4 local workers): the weights in force hold both within 3x
-** of where they were.  The plain fit, without them, put one of the two at
-** 0 or more than 3x off in every one of these 24 sets of runs. */
+** of where they were.  The plain fit, without them (which the fit reports,
+** and which a prior of zeros gives), put one of the two at 0 or more than
+** 3x off in every one of these 24 sets of runs. */
 Test(cost, weights_the_runs_hardly_tell_apart_stay_near_their_prior) {
   const double scale[TL_NCOST] = {1e10, 1e8, 1e9, 1e8, 1e7, 1e3, 1e3, 1e8, 100};
   tl_weights truth;
@@ -1081,14 +1082,26 @@ Test(cost, weights_the_runs_hardly_tell_apart_stay_near_their_prior) {
       c[i].c[TL_C_WRITE] = 4 * c[i].c[TL_C_NET] * (1 + 0.3 * s_unif(&rs));
       t[i] = tl_seconds(&truth, &c[i]) * (1 + 0.4 * (2 * s_unif(&rs) - 1));
     }
-    tl_weights w = truth;
+    tl_weights w = truth, none;
+    memset(&none, 0, sizeof none);
+    tl_fit_info fit;
     tr_err err;
-    cr_assert_eq(tl_weights_fit(N, c, t, &w, NULL, &err), TR_OK, "%s", err.msg);
+    cr_assert_eq(tl_weights_fit(N, c, t, &w, &fit, &err), TR_OK, "%s", err.msg);
+    int off = 0;
     for (int k = 0; k < TL_NCOST; k++)
-      if (k == TL_C_NET || k == TL_C_WRITE)
+      if (k == TL_C_NET || k == TL_C_WRITE) {
         cr_assert(w.w[k] > truth.w[k] / 3 && w.w[k] < truth.w[k] * 3,
                   "seed %d: %s fitted %g, in force %g", (int)seed, tl_cost_name(k), w.w[k],
                   truth.w[k]);
+        off |= !(fit.plain[k] > truth.w[k] / 3 && fit.plain[k] < truth.w[k] * 3);
+      }
+    cr_assert(off, "seed %d: the plain fit held both", (int)seed);
+    /* what the fit reports as plain is the fit a prior of zeros (none) gives */
+    cr_assert_eq(tl_weights_fit(N, c, t, &none, NULL, &err), TR_OK, "%s", err.msg);
+    for (int k = 0; k < TL_NCOST; k++)
+      cr_assert(fabs(fit.plain[k] - none.w[k]) <= 1e-9 * fmax(fabs(none.w[k]), 1e-30),
+                "seed %d: %s plain %g, without a prior %g", (int)seed, tl_cost_name(k),
+                fit.plain[k], none.w[k]);
   }
 }
 
@@ -1132,14 +1145,14 @@ Test(cost, a_component_in_step_keeps_its_weight) {
     t[i] = tl_seconds(&truth, &c[i]);
   }
   tr_err err;
-  unsigned kept = 0;
+  tl_fit_info fit;
   for (int pass = 0; pass < 2; pass++) {
     /* the weight it had: the true one, then half of it */
     w = truth;
     w.w[TL_C_WRITE] = truth.w[TL_C_WRITE] / (1 + pass);
     double had = w.w[TL_C_WRITE];
-    cr_assert_eq(tl_weights_fit(N, c, t, &w, &kept, &err), TR_OK, "%s", err.msg);
-    cr_assert_eq(kept, 1u << TL_C_WRITE, "kept %#x", kept);
+    cr_assert_eq(tl_weights_fit(N, c, t, &w, &fit, &err), TR_OK, "%s", err.msg);
+    cr_assert_eq(fit.kept, 1u << TL_C_WRITE, "kept %#x", fit.kept);
     cr_assert_eq(w.w[TL_C_WRITE], had);
     for (int k = 0; k < TL_NCOST; k++)
       if (k != TL_C_NET && k != TL_C_WRITE)
