@@ -67,7 +67,9 @@ has_chunk_files() { [ -n "$(find "$1" -name '*.chk')" ]; }
 with_shell() {
   local um=$1 db=${2:-} tmp=$work/tmp.$1
   mkdir -p "$tmp"
-  rm -f "$work/in"
+  # The shell truncates out only once it has opened the fifo: a previous
+  # call's "1" left there would pass the wait below before this shell ran.
+  rm -f "$work/in" "$work/out" "$work/err"
   mkfifo "$work/in"
   (umask "$um"; exec env TMPDIR="$tmp" "$TRADB" --local-workers 2 ${db:+"$db"} \
     < "$work/in" > "$work/out" 2> "$work/err") &
