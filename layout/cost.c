@@ -59,11 +59,13 @@
 ** it, weights the probes hardly tell apart took turns at 0: eight
 ** CALIBRATEs in a row on 4 local workers fitted net at 0 in three and
 ** from 4e-12 to 5.3e-10 in the others, and the optimizer took moving
-** floats between workers for free in those databases.  A cluster far
-** from the weights in force takes two calibrations: probe times made from
-** this model with gemm 100x and packing 30x cheaper than the defaults (a
-** GPU's), 20% noise, the 4-worker probes' amounts, fitted gemm at 1.3-2.8x
-** its truth in one (the plain fit 0.2-1.9x), the next starting there. */
+** floats between workers for free in those databases.  On a cluster far
+** from the weights in force the data still decides what it determines:
+** probe times made from this model with gemm 100x and packing 30x
+** cheaper than the defaults (a GPU's), 20% noise, the 4-worker probes'
+** amounts, five draws: gemm fitted at 1.0-2.3x its truth (the plain fit
+** 0-1.6x), and at 0.7-2.2x by a second calibration starting there (gemm
+** is then a small share of every probe's time, and poorly determined). */
 #define S_PRIOR_SPREAD 1.0986122886681098
 #define S_PRIOR_ITERS 50
 
