@@ -69,6 +69,8 @@ def main(argv):
     ap.add_argument("--workers", type=int, default=0, help="local workers (0: tradb's default)")
     ap.add_argument("--tag", default=None, help="a variant of the workload, as in the suite")
     a = ap.parse_args(argv)
+    if a.passes < 1:
+        ap.error("--passes must be positive")
     if not os.environ.get(S_REEXEC):
         os.environ[S_REEXEC] = bench.same_blas_kernels(os.path.abspath(a.tradb))
         os.execv(sys.executable, [sys.executable, os.path.abspath(__file__)] + argv)
