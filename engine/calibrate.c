@@ -154,7 +154,6 @@ int te_calibrate(te_engine *e, te_result **res, tr_err *err) {
     double m[S_REPS];
     memcpy(m, &t[i * S_REPS], sizeof m);
     qsort(m, S_REPS, sizeof *m, s_cmp_double);
-    for (int r = 0; r < S_REPS; r++) t[i * S_REPS + r] = m[S_REPS / 2];
     cm[i] = c[i * S_REPS]; /* the same plan each run */
     tm[i] = m[S_REPS / 2];
   }
