@@ -267,7 +267,7 @@ int tl_weights_fit(int n, const tl_cost *c, const double *seconds, tl_weights *w
 ** tensors named _cal_* (the engine refuses to calibrate while a tensor
 ** of such a name exists).  The engine runs `setup`, then times `run`
 ** several times, takes the components of the plan it ran, and fits the
-** weights to all of them with tl_weights_fit.  Each probe mostly
+** weights to each probe's median time with tl_weights_fit.  Each probe mostly
 ** exercises the component `varies`; together they determine every
 ** weight. */
 typedef struct tl_probe {
