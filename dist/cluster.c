@@ -297,7 +297,16 @@ static int s_spawn_local(td_cluster *c, const td_config *cfg, int idx, int of, t
   }
   if (mkdir(c->workdir, 0700) != 0 && errno != EEXIST)
     return tr_seterr(err, TR_EIO, "cannot create '%s': %s", c->workdir, strerror(errno));
-  int per = tr_ncores() / of;
+  /* Two kernel threads a core among the local workers, so that a core
+  ** one worker leaves idle is taken by another's thread: while it waits
+  ** on its store or a peer between chunk tasks, at its phase's end, or
+  ** when the host slows its core.  With one thread a core, each worker's
+  ** share of a phase is fixed to its core.  On 2 cores, 2 workers, in
+  ** sessions alternating pass by pass with PyTorch, 12 of the 13 timed
+  ** suite workloads ran faster (chain3-mixed 1.11x PyTorch -> 1.03x,
+  ** mm-two-large 1.07x -> 0.97x); four threads a core (4 workers x 2)
+  ** ran bench-opt's small products up to 2x slower. */
+  int per = 2 * tr_ncores() / of;
   if (cfg->threads > 0) per = cfg->threads;
   if (per < 1) per = 1;
   /* A worker holds scratch chunks in up to 1/8 of the machine's memory by

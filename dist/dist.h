@@ -24,7 +24,7 @@ typedef struct td_config {
                              those recorded in the catalog, and if there
                              are none, local workers */
   int local_workers;      /* local workers to start (0: one per core) */
-  int threads;            /* kernel threads per local worker (0: cores / workers) */
+  int threads;            /* kernel threads per local worker (0: 2 x cores / workers) */
   const char *backend;    /* --backend for local workers (NULL: auto) */
   const char *keys;       /* CURVE key directory, NULL = none */
   const char *self_exe;   /* the tradb binary for local workers (NULL:

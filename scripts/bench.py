@@ -52,7 +52,8 @@ Systems:
   tradb             the embedded default: the shell starts one local worker
                     per core
   tradb-workers     `--workers`: P `tradb --worker` processes on loopback
-                    started by the suite, one kernel thread each
+                    started by the suite, each with the kernel threads the
+                    shell gives a local worker (2 x cores / P)
   tradb:TAG, tradb-workers:TAG
                     the same two on another form of the workload (other
                     statements or chunk shapes, the same outputs)
@@ -640,8 +641,10 @@ def free_port():
 
 
 class Workers:
-    """P `tradb --worker` processes on loopback, one kernel thread each
-    (extra: more worker options, such as --memory)."""
+    """P `tradb --worker` processes on loopback, each with the kernel
+    threads a shell gives each of P local workers (2 x cores / P, at
+    least 1), so that tradb-workers differs from tradb embedded by the
+    transport alone (extra: more worker options, such as --memory)."""
 
     def __init__(self, tradb, scratch, p, logname, extra=()):
         self.procs, eps = [], []
@@ -651,7 +654,7 @@ class Workers:
             with open(wlog, "w") as f:
                 self.procs.append(subprocess.Popen(
                     [tradb, "--worker", "--listen", ep, "--data", "%s/worker%d" % (scratch, i),
-                     "--threads", "1"] + list(extra), stdout=subprocess.DEVNULL, stderr=f))
+                     "--threads", str(max(1, 2 * (os.cpu_count() or 1) // p))] + list(extra), stdout=subprocess.DEVNULL, stderr=f))
             deadline = time.time() + 30
             while not self._listening(wlog):
                 if self.procs[-1].poll() is not None or time.time() > deadline:
@@ -955,10 +958,11 @@ def report(results, args, p, started, load0, wall, tradb):
     lines = [
         "- date: %s" % time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
         "- machine: %s" % machine(),
-        "- tradb: %s; tradb and tradb-workers: %d workers; ScaLAPACK: %d MPI ranks;"
-        " dask-distributed: %d worker processes x 1 thread; numpy, torch (torch.set_num_threads"
-        "(%d); its BLAS, OpenBLAS as numpy's, on all cores) and dask-threads: one process on all"
-        " cores" % (ver, p, p, p, os.cpu_count()),
+        "- tradb: %s; tradb and tradb-workers: %d workers x %d kernel threads; ScaLAPACK: %d MPI"
+        " ranks; dask-distributed: %d worker processes x 1 thread; numpy, torch"
+        " (torch.set_num_threads(%d); its BLAS, OpenBLAS as numpy's, on all cores) and"
+        " dask-threads: one process on all cores" % (
+            ver, p, max(1, 2 * (os.cpu_count() or 1) // p), p, p, os.cpu_count()),
         "- OpenBLAS kernels, every system: %s (OPENBLAS_CORETYPE)" % same_blas_kernels(tradb),
         "- command: `%s`" % args.cmdline,
         "- load average (1/5/15 min) at start: %s; at end: %s (a shared machine: other"
