@@ -3,6 +3,7 @@
 
     scripts/bench_alternate.py WORKLOAD [--tradb ./tradb] [--peer torch|numpy]
                                [--passes 10] [--workers N] [--tag TAG]
+                               [--session 'ARGS' ...]
 
 The suite (scripts/bench.sh) runs each system's passes together, round
 by round; on a shared machine whose speed drifts from one minute to the
@@ -16,6 +17,11 @@ system's pass times, their medians, the ratio of the medians and the
 median of the pairs' ratios.  A tradb pass is the sum of its statements'
 `Run Time` lines, a peer's its compute function timed as the suite times
 it.  The peer's outputs are checked against tradb's.
+
+Each --session ARGS opens one more tradb session, with ARGS added to its
+command line (e.g. --session '--threads 1' --session ''): the sessions
+take their passes in turn before the peer's, so two settings of tradb
+meet the same minutes too.
 """
 import argparse
 import os
@@ -68,6 +74,9 @@ def main(argv):
     ap.add_argument("--passes", type=int, default=10)
     ap.add_argument("--workers", type=int, default=0, help="local workers (0: tradb's default)")
     ap.add_argument("--tag", default=None, help="a variant of the workload, as in the suite")
+    ap.add_argument("--session", action="append", metavar="ARGS",
+                    help="a tradb session with ARGS added to its command line (repeatable; "
+                    "default: one session, no ARGS)")
     a = ap.parse_args(argv)
     if a.passes < 1:
         ap.error("--passes must be positive")
@@ -78,13 +87,16 @@ def main(argv):
     if a.workload not in ws or ws[a.workload].cold or ws[a.workload].pause:
         ap.error("WORKLOAD: one of " + ", ".join(n for n, w in ws.items() if not w.cold and not w.pause))
     w = ws[a.workload]
+    extras = a.session or [""]
     d = tempfile.mkdtemp(prefix="bench-alternate-")
-    s = None
+    ss = []
     try:
         cmd = [os.path.abspath(a.tradb)] + (["--local-workers", str(a.workers)] if a.workers else [])
-        s = Session(cmd + [d + "/db"])
-        s.run(bench.setup_lines(w, a.tag) +
-              ["SAVE %s TO '%s/in-%s.npy';" % (n, d, n) for n in w.inputs()] + [".timer on"])
+        for i, extra in enumerate(extras):
+            ss.append(Session(cmd + extra.split() + ["%s/db%d" % (d, i)]))
+            # every session FILLs the same values (the FILLs are seeded)
+            ss[i].run(bench.setup_lines(w, a.tag) + [".timer on"])
+        ss[0].run(["SAVE %s TO '%s/in-%s.npy';" % (n, d, n) for n in w.inputs()])
         v = {n: np.load("%s/in-%s.npy" % (d, n)) for n in w.inputs()}
         if a.peer == "torch":
             try:
@@ -98,7 +110,7 @@ def main(argv):
             ops, pv = bench.NumpyOps, v
         stmts = bench.form_stmts(w, a.tag)
 
-        def tradb_pass():
+        def tradb_pass(s):
             out = s.run(stmts)
             return sum(float(x) for x in re.findall(r"Run Time: real ([0-9.]+)", out))
 
@@ -107,30 +119,35 @@ def main(argv):
             outs = w.compute(pv, ops)
             return time.perf_counter() - t0, outs
 
-        tradb_pass()
+        for s in ss:
+            tradb_pass(s)
         _, outs = peer_pass()
-        s.run(["SAVE %s TO '%s/out-%s.npy';" % (n, d, n) for n in w.outputs])
-        for n in w.outputs:
-            ok, err = bench.check(np.load("%s/out-%s.npy" % (d, n)).astype(np.float64),
-                                  np.asarray(outs[n]))
-            if not ok:
-                print("%s: the peer's %s differs from tradb's (%s)" % (a.workload, n, err))
-                return 1
-        tt, pt = [], []
+        for i, s in enumerate(ss):
+            s.run(["SAVE %s TO '%s/out%d-%s.npy';" % (n, d, i, n) for n in w.outputs])
+            for n in w.outputs:
+                ok, err = bench.check(np.load("%s/out%d-%s.npy" % (d, i, n)).astype(np.float64),
+                                      np.asarray(outs[n]))
+                if not ok:
+                    print("%s: the peer's %s differs from tradb's (%s)" % (a.workload, n, err))
+                    return 1
+        tts, pt = [[] for _ in ss], []
         for _ in range(a.passes):
-            tt.append(tradb_pass())
+            for s, tt in zip(ss, tts):
+                tt.append(tradb_pass(s))
             pt.append(peer_pass()[0])
     finally:
-        if s:
+        for s in ss:
             s.close()  # the shell ends at end of input, its local workers with it
         shutil.rmtree(d, ignore_errors=True)
     print("%s, %d passes each, alternating (load %s, OpenBLAS kernels %s)" % (
         a.workload, a.passes, bench.loadavg(), os.environ[S_REEXEC]))
-    for name, xs in (("tradb", tt), (a.peer, pt)):
+    names = ["tradb" + (" " + e.strip() if e.strip() else "") for e in extras]
+    for name, xs in list(zip(names, tts)) + [(a.peer, pt)]:
         print("  %-6s median %.3f s  [%s]" % (name, statistics.median(xs), " ".join("%.3f" % x for x in xs)))
-    print("  tradb / %s: %.2f (medians), %.2f (median of the pairs)" % (
-        a.peer, statistics.median(tt) / statistics.median(pt),
-        statistics.median([x / y for x, y in zip(tt, pt)])))
+    for name, tt in zip(names, tts):
+        print("  %s / %s: %.2f (medians), %.2f (median of the pairs)" % (
+            name, a.peer, statistics.median(tt) / statistics.median(pt),
+            statistics.median([x / y for x, y in zip(tt, pt)])))
     return 0
 
 
