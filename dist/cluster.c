@@ -304,8 +304,10 @@ static int s_spawn_local(td_cluster *c, const td_config *cfg, int idx, int of, t
   ** share of a phase is fixed to its core.  On 2 cores, 2 workers, in
   ** sessions alternating pass by pass with PyTorch, 12 of the 13 timed
   ** suite workloads ran faster (chain3-mixed 1.11x PyTorch -> 1.03x,
-  ** mm-two-large 1.07x -> 0.97x); four threads a core (4 workers x 2)
-  ** ran bench-opt's small products up to 2x slower. */
+  ** mm-two-large 1.07x -> 0.97x).  Four threads a core (4 workers x 2)
+  ** widened bench-opt's spread over declared chunkings from 1.16-1.47x
+  ** to 1.41-2.69x (the dense layer's slowest chunking 0.016 s -> 0.039 s)
+  ** and put fewer predictions within 2x (106 of 134 against 136 of 143). */
   int per = 2 * tr_ncores() / of;
   if (cfg->threads > 0) per = cfg->threads;
   if (per < 1) per = 1;

@@ -632,6 +632,12 @@ def run(cmd, logname, timeout=1800, env=None, stdin=None, input=None):
     return p.stdout
 
 
+def worker_threads(p):
+    """Kernel threads a shell gives each of P local workers (dist/cluster.c:
+    two a core among them, at least 1)."""
+    return max(1, 2 * (os.cpu_count() or 1) // p)
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -654,7 +660,8 @@ class Workers:
             with open(wlog, "w") as f:
                 self.procs.append(subprocess.Popen(
                     [tradb, "--worker", "--listen", ep, "--data", "%s/worker%d" % (scratch, i),
-                     "--threads", str(max(1, 2 * (os.cpu_count() or 1) // p))] + list(extra), stdout=subprocess.DEVNULL, stderr=f))
+                     "--threads", str(worker_threads(p))] + list(extra),
+                    stdout=subprocess.DEVNULL, stderr=f))
             deadline = time.time() + 30
             while not self._listening(wlog):
                 if self.procs[-1].poll() is not None or time.time() > deadline:
@@ -962,7 +969,7 @@ def report(results, args, p, started, load0, wall, tradb):
         " ranks; dask-distributed: %d worker processes x 1 thread; numpy, torch"
         " (torch.set_num_threads(%d); its BLAS, OpenBLAS as numpy's, on all cores) and"
         " dask-threads: one process on all cores" % (
-            ver, p, max(1, 2 * (os.cpu_count() or 1) // p), p, p, os.cpu_count()),
+            ver, p, worker_threads(p), p, p, os.cpu_count()),
         "- OpenBLAS kernels, every system: %s (OPENBLAS_CORETYPE)" % same_blas_kernels(tradb),
         "- command: `%s`" % args.cmdline,
         "- load average (1/5/15 min) at start: %s; at end: %s (a shared machine: other"

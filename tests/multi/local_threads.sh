@@ -24,7 +24,8 @@ for n in 1 2 4; do
   session "n$n" --local-workers "$n"
   want=$((2 * cores / n))
   [ "$want" -ge 1 ] || want=1
-  [ "$(ls "$work/n$n"/workers/w*.log | wc -l)" = "$n" ] || fail "$n local workers asked, $(ls "$work/n$n"/workers/w*.log | wc -l) logs"
+  logs=$(ls "$work/n$n"/workers/w*.log | wc -l)
+  [ "$logs" = "$n" ] || fail "$n local workers asked, $logs logs"
   got=$(threads_of "$work/n$n")
   [ "$got" = "$want" ] || fail "$n local workers on $cores cores run '$got' threads each, not $want"
   ok
