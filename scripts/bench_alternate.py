@@ -21,7 +21,9 @@ it.  The peer's outputs are checked against tradb's.
 Each --session ARGS opens one more tradb session, with ARGS added to its
 command line (e.g. --session '--threads 1' --session ''): the sessions
 take their passes in turn before the peer's, so two settings of tradb
-meet the same minutes too.
+meet the same minutes too.  ARGS may begin with the path of the tradb
+binary the session runs (e.g. --session /tmp/before --session '': a
+build before a change beside the one after it).
 """
 import argparse
 import os
@@ -93,7 +95,9 @@ def main(argv):
     try:
         cmd = [os.path.abspath(a.tradb)] + (["--local-workers", str(a.workers)] if a.workers else [])
         for i, extra in enumerate(extras):
-            ss.append(Session(cmd + extra.split() + ["%s/db%d" % (d, i)]))
+            args = extra.split()
+            binary = os.path.abspath(args.pop(0)) if args and not args[0].startswith("-") else cmd[0]
+            ss.append(Session([binary] + cmd[1:] + args + ["%s/db%d" % (d, i)]))
             # every session FILLs the same values (the FILLs are seeded)
             ss[i].run(bench.setup_lines(w, a.tag) + [".timer on"])
         ss[0].run(["SAVE %s TO '%s/in-%s.npy';" % (n, d, n) for n in w.inputs()])
