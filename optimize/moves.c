@@ -285,32 +285,80 @@ static int s_owners(s_mc *M) {
   return TR_OK;
 }
 
-/* How long sites that share `cores` cores take over their compute,
-** sec[0..m) seconds each at full speed (`thr` cores each): every site
-** still computing gets an equal share of the cores, up to its threads, so
-** when the lighter ones finish the rest speed up.  With 4 local workers
-** on 2 cores, work of 2, 1, 1 and 0 chunks takes 2.5 chunks' time (three
-** share the cores until two are done), where 1, 1, 1, 1 takes 2: measured
-** 0.093 s against 0.077 s for a product stored cut on its summed label
-** in 4 pieces on 3 of 4 workers, when "the busiest site, and no faster
-** than the whole work over the cores" saw the two alike. */
-static double s_shared(const double *sec, int m, double thr, double cores) {
-  double s[TO_MAX_SITES], t = 0, done = 0;
-  int n = 0;
-  for (int u = 0; u < m; u++)
-    if (sec[u] > 0) s[n++] = sec[u];
-  for (int i = 1; i < n; i++) /* ascending: the lightest finish first */
-    for (int j = i; j > 0 && s[j] < s[j - 1]; j--) {
-      double x = s[j];
-      s[j] = s[j - 1];
-      s[j - 1] = x;
-    }
-  for (int i = 0; i < n; i++) {
-    double share = cores / ((double)(n - i) * thr);
-    t += (s[i] - done) / (share < 1 ? share : 1);
-    done = s[i];
+/* A site's compute as the executor runs it (exec/exec.c tx_node_run):
+** its output chunks are tasks that its threads take in turn, one thread
+** each, so n chunks of equal work on t threads keep t threads busy for
+** floor(n / t) chunks' time and then n mod t threads for one chunk more;
+** with fewer chunks than threads each chunk's gemm calls get t / n BLAS
+** threads (integer division) and its other kernels one.  A segment is k
+** threads busy for `len` seconds of work each at full speed. */
+typedef struct s_seg {
+  double k, len;
+} s_seg;
+
+enum { S_SEGS = 2 };
+
+static int s_segments(double gemm, double other, double n, double thr, s_seg *seg) {
+  int ns = 0;
+  if (gemm + other <= 0) return 0;
+  if (n < 1) { /* no chunk of its own (a 2-phase join's partials): spread */
+    if (gemm > 0) seg[ns++] = (s_seg){thr, gemm / thr};
+    if (other > 0) seg[ns++] = (s_seg){1, other};
+  } else if (n <= thr) {
+    double b = floor(thr / n);
+    if (gemm > 0) seg[ns++] = (s_seg){n * b, gemm / (n * b)};
+    if (other > 0) seg[ns++] = (s_seg){n, other / n};
+  } else {
+    double w = (gemm + other) / n, full = floor(n / thr), rest = n - full * thr;
+    seg[ns++] = (s_seg){thr, full * w};
+    if (rest > 0) seg[ns++] = (s_seg){rest, w};
   }
-  return t;
+  return ns;
+}
+
+/* When the last site finishes its segments, sites sharing `cores` cores
+** (0: each its own).  Each local worker is a session of its own
+** (dist/cluster.c), and Linux's autogroup scheduling shares the cores
+** equally between busy sessions, not threads: each busy site gets an
+** equal share, at most a core a busy thread, and what a site cannot use
+** goes to the others.  So when the lighter sites or a site's last chunks
+** leave threads idle the rest speed up, and a core no thread can use is
+** lost.  With 4 local workers on 2 cores, work of 2, 1, 1 and 0 chunks
+** takes 2.5 chunks' time where 1, 1, 1, 1 takes 2 (measured 0.093 s
+** against 0.077 s for a product stored cut on its summed label in 4
+** pieces on 3 of 4 workers); on 2 workers of 2 threads, a 3072^3 product
+** in 9 tiles takes 5 tiles' time placed 5 and 4 (the fifth alone on a
+** core) and 4.5 placed 6 and 3. */
+static double s_finish(s_seg seg[][S_SEGS], const int *nseg, int m, double cores) {
+  int at[TO_MAX_SITES] = {0};
+  double t = 0;
+  for (;;) {
+    double speed[TO_MAX_SITES], step = -1, left = cores;
+    int order[TO_MAX_SITES], n = 0;
+    for (int u = 0; u < m; u++)
+      if (at[u] < nseg[u]) order[n++] = u;
+    if (n == 0) return t;
+    for (int i = 1; i < n; i++) /* fewest busy threads first */
+      for (int j = i; j > 0 && seg[order[j]][at[order[j]]].k < seg[order[j - 1]][at[order[j - 1]]].k; j--) {
+        int x = order[j];
+        order[j] = order[j - 1];
+        order[j - 1] = x;
+      }
+    for (int i = 0; i < n; i++) {
+      int u = order[i];
+      double k = seg[u][at[u]].k, share = left / (n - i);
+      if (cores <= 0 || share > k) share = k;
+      left -= share;
+      speed[u] = share / k;
+      double dt = seg[u][at[u]].len / speed[u];
+      if (step < 0 || dt < step) step = dt;
+    }
+    t += step;
+    for (int i = 0; i < n; i++) {
+      int u = order[i];
+      if ((seg[u][at[u]].len -= step * speed[u]) <= 1e-12 * t) at[u]++;
+    }
+  }
 }
 
 /* The busiest site of one phase (per-site amounts in c[0..m), made per
@@ -320,10 +368,14 @@ static int s_phase(s_mc *M, tl_cost *c, tl_cost *out) {
   double esz = (double)tr_dtype_size(M->p->rels[M->n->out].meta.dtype);
   double thr = M->env->threads > 0 ? M->env->threads : 1;
   const tl_weights *w = &M->env->w;
-  int busiest = 0;
+  s_seg seg[TO_MAX_SITES][S_SEGS];
+  int nseg[TO_MAX_SITES], busiest = 0;
   for (int u = 0; u < M->m; u++) {
-    /* gemm runs on all the site's threads (BLAS threads when it has fewer
-    ** chunks than threads); the other loops one output chunk per thread */
+    double gemm = w->w[TL_C_GEMM] * c[u].c[TL_C_GEMM] + w->w[TL_C_PACK] * c[u].c[TL_C_PACK];
+    double other = w->w[TL_C_CONTRACT] * c[u].c[TL_C_CONTRACT] +
+                   w->w[TL_C_ELEMWISE] * c[u].c[TL_C_ELEMWISE];
+    nseg[u] = s_segments(gemm, other, M->outs[u], thr, seg[u]);
+    /* per core, as if the work spread over the threads it can use */
     double width = M->outs[u] < thr ? (M->outs[u] < 1 ? 1 : M->outs[u]) : thr;
     c[u].c[TL_C_GEMM] /= thr;
     c[u].c[TL_C_PACK] /= thr;
@@ -342,16 +394,14 @@ static int s_phase(s_mc *M, tl_cost *c, tl_cost *out) {
       *out = c[u];
     }
   }
-  /* sites sharing fewer cores than they have threads compute at the pace
-  ** the cores allow: the busiest site's compute stretched to the time
-  ** they all take together */
-  if (M->env->cores > 0 && M->env->cores < M->m * thr) {
-    double t = s_shared(sec, M->m, thr, M->env->cores), own = sec[busiest];
-    /* t > own: some site computes, so total > 0; a busiest site with no
-    ** compute of its own takes the phase's mix */
-    for (int k = TL_C_GEMM; k <= TL_C_ELEMWISE && t > own; k++)
-      out->c[k] = own > 0 ? out->c[k] * t / own : all[k] * t / total;
-  }
+  /* the busiest site's compute stretched to the time the sites' threads
+  ** take, chunk by chunk, on the cores they share (or each on its own) */
+  double cores = M->env->cores > 0 && M->env->cores < M->m * thr ? M->env->cores : 0;
+  double t = s_finish(seg, nseg, M->m, cores), own = sec[busiest];
+  /* t > own: some site computes, so total > 0; a busiest site with no
+  ** compute of its own takes the phase's mix */
+  for (int k = TL_C_GEMM; k <= TL_C_ELEMWISE && t > own; k++)
+    out->c[k] = own > 0 ? out->c[k] * t / own : all[k] * t / total;
   return busiest;
 }
 

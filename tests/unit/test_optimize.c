@@ -609,6 +609,52 @@ Test(optimize, sites_sharing_cores_finish_uneven_work_later) {
   s_unplace(pl);
 }
 
+/* A site's output chunks are its tasks, and its threads take them one at
+** a time: 9 chunks of a 3072^3 product on 2 sites of 2 threads, 5 and 4 a
+** site, keep one thread busy for the fifth chunk, a core idle beside it.
+** On cores of their own that site takes 3 chunks' time, not 2.5; sharing
+** 2 cores the two take 5, where 6 and 3 take 4.5 (three threads share
+** the cores once the site of 3 is down to its last chunk).  One chunk on
+** a site of 2 threads gets both as BLAS threads.  Measured in
+** BENCHMARKS.md, *A site's chunks on its threads*. */
+Test(optimize, a_sites_chunks_run_on_its_threads_one_at_a_time) {
+  static ta_plan p;
+  to_placed pl[TA_MAX_RELS];
+  to_moves mv;
+  to_choice c;
+  tr_err err;
+  s_matmul(&p, 3072, 3072, 3072, 1024, 1024, 3072);
+  s_place(&p, pl, 2);
+  double unit = 2.0 * 1024 * 1024 * 3072; /* one output chunk's gemm flops */
+  int8_t five[9] = {0, 1, 0, 1, 0, 1, 0, 1, 0}, six[9] = {0, 0, 0, 1, 1, 1, 0, 0, 0};
+  struct {
+    const int8_t *site_of;
+    int cores;
+    double chunks; /* the node's gemm in chunks' time */
+  } cs[] = {{five, 0, 3}, {five, 2, 5}, {six, 2, 4.5}, {six, 0, 3}};
+  for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+    to_env env = s_env(2, 1);
+    env.threads = 2;
+    env.cores = cs[i].cores;
+    cr_assert_eq(to_moves_assigned(&p, 0, cs[i].site_of, &env, pl, &c, &mv, &err), TR_OK, "%s", err.msg);
+    cr_assert_float_eq(mv.cost.c[TL_C_GEMM], cs[i].chunks * unit, 1e-6 * unit, "case %zu: %g chunks' time",
+                       i, mv.cost.c[TL_C_GEMM] / unit);
+    to_moves_free(&mv);
+  }
+  s_unplace(pl);
+  /* one chunk: its gemm calls on the site's 2 threads */
+  s_matmul(&p, 1024, 1024, 3072, 1024, 1024, 3072);
+  s_place(&p, pl, 2);
+  int8_t one[1] = {0};
+  to_env env = s_env(2, 1);
+  env.threads = 2;
+  env.cores = 2;
+  cr_assert_eq(to_moves_assigned(&p, 0, one, &env, pl, &c, &mv, &err), TR_OK, "%s", err.msg);
+  cr_assert_float_eq(mv.cost.c[TL_C_GEMM], unit / 2, 1e-6 * unit);
+  to_moves_free(&mv);
+  s_unplace(pl);
+}
+
 /* The choice BMM[bcast B; A in place] of a product (s_matmul). */
 static to_choice s_bcast_b_a_in_place(void) {
   to_choice c;
