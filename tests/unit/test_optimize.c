@@ -613,8 +613,9 @@ Test(optimize, sites_sharing_cores_finish_uneven_work_later) {
 ** a time: 9 chunks of a 3072^3 product on 2 sites of 2 threads, 5 and 4 a
 ** site, keep one thread busy for the fifth chunk, a core idle beside it.
 ** On cores of their own that site takes 3 chunks' time, not 2.5; sharing
-** 2 cores the two take 5, where 6 and 3 take 4.5 (three threads share
-** the cores once the site of 3 is down to its last chunk).  One chunk on
+** 2 cores the two take 5, where 6 and 3 take 4.5 (each busy site gets a
+** core: the site of 3's last chunk has one to itself, and once it is done
+** the site of 6 gets both).  One chunk on
 ** a site of 2 threads gets both as BLAS threads.  Measured in
 ** BENCHMARKS.md, *A site's chunks on its threads*. */
 Test(optimize, a_sites_chunks_run_on_its_threads_one_at_a_time) {
