@@ -21,8 +21,9 @@
 **    being an operand made for the run (ta_rel.iota).
 **  - Labels still unaggregated at the top get an implicit SUM around the
 **    whole right-hand side only when it is a product (of references,
-**    numbers and aggregations, with unary minus and quotients): classic Einstein
-**    notation.  Elsewhere, A[i,j] + v[k] or log(A[i,j]) with the left
+**    numbers and aggregations, with unary minus and quotients; an
+**    expression without tensors is a number): classic Einstein notation.
+**    A summed product's numbers and sign scale the sums (s_terms).  Elsewhere, A[i,j] + v[k] or log(A[i,j]) with the left
 **    S[i,j] or X[i], such a label is an error that names it.
 **
 ** Each aggregation becomes one EinSum node (TRA join + aggregation); the
@@ -229,7 +230,11 @@ static int s_keep_ids(const s_binder *b, s_mask m, int *ids) {
   return k;
 }
 
-static int s_emit(s_binder *b, s_nodeb *nb, const tp_expr *e, int depth);
+static int s_emit_to(s_binder *b, s_nodeb *nb, tk_prog *p, const tp_expr *e, int depth);
+/* Emit the scalar program of e into node nb's join program. */
+static int s_emit(s_binder *b, s_nodeb *nb, const tp_expr *e, int depth) {
+  return s_emit_to(b, nb, &nb->n.prog, e, depth);
+}
 
 /* Add node label for statement label id; returns node label index. */
 static int s_node_label(s_binder *b, s_nodeb *nb, int id) {
@@ -451,7 +456,101 @@ static int s_push_node(s_binder *b, s_nodeb *nb, const char *out_name) {
   return TR_OK;
 }
 
-static int s_split_agg(s_binder *b, const tp_expr *e, const char *out_name, int *rel, int depth);
+/* ---- The terms of an aggregation's product --------------------------------- */
+
+static int s_has_ref(const tp_expr *e) {
+  return e && (e->kind == TP_EXPR_REF || e->kind == TP_EXPR_AGG || s_has_ref(e->a) ||
+               s_has_ref(e->b) || s_has_ref(e->c));
+}
+
+/* The terms of an aggregation's argument: for SUM (and MEAN) the factors
+** of its top chain of '*' and '/' under unary minus, each a divisor or
+** not; for MAX and MIN the operands of its top chain of '+'.  Terms
+** without a tensor are constants, applied to the aggregated value (the
+** node's Transform): sum(c x) = c sum(x), max(x + c) = max(x) + c.  So
+** the join stays a product of tensor factors, and A[i,k] * B[k,j] / 4,
+** -(A[i,k] * B[k,j]) or a chain times 0.5 keep the gemm kernel instead of
+** the general contraction (20x slower for 2000^3). */
+typedef struct s_terms {
+  int sum;                                  /* SUM or MEAN: factors; else addends */
+  int n, nc;                                /* tensor terms, constant terms */
+  const tp_expr *t[TL_MAX_OPERANDS];        /* the tensor terms */
+  const tp_expr *c[TL_MAX_OPERANDS];        /* the constants */
+  unsigned char inv[TL_MAX_OPERANDS];       /* t[j] is a divisor */
+  unsigned char cinv[TL_MAX_OPERANDS];      /* c[j] is a divisor */
+  int neg;                                  /* an odd number of unary minuses */
+  int plain;                                /* a chain of '*' (or '+') alone */
+} s_terms;
+
+static int s_terms_add(s_terms *tm, const tp_expr *e, int inv) {
+  if (e->kind == TP_EXPR_BIN && (tm->sum ? e->op == '*' || e->op == '/' : e->op == '+')) {
+    tm->plain &= e->op != '/';
+    return s_terms_add(tm, e->a, inv) && s_terms_add(tm, e->b, e->op == '/' ? !inv : inv);
+  }
+  if (tm->sum && e->kind == TP_EXPR_FN && e->op == TK_OP_NEG) {
+    tm->neg ^= 1;
+    tm->plain = 0;
+    return s_terms_add(tm, e->a, inv);
+  }
+  int ref = s_has_ref(e);
+  if ((ref ? tm->n : tm->nc) >= TL_MAX_OPERANDS) return 0;
+  if (ref) {
+    tm->inv[tm->n] = (unsigned char)inv;
+    tm->t[tm->n++] = e;
+  } else {
+    tm->cinv[tm->nc] = (unsigned char)inv;
+    tm->c[tm->nc++] = e;
+    tm->plain = 0;
+  }
+  return 1;
+}
+
+/* The terms of aggregation e's argument; 0 if e is not a SUM, MEAN, MAX
+** or MIN, or has more terms than fit. */
+static int s_terms_of(const tp_expr *e, s_terms *tm) {
+  memset(tm, 0, sizeof *tm);
+  tm->sum = e->op == TK_AGG_SUM || e->op == TP_AGG_MEAN;
+  tm->plain = 1;
+  if (!tm->sum && e->op != TK_AGG_MAX && e->op != TK_AGG_MIN) return 0;
+  return s_terms_add(tm, e->a, 0);
+}
+
+/* Term j of tm into nb's join program (a divisor as 1 / term). */
+static int s_emit_term(s_binder *b, s_nodeb *nb, const s_terms *tm, int j, int depth) {
+  int rc = tm->inv[j] ? s_insn(b, &nb->n.prog, TK_OP_CONST, 0, 1) : TR_OK;
+  if (!rc) rc = s_emit(b, nb, tm->t[j], depth);
+  return rc || !tm->inv[j] ? rc : s_insn(b, &nb->n.prog, TK_OP_DIV, 0, 0);
+}
+
+/* tm's constants and sign as nb's Transform of the aggregated value. */
+static int s_emit_constants(s_binder *b, s_nodeb *nb, const s_terms *tm, int depth) {
+  tk_prog *post = &nb->n.post;
+  int rc = TR_OK;
+  if (!tm->nc && !tm->neg) return TR_OK;
+  post->n = 0;
+  rc = s_insn(b, post, TK_OP_INPUT, 0, 0);
+  for (int c = 0; c < tm->nc && !rc; c++) {
+    rc = s_emit_to(b, nb, post, tm->c[c], depth);
+    if (!rc) rc = s_insn(b, post, !tm->sum ? TK_OP_ADD : tm->cinv[c] ? TK_OP_DIV : TK_OP_MUL, 0, 0);
+  }
+  if (!rc && tm->neg) rc = s_insn(b, post, TK_OP_NEG, 0, 0);
+  return rc;
+}
+
+/* A SUM's tensor factors as nb's join program, its constants and sign as
+** the Transform. */
+static int s_emit_product(s_binder *b, s_nodeb *nb, const s_terms *tm, int depth) {
+  int rc = TR_OK;
+  for (int j = 0; j < tm->n && !rc; j++) {
+    rc = s_emit_term(b, nb, tm, j, depth);
+    if (!rc && j) rc = s_insn(b, &nb->n.prog, TK_OP_MUL, 0, 0);
+  }
+  return rc ? rc : s_emit_constants(b, nb, tm, depth);
+}
+
+static int s_split_agg(s_binder *b, const tp_expr *e, const s_terms *tm, const char *out_name,
+                       int *rel, int depth);
+
 
 /* A node over the labels kept by aggregation e (in s_keep_ids order) as
 ** its output labels; *nkeep gets their number, ids their label ids. */
@@ -473,8 +572,13 @@ static int s_start_node(s_binder *b, s_nodeb *nb, const tp_expr *e, int *ids, in
 ** keeps (s_keep_ids order). */
 static int s_build_agg(s_binder *b, const tp_expr *e, const char *out_name, int *rel,
                        int depth) {
-  if (b->flags & TA_SPLIT) {
-    int rc = s_split_agg(b, e, out_name, rel, depth);
+  s_terms tm;
+  int terms = s_terms_of(e, &tm);
+  /* only an aggregation that keeps left-hand labels alone: the last
+  ** step's output labels are those, in left-hand order, as
+  ** s_start_node's are */
+  if (terms && (b->flags & TA_SPLIT) && tm.n >= 3 && !(s_labels(b, e) & ~b->lhs)) {
+    int rc = s_split_agg(b, e, &tm, out_name, rel, depth);
     if (rc != TR_ENOTFOUND) return rc; /* split, or failed */
   }
   s_nodeb *nb = calloc(1, sizeof *nb);
@@ -482,7 +586,8 @@ static int s_build_agg(s_binder *b, const tp_expr *e, const char *out_name, int 
   if (!nb) return tr_seterr(b->err, TR_ENOMEM, "out of memory");
   rc = s_start_node(b, nb, e, ids, &k);
   nb->n.agg = e->op == TP_AGG_MEAN ? TK_AGG_SUM : (tk_agg)e->op;
-  if (!rc) rc = s_emit(b, nb, e->a, depth + 1);
+  if (!rc && terms && tm.sum && tm.n && !tm.plain) rc = s_emit_product(b, nb, &tm, depth + 1);
+  else if (!rc) rc = s_emit(b, nb, e->a, depth + 1);
   if (rc) goto done;
   if (nb->n.nlabels == nb->n.nout) nb->n.agg = TK_AGG_NONE; /* nothing to sum */
   rc = s_push_node(b, nb, out_name);
@@ -631,9 +736,9 @@ static int s_build_arg(s_binder *b, const tp_expr *e, const char *out_name, int 
   return s_arg_node(b, e, &v, lab, TK_AGG_MIN, M, out_name, rel, depth);
 }
 
-/* Emit the scalar program of e into node nb. */
-static int s_emit(s_binder *b, s_nodeb *nb, const tp_expr *e, int depth) {
-  tk_prog *p = &nb->n.prog;
+/* Emit the scalar program of e into program p of node nb (the node's
+** join program, or, for an expression without tensors, its Transform). */
+static int s_emit_to(s_binder *b, s_nodeb *nb, tk_prog *p, const tp_expr *e, int depth) {
   int rc, ids[TK_MAX_LABELS];
   switch (e->kind) {
   case TP_EXPR_NUM:
@@ -650,15 +755,16 @@ static int s_emit(s_binder *b, s_nodeb *nb, const tp_expr *e, int depth) {
       {'+', TK_OP_ADD}, {'-', TK_OP_SUB}, {'*', TK_OP_MUL}, {'/', TK_OP_DIV}, {'^', TK_OP_POW},
       {'<', TK_OP_LT}, {TP_OP_LE, TK_OP_LE}, {'>', TK_OP_GT}, {TP_OP_GE, TK_OP_GE},
       {TP_OP_EQ, TK_OP_EQ}, {TP_OP_NE, TK_OP_NE}};
-    if ((rc = s_emit(b, nb, e->a, depth)) || (rc = s_emit(b, nb, e->b, depth))) return rc;
+    if ((rc = s_emit_to(b, nb, p, e->a, depth)) || (rc = s_emit_to(b, nb, p, e->b, depth)))
+      return rc;
     for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
       if (ops[k].ch == e->op) return s_insn(b, p, ops[k].op, 0, 0);
     return tr_seterr(b->err, TR_ESYNTAX, "unknown operator '%c'", e->op);
   }
   case TP_EXPR_FN:
-    if ((rc = s_emit(b, nb, e->a, depth))) return rc;
-    if (e->b && (rc = s_emit(b, nb, e->b, depth))) return rc;
-    if (e->c && (rc = s_emit(b, nb, e->c, depth))) return rc;
+    if ((rc = s_emit_to(b, nb, p, e->a, depth))) return rc;
+    if (e->b && (rc = s_emit_to(b, nb, p, e->b, depth))) return rc;
+    if (e->c && (rc = s_emit_to(b, nb, p, e->c, depth))) return rc;
     return s_insn(b, p, e->op, 0, 0);
   case TP_EXPR_AGG: {
     int rel, k;
@@ -678,8 +784,10 @@ static int s_emit(s_binder *b, s_nodeb *nb, const tp_expr *e, int depth) {
 /* Whether e is a product of references, numbers and aggregations (with
 ** unary minus, and quotients: a divisor is a factor's reciprocal, as in
 ** A[i,k] * B[k,j] / 4), around which an implicit SUM is classic Einstein
-** notation. */
+** notation.  An expression of numbers alone is a number:
+** Q[n,d] * K[m,d] / sqrt(64). */
 static int s_is_product(const tp_expr *e) {
+  if (!s_has_ref(e)) return 1;
   switch (e->kind) {
   case TP_EXPR_REF:
   case TP_EXPR_NUM:
@@ -724,19 +832,6 @@ static int s_implicit_sum(s_binder *b, const tp_expr *rhs) {
 
 /* ---- Products of three or more operands: pairwise steps ---------------------- */
 
-/* The factors of e: the operands of its top chain of op ('*' or '+');
-** 0 if there are more than fit. */
-static int s_factors(const tp_expr *e, int op, const tp_expr **f, int *n) {
-  if (e->kind == TP_EXPR_BIN && e->op == op) return s_factors(e->a, op, f, n) && s_factors(e->b, op, f, n);
-  if (*n >= TL_MAX_OPERANDS) return 0;
-  f[(*n)++] = e;
-  return 1;
-}
-
-static int s_has_ref(const tp_expr *e) {
-  return e && (e->kind == TP_EXPR_REF || e->kind == TP_EXPR_AGG || s_has_ref(e->a) || s_has_ref(e->b));
-}
-
 /* A factor as EXPLAIN shows it in an order. */
 static void s_factor_text(const s_binder *b, const tp_expr *e, char *buf, size_t n) {
   if (e->kind == TP_EXPR_REF) s_ref_text(e, buf, n);
@@ -754,31 +849,20 @@ static void s_factor_text(const s_binder *b, const tp_expr *e, char *buf, size_t
 }
 
 /*
-** SUM(f1 * f2 * .. * fn) with n >= 3 factors that reference tensors, or
-** MAX/MIN(f1 + .. + fn): the join function distributes over the
-** aggregation, so the product is contracted two factors at a time, each
-** step summing out the labels no later factor and not the output needs,
-** in the order layout/'s tl_order_find gives (exact DP over factor
+** SUM(f1 * f2 * .. * fn) (or MEAN) with n >= 3 factors that reference
+** tensors, or MAX/MIN(f1 + .. + fn): the join function distributes over
+** the aggregation, so the product is contracted two factors at a time,
+** each step summing out the labels no later factor and not the output
+** needs, in the order layout/'s tl_order_find gives (exact DP over factor
 ** subsets, greedy beyond).  Each step is a node; the results of all but
-** the last are temporaries.  Factors without a tensor (numbers) are
-** applied in the last step.  TR_ENOTFOUND when e is not such a product:
-** the caller builds one node.
+** the last are temporaries.  A divisor is the factor 1 / f; the constants
+** and the sign (s_terms) are the last step's Transform.  TR_ENOTFOUND
+** when a factor is too wide to be a tensor: the caller builds one node.
 */
-static int s_split_agg(s_binder *b, const tp_expr *e, const char *out_name, int *rel, int depth) {
-  const tp_expr *f[TL_MAX_OPERANDS], *fac[TL_MAX_OPERANDS], *cons[TL_MAX_OPERANDS];
-  int nf = 0, nfac = 0, ncons = 0, rc = TR_OK;
-  int op = e->op == TK_AGG_SUM ? '*' : '+', insn = e->op == TK_AGG_SUM ? TK_OP_MUL : TK_OP_ADD;
-  /* SUM, MAX and MIN only (MEAN and the arg-forms build on one node), and
-  ** only an aggregation that keeps left-hand labels alone: the last step's
-  ** output labels are those, in left-hand order, as s_start_node's are. */
-  if ((e->op != TK_AGG_SUM && e->op != TK_AGG_MAX && e->op != TK_AGG_MIN) ||
-      (s_labels(b, e) & ~b->lhs) || !s_factors(e->a, op, f, &nf))
-    return TR_ENOTFOUND;
-  for (int j = 0; j < nf; j++) {
-    if (s_has_ref(f[j])) fac[nfac++] = f[j];
-    else cons[ncons++] = f[j];
-  }
-  if (nfac < 3) return TR_ENOTFOUND;
+static int s_split_agg(s_binder *b, const tp_expr *e, const s_terms *tm, const char *out_name,
+                       int *rel, int depth) {
+  int nfac = tm->n, rc = TR_OK, insn = tm->sum ? TK_OP_MUL : TK_OP_ADD;
+  tk_agg agg = tm->sum ? TK_AGG_SUM : (tk_agg)e->op;
   /* The EinSum of the factors over the statement's labels. */
   tl_einsum *es = calloc(1, sizeof *es);
   tl_order *ord = calloc(1, sizeof *ord);
@@ -799,7 +883,7 @@ static int s_split_agg(s_binder *b, const tp_expr *e, const char *out_name, int 
   es->nlabels = ne;
   es->nin = nfac;
   for (int j = 0; j < nfac; j++) {
-    s_mask m = s_labels(b, fac[j]);
+    s_mask m = s_labels(b, tm->t[j]);
     if (__builtin_popcountll(m) > TR_MAX_RANK) {
       rc = TR_ENOTFOUND; /* a factor too wide to be a tensor: one node */
       goto done;
@@ -824,7 +908,10 @@ static int s_split_agg(s_binder *b, const tp_expr *e, const char *out_name, int 
     rc = tr_seterr(b->err, TR_ENOMEM, "out of memory");
     goto done;
   }
-  for (int j = 0; j < nfac; j++) s_factor_text(b, fac[j], txt[j], sizeof txt[j]);
+  for (int j = 0; j < nfac; j++) {
+    size_t o = tm->inv[j] ? (size_t)snprintf(txt[j], sizeof txt[j], "1/") : 0;
+    s_factor_text(b, tm->t[j], txt[j] + o, sizeof txt[j] - o);
+  }
   sp->first = b->plan->nnodes;
   for (int k = 0; k < ord->nsteps && !rc; k++) {
     const tl_step *st = &ord->step[k];
@@ -843,20 +930,17 @@ static int s_split_agg(s_binder *b, const tp_expr *e, const char *out_name, int 
       if (s_node_label(b, nb, sid[l]) < 0) rc = b->err->code;
     }
     nb->n.nout = nb->n.nlabels;
-    nb->n.agg = (st->join & ~st->keep) ? (tk_agg)e->op : TK_AGG_NONE;
+    nb->n.agg = (st->join & ~st->keep) ? agg : TK_AGG_NONE;
     for (int i = 0; i < 2 && !rc; i++) {
       if (t[i] < nfac) {
-        rc = s_emit(b, nb, fac[t[i]], depth + 1);
+        rc = s_emit_term(b, nb, tm, t[i], depth + 1);
       } else {
         int o = s_operand(b, nb, trel[t[i]], tn[t[i]], tid[t[i]]);
         rc = o < 0 ? b->err->code : s_insn(b, &nb->n.prog, TK_OP_INPUT, o, 0);
       }
     }
     if (!rc) rc = s_insn(b, &nb->n.prog, insn, 0, 0);
-    for (int c = 0; last && c < ncons && !rc; c++) {
-      rc = s_emit(b, nb, cons[c], depth + 1);
-      if (!rc) rc = s_insn(b, &nb->n.prog, insn, 0, 0);
-    }
+    if (!rc && last) rc = s_emit_constants(b, nb, tm, depth + 1);
     if (!rc) rc = s_push_node(b, nb, last ? out_name : NULL);
     if (!rc) trel[nfac + k] = b->plan->nodes[b->plan->nnodes - 1].out;
     char both[sizeof txt[0]];
@@ -880,17 +964,28 @@ done:
 }
 
 /* A top node that only transforms the previous node's whole result: move
-** its program into that node as a fused Transform. */
+** its program into that node as a fused Transform, after the one it has
+** (SUM(A[i,k] * B[k,j] / 2) scales its sums; relu(...) then applies to
+** them). */
 static void s_fuse_transform(ta_plan *p) {
   if (p->nnodes < 2) return;
   ta_node *top = &p->nodes[p->nnodes - 1], *prev = &p->nodes[p->nnodes - 2];
-  if (top->ninputs != 1 || top->agg != TK_AGG_NONE || prev->post.n) return;
+  if (top->ninputs != 1 || top->agg != TK_AGG_NONE) return;
   const ta_operand *o = &top->in[0];
   if (o->rel != prev->out || o->rank != top->nlabels) return;
   for (int d = 0; d < o->rank; d++)
     if (o->label[d] != d || top->chunk[d] != prev->chunk[d]) return;
+  tk_prog post = {0}; /* top's program, its input the value prev's Transform makes */
+  for (int pc = 0; pc < top->prog.n; pc++) {
+    int input = top->prog.code[pc].op == TK_OP_INPUT && prev->post.n;
+    int len = input ? prev->post.n : 1;
+    if (post.n + len > TK_MAX_PROG) return; /* too long for one program: two nodes */
+    memcpy(&post.code[post.n], input ? prev->post.code : &top->prog.code[pc],
+           (size_t)len * sizeof post.code[0]);
+    post.n += len;
+  }
   int pure_input = top->prog.n == 1; /* B[i] = SUM(..): nothing to fuse */
-  if (!pure_input) prev->post = top->prog;
+  if (!pure_input) prev->post = post;
   p->rels[prev->out].kind = TA_REL_OUTPUT;
   memcpy(p->rels[prev->out].meta.name, p->rels[top->out].meta.name, TR_NAME_MAX);
   p->nnodes--;

@@ -120,17 +120,19 @@ Test(fusion, same_values_under_two_phase_aggregation) {
 }
 
 /* Unary maps and constants on either factor; and inside a block, reading
-** an earlier statement's output. */
+** an earlier statement's output.  (A constant factor of the product
+** itself is no map of an operand: it scales the sums, test_engine's
+** scaled products.) */
 Test(fusion, unary_factors_and_a_block) {
   s_inputs();
   s_ok("Tx[n,d] = tanh(X[n,d]);");
-  s_ok("Mh[d,e] = M[d,e] * 0.5;");
+  s_ok("Mh[d,e] = M[d,e] + 0.5;");
   s_ok("Ref2[n,e] = Tx[n,d] * Mh[d,e];");
   s_ok("BEGIN;");
   s_ok("Y[n,d] = X[n,d] * 1;");
-  s_ok("P2[n,e] = SUM(tanh(Y[n,d]) * (M[d,e] * 0.5));");
+  s_ok("P2[n,e] = SUM(tanh(Y[n,d]) * (M[d,e] + 0.5));");
   te_result *r = s_run("EXPLAIN COMMIT;");
-  cr_assert(strstr(r->text, "FUSED(tanh(Y[n,d]) and (M[d,e] * 0.5)"), "%s", r->text);
+  cr_assert(strstr(r->text, "FUSED(tanh(Y[n,d]) and (M[d,e] + 0.5)"), "%s", r->text);
   te_result_free(&r);
   s_ok("COMMIT;");
   s_same("P2", "Ref2", 1e-5);
