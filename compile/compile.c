@@ -23,8 +23,9 @@
 **    whole right-hand side only when it is a product (of references,
 **    numbers and aggregations, with unary minus and quotients; an
 **    expression without tensors is a number): classic Einstein notation.
-**    A summed product's numbers and sign scale the sums (s_terms).  Elsewhere, A[i,j] + v[k] or log(A[i,j]) with the left
-**    S[i,j] or X[i], such a label is an error that names it.
+**    A summed product's numbers and sign scale the sums (s_terms).
+**    Elsewhere, A[i,j] + v[k] or log(A[i,j]) with the left S[i,j] or
+**    X[i], such a label is an error that names it.
 **
 ** Each aggregation becomes one EinSum node (TRA join + aggregation); the
 ** top, if it is not itself an aggregation, becomes an elementwise node
@@ -467,7 +468,8 @@ static int s_has_ref(const tp_expr *e) {
 ** of its top chain of '*' and '/' under unary minus, each a divisor or
 ** not; for MAX and MIN the operands of its top chain of '+'.  Terms
 ** without a tensor are constants, applied to the aggregated value (the
-** node's Transform): sum(c x) = c sum(x), max(x + c) = max(x) + c.  So
+** node's Transform; MAX and MIN only when split into steps):
+** sum(c x) = c sum(x), max(x + c) = max(x) + c.  So
 ** the join stays a product of tensor factors, and A[i,k] * B[k,j] / 4,
 ** -(A[i,k] * B[k,j]) or a chain times 0.5 keep the gemm kernel instead of
 ** the general contraction (20x slower for 2000^3). */
@@ -550,7 +552,6 @@ static int s_emit_product(s_binder *b, s_nodeb *nb, const s_terms *tm, int depth
 
 static int s_split_agg(s_binder *b, const tp_expr *e, const s_terms *tm, const char *out_name,
                        int *rel, int depth);
-
 
 /* A node over the labels kept by aggregation e (in s_keep_ids order) as
 ** its output labels; *nkeep gets their number, ids their label ids. */
