@@ -11,6 +11,7 @@
 #include "config.h"
 #include "catalog/catalog.h"
 #include "catalog/catalog_int.h"
+#include "catalog/chunkfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -578,6 +579,49 @@ void tc_close(tc_db **pdb) {
 }
 
 const char *tc_dir(const tc_db *db) { return db ? db->dir : NULL; }
+
+/* path with symbolic links and dot parts resolved, whether it exists or
+** only its directory does (caller frees); NULL when neither resolves. */
+static char *s_resolved(const char *path) {
+  char *r = realpath(path, NULL), *dir, *slash;
+  if (r || errno != ENOENT || !(dir = strdup(path))) return r;
+  slash = strrchr(dir, '/');
+  const char *base = slash ? slash + 1 : path;
+  if (slash) *slash = 0;
+  char *rdir = realpath(slash ? (*dir ? dir : "/") : ".", NULL);
+  if (rdir && *base && (r = malloc(strlen(rdir) + strlen(base) + 2)))
+    sprintf(r, "%s/%s", strcmp(rdir, "/") ? rdir : "", base);
+  free(rdir);
+  free(dir);
+  return r;
+}
+
+int tc_holds_data(const char *dir, const char *path, char *why, size_t n) {
+  char *rdir = dir ? realpath(dir, NULL) : NULL, *rpath = s_resolved(path);
+  size_t len = rdir ? strlen(rdir) : 0;
+  int in = rdir && rpath && !strncmp(rpath, rdir, len) && (rpath[len] == '/' || !rpath[len]);
+  if (in) snprintf(why, n, "it is in the database directory '%s'", dir);
+  free(rdir);
+  free(rpath);
+  if (in) return 1;
+  static const char sqlite_magic[16] = "SQLite format 3";
+  unsigned char head[16];
+  size_t got = 0;
+  struct stat st;
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return 0; /* nothing there to destroy, or nothing readable */
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) tr_pread_all(fd, head, sizeof head, 0, &got);
+  close(fd);
+  if (got == sizeof head && !memcmp(head, sqlite_magic, sizeof head)) {
+    snprintf(why, n, "it is an SQLite database (a tradb database's catalog is one)");
+    return 1;
+  }
+  if (cf_is_chunk_file(head, got)) {
+    snprintf(why, n, "it is a tradb chunk file");
+    return 1;
+  }
+  return 0;
+}
 
 uint64_t tc_db_id(const tc_db *db) { return db ? db->id : 0; }
 

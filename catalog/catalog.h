@@ -45,6 +45,12 @@ int tc_open(const char *dir, tc_db **out, tr_err *err);
 void tc_close(tc_db **db);
 /* The database directory (borrowed). */
 const char *tc_dir(const tc_db *db);
+/* Whether writing over path (a shell's .output) would destroy a database's
+** data: path is in database directory dir (NULL: no database), which holds
+** its catalog, the catalog's journal and its local workers' chunk files,
+** or is an existing catalog (an SQLite file) or chunk file of any
+** database.  1, with the reason in why (n bytes), or 0. */
+int tc_holds_data(const char *dir, const char *path, char *why, size_t n);
 /* The database id: 64 random bits made with the catalog and kept in it.
 ** Every message to a worker carries it, and a worker keeps each
 ** database's chunks apart by it. */

@@ -16,6 +16,10 @@
 
 static const char s_magic[8] = {'T', 'R', 'A', 'D', 'B', 'C', 'H', 'K'};
 
+int cf_is_chunk_file(const void *head, size_t n) {
+  return n >= sizeof s_magic && memcmp(head, s_magic, sizeof s_magic) == 0;
+}
+
 /* Little-endian stores and loads, so files move between hosts. */
 static void s_put32(unsigned char *p, uint32_t v) {
   for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));

@@ -41,6 +41,9 @@ int cf_write(const char *path, tr_dtype dtype, const void *data,
 /* Wait until the file `path` is on disk (fdatasync). */
 int cf_sync(const char *path, tr_err *err);
 
+/* Whether the n bytes at head begin a chunk file (its magic). */
+int cf_is_chunk_file(const void *head, size_t n);
+
 /* Read the chunk file `path` into buf (nbytes, as recorded in the catalog)
 ** and verify magic, header checksum, dtype, size and that the payload's
 ** checksum equals both the header's and `sum`.  Failures are TR_ECORRUPT

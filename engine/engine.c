@@ -69,6 +69,12 @@ void te_close(te_engine **pe) {
 
 const char *te_backend_name(const te_engine *e) { return e->kt->name; }
 
+int te_check_output_path(const te_engine *e, const char *path, tr_err *err) {
+  char why[512];
+  if (!tc_holds_data(tc_dir(e->db), path, why, sizeof why)) return TR_OK;
+  return tr_seterr(err, TR_EINVAL, "will not write over '%s': %s", path, why);
+}
+
 /* The lexer's services, for the shell (parse/ is below the engine). */
 size_t te_statement_end(const char *text) { return tp_statement_end(text); }
 int te_is_blank(const char *text) { return tp_is_blank(text); }

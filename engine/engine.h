@@ -184,6 +184,12 @@ void te_free_names(char **names);
 ** one per line; *text is the caller's (free()). */
 int te_schema(te_engine *e, const char *name, char **text, tr_err *err);
 
+/* TR_OK if the shell may write its results over path (.output, .once);
+** TR_EINVAL, saying why, if that would destroy a database's data: a file
+** in this database's directory, or any database's catalog or chunk file
+** (tc_holds_data). */
+int te_check_output_path(const te_engine *e, const char *path, tr_err *err);
+
 /* The kernel backend in use (for --version and .show). */
 const char *te_backend_name(const te_engine *e);
 

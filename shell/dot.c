@@ -148,6 +148,10 @@ static int s_dot_mode(ts_shell *sh, const si_source *src, const si_dotcmd *c, in
 ** dot-command only); NULL: to stdout. */
 static int s_redirect(ts_shell *sh, const si_source *src, const char *path, int once) {
   FILE *f = stdout;
+  tr_err err;
+  /* fopen "w" cuts the file: never a database's */
+  if (path && te_check_output_path(sh->eng, path, &err))
+    return si_report(sh, src, src->lineno, "%s: %s", once ? ".once" : ".output", err.msg);
   if (path && !(f = fopen(path, "w")))
     return si_report(sh, src, src->lineno, "cannot write '%s': %s", path, strerror(errno));
   fflush(sh->out);

@@ -392,6 +392,43 @@ Test(catalog, not_a_database) {
   cr_assert_eq(access(tf_path("plain/readme.txt"), F_OK), 0);
 }
 
+/* What a shell's .output must not cut: any file in the open database's
+** directory (by any path to it: a name not there yet, "..", a symbolic
+** link), and any database's catalog or chunk file wherever it is; other
+** files are the user's to overwrite. */
+Test(catalog, files_holding_a_databases_data_are_named) {
+  char why[256] = "", link[TF_PATH], other[TF_PATH], chunk[TF_PATH];
+  tc_db *db = tf_db(s_dbdir);
+  tc_close(&db);
+  snprintf(other, sizeof other, "%s", tf_path("elsewhere"));
+  mkdir(other, 0755);
+  cr_assert_eq(tc_holds_data(s_dbdir, tf_path("db/nested/catalog.db"), why, sizeof why), 1);
+  cr_assert(strstr(why, "in the database directory"), "%s", why);
+  cr_assert_eq(tc_holds_data(s_dbdir, tf_path("db/nested/catalog.db-journal"), why, sizeof why), 1);
+  mkdir(tf_path("db/nested/workers"), 0755); /* where local workers keep their chunks */
+  cr_assert_eq(tc_holds_data(s_dbdir, tf_path("db/nested/workers/new.txt"), why, sizeof why), 1);
+  cr_assert_eq(tc_holds_data(s_dbdir, tf_path("elsewhere/../db/nested/x"), why, sizeof why), 1);
+  snprintf(link, sizeof link, "%s", tf_path("elsewhere/link"));
+  cr_assert_eq(symlink(tf_path("db/nested/catalog.db"), link), 0);
+  cr_assert_eq(tc_holds_data(s_dbdir, link, why, sizeof why), 1);
+  /* another database's catalog, seen with no database open */
+  cr_assert_eq(tc_holds_data(NULL, tf_path("db/nested/catalog.db"), why, sizeof why), 1);
+  cr_assert(strstr(why, "SQLite"), "%s", why);
+  /* a chunk file (its header: catalog/chunkfile.h) */
+  snprintf(chunk, sizeof chunk, "%s", tf_path("elsewhere/0123.chk"));
+  char head[64] = "TRADBCHK";
+  tf_write(chunk, head, sizeof head);
+  cr_assert_eq(tc_holds_data(s_dbdir, chunk, why, sizeof why), 1);
+  cr_assert(strstr(why, "chunk file"), "%s", why);
+  /* the user's own files, and names not there yet, outside the database */
+  tf_write(tf_path("elsewhere/results.csv"), "1,2\n", 4);
+  cr_assert_eq(tc_holds_data(s_dbdir, tf_path("elsewhere/results.csv"), why, sizeof why), 0);
+  cr_assert_eq(tc_holds_data(s_dbdir, tf_path("elsewhere/new.txt"), why, sizeof why), 0);
+  cr_assert_eq(tc_holds_data(s_dbdir, tf_path("db/nestedness.txt"), why, sizeof why), 0);
+  cr_assert_eq(tc_holds_data(s_dbdir, "/dev/null", why, sizeof why), 0);
+  cr_assert_eq(tc_holds_data(NULL, tf_path("no/such/dir/x.txt"), why, sizeof why), 0);
+}
+
 Test(catalog, newer_schema_refused) {
   tc_db *db = NULL;
   tr_err err;
