@@ -7,8 +7,10 @@
 ** locale is, so a shell that called setlocale() still reads "1.5".
 **
 ** Fields are separated by ',', ';' or a tab (the one that cuts the first
-** lines evenly, unless DELIMITER names one), and the first line may name
-** the columns: it is taken as a header when no field of it is a number
+** lines evenly, unless DELIMITER names one), and quoted as RFC 4180 quotes
+** them: a field in double quotes may hold the separator, a line break and
+** doubled quotes ("1","2" is two numbers; "weight, kg" one name, which R's
+** write.csv and spreadsheets write).  The first line may name the columns: it is taken as a header when no field of it is a number
 ** (or with HEADER; never with HEADER false).  An empty field is an error
 ** naming its line and column, unless NULL gives its value.
 **
@@ -154,18 +156,41 @@ typedef struct s_csv {
   char delim;         /* the field separator */
   tr_dtype dtype;     /* what fields are read into */
   const tc_csv_opts *o; /* the options (not NULL) */
-  int64_t line;       /* lines read so far */
+  int64_t line;       /* lines read so far: the current record's first */
+  int64_t more;       /* line breaks inside the current record's quotes */
 } s_csv;
 
+/* The first `stop` in [p, e) outside double quotes, or e; *open (may be
+** NULL) says whether a quote was left open at e, *breaks counts the line
+** breaks passed inside quotes. */
+static const char *s_unquoted(const char *p, const char *e, char stop, int *open,
+                              int64_t *breaks) {
+  int in = 0;
+  for (; p < e && (in || *p != stop); p++) {
+    in ^= *p == '"'; /* a doubled quote inside closes and reopens */
+    if (breaks) *breaks += in && *p == '\n';
+  }
+  if (open) *open = in;
+  return p;
+}
+
 /* The next non-blank line of c: [*b, *e) without its end of line (and
-** CR); 0 at the end of the text.  A blank line before a later non-blank
-** one is an error (*rc); blank lines at the end are fine. */
+** CR), one record (a quoted field may hold line breaks); 0 at the end of
+** the text.  A blank line before a later non-blank one is an error (*rc),
+** and so is a quote left open; blank lines at the end are fine. */
 static int s_line(s_csv *c, const char **b, const char **e, int *rc, tr_err *err) {
-  int64_t blank = 0;
+  int64_t blank = 0, breaks = 0;
+  int open;
+  c->line += c->more; /* the last record's later lines */
+  c->more = 0;
   while (c->p < c->end) {
-    const char *eol = memchr(c->p, '\n', (size_t)(c->end - c->p)), *q = c->p;
-    const char *next = eol ? eol + 1 : c->end;
-    if (!eol) eol = c->end;
+    const char *eol = s_unquoted(c->p, c->end, '\n', &open, &breaks), *q = c->p;
+    const char *next = eol < c->end ? eol + 1 : c->end;
+    if (open) {
+      *rc = tr_seterr(err, TR_ESYNTAX, "a quoted field on line %lld of CSV %s is never closed",
+                      (long long)c->line + 1, c->path);
+      return 0;
+    }
     if (eol > c->p && eol[-1] == '\r') eol--;
     c->line++;
     while (q < eol && (*q == ' ' || *q == '\t')) q++;
@@ -181,21 +206,21 @@ static int s_line(s_csv *c, const char **b, const char **e, int *rc, tr_err *err
     *b = c->p;
     *e = eol;
     c->p = next;
+    c->more = breaks;
     return 1;
   }
   return 0;
 }
 
 /* Field k's bounds in line [b, e) cut at delim, blanks around it trimmed
-** (but not a tab that separates fields); the start of the next field or
-** NULL after the last. */
+** (but not a tab that separates fields), and then its quotes; the start of
+** the next field or NULL after the last. */
 static const char *s_field(const char *b, const char *e, char delim, const char **fs,
                            const char **fe) {
-  const char *f = memchr(b, delim, (size_t)(e - b)), *s = b, *t;
-  if (!f) f = e;
-  t = f;
+  const char *f = s_unquoted(b, e, delim, NULL, NULL), *s = b, *t = f;
   while (s < t && (*s == ' ' || (*s == '\t' && delim != '\t'))) s++;
   while (t > s && (t[-1] == ' ' || (t[-1] == '\t' && delim != '\t'))) t--;
+  if (t - s >= 2 && *s == '"' && t[-1] == '"') s++, t--; /* a number needs no doubled quote */
   *fs = s;
   *fe = t;
   return f == e ? NULL : f + 1;
@@ -204,7 +229,7 @@ static const char *s_field(const char *b, const char *e, char delim, const char 
 /* Fields in line [b, e). */
 static int64_t s_count(const char *b, const char *e, char delim) {
   int64_t n = 1;
-  for (; b < e; b++) n += *b == delim;
+  while ((b = s_unquoted(b, e, delim, NULL, NULL)) < e) n++, b++;
   return n;
 }
 
@@ -217,8 +242,7 @@ static char s_guess_delim(const char *p, const char *end) {
   int64_t first[3] = {0, 0, 0};
   int same[3] = {1, 1, 1}, best = -1, lines = 0;
   while (p < end && lines < 8) {
-    const char *eol = memchr(p, '\n', (size_t)(end - p)), *q = p;
-    if (!eol) eol = end;
+    const char *eol = s_unquoted(p, end, '\n', NULL, NULL), *q = p;
     while (q < eol && (*q == ' ' || *q == '\t' || *q == '\r')) q++;
     if (q < eol) {
       for (int k = 0; k < 3; k++) {
@@ -332,7 +356,7 @@ int ta_csv_open(const char *path, tr_dtype dtype, const tc_csv_opts *opts, tc_ar
   ta_reset(a);
   if ((rc = s_slurp(path, &text, &len, err))) return rc;
   s_locale_push(&loc);
-  s_csv c = {path, text, text + len, 0, dtype, opts ? opts : &defaults, 0};
+  s_csv c = {path, text, text + len, 0, dtype, opts ? opts : &defaults, 0, 0};
   if (len >= 3 && !memcmp(c.p, "\xEF\xBB\xBF", 3)) c.p += 3; /* UTF-8 BOM */
   c.delim = c.o->delim ? c.o->delim : s_guess_delim(c.p, c.end);
   while (s_line(&c, &b, &e, &rc, err)) {

@@ -693,7 +693,8 @@ static int s_csv_read(const char *text, const tc_csv_opts *o, int64_t *rows, int
 }
 
 /* A header line is told from its having no number in it, the separator
-** from how it cuts the first lines; options say otherwise. */
+** from how it cuts the first lines; options say otherwise.  Fields may be
+** quoted. */
 Test(array, csv_header_and_delimiters) {
   static const struct {
     const char *text;
@@ -711,6 +712,12 @@ Test(array, csv_header_and_delimiters) {
       {"10,20\n1,2\n", {1, 0, 0, 0}, 1, 2, 1, 2},        /* HEADER: even numbers */
       {"1,,3\n4,5,\n", {0, 0, 1, -1}, 2, 3, 1, -1},     /* NULL -1 */
       {"value\n7\n", {0}, 1, 1, 7, 7},
+      /* quoted as RFC 4180 quotes: numbers, names holding the separator or
+      ** a line break, R's write.csv with its row names */
+      {"\"a\",\"b\"\n\"1\",\"2\"\n3, \"4\" \n", {0}, 2, 2, 1, 4},
+      {"\"weight, kg\",\"height\nin cm\"\n1,2\n", {0}, 1, 2, 1, 2},
+      {"\"\",\"x\",\"y\"\n\"1\",0.5,0.25\n\"2\",0.125,2\n", {0}, 2, 3, 1, 2},
+      {"\"x;y\";z\n1;\"2\"\n3;4\n", {0}, 2, 2, 1, 4},
   };
   char msg[1100];
   double v[16];
@@ -740,6 +747,12 @@ Test(array, csv_header_and_delimiters) {
       {"name\n", {0}, "bad number 'name'"},                    /* a header and nothing */
       {"name\n", {1, 0, 0, 0}, "has a header line but no data"},
       {"1;2\n3;4\n", {-1, ',', 0, 0}, "bad number '1;2'"},
+      {"\"a\",\"b\"\n\"1,2\n", {0}, "a quoted field on line 2 of CSV"},
+      {"\"a\",\"b\"\n\"1,2\n", {0}, "is never closed"},
+      {"\"a\",\"b\"\n1,2\n3,\"x\"\n", {0}, "bad number 'x' in"},
+      {"\"a\",\"b\"\n1,2\n3,\"x\"\n", {0}, "line 3 column 4"},
+      {"\"a\",\"b\nc\"\n1,2\n3,\"x\"\n", {0}, "line 4 column 4"}, /* the record's lines counted */
+      {"\"a\",\"b\"\n1,\"\"\n", {0}, "empty field"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     cr_assert_neq(s_csv_read(bad[i].text, &bad[i].o, &rows, &cols, v, 16, msg, sizeof msg), TR_OK,
