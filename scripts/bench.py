@@ -367,7 +367,9 @@ def workloads(size):
         ["Q[h,q,e] = X[q,d] * Wq[h,d,e];",
          "K[h,k,e] = X[k,d] * Wk[h,d,e];",
          "V[h,k,e] = X[k,d] * Wv[h,d,e];",
-         "S[h,q,k] = SUM(Q[h,q,e] * K[h,k,e]) * %.9g;" % scale,
+         # the scale as a user writes it, inside the implicit SUM: tradb
+         # applies it to the sums (compile/compile.c, s_terms)
+         "S[h,q,k] = Q[h,q,e] * K[h,k,e] * %.9g;" % scale,
          "M[h,q] = MAX(S[h,q,k]);",
          "E[h,q,k] = exp(S[h,q,k] - M[h,q]);",
          "Z[h,q] = SUM(E[h,q,k]);",
