@@ -374,6 +374,26 @@ int64_t ta_label_piece(const ta_node *n, const tr_tensor *const *in, int l) {
 ** labels are on both factors.  Also what a decoded task is checked by
 ** (exec's s_factor relies on it).
 */
+double ta_gemm_share(const ta_node *n, const int64_t *lkey) {
+  const ta_operand *x = &n->in[0], *y = &n->in[1];
+  int li = -1, lj = -1;
+  /* two plain factors (a fused map makes each its own matrix) of one
+  ** relation, alike but for one kept label each, no label kept on both */
+  if (!n->gemm || n->ninputs != 2 || n->prog.n != 3 || x->rel != y->rel || x->rank != y->rank)
+    return 1;
+  for (int d = 0; d < x->rank; d++) {
+    if (x->label[d] == y->label[d]) {
+      if (x->label[d] < n->nout) return 1; /* batched */
+    } else if (li < 0 && x->label[d] < n->nout && y->label[d] < n->nout) {
+      li = x->label[d];
+      lj = y->label[d];
+    } else {
+      return 1;
+    }
+  }
+  return li >= 0 && lkey[li] == lkey[lj] && n->chunk[li] == n->chunk[lj] ? 0.5 : 1;
+}
+
 int ta_gemm_ok(const ta_node *n) {
   int split = ta_gemm_split(&n->prog);
   if (n->agg != TK_AGG_SUM || split < 0) return 0;

@@ -121,6 +121,12 @@ int ta_gemm_split(const tk_prog *p);
 ** piece along a label kept on the other factor only.  0 when n's program
 ** is not a product of two factors. */
 double ta_gemm_packed(const ta_node *n, const int64_t *box, const int64_t *piece);
+/* The share of a full gemm's terms that gemm node n does on its join
+** tuple at keys lkey (per label; output labels alone are read): 1/2 for a
+** Gram product's diagonal block, X[k,i] * X[k,j] where i and j have the
+** same key and chunk, since the executor gives it to the backend's syrk
+** (kernels.h: the same matrix read both ways); else 1. */
+double ta_gemm_share(const ta_node *n, const int64_t *lkey);
 /* Can node n run on the gemm path: a SUM of two factors reading disjoint,
 ** non-empty sets of operands, no label twice on one factor, every summed
 ** label on both, a fused factor's labels all on one of its operands. */

@@ -80,7 +80,9 @@ static void s_task_cost(const ta_plan *p, const ta_node *n, int64_t lin, const t
     ** extents along the kept labels, the node's chunk along the summed */
     int64_t box[TK_MAX_LABELS];
     for (int l = 0; l < n->nlabels; l++) box[l] = l < n->nout ? oext[l] : n->chunk[l];
-    c.c[TL_C_GEMM] = 2 * work;
+    int64_t lkey[TK_MAX_LABELS] = {0}; /* the output chunk's keys: its tuples' */
+    for (int l = 0; l < n->nout; l++) lkey[l] = okey[l];
+    c.c[TL_C_GEMM] = 2 * work * ta_gemm_share(n, lkey);
     c.c[TL_C_PACK] = ta_gemm_packed(n, box, NULL) * tuples;
   } else if (n->agg != TK_AGG_NONE) c.c[TL_C_CONTRACT] = work * ops;
   else c.c[TL_C_ELEMWISE] = work * ops;

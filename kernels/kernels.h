@@ -145,6 +145,15 @@ typedef struct tk_backend {
   ** token between them.  0: never split. */
   int64_t gemm_panel;
 
+  /* The upper triangle (diagonal included) of C = alpha * op(A) *
+  ** op(A)^T + beta * C, C n x n, op(A) n x k (A^T when trans, A then
+  ** k x n): a Gram matrix, X^T X, in half a gemm's multiply-adds.  The
+  ** strictly lower triangle is left as it was: the engine copies the upper
+  ** one across once the output chunk is summed.  NULL: the engine calls
+  ** gemm with A twice. */
+  int (*syrk)(tr_dtype dt, int trans, int64_t n, int64_t k, double alpha, const void *a,
+              int64_t lda, double beta, void *c, int64_t ldc);
+
   /* General chunk contraction (see tk_contract). */
   int (*contract)(const tk_contract *op);
 

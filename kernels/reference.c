@@ -120,6 +120,24 @@ static int s_gemm(tr_dtype dt, int transa, int transb, int64_t m, int64_t n,
   return TR_OK;
 }
 
+/* The upper triangle term by term, as BLAS's syrk. */
+static int s_syrk(tr_dtype dt, int trans, int64_t n, int64_t k, double alpha, const void *a,
+                  int64_t lda, double beta, void *c, int64_t ldc) {
+  if (!s_dtype_ok(dt)) return TR_ETYPE;
+  if (n < 0 || k < 0 || lda < (trans ? n : k) || lda < 1 || ldc < n || ldc < 1) return TR_EINVAL;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = i; j < n; j++) {
+      double s = 0, cv;
+      for (int64_t p = 0; p < k; p++)
+        s += s_get(dt, a, trans ? p * lda + i : i * lda + p) *
+             s_get(dt, a, trans ? p * lda + j : j * lda + p);
+      cv = alpha * s;
+      if (beta != 0) cv += beta * s_get(dt, c, i * ldc + j);
+      s_put(dt, c, i * ldc + j, cv);
+    }
+  return TR_OK;
+}
+
 static int s_combine(tr_dtype dt, tk_agg agg, void *dst, const void *src,
                      int64_t n, const tr_cancel *cancel) {
   int64_t steps = 0;
@@ -229,6 +247,7 @@ static const tk_backend s_reference = {
     .name = "reference",
     .gemm = s_gemm,
     .gemm_panel = (int64_t)1 << 26, /* about 1e9 multiply-adds a second */
+    .syrk = s_syrk,
     .contract = s_contract,
     .combine = s_combine,
     .map = s_map,

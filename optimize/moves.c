@@ -148,7 +148,7 @@ static int s_tuple(s_mc *M, const int64_t *lkey, int s) {
     ** gemm thin in any dimension is bound by those, not by its flops */
     double out = 1;
     for (int l = 0; l < n->nout; l++) out *= (double)box[l];
-    M->site[s].c[TL_C_GEMM] += 2 * wk;
+    M->site[s].c[TL_C_GEMM] += 2 * wk * ta_gemm_share(n, lkey);
     M->site[s].c[TL_C_PACK] += ta_gemm_packed(n, box, M->piece);
     M->site[s].c[TL_C_ELEMWISE] += out;
   } else if (n->agg != TK_AGG_NONE) M->site[s].c[TL_C_CONTRACT] += wk * (n->prog.n + 1);

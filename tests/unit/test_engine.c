@@ -726,6 +726,172 @@ Test(engine, scaled_products_keep_the_gemm_kernel) {
   for (int i = 0; i < 3; i++) te_result_free(&all[i]);
 }
 
+/* A Gram product, X^T X or X X^T, under chunkings that give its output
+** one chunk or tiles: the values are the reference's, a Transform
+** applied after the sums. */
+Test(engine, gram_products_under_every_chunking) {
+  enum { R = 300, C = 100 };
+  static const char *chunks[] = {"CHUNK [300, 100]", "CHUNK [70, 100]", "CHUNK [300, 40]"};
+  static double wg[C * C], wh[R * R];
+  for (int c = 0; c < 3; c++) {
+    char q[160];
+    s_ok("DROP TENSOR IF EXISTS X;");
+    snprintf(q, sizeof q, "CREATE TENSOR X[300, 100] %s TYPE f64;", chunks[c]);
+    s_ok(q);
+    s_ok("FILL X UNIFORM(-1, 1) SEED 9;");
+    s_ok("G[i,j] = X[n,i] * X[n,j];");
+    s_ok("H[n,m] = relu(SUM(X[n,d] * X[m,d]) - 0.5);");
+    te_result *x = s_get("X"), *g = s_get("G"), *h = s_get("H");
+    for (int i = 0; i < C; i++)
+      for (int j = 0; j < C; j++) {
+        wg[i * C + j] = 0;
+        for (int n = 0; n < R; n++) wg[i * C + j] += x->values[n * C + i] * x->values[n * C + j];
+      }
+    for (int n = 0; n < R; n++)
+      for (int m = 0; m < R; m++) {
+        double v = 0;
+        for (int d = 0; d < C; d++) v += x->values[n * C + d] * x->values[m * C + d];
+        wh[n * R + m] = v - 0.5 > 0 ? v - 0.5 : 0;
+      }
+    s_close_to(g, wg, C * C, 1e-12);
+    s_close_to(h, wh, R * R, 1e-12);
+    te_result *all[] = {x, g, h};
+    for (int i = 0; i < 3; i++) te_result_free(&all[i]);
+  }
+}
+
+/* The executor on a Gram product G[i,j] = SUM(X[n,i] * X[n,j]), through a
+** backend that counts its calls: a diagonal block goes to syrk (its upper
+** triangle, copied across once the block is summed), an off-diagonal one
+** to gemm; the values are the reference's and the diagonal blocks exactly
+** symmetric.  The cost model counts half a diagonal block's terms. */
+static int s_syrk_calls, s_gemm_calls;
+
+static int s_count_syrk(tr_dtype dt, int trans, int64_t n, int64_t k, double alpha, const void *a,
+                        int64_t lda, double beta, void *c, int64_t ldc) {
+  s_syrk_calls++;
+  return tk_backend_get("openblas")->syrk(dt, trans, n, k, alpha, a, lda, beta, c, ldc);
+}
+
+static int s_count_gemm(tr_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha,
+                        const void *a, int64_t lda, int64_t sa, const void *b, int64_t ldb,
+                        int64_t sb, double beta, void *c, int64_t ldc, int64_t sc, int64_t batch) {
+  s_gemm_calls++;
+  return tk_backend_get("openblas")->gemm(dt, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta,
+                                          c, ldc, sc, batch);
+}
+
+enum { S_GR = 90, S_GC = 40 }; /* X is S_GR x S_GC */
+typedef struct s_gram {
+  tr_tensor x, g;
+  double xv[S_GR * S_GC], gv[S_GC * S_GC];
+  tr_blob *held[64]; /* X's chunks: both factors read the same one, as from a store */
+} s_gram;
+
+/* A rank-2 f64 relation's description. */
+static void s_gram_meta(tr_tensor *t, const char *name, const int64_t *shape, const int64_t *chunk) {
+  memset(t, 0, sizeof *t);
+  snprintf(t->name, sizeof t->name, "%s", name);
+  t->dtype = TR_F64;
+  t->rank = 2;
+  for (int d = 0; d < 2; d++) t->shape[d] = shape[d], t->chunk[d] = chunk[d];
+}
+
+static int s_gram_read(void *ctx, int operand, int64_t lin, size_t bytes, tr_blob **out,
+                       tr_err *err) {
+  s_gram *t = ctx;
+  int64_t key[2], ext[2];
+  (void)operand;
+  tr_key_from_linear(&t->x, lin, key);
+  tr_chunk_extent(&t->x, key, ext);
+  cr_assert_eq(bytes, (size_t)(ext[0] * ext[1]) * sizeof(double));
+  cr_assert_lt(lin, 64);
+  if (t->held[lin]) {
+    *out = tr_blob_ref(t->held[lin]);
+    return TR_OK;
+  }
+  *out = tr_blob_ref(t->held[lin] = tr_blob_new(bytes));
+  double *d = tr_blob_data(*out);
+  for (int64_t r = 0; r < ext[0]; r++)
+    for (int64_t c = 0; c < ext[1]; c++)
+      d[r * ext[1] + c] = t->xv[(key[0] * t->x.chunk[0] + r) * S_GC + key[1] * t->x.chunk[1] + c];
+  (void)err;
+  return TR_OK;
+}
+
+static int s_gram_write(void *ctx, int64_t lin, tr_blob *b, tr_err *err) {
+  s_gram *t = ctx;
+  int64_t key[2], ext[2];
+  tr_key_from_linear(&t->g, lin, key);
+  tr_chunk_extent(&t->g, key, ext);
+  const double *d = tr_blob_data(b);
+  for (int64_t r = 0; r < ext[0]; r++)
+    for (int64_t c = 0; c < ext[1]; c++)
+      t->gv[(key[0] * t->g.chunk[0] + r) * S_GC + key[1] * t->g.chunk[1] + c] = d[r * ext[1] + c];
+  (void)err;
+  return TR_OK;
+}
+
+Test(exec, gram_blocks_on_the_diagonal_go_to_syrk) {
+  static const int64_t xchunk[][2] = {{S_GR, S_GC}, {25, S_GC}, {S_GR, 16}};
+  static s_gram t;
+  tk_backend kt = *tk_backend_get("openblas");
+  kt.syrk = s_count_syrk;
+  kt.gemm = s_count_gemm;
+  kt.gemm_panel = 0;
+  tk_set_blas_threads(1);
+  for (int i = 0; i < S_GR * S_GC; i++) t.xv[i] = sin(i * 0.37) + (i % 11) * 0.01;
+  for (size_t c = 0; c < sizeof xchunk / sizeof xchunk[0]; c++) {
+    const int64_t xs[2] = {S_GR, S_GC}, gs[2] = {S_GC, S_GC}, gch[2] = {xchunk[c][1], xchunk[c][1]};
+    s_gram_meta(&t.x, "X", xs, xchunk[c]);
+    s_gram_meta(&t.g, "G", gs, gch);
+    /* labels: 0 i, 1 j (kept), 2 n (summed); X[n,i] * X[n,j] */
+    ta_node n;
+    memset(&n, 0, sizeof n);
+    n.nlabels = 3;
+    n.nout = 2;
+    n.size[0] = n.size[1] = S_GC;
+    n.size[2] = S_GR;
+    n.chunk[0] = n.chunk[1] = xchunk[c][1];
+    n.chunk[2] = xchunk[c][0];
+    n.ninputs = 2;
+    n.in[0] = (ta_operand){0, 2, {2, 0}};
+    n.in[1] = (ta_operand){0, 2, {2, 1}};
+    n.prog.n = 3;
+    n.prog.code[0] = (tk_insn){TK_OP_INPUT, 0, 0};
+    n.prog.code[1] = (tk_insn){TK_OP_INPUT, 1, 0};
+    n.prog.code[2] = (tk_insn){TK_OP_MUL, 0, 0};
+    n.agg = TK_AGG_SUM;
+    n.drive = -1;
+    n.gemm = ta_gemm_ok(&n);
+    cr_assert(n.gemm);
+    const tr_tensor *in[2] = {&t.x, &t.x};
+    tx_chunk_io io = {&t, s_gram_read, s_gram_write, NULL};
+    tr_err err;
+    s_syrk_calls = s_gemm_calls = 0;
+    cr_assert_eq(tx_node_run(&kt, 1, 1 << 24, &n, in, &t.g, &io, NULL, 0, NULL, &err), TR_OK, "%s",
+                 err.msg);
+    for (int b = 0; b < 64; b++) tr_blob_unref(&t.held[b]);
+    int64_t blocks = (S_GC + xchunk[c][1] - 1) / xchunk[c][1],
+            tuples = (S_GR + xchunk[c][0] - 1) / xchunk[c][0];
+    cr_assert_eq(s_syrk_calls, blocks * tuples, "chunking %zu: %d syrk, %d gemm", c, s_syrk_calls, s_gemm_calls);
+    cr_assert_eq(s_gemm_calls, (blocks * blocks - blocks) * tuples, "chunking %zu", c);
+    for (int i = 0; i < S_GC; i++)
+      for (int j = 0; j < S_GC; j++) {
+        double w = 0;
+        for (int r = 0; r < S_GR; r++) w += t.xv[r * S_GC + i] * t.xv[r * S_GC + j];
+        cr_assert(fabs(t.gv[i * S_GC + j] - w) <= 1e-12 * (1 + fabs(w)), "chunking %zu G[%d,%d]", c,
+                  i, j);
+        if (i / xchunk[c][1] == j / xchunk[c][1])
+          cr_assert_eq(t.gv[i * S_GC + j], t.gv[j * S_GC + i], "chunking %zu G[%d,%d]", c, i, j);
+      }
+    /* what the model counts: half of a diagonal tuple's terms */
+    const int64_t diag[3] = {0, 0, 0}, off[3] = {0, 1, 0};
+    cr_assert_eq(ta_gemm_share(&n, diag), 0.5);
+    if (blocks > 1) cr_assert_eq(ta_gemm_share(&n, off), 1);
+  }
+}
+
 /* Ten factors over 17 labels: no kernel takes them in one join, the
 ** pairwise steps each fit. */
 Test(engine, product_of_ten_factors_beyond_sixteen_labels) {

@@ -954,6 +954,52 @@ Test(gemm, known_values_and_beta_zero) {
   }
 }
 
+/* syrk: the upper triangle of alpha op(A) op(A)^T + beta C, as gemm of
+** A with itself gives it, in both backends and both transposes; the
+** strictly lower triangle is left as it was; bad arguments refused.  (A
+** backend may have none: cuda's Gram products run as its gemm.) */
+Test(syrk, upper_triangle_of_gemm_with_itself) {
+  const tk_backend *bs[] = {s_ref(), s_blas()};
+  enum { N = 37, K = 53, LD = 60 };
+  static double a[K * LD], c[N * N], want[N * N];
+  s_seed(13);
+  tk_set_blas_threads(1);
+  cr_assert_not_null(s_ref()->syrk);
+  for (int i = 0; i < K * LD; i++) a[i] = (double)rand() / RAND_MAX - 0.5;
+  for (int b = 0; b < 2 && bs[b]->syrk; b++)
+    for (int t = 0; t < 2; t++)
+      for (int beta = 0; beta < 2; beta++) {
+        /* trans: A is K x N (lda LD), op(A) = A^T; else A is N x K */
+        for (int i = 0; i < N * N; i++) c[i] = want[i] = i % 7 - 3.0;
+        cr_assert_eq(s_ref()->gemm(TR_F64, t, !t, N, N, K, -1.5, a, LD, 0, a, LD, 0, beta, want, N,
+                                   0, 1),
+                     TR_OK);
+        cr_assert_eq(bs[b]->syrk(TR_F64, t, N, K, -1.5, a, LD, beta, c, N), TR_OK);
+        for (int i = 0; i < N; i++)
+          for (int j = 0; j < N; j++)
+            if (j >= i)
+              cr_assert_float_eq(c[i * N + j], want[i * N + j], 1e-12, "%s t%d beta%d [%d,%d]",
+                                 bs[b]->name, t, beta, i, j);
+            else
+              cr_assert_eq(c[i * N + j], (i * N + j) % 7 - 3.0, "%s: lower [%d,%d] written",
+                           bs[b]->name, i, j);
+      }
+  float af[6] = {1, 2, 3, 4, 5, 6}, cf[4] = {NAN, NAN, NAN, NAN};
+  for (int b = 0; b < 2 && bs[b]->syrk; b++) {
+    /* A 2 x 3, A A^T: [[14, 32], [., 77]]; beta 0 does not read C's NaN */
+    cr_assert_eq(bs[b]->syrk(TR_F32, 0, 2, 3, 1, af, 3, 0, cf, 2), TR_OK);
+    cr_expect(cf[0] == 14 && cf[1] == 32 && cf[3] == 77, "%s", bs[b]->name);
+    cr_expect_eq(bs[b]->syrk(TR_F32, 0, 2, 3, 1, af, 2, 0, cf, 2), TR_EINVAL, "%s lda < k",
+                 bs[b]->name);
+    cr_expect_eq(bs[b]->syrk(TR_F32, 1, 2, 3, 1, af, 1, 0, cf, 2), TR_EINVAL, "%s lda < n",
+                 bs[b]->name);
+    cr_expect_eq(bs[b]->syrk(TR_F32, 0, 2, 3, 1, af, 3, 0, cf, 1), TR_EINVAL, "%s ldc < n",
+                 bs[b]->name);
+    cr_expect_eq(bs[b]->syrk((tr_dtype)9, 0, 2, 3, 1, af, 3, 0, cf, 2), TR_ETYPE, "%s dtype",
+                 bs[b]->name);
+  }
+}
+
 /* ---- combine, map, copy ----------------------------------------------------- */
 
 Test(combine, every_agg) {
