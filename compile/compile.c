@@ -1231,7 +1231,11 @@ char *ta_plan_explain(const ta_plan *p) {
     }
     tr_text_put(&b, "%*sJOIN(on ", ind, "");
     s_label_list(&b, n, 0, n->nlabels);
-    tr_text_put(&b, ", kernel %s: ", n->gemm ? "gemm" : "contract");
+    static const int64_t origin[TK_MAX_LABELS] = {0};
+    tr_text_put(&b, ", kernel %s: ",
+                !n->gemm                          ? "contract"
+                : ta_gemm_share(n, origin) < 1 ? "gemm, syrk on the diagonal blocks"
+                                                  : "gemm");
     s_prog_text(&b, &n->prog, n->prog.n, names);
     if (n->agg != TK_AGG_NONE) {
       tr_text_put(&b, " %s over ", aggname[n->agg]);

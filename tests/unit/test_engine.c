@@ -739,6 +739,9 @@ Test(engine, gram_products_under_every_chunking) {
     snprintf(q, sizeof q, "CREATE TENSOR X[300, 100] %s TYPE f64;", chunks[c]);
     s_ok(q);
     s_ok("FILL X UNIFORM(-1, 1) SEED 9;");
+    te_result *r = s_explain("EXPLAIN G[i,j] = X[n,i] * X[n,j];");
+    cr_assert(strstr(r->text, "kernel gemm, syrk on the diagonal blocks"), "%s", r->text);
+    te_result_free(&r);
     s_ok("G[i,j] = X[n,i] * X[n,j];");
     s_ok("H[n,m] = relu(SUM(X[n,d] * X[m,d]) - 0.5);");
     te_result *x = s_get("X"), *g = s_get("G"), *h = s_get("H");
