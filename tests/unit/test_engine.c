@@ -766,8 +766,9 @@ Test(engine, gram_products_under_every_chunking) {
 /* The executor on a Gram product G[i,j] = SUM(X[n,i] * X[n,j]), through a
 ** backend that counts its calls: a diagonal block goes to syrk (its upper
 ** triangle, copied across once the block is summed), an off-diagonal one
-** to gemm; the values are the reference's and the diagonal blocks exactly
-** symmetric.  The cost model counts half a diagonal block's terms. */
+** to gemm, a deep block in slices of the panel; the values are the
+** reference's and the diagonal blocks exactly symmetric.  The cost model
+** counts half a diagonal block's terms. */
 static int s_syrk_calls, s_gemm_calls;
 
 static int s_count_syrk(tr_dtype dt, int trans, int64_t n, int64_t k, double alpha, const void *a,
@@ -784,7 +785,7 @@ static int s_count_gemm(tr_dtype dt, int ta, int tb, int64_t m, int64_t n, int64
                                           c, ldc, sc, batch);
 }
 
-enum { S_GR = 90, S_GC = 40 }; /* X is S_GR x S_GC */
+enum { S_GR = 600, S_GC = 40 }; /* X is S_GR x S_GC */
 typedef struct s_gram {
   tr_tensor x, g;
   double xv[S_GR * S_GC], gv[S_GC * S_GC];
@@ -836,16 +837,19 @@ static int s_gram_write(void *ctx, int64_t lin, tr_blob *b, tr_err *err) {
 }
 
 Test(exec, gram_blocks_on_the_diagonal_go_to_syrk) {
-  static const int64_t xchunk[][2] = {{S_GR, S_GC}, {25, S_GC}, {S_GR, 16}};
+  /* X's chunks; and the panel: with 40 x 40 blocks, 256 deep a call
+  ** (S_PANEL_MIN), so the last chunking sums each block in 3 syrk calls */
+  static const int64_t xchunk[][2] = {{S_GR, S_GC}, {125, S_GC}, {S_GR, 16}, {S_GR, S_GC}};
+  static const int64_t panel[] = {0, 0, 0, 40 * 40 / 2 * 256}, calls[] = {1, 1, 1, 3};
   static s_gram t;
   tk_backend kt = *tk_backend_get("openblas");
   kt.syrk = s_count_syrk;
   kt.gemm = s_count_gemm;
-  kt.gemm_panel = 0;
   tk_set_blas_threads(1);
   for (int i = 0; i < S_GR * S_GC; i++) t.xv[i] = sin(i * 0.37) + (i % 11) * 0.01;
   for (size_t c = 0; c < sizeof xchunk / sizeof xchunk[0]; c++) {
     const int64_t xs[2] = {S_GR, S_GC}, gs[2] = {S_GC, S_GC}, gch[2] = {xchunk[c][1], xchunk[c][1]};
+    kt.gemm_panel = panel[c];
     s_gram_meta(&t.x, "X", xs, xchunk[c]);
     s_gram_meta(&t.g, "G", gs, gch);
     /* labels: 0 i, 1 j (kept), 2 n (summed); X[n,i] * X[n,j] */
@@ -877,7 +881,8 @@ Test(exec, gram_blocks_on_the_diagonal_go_to_syrk) {
     for (int b = 0; b < 64; b++) tr_blob_unref(&t.held[b]);
     int64_t blocks = (S_GC + xchunk[c][1] - 1) / xchunk[c][1],
             tuples = (S_GR + xchunk[c][0] - 1) / xchunk[c][0];
-    cr_assert_eq(s_syrk_calls, blocks * tuples, "chunking %zu: %d syrk, %d gemm", c, s_syrk_calls, s_gemm_calls);
+    cr_assert_eq(s_syrk_calls, blocks * tuples * calls[c], "chunking %zu: %d syrk, %d gemm", c,
+                 s_syrk_calls, s_gemm_calls);
     cr_assert_eq(s_gemm_calls, (blocks * blocks - blocks) * tuples, "chunking %zu", c);
     for (int i = 0; i < S_GC; i++)
       for (int j = 0; j < S_GC; j++) {
