@@ -593,6 +593,20 @@ static void s_tri_fill(const s_run *run, s_tri *tri) {
   tri->n = 0;
 }
 
+/* Whether stored matrices a and b (rows x cols, leading dimension ld)
+** hold the same values bit for bit: one chunk read by both factors, or a
+** fused factor's tile made twice alike, as SUM((X[n,i] - mu[i]) *
+** (X[n,j] - mu[j])) makes them on a diagonal block.  Two matrices that
+** differ usually do so in their first row. */
+static int s_same_matrix(const void *a, const void *b, int64_t rows, int64_t cols, int64_t ld,
+                         size_t esz) {
+  for (int64_t r = 0; a != b && r < rows; r++)
+    if (memcmp((const char *)a + (size_t)(r * ld) * esz, (const char *)b + (size_t)(r * ld) * esz,
+               (size_t)cols * esz))
+      return 0;
+  return 1;
+}
+
 /* A Gram product's C = op(A) op(A)^T by the backend's syrk, in slices of
 ** the summed depth that each stay within gemm_panel multiply-adds, the
 ** cancel token polled between them (a BLAS call cannot be stopped). */
@@ -688,8 +702,10 @@ static int s_gemm_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void 
   sc = cb;
   double beta = (first || c == bufc) ? 0.0 : 1.0;
   /* A Gram product's diagonal block, X^T X: one matrix read both ways
-  ** (ta_gemm_share prices it so) */
-  if (run->kt->syrk && B == 1 && M == N && a == b && lda == ldb && ta != tb) {
+  ** (ta_gemm_share prices it so where both factors are one relation's
+  ** chunks; a fused factor's twin tiles are found here only) */
+  if (run->kt->syrk && B == 1 && M == N && lda == ldb && ta != tb &&
+      s_same_matrix(a, b, ta ? K : M, ta ? M : K, lda, run->esz)) {
     rc = s_syrk_panels(run, ta, M, K, a, lda, beta, c, ldc);
     if (!rc) s_tri_note(run, c == bufc ? NULL : tri, c, M, ldc); /* a scratch is folded now */
   } else

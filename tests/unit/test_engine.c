@@ -766,9 +766,11 @@ Test(engine, gram_products_under_every_chunking) {
 /* The executor on a Gram product G[i,j] = SUM(X[n,i] * X[n,j]), through a
 ** backend that counts its calls: a diagonal block goes to syrk (its upper
 ** triangle, copied across once the block is summed), an off-diagonal one
-** to gemm, a deep block in slices of the panel; the values are the
+** to gemm, a deep block in slices of the panel, and so does a product of
+** two fused factors whose tiles come out alike (a covariance,
+** SUM((X[n,i] - mu[i]) * (X[n,j] - mu[j]))); the values are the
 ** reference's and the diagonal blocks exactly symmetric.  The cost model
-** counts half a diagonal block's terms. */
+** counts half a plain diagonal block's terms. */
 static int s_syrk_calls, s_gemm_calls;
 
 static int s_count_syrk(tr_dtype dt, int trans, int64_t n, int64_t k, double alpha, const void *a,
@@ -787,9 +789,11 @@ static int s_count_gemm(tr_dtype dt, int ta, int tb, int64_t m, int64_t n, int64
 
 enum { S_GR = 600, S_GC = 40 }; /* X is S_GR x S_GC */
 typedef struct s_gram {
-  tr_tensor x, g;
-  double xv[S_GR * S_GC], gv[S_GC * S_GC];
-  tr_blob *held[64]; /* X's chunks: both factors read the same one, as from a store */
+  tr_tensor x, mu, g;
+  double xv[S_GR * S_GC], muv[S_GC], gv[S_GC * S_GC];
+  tr_blob *held[64], *mheld[8]; /* X's and mu's chunks: both factors read
+                                   the same one, as from a store */
+  int fused;                    /* operands X, mu, X, mu: else X, X */
 } s_gram;
 
 /* A rank-2 f64 relation's description. */
@@ -805,7 +809,16 @@ static int s_gram_read(void *ctx, int operand, int64_t lin, size_t bytes, tr_blo
                        tr_err *err) {
   s_gram *t = ctx;
   int64_t key[2], ext[2];
-  (void)operand;
+  if (t->fused && operand % 2) { /* mu: one value a column */
+    cr_assert_lt(lin, 8);
+    if (!t->mheld[lin]) {
+      int64_t e = t->mu.chunk[0] * (lin + 1) <= S_GC ? t->mu.chunk[0] : S_GC - t->mu.chunk[0] * lin;
+      t->mheld[lin] = tr_blob_new((size_t)e * sizeof(double));
+      memcpy(tr_blob_data(t->mheld[lin]), t->muv + lin * t->mu.chunk[0], (size_t)e * sizeof(double));
+    }
+    *out = tr_blob_ref(t->mheld[lin]);
+    return TR_OK;
+  }
   tr_key_from_linear(&t->x, lin, key);
   tr_chunk_extent(&t->x, key, ext);
   cr_assert_eq(bytes, (size_t)(ext[0] * ext[1]) * sizeof(double));
@@ -847,8 +860,18 @@ Test(exec, gram_blocks_on_the_diagonal_go_to_syrk) {
   kt.gemm = s_count_gemm;
   tk_set_blas_threads(1);
   for (int i = 0; i < S_GR * S_GC; i++) t.xv[i] = sin(i * 0.37) + (i % 11) * 0.01;
-  for (size_t c = 0; c < sizeof xchunk / sizeof xchunk[0]; c++) {
+  for (int i = 0; i < S_GC; i++) t.muv[i] = 0.25 * cos(i);
+  for (size_t cf = 0; cf < 2 * sizeof xchunk / sizeof xchunk[0]; cf++) {
+    size_t c = cf / 2;
+    t.fused = cf % 2;
     const int64_t xs[2] = {S_GR, S_GC}, gs[2] = {S_GC, S_GC}, gch[2] = {xchunk[c][1], xchunk[c][1]};
+    const int64_t ms[1] = {S_GC}, mch[1] = {xchunk[c][1]};
+    memset(&t.mu, 0, sizeof t.mu);
+    snprintf(t.mu.name, sizeof t.mu.name, "mu");
+    t.mu.dtype = TR_F64;
+    t.mu.rank = 1;
+    t.mu.shape[0] = ms[0];
+    t.mu.chunk[0] = mch[0];
     kt.gemm_panel = panel[c];
     s_gram_meta(&t.x, "X", xs, xchunk[c]);
     s_gram_meta(&t.g, "G", gs, gch);
@@ -861,24 +884,39 @@ Test(exec, gram_blocks_on_the_diagonal_go_to_syrk) {
     n.size[2] = S_GR;
     n.chunk[0] = n.chunk[1] = xchunk[c][1];
     n.chunk[2] = xchunk[c][0];
-    n.ninputs = 2;
-    n.in[0] = (ta_operand){0, 2, {2, 0}};
-    n.in[1] = (ta_operand){0, 2, {2, 1}};
-    n.prog.n = 3;
-    n.prog.code[0] = (tk_insn){TK_OP_INPUT, 0, 0};
-    n.prog.code[1] = (tk_insn){TK_OP_INPUT, 1, 0};
-    n.prog.code[2] = (tk_insn){TK_OP_MUL, 0, 0};
+    if (!t.fused) {
+      n.ninputs = 2;
+      n.in[0] = (ta_operand){0, 2, {2, 0}};
+      n.in[1] = (ta_operand){0, 2, {2, 1}};
+      n.prog.n = 3;
+      n.prog.code[0] = (tk_insn){TK_OP_INPUT, 0, 0};
+      n.prog.code[1] = (tk_insn){TK_OP_INPUT, 1, 0};
+      n.prog.code[2] = (tk_insn){TK_OP_MUL, 0, 0};
+    } else { /* SUM((X[n,i] - mu[i]) * (X[n,j] - mu[j])): twin tiles */
+      n.ninputs = 4;
+      n.in[0] = (ta_operand){0, 2, {2, 0}};
+      n.in[1] = (ta_operand){1, 1, {0}};
+      n.in[2] = (ta_operand){0, 2, {2, 1}};
+      n.in[3] = (ta_operand){1, 1, {1}};
+      static const tk_insn cov[] = {{TK_OP_INPUT, 0, 0}, {TK_OP_INPUT, 1, 0}, {TK_OP_SUB, 0, 0},
+                                    {TK_OP_INPUT, 2, 0}, {TK_OP_INPUT, 3, 0}, {TK_OP_SUB, 0, 0},
+                                    {TK_OP_MUL, 0, 0}};
+      n.prog.n = 7;
+      memcpy(n.prog.code, cov, sizeof cov);
+    }
     n.agg = TK_AGG_SUM;
     n.drive = -1;
     n.gemm = ta_gemm_ok(&n);
     cr_assert(n.gemm);
-    const tr_tensor *in[2] = {&t.x, &t.x};
+    const tr_tensor *in[4] = {&t.x, &t.x};
+    if (t.fused) in[1] = &t.mu, in[2] = &t.x, in[3] = &t.mu;
     tx_chunk_io io = {&t, s_gram_read, s_gram_write, NULL};
     tr_err err;
     s_syrk_calls = s_gemm_calls = 0;
     cr_assert_eq(tx_node_run(&kt, 1, 1 << 24, &n, in, &t.g, &io, NULL, 0, NULL, &err), TR_OK, "%s",
                  err.msg);
     for (int b = 0; b < 64; b++) tr_blob_unref(&t.held[b]);
+    for (int b = 0; b < 8; b++) tr_blob_unref(&t.mheld[b]);
     int64_t blocks = (S_GC + xchunk[c][1] - 1) / xchunk[c][1],
             tuples = (S_GR + xchunk[c][0] - 1) / xchunk[c][0];
     cr_assert_eq(s_syrk_calls, blocks * tuples * calls[c], "chunking %zu: %d syrk, %d gemm", c,
@@ -886,8 +924,8 @@ Test(exec, gram_blocks_on_the_diagonal_go_to_syrk) {
     cr_assert_eq(s_gemm_calls, (blocks * blocks - blocks) * tuples, "chunking %zu", c);
     for (int i = 0; i < S_GC; i++)
       for (int j = 0; j < S_GC; j++) {
-        double w = 0;
-        for (int r = 0; r < S_GR; r++) w += t.xv[r * S_GC + i] * t.xv[r * S_GC + j];
+        double w = 0, mi = t.fused ? t.muv[i] : 0, mj = t.fused ? t.muv[j] : 0;
+        for (int r = 0; r < S_GR; r++) w += (t.xv[r * S_GC + i] - mi) * (t.xv[r * S_GC + j] - mj);
         cr_assert(fabs(t.gv[i * S_GC + j] - w) <= 1e-12 * (1 + fabs(w)), "chunking %zu G[%d,%d]", c,
                   i, j);
         if (i / xchunk[c][1] == j / xchunk[c][1])
@@ -895,7 +933,7 @@ Test(exec, gram_blocks_on_the_diagonal_go_to_syrk) {
       }
     /* what the model counts: half of a diagonal tuple's terms */
     const int64_t diag[3] = {0, 0, 0}, off[3] = {0, 1, 0};
-    cr_assert_eq(ta_gemm_share(&n, diag), 0.5);
+    cr_assert_eq(ta_gemm_share(&n, diag), t.fused ? 1 : 0.5); /* twins: found at run time */
     if (blocks > 1) cr_assert_eq(ta_gemm_share(&n, off), 1);
   }
 }
