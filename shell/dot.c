@@ -185,17 +185,20 @@ static int s_dot_show(ts_shell *sh, const si_source *src, const si_dotcmd *c, in
   const char *name, *help;
   char allowed[128], dflt[32], value[32];
   FILE *f = sh->out;
-  fprintf(f, "%12s: %s\n", "mode", s_modes[sh->mode]);
-  fprintf(f, "%12s: %s\n", "timer", sh->timer ? "on" : "off");
-  fprintf(f, "%12s: %s\n", "bail", sh->bail ? "on" : "off");
-  fprintf(f, "%12s: %s\n", "echo", sh->echo ? "on" : "off");
-  fprintf(f, "%12s: %s\n", "progress", sh->progress ? "on" : "off");
-  fprintf(f, "%12s: %s\n", "output", sh->out == stdout ? "stdout" : sh->once ? "file (once)" : "file");
-  fprintf(f, "%12s: %s\n", "database", sh->dbpath ? sh->dbpath : "(transient)");
-  fprintf(f, "%12s: %s\n", "backend", te_backend_name(sh->eng));
+  int w = 12; /* the names right-aligned to the longest ("scheduler_lp_seconds") */
+  for (int i = 0; te_settings_list(i, &name, &help, allowed, sizeof allowed, dflt, sizeof dflt); i++)
+    if ((int)strlen(name) > w) w = (int)strlen(name);
+  fprintf(f, "%*s: %s\n", w, "mode", s_modes[sh->mode]);
+  fprintf(f, "%*s: %s\n", w, "timer", sh->timer ? "on" : "off");
+  fprintf(f, "%*s: %s\n", w, "bail", sh->bail ? "on" : "off");
+  fprintf(f, "%*s: %s\n", w, "echo", sh->echo ? "on" : "off");
+  fprintf(f, "%*s: %s\n", w, "progress", sh->progress ? "on" : "off");
+  fprintf(f, "%*s: %s\n", w, "output", sh->out == stdout ? "stdout" : sh->once ? "file (once)" : "file");
+  fprintf(f, "%*s: %s\n", w, "database", sh->dbpath ? sh->dbpath : "(transient)");
+  fprintf(f, "%*s: %s\n", w, "backend", te_backend_name(sh->eng));
   for (int i = 0; te_settings_list(i, &name, &help, allowed, sizeof allowed, dflt, sizeof dflt); i++) {
     te_setting_text(sh->eng, name, value, sizeof value);
-    fprintf(f, "%12s: %s\n", name, value);
+    fprintf(f, "%*s: %s\n", w, name, value);
   }
   return SI_OK;
 }
