@@ -502,6 +502,10 @@ typedef struct s_terms {
   unsigned char cinv[TL_MAX_OPERANDS];      /* c[j] is a divisor */
   int neg;                                  /* an odd number of unary minuses */
   int plain;                                /* a chain of '*' (or '+') alone */
+  int pre[TL_MAX_OPERANDS];                 /* 1 + the temporary t[j] was summed
+                                               into (s_presum_terms), 0: none */
+  int pre_rank[TL_MAX_OPERANDS];            /* its rank */
+  int pre_ids[TL_MAX_OPERANDS][TR_MAX_RANK];/* its labels */
 } s_terms;
 
 static int s_terms_add(s_terms *tm, const tp_expr *e, int inv) {
@@ -537,8 +541,21 @@ static int s_terms_of(const tp_expr *e, s_terms *tm) {
   return s_terms_add(tm, e->a, 0);
 }
 
-/* Term j of tm into nb's join program (a divisor as 1 / term). */
+/* The labels of term j of tm as the product reads it. */
+static s_mask s_term_labels(const s_binder *b, const s_terms *tm, int j) {
+  s_mask m = 0;
+  if (!tm->pre[j]) return s_labels(b, tm->t[j]);
+  for (int d = 0; d < tm->pre_rank[j]; d++) m |= (s_mask)1 << tm->pre_ids[j][d];
+  return m;
+}
+
+/* Term j of tm into nb's join program (a divisor as 1 / term; a term
+** summed on its own first as the temporary holding it). */
 static int s_emit_term(s_binder *b, s_nodeb *nb, const s_terms *tm, int j, int depth) {
+  if (tm->pre[j]) {
+    int o = s_operand(b, nb, tm->pre[j] - 1, tm->pre_rank[j], tm->pre_ids[j]);
+    return o < 0 ? b->err->code : s_insn(b, &nb->n.prog, TK_OP_INPUT, o, 0);
+  }
   int rc = tm->inv[j] ? s_insn(b, &nb->n.prog, TK_OP_CONST, 0, 1) : TR_OK;
   if (!rc) rc = s_emit(b, nb, tm->t[j], depth);
   return rc || !tm->inv[j] ? rc : s_insn(b, &nb->n.prog, TK_OP_DIV, 0, 0);
@@ -573,6 +590,42 @@ static int s_emit_product(s_binder *b, s_nodeb *nb, const s_terms *tm, int depth
 static int s_split_agg(s_binder *b, const tp_expr *e, const s_terms *tm, const char *out_name,
                        int *rel, int depth);
 
+/* The terms of SUM e's product that alone hold some of its summed labels
+** are summed over those first, each in a node of its own whose result,
+** a temporary, the product then reads: SUM(A[i,k] * b[j]) is SUM over k
+** of A, times b[j], an outer product, where the join would take I J K
+** terms (2048^3 in f32: 0.77 s against 0.02 s). */
+static int s_presum_terms(s_binder *b, const tp_expr *e, s_terms *tm, int depth) {
+  s_mask summed = s_labels(b, e->a) & ~s_labels(b, e);
+  int rc = TR_OK;
+  for (int j = 0; j < tm->n && !rc; j++) {
+    s_mask mine = s_labels(b, tm->t[j]), others = 0, own;
+    for (int m = 0; m < tm->n; m++)
+      if (m != j) others |= s_term_labels(b, tm, m);
+    if (!(own = mine & summed & ~others) || __builtin_popcountll(mine & ~own) > TR_MAX_RANK)
+      continue;
+    s_nodeb *nb = calloc(1, sizeof *nb);
+    int k = 0;
+    if (!nb) return tr_seterr(b->err, TR_ENOMEM, "out of memory");
+    for (int id = 0; id < b->nlab; id++) /* kept labels first: the output's */
+      if ((mine & ~own) >> id & 1) {
+        tm->pre_ids[j][k++] = id;
+        if (s_node_label(b, nb, id) < 0) rc = b->err->code;
+      }
+    nb->n.nout = nb->n.nlabels;
+    nb->n.agg = TK_AGG_SUM;
+    if (!rc) rc = s_emit_term(b, nb, tm, j, depth);
+    if (!rc) rc = s_push_node(b, nb, NULL);
+    if (!rc) {
+      tm->pre[j] = b->plan->nodes[b->plan->nnodes - 1].out + 1;
+      tm->pre_rank[j] = k;
+      tm->plain = 0;
+    }
+    free(nb);
+  }
+  return rc;
+}
+
 /* A node over the labels kept by aggregation e (in s_keep_ids order) as
 ** its output labels; *nkeep gets their number, ids their label ids. */
 static int s_start_node(s_binder *b, s_nodeb *nb, const tp_expr *e, int *ids, int *nkeep) {
@@ -595,6 +648,10 @@ static int s_build_agg(s_binder *b, const tp_expr *e, const char *out_name, int 
                        int depth) {
   s_terms tm;
   int terms = s_terms_of(e, &tm);
+  if (terms && tm.sum && tm.n >= 2) {
+    int rc = s_presum_terms(b, e, &tm, depth + 1);
+    if (rc) return rc;
+  }
   /* only an aggregation that keeps left-hand labels alone: the last
   ** step's output labels are those, in left-hand order, as
   ** s_start_node's are */
@@ -904,7 +961,7 @@ static int s_split_agg(s_binder *b, const tp_expr *e, const s_terms *tm, const c
   es->nlabels = ne;
   es->nin = nfac;
   for (int j = 0; j < nfac; j++) {
-    s_mask m = s_labels(b, tm->t[j]);
+    s_mask m = s_term_labels(b, tm, j);
     if (__builtin_popcountll(m) > TR_MAX_RANK) {
       rc = TR_ENOTFOUND; /* a factor too wide to be a tensor: one node */
       goto done;
@@ -930,7 +987,8 @@ static int s_split_agg(s_binder *b, const tp_expr *e, const s_terms *tm, const c
     goto done;
   }
   for (int j = 0; j < nfac; j++) {
-    size_t o = tm->inv[j] ? (size_t)snprintf(txt[j], sizeof txt[j], "1/") : 0;
+    size_t o = tm->pre[j] ? (size_t)snprintf(txt[j], sizeof txt[j], "SUM ")
+               : tm->inv[j] ? (size_t)snprintf(txt[j], sizeof txt[j], "1/") : 0;
     s_factor_text(b, tm->t[j], txt[j] + o, sizeof txt[j] - o);
   }
   sp->first = b->plan->nnodes;
