@@ -10,8 +10,9 @@
 ** lines evenly, unless DELIMITER names one), and quoted as RFC 4180 quotes
 ** them: a field in double quotes may hold the separator, a line break and
 ** doubled quotes ("1","2" is two numbers; "weight, kg" one name, which R's
-** write.csv and spreadsheets write).  The first line may name the columns: it is taken as a header when no field of it is a number
-** (or with HEADER; never with HEADER false).  An empty field is an error
+** write.csv and spreadsheets write).  The first line may name the
+** columns: it is taken as a header when no field of it is a number (or
+** with HEADER; never with HEADER false).  An empty field is an error
 ** naming its line and column, unless NULL gives its value.
 **
 ** A field is a decimal number (digits with an optional point and exponent)

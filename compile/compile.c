@@ -365,15 +365,6 @@ int64_t ta_label_piece(const ta_node *n, const tr_tensor *const *in, int l) {
   return piece;
 }
 
-/*
-** gemm: a SUM of a product of two factors, each an elementwise function
-** of its own operands (an elementwise producer fused into the product:
-** SUM((X[n,d] - q[d]) * M[d,e]) computes each X - q tile inside the
-** product's task and never stores it).  The two factors read disjoint,
-** non-empty sets of operands; no operand holds a label twice; the summed
-** labels are on both factors.  Also what a decoded task is checked by
-** (exec's s_factor relies on it).
-*/
 double ta_gemm_share(const ta_node *n, const int64_t *lkey) {
   const ta_operand *x = &n->in[0], *y = &n->in[1];
   int li = -1, lj = -1;
@@ -394,6 +385,15 @@ double ta_gemm_share(const ta_node *n, const int64_t *lkey) {
   return li >= 0 && lkey[li] == lkey[lj] && n->chunk[li] == n->chunk[lj] ? 0.5 : 1;
 }
 
+/*
+** gemm: a SUM of a product of two factors, each an elementwise function
+** of its own operands (an elementwise producer fused into the product:
+** SUM((X[n,d] - q[d]) * M[d,e]) computes each X - q tile inside the
+** product's task and never stores it).  The two factors read disjoint,
+** non-empty sets of operands; no operand holds a label twice; the summed
+** labels are on both factors.  Also what a decoded task is checked by
+** (exec's s_factor relies on it).
+*/
 int ta_gemm_ok(const ta_node *n) {
   int split = ta_gemm_split(&n->prog);
   if (n->agg != TK_AGG_SUM || split < 0) return 0;
@@ -489,10 +489,10 @@ static int s_has_ref(const tp_expr *e) {
 ** not; for MAX and MIN the operands of its top chain of '+'.  Terms
 ** without a tensor are constants, applied to the aggregated value (the
 ** node's Transform; MAX and MIN only when split into steps):
-** sum(c x) = c sum(x), max(x + c) = max(x) + c.  So
-** the join stays a product of tensor factors, and A[i,k] * B[k,j] / 4,
+** sum(c x) = c sum(x), max(x + c) = max(x) + c.  So the join stays a
+** product of tensor factors, and A[i,k] * B[k,j] / 4,
 ** -(A[i,k] * B[k,j]) or a chain times 0.5 keep the gemm kernel instead of
-** the general contraction (20x slower for 2000^3). */
+** the general contraction (2000^3 in f32: 0.07 s against 1.9 s). */
 typedef struct s_terms {
   int sum;                                  /* SUM or MEAN: factors; else addends */
   int n, nc;                                /* tensor terms, constant terms */

@@ -549,7 +549,6 @@ static int s_factor(s_run *run, int f, const s_chunk *ch, const int64_t *ext, ta
   return run->kt->contract(&op);
 }
 
-/* One join tuple on the gemm path: out (+)= left * right. */
 /* Blocks of an output chunk that syrk summed: their upper triangles
 ** are copied across once the chunk is summed (s_tri_fill). */
 #define S_TRI_MAX 16
@@ -630,6 +629,8 @@ static int s_syrk_panels(const s_run *run, int trans, int64_t n, int64_t k, cons
   return TR_OK;
 }
 
+/* One join tuple on the gemm path: out (+)= left * right (tri: the blocks
+** syrk summed, s_tri_note). */
 static int s_gemm_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void *out,
                         const int64_t *ols, int first, s_tri *tri) {
   const ta_node *n = run->node;
