@@ -13,7 +13,8 @@
 ** write.csv and spreadsheets write).  The first line may name the
 ** columns: it is taken as a header when no field of it is a number (or
 ** with HEADER; never with HEADER false).  An empty field is an error
-** naming its line and column, unless NULL gives its value.
+** naming its line and field (and the header's name for it), unless NULL
+** gives its value.
 **
 ** A field is a decimal number (digits with an optional point and exponent)
 ** or inf, infinity or nan spelled out, signed or not, in any case: what
@@ -159,6 +160,7 @@ typedef struct s_csv {
   const tc_csv_opts *o; /* the options (not NULL) */
   int64_t line;       /* lines read so far: the current record's first */
   int64_t more;       /* line breaks inside the current record's quotes */
+  const char *hb, *he;/* the header line, or NULL: names fields in messages */
 } s_csv;
 
 /* The first `stop` in [p, e) outside double quotes, or e; *open (may be
@@ -286,11 +288,25 @@ static int s_is_header(const char *b, const char *e, char delim) {
   return names > 0;
 }
 
-/* Field [s, s+n) of line `line`, starting at column col, as a value of
-** c->dtype into out; an error names what is wrong and where. */
-static int s_value(const s_csv *c, const char *s, size_t n, long long col, void *out,
+/* Where field k (from 1) of the current record is, for a message: "PATH
+** line L field K", with the header's name for it when there is one. */
+static void s_where(const s_csv *c, long long k, char *out, size_t n) {
+  int w = snprintf(out, n, "%s line %lld field %lld", c->path, (long long)c->line, k);
+  const char *f = c->hb, *fs = NULL, *fe = NULL;
+  long long i = 0;
+  while (f && i < k) f = s_field(f, c->he, c->delim, &fs, &fe), i++;
+  if (c->hb && i == k && fe > fs && w > 0 && (size_t)w < n) {
+    char name[48];
+    s_show(name, sizeof name, fs, (size_t)(fe - fs));
+    snprintf(out + w, n - (size_t)w, " ('%s')", name);
+  }
+}
+
+/* Field k (from 1) [s, s+n) of the current record as a value of c->dtype
+** into out; an error names what is wrong and where. */
+static int s_value(const s_csv *c, const char *s, size_t n, long long k, void *out,
                    tr_err *err) {
-  char num[S_NUM_MAX + 1], show[48];
+  char num[S_NUM_MAX + 1], show[48], where[1024];
   int kind = S_NUM_BAD, inf;
   if (n == 0 && c->o->has_null) {
     if (c->dtype == TR_F32) *(float *)out = (float)c->o->null_value;
@@ -304,13 +320,11 @@ static int s_value(const s_csv *c, const char *s, size_t n, long long col, void 
   }
   if (kind == S_NUM_BAD) {
     s_show(show, sizeof show, s, n);
+    s_where(c, k, where, sizeof where);
     if (!n)
       return tr_seterr(err, TR_ESYNTAX,
-                       "empty field in %s line %lld column %lld (LOAD .. (NULL nan) reads empty "
-                       "fields as NaN)",
-                       c->path, (long long)c->line, col);
-    return tr_seterr(err, TR_ESYNTAX, "bad number '%s' in %s line %lld column %lld%s", show,
-                     c->path, (long long)c->line, col,
+                       "empty field in %s (LOAD .. (NULL nan) reads empty fields as NaN)", where);
+    return tr_seterr(err, TR_ESYNTAX, "bad number '%s' in %s%s", show, where,
                      c->line == 1 && c->o->header == 0 && (isalpha((unsigned char)*s) || *s == '_')
                          ? " (if the first line names the columns: LOAD .. (HEADER))"
                          : "");
@@ -328,8 +342,9 @@ static int s_value(const s_csv *c, const char *s, size_t n, long long col, void 
   }
   if (inf && kind == S_NUM_DECIMAL) {
     s_show(show, sizeof show, s, n);
-    return tr_seterr(err, TR_ESYNTAX, "number '%s' is too large for %s in %s line %lld column %lld",
-                     show, tr_dtype_name(c->dtype), c->path, (long long)c->line, col);
+    s_where(c, k, where, sizeof where);
+    return tr_seterr(err, TR_ESYNTAX, "number '%s' is too large for %s in %s", show,
+                     tr_dtype_name(c->dtype), where);
   }
   return TR_OK;
 }
@@ -357,7 +372,7 @@ int ta_csv_open(const char *path, tr_dtype dtype, const tc_csv_opts *opts, tc_ar
   ta_reset(a);
   if ((rc = s_slurp(path, &text, &len, err))) return rc;
   s_locale_push(&loc);
-  s_csv c = {path, text, text + len, 0, dtype, opts ? opts : &defaults, 0, 0};
+  s_csv c = {path, text, text + len, 0, dtype, opts ? opts : &defaults, 0, 0, NULL, NULL};
   if (len >= 3 && !memcmp(c.p, "\xEF\xBB\xBF", 3)) c.p += 3; /* UTF-8 BOM */
   c.delim = c.o->delim ? c.o->delim : s_guess_delim(c.p, c.end);
   while (s_line(&c, &b, &e, &rc, err)) {
@@ -365,6 +380,8 @@ int ta_csv_open(const char *path, tr_dtype dtype, const tc_csv_opts *opts, tc_ar
     if (!rows && !header_line && c.o->header >= 0 && (c.o->header > 0 || s_is_header(b, e, c.delim))) {
       header_line = c.line; /* names the columns: its count is checked below */
       fields = s_count(b, e, c.delim);
+      c.hb = b;
+      c.he = e;
       continue;
     }
     for (const char *f = b; f;) {
@@ -374,7 +391,7 @@ int ta_csv_open(const char *path, tr_dtype dtype, const tc_csv_opts *opts, tc_ar
         rc = tr_seterr(err, TR_ENOMEM, "out of memory reading '%s'", path);
         goto done;
       }
-      if ((rc = s_value(&c, fs, (size_t)(fe - fs), (long long)(fs - b) + 1, vals + nvals * item, err)))
+      if ((rc = s_value(&c, fs, (size_t)(fe - fs), (long long)nf + 1, vals + nvals * item, err)))
         goto done;
       nvals++;
       nf++;

@@ -644,7 +644,7 @@ Test(array, csv_errors) {
     const char *msg;
   } cases[] = {
       {"1,2,3\n4,5,6\n7,8\n", 16, TR_ESHAPE, "ragged CSV @: line 3 has 2 fields, expected 3"},
-      {"1,2\nabc,3\n", 10, TR_ESYNTAX, "bad number 'abc' in @ line 2 column 1"},
+      {"1,2\nabc,3\n", 10, TR_ESYNTAX, "bad number 'abc' in @ line 2 field 1"},
       {"1,2\n3,4x\n", 9, TR_ESYNTAX, "bad number '4x'"},
       {"1,,2\n", 5, TR_ESYNTAX, "empty field"},
       {"1,2,\n", 5, TR_ESYNTAX, "empty field"},
@@ -739,7 +739,7 @@ Test(array, csv_header_and_delimiters) {
     const char *msg;
   } bad[] = {
       {"1,2\n3,\n", {0}, "empty field in"},
-      {"1,2\n3,\n", {0}, "line 2 column 3 (LOAD .. (NULL nan) reads empty fields as NaN)"},
+      {"1,2\n3,\n", {0}, "line 2 field 2 (LOAD .. (NULL nan) reads empty fields as NaN)"},
       {"a,b\n1,2\n", {-1, 0, 0, 0}, "bad number 'a' in"},      /* HEADER false */
       {"1,2,x\n3,4,5\n", {0}, "bad number 'x'"},               /* not a header: a number */
       {"1,2,x\n3,4,5\n", {0}, "(if the first line names the columns: LOAD .. (HEADER))"},
@@ -750,8 +750,11 @@ Test(array, csv_header_and_delimiters) {
       {"\"a\",\"b\"\n\"1,2\n", {0}, "a quoted field on line 2 of CSV"},
       {"\"a\",\"b\"\n\"1,2\n", {0}, "is never closed"},
       {"\"a\",\"b\"\n1,2\n3,\"x\"\n", {0}, "bad number 'x' in"},
-      {"\"a\",\"b\"\n1,2\n3,\"x\"\n", {0}, "line 3 column 4"},
-      {"\"a\",\"b\nc\"\n1,2\n3,\"x\"\n", {0}, "line 4 column 4"}, /* the record's lines counted */
+      {"\"a\",\"b\"\n1,2\n3,\"x\"\n", {0}, "line 3 field 2 ('b')"},
+      {"a, weight ,c\n1,2,3\n4,-,6\n", {0}, "bad number '-' in "},
+      {"a, weight ,c\n1,2,3\n4,-,6\n", {0}, "line 3 field 2 ('weight')"},
+      {"\"kg, net\";b\n;2\n", {0}, "line 2 field 1 ('kg, net')"},
+      {"\"a\",\"b\nc\"\n1,2\n3,\"x\"\n", {0}, "line 4 field 2 ('b?c')"}, /* the record's lines counted */
       {"\"a\",\"b\"\n1,\"\"\n", {0}, "empty field"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -811,17 +814,17 @@ Test(array, csv_numbers) {
     cr_assert(strstr(msg, "bad number"), "'%s' was accepted (%s)", bad[i], msg);
   }
   s_csv_value("1,2\n3, 0x10\n", TR_F64, msg, sizeof msg);
-  snprintf(want, sizeof want, "bad number '0x10' in %s line 2 column 4", p);
+  snprintf(want, sizeof want, "bad number '0x10' in %s line 2 field 2", p);
   cr_assert_str_eq(msg, want);
   s_csv_value("1e999", TR_F64, msg, sizeof msg);
-  snprintf(want, sizeof want, "number '1e999' is too large for f64 in %s line 1 column 1", p);
+  snprintf(want, sizeof want, "number '1e999' is too large for f64 in %s line 1 field 1", p);
   cr_assert_str_eq(msg, want);
   s_csv_value("1,2\n3,-1e999\n", TR_F32, msg, sizeof msg);
   cr_assert(strstr(msg, "'-1e999' is too large for f32"), "%s", msg);
-  cr_assert(strstr(msg, "line 2 column 3"), "%s", msg);
+  cr_assert(strstr(msg, "line 2 field 2"), "%s", msg);
   s_csv_value("1e39", TR_F32, msg, sizeof msg);
   cr_assert(strstr(msg, "'1e39' is too large for f32"), "%s", msg);
   s_csv_value("1,,2", TR_F64, msg, sizeof msg);
   cr_assert(strstr(msg, "empty field in"), "%s", msg);
-  cr_assert(strstr(msg, "line 1 column 3"), "%s", msg);
+  cr_assert(strstr(msg, "line 1 field 2"), "%s", msg);
 }
