@@ -263,6 +263,26 @@ static void s_suggest(te_engine *e, int at, tr_err *err) {
   te_free_names(names);
 }
 
+/* A name written alone (`X;`, shown as PRINT shows it) that is no tensor
+** may be a statement mistyped: unless a tensor's name is near it (which
+** s_suggest offers), say so, with the nearest statement if one is. */
+static void s_not_a_statement(te_engine *e, const tp_stmt *s, tr_err *err) {
+  char **names = NULL;
+  int count = 0, k;
+  if (te_tensor_names(e, &names, NULL)) return;
+  while (names[count]) count++;
+  k = tr_closest(s->name, (const char *const *)names, count);
+  te_free_names(names);
+  if (k >= 0) return;
+  for (count = 0; tp_statement_words[count]; count++) {}
+  k = tr_closest(s->name, tp_statement_words, count);
+  if (k >= 0)
+    tr_seterr(err, TR_ESYNTAX, "unknown statement '%s' (did you mean %s?)", s->name, tp_statement_words[k]);
+  else
+    tr_seterr(err, TR_ENOTFOUND, "no such tensor or statement: %s", s->name);
+  err->at = s->name_pos;
+}
+
 static int s_exec(te_engine *e, const char *text, size_t len, te_result **res, tr_err *err) {
   tp_stmt *s = NULL;
   te_result *r = NULL;
@@ -292,7 +312,10 @@ static int s_exec(te_engine *e, const char *text, size_t len, te_result **res, t
     if (rc == TR_ENOTFOUND && s->if_exists) rc = TR_OK;
     if (!rc) rc = tc_declared_chunk_set(e->db, s->name, -1, NULL, err);
     break;
-  case TP_ST_PRINT: rc = te_print(e, s, &r, err); break;
+  case TP_ST_PRINT:
+    rc = te_print(e, s, &r, err);
+    if (rc == TR_ENOTFOUND && s->bare) s_not_a_statement(e, s, err);
+    break;
   case TP_ST_ASSIGN: rc = te_assign(e, s, &r, err); break;
   case TP_ST_EXPLAIN:
     rc = s->block ? tr_seterr(err, TR_EINVAL, "no block is open (BEGIN starts one)") : te_assign(e, s, &r, err);

@@ -565,6 +565,25 @@ const char *const tp_statement_words[] = {S_STATEMENTS(S_WORD) NULL};
 #undef S_ENTRY
 #undef S_WORD
 
+/* Whether the statement at p is a name alone, or a name and ranges (no
+** label inside its brackets): `X;` or `X[0:3, :];` shows X, as PRINT does,
+** the way a REPL shows a variable typed alone.  A statement's keyword
+** alone (`COMMIT;`) stays that statement. */
+static int s_names_a_tensor(const pi_parser *p) {
+  size_t k = 1;
+  for (size_t i = 0; i < S_NSTATEMENTS; i++)
+    if (pi_is_kw(pi_peek(p, 0), s_statements[i].kw)) return 0;
+  if (pi_is_punct(pi_peek(p, 1), '[')) {
+    for (k = 2; !pi_is_punct(pi_peek(p, k), ']'); k++) {
+      const pi_tok *t = pi_peek(p, k); /* what ranges hold, else not shown */
+      if (t->type != S_NUM && !pi_is_punct(t, ':') && !pi_is_punct(t, ',') && !pi_is_punct(t, '-'))
+        return 0;
+    }
+    k++;
+  }
+  return pi_peek(p, k)->type == S_EOF || pi_is_punct(pi_peek(p, k), ';');
+}
+
 /* One statement of any kind; p is at its first token. */
 static int s_statement(pi_parser *p, tp_stmt *st) {
   const pi_tok *t = pi_peek(p, 0), *t1 = pi_peek(p, 1);
@@ -573,6 +592,10 @@ static int s_statement(pi_parser *p, tp_stmt *st) {
   if (t->type == S_EOF || pi_is_punct(t, ';'))
     return tr_at(p->err, pi_pos(p, t), tr_seterr(p->err, TR_ESYNTAX, "empty statement"));
   if (t->type != S_IDENT) return pi_fail(p, t, "expected a statement");
+  if (s_names_a_tensor(p)) {
+    st->bare = 1;
+    return s_print(p, st);
+  }
   if (pi_is_punct(t1, '[')) {
     st->kind = TP_ST_ASSIGN;
     return s_assign(p, st);

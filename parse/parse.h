@@ -77,7 +77,7 @@ typedef enum tp_stmt_kind {
   TP_ST_SETTINGS, /* SHOW SETTINGS */
   TP_ST_DESCRIBE, /* DESCRIBE name */
   TP_ST_DROP,     /* DROP TENSOR [IF EXISTS] name */
-  TP_ST_PRINT,    /* PRINT name [ranges] */
+  TP_ST_PRINT,    /* PRINT name [ranges], or name [ranges] alone */
   TP_ST_EXPLAIN,  /* EXPLAIN [ANALYZE] [(FORMAT TEXT|JSON|DOT, PLAN 'p')] assignment */
   TP_ST_SET,      /* SET name = value */
   TP_ST_BEGIN,    /* BEGIN: statements until COMMIT are one block */
@@ -126,6 +126,8 @@ typedef struct tp_stmt {
   uint64_t seed;                 /* SEED value */
   /* DROP */
   int if_exists;                 /* DROP TENSOR IF EXISTS */
+  /* PRINT */
+  int bare;                      /* written as the name alone: `X;` */
   /* ASSIGN (and EXPLAIN, whose statement is the assignment) */
   int nout;                      /* output labels */
   char out_labels[TR_MAX_RANK][TP_NAME_MAX];

@@ -58,6 +58,7 @@ static const char s_statement_help[] =
     "  H[n, h] = relu(SUM(X[n, d] * W[d, h]));\n"
     "  acc[] = MEAN(ARGMAX(P[n, l]) == ARGMAX(Y[n, l]));\n"
     "  R = X[3:10, 2:5];   PRINT A;   PRINT A[-1, 0:3];   (a copy; ranges lo:hi, -1 the last)\n"
+    "  A;   A[0:5, :];                        (a name alone shows it, as PRINT)\n"
     "  SHOW TENSORS;   SHOW SETTINGS;   DESCRIBE A;   DROP TENSOR [IF EXISTS] A;\n"
     "  SET name = value;\n"
     "  EXPLAIN [ANALYZE] [(FORMAT TEXT|JSON|DOT, PLAN 'name')] C[i, j] = ...;\n"

@@ -409,6 +409,35 @@ Test(print, forms) {
   tp_stmt_free(&st);
 }
 
+/* A name alone, or with ranges, shows the tensor as PRINT does; a label
+** inside the brackets makes it an assignment still, and a statement's
+** keyword alone stays that statement. */
+Test(print, name_alone) {
+  tp_stmt *st = ok("A;");
+  cr_assert_eq(st->kind, TP_ST_PRINT);
+  cr_assert_str_eq(st->name, "A");
+  cr_assert(st->bare);
+  cr_assert_eq(st->nranges, 0);
+  tp_stmt_free(&st);
+  st = ok("A[0:4, -1]");
+  cr_assert_eq(st->kind, TP_ST_PRINT);
+  cr_assert(st->bare);
+  cr_assert_eq(st->nranges, 2);
+  range_is(st, 0, 1, 0, 1, 4, 0);
+  range_is(st, 1, 1, -1, 0, 0, 1);
+  tp_stmt_free(&st);
+  st = ok("PRINT A;");
+  cr_assert(!st->bare);
+  tp_stmt_free(&st);
+  st = ok("COMMIT;");
+  cr_assert_eq(st->kind, TP_ST_COMMIT);
+  tp_stmt_free(&st);
+  bad("A[i];", "expected '='");
+  bad("A[0:2, i];", "expected label");
+  bad("A[0:2;", "expected label");
+  bad("A B;", "unknown statement 'A'");
+}
+
 Test(print, errors) {
   bad("PRINT A[4:2];", "empty range 4:2");
   bad("PRINT A[3:3];", "empty range");
