@@ -174,6 +174,30 @@ const char *tk_blas_core_wanted(void) {
   return tk_blas_core_over(openblas_get_corename(), level);
 }
 
+/* OpenBLAS's idle pool threads spin (sched_yield) for 2^28 cycles, about
+** 0.1 s here, after each call before they sleep.  Workers share their
+** machine's cores (local ones always): a worker whose call ended spins on
+** a core another worker's call needs.  Measured on 2 cores, 2 local
+** workers: a worker's thread took 110 ms of a core in the 0.5 s after a
+** statement, and a product on one worker right after a statement on both
+** took 0.11-0.15 s against 0.065 s a second later.  2^18 cycles (about
+** 0.1 ms) still spans the gap between a task's consecutive calls. */
+#define S_THREAD_TIMEOUT "18"
+
+int tk_blas_setenv(void) {
+  const char *core = tk_blas_core_wanted();
+  int again = 0;
+  if (core) {
+    setenv("OPENBLAS_CORETYPE", core, 1);
+    again = 1;
+  }
+  if (!getenv("OPENBLAS_THREAD_TIMEOUT") && !getenv("GOTO_THREAD_TIMEOUT")) {
+    setenv("OPENBLAS_THREAD_TIMEOUT", S_THREAD_TIMEOUT, 1);
+    again = 1;
+  }
+  return again;
+}
+
 void tk_set_blas_threads(int nthreads) {
   openblas_set_num_threads(nthreads < 1 ? 1 : nthreads);
 }

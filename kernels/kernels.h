@@ -246,9 +246,16 @@ const char *tk_blas_core(void);
 /* The OPENBLAS_CORETYPE a process should load OpenBLAS with, when OpenBLAS
 ** fell back to generic kernels below what this CPU runs (a CPU newer than
 ** the library); NULL when its own choice stands or OPENBLAS_CORETYPE is
-** set.  OpenBLAS reads it only as it loads: main() sets it for the local
-** workers a shell starts, and a worker re-executes itself. */
+** set.  OpenBLAS reads it only as it loads (see tk_blas_setenv). */
 const char *tk_blas_core_wanted(void);
+/* Sets in the environment what OpenBLAS should load with in a process that
+** runs BLAS: OPENBLAS_CORETYPE where tk_blas_core_wanted names one, and
+** OPENBLAS_THREAD_TIMEOUT unless it (or GOTO_THREAD_TIMEOUT) is set.
+** OpenBLAS reads them only as it loads: 1 when this process's OpenBLAS
+** loaded without something set here.  main() calls it first: a shell,
+** which runs no BLAS, passes the settings to the local workers it starts;
+** a worker re-executes itself when it returns 1. */
+int tk_blas_setenv(void);
 
 /* Let BLAS use nthreads threads in its own calls (1 while the engine runs
 ** chunk tasks in parallel; all cores for a single large task). */

@@ -252,13 +252,11 @@ int main(int argc, char **argv) {
   tr_err err;
   int c, status;
 
-  /* OpenBLAS chose its kernels as it loaded.  Where that was a generic
-  ** fallback below this CPU's (tk_blas_core_wanted), the right ones are
-  ** named for the processes that run BLAS: a worker runs itself again
-  ** (below), and local workers inherit the setting from their shell,
-  ** which runs no BLAS itself and so is not started again. */
-  const char *core = tk_blas_core_wanted();
-  if (core) setenv("OPENBLAS_CORETYPE", core, 1);
+  /* OpenBLAS read its settings as it loaded.  Those the processes that run
+  ** BLAS should have (tk_blas_setenv) are set now: a worker runs itself
+  ** again (below), and local workers inherit them from their shell, which
+  ** runs no BLAS itself and so is not started again. */
+  int blas_again = tk_blas_setenv();
 
   while ((c = getopt_long(argc, argv, "hc:", longopts, NULL)) != -1) {
     if (c != OPT_GEN_KEYS) others++;
@@ -273,7 +271,8 @@ int main(int argc, char **argv) {
     case OPT_VERSION:
       tk_device_info(gpu, sizeof gpu);
       printf("tradb %s\nkernels: %s\nOpenBLAS kernels: %s\ncuda device: %s\n", TR_VERSION_STRING,
-             tk_backends_compiled(), core ? core : tk_blas_core(), gpu);
+             tk_backends_compiled(), /* the workers' kernels, named or chosen */
+             getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : tk_blas_core(), gpu);
       return 0;
     case OPT_THREADS:
       if (s_parse_count(optarg, 0, &opt.threads))
@@ -353,7 +352,7 @@ int main(int argc, char **argv) {
     return s_gen_keys(gen_keys);
   }
   /* (should the exec fail, the worker runs on the kernels it has) */
-  if (worker && core && s_self_exe(exe, sizeof exe)) execv(exe, argv);
+  if (worker && blas_again && s_self_exe(exe, sizeof exe)) execv(exe, argv);
   s_process_settings(worker, worker ? wc.memory : 0);
   if ((status = s_device(opt.device, opt.gpu_memory))) return status;
   if (worker) {

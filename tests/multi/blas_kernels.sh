@@ -13,6 +13,10 @@
 #    on a CPU newer than it knows): its local workers (named the kernels
 #    by their shell) and a worker started by hand (which starts itself
 #    again with them) run the kernels `tradb --version` names.
+# 3. OpenBLAS's idle threads spin for about 0.1 s after each call unless
+#    OPENBLAS_THREAD_TIMEOUT says otherwise, on cores other workers need:
+#    local workers and a worker started by hand run with it set (18), and
+#    a value the user set is kept.
 TEST=blas_kernels
 source "$TOP_SRCDIR/tests/multi/lib.sh"
 
@@ -70,5 +74,24 @@ fi
 [ "$(worker_cores "$work/own")" = "$mine" ] || fail "local workers ran $(worker_cores "$work/own"), --version says $mine"
 start_worker 0
 grep -q "listening (.*OpenBLAS $mine," "$work/w0.log" || fail "a worker started by hand: $(cat "$work/w0.log"), --version says $mine"
+ok
+
+# timeout PID: the OPENBLAS_THREAD_TIMEOUT process PID runs with ("" if none)
+timeout_of() { tr '\0' '\n' < "/proc/$1/environ" | sed -n 's/^OPENBLAS_THREAD_TIMEOUT=//p'; }
+[ "$(timeout_of "${wpid[0]}")" = 18 ] || fail "a worker started by hand has OPENBLAS_THREAD_TIMEOUT='$(timeout_of "${wpid[0]}")'"
+stop_worker 0
+OPENBLAS_THREAD_TIMEOUT=25 start_worker 0
+[ "$(timeout_of "${wpid[0]}")" = 25 ] || fail "the user's OPENBLAS_THREAD_TIMEOUT=25 became '$(timeout_of "${wpid[0]}")'"
+# a session's local workers, while it is open
+mkfifo "$work/in"
+"$TRADB" "$work/spin" < "$work/in" > "$work/spin.out" 2>&1 &
+track $!
+exec 7> "$work/in"
+two_local() { [ "$(pgrep -f -- "--data $work/spin/workers/w" | wc -l)" -eq 2 ]; }
+wait_until 20 "two local workers" two_local
+for p in $(pgrep -f -- "--data $work/spin/workers/w"); do
+  [ "$(timeout_of "$p")" = 18 ] || fail "local worker $p has OPENBLAS_THREAD_TIMEOUT='$(timeout_of "$p")'"
+done
+exec 7>&-
 ok
 finish

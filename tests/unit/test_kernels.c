@@ -1471,6 +1471,26 @@ Test(blas_core, only_a_generic_fallback_is_overridden) {
   }
 }
 
+/* What BLAS should load with is set unless set already, and 1 says the
+** process's OpenBLAS loaded without it; a user's value stands. */
+Test(blas_core, thread_timeout_set_unless_the_user_set_one) {
+  setenv("OPENBLAS_CORETYPE", "SkylakeX", 1); /* so only the timeout is in play */
+  unsetenv("OPENBLAS_THREAD_TIMEOUT");
+  unsetenv("GOTO_THREAD_TIMEOUT");
+  cr_assert_eq(tk_blas_setenv(), 1);
+  cr_assert_str_eq(getenv("OPENBLAS_THREAD_TIMEOUT"), "18");
+  cr_assert_eq(tk_blas_setenv(), 0, "set once, the process started again has it");
+  setenv("OPENBLAS_THREAD_TIMEOUT", "25", 1);
+  cr_assert_eq(tk_blas_setenv(), 0);
+  cr_assert_str_eq(getenv("OPENBLAS_THREAD_TIMEOUT"), "25");
+  unsetenv("OPENBLAS_THREAD_TIMEOUT");
+  setenv("GOTO_THREAD_TIMEOUT", "20", 1);
+  cr_assert_eq(tk_blas_setenv(), 0);
+  cr_assert_null(getenv("OPENBLAS_THREAD_TIMEOUT"));
+  unsetenv("GOTO_THREAD_TIMEOUT");
+  unsetenv("OPENBLAS_CORETYPE");
+}
+
 /* A user's OPENBLAS_CORETYPE stands. */
 Test(blas_core, a_set_coretype_is_kept) {
   setenv("OPENBLAS_CORETYPE", "Prescott", 1);
