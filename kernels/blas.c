@@ -185,16 +185,11 @@ const char *tk_blas_core_wanted(void) {
 #define S_THREAD_TIMEOUT "18"
 
 int tk_blas_setenv(void) {
+  /* only what was set: a process started again must not find it unset */
   const char *core = tk_blas_core_wanted();
-  int again = 0;
-  if (core) {
-    setenv("OPENBLAS_CORETYPE", core, 1);
-    again = 1;
-  }
-  if (!getenv("OPENBLAS_THREAD_TIMEOUT") && !getenv("GOTO_THREAD_TIMEOUT")) {
-    setenv("OPENBLAS_THREAD_TIMEOUT", S_THREAD_TIMEOUT, 1);
-    again = 1;
-  }
+  int again = core && !setenv("OPENBLAS_CORETYPE", core, 1);
+  if (!getenv("OPENBLAS_THREAD_TIMEOUT") && !getenv("GOTO_THREAD_TIMEOUT"))
+    again |= !setenv("OPENBLAS_THREAD_TIMEOUT", S_THREAD_TIMEOUT, 1);
   return again;
 }
 
