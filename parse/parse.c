@@ -33,6 +33,13 @@ static int s_assign(pi_parser *p, tp_stmt *st) {
       if (!strcmp(st->out_labels[i], st->out_labels[j]))
         return pi_fail2(p, pi_peek(p, 0), "output label '%s' repeated",
                        st->out_labels[i]);
+  const pi_tok *t = pi_peek(p, 0);
+  if (t->type == S_EOF || pi_is_punct(t, ';')) { /* labels where ranges were meant? */
+    char eg[3 * TR_MAX_RANK + 4] = "0:2";
+    for (i = 1; i < st->nout; i++) strcat(eg, ", :");
+    return pi_fail2(p, t, "expected '=' and the right side of an assignment to %s (a slice of it "
+                          "is shown with numbers: %s[%s])", st->name, st->name, st->nout ? eg : "");
+  }
   if ((rc = pi_expect(p, '=')) != TR_OK) return rc;
   return pi_expr(p, &st->rhs, &h);
 }

@@ -432,7 +432,8 @@ Test(print, name_alone) {
   st = ok("COMMIT;");
   cr_assert_eq(st->kind, TP_ST_COMMIT);
   tp_stmt_free(&st);
-  bad("A[i];", "expected '='");
+  bad("A[i];", "expected '='", "a slice of it is shown with numbers: A[0:2])");
+  bad("A[i, j]", "A[0:2, :])");
   bad("A[0:2, i];", "expected label");
   bad("A[0:2;", "expected label");
   bad("A B;", "unknown statement 'A'");
