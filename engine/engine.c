@@ -236,21 +236,22 @@ static int s_in_block(te_engine *e, tp_stmt **sp, te_result **res, tr_err *err) 
 
 /* After a failure naming a tensor that does not exist ("no such tensor:
 ** NAME", the catalog's words): point at it if nothing is pointed at yet
-** (at, the statement's name), and add the nearest tensor name. */
-static void s_suggest(te_engine *e, int at, tr_err *err) {
+** (at, the statement's name), and add the nearest tensor name; 1 when one
+** was added. */
+static int s_suggest(te_engine *e, int at, tr_err *err) {
   static const char lead[] = "no such tensor: ";
   char name[TP_NAME_MAX], **names = NULL;
   size_t n, o;
   int k, count = 0;
   if (err->code == TR_ENAME && !err->at) err->at = at; /* exists already, or is unknown */
   if ((err->code != TR_ENAME && err->code != TR_ENOTFOUND) || strncmp(err->msg, lead, sizeof lead - 1))
-    return;
+    return 0;
   if (!err->at) err->at = at;
   n = strcspn(err->msg + sizeof lead - 1, " ");
-  if (n >= sizeof name) return;
+  if (n >= sizeof name) return 0;
   memcpy(name, err->msg + sizeof lead - 1, n);
   name[n] = '\0';
-  if (te_tensor_names(e, &names, NULL)) return;
+  if (te_tensor_names(e, &names, NULL)) return 0;
   while (names[count]) count++;
   k = tr_closest(name, (const char *const *)names, count);
   o = sizeof lead - 1 + n;
@@ -261,19 +262,14 @@ static void s_suggest(te_engine *e, int at, tr_err *err) {
     if (m > 0 && (size_t)m < sizeof err->msg) memcpy(err->msg, msg, (size_t)m + 1);
   }
   te_free_names(names);
+  return k >= 0;
 }
 
-/* A name written alone (`X;`, shown as PRINT shows it) that is no tensor
-** may be a statement mistyped: unless a tensor's name is near it (which
-** s_suggest offers), say so, with the nearest statement if one is. */
-static void s_not_a_statement(te_engine *e, const tp_stmt *s, tr_err *err) {
-  char **names = NULL;
-  int count = 0, k;
-  if (te_tensor_names(e, &names, NULL)) return;
-  while (names[count]) count++;
-  k = tr_closest(s->name, (const char *const *)names, count);
-  te_free_names(names);
-  if (k >= 0) return;
+/* A name written alone (`X;`, shown as PRINT shows it) that is no tensor,
+** and near none (s_suggest found none), may be a statement mistyped: say
+** so, with the nearest statement if one is. */
+static void s_not_a_statement(const tp_stmt *s, tr_err *err) {
+  int count, k;
   for (count = 0; tp_statement_words[count]; count++) {}
   k = tr_closest(s->name, tp_statement_words, count);
   if (k >= 0)
@@ -314,7 +310,6 @@ static int s_exec(te_engine *e, const char *text, size_t len, te_result **res, t
     break;
   case TP_ST_PRINT:
     rc = te_print(e, s, &r, err);
-    if (rc == TR_ENOTFOUND && s->bare) s_not_a_statement(e, s, err);
     break;
   case TP_ST_ASSIGN: rc = te_assign(e, s, &r, err); break;
   case TP_ST_EXPLAIN:
@@ -324,7 +319,9 @@ static int s_exec(te_engine *e, const char *text, size_t len, te_result **res, t
   case TP_ST_CALIBRATE: rc = te_calibrate(e, &r, err); break;
   }
 done:
-  if (rc && err) s_suggest(e, s->name_pos, err);
+  if (rc && err && !s_suggest(e, s->name_pos, err) && rc == TR_ENOTFOUND && s->kind == TP_ST_PRINT &&
+      s->bare)
+    s_not_a_statement(s, err);
   tp_stmt_free(&s);
   if (rc && err && !err->code) tr_seterr(err, rc, "statement failed (status %d)", rc);
   if (!rc) r = te_take_notice(e, r);

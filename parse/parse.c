@@ -572,14 +572,20 @@ const char *const tp_statement_words[] = {S_STATEMENTS(S_WORD) NULL};
 #undef S_ENTRY
 #undef S_WORD
 
+/* The index in s_statements of the keyword t is, or -1. */
+static int s_keyword(const pi_tok *t) {
+  for (size_t i = 0; i < S_NSTATEMENTS; i++)
+    if (pi_is_kw(t, s_statements[i].kw)) return (int)i;
+  return -1;
+}
+
 /* Whether the statement at p is a name alone, or a name and ranges (no
 ** label inside its brackets): `X;` or `X[0:3, :];` shows X, as PRINT does,
 ** the way a REPL shows a variable typed alone.  A statement's keyword
 ** alone (`COMMIT;`) stays that statement. */
 static int s_names_a_tensor(const pi_parser *p) {
   size_t k = 1;
-  for (size_t i = 0; i < S_NSTATEMENTS; i++)
-    if (pi_is_kw(pi_peek(p, 0), s_statements[i].kw)) return 0;
+  if (s_keyword(pi_peek(p, 0)) >= 0) return 0;
   if (pi_is_punct(pi_peek(p, 1), '[')) {
     for (k = 2; !pi_is_punct(pi_peek(p, k), ']'); k++) {
       const pi_tok *t = pi_peek(p, k); /* what ranges hold, else not shown */
@@ -607,11 +613,10 @@ static int s_statement(pi_parser *p, tp_stmt *st) {
     st->kind = TP_ST_ASSIGN;
     return s_assign(p, st);
   }
-  for (size_t i = 0; i < S_NSTATEMENTS; i++)
-    if (pi_is_kw(t, s_statements[i].kw)) {
-      pi_next(p);
-      return s_statements[i].parse(p, st);
-    }
+  if ((k = s_keyword(t)) >= 0) {
+    pi_next(p);
+    return s_statements[k].parse(p, st);
+  }
   if (pi_is_punct(t1, '=')) return s_slice(p, st);
   pi_show(t, tok, sizeof tok);
   if ((k = tr_closest(tok, tp_statement_words, (int)S_NSTATEMENTS)) >= 0)
