@@ -442,14 +442,18 @@ int tx_gemm_panels(const tk_backend *kt, const tr_cancel *cancel, tr_dtype dt, i
   char *pc = c;
   enum { WHOLE, BATCH, ROWS, COLS, DEPTH } cut = WHOLE;
   if (tr_cancelled(cancel)) return TR_EINTR;
-  /* Batches are independent products; rows and columns re-pack the other
-  ** operand per call, so the longer of the two is cut; depth last. */
+  /* Batches are independent products.  Depth next: BLAS walks K in blocks
+  ** of a few hundred anyway, updating C after each, so calls along K pack
+  ** each factor once as one call would (4096^3 f32 on 2 threads: one call
+  ** 0.43-0.45 s, 16 calls of depth 256 the same, 16 calls of 1024 x 1024
+  ** output 0.47-0.49 s).  Rows and columns re-pack the other operand per
+  ** call, and leave each BLAS thread a thinner share: the longer is cut. */
   if (panel > 0 && (double)B * (double)M * (double)N * (double)K > (double)panel) {
     if (B > 1) cut = BATCH;
+    else if (K >= 2 * S_PANEL_MIN) cut = DEPTH;
     else if (M >= N && M >= 2 * S_PANEL_MIN) cut = ROWS;
     else if (N >= 2 * S_PANEL_MIN) cut = COLS;
     else if (M >= 2 * S_PANEL_MIN) cut = ROWS;
-    else if (K >= 2 * S_PANEL_MIN) cut = DEPTH;
   }
   int rc;
   int64_t h;

@@ -43,7 +43,7 @@ int tx_node_run(const tk_backend *kt, int threads, size_t cache_budget, const ta
 ** multiply-adds, polling cancel before each (TR_EINTR once it is set): a
 ** BLAS call cannot be stopped, and one product of large chunks runs for
 ** seconds.  A larger product is halved, recursively: its batch first, then
-** the longer of M and N, then K (the second half adding to the first),
+** K (the second half adding to the first), then the longer of M and N,
 ** never below 256 rows, columns or depth, because every call packs its
 ** operands afresh and thin panels would pack more than they compute.  The
 ** halves depend only on the shape, so a product always sums in the same

@@ -126,9 +126,9 @@ static int s_syrk(tr_dtype dt, int trans, int64_t n, int64_t k, double alpha, co
 }
 
 /* A panel of 2^32 multiply-adds: 0.07 s in f32 (0.14 s in f64) on one core
-** of the 2-core development machine (65e9 a second), and at least 256 rows
-** when the engine splits 4096^3 (the packing of B that every call repeats
-** then costs 3%, measured). */
+** of the 2-core development machine (65e9 a second); the engine splits a
+** larger product along its depth first, which packs nothing twice
+** (tx_gemm_panels). */
 void tk_openblas_init(tk_backend *t) {
   t->name = "openblas";
   t->gemm = s_gemm;
