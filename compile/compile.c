@@ -443,10 +443,36 @@ static void s_finish_node(ta_plan *p, ta_node *n) {
   n->gemm = ta_gemm_ok(n);
 }
 
+/* A statement that reads an f64 tensor anywhere computes in f64, its
+** temporaries included (a sum taken apart, a product's pairwise step);
+** an index past 2^24 is f64 too, to hold it exactly. */
 static tr_dtype s_node_dtype(const ta_plan *p, const ta_node *n) {
+  for (int i = 0; i < p->nrels; i++)
+    if (p->rels[i].kind == TA_REL_STORED && !p->rels[i].iota && p->rels[i].meta.dtype == TR_F64)
+      return TR_F64;
   for (int i = 0; i < n->ninputs; i++)
     if (p->rels[n->in[i].rel].meta.dtype == TR_F64) return TR_F64;
   return TR_F32;
+}
+
+static int s_index_rel(s_binder *b, const s_nodeb *nb, int id, int *rel);
+
+/* A node of numbers alone (lr[] = 0.01; or MAX(2)): its tasks are driven
+** by their inputs' chunks, so it reads a one-element index over a label
+** of its own, summed away, which its program never uses. */
+static int s_drive_numbers(s_binder *b, s_nodeb *nb) {
+  int rel, id = b->nlab;
+  if (b->nlab >= S_MAX_LABELS)
+    return tr_seterr(b->err, TR_EINVAL, "too many labels in one statement");
+  b->nlab++;
+  snprintf(b->lab[id], TP_NAME_MAX, "_");
+  b->lsize[id] = 1;
+  snprintf(b->lwhere[id], sizeof b->lwhere[id], "a number");
+  int rc = s_index_rel(b, nb, id, &rel);
+  if (rc) return rc;
+  if (s_operand(b, nb, rel, 1, &id) < 0) return b->err->code;
+  if (nb->n.agg == TK_AGG_NONE) nb->n.agg = TK_AGG_SUM;
+  return TR_OK;
 }
 
 /* Append a finished node, creating its output relation (a temporary, or
@@ -458,6 +484,8 @@ static int s_push_node(s_binder *b, s_nodeb *nb, const char *out_name) {
     return tr_seterr(b->err, TR_EINVAL, "expression has too many aggregations");
   if (p->nrels >= TA_MAX_RELS)
     return tr_seterr(b->err, TR_EINVAL, "statement references too many tensors");
+  int rc;
+  if (n->ninputs == 0 && (rc = s_drive_numbers(b, nb))) return rc;
   s_finish_node(p, n);
   ta_rel *r = &p->rels[p->nrels];
   memset(r, 0, sizeof *r);

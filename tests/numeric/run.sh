@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Numeric tests against NumPy (tests/numeric/check.py, check_data.py,
-# plans.py);
+# plans.py, exprs.py);
 # skipped (exit 77) when Debian's python3-numpy is not installed.
 set -euo pipefail
 PY=/usr/bin/python3
@@ -15,6 +15,9 @@ trap 'rm -rf "$work"' EXIT
 # random statements on operands and outputs in random chunks
 mkdir "$work/plans"
 "$PY" "$TOP_SRCDIR/tests/numeric/plans.py" "$TRADB" "$work/plans"
+# random expressions over random tensors, f32 and f64 mixed
+mkdir "$work/exprs"
+"$PY" "$TOP_SRCDIR/tests/numeric/exprs.py" "$TRADB" "$work/exprs"
 # independent subnet training (scripts/ist.py): the partition, one round
 # and one data-parallel step against NumPy
 mkdir "$work/ist"
