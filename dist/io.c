@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define S_INFLIGHT_BYTES (256u << 20) /* PUT data in flight before waiting */
+#define S_INFLIGHT_BYTES (256u << 20) /* PUT data in flight before waiting; GET data asked for at once */
 
 /* The chunks of locs that must be durable before their version commits:
 ** all of them under synchronous = full; under normal only those with one
@@ -197,8 +197,17 @@ int td_pread(td_cluster *c, const tr_tensor *t, const int64_t *lins, int64_t n,
   int rc = tc_chunk_locations(c->db, t, &locs, &nl, err);
   if (rc) return rc;
   di_ping(c);
-  for (int64_t i0 = 0; i0 < n && !rc; i0 += 64) {
-    int64_t i1 = i0 + 64 < n ? i0 + 64 : n;
+  for (int64_t i0 = 0, i1; i0 < n && !rc; i0 = i1) {
+    /* at most 64 chunks and S_INFLIGHT_BYTES in flight (one chunk at
+    ** least): chunks of up to 1 GiB each would otherwise arrive together */
+    size_t inflight = 0;
+    for (i1 = i0; i1 < n && i1 - i0 < 64; i1++) {
+      int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK];
+      tr_key_from_linear(t, lins[i1], key);
+      size_t bytes = (size_t)tr_chunk_extent(t, key, ext) * tr_dtype_size(t->dtype);
+      if (i1 > i0 && inflight + bytes > S_INFLIGHT_BYTES) break;
+      inflight += bytes;
+    }
     /* try[i]: replicas of chunk lins[i] tried so far */
     int tried[64] = {0}, ok[64] = {0};
     char why[64][TC_ENDPOINT_MAX + 900]; /* per chunk: why its last try failed */

@@ -257,17 +257,22 @@ static int s_wait_loop(di_phase *ph, int tolerant, tr_err *err) {
       for (int i = 0; i < ph->n; i++)
         if (!ph->out[i].done && ph->out[i].site == s) ph->out[i].done = 2; /* no reply */
     }
+    /* Silence counts from when this wait began listening: what a site
+    ** sent while the shell was busy elsewhere (writing out the chunks a
+    ** SAVE read before) waits in its socket, not yet seen. */
+    double window = TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0;
     if (ph->watch_all && !tolerant)
       for (int s = 0; s < c->nsites; s++) {
         td_site *st = &c->sites[s];
-        if (st->up && now - st->last_seen > TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0) {
+        if (st->up && now - st->last_seen > window && now - start > window) {
           st->up = 0;
-          return tr_seterr(err, TR_EIO, "worker %s is down (silent for %.1f s)", st->ep, now - st->last_seen);
+          return tr_seterr(err, TR_EIO, "worker %s is down (silent for %.1f s)", st->ep,
+                           now - (st->last_seen > start ? st->last_seen : start));
         }
       }
     for (int i = 0; i < ph->n; i++) {
       td_site *st = &c->sites[ph->out[i].site];
-      int silent = now - st->last_seen > TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0;
+      int silent = now - st->last_seen > window && now - start > window;
       if (!ph->out[i].done && (silent || st->restarted)) {
         st->up = 0;
         if (tolerant) {
@@ -277,7 +282,7 @@ static int s_wait_loop(di_phase *ph, int tolerant, tr_err *err) {
         if (st->restarted)
           return tr_seterr(err, TR_EIO, "worker %s restarted while it worked for this statement", st->ep);
         return tr_seterr(err, TR_EIO, "worker %s is down (silent for %.1f s)", st->ep,
-                         now - st->last_seen);
+                         now - (st->last_seen > start ? st->last_seen : start));
       }
     }
     di_drain(c, ph, TN_HEARTBEAT_MS / 5);

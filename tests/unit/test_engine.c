@@ -9,10 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "engine/engine.h"
 #include "tests/unit/engine_fixture.h"
 #include "exec/exec.h"
 #include "engine/engine_int.h"
+#include "dist/dist_int.h"
 
 TestSuite(engine, .init = tf_engine_open, .fini = tf_engine_close);
 
@@ -1555,4 +1557,35 @@ Test(cut, stored_blocks_cut_where_they_are, .timeout = 120) {
   s_same_values(e, "C", "D", 512 * 512, 1e-4);
   s_same_values(e, "E", "D", 512 * 512, 1e-4);
   te_close(&e);
+}
+
+/* A reader whose callback holds the shell past the workers' liveness
+** window (a SAVE writing its chunks out to a slow disk): the next batch's
+** wait must not take workers for down that were silent only because
+** nobody listened.  A 1.1 GB SAVE failed so, naming a worker that was up. */
+static int s_slow_calls;
+
+static int s_slow_chunk(void *ctx, int64_t lin, const void *buf, size_t bytes, tr_err *err) {
+  (void)ctx, (void)lin, (void)buf, (void)bytes, (void)err;
+  if (s_slow_calls++ == 0) {
+    struct timespec ts = {2, 0}; /* over TN_LIVENESS heartbeats */
+    nanosleep(&ts, NULL);
+  }
+  return TR_OK;
+}
+
+Test(engine, a_slow_reader_keeps_its_workers) {
+  tr_err err;
+  tr_tensor t;
+  int64_t lins[130];
+  s_ok("CREATE TENSOR S[130, 64] CHUNK [1, 64];"); /* 130 chunks: three batches */
+  s_ok("FILL S ONES;");
+  cr_assert_eq(tc_tensor_get(tf_e->db, "S", &t, &err), TR_OK, "%s", err.msg);
+  for (int i = 0; i < 130; i++) lins[i] = i;
+  s_slow_calls = 0;
+  cr_assert_eq(td_pread(tf_e->cluster, &t, lins, 130, s_slow_chunk, NULL, &err), TR_OK, "%s",
+               err.msg);
+  cr_assert_eq(s_slow_calls, 130);
+  for (int k = 0; k < tf_e->cluster->nsites; k++)
+    cr_assert(tf_e->cluster->sites[k].up, "worker %d taken for down", k);
 }
