@@ -92,6 +92,8 @@ typedef struct di_out {
   tn_in reply;   /* the reply (when done) */
   int64_t units; /* the work it stands for (progress): a task's output
                     chunks, set by its sender; 1 by default */
+  size_t expect;  /* bytes its reply brings, where large (a chunk read):
+                    the site may be silent while they arrive */
 } di_out;
 
 /* A phase: requests sent, replies awaited together. */
@@ -124,6 +126,9 @@ int di_request(di_phase *ph, int s, int type, const tn_wbuf *body, int ndata,
 void di_drain(td_cluster *c, di_phase *ph, int timeout_ms);
 int di_wait(di_phase *ph, tr_err *err);
 int di_wait_ex(di_phase *ph, int tolerant, tr_err *err);
+/* Whether a site last heard at last_seen is down at now, for a wait that
+** began at start and a reply of `expect` bytes due from it. */
+int di_silent(double now, double last_seen, double start, size_t expect);
 /* Reply i's body as a read cursor. */
 void di_reply_body(di_phase *ph, int i, tn_rbuf *r);
 /* Tell site `only` (-1: every live site) to drop ids, chunks the catalog

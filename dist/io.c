@@ -244,6 +244,7 @@ int td_pread(td_cluster *c, const tr_tensor *t, const int64_t *lins, int64_t n,
         tn_put_u64(&b, loc->chunk_id);
         rc = di_request(&ph, s, TN_GET, &b, 0, NULL, NULL, NULL, err);
         tn_wbuf_free(&b);
+        if (!rc) ph.out[ph.n - 1].expect = bytes;
         which[nreq++] = i;
       }
       if (!rc && nreq) rc = di_wait_ex(&ph, 1, err);

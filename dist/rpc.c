@@ -20,6 +20,10 @@
 #include <unistd.h>
 
 #define S_CALL_TIMEOUT_S 600.0   /* longest wait for one phase */
+/* The slowest a reply's bytes arrive: the shell takes a 1 GiB chunk into
+** fresh memory at 0.5-3 ms a MiB on the development machine, and a 1 GiB
+** reply held its site silent past the liveness window. */
+#define S_SLOW_BYTES_PER_S 100e6
 
 /* A phase's requests take the ids base, base+1, ...: a reply maps to its
 ** slot by subtraction.  That holds only while one phase is open at a time
@@ -205,6 +209,15 @@ int di_local_exited(td_cluster *c, int s, tr_err *err) {
   return tr_seterr(err, TR_EIO, "local worker %s %s (see %s/w%d.log)", st->ep, how, c->workdir, s);
 }
 
+/* Silence counts from when the wait began listening: what a site sent
+** while the shell was busy elsewhere (writing out the chunks a SAVE read
+** before) waits in its socket, not yet seen.  And nothing else comes from
+** a site while a large reply is on its way. */
+int di_silent(double now, double last_seen, double start, size_t expect) {
+  double window = TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0 + (double)expect / S_SLOW_BYTES_PER_S;
+  return now - last_seen > window && now - start > window;
+}
+
 static int s_wait_loop(di_phase *ph, int tolerant, tr_err *err) {
   td_cluster *c = ph->c;
   double start = tr_now(), next_beat = 0;
@@ -257,14 +270,10 @@ static int s_wait_loop(di_phase *ph, int tolerant, tr_err *err) {
       for (int i = 0; i < ph->n; i++)
         if (!ph->out[i].done && ph->out[i].site == s) ph->out[i].done = 2; /* no reply */
     }
-    /* Silence counts from when this wait began listening: what a site
-    ** sent while the shell was busy elsewhere (writing out the chunks a
-    ** SAVE read before) waits in its socket, not yet seen. */
-    double window = TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0;
     if (ph->watch_all && !tolerant)
       for (int s = 0; s < c->nsites; s++) {
         td_site *st = &c->sites[s];
-        if (st->up && now - st->last_seen > window && now - start > window) {
+        if (st->up && di_silent(now, st->last_seen, start, 0)) {
           st->up = 0;
           return tr_seterr(err, TR_EIO, "worker %s is down (silent for %.1f s)", st->ep,
                            now - (st->last_seen > start ? st->last_seen : start));
@@ -272,7 +281,7 @@ static int s_wait_loop(di_phase *ph, int tolerant, tr_err *err) {
       }
     for (int i = 0; i < ph->n; i++) {
       td_site *st = &c->sites[ph->out[i].site];
-      int silent = now - st->last_seen > window && now - start > window;
+      int silent = di_silent(now, st->last_seen, start, ph->out[i].expect);
       if (!ph->out[i].done && (silent || st->restarted)) {
         st->up = 0;
         if (tolerant) {

@@ -1589,3 +1589,15 @@ Test(engine, a_slow_reader_keeps_its_workers) {
   for (int k = 0; k < tf_e->cluster->nsites; k++)
     cr_assert(tf_e->cluster->sites[k].up, "worker %d taken for down", k);
 }
+
+/* When a site counts as down: silent for the liveness window (1.5 s) while
+** the shell listened, and longer while a large reply is due from it (a
+** 1 GiB chunk held its site silent past the window as it arrived). */
+Test(engine, silence_while_a_large_reply_arrives) {
+  const size_t gib = (size_t)1 << 30;
+  cr_assert(di_silent(100.0, 98.0, 90.0, 0), "2 s of silence while listening");
+  cr_assert(!di_silent(100.0, 99.0, 90.0, 0), "1 s is within the window");
+  cr_assert(!di_silent(100.0, 90.0, 99.0, 0), "the wait began 1 s ago");
+  cr_assert(!di_silent(100.0, 96.0, 90.0, gib), "4 s while 1 GiB arrives");
+  cr_assert(di_silent(100.0, 85.0, 80.0, gib), "15 s while 1 GiB arrives");
+}
