@@ -591,6 +591,26 @@ static void s_tri_note(const s_run *run, s_tri *tri, void *c, int64_t n, int64_t
   tri->r[tri->n++].ldc = ldc;
 }
 
+/* Whether block c is noted: every tuple so far summed it by syrk. */
+static int s_tri_has(const s_tri *tri, const void *c) {
+  for (int i = 0; tri && i < tri->n; i++)
+    if (tri->r[i].c == c) return 1;
+  return 0;
+}
+
+/* Block c gets a tuple that is no Gram block (twin tiles are found by
+** their values, tuple by tuple): what syrk summed into it so far is
+** symmetric, so its triangle is copied across now, before the gemm adds
+** to both. */
+static void s_tri_settle(const s_run *run, s_tri *tri, void *c) {
+  for (int i = 0; tri && i < tri->n; i++)
+    if (tri->r[i].c == c) {
+      s_tri_copy(run->dt, c, tri->r[i].n, tri->r[i].ldc);
+      tri->r[i] = tri->r[--tri->n];
+      return;
+    }
+}
+
 static void s_tri_fill(const s_run *run, s_tri *tri) {
   for (int i = 0; i < tri->n; i++) s_tri_copy(run->dt, tri->r[i].c, tri->r[i].n, tri->r[i].ldc);
   tri->n = 0;
@@ -709,13 +729,18 @@ static int s_gemm_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void 
   /* A Gram product's diagonal block, X^T X: one matrix read both ways
   ** (ta_gemm_share prices it so where both factors are one relation's
   ** chunks; a fused factor's twin tiles are found here only) */
+  /* Only onto a block that syrk alone summed so far: its lower triangle
+  ** is left for later, which a gemm's sums there would make wrong. */
   if (run->kt->syrk && B == 1 && M == N && lda == ldb && ta != tb &&
+      (c == bufc || first || s_tri_has(tri, c)) &&
       s_same_matrix(a, b, ta ? K : M, ta ? M : K, lda, run->esz)) {
     rc = s_syrk_panels(run, ta, M, K, a, lda, beta, c, ldc);
     if (!rc) s_tri_note(run, c == bufc ? NULL : tri, c, M, ldc); /* a scratch is folded now */
-  } else
+  } else {
+    if (c != bufc) s_tri_settle(run, tri, c);
     rc = tx_gemm_panels(run->kt, run->cancel, run->dt, ta, tb, M, N, K, 1.0, a, lda, sa, b, ldb,
                         sb, beta, c, ldc, sc, B);
+  }
   if (!rc && c == bufc) {
     /* out (+)= scratch, through the contract kernel's strided add. */
     tk_contract op;

@@ -15,7 +15,10 @@ f64:
     functions, numbers), then a function or a scale;
   - elementwise expressions with broadcasting;
   - a Gram product X^T X or a covariance around MEAN of one tensor;
-  - numbers alone (`s[] = -1.25;`).
+  - numbers alone (`s[] = -1.25;`);
+
+one by one or in blocks (BEGIN .. COMMIT) of 2 to 4, a statement reading
+the outputs of earlier ones (of its block too) as well as the tensors.
 
 Every statement is valid, so any error fails the seed.  A statement that
 reads an f64 tensor computes in f64 and must match to f64 precision.  What
@@ -52,13 +55,24 @@ class Seed:
         self.size = {c: int(self.rng.choice([1, 2, 3, 5, 7, 8, 13, 16, 33])) for c in LABELS}
         self.size["b"], self.size["e"] = self.size["a"], self.size["d"]
         self.tensors = {}  # name -> (labels, array)
+        self.inexact = set()  # outputs known only to f32's precision
+        self.reads_inexact = False  # the statement being made reads one
         self.script = ["SET layout = %s;" % ("auto" if seed % 2 else "declared")]
         self.cases = []  # (name, statement, reference, f64)
         self.workers = 1 + seed % 4
         for t in range(9):
             self.tensor("T%d" % t)
-        for s in range(nstmts):
-            self.statement("R%d" % s)
+        s = 0
+        while s < nstmts:  # one by one, or a block of 2 to 4 reading each other
+            n = 1 if self.rng.random() < 0.7 else int(self.rng.integers(2, 5))
+            names = ["R%d" % i for i in range(s, min(s + n, nstmts))]
+            if len(names) > 1:
+                self.script.append("BEGIN;")
+            made = [name for name in names if self.statement(name)]
+            if len(names) > 1:
+                self.script.append("COMMIT;")
+            self.script += ["SAVE %s TO '%s.npy';" % (name, name) for name in made]
+            s += len(names)
 
     def tensor(self, name):
         rng = self.rng
@@ -85,6 +99,7 @@ class Seed:
         val = a.astype(np.float64)
         if len(uniq) != len(ls):  # a label twice: the diagonal
             val = np.einsum("".join(ls) + "->" + uniq, val)
+        self.reads_inexact |= name in self.inexact
         return "%s[%s]" % (name, ",".join(ls)), (val, uniq), a.dtype == np.float64
 
     def aligned(self, v, out):
@@ -127,6 +142,7 @@ class Seed:
 
     def statement(self, name):
         rng = self.rng
+        self.reads_inexact = False
         kind = rng.random()
         if kind < 0.4:  # a product, summed implicitly
             fs = [self.ref() for _ in range(int(rng.choice([2, 2, 3, 4])))]
@@ -162,12 +178,13 @@ class Seed:
             cands = [n for n, (l, _) in self.tensors.items()
                      if len(l) == 2 and l[1] in TWIN and l[0] != TWIN[l[1]]]
             if not cands:
-                return
+                return False
             x = str(rng.choice(cands))
             (n, i), X = self.tensors[x]
             j = TWIN[i]
             Xd = X.astype(np.float64)
             f64 = X.dtype == np.float64
+            self.reads_inexact |= x in self.inexact
             out = i + j
             if rng.random() < 0.5:
                 text, a = "%s[%s,%s] * %s[%s,%s]" % (x, n, i, x, n, j), Xd.T @ Xd
@@ -185,9 +202,16 @@ class Seed:
             out = "".join(rng.permutation(list(labs))) if labs else ""
             a = np.transpose(v, [labs.index(c) for c in out]) if out else v
             text = t
+        f64 = f64 and not self.reads_inexact  # the tolerance: f64's only from exact operands
         stmt = "%s[%s] = %s;" % (name, ",".join(out), text)
-        self.script += [stmt, "SAVE %s TO '%s.npy';" % (name, name)]
-        self.cases.append((name, stmt, np.asarray(a, dtype=np.float64), f64))
+        self.script.append(stmt)
+        a = np.asarray(a, dtype=np.float64)
+        self.cases.append((name, stmt, a, f64))
+        if self.rng.random() < 0.5:  # later statements may read it
+            self.tensors[name] = (out, a)
+            if not f64:  # f32, or f64 from values known to f32's precision
+                self.inexact.add(name)
+        return True
 
 
 def run(tradb, work, seed, nstmts):
