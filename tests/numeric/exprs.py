@@ -43,6 +43,9 @@ UNARY = {"exp": np.exp, "tanh": np.tanh, "relu": lambda x: np.maximum(x, 0),
          "step": lambda x: (x > 0).astype(x.dtype)}
 REDUCE = {"SUM": np.sum, "MAX": np.max, "MIN": np.min, "MEAN": np.mean}
 MAX_ELEMENTS = 2e6  # an expression's broadcast size, for NumPy's sake
+# label sizes; EXPRS_SIZES=1,64,130,257 tries larger ones (chunks cut in
+# pieces, gemm panels), not in make check: GBs of memory, minutes a seed
+SIZES = [int(x) for x in os.environ.get("EXPRS_SIZES", "1,2,3,5,7,8,13,16,33").split(",")]
 
 
 class TooBig(Exception):
@@ -52,7 +55,7 @@ class TooBig(Exception):
 class Seed:
     def __init__(self, seed, nstmts):
         self.rng = np.random.default_rng(seed)
-        self.size = {c: int(self.rng.choice([1, 2, 3, 5, 7, 8, 13, 16, 33])) for c in LABELS}
+        self.size = {c: int(self.rng.choice(SIZES)) for c in LABELS}
         self.size["b"], self.size["e"] = self.size["a"], self.size["d"]
         self.tensors = {}  # name -> (labels, array)
         self.inexact = set()  # outputs known only to f32's precision
@@ -148,6 +151,8 @@ class Seed:
             fs = [self.ref() for _ in range(int(rng.choice([2, 2, 3, 4])))]
             labs = "".join(dict.fromkeys("".join(f[1][1] for f in fs)))
             out = self.some_of(labs)
+            if np.prod([self.size[c] for c in out]) > MAX_ELEMENTS:
+                return False
             a = np.einsum(",".join(f[1][1] for f in fs) + "->" + out, *[f[1][0] for f in fs],
                           optimize=True)
             text = " * ".join(f[0] for f in fs)
