@@ -200,13 +200,13 @@ int td_pread(td_cluster *c, const tr_tensor *t, const int64_t *lins, int64_t n,
   for (int64_t i0 = 0, i1; i0 < n && !rc; i0 = i1) {
     /* at most 64 chunks and S_INFLIGHT_BYTES in flight (one chunk at
     ** least): chunks of up to 1 GiB each would otherwise arrive together */
-    size_t inflight = 0;
+    size_t inflight = 0, bytes[64]; /* bytes[i - i0]: chunk lins[i]'s */
     for (i1 = i0; i1 < n && i1 - i0 < 64; i1++) {
       int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK];
       tr_key_from_linear(t, lins[i1], key);
-      size_t bytes = (size_t)tr_chunk_extent(t, key, ext) * tr_dtype_size(t->dtype);
-      if (i1 > i0 && inflight + bytes > S_INFLIGHT_BYTES) break;
-      inflight += bytes;
+      bytes[i1 - i0] = (size_t)tr_chunk_extent(t, key, ext) * tr_dtype_size(t->dtype);
+      if (i1 > i0 && inflight + bytes[i1 - i0] > S_INFLIGHT_BYTES) break;
+      inflight += bytes[i1 - i0];
     }
     /* try[i]: replicas of chunk lins[i] tried so far */
     int tried[64] = {0}, ok[64] = {0};
@@ -218,13 +218,11 @@ int td_pread(td_cluster *c, const tr_tensor *t, const int64_t *lins, int64_t n,
       int nreq = 0;
       di_phase_init(&ph, c);
       for (int64_t i = i0; i < i1 && !rc; i++) {
-        int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK];
         if (ok[i - i0]) continue;
-        tr_key_from_linear(t, lins[i], key);
-        size_t bytes = (size_t)tr_chunk_extent(t, key, ext) * tr_dtype_size(t->dtype);
         if (!nl) { /* declared, never filled: zeros */
-          void *z = calloc(1, bytes ? bytes : 1);
-          rc = z ? fn(ctx, lins[i], z, bytes, err) : tr_seterr(err, TR_ENOMEM, "out of memory");
+          void *z = calloc(1, bytes[i - i0] ? bytes[i - i0] : 1);
+          rc = z ? fn(ctx, lins[i], z, bytes[i - i0], err)
+                 : tr_seterr(err, TR_ENOMEM, "out of memory");
           free(z);
           ok[i - i0] = 1;
           continue;
@@ -244,7 +242,7 @@ int td_pread(td_cluster *c, const tr_tensor *t, const int64_t *lins, int64_t n,
         tn_put_u64(&b, loc->chunk_id);
         rc = di_request(&ph, s, TN_GET, &b, 0, NULL, NULL, NULL, err);
         tn_wbuf_free(&b);
-        if (!rc) ph.out[ph.n - 1].expect = bytes;
+        if (!rc) ph.out[ph.n - 1].expect = bytes[i - i0];
         which[nreq++] = i;
       }
       if (!rc && nreq) rc = di_wait_ex(&ph, 1, err);

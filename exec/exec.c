@@ -577,11 +577,18 @@ static void s_tri_copy(tr_dtype dt, void *c, int64_t n, int64_t ldc) {
         }
 }
 
+/* Where block c is noted in tri (every tuple so far summed it by syrk),
+** or -1. */
+static int s_tri_find(const s_tri *tri, const void *c) {
+  for (int i = 0; tri && i < tri->n; i++)
+    if (tri->r[i].c == c) return i;
+  return -1;
+}
+
 /* Block c (n x n, ldc) was summed by syrk: note it, or copy its triangle
 ** now when tri is NULL or full. */
 static void s_tri_note(const s_run *run, s_tri *tri, void *c, int64_t n, int64_t ldc) {
-  for (int i = 0; tri && i < tri->n; i++)
-    if (tri->r[i].c == c) return;
+  if (s_tri_find(tri, c) >= 0) return;
   if (!tri || tri->n == S_TRI_MAX) {
     s_tri_copy(run->dt, c, n, ldc);
     return;
@@ -591,24 +598,15 @@ static void s_tri_note(const s_run *run, s_tri *tri, void *c, int64_t n, int64_t
   tri->r[tri->n++].ldc = ldc;
 }
 
-/* Whether block c is noted: every tuple so far summed it by syrk. */
-static int s_tri_has(const s_tri *tri, const void *c) {
-  for (int i = 0; tri && i < tri->n; i++)
-    if (tri->r[i].c == c) return 1;
-  return 0;
-}
-
 /* Block c gets a tuple that is no Gram block (twin tiles are found by
 ** their values, tuple by tuple): what syrk summed into it so far is
 ** symmetric, so its triangle is copied across now, before the gemm adds
 ** to both. */
 static void s_tri_settle(const s_run *run, s_tri *tri, void *c) {
-  for (int i = 0; tri && i < tri->n; i++)
-    if (tri->r[i].c == c) {
-      s_tri_copy(run->dt, c, tri->r[i].n, tri->r[i].ldc);
-      tri->r[i] = tri->r[--tri->n];
-      return;
-    }
+  int i = s_tri_find(tri, c);
+  if (i < 0) return;
+  s_tri_copy(run->dt, c, tri->r[i].n, tri->r[i].ldc);
+  tri->r[i] = tri->r[--tri->n];
 }
 
 static void s_tri_fill(const s_run *run, s_tri *tri) {
@@ -728,11 +726,11 @@ static int s_gemm_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void 
   double beta = (first || c == bufc) ? 0.0 : 1.0;
   /* A Gram product's diagonal block, X^T X: one matrix read both ways
   ** (ta_gemm_share prices it so where both factors are one relation's
-  ** chunks; a fused factor's twin tiles are found here only) */
-  /* Only onto a block that syrk alone summed so far: its lower triangle
-  ** is left for later, which a gemm's sums there would make wrong. */
+  ** chunks; a fused factor's twin tiles are found here only).  Only onto
+  ** a block that syrk alone summed so far: its lower triangle is left
+  ** for later, which a gemm's sums there would make wrong. */
   if (run->kt->syrk && B == 1 && M == N && lda == ldb && ta != tb &&
-      (c == bufc || first || s_tri_has(tri, c)) &&
+      (c == bufc || first || s_tri_find(tri, c) >= 0) &&
       s_same_matrix(a, b, ta ? K : M, ta ? M : K, lda, run->esz)) {
     rc = s_syrk_panels(run, ta, M, K, a, lda, beta, c, ldc);
     if (!rc) s_tri_note(run, c == bufc ? NULL : tri, c, M, ldc); /* a scratch is folded now */
