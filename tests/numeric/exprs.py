@@ -25,7 +25,9 @@ f64:
   - numbers alone (`s[] = -1.25;`);
 
 one by one or in blocks (BEGIN .. COMMIT) of 2 to 4, a statement reading
-the outputs of earlier ones (of its block too) as well as the tensors.
+the outputs of earlier ones (of its block too) as well as the tensors, and
+at times replacing a tensor there is (a LOADed one or an output, the one
+it reads included) with one of another shape and type.
 
 Every statement is valid, so any error fails the seed.  A statement that
 reads an f64 tensor computes in f64 and must match to f64 precision.  What
@@ -75,7 +77,8 @@ class Seed:
         self.inexact = set()  # outputs known only to f32's precision
         self.reads_inexact = False  # the statement being made reads one
         self.script = ["SET layout = %s;" % ("auto" if seed % 2 else "declared")]
-        self.cases = []  # (name, statement, reference, f64)
+        self.cases = []  # (name, statement, reference, f64, file SAVEd to)
+        self.loaded = set()  # tensors still holding the values LOADed
         self.workers = 1 + seed % 4
         # TCP workers (every third seed) with little memory at times, so that
         # the schedulers place the tasks in waves
@@ -92,10 +95,13 @@ class Seed:
             self.in_block = len(names) > 1
             if self.in_block:
                 self.script.append("BEGIN;")
-            made = [name for name in names if self.statement(name)]
+            self.block_written = set()
+            first = len(self.cases)
+            for name in names:
+                self.statement(name)
             if len(names) > 1:
                 self.script.append("COMMIT;")
-            self.script += ["SAVE %s TO '%s.npy';" % (name, name) for name in made]
+            self.script += ["SAVE %s TO '%s';" % (c[0], c[4]) for c in self.cases[first:]]
             s += len(names)
 
     def tensor(self, name):
@@ -106,6 +112,7 @@ class Seed:
         a = rng.standard_normal(shape).astype(np.float64 if rng.random() < 0.2 else np.float32)
         np.save(name + ".npy", a)
         self.tensors[name] = (labs, a)
+        self.loaded.add(name)
         chunk = ""
         if rank and rng.random() < 0.8:
             chunk = " CHUNK [%s]" % ", ".join(str(int(rng.integers(1, s + 1))) for s in shape)
@@ -113,7 +120,7 @@ class Seed:
 
     # A value: (text, (array over labels, labels), reads f64)
     def ref(self, stored=False):
-        names = [n for n in self.tensors if n.startswith("T") or not stored]
+        names = [n for n in self.tensors if n in self.loaded or not stored]
         name = str(self.rng.choice(names))
         labs, a = self.tensors[name]
         ls = list(labs)
@@ -156,6 +163,15 @@ class Seed:
         return self.ref(stored)
 
     def elem(self, depth):
+        """An elementwise expression of DEPTH at most; TooBig when it, or
+        a step on the way, is past what f32 holds well (then NaN or inf
+        in tradb's f32 where NumPy's f64 is finite)."""
+        e = self.elem_any(depth)
+        if e[1][0].size and not np.max(np.abs(e[1][0])) < 1e30:
+            raise TooBig()
+        return e
+
+    def elem_any(self, depth):
         rng = self.rng
         if depth <= 0 or rng.random() < 0.3:
             return self.leaf()
@@ -199,9 +215,28 @@ class Seed:
             except TooBig:
                 pass
 
+    def made(self, stmt, a, f64):
+        """Record statement STMT writing self.cur, its reference A: the
+        tensor it replaces is forgotten (a later statement reads it only
+        once the caller records the new values)."""
+        name = self.cur
+        self.script.append(stmt)
+        a = np.asarray(a, dtype=np.float64)
+        self.cases.append((name, stmt, a, f64, "%s_%d.npy" % (name, len(self.cases))))
+        self.block_written.add(name)
+        self.tensors.pop(name, None)
+        self.inexact.discard(name)
+        self.loaded.discard(name)
+        return a
+
     def statement(self, name):
+        """Draw one statement writing NAME or, at times, replacing a tensor
+        there is (its new shape and type are the statement's); False when
+        none could be drawn."""
         rng = self.rng
-        self.cur = name
+        old = [n for n in self.tensors if n not in self.block_written]
+        self.cur = str(rng.choice(old)) if old and rng.random() < 0.12 else name
+        name = self.cur
         self.reads_inexact = False
         kind = rng.random()
         if kind < 0.33:  # a product, summed implicitly
@@ -305,9 +340,7 @@ class Seed:
                 idx.append(slice(lo, hi))
                 txt.append("%s:%s" % ("" if lo is None else lo, "" if hi is None else hi))
             a = a[tuple(idx)]
-            stmt = "%s = %s[%s];" % (self.cur, name, ", ".join(txt))
-            self.script.append(stmt)
-            self.cases.append((self.cur, stmt, np.asarray(a, dtype=np.float64), f64))
+            self.made("%s = %s[%s];" % (self.cur, name, ", ".join(txt)), a, f64)
             return True
         else:  # elementwise, broadcast
             t, (v, labs), f64 = self.elem_bounded(3)
@@ -315,10 +348,7 @@ class Seed:
             a = np.transpose(v, [labs.index(c) for c in out]) if out else v
             text = t
         f64 = f64 and not self.reads_inexact  # the tolerance: f64's only from exact operands
-        stmt = "%s[%s] = %s;" % (name, ",".join(out), text)
-        self.script.append(stmt)
-        a = np.asarray(a, dtype=np.float64)
-        self.cases.append((name, stmt, a, f64))
+        a = self.made("%s[%s] = %s;" % (name, ",".join(out), text), a, f64)
         big = a.size and not (np.all(np.isfinite(a)) and np.max(np.abs(a)) < 1e30)
         if self.rng.random() < 0.5 and not big:  # later statements may read it (not an overflow)
             self.tensors[name] = (out, a)
@@ -386,11 +416,11 @@ def run(tradb, work, seed, nstmts):
     with open("out.txt", "w") as f:
         f.write(p.stdout + p.stderr)
     bad = ["tradb: " + line for line in p.stderr.splitlines()]
-    for name, stmt, ref, f64 in s.cases:
-        if not os.path.exists(name + ".npy"):
+    for name, stmt, ref, f64, file in s.cases:
+        if not os.path.exists(file):
             bad.append("no result: " + stmt)
             continue
-        got = np.load(name + ".npy").astype(np.float64)
+        got = np.load(file).astype(np.float64)
         if got.shape != ref.shape:
             bad.append("shape %s, expected %s: %s" % (got.shape, ref.shape, stmt))
             continue
