@@ -60,8 +60,8 @@ static const char s_statement_help[] =
     "  R = X[3:10, 2:5];   PRINT A;   PRINT A[-1, 0:3];   (a copy; ranges lo:hi, -1 the last)\n"
     "  A;   A[0:5, :];                        (a name alone shows it, as PRINT)\n"
     "  SHOW TENSORS;   SHOW SETTINGS;   DESCRIBE A;   DROP TENSOR [IF EXISTS] A;\n"
-    "  SET name = value;\n"
-    "  EXPLAIN [ANALYZE] [(FORMAT TEXT|JSON|DOT, PLAN 'name')] C[i, j] = ...;\n"
+    "  SET name = value;   CALIBRATE;         (fit the optimizer's cost weights to the workers)\n"
+    "  EXPLAIN [ANALYZE] [(FORMAT TEXT|JSON|DOT|TRACE, PLAN 'name')] C[i, j] = ...;\n"
     "  BEGIN; ...assignments...; COMMIT;   (or ROLLBACK; EXPLAIN [ANALYZE] COMMIT)\n";
 
 /* Split line in place into words: blanks separate them, '...' or "..."
