@@ -8,7 +8,7 @@ random sizes (1 included), f32 or f64 (a fifth), LOADed in random chunks,
 and runs statements drawn at random, each SAVEd and compared with NumPy in
 f64:
 
-  - products of 2 to 4 references with the labels not on the left summed
+  - products of 2 to 8 references with the labels not on the left summed
     implicitly, scaled, negated or divided by a number, a reference's label
     sometimes renamed to another of its size (a diagonal, or a Gram
     product's second factor);
@@ -249,7 +249,7 @@ class Seed:
         self.peak = 0.0
         kind = rng.random()
         if kind < 0.33:  # a product, summed implicitly
-            fs = [self.ref() for _ in range(int(rng.choice([2, 2, 3, 4])))]
+            fs = [self.ref() for _ in range(int(rng.choice([2, 2, 3, 4, 4, 6, 8])))]
             labs = "".join(dict.fromkeys("".join(f[1][1] for f in fs)))
             out = self.some_of(labs)
             if np.prod([self.size[c] for c in out]) > MAX_ELEMENTS:
