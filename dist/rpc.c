@@ -213,9 +213,13 @@ int di_local_exited(td_cluster *c, int s, tr_err *err) {
 ** while the shell was busy elsewhere (writing out the chunks a SAVE read
 ** before) waits in its socket, not yet seen.  And nothing else comes from
 ** a site while a large reply is on its way. */
+static double s_silence(double now, double last_seen, double start) {
+  return now - (last_seen > start ? last_seen : start);
+}
+
 int di_silent(double now, double last_seen, double start, size_t expect) {
   double window = TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0 + (double)expect / S_SLOW_BYTES_PER_S;
-  return now - last_seen > window && now - start > window;
+  return s_silence(now, last_seen, start) > window;
 }
 
 static int s_wait_loop(di_phase *ph, int tolerant, tr_err *err) {
@@ -276,7 +280,7 @@ static int s_wait_loop(di_phase *ph, int tolerant, tr_err *err) {
         if (st->up && di_silent(now, st->last_seen, start, 0)) {
           st->up = 0;
           return tr_seterr(err, TR_EIO, "worker %s is down (silent for %.1f s)", st->ep,
-                           now - (st->last_seen > start ? st->last_seen : start));
+                           s_silence(now, st->last_seen, start));
         }
       }
     for (int i = 0; i < ph->n; i++) {
@@ -291,7 +295,7 @@ static int s_wait_loop(di_phase *ph, int tolerant, tr_err *err) {
         if (st->restarted)
           return tr_seterr(err, TR_EIO, "worker %s restarted while it worked for this statement", st->ep);
         return tr_seterr(err, TR_EIO, "worker %s is down (silent for %.1f s)", st->ep,
-                         now - (st->last_seen > start ? st->last_seen : start));
+                         s_silence(now, st->last_seen, start));
       }
     }
     di_drain(c, ph, TN_HEARTBEAT_MS / 5);
