@@ -367,7 +367,7 @@ class Seed:
         big = a.size and not (np.all(np.isfinite(a)) and np.max(np.abs(a)) < 1e30)
         # cancelled: values far below the ones they came from, known to
         # their rounding only, which later statements would carry on
-        lost = a.size and self.peak > 100 * max(1.0, float(np.max(np.abs(a))))
+        lost = a.size and self.peak > 100 * float(np.max(np.abs(a)))
         if self.rng.random() < 0.5 and not big and not lost:  # later statements may read it
             self.tensors[name] = (out, a)
             if not f64:  # f32, or f64 from values known to f32's precision
