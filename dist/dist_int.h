@@ -94,6 +94,7 @@ typedef struct di_out {
                     chunks, set by its sender; 1 by default */
   size_t expect;  /* bytes its reply brings, where large (a chunk read):
                     the site may be silent while they arrive */
+  int taken;      /* handed to the phase's on_reply */
 } di_out;
 
 /* A phase: requests sent, replies awaited together. */
@@ -106,6 +107,11 @@ typedef struct di_phase {
                      live worker that goes silent fails it, not only those
                      with requests (a peer's death would otherwise surface
                      only as a survivor's timeout naming the survivor) */
+  /* Called in the wait with each reply as it arrives (its out's taken
+  ** set), so that the shell works on it while the others are on their
+  ** way; an error ends the wait with it. */
+  int (*on_reply)(struct di_phase *ph, int k, void *ctx, tr_err *err);
+  void *on_reply_ctx;
 } di_phase;
 
 /* A copy to make: chunk id from site index src to site index dst. */

@@ -189,6 +189,44 @@ static int s_check_data(td_cluster *c, di_phase *ph, int k, const tr_tensor *t, 
   return TR_OK;
 }
 
+/* A batch of td_pread: its chunks (lins[i0..i1)) and how each fares. */
+typedef struct s_pread {
+  td_cluster *c;
+  const tr_tensor *t;
+  const tc_chunkloc *locs;
+  const int64_t *lins;
+  int64_t i0;
+  int64_t which[64];     /* request k: chunk lins[which[k]] */
+  int ok[64];            /* [i - i0]: chunk lins[i] handed to fn */
+  char (*why)[TC_ENDPOINT_MAX + 900]; /* [i - i0]: why its last try failed */
+  int nbad, bad_site[64];/* copies a worker found damaged, to repair */
+  uint64_t bad_id[64];
+  int (*fn)(void *ctx, int64_t lin, const void *buf, size_t bytes, tr_err *err);
+  void *ctx;
+} s_pread;
+
+/* Reply k of a batch, as it arrives (di_phase's on_reply) or once the
+** wait is over: a good copy goes to fn, a bad one is noted for the next
+** round (another replica). */
+static int s_pread_take(di_phase *ph, int k, void *vp, tr_err *err) {
+  s_pread *p = vp;
+  int64_t i = p->which[k], lin = p->lins[i];
+  tr_blob *data = NULL;
+  int why_rc = s_check_data(p->c, ph, k, p->t, &p->locs[lin], &data, p->why[i - p->i0], sizeof p->why[0]);
+  if (why_rc == TR_ENOMEM) return tr_seterr(err, TR_ENOMEM, "out of memory reading %s", p->t->name);
+  if (why_rc == TR_ECORRUPT && ph->out[k].done == 1 && ph->out[k].reply.type == TN_ERROR) {
+    p->bad_site[p->nbad] = ph->out[k].site;
+    p->bad_id[p->nbad++] = p->locs[lin].chunk_id;
+  }
+  if (why_rc) return TR_OK; /* next round tries the next replica */
+  size_t len = tr_blob_size(data);
+  p->c->sites[ph->out[k].site].floats_out += (int64_t)(len / tr_dtype_size(p->t->dtype));
+  p->ok[i - p->i0] = 1;
+  int rc = p->fn(p->ctx, lin, tr_blob_data(data), len, err);
+  tr_blob_unref(&data);
+  return rc;
+}
+
 int td_pread(td_cluster *c, const tr_tensor *t, const int64_t *lins, int64_t n,
              int (*fn)(void *ctx, int64_t lin, const void *buf, size_t bytes, tr_err *err),
              void *ctx, tr_err *err) {
@@ -197,6 +235,7 @@ int td_pread(td_cluster *c, const tr_tensor *t, const int64_t *lins, int64_t n,
   int rc = tc_chunk_locations(c->db, t, &locs, &nl, err);
   if (rc) return rc;
   di_ping(c);
+  char why[64][TC_ENDPOINT_MAX + 900];
   for (int64_t i0 = 0, i1; i0 < n && !rc; i0 = i1) {
     /* at most 64 chunks and S_INFLIGHT_BYTES in flight (one chunk at
     ** least): chunks of up to 1 GiB each would otherwise arrive together */
@@ -208,23 +247,23 @@ int td_pread(td_cluster *c, const tr_tensor *t, const int64_t *lins, int64_t n,
       if (i1 > i0 && inflight + bytes[i1 - i0] > S_INFLIGHT_BYTES) break;
       inflight += bytes[i1 - i0];
     }
-    /* try[i]: replicas of chunk lins[i] tried so far */
-    int tried[64] = {0}, ok[64] = {0};
-    char why[64][TC_ENDPOINT_MAX + 900]; /* per chunk: why its last try failed */
+    s_pread p = {c, t, locs, lins, i0, {0}, {0}, why, 0, {0}, {0}, fn, ctx};
+    int tried[64] = {0}; /* [i - i0]: replicas of chunk lins[i] tried so far */
     for (int k = 0; k < 64; k++) why[k][0] = '\0';
     for (int round = 0; !rc && round < TC_MAX_REPLICAS; round++) {
       di_phase ph;
-      int64_t which[64];
       int nreq = 0;
       di_phase_init(&ph, c);
+      ph.on_reply = s_pread_take;
+      ph.on_reply_ctx = &p;
       for (int64_t i = i0; i < i1 && !rc; i++) {
-        if (ok[i - i0]) continue;
+        if (p.ok[i - i0]) continue;
         if (!nl) { /* declared, never filled: zeros */
           void *z = calloc(1, bytes[i - i0] ? bytes[i - i0] : 1);
           rc = z ? fn(ctx, lins[i], z, bytes[i - i0], err)
                  : tr_seterr(err, TR_ENOMEM, "out of memory");
           free(z);
-          ok[i - i0] = 1;
+          p.ok[i - i0] = 1;
           continue;
         }
         const tc_chunkloc *loc = &locs[lins[i]];
@@ -243,37 +282,19 @@ int td_pread(td_cluster *c, const tr_tensor *t, const int64_t *lins, int64_t n,
         rc = di_request(&ph, s, TN_GET, &b, 0, NULL, NULL, NULL, err);
         tn_wbuf_free(&b);
         if (!rc) ph.out[ph.n - 1].expect = bytes[i - i0];
-        which[nreq++] = i;
+        p.which[nreq++] = i;
       }
       if (!rc && nreq) rc = di_wait_ex(&ph, 1, err);
-      int nbad = 0, bad_site[64];
-      uint64_t bad_id[64];
-      for (int k = 0; !rc && k < nreq; k++) {
-        int64_t i = which[k], lin = lins[i];
-        tr_blob *data = NULL;
-        int why_rc = s_check_data(c, &ph, k, t, &locs[lin], &data, why[i - i0], sizeof why[i - i0]);
-        if (why_rc == TR_ENOMEM) {
-          rc = tr_seterr(err, TR_ENOMEM, "out of memory reading %s", t->name);
-          break;
-        }
-        if (why_rc == TR_ECORRUPT && ph.out[k].done == 1 && ph.out[k].reply.type == TN_ERROR) {
-          bad_site[nbad] = ph.out[k].site;
-          bad_id[nbad++] = locs[lin].chunk_id;
-        }
-        if (why_rc) continue; /* next round tries the next replica */
-        size_t len = tr_blob_size(data);
-        c->sites[ph.out[k].site].floats_out += (int64_t)(len / tr_dtype_size(t->dtype));
-        ok[i - i0] = 1;
-        rc = fn(ctx, lin, tr_blob_data(data), len, err);
-        tr_blob_unref(&data);
-      }
+      for (int k = 0; !rc && k < nreq; k++) /* those with no reply (their worker down) */
+        if (!ph.out[k].taken) rc = s_pread_take(&ph, k, &p, err);
       di_phase_free(&ph);
       /* A copy the worker found damaged: repaired from a good one now
       ** (after the phase: phases do not nest). */
-      for (int k = 0; k < nbad; k++) {
+      for (int k = 0; k < p.nbad; k++) {
         tr_err ignore;
-        di_fix_bad(c, bad_site[k], bad_id[k], &ignore);
+        di_fix_bad(c, p.bad_site[k], p.bad_id[k], &ignore);
       }
+      p.nbad = 0;
       if (!nreq) break;
     }
   }

@@ -211,7 +211,7 @@ int di_local_exited(td_cluster *c, int s, tr_err *err) {
 
 /* Silence counts from when the wait began listening: what a site sent
 ** while the shell was busy elsewhere (writing out the chunks a SAVE read
-** before) waits in its socket, not yet seen.  And nothing else comes from
+** before, or in the wait's on_reply) waits in its socket, not yet seen.  And nothing else comes from
 ** a site while a large reply is on its way. */
 static double s_silence(double now, double last_seen, double start) {
   return now - (last_seen > start ? last_seen : start);
@@ -224,13 +224,22 @@ int di_silent(double now, double last_seen, double start, size_t expect) {
 
 static int s_wait_loop(di_phase *ph, int tolerant, tr_err *err) {
   td_cluster *c = ph->c;
-  double start = tr_now(), next_beat = 0;
+  /* listen: when the wait last began reading the sites (its start, or the
+  ** end of an on_reply, which reads none of what they sent meanwhile) */
+  double start = tr_now(), listen = start, next_beat = 0;
   for (;;) {
     int pending = 0;
     for (int i = 0; i < ph->n; i++) {
       di_out *o = &ph->out[i];
       if (!o->done) {
         pending++;
+        continue;
+      }
+      if (o->done == 1 && !o->taken && ph->on_reply) {
+        o->taken = 1;
+        int rc = ph->on_reply(ph, i, ph->on_reply_ctx, err);
+        listen = tr_now();
+        if (rc) return rc;
         continue;
       }
       if (o->reply.type == TN_ERROR && !tolerant) {
@@ -277,15 +286,15 @@ static int s_wait_loop(di_phase *ph, int tolerant, tr_err *err) {
     if (ph->watch_all && !tolerant)
       for (int s = 0; s < c->nsites; s++) {
         td_site *st = &c->sites[s];
-        if (st->up && di_silent(now, st->last_seen, start, 0)) {
+        if (st->up && di_silent(now, st->last_seen, listen, 0)) {
           st->up = 0;
           return tr_seterr(err, TR_EIO, "worker %s is down (silent for %.1f s)", st->ep,
-                           s_silence(now, st->last_seen, start));
+                           s_silence(now, st->last_seen, listen));
         }
       }
     for (int i = 0; i < ph->n; i++) {
       td_site *st = &c->sites[ph->out[i].site];
-      int silent = di_silent(now, st->last_seen, start, ph->out[i].expect);
+      int silent = di_silent(now, st->last_seen, listen, ph->out[i].expect);
       if (!ph->out[i].done && (silent || st->restarted)) {
         st->up = 0;
         if (tolerant) {
@@ -295,7 +304,7 @@ static int s_wait_loop(di_phase *ph, int tolerant, tr_err *err) {
         if (st->restarted)
           return tr_seterr(err, TR_EIO, "worker %s restarted while it worked for this statement", st->ep);
         return tr_seterr(err, TR_EIO, "worker %s is down (silent for %.1f s)", st->ep,
-                         s_silence(now, st->last_seen, start));
+                         s_silence(now, st->last_seen, listen));
       }
     }
     di_drain(c, ph, TN_HEARTBEAT_MS / 5);

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""bench_io.py - getting data into tradb: a fresh session that LOADs a
-.npy file (or FILLs a tensor) and quits, timed from the process's start to
-its exit, by when every replica of the tensor is written and synced (the
-workers write what they hold when their shell closes, README *What is
-guaranteed for stored data*); against NumPy doing the same in a fresh
-process: np.load (or drawing the array) and np.save to a file, fsync'd.
+"""bench_io.py - getting data into tradb and out of it: a fresh session
+that LOADs a .npy file (or FILLs a tensor) and quits, timed from the
+process's start to its exit, by when every replica of the tensor is
+written and synced (the workers write what they hold when their shell
+closes, README *What is guaranteed for stored data*); and one that SAVEs a
+tensor stored before to a .npy file (synced, as SAVE does).  Against NumPy
+doing the same in a fresh process: np.load (or drawing the array) and
+np.save to a file, fsync'd (for SAVE, the array it loads is the one
+stored).
 
     scripts/bench_io.py [--n 8192] [--reps 5] [--tradb PATH ...] [--dir D]
 
@@ -31,6 +34,7 @@ NUMPY = {
             "n = int(sys.argv[2])\n"
             "a = np.random.default_rng(1).uniform(-1, 1, (n, n)).astype(np.float32)\n",
 }
+NUMPY["save"] = NUMPY["load"]
 SAVE = ("with open(sys.argv[3], 'wb') as f:\n"
         "    np.save(f, a)\n"
         "    f.flush()\n"
@@ -67,19 +71,28 @@ def main():
                         npy, str(a.n)], check=True)
         create = "CREATE TENSOR X[%d, %d] CHUNK [1024, 1024];\n" % (a.n, a.n)
         scripts = {"load": create + "LOAD X FROM '%s';\n" % npy,
-                   "fill": create + "FILL X UNIFORM(-1, 1) SEED 1;\n"}
+                   "fill": create + "FILL X UNIFORM(-1, 1) SEED 1;\n",
+                   "save": "SAVE X TO '%s';\n" % out}
+        kept = {}  # binary -> its database holding X, for SAVE (set up untimed)
+        for i, b in enumerate(bins):
+            kept[b] = os.path.join(scratch, "kept%d" % i)
+            timed([b, kept[b]], scripts["load"])
         res = {}
         for rep in range(a.reps):
-            for what in ("load", "fill"):
+            for what in ("load", "fill", "save"):
                 for b in bins:
-                    db = os.path.join(scratch, "db")
-                    shutil.rmtree(db, ignore_errors=True)
+                    db = kept[b] if what == "save" else os.path.join(scratch, "db")
+                    if what != "save":
+                        shutil.rmtree(db, ignore_errors=True)
                     res.setdefault((what, b), []).append(timed([b, db], scripts[what]))
+                    if os.path.exists(out):
+                        os.unlink(out)  # each writes a new file, as a user would
                 res.setdefault((what, "numpy"), []).append(
                     timed([sys.executable, "-c", NUMPY[what] + SAVE, npy, str(a.n), out]))
+                os.unlink(out)
         print("| what | system | wall s (median) | CPU s (median) | wall / NumPy | CPU / NumPy |")
         print("|---|---|---:|---:|---:|---:|")
-        for what in ("load", "fill"):
+        for what in ("load", "fill", "save"):
             ref = [statistics.median(x[i] for x in res[(what, "numpy")]) for i in (0, 1)]
             for s in bins + ["numpy"]:
                 w, c = (statistics.median(x[i] for x in res[(what, s)]) for i in (0, 1))

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <time.h>
 #include "engine/engine.h"
 #include "tests/unit/engine_fixture.h"
@@ -1588,6 +1589,58 @@ Test(engine, a_slow_reader_keeps_its_workers) {
   cr_assert_eq(s_slow_calls, 130);
   for (int k = 0; k < tf_e->cluster->nsites; k++)
     cr_assert(tf_e->cluster->sites[k].up, "worker %d taken for down", k);
+}
+
+/* A reader is handed each chunk as it arrives, not once its whole batch
+** is in, so that a SAVE writes chunks out while the workers still read the
+** others.  The callback stops the second worker as the first batch (64
+** chunks) ends; the second batch asks each worker for one chunk, and the
+** running worker's must reach the callback, which lets the stopped one
+** go on.  A reader that waited for both would take it for down. */
+static pid_t s_stopped;
+static int s_stream_calls;
+static int64_t s_stream_lin; /* the chunk of the 65th call */
+
+static int s_stream_chunk(void *ctx, int64_t lin, const void *buf, size_t bytes, tr_err *err) {
+  (void)ctx, (void)buf, (void)bytes, (void)err;
+  if (++s_stream_calls == 64) kill(s_stopped, SIGSTOP);
+  if (s_stream_calls == 65) {
+    s_stream_lin = lin;
+    kill(s_stopped, SIGCONT);
+  }
+  return TR_OK;
+}
+
+Test(engine, a_reader_takes_chunks_as_they_arrive) {
+  tr_err err;
+  tr_tensor t;
+  tc_chunkloc *locs = NULL;
+  int64_t nl = 0, lins[66], last[2] = {-1, -1}, n = 0;
+  td_cluster *c = tf_e->cluster;
+  s_ok("SET replication = 1;");
+  s_ok("CREATE TENSOR P[80, 16] CHUNK [1, 16];");
+  s_ok("FILL P ONES;");
+  cr_assert_eq(tc_tensor_get(tf_e->db, "P", &t, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_chunk_locations(tf_e->db, &t, &locs, &nl, &err), TR_OK, "%s", err.msg);
+  for (int64_t i = 0; i < nl; i++) { /* last[s]: a chunk on site index s */
+    int s = di_site_index(c, locs[i].site[0]);
+    if (s >= 0 && s < 2 && last[s] < 0) last[s] = locs[i].lin;
+  }
+  for (int64_t i = 0; i < nl && n < 64; i++)
+    if (locs[i].lin != last[0] && locs[i].lin != last[1]) lins[n++] = locs[i].lin;
+  free(locs);
+  cr_assert(last[0] >= 0 && last[1] >= 0 && n == 64, "P's chunks are not on both workers");
+  lins[64] = last[0]; /* the second batch */
+  lins[65] = last[1];
+  s_stopped = c->sites[1].pid;
+  cr_assert(s_stopped > 0);
+  s_stream_calls = 0;
+  int rc = td_pread(c, &t, lins, 66, s_stream_chunk, NULL, &err);
+  kill(s_stopped, SIGCONT); /* whatever happened */
+  cr_assert_eq(rc, TR_OK, "%s", err.msg);
+  cr_assert_eq(s_stream_calls, 66);
+  cr_assert_eq(s_stream_lin, last[0], "the stopped worker's chunk came first");
+  cr_assert(c->sites[1].up, "the stopped worker taken for down");
 }
 
 /* When a site counts as down: silent for the liveness window (1.5 s) while
