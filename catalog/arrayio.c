@@ -18,7 +18,7 @@
 
 void ta_reset(tc_array *a) {
   memset(a, 0, sizeof *a);
-  a->fd_ = -1;
+  a->fd_ = a->dfd_ = -1;
 }
 
 int ta_tmpfile(const char *path, char **tmp, int *fd, tr_err *err) {

@@ -305,6 +305,7 @@ typedef struct tc_array {
   /* private to catalog/: */
   int kind_;                   /* npy or csv, read or write */
   int fd_;                     /* open file for mapped npy */
+  int dfd_;                    /* the same, O_DIRECT (a large npy written), or -1 */
   void *map_;                  /* mapping (npy) or heap buffer (csv) */
   size_t maplen_;              /* bytes mapped */
   char *path_;                 /* destination path (write) */
@@ -335,6 +336,12 @@ int tc_array_open(const char *path, tr_dtype dtype, const tc_csv_opts *csv, tc_a
 ** goes to a temporary file until tc_array_commit(). */
 int tc_array_create(const char *path, tr_dtype dtype, int rank,
                     const int64_t *shape, tc_array *a, tr_err *err);
+/* Store n elements (a's type) at element first of created array a, in C
+** order: a .npy's go to its file with one write (past the page cache
+** where the run and buf are on TR_PAGE boundaries), where storing through
+** data would fault each page of the file in, zeroed, first; a CSV's into
+** its buffer.  Errors name the file. */
+int tc_array_write(tc_array *a, int64_t first, const void *buf, int64_t n, tr_err *err);
 /* Write a created array out durably and rename it into place. */
 int tc_array_commit(tc_array *a, tr_err *err);
 /* Release; an uncommitted created array leaves nothing behind. */

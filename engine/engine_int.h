@@ -85,6 +85,17 @@ int te_box_of(const tp_stmt *s, const tr_tensor *t, te_box *box, tr_err *err);
 ** TR_EINTR once e is interrupted. */
 int te_box_copy(te_engine *e, const tr_tensor *t, const te_box *box, tc_array *a, int64_t lin,
                 void *chunk, int to_array);
+/* Chunks of t into created array a (holding box) by bands: the array's
+** rows that a row of chunks covers (all of every other dimension), each
+** written to the file with one tc_array_write once complete, its buffer
+** then used again.  te_bands_begin sets *w NULL where a band would be
+** too large to hold (the caller copies into a->data, as te_box_copy). */
+typedef struct te_bands te_bands;
+int te_bands_begin(te_engine *e, const tr_tensor *t, const te_box *box, tc_array *a, te_bands **w,
+                   tr_err *err);
+int te_bands_put(te_bands *w, int64_t lin, void *chunk, tr_err *err);
+int te_bands_end(te_bands *w, tr_err *err); /* every band written? */
+void te_bands_free(te_bands **w);
 /* Write t (a new version, or a new tensor) from array a, chunk by chunk. */
 int te_write_array(te_engine *e, const tr_tensor *t, tc_array *a, const char *what, tr_err *err);
 /* name = src[ranges] */

@@ -35,25 +35,33 @@ int te_box_of(const tp_stmt *s, const tr_tensor *t, te_box *box, tr_err *err) {
   return TR_OK;
 }
 
-int te_box_copy(te_engine *e, const tr_tensor *t, const te_box *box, tc_array *a, int64_t lin,
-                void *chunk, int to_array) {
+/* te_box_copy, the array's elements from element `first` on held at
+** base (a band of them, or all at a->data); *count (if given): the
+** elements of the chunk inside the box. */
+static int s_box_copy(te_engine *e, const tr_tensor *t, const te_box *box, tc_array *a, int64_t lin,
+                      void *chunk, int to_array, char *base, int64_t first, int64_t *count) {
   int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK], cs[TR_MAX_RANK], iext[TR_MAX_RANK];
-  int64_t as[TR_MAX_RANK], coff = 0, aoff = 0;
+  int64_t as[TR_MAX_RANK], coff = 0, aoff = -first, inside = 1;
   tr_key_from_linear(t, lin, key);
   int64_t n = tr_chunk_extent(t, key, ext);
   tx_row_major(t->rank, ext, cs);
   for (int d = 0, k = 0; d < t->rank; d++) {
     int64_t co = key[d] * t->chunk[d], lo = co > box->lo[d] ? co : box->lo[d];
     int64_t hi = co + ext[d] < box->lo[d] + box->ext[d] ? co + ext[d] : box->lo[d] + box->ext[d];
-    if (hi <= lo) return TR_OK; /* outside the box */
+    if (hi <= lo) { /* outside the box */
+      if (count) *count = 0;
+      return TR_OK;
+    }
     iext[d] = hi - lo;
+    inside *= iext[d];
     as[d] = box->keep[d] ? a->stride[k++] : 0;
     coff += (lo - co) * cs[d];
     aoff += (lo - box->lo[d]) * as[d];
     tr_assert(to_array || iext[d] == ext[d]); /* a chunk is written whole */
   }
+  if (count) *count = inside;
   size_t asz = tr_dtype_size(a->dtype);
-  char *abase = (char *)a->data + (size_t)aoff * asz;
+  char *abase = base + aoff * (int64_t)asz;
   void *tmp = chunk;
   if (a->dtype != t->dtype) {
     if (!(tmp = tr_alloc_aligned((size_t)n * asz))) return TR_ENOMEM;
@@ -70,6 +78,120 @@ int te_box_copy(te_engine *e, const tr_tensor *t, const te_box *box, tc_array *a
   if (!rc && !to_array && tmp != chunk) tx_convert(chunk, t->dtype, tmp, a->dtype, n);
   if (tmp != chunk) tr_free_aligned(tmp);
   return rc;
+}
+
+int te_box_copy(te_engine *e, const tr_tensor *t, const te_box *box, tc_array *a, int64_t lin,
+                void *chunk, int to_array) {
+  return s_box_copy(e, t, box, a, lin, chunk, to_array, a->data, 0, NULL);
+}
+
+/* ---- writing an array by bands --------------------------------------------
+** A band is the array's rows (along the box's first kept dimension) that
+** one row of chunks covers, with all of every other dimension: one run of
+** the file, written once its chunks are in, from a buffer on a page
+** boundary (so past the page cache, tc_array_write), which the next band
+** uses again. */
+
+#define S_BAND_MAX ((size_t)128 << 20) /* larger bands: copied in place */
+#define S_BAND_SPARE 1                 /* buffers kept for the next bands */
+
+typedef struct s_band {
+  int64_t key;          /* the chunks' key along the band dimension */
+  int64_t first, n;     /* the array's elements it holds */
+  int64_t filled;       /* of them, copied so far */
+  char *buf;            /* cap bytes */
+} s_band;
+
+struct te_bands {
+  te_engine *e;
+  const tr_tensor *t;
+  const te_box *box;
+  tc_array *a;
+  int dim;              /* the band dimension of t; -1: the array is a scalar */
+  size_t cap;           /* a band's bytes at most, whole pages */
+  s_band *open;         /* bands with chunks still to come */
+  int nopen, capopen;
+  char *spare[S_BAND_SPARE]; /* finished bands' buffers, their pages in */
+  int nspare;
+};
+
+int te_bands_begin(te_engine *e, const tr_tensor *t, const te_box *box, tc_array *a, te_bands **out,
+                   tr_err *err) {
+  *out = NULL;
+  int dim = -1;
+  for (int d = 0; d < t->rank && dim < 0; d++)
+    if (box->keep[d]) dim = d;
+  size_t cap = tr_dtype_size(a->dtype) * (size_t)(dim < 0 ? 1 : t->chunk[dim] * a->stride[0]);
+  if (cap > S_BAND_MAX) return TR_OK;
+  te_bands *w = calloc(1, sizeof *w);
+  if (!w) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  *w = (te_bands){e, t, box, a, dim, (cap + TR_PAGE - 1) / TR_PAGE * TR_PAGE, NULL, 0, 0, {NULL}, 0};
+  *out = w;
+  return TR_OK;
+}
+
+/* The open band of chunk key k, opened if new; NULL when out of memory. */
+static s_band *s_band_of(te_bands *w, int64_t k) {
+  for (int i = 0; i < w->nopen; i++)
+    if (w->open[i].key == k) return &w->open[i];
+  if (w->nopen == w->capopen) {
+    int ncap = w->capopen ? 2 * w->capopen : 8;
+    s_band *o = realloc(w->open, sizeof *o * (size_t)ncap);
+    if (!o) return NULL;
+    w->open = o;
+    w->capopen = ncap;
+  }
+  s_band b = {k, 0, 1, 0, NULL};
+  void *p = NULL;
+  if (w->nspare)
+    b.buf = w->spare[--w->nspare];
+  else if (posix_memalign(&p, TR_PAGE, w->cap) == 0)
+    b.buf = p;
+  else
+    return NULL;
+  if (w->dim >= 0) {
+    int64_t lo = w->box->lo[w->dim], c = w->t->chunk[w->dim];
+    int64_t r0 = k * c > lo ? k * c : lo, r1 = (k + 1) * c;
+    if (r1 > lo + w->box->ext[w->dim]) r1 = lo + w->box->ext[w->dim];
+    b.first = (r0 - lo) * w->a->stride[0];
+    b.n = (r1 - r0) * w->a->stride[0];
+  }
+  w->open[w->nopen] = b;
+  return &w->open[w->nopen++];
+}
+
+int te_bands_put(te_bands *w, int64_t lin, void *chunk, tr_err *err) {
+  int64_t key[TR_MAX_RANK], count;
+  tr_key_from_linear(w->t, lin, key);
+  s_band *b = s_band_of(w, w->dim < 0 ? 0 : key[w->dim]);
+  if (!b) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  int rc = s_box_copy(w->e, w->t, w->box, w->a, lin, chunk, 1, b->buf, b->first, &count);
+  if (rc) return tr_seterr(err, rc, rc == TR_EINTR ? "interrupted" : "out of memory");
+  if ((b->filled += count) < b->n) return TR_OK;
+  rc = tc_array_write(w->a, b->first, b->buf, b->n, err);
+  if (w->nspare < S_BAND_SPARE)
+    w->spare[w->nspare++] = b->buf;
+  else
+    free(b->buf);
+  *b = w->open[--w->nopen];
+  return rc;
+}
+
+int te_bands_end(te_bands *w, tr_err *err) {
+  if (w->nopen)
+    return tr_seterr(err, TR_EIO, "%s: %d band%s of the file missing chunks", w->t->name, w->nopen,
+                     w->nopen == 1 ? "" : "s");
+  return TR_OK;
+}
+
+void te_bands_free(te_bands **pw) {
+  te_bands *w = *pw;
+  if (!w) return;
+  for (int i = 0; i < w->nopen; i++) free(w->open[i].buf);
+  for (int i = 0; i < w->nspare; i++) free(w->spare[i]);
+  free(w->open);
+  free(w);
+  *pw = NULL;
 }
 
 int te_write_array(te_engine *e, const tr_tensor *t, tc_array *a, const char *what, tr_err *err) {

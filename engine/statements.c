@@ -13,12 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* SAVE: each chunk read from a worker goes into its box of the file. */
+/* SAVE: each chunk read from a worker goes into its box of the file, by
+** bands (else in place). */
 typedef struct s_save_ctx {
   te_engine *e;     /* engine */
   tr_tensor *t;     /* tensor */
   tc_array *a;      /* destination */
   const te_box *box;/* the part of t it holds */
+  te_bands *bands;  /* NULL: bands too large, copied into a->data */
 } s_save_ctx;
 
 /* Check a CHUNK clause against a rank and fill t->chunk (clamped to the
@@ -111,6 +113,7 @@ done:
 static int s_save_chunk(void *ctx, int64_t lin, const void *buf, size_t bytes, tr_err *err) {
   s_save_ctx *c = ctx;
   (void)bytes;
+  if (c->bands) return te_bands_put(c->bands, lin, (void *)buf, err);
   int rc = te_box_copy(c->e, c->t, c->box, c->a, lin, (void *)buf, 1);
   if (rc == TR_EINTR) return tr_seterr(err, rc, "interrupted");
   return rc ? tr_seterr(err, rc, "copy to the output file failed") : TR_OK;
@@ -129,7 +132,8 @@ int te_save(te_engine *e, const tp_stmt *s, tr_err *err) {
   for (int d = 0; d < t.rank; d++)
     if (box.keep[d]) shape[rank++] = box.ext[d];
   if ((rc = tc_array_create(s->path, t.dtype, rank, shape, &a, err))) return rc;
-  s_save_ctx c = {e, &t, &a, &box};
+  s_save_ctx c = {e, &t, &a, &box, NULL};
+  if ((rc = te_bands_begin(e, &t, &box, &a, &c.bands, err))) goto done;
   if (!(lins = malloc(sizeof *lins * (size_t)(tr_nchunks(&t) + 1)))) {
     rc = tr_seterr(err, TR_ENOMEM, "out of memory");
     goto done;
@@ -142,8 +146,10 @@ int te_save(te_engine *e, const tp_stmt *s, tr_err *err) {
     if (in) lins[nl++] = lin;
   }
   rc = td_pread(e->cluster, &t, lins, nl, s_save_chunk, &c, err);
+  if (!rc && c.bands) rc = te_bands_end(c.bands, err);
   if (!rc) rc = tc_array_commit(&a, err);
 done:
+  te_bands_free(&c.bands);
   free(lins);
   tc_array_close(&a);
   return rc;

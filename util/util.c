@@ -146,6 +146,22 @@ int tr_write_all(int fd, const void *buf, size_t n) {
   return 0;
 }
 
+int tr_pwrite_all(int fd, const void *buf, size_t n, int64_t off) {
+  const char *p = buf;
+  while (n > 0) {
+    ssize_t k = pwrite(fd, p, n, (off_t)off);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (k == 0) return EIO;
+    p += k;
+    off += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
 int tr_pread_all(int fd, void *buf, size_t n, int64_t off, size_t *got) {
   char *p = buf;
   size_t done = 0;

@@ -193,9 +193,11 @@ size_t tr_blob_pool_bytes(void); /* what the pool holds now */
 void tr_blob_pool_stats(size_t *fresh, size_t *reused);
 
 /* File I/O that retries on EINTR and short transfers.  tr_write_all writes
-** all n bytes; tr_pread_all reads up to n bytes at off, stopping at end of
-** file, and sets *got.  Both return 0 or an errno value. */
+** all n bytes (tr_pwrite_all at off); tr_pread_all reads up to n bytes at
+** off, stopping at end of file, and sets *got.  All return 0 or an errno
+** value. */
 int tr_write_all(int fd, const void *buf, size_t n);
+int tr_pwrite_all(int fd, const void *buf, size_t n, int64_t off);
 int tr_pread_all(int fd, void *buf, size_t n, int64_t off, size_t *got);
 
 /* A growing text: tr_text_put appends printf-style, tr_text_json appends a

@@ -2,7 +2,8 @@
 ** tests/unit/fixture.h - the one fixture of the unit tests that touch
 ** files (test_catalog.c, test_store.c, test_array.c), as CZMQ keeps one
 ** per class: a scratch directory made for each test and removed with all
-** it holds afterwards, paths in it, files written and counted there, and
+** it holds afterwards, paths in it, files written and counted there (and
+** their pages the page cache holds), and
 ** the catalog or chunk store opened in it.  Header-only, for test programs
 ** of one source file each.
 **
@@ -24,7 +25,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "catalog/catalog.h"
 
@@ -104,5 +108,22 @@ static inline tc_db *tf_db(const char *dir) { return TF_OPEN_(tc_db, tc_open, di
 
 /* The chunk store in dir, which must open. */
 static inline tc_store *tf_store(const char *dir) { return TF_OPEN_(tc_store, tc_store_open, dir); }
+
+/* Pages of the file at path that the page cache holds (mincore). */
+static inline size_t tf_cached_pages(const char *path) {
+  int fd = open(path, O_RDONLY);
+  struct stat st;
+  cr_assert(fd >= 0 && fstat(fd, &st) == 0, "cannot open %s", path);
+  size_t n = ((size_t)st.st_size + TR_PAGE - 1) / TR_PAGE, held = 0;
+  void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+  unsigned char *vec = malloc(n);
+  cr_assert(map != MAP_FAILED && vec);
+  cr_assert_eq(mincore(map, (size_t)st.st_size, vec), 0);
+  for (size_t i = 0; i < n; i++) held += vec[i] & 1;
+  munmap(map, (size_t)st.st_size);
+  free(vec);
+  close(fd);
+  return held;
+}
 
 #endif /* TRADB_TEST_FIXTURE_H */

@@ -540,23 +540,6 @@ Test(store, dropped_files_are_overwritten_by_later_puts) {
   tc_store_close(&s);
 }
 
-/* Pages of the store's file name that the page cache holds. */
-static size_t s_cached_pages(const char *name) {
-  int fd = open(tf_path("d/%s", name), O_RDONLY);
-  struct stat st;
-  cr_assert(fd >= 0 && fstat(fd, &st) == 0);
-  size_t n = ((size_t)st.st_size + TR_PAGE - 1) / TR_PAGE, held = 0;
-  void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-  unsigned char *vec = malloc(n);
-  cr_assert(map != MAP_FAILED && vec);
-  cr_assert_eq(mincore(map, (size_t)st.st_size, vec), 0);
-  for (size_t i = 0; i < n; i++) held += vec[i] & 1;
-  munmap(map, (size_t)st.st_size);
-  free(vec);
-  close(fd);
-  return held;
-}
-
 /* Whether the file system of the store directory takes O_DIRECT. */
 static int s_direct_ok(void) {
   int fd = open(tf_path("d/probe"), O_WRONLY | O_CREAT | O_DIRECT, 0600);
@@ -574,13 +557,13 @@ Test(store, big_chunks_are_written_past_the_page_cache) {
   /* sizes that end inside a page, and a new file and a recycled one */
   s_put_big(s, 1, S_BIG - 3, 1);
   s_put_big(s, 2, S_BIG, 2);
-  cr_assert_eq(s_cached_pages("0000000000000001.chk"), 0);
-  cr_assert_eq(s_cached_pages("0000000000000002.chk"), 0);
+  cr_assert_eq(tf_cached_pages(tf_path("d/0000000000000001.chk")), 0);
+  cr_assert_eq(tf_cached_pages(tf_path("d/0000000000000002.chk")), 0);
   uint64_t id = 2;
   tr_err err;
   cr_assert_eq(tc_store_drop(s, &id, 1, &err), TR_OK, "%s", err.msg);
   s_put_big(s, 3, S_BIG * 2 / 3 + 1, 3);
-  cr_assert_eq(s_cached_pages("0000000000000003.chk"), 0);
+  cr_assert_eq(tf_cached_pages(tf_path("d/0000000000000003.chk")), 0);
   ino_t ino;
   off_t size;
   s_inode("0000000000000001.chk", &ino, &size);
@@ -589,7 +572,7 @@ Test(store, big_chunks_are_written_past_the_page_cache) {
   cr_assert_eq(size, 64 + 4 * (S_BIG * 2 / 3 + 1));
   /* small chunks still go through the page cache */
   s_put(s, 4, 16, 4);
-  cr_assert_eq(s_cached_pages("0000000000000004.chk"), 1);
+  cr_assert_eq(tf_cached_pages(tf_path("d/0000000000000004.chk")), 1);
   tc_store_close(&s);
   s = tf_store(s_dir); /* read back from the files, every check made */
   s_expect_big(s, 1, S_BIG - 3, 1);
