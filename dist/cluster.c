@@ -411,7 +411,10 @@ static int s_add_site(td_cluster *c, const char *ep, tr_err *err) {
 ** id, size and checksum) is a good copy and is recorded as a replica (a
 ** worker removed while down and added back, a copy made before a failure
 ** was recorded); anything else is what a killed or failed statement left,
-** and is dropped.  A worker never drops a chunk on its own. */
+** and is dropped.  A worker never drops a chunk on its own.  One that
+** dies meanwhile is down: the others are reconciled, and it is when it
+** rejoins (di_ping), as a shell opening the database must not fail for a
+** worker that the replicas can do without. */
 static int s_inventory(td_cluster *c, int only, tr_err *err) {
   di_phase ph;
   uint64_t **drop = calloc((size_t)c->nsites + 1, sizeof *drop); /* per site: to drop */
@@ -430,10 +433,19 @@ static int s_inventory(td_cluster *c, int only, tr_err *err) {
     rc = di_request(&ph, s, TN_INVENTORY, &b, 0, NULL, NULL, NULL, err);
     tn_wbuf_free(&b);
   }
-  if (!rc) rc = di_wait(&ph, err);
+  if (!rc) rc = di_wait_ex(&ph, 1, err);
   for (int i = 0; !rc && i < ph.n; i++) {
     int s = ph.out[i].site;
     tn_rbuf r;
+    if (ph.out[i].done != 1) continue; /* no reply: down now */
+    if (ph.out[i].reply.type == TN_ERROR) {
+      char msg[512];
+      int code;
+      uint64_t chunk;
+      tn_get_error(&ph.out[i].reply, &code, &chunk, msg, sizeof msg);
+      rc = tr_seterr(err, code, "worker %s: %s", c->sites[s].ep, msg);
+      break;
+    }
     di_reply_body(&ph, i, &r);
     uint32_t nmiss = tn_get_count(&r, 8);
     uint64_t *miss = calloc(nmiss + 1, sizeof *miss);
