@@ -180,14 +180,17 @@ static int s_hello_all(td_cluster *c, double timeout_s, tr_err *err) {
   di_phase_init(&ph, c);
   tn_wbuf b = {0};
   tn_put_str(&b, "tradb shell");
-  int rc = TR_OK;
+  int rc = TR_OK, ndied = 0;
+  tr_err died; /* the first local worker that exited before it answered */
+  char *gone = calloc((size_t)c->nsites + 1, 1); /* [i]: request i's local worker exited */
+  if (!gone) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
   for (int s = 0; s < c->nsites && !rc; s++) rc = di_request(&ph, s, TN_HELLO, &b, 0, NULL, NULL, NULL, err);
   tn_wbuf_free(&b);
   double end = tr_now() + timeout_s, resend = tr_now() + TN_HEARTBEAT_MS / 1000.0;
   while (!rc && tr_now() < end && !tr_cancelled(c->interrupt)) {
     int pending = 0;
     for (int i = 0; i < ph.n; i++)
-      pending += !ph.out[i].done && !s_refused(&c->sites[ph.out[i].site], &c->keys);
+      pending += !ph.out[i].done && !gone[i] && !s_refused(&c->sites[ph.out[i].site], &c->keys);
     if (!pending) break;
     di_drain(c, &ph, 50);
     /* A HELLO can be lost with a connection that closes under it (a local
@@ -204,9 +207,15 @@ static int s_hello_all(td_cluster *c, double timeout_s, tr_err *err) {
       tn_wbuf_free(&hb);
       resend = tr_now() + TN_HEARTBEAT_MS / 1000.0;
     }
-    /* A local worker that exited will never answer: say why now. */
-    for (int i = 0; !rc && i < ph.n; i++)
-      if (!ph.out[i].done) rc = di_local_exited(c, ph.out[i].site, err);
+    /* A local worker that exited will never answer: the others may, and
+    ** the replicas do without it; why it exited is said below. */
+    for (int i = 0; i < ph.n; i++) {
+      tr_err e;
+      if (!ph.out[i].done && !gone[i] && di_local_exited(c, ph.out[i].site, &e)) {
+        gone[i] = 1;
+        if (!ndied++) died = e;
+      }
+    }
   }
   int up = 0;
   for (int i = 0; i < ph.n; i++) {
@@ -216,6 +225,13 @@ static int s_hello_all(td_cluster *c, double timeout_s, tr_err *err) {
     if (c->sites[ph.out[i].site].up) s_hello_memory(&c->sites[ph.out[i].site], &ph, i);
   }
   di_phase_free(&ph);
+  free(gone);
+  if (!rc && ndied && !up) { /* every one gone: why the first went */
+    *err = died;
+    rc = died.code;
+  } else if (!rc && ndied) {
+    td_notice(c, "%s; this session goes on without %s", died.msg, ndied == 1 ? "it" : "them");
+  }
   /* Ctrl-C while waiting is the answer, not a silent cluster. */
   if (!rc && !up && c->nsites && tr_cancelled(c->interrupt))
     rc = tr_seterr(err, TR_EINTR, "interrupted");

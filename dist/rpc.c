@@ -211,8 +211,8 @@ int di_local_exited(td_cluster *c, int s, tr_err *err) {
 
 /* Silence counts from when the wait began listening: what a site sent
 ** while the shell was busy elsewhere (writing out the chunks a SAVE read
-** before, or in the wait's on_reply) waits in its socket, not yet seen.  And nothing else comes from
-** a site while a large reply is on its way. */
+** before, or in the wait's on_reply) waits in its socket, not yet seen.
+** And nothing else comes from a site while a large reply is on its way. */
 static double s_silence(double now, double last_seen, double start) {
   return now - (last_seen > start ? last_seen : start);
 }

@@ -4,6 +4,9 @@
 # taken for down, and the session goes on with the other workers: with
 # replication 2 a SAVE reads every chunk from another replica.  The shell
 # used to fail to open, with "worker ... is down (silent for 1.5 s)".
+# Likewise a local worker that exits before it answers the shell (here it
+# cannot open its chunk store): the shell says why and goes on with the
+# others, where it failed with that reason; with none left it still does.
 # Polls with deadlines; never sleeps a fixed time to wait for a state.
 TEST=open_worker_lost
 source "$TOP_SRCDIR/tests/multi/lib.sh"
@@ -33,5 +36,30 @@ wait_until 60 "the shell did not end" done_
 wait "$shell" || fail "the session failed without worker 1: $(cat "$work/run.out")"
 ok
 cmp -s "$work/ref.npy" "$work/x.npy" || fail "the SAVE differs from the one made with every worker"
+ok
+
+# two local workers; then the second cannot start (its store a file)
+ldb=$work/local
+"$TRADB" --bail --local-workers 2 "$ldb" > "$work/lsetup.out" 2>&1 <<SQL || { cat "$work/lsetup.out"; fail "local set-up failed"; }
+CREATE TENSOR X[64, 64] CHUNK [8, 8];
+FILL X UNIFORM(-1, 1) SEED 4;
+SAVE X TO '$work/lref.npy';
+SQL
+mv "$ldb/workers/w1" "$ldb/workers/w1.away"
+echo "not a store" > "$ldb/workers/w1"
+"$TRADB" --bail "$ldb" > "$work/lrun.out" 2>&1 <<<"SAVE X TO '$work/lx.npy';" \
+  || fail "the session failed without local worker 1: $(cat "$work/lrun.out")"
+grep -q "warning: local worker ipc://$ldb/workers/w1.ipc exited with status 1 (see $ldb/workers/w1.log); this session goes on without it" \
+  "$work/lrun.out" || fail "the lost worker not named: $(cat "$work/lrun.out")"
+cmp -s "$work/lref.npy" "$work/lx.npy" || fail "the SAVE differs from the one made with both local workers"
+ok
+# with no worker left the reason is the error
+mv "$ldb/workers/w0" "$ldb/workers/w0.away"
+echo "not a store" > "$ldb/workers/w0"
+if "$TRADB" --bail "$ldb" > "$work/lnone.out" 2>&1 <<<"SHOW TENSORS;"; then
+  fail "a session opened with no worker: $(cat "$work/lnone.out")"
+fi
+grep -q "local worker ipc://$ldb/workers/w[01].ipc exited with status 1" "$work/lnone.out" \
+  || fail "no reason given: $(cat "$work/lnone.out")"
 ok
 finish
