@@ -3,7 +3,7 @@
 
 Each seed makes one tradb session (1 to 4 workers, local ones or, every
 third seed, `tradb --worker`s on loopback TCP; `layout` auto or
-declared by turns) over nine random tensors of rank 0 to 3 on labels of
+declared by turns, `replication` 1 to 3, `synchronous` normal or full) over nine random tensors of rank 0 to 3 on labels of
 random sizes (1 included), f32 or f64 (a fifth), LOADed in random chunks,
 and runs statements drawn at random, each SAVEd and compared with NumPy in
 f64:
@@ -76,10 +76,12 @@ class Seed:
         self.tensors = {}  # name -> (labels, array)
         self.inexact = set()  # outputs known only to f32's precision
         self.reads_inexact = False  # the statement being made reads one
-        self.script = ["SET layout = %s;" % ("auto" if seed % 2 else "declared")]
+        self.workers = 1 + seed % 4
+        self.script = ["SET layout = %s;" % ("auto" if seed % 2 else "declared"),
+                       "SET replication = %d;" % min(self.workers, self.rng.choice([1, 2, 2, 3])),
+                       "SET synchronous = %s;" % self.rng.choice(["normal", "normal", "full"])]
         self.cases = []  # (name, statement, reference, f64, file SAVEd to, largest value on the way)
         self.loaded = set()  # tensors still holding the values LOADed
-        self.workers = 1 + seed % 4
         # TCP workers (every third seed) with little memory at times, so that
         # the schedulers place the tasks in waves
         self.worker_args = []
