@@ -11,6 +11,7 @@
 #include <string.h>
 #include <signal.h>
 #include <time.h>
+#include <unistd.h>
 #include "engine/engine.h"
 #include "tests/unit/engine_fixture.h"
 #include "exec/exec.h"
@@ -1641,6 +1642,54 @@ Test(engine, a_reader_takes_chunks_as_they_arrive) {
   cr_assert_eq(s_stream_calls, 66);
   cr_assert_eq(s_stream_lin, last[0], "the stopped worker's chunk came first");
   cr_assert(c->sites[1].up, "the stopped worker taken for down");
+}
+
+/* SAVE by bands and, where a band would be too large to hold, stored in
+** place through a mapping of the file: the same bytes either way, for
+** large f64 tensors (their data on a page; one's bands on pages too, so
+** past the page cache), slices dropping a dimension, and a small f32 one. */
+static void s_file_bytes(const char *path, char **buf, long *n) {
+  FILE *f = fopen(path, "rb");
+  cr_assert_not_null(f, "no %s", path);
+  fseek(f, 0, SEEK_END);
+  *n = ftell(f);
+  rewind(f);
+  *buf = malloc((size_t)*n + 1);
+  cr_assert_eq(fread(*buf, 1, (size_t)*n, f), (size_t)*n);
+  fclose(f);
+}
+
+Test(engine, save_by_bands_or_in_place_writes_the_same_file) {
+  char dir[] = "/tmp/tradb-save-XXXXXX", q[512], pa[300], pb[300];
+  cr_assert_not_null(mkdtemp(dir));
+  s_ok("CREATE TENSOR W[700, 1030] CHUNK [128, 300] TYPE f64;");
+  s_ok("FILL W NORMAL(0, 1) SEED 9;");
+  s_ok("CREATE TENSOR U[700, 1024] CHUNK [128, 300] TYPE f64;"); /* bands on pages */
+  s_ok("FILL U NORMAL(0, 1) SEED 8;");
+  s_ok("CREATE TENSOR V[33, 7, 5] CHUNK [4, 3, 2];");
+  s_ok("FILL V UNIFORM(-1, 1) SEED 2;");
+  const char *what[] = {"W", "U", "W[3:650, 1]", "V", "V[-5:, 2, 1:]"};
+  for (int i = 0; i < 5; i++) {
+    snprintf(pa, sizeof pa, "%s/bands%d.npy", dir, i);
+    snprintf(pb, sizeof pb, "%s/place%d.npy", dir, i);
+    snprintf(q, sizeof q, "SAVE %s TO '%s';", what[i], pa);
+    s_ok(q);
+    setenv("TRADB_TEST_BAND_MAX", "1", 1);
+    snprintf(q, sizeof q, "SAVE %s TO '%s';", what[i], pb);
+    s_ok(q);
+    unsetenv("TRADB_TEST_BAND_MAX");
+    char *a, *b;
+    long na, nb;
+    s_file_bytes(pa, &a, &na);
+    s_file_bytes(pb, &b, &nb);
+    cr_assert_eq(na, nb, "%s: %ld and %ld bytes", what[i], na, nb);
+    cr_assert(!memcmp(a, b, (size_t)na), "%s: the files differ", what[i]);
+    free(a);
+    free(b);
+    unlink(pa);
+    unlink(pb);
+  }
+  rmdir(dir);
 }
 
 /* When a site counts as down: silent for the liveness window (1.5 s) while
