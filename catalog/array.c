@@ -661,14 +661,15 @@ int tc_array_write(tc_array *a, int64_t first, const void *buf, int64_t n, tr_er
     return tr_seterr(err, TR_EINVAL, "tc_array_write: not a created array");
   size_t esz = tr_dtype_size(a->dtype), off = (size_t)first * esz, len = (size_t)n * esz;
   if (n <= 0) return TR_OK;
-  if (first < 0 || !a->data || off + len > a->maplen_ - (size_t)((char *)a->data - (char *)a->map_))
+  size_t head = a->data ? (size_t)((char *)a->data - (char *)a->map_) : 0; /* the .npy header */
+  if (first < 0 || !a->data || off + len > a->maplen_ - head)
     return tr_seterr(err, TR_EINVAL, "tc_array_write: elements %" PRId64 "..%" PRId64 " outside '%s'",
                      first, first + n, a->path_);
   if (a->kind_ == TA_CSV_WRITE) {
     memcpy((char *)a->data + off, buf, len);
     return TR_OK;
   }
-  off += (size_t)((char *)a->data - (char *)a->map_); /* past the header */
+  off += head;
   int e = -1;
   if (a->dfd_ >= 0 && off % TR_PAGE == 0 && len % TR_PAGE == 0 && (uintptr_t)buf % TR_PAGE == 0) {
     e = tr_pwrite_all(a->dfd_, buf, len, (int64_t)off);

@@ -454,12 +454,9 @@ static int s_inventory(td_cluster *c, int only, tr_err *err) {
     int s = ph.out[i].site;
     tn_rbuf r;
     if (ph.out[i].done != 1) continue; /* no reply: down now */
+    uint64_t chunk;
     if (ph.out[i].reply.type == TN_ERROR) {
-      char msg[512];
-      int code;
-      uint64_t chunk;
-      tn_get_error(&ph.out[i].reply, &code, &chunk, msg, sizeof msg);
-      rc = tr_seterr(err, code, "worker %s: %s", c->sites[s].ep, msg);
+      rc = di_reply_error(&ph, i, &chunk, err);
       break;
     }
     di_reply_body(&ph, i, &r);

@@ -137,6 +137,9 @@ int di_wait_ex(di_phase *ph, int tolerant, tr_err *err);
 int di_silent(double now, double last_seen, double start, size_t expect);
 /* Reply i's body as a read cursor. */
 void di_reply_body(di_phase *ph, int i, tn_rbuf *r);
+/* Reply i, a TN_ERROR, as err ("worker EP: its message"); returns its
+** code, and *chunk the chunk it names (0: none). */
+int di_reply_error(di_phase *ph, int i, uint64_t *chunk, tr_err *err);
 /* Tell site `only` (-1: every live site) to drop ids, chunks the catalog
 ** no longer lists (best effort: cleanup never fails a statement). */
 void di_drop_ids(td_cluster *c, int only, const uint64_t *ids, int64_t n);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #define S_INFLIGHT_BYTES (256u << 20) /* PUT data in flight before waiting; GET data asked for at once */
+#define S_READ_BATCH 64 /* chunks a read asks for at once, at most */
 
 /* The chunks of locs that must be durable before their version commits:
 ** all of them under synchronous = full; under normal only those with one
@@ -164,11 +165,10 @@ static int s_check_data(td_cluster *c, di_phase *ph, int k, const tr_tensor *t, 
   tn_rbuf r;
   di_reply_body(ph, k, &r);
   if (o->reply.type == TN_ERROR) {
-    char msg[512];
-    int code;
+    tr_err e;
     uint64_t chunk;
-    tn_get_error(&o->reply, &code, &chunk, msg, sizeof msg);
-    snprintf(why, cap, "worker %s: %s", c->sites[o->site].ep, msg);
+    int code = di_reply_error(ph, k, &chunk, &e);
+    snprintf(why, cap, "%s", e.msg);
     if (code == TR_ECORRUPT && chunk == loc->chunk_id) return TR_ECORRUPT;
     return TR_EIO;
   }
@@ -196,11 +196,11 @@ typedef struct s_pread {
   const tc_chunkloc *locs;
   const int64_t *lins;
   int64_t i0;
-  int64_t which[64];     /* request k: chunk lins[which[k]] */
-  int ok[64];            /* [i - i0]: chunk lins[i] handed to fn */
+  int64_t which[S_READ_BATCH];     /* request k: chunk lins[which[k]] */
+  int ok[S_READ_BATCH];            /* [i - i0]: chunk lins[i] handed to fn */
   char (*why)[TC_ENDPOINT_MAX + 900]; /* [i - i0]: why its last try failed */
-  int nbad, bad_site[64];/* copies a worker found damaged, to repair */
-  uint64_t bad_id[64];
+  int nbad, bad_site[S_READ_BATCH];/* copies a worker found damaged, to repair */
+  uint64_t bad_id[S_READ_BATCH];
   int (*fn)(void *ctx, int64_t lin, const void *buf, size_t bytes, tr_err *err);
   void *ctx;
 } s_pread;
@@ -235,12 +235,12 @@ int td_pread(td_cluster *c, const tr_tensor *t, const int64_t *lins, int64_t n,
   int rc = tc_chunk_locations(c->db, t, &locs, &nl, err);
   if (rc) return rc;
   di_ping(c);
-  char why[64][TC_ENDPOINT_MAX + 900];
+  char why[S_READ_BATCH][TC_ENDPOINT_MAX + 900];
   for (int64_t i0 = 0, i1; i0 < n && !rc; i0 = i1) {
-    /* at most 64 chunks and S_INFLIGHT_BYTES in flight (one chunk at
+    /* at most S_READ_BATCH chunks and S_INFLIGHT_BYTES in flight (one chunk at
     ** least): chunks of up to 1 GiB each would otherwise arrive together */
-    size_t inflight = 0, bytes[64]; /* bytes[i - i0]: chunk lins[i]'s */
-    for (i1 = i0; i1 < n && i1 - i0 < 64; i1++) {
+    size_t inflight = 0, bytes[S_READ_BATCH]; /* bytes[i - i0]: chunk lins[i]'s */
+    for (i1 = i0; i1 < n && i1 - i0 < S_READ_BATCH; i1++) {
       int64_t key[TR_MAX_RANK], ext[TR_MAX_RANK];
       tr_key_from_linear(t, lins[i1], key);
       bytes[i1 - i0] = (size_t)tr_chunk_extent(t, key, ext) * tr_dtype_size(t->dtype);
@@ -248,8 +248,8 @@ int td_pread(td_cluster *c, const tr_tensor *t, const int64_t *lins, int64_t n,
       inflight += bytes[i1 - i0];
     }
     s_pread p = {c, t, locs, lins, i0, {0}, {0}, why, 0, {0}, {0}, fn, ctx};
-    int tried[64] = {0}; /* [i - i0]: replicas of chunk lins[i] tried so far */
-    for (int k = 0; k < 64; k++) why[k][0] = '\0';
+    int tried[S_READ_BATCH] = {0}; /* [i - i0]: replicas of chunk lins[i] tried so far */
+    for (int k = 0; k < S_READ_BATCH; k++) why[k][0] = '\0';
     for (int round = 0; !rc && round < TC_MAX_REPLICAS; round++) {
       di_phase ph;
       int nreq = 0;

@@ -243,15 +243,13 @@ static int s_wait_loop(di_phase *ph, int tolerant, tr_err *err) {
         continue;
       }
       if (o->reply.type == TN_ERROR && !tolerant) {
-        char msg[600];
-        int code;
         uint64_t chunk;
-        tn_get_error(&o->reply, &code, &chunk, msg, sizeof msg);
+        int code = di_reply_error(ph, i, &chunk, err);
         if (code == TR_ECORRUPT && chunk) {
           c->bad_site = o->site;
           c->bad_chunk = chunk;
         }
-        return tr_seterr(err, code, "worker %s: %s", c->sites[o->site].ep, msg);
+        return code;
       }
     }
     if (!pending) return TR_OK;
@@ -317,6 +315,13 @@ int di_wait_ex(di_phase *ph, int tolerant, tr_err *err) {
   if (rc) s_cancel_busy(ph);
   return rc;
 }
+int di_reply_error(di_phase *ph, int i, uint64_t *chunk, tr_err *err) {
+  char msg[600];
+  int code;
+  tn_get_error(&ph->out[i].reply, &code, chunk, msg, sizeof msg);
+  return tr_seterr(err, code, "worker %s: %s", ph->c->sites[ph->out[i].site].ep, msg);
+}
+
 /* Reply i's body as a read cursor. */
 void di_reply_body(di_phase *ph, int i, tn_rbuf *r) {
   size_t n;

@@ -131,36 +131,26 @@ void *tr_alloc_aligned(size_t bytes) {
 
 void tr_free_aligned(void *p) { free(p); }
 
-int tr_write_all(int fd, const void *buf, size_t n) {
+/* n bytes of buf to fd at off, or at its position where off < 0. */
+static int s_write_loop(int fd, const void *buf, size_t n, int64_t off) {
   const char *p = buf;
   while (n > 0) {
-    ssize_t k = write(fd, p, n);
+    ssize_t k = off < 0 ? write(fd, p, n) : pwrite(fd, p, n, (off_t)off);
     if (k < 0) {
       if (errno == EINTR) continue;
       return errno;
     }
     if (k == 0) return EIO;
     p += k;
+    if (off >= 0) off += k;
     n -= (size_t)k;
   }
   return 0;
 }
 
-int tr_pwrite_all(int fd, const void *buf, size_t n, int64_t off) {
-  const char *p = buf;
-  while (n > 0) {
-    ssize_t k = pwrite(fd, p, n, (off_t)off);
-    if (k < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    if (k == 0) return EIO;
-    p += k;
-    off += k;
-    n -= (size_t)k;
-  }
-  return 0;
-}
+int tr_write_all(int fd, const void *buf, size_t n) { return s_write_loop(fd, buf, n, -1); }
+
+int tr_pwrite_all(int fd, const void *buf, size_t n, int64_t off) { return s_write_loop(fd, buf, n, off); }
 
 int tr_pread_all(int fd, void *buf, size_t n, int64_t off, size_t *got) {
   char *p = buf;
