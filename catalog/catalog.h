@@ -241,6 +241,9 @@ int tc_store_get_blob(tc_store *s, uint64_t id, size_t nbytes, tr_blob **out, tr
 /* Make chunks durable: written to their files if they are not yet, then
 ** fdatasync each, then the directory. */
 int tc_store_sync(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err);
+/* The same for every chunk held in memory only (not scratch): after it
+** the store's files hold all it holds that a commit may list. */
+int tc_store_sync_unwritten(tc_store *s, tr_err *err);
 /* Forget chunks; unknown ids are ignored.  Files of 256 KiB or more are
 ** kept for later puts to overwrite (see storefiles.c), up to a budget of
 ** disk bytes: 1/16 of memory, at most 1 GiB, unless set. */

@@ -321,7 +321,9 @@ int tc_store_get_blob(tc_store *s, uint64_t id, size_t nbytes, tr_blob **out, tr
   return TR_OK;
 }
 
-int tc_store_sync(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err) {
+/* tc_store_sync; with gone set, an id the store no longer holds is
+** skipped rather than an error. */
+static int s_sync(tc_store *s, const uint64_t *ids, int64_t n, int gone, tr_err *err) {
   char path[CI_PATH];
   int rc = TR_OK, e;
   if (!s || n < 0 || (!ids && n > 0)) return tr_seterr(err, TR_EINVAL, "tc_store_sync: bad argument");
@@ -330,7 +332,7 @@ int tc_store_sync(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err) {
     ci_chunk_path(s, ids[i], path);
     pthread_rwlock_rdlock(&s->lock);
     const ci_entry *en = ci_find(s, ids[i]);
-    if (rc) {
+    if (rc || (!en && gone)) {
     } else if (!en) {
       rc = tr_seterr(err, TR_ENOTFOUND, "chunk %016" PRIx64 " is not in chunk store '%s'", ids[i], s->dir);
     } else if (!en->file) {
@@ -344,6 +346,26 @@ int tc_store_sync(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err) {
   /* The renames into final names are durable once the directory is. */
   if (rc == TR_OK && (e = ci_fsync_dir(s->dir)) != 0)
     rc = tr_seterr(err, TR_EIO, "cannot sync '%s': %s", s->dir, strerror(e));
+  return rc;
+}
+
+int tc_store_sync(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err) {
+  return s_sync(s, ids, n, 0, err);
+}
+
+int tc_store_sync_unwritten(tc_store *s, tr_err *err) {
+  if (!s) return tr_seterr(err, TR_EINVAL, "tc_store_sync_unwritten: bad argument");
+  pthread_rwlock_rdlock(&s->lock);
+  int64_t n = 0;
+  for (size_t i = 0; i < s->cap; i++) n += s->tab[i].id && CI_DIRTY(&s->tab[i]);
+  uint64_t *ids = malloc(((size_t)n + 1) * sizeof *ids);
+  n = 0;
+  for (size_t i = 0; ids && i < s->cap; i++)
+    if (s->tab[i].id && CI_DIRTY(&s->tab[i])) ids[n++] = s->tab[i].id;
+  pthread_rwlock_unlock(&s->lock);
+  /* one dropped meanwhile is not lost data: it is skipped */
+  int rc = ids ? s_sync(s, ids, n, 1, err) : tr_seterr(err, TR_ENOMEM, "out of memory");
+  free(ids);
   return rc;
 }
 

@@ -66,6 +66,16 @@ int td_maintain(td_cluster *c, double budget_s, tr_err *err);
 /* Sync the catalog's commits to disk, and drop the chunks they forgot
 ** (see te_sync). */
 void td_sync(td_cluster *c);
+/* Workers taken for down while the coordinator waited on them since it
+** opened, and (*faults) how many of those were local workers that died of
+** a fault of their own (a signal such as SIGSEGV, or a failing exit):
+** the engine compares them across a statement that failed. */
+uint64_t td_losses(const td_cluster *c, uint64_t *faults);
+/* Every live worker writes what it holds of this database in memory only
+** (SET synchronous = normal's outputs not yet written) to its files and
+** syncs them: after it, losing workers costs no committed data while one
+** holding each chunk comes back. */
+int td_sync_held(td_cluster *c, tr_err *err);
 
 /* ---- Settings ----------------------------------------------------------- */
 
@@ -156,6 +166,8 @@ int td_run_trace(const td_run *r, char **out, tr_err *err);
 ** it is made; temporaries are dropped at the end, and on failure the
 ** outputs not yet committed too. */
 int td_run_exec(td_run *r, const to_opt *opt, tr_err *err);
+/* The outputs td_run_exec committed (0 when it has not run). */
+int td_run_committed(const td_run *r);
 /* What td_run_exec measured, for EXPLAIN ANALYZE: text (operators, sites,
 ** elapsed) or JSON fields without braces.  Caller frees; NULL if out of
 ** memory. */

@@ -77,6 +77,11 @@ struct td_cluster {
   int64_t nforgot, capforgot;
   uint64_t forgot_bytes;
   double forgot_s;         /* DI_FORGOT_S, or a test's */
+  /* Workers lost while the coordinator waited on them (di_site_lost), and
+  ** of those the local ones that died of a fault of their own (SIGSEGV and
+  ** the like): what tells the engine that a statement which failed may
+  ** run again on the workers left (td_losses). */
+  uint64_t losses, faults;
 };
 
 /* Add a line to the notices. */
@@ -182,6 +187,9 @@ int di_up_sites(const td_cluster *c, int *up);
 ** up) and return TR_EIO with how it ended (a signal, an exit status) and
 ** where its log is.  TR_OK while it runs, and for a remote site. */
 int di_local_exited(td_cluster *c, int s, tr_err *err);
+/* Site s is taken for down while a phase waits on it (silent, restarted,
+** exited): counted in losses, and in faults too when fault is set. */
+void di_site_lost(td_cluster *c, int s, int fault);
 int di_site_index(const td_cluster *c, int64_t id);
 /* Does loc list site_id as a holder? */
 int di_has(const tc_chunkloc *loc, int64_t site_id);

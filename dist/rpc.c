@@ -201,7 +201,13 @@ int di_local_exited(td_cluster *c, int s, tr_err *err) {
   char how[128];
   if (st->pid <= 0 || waitpid(st->pid, &wst, WNOHANG) != st->pid) return TR_OK;
   st->pid = 0;
-  st->up = 0;
+  /* Its own fault (what a bad kernel call raises, or an exit it chose):
+  ** running its work elsewhere could bring another worker down alike.
+  ** Killed or stopped from outside (SIGKILL, SIGTERM, status 0), it is not. */
+  int sig = WIFSIGNALED(wst) ? WTERMSIG(wst) : 0;
+  int fault = sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGABRT ||
+              sig == SIGSYS || sig == SIGTRAP || (!sig && (!WIFEXITED(wst) || WEXITSTATUS(wst)));
+  di_site_lost(c, s, fault);
   if (WIFSIGNALED(wst))
     snprintf(how, sizeof how, "died of signal %d (%s)", WTERMSIG(wst), strsignal(WTERMSIG(wst)));
   else
@@ -285,7 +291,7 @@ static int s_wait_loop(di_phase *ph, int tolerant, tr_err *err) {
       for (int s = 0; s < c->nsites; s++) {
         td_site *st = &c->sites[s];
         if (st->up && di_silent(now, st->last_seen, listen, 0)) {
-          st->up = 0;
+          di_site_lost(c, s, 0);
           return tr_seterr(err, TR_EIO, "worker %s is down (silent for %.1f s)", st->ep,
                            s_silence(now, st->last_seen, listen));
         }
@@ -294,7 +300,7 @@ static int s_wait_loop(di_phase *ph, int tolerant, tr_err *err) {
       td_site *st = &c->sites[ph->out[i].site];
       int silent = di_silent(now, st->last_seen, listen, ph->out[i].expect);
       if (!ph->out[i].done && (silent || st->restarted)) {
-        st->up = 0;
+        di_site_lost(c, ph->out[i].site, 0);
         if (tolerant) {
           ph->out[i].done = 2; /* no reply */
           continue;
@@ -417,6 +423,23 @@ int di_sync(td_cluster *c, const tc_chunkloc *locs, int64_t n, tr_err *err) {
     for (int64_t i = 0; i < n; i++)
       for (int j = 0; j < locs[i].nsites; j++)
         if (locs[i].site[j] == c->sites[s].id) tn_put_u64(&b, locs[i].chunk_id);
+    rc = di_request(&ph, s, TN_SYNC, &b, 0, NULL, NULL, NULL, err);
+    tn_wbuf_free(&b);
+  }
+  if (!rc) rc = di_wait(&ph, err);
+  di_phase_free(&ph);
+  return rc;
+}
+
+int td_sync_held(td_cluster *c, tr_err *err) {
+  di_phase ph;
+  di_phase_init(&ph, c);
+  int rc = TR_OK;
+  for (int s = 0; s < c->nsites && !rc; s++) {
+    if (!c->sites[s].up) continue;
+    tn_wbuf b = {0};
+    tn_put_u32(&b, 0);
+    tn_put_u8(&b, 1);
     rc = di_request(&ph, s, TN_SYNC, &b, 0, NULL, NULL, NULL, err);
     tn_wbuf_free(&b);
   }

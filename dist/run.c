@@ -1141,6 +1141,12 @@ int td_run_exec(td_run *R, const to_opt *opt, tr_err *err) {
   return rc;
 }
 
+int td_run_committed(const td_run *R) {
+  int n = 0;
+  for (int i = 0; R && i < R->p->nrels; i++) n += R->rel[i].committed;
+  return n;
+}
+
 char *td_run_analysis(const td_run *R, int json) {
   return s_analyze_text(R, R->t1 - R->t0, json);
 }

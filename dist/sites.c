@@ -37,6 +37,18 @@ char *td_take_notice(td_cluster *c) {
   return n;
 }
 
+void di_site_lost(td_cluster *c, int s, int fault) {
+  if (!c->sites[s].up) return;
+  c->sites[s].up = 0;
+  c->losses++;
+  c->faults += fault != 0;
+}
+
+uint64_t td_losses(const td_cluster *c, uint64_t *faults) {
+  if (faults) *faults = c->faults;
+  return c->losses;
+}
+
 /* Live sites, in index order; returns how many. */
 int di_up_sites(const td_cluster *c, int *up) {
   int m = 0;

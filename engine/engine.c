@@ -205,16 +205,57 @@ static int s_block_run(te_engine *e, const tp_stmt *x, te_result **res, tr_err *
   return rc;
 }
 
+/* A worker lost while a statement ran fails it (its tasks and copies are
+** gone), yet the replicas of what the worker held are on the others.  So
+** a statement that failed that way runs once more on the workers left,
+** as a user would run it again: when it committed nothing (a block's
+** later statement failing after earlier ones committed does not, since
+** those would apply twice) and no worker lost was a local one that died
+** of a fault of its own (SIGSEGV and the like: the same work could bring
+** down the next).  Before it, the live workers make durable what they hold
+** in memory only, so that losing more of them in the second run costs no
+** committed data.  s_again decides, given the losses counted before the
+** first run; the first failure becomes the warning of a result
+** (te_take_notice), or leads the error of a second failure
+** (s_again_failed). */
+typedef struct s_losses { uint64_t lost, faults; } s_losses;
+
+static s_losses s_losses_now(te_engine *e) {
+  s_losses l;
+  l.lost = td_losses(e->cluster, &l.faults);
+  return l;
+}
+
+static int s_again(te_engine *e, s_losses before, int rc, tr_err *err) {
+  s_losses now = s_losses_now(e);
+  tr_err serr;
+  if (rc != TR_EIO || now.lost == before.lost || now.faults != before.faults || e->committed || e->again)
+    return 0;
+  if (td_sync_held(e->cluster, &serr)) return 0;
+  if (!(e->again = strdup(err->msg))) return 0;
+  tr_clearerr(err);
+  return 1;
+}
+
+static void s_again_failed(te_engine *e, int rc, tr_err *err) {
+  if (rc && e->again && err->code) tr_prefix(err, err->code, "%s; it ran again", e->again);
+}
+
 /* Statements while a block is open. */
 static int s_in_block(te_engine *e, tp_stmt **sp, te_result **res, tr_err *err) {
   tp_stmt *s = *sp;
   int rc;
+  s_losses before = s_losses_now(e);
   switch (s->kind) {
   case TP_ST_ASSIGN: return s_block_add(e, sp, err);
   case TP_ST_BEGIN: return tr_seterr(err, TR_EINVAL, "a block is already open (COMMIT or ROLLBACK it first)");
   case TP_ST_ROLLBACK: s_block_clear(e); return TR_OK;
   case TP_ST_COMMIT:
     rc = s_block_run(e, NULL, res, err);
+    if (s_again(e, before, rc, err)) {
+      rc = s_block_run(e, NULL, res, err);
+      s_again_failed(e, rc, err);
+    }
     s_block_clear(e);
     if (rc && err->code) {
       /* say what stayed: outputs made before the failure are committed */
@@ -279,18 +320,9 @@ static void s_not_a_statement(const tp_stmt *s, tr_err *err) {
   err->at = s->name_pos;
 }
 
-static int s_exec(te_engine *e, const char *text, size_t len, te_result **res, tr_err *err) {
-  tp_stmt *s = NULL;
-  te_result *r = NULL;
-  if (res) *res = NULL;
-  tr_clearerr(err);
-  td_progress_start(e->cluster);
-  int rc = tp_parse(text, len, &s, err);
-  if (rc) return rc;
-  if (e->in_block) {
-    rc = s_in_block(e, &s, &r, err);
-    goto done;
-  }
+/* A statement outside a block. */
+static int s_stmt(te_engine *e, tp_stmt *s, te_result **res, tr_err *err) {
+  int rc = TR_OK;
   switch (s->kind) {
   case TP_ST_BEGIN: e->in_block = 1; break;
   case TP_ST_COMMIT:
@@ -299,24 +331,65 @@ static int s_exec(te_engine *e, const char *text, size_t len, te_result **res, t
   case TP_ST_LOAD: rc = te_load(e, s, err); break;
   case TP_ST_SAVE: rc = te_save(e, s, err); break;
   case TP_ST_FILL: rc = te_fill(e, s, err); break;
-  case TP_ST_SHOW: rc = te_show(e, &r, err); break;
-  case TP_ST_SETTINGS: rc = te_show_settings(e, &r, err); break;
+  case TP_ST_SHOW: rc = te_show(e, res, err); break;
+  case TP_ST_SETTINGS: rc = te_show_settings(e, res, err); break;
   case TP_ST_SLICE: rc = te_slice(e, s, err); break;
-  case TP_ST_DESCRIBE: rc = te_describe(e, s, &r, err); break;
+  case TP_ST_DESCRIBE: rc = te_describe(e, s, res, err); break;
   case TP_ST_DROP:
     rc = td_drop(e->cluster, s->name, err);
     if (rc == TR_ENOTFOUND && s->if_exists) rc = TR_OK;
     if (!rc) rc = tc_declared_chunk_set(e->db, s->name, -1, NULL, err);
     break;
   case TP_ST_PRINT:
-    rc = te_print(e, s, &r, err);
+    rc = te_print(e, s, res, err);
     break;
-  case TP_ST_ASSIGN: rc = te_assign(e, s, &r, err); break;
+  case TP_ST_ASSIGN: rc = te_assign(e, s, res, err); break;
   case TP_ST_EXPLAIN:
-    rc = s->block ? tr_seterr(err, TR_EINVAL, "no block is open (BEGIN starts one)") : te_assign(e, s, &r, err);
+    rc = s->block ? tr_seterr(err, TR_EINVAL, "no block is open (BEGIN starts one)") : te_assign(e, s, res, err);
     break;
   case TP_ST_SET: rc = te_set(e, s, err); break;
-  case TP_ST_CALIBRATE: rc = te_calibrate(e, &r, err); break;
+  case TP_ST_CALIBRATE: rc = te_calibrate(e, res, err); break;
+  }
+  return rc;
+}
+
+/* Statements that may run again after a worker was lost (s_again): those
+** that work on the workers and change nothing before they commit.  Not
+** DROP, whose catalog change comes first. */
+static int s_may_run_again(const tp_stmt *s) {
+  switch (s->kind) {
+  case TP_ST_LOAD:
+  case TP_ST_SAVE:
+  case TP_ST_FILL:
+  case TP_ST_SLICE:
+  case TP_ST_PRINT:
+  case TP_ST_ASSIGN:
+  case TP_ST_EXPLAIN:
+  case TP_ST_CALIBRATE: return 1;
+  default: return 0;
+  }
+}
+
+static int s_exec(te_engine *e, const char *text, size_t len, te_result **res, tr_err *err) {
+  tp_stmt *s = NULL;
+  te_result *r = NULL;
+  if (res) *res = NULL;
+  tr_clearerr(err);
+  td_progress_start(e->cluster);
+  e->committed = 0;
+  int rc = tp_parse(text, len, &s, err);
+  if (rc) return rc;
+  if (e->in_block) {
+    rc = s_in_block(e, &s, &r, err);
+    goto done;
+  }
+  s_losses before = s_losses_now(e);
+  rc = s_stmt(e, s, &r, err);
+  if (s_may_run_again(s) && s_again(e, before, rc, err)) {
+    te_result_free(&r);
+    td_progress_start(e->cluster);
+    rc = s_stmt(e, s, &r, err);
+    s_again_failed(e, rc, err);
   }
 done:
   if (rc && err && !s_suggest(e, s->name_pos, err) && rc == TR_ENOTFOUND && s->kind == TP_ST_PRINT &&
@@ -326,6 +399,8 @@ done:
   if (rc && err && !err->code) tr_seterr(err, rc, "statement failed (status %d)", rc);
   if (!rc) r = te_take_notice(e, r);
   free(td_take_notice(e->cluster)); /* a failed statement's error says what matters */
+  free(e->again);
+  e->again = NULL;
   if (res) *res = r;
   else te_result_free(&r);
   return rc;

@@ -42,6 +42,11 @@ struct te_engine {
   tr_tensor pend[TA_MAX_NODES];
   int print_summary;      /* te_set_print */
   int print_width;
+  /* The running statement: outputs it committed so far (te_run_plan), and
+  ** why it ran again if it did (a worker lost: s_again in engine.c), the
+  ** warning its result carries. */
+  int committed;
+  char *again;
 };
 
 /* ---- results (result.c) ---------------------------------------------------- */

@@ -25,6 +25,13 @@ void te_result_free(te_result **pr) {
 
 te_result *te_take_notice(te_engine *e, te_result *r) {
   char *n = td_take_notice(e->cluster);
+  if (e->again) { /* first: the warnings of the run that counts follow */
+    const char *more = "; the statement ran again\n";
+    char *a = malloc(strlen(e->again) + strlen(more) + (n ? strlen(n) : 0) + 1);
+    if (a) sprintf(a, "%s%s%s", e->again, more, n ? n : "");
+    free(n);
+    n = a;
+  }
   if (!n) return r;
   if (!r && !(r = calloc(1, sizeof *r))) {
     free(n);

@@ -336,6 +336,7 @@ int te_run_plan(te_engine *e, ta_plan *p, const tp_stmt *x, te_result **res, te_
     rc = td_run_schedule(run, &opt, &env, x && x->plan[0] ? TD_SCHED_STATEMENT : (int)te_setting(e, "scheduler"),
                          (double)te_setting(e, "scheduler_lp_seconds"), x && x->trace, err);
   if (!rc && exec) rc = td_run_exec(run, &opt, err);
+  if (exec) e->committed += td_run_committed(run);
   if (!rc && meas) *meas = (te_measure){opt.cost, opt.seconds, tr_now() - t0};
   /* the TRA text of the plan as it ran: in the chunking chosen */
   if (!rc && x && res && !x->dot && !x->trace && !(tra = ta_plan_explain(p)))

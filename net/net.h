@@ -68,7 +68,8 @@ typedef enum tn_type {
   TN_SEND_OK,    /* reply once every peer confirmed: body {u64 bytes sent} */
   TN_TASK,       /* coord -> worker: run kernel tasks; body: engine-encoded */
   TN_TASK_OK,    /* reply: body engine-encoded results (chunk metas, stats) */
-  TN_SYNC,       /* coord -> worker: make chunks durable; body {u32 n, n x u64} */
+  TN_SYNC,       /* coord -> worker: make chunks durable; body {u32 n, n x u64,
+                    [u8 all]}: all 1, also every chunk held in memory only */
   TN_SYNC_OK,    /* reply: body {u32 n} */
   TN_DROP,       /* coord -> worker: forget chunks; body {u32 n, n x u64} */
   TN_DROP_OK,    /* reply: body {u32 n} */

@@ -389,14 +389,16 @@ static void s_run_sync(wi_worker *w, wi_job *j) {
   uint64_t *ids = calloc(n + 1, sizeof *ids);
   int rc = TR_OK;
   for (uint32_t i = 0; ids && i < n; i++) ids[i] = tn_get_u64(&r);
+  int all = r.off < r.n ? tn_get_u8(&r) : 0; /* and all it holds in memory only */
   if (!ids)
     rc = tr_seterr(&err, TR_ENOMEM, "out of memory");
-  else if (tn_rbuf_ok(&r) != TR_OK)
+  else if (tn_rbuf_ok(&r) != TR_OK || all > 1)
     rc = tr_seterr(&err, TR_EINVAL, "malformed SYNC");
-  else if (n && !wi_job_store(j, S_OPEN_EXISTS, &err))
-    rc = err.code;
+  else if ((n || all) && !wi_job_store(j, S_OPEN_EXISTS, &err))
+    rc = !n && err.code == TR_ENOTFOUND ? TR_OK : err.code; /* no store: nothing held */
   else if (n)
     rc = tc_store_sync(j->store, ids, n, &err);
+  if (!rc && all && j->store) rc = tc_store_sync_unwritten(j->store, &err);
   if (rc) {
     wi_fail_job(j, rc, err.msg);
   } else {

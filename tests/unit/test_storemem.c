@@ -97,6 +97,43 @@ Test(storemem, background_chunk_is_written_by_sync) {
   s_reopened_holds(&s, 5, 5, 64);
 }
 
+/* What a worker does before a statement runs again without a lost one:
+** every chunk held in memory only gets its file, scratch stays in memory,
+** a chunk dropped before is no error, and the files alone give them back
+** (the store is then abandoned, as a killed worker leaves it). */
+Test(storemem, sync_unwritten_writes_every_chunk_held_in_memory_only) {
+  tc_store *s = tf_store(s_dir);
+  tr_err err;
+  tc_store_set_writeback(s, -1);
+  for (uint64_t id = 1; id <= 4; id++) s_put(s, id, 100, (unsigned)id, TC_KEEP_BACKGROUND);
+  s_put(s, 9, 100, 9, TC_KEEP_SCRATCH);
+  s_put(s, 10, 100, 10, TC_KEEP_FILE);
+  uint64_t gone = 3;
+  cr_assert_eq(tc_store_drop(s, &gone, 1, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(s_files(), 1);
+  cr_assert_eq(tc_store_sync_unwritten(s, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(s_files(), 4, "files: %d", s_files());
+  cr_assert_eq(s_unwritten(s), 0);
+  cr_assert_eq(tc_store_sync_unwritten(s, &err), TR_OK, "%s", err.msg); /* nothing left: no-op */
+  /* read back from the files, as a fresh process would, with this store
+  ** still open: a copy of the directory */
+  char copy[400];
+  snprintf(copy, sizeof copy, "%s", tf_path("copy"));
+  char cmd[1000];
+  snprintf(cmd, sizeof cmd, "cp -r '%s' '%s' && rm -f '%s/LOCK'", s_dir, copy, copy);
+  cr_assert_eq(system(cmd), 0);
+  tc_store *t = tf_store(copy);
+  for (uint64_t id = 1; id <= 4; id++)
+    if (id != gone) s_expect(t, id, 100, (unsigned)id);
+  s_expect(t, 10, 100, 10);
+  uint64_t scratch = 9;
+  tr_dtype dt;
+  uint64_t nb, sum;
+  cr_assert_neq(tc_store_stat(t, scratch, &dt, &nb, &sum), TR_OK, "scratch chunk 9 was written");
+  tc_store_close(&t);
+  tc_store_close(&s);
+}
+
 /* Closing the store (a worker told to stop) writes every chunk held in
 ** memory only: a reopened store finds them all. */
 Test(storemem, close_writes_what_is_in_memory_only) {
