@@ -77,6 +77,8 @@ struct td_cluster {
   int64_t nforgot, capforgot;
   uint64_t forgot_bytes;
   double forgot_s;         /* DI_FORGOT_S, or a test's */
+  uint64_t repair_bytes;   /* copied per round of repair (di_repair):
+                              DI_REPAIR_BYTES, or a test's */
   /* Workers lost while the coordinator waited on them (di_site_lost), and
   ** of those the local ones that died of a fault of their own (SIGSEGV and
   ** the like): what tells the engine that a statement which failed may
@@ -217,6 +219,8 @@ int di_holder(const td_cluster *c, const tr_tensor *t, const tc_chunkloc *loc);
 int di_unreadable(const tr_tensor *t, const tc_chunkloc *loc, const char *why, tr_err *err);
 
 /* ---- replicas.c ---------------------------------------------------------- */
+
+#define DI_REPAIR_BYTES ((uint64_t)256 << 20) /* copied per round of repair */
 
 /* Remember that site id lost its copy of chunk (for di_repair). */
 void di_note_lost(td_cluster *c, int64_t site, uint64_t chunk);

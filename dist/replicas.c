@@ -143,8 +143,6 @@ int di_fix_bad(td_cluster *c, int s, uint64_t id, tr_err *err) {
   return di_copy_chunks(c, &cp, 1, err);
 }
 
-#define S_REPAIR_BYTES ((uint64_t)256 << 20) /* copied per round of repair */
-
 /* One round of restoring replication: chunks with fewer replicas than
 ** the setting (at most the live workers) get copies from a live holder on
 ** the live workers that lack them, spread by chunk.  Returns 1 if chunks
@@ -160,7 +158,7 @@ int di_repair(td_cluster *c, tr_err *err) {
   uint64_t bytes = 0;
   if (!rc && !cp) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
   if (c->nlost) qsort(c->lost, (size_t)c->nlost, sizeof *c->lost, s_cmp_lost);
-  for (i = 0; !rc && i < n && bytes < S_REPAIR_BYTES; i++) {
+  for (i = 0; !rc && i < n && bytes < c->repair_bytes; i++) {
     const tc_chunkloc *l = &refs[i].loc;
     int src = -1;
     for (int k = 0; k < l->nsites && src < 0; k++) {

@@ -517,6 +517,13 @@ void ts_close(ts_shell **sh) {
   if (!sh || !*sh) return;
   s_trimmer_stop(*sh);
   if ((*sh)->out != stdout) fclose((*sh)->out);
+  /* Replicas still missing are made before the session ends: a script's
+  ** statements give that work a short slice each, so a session of a
+  ** statement or two after a worker came back would leave chunks with
+  ** fewer copies than the setting until some later session.  Within
+  ** SI_CLOSE_REPAIR_S; Ctrl-C leaves the rest to the next session. */
+  tr_err err;
+  if ((*sh)->eng) te_maintain((*sh)->eng, SI_CLOSE_REPAIR_S, &err);
   atomic_store(&s_sigint_engine, NULL); /* before it goes away */
   te_close(&(*sh)->eng);
   free((*sh)->histfile);

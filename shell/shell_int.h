@@ -15,6 +15,7 @@
 #include "engine/engine.h"
 
 #define SI_MAINTAIN_S 0.2 /* seconds of replica repair per idle tick or statement */
+#define SI_CLOSE_REPAIR_S 60.0 /* at most this long, replica repair as the shell closes */
 
 /* What to do after a line, statement or dot-command. */
 enum {
