@@ -63,6 +63,15 @@ R[i,j] = A[i,k] * A[k,j];
 SAVE R TO '$work/lref.npy';
 SQL
 wlog=$ldb/workers/w1.log
+# kill_w1 WHAT COND: once COND holds (within 60 s, else fail saying WHAT),
+# SIGKILL local worker 1, then wait for the shell ($shell) to end
+kill_w1() {
+  wait_until 60 "$1" "$2"
+  local w1
+  w1=$(pgrep -f -- "--listen ipc://$ldb/workers/w1.ipc") || fail "no local worker 1"
+  kill -KILL "$w1"
+  wait_until 120 "the shell did not end" done_
+}
 before=$(tasks "$wlog")
 "$TRADB" --bail --local-workers 3 --backend reference "$ldb" > "$work/lrun.out" 2>&1 <<SQL &
 C[i,j] = A[i,k] * A[k,j];
@@ -71,10 +80,7 @@ SQL
 shell=$!
 track "$shell"
 lworking() { [ "$(tasks "$wlog")" -gt "$before" ]; }
-wait_until 60 "local worker 1 got no task" lworking
-w1=$(pgrep -f -- "--listen ipc://$ldb/workers/w1.ipc") || fail "no local worker 1"
-kill -KILL "$w1"
-wait_until 120 "the shell did not end" done_
+kill_w1 "local worker 1 got no task" lworking
 wait "$shell" || fail "the statement failed without local worker 1: $(cat "$work/lrun.out")"
 ok
 grep -q "^line 1: warning: local worker ipc://$ldb/workers/w1.ipc died of signal 9 (Killed) (see $ldb/workers/w1.log); the statement ran again$" \
@@ -96,10 +102,7 @@ SQL
 shell=$!
 track "$shell"
 second() { [ "$(tasks "$wlog")" -ge $((before + 2)) ]; }
-wait_until 60 "local worker 1 got no second task" second
-w1=$(pgrep -f -- "--listen ipc://$ldb/workers/w1.ipc") || fail "no local worker 1"
-kill -KILL "$w1"
-wait_until 120 "the shell did not end" done_
+kill_w1 "local worker 1 got no second task" second
 if wait "$shell"; then fail "the block ran again after X committed: $(cat "$work/brun.out")"; fi
 grep -q "died of signal 9 (Killed) (see $ldb/workers/w1.log) (the block stopped there; outputs made before it are committed)" \
   "$work/brun.out" || fail "the block's failure not said: $(cat "$work/brun.out")"
@@ -109,5 +112,21 @@ out=$("$TRADB" --bail "$ldb" <<<"e[] = MAX(ABS(X[i,j] - (A[i,j] + 1))); PRINT e;
   || fail "the next session failed: $out"
 echo "$out" | grep -qx "0" || fail "X is not A + 1: $out"
 echo "$out" | grep -q "^D " && fail "D committed: $out"
+ok
+
+# CALIBRATE commits its probes' tensors as it goes, yet runs again: they
+# are its own, made again and dropped at its end.
+before=$(tasks "$wlog")
+"$TRADB" --local-workers 3 "$ldb" > "$work/crun.out" 2>&1 <<<"CALIBRATE;" &
+shell=$!
+track "$shell"
+probes() { [ "$(tasks "$wlog")" -ge $((before + 10)) ]; }
+kill_w1 "local worker 1 got no tenth task" probes
+wait "$shell" || fail "CALIBRATE failed without local worker 1: $(cat "$work/crun.out")"
+grep -q "died of signal 9 (Killed) (see $ldb/workers/w1.log); the statement ran again" "$work/crun.out" \
+  || fail "CALIBRATE did not run again: $(cat "$work/crun.out")"
+grep -q "^weights" "$work/crun.out" || fail "no weights: $(cat "$work/crun.out")"
+out=$("$TRADB" --bail "$ldb" <<<"SHOW TENSORS;" 2>&1) || fail "the next session failed: $out"
+echo "$out" | grep -q "^_cal_" && fail "probe tensors left: $out"
 ok
 finish
