@@ -136,6 +136,7 @@ static int s_decode(int type, tn_rbuf *r, tn_wbuf *w, int ndata) {
     n = tn_get_count(r, 8);
     tn_put_u32(w, n);
     for (uint32_t i = 0; i < n; i++) tn_put_u64(w, tn_get_u64(r));
+    if (type == TN_SYNC && r->off < r->n) tn_put_u8(w, tn_get_u8(r)); /* [u8 all] */
     break;
   case TN_SEND:
     n = tn_get_count(r, 12);
