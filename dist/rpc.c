@@ -206,7 +206,7 @@ int di_local_exited(td_cluster *c, int s, tr_err *err) {
   ** Killed or stopped from outside (SIGKILL, SIGTERM, status 0), it is not. */
   int sig = WIFSIGNALED(wst) ? WTERMSIG(wst) : 0;
   int fault = sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGABRT ||
-              sig == SIGSYS || sig == SIGTRAP || (!sig && (!WIFEXITED(wst) || WEXITSTATUS(wst)));
+              sig == SIGSYS || sig == SIGTRAP || (WIFEXITED(wst) && WEXITSTATUS(wst) != 0);
   di_site_lost(c, s, fault);
   if (WIFSIGNALED(wst))
     snprintf(how, sizeof how, "died of signal %d (%s)", WTERMSIG(wst), strsignal(WTERMSIG(wst)));
@@ -408,8 +408,10 @@ void di_drop_each(td_cluster *c, int only, const uint64_t *ids, int64_t n, uint6
   free(forgot);
 }
 
-/* SYNC every chunk of locs on the sites holding it. */
-int di_sync(td_cluster *c, const tc_chunkloc *locs, int64_t n, tr_err *err) {
+/* SYNC every chunk of locs on the sites holding it; with all, every live
+** site also writes and syncs whatever it holds in memory only (SYNC's
+** `all` byte). */
+static int s_sync_sites(td_cluster *c, const tc_chunkloc *locs, int64_t n, int all, tr_err *err) {
   di_phase ph;
   di_phase_init(&ph, c);
   int rc = TR_OK;
@@ -418,11 +420,12 @@ int di_sync(td_cluster *c, const tc_chunkloc *locs, int64_t n, tr_err *err) {
     uint32_t k = 0;
     for (int64_t i = 0; i < n; i++)
       for (int j = 0; j < locs[i].nsites; j++) k += locs[i].site[j] == c->sites[s].id;
-    if (!k) continue;
+    if (!k && !(all && c->sites[s].up)) continue;
     tn_put_u32(&b, k);
     for (int64_t i = 0; i < n; i++)
       for (int j = 0; j < locs[i].nsites; j++)
         if (locs[i].site[j] == c->sites[s].id) tn_put_u64(&b, locs[i].chunk_id);
+    if (all) tn_put_u8(&b, 1);
     rc = di_request(&ph, s, TN_SYNC, &b, 0, NULL, NULL, NULL, err);
     tn_wbuf_free(&b);
   }
@@ -431,22 +434,11 @@ int di_sync(td_cluster *c, const tc_chunkloc *locs, int64_t n, tr_err *err) {
   return rc;
 }
 
-int td_sync_held(td_cluster *c, tr_err *err) {
-  di_phase ph;
-  di_phase_init(&ph, c);
-  int rc = TR_OK;
-  for (int s = 0; s < c->nsites && !rc; s++) {
-    if (!c->sites[s].up) continue;
-    tn_wbuf b = {0};
-    tn_put_u32(&b, 0);
-    tn_put_u8(&b, 1);
-    rc = di_request(&ph, s, TN_SYNC, &b, 0, NULL, NULL, NULL, err);
-    tn_wbuf_free(&b);
-  }
-  if (!rc) rc = di_wait(&ph, err);
-  di_phase_free(&ph);
-  return rc;
+int di_sync(td_cluster *c, const tc_chunkloc *locs, int64_t n, tr_err *err) {
+  return s_sync_sites(c, locs, n, 0, err);
 }
+
+int td_sync_held(td_cluster *c, tr_err *err) { return s_sync_sites(c, NULL, 0, 1, err); }
 
 /* The SEND batches (entries {u64 id, str peer} per source site) as
 ** requests of phase ph (di_add_sends), or of a phase of their own that is

@@ -245,12 +245,13 @@ static void s_again_failed(te_engine *e, int rc, tr_err *err) {
 static int s_in_block(te_engine *e, tp_stmt **sp, te_result **res, tr_err *err) {
   tp_stmt *s = *sp;
   int rc;
-  s_losses before = s_losses_now(e);
+  s_losses before;
   switch (s->kind) {
   case TP_ST_ASSIGN: return s_block_add(e, sp, err);
   case TP_ST_BEGIN: return tr_seterr(err, TR_EINVAL, "a block is already open (COMMIT or ROLLBACK it first)");
   case TP_ST_ROLLBACK: s_block_clear(e); return TR_OK;
   case TP_ST_COMMIT:
+    before = s_losses_now(e);
     rc = s_block_run(e, NULL, res, err);
     if (s_again(e, before, rc, err)) {
       rc = s_block_run(e, NULL, res, err);
