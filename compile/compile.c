@@ -365,24 +365,42 @@ int64_t ta_label_piece(const ta_node *n, const tr_tensor *const *in, int l) {
   return piece;
 }
 
-double ta_gemm_share(const ta_node *n, const int64_t *lkey) {
+/* Gram product n's two kept labels, *li on the left factor and *lj on
+** the right, or 0 when n is none. */
+static int s_gram_labels(const ta_node *n, int *li, int *lj) {
   const ta_operand *x = &n->in[0], *y = &n->in[1];
-  int li = -1, lj = -1;
+  *li = *lj = -1;
   /* two plain factors (a fused map makes each its own matrix) of one
   ** relation, alike but for one kept label each, no label kept on both */
   if (!n->gemm || n->ninputs != 2 || n->prog.n != 3 || x->rel != y->rel || x->rank != y->rank)
-    return 1;
+    return 0;
   for (int d = 0; d < x->rank; d++) {
     if (x->label[d] == y->label[d]) {
-      if (x->label[d] < n->nout) return 1; /* batched */
-    } else if (li < 0 && x->label[d] < n->nout && y->label[d] < n->nout) {
-      li = x->label[d];
-      lj = y->label[d];
+      if (x->label[d] < n->nout) return 0; /* batched */
+    } else if (*li < 0 && x->label[d] < n->nout && y->label[d] < n->nout) {
+      *li = x->label[d];
+      *lj = y->label[d];
     } else {
-      return 1;
+      return 0;
     }
   }
-  return li >= 0 && lkey[li] == lkey[lj] && n->chunk[li] == n->chunk[lj] ? 0.5 : 1;
+  return *li >= 0 && n->chunk[*li] == n->chunk[*lj];
+}
+
+double ta_gemm_share(const ta_node *n, const int64_t *lkey) {
+  int li, lj;
+  return s_gram_labels(n, &li, &lj) && lkey[li] == lkey[lj] ? 0.5 : 1;
+}
+
+int ta_gemm_mirror(const ta_node *n, const int64_t *lkey, int64_t *mkey) {
+  int li, lj;
+  if (!s_gram_labels(n, &li, &lj) || lkey[li] <= lkey[lj]) return 0;
+  if (mkey) {
+    memcpy(mkey, lkey, sizeof *mkey * (size_t)n->nlabels);
+    mkey[li] = lkey[lj];
+    mkey[lj] = lkey[li];
+  }
+  return 1;
 }
 
 /*

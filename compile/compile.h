@@ -75,6 +75,12 @@ typedef struct ta_node {
                                             operand's chunk was sent (its
                                             chunk ids are in the task), and
                                             output chunks may be partial */
+  int mirror;                            /* a Gram product's output blocks
+                                            below the diagonal are made as
+                                            the transposes of their mirrors
+                                            above it, on the same site
+                                            (set per run: optimize's moves,
+                                            ta_gemm_mirror) */
 } ta_node;
 
 /* A product of three or more operands inside one aggregation, compiled
@@ -127,6 +133,13 @@ double ta_gemm_packed(const ta_node *n, const int64_t *box, const int64_t *piece
 ** same key and chunk, since the executor gives it to the backend's syrk
 ** (kernels.h: the same matrix read both ways); else 1. */
 double ta_gemm_share(const ta_node *n, const int64_t *lkey);
+/* Whether the output block at keys lkey (per label; output labels alone
+** are read) of Gram product n, X[k,i] * X[k,j] with i and j in chunks
+** alike, lies below the diagonal (i's key above j's): the transpose of
+** its mirror, the block at the keys swapped, which *mkey gets (may be
+** NULL).  Such a block costs a copy, not a gemm, where its mirror is
+** made on the same site (the executor, exec.c, with node.mirror). */
+int ta_gemm_mirror(const ta_node *n, const int64_t *lkey, int64_t *mkey);
 /* Can node n run on the gemm path: a SUM of two factors reading disjoint,
 ** non-empty sets of operands, no label twice on one factor, every summed
 ** label on both, a fused factor's labels all on one of its operands. */

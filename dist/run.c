@@ -518,6 +518,7 @@ static int s_node_tasks(s_run *R, s_nrun *nr, di_phase *ph, tr_err *err) {
   nr->rs = final && !ch->twophase && di_replication(c, m) > 1 ? s_op(R, "replicate", om->name, 0) : NULL;
   ta_node tn = *n;
   tn.drive = ch->drive;
+  tn.mirror = nr->moves->mirror;
   /* a drive operand cut into finer chunks (moves.c): each output chunk is
   ** one tuple, and its task has it whole */
   for (int d = 0; tn.drive >= 0 && d < n->in[tn.drive].rank; d++)

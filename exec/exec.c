@@ -64,6 +64,9 @@ typedef struct s_run {
   const tr_tensor *out_meta;             /* the output relation */
   const tx_chunk_io *io;                 /* chunk source and sink */
   const int64_t *lins;                   /* output chunks to compute */
+  const int64_t *twin;                   /* NULL, or per task: the chunk
+                                            made as the transpose of the
+                                            one it computes (-1: none) */
   const tr_cancel *cancel;               /* stops every task; may be NULL */
   s_cache *cache;    /* operand chunks, keyed by operand number */
   tr_dtype dt;       /* node element type (of its output) */
@@ -900,7 +903,30 @@ static int s_tuple_run(s_run *run, const int64_t *llo, const int64_t *ext, void 
   }
 }
 
-/* Task t: compute output chunk lins[t] of the node. */
+/* Output chunk lin as the transpose of the chunk in b, of extents ext
+** (a Gram product's block below the diagonal from its mirror above it,
+** ta_gemm_mirror: the same sums, exactly symmetric), in tiles that stay
+** in cache. */
+#define S_TWIN_TILE 64
+static int s_twin_write(s_run *run, const int64_t *ext, tr_blob *b, int64_t lin, tr_err *err) {
+  int64_t rows = ext[0], cols = ext[1];
+  size_t esz = run->esz;
+  tr_blob *tb = tr_blob_new((size_t)(rows * cols) * esz);
+  if (!tb) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  const char *src = tr_blob_data(b);
+  char *dst = tr_blob_data(tb);
+  for (int64_t i0 = 0; i0 < rows; i0 += S_TWIN_TILE)
+    for (int64_t j0 = 0; j0 < cols; j0 += S_TWIN_TILE)
+      for (int64_t i = i0; i < rows && i < i0 + S_TWIN_TILE; i++)
+        for (int64_t j = j0; j < cols && j < j0 + S_TWIN_TILE; j++)
+          memcpy(dst + (size_t)(j * rows + i) * esz, src + (size_t)(i * cols + j) * esz, esz);
+  int rc = tr_cancelled(run->cancel) ? tr_seterr(err, TR_EINTR, "interrupted")
+                                     : run->io->write(run->io->ctx, lin, tb, err);
+  tr_blob_unref(&tb);
+  return rc;
+}
+
+/* Task t: compute output chunk lins[t] of the node (and its twin). */
 static int s_node_task(void *arg, int64_t t) {
   s_run *run = arg;
   const ta_node *n = run->node;
@@ -955,8 +981,59 @@ static int s_node_task(void *arg, int64_t t) {
   }
   run->kt->release(out);
   if (!rc) rc = run->io->write(run->io->ctx, g, ob, &err);
+  if (!rc && run->twin && run->twin[t] >= 0) rc = s_twin_write(run, oext, ob, run->twin[t], &err);
   tr_blob_unref(&ob);
   return rc ? s_fail(run, &err) : TR_OK;
+}
+
+/* With node.mirror: the output chunks lins[0..*n) (all of them when lins
+** is NULL) less those made as the transposes of their mirrors
+** (ta_gemm_mirror) where the mirror is among them, into *tasks, and for
+** each the chunk its task also makes so, into *twin (-1: none).  TR_OK
+** with *tasks NULL when no chunk is mirrored. */
+static int s_twins(const ta_node *n, const tr_tensor *om, const int64_t *lins, int64_t *n_io,
+                   int64_t **tasks, int64_t **twin) {
+  int64_t nchunks = tr_nchunks(om), nl = *n_io, k = 0;
+  *tasks = *twin = NULL;
+  int64_t *at = calloc((size_t)nchunks + 1, sizeof *at); /* per chunk: its task + 1, 0: none */
+  int64_t *mir = calloc((size_t)nl + 1, sizeof *mir);    /* per listed chunk: its mirror, -1 */
+  if (!at || !mir) {
+    free(at);
+    free(mir);
+    return TR_ENOMEM;
+  }
+  for (int64_t i = 0; i < nl; i++) at[lins ? lins[i] : i] = i + 1;
+  for (int64_t i = 0; i < nl; i++) {
+    int64_t lkey[TK_MAX_LABELS] = {0}, mkey[TK_MAX_LABELS], lin = lins ? lins[i] : i;
+    tr_key_from_linear(om, lin, lkey);
+    mir[i] = ta_gemm_mirror(n, lkey, mkey) ? tr_key_linear(om, mkey) : -1;
+    if (mir[i] >= 0 && !at[mir[i]]) mir[i] = -1; /* its mirror is made elsewhere */
+    if (mir[i] >= 0) k++;
+  }
+  int rc = TR_OK;
+  if (k) {
+    *tasks = malloc(sizeof **tasks * (size_t)(nl - k));
+    *twin = malloc(sizeof **twin * (size_t)(nl - k));
+    if (!*tasks || !*twin) rc = TR_ENOMEM;
+    for (int64_t i = 0, t = 0; !rc && i < nl; i++) {
+      if (mir[i] >= 0) continue;
+      at[lins ? lins[i] : i] = t + 1; /* now its task */
+      (*tasks)[t] = lins ? lins[i] : i;
+      (*twin)[t++] = -1;
+    }
+    for (int64_t i = 0; !rc && i < nl; i++)
+      if (mir[i] >= 0) (*twin)[at[mir[i]] - 1] = lins ? lins[i] : i;
+    if (rc) {
+      free(*tasks);
+      free(*twin);
+      *tasks = *twin = NULL;
+    } else {
+      *n_io = nl - k;
+    }
+  }
+  free(at);
+  free(mir);
+  return rc;
 }
 
 int tx_node_run(const tk_backend *kt, int threads, size_t cache_budget, const ta_node *n,
@@ -979,8 +1056,16 @@ int tx_node_run(const tk_backend *kt, int threads, size_t cache_budget, const ta
   for (int l = n->nout; l < n->nlabels; l++) run.ntuples *= (n->size[l] + n->chunk[l] - 1) / n->chunk[l];
   for (int l = 0; l < n->nlabels; l++) run.piece[l] = ta_label_piece(n, in_meta, l);
   if (run.ngroups == 0) return TR_OK;
+  int64_t *tasks = NULL, *twin = NULL;
+  if (n->mirror && s_twins(n, out_meta, lins, &run.ngroups, &tasks, &twin))
+    return tr_seterr(err, TR_ENOMEM, "out of memory");
+  if (tasks) run.lins = tasks, run.twin = twin;
   s_cache *cache = calloc(1, sizeof *cache);
-  if (!cache) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  if (!cache) {
+    free(tasks);
+    free(twin);
+    return tr_seterr(err, TR_ENOMEM, "out of memory");
+  }
   pthread_mutex_init(&cache->mu, NULL);
   pthread_cond_init(&cache->cv, NULL);
   cache->budget = cache_budget;
@@ -1005,6 +1090,8 @@ int tx_node_run(const tk_backend *kt, int threads, size_t cache_budget, const ta
   }
   pthread_mutex_destroy(&run.mu);
   s_cache_free(cache);
+  free(tasks);
+  free(twin);
   if (!inner) {
     tk_set_blas_threads(1);
     kt->release(NULL); /* the plan's chunks leave the device */

@@ -92,7 +92,7 @@ static void s_encode(const tx_task *t, tn_wbuf *b) {
     s_put_prog(b, &n->prog);
     tn_put_u8(b, (uint8_t)n->agg);
     s_put_prog(b, &n->post);
-    tn_put_u8(b, (uint8_t)n->gemm);
+    tn_put_u8(b, (uint8_t)((n->gemm != 0) | (n->mirror != 0) << 1)); /* bit 1: mirror */
     tn_put_u32(b, (uint32_t)(n->drive + 1));
     tn_put_u32(b, (uint32_t)t->nin);
     for (int64_t i = 0; i < t->nin; i++) {
@@ -191,7 +191,10 @@ static int s_decode(tn_rbuf *rb, tx_task *t, tr_err *err) {
     s_get_prog(&r, &n->prog, n->ninputs);
     n->agg = (tk_agg)tn_get_u8(&r);
     s_get_prog(&r, &n->post, 1);
-    n->gemm = tn_get_u8(&r) != 0;
+    uint8_t gm = tn_get_u8(&r);
+    n->gemm = gm & 1;
+    n->mirror = gm >> 1 & 1;
+    if (gm > 3 || (n->mirror && !n->gemm)) goto bad;
     uint32_t drive = tn_get_u32(&r);
     if (drive > ni) goto bad;
     n->drive = (int)drive - 1;

@@ -51,8 +51,9 @@ static int s_ia_ops(const ta_plan *p, int k, const to_opt *o, s_iaop *ops) {
       d++;
     }
   }
-  OP("local_join", "%s (kernel %s)%s", out, n->gemm ? "gemm" : "contract",
-     c->drive >= 0 ? "" : ", by output chunk");
+  OP("local_join", "%s (kernel %s)%s%s", out, n->gemm ? "gemm" : "contract",
+     c->drive >= 0 ? "" : ", by output chunk",
+     o->moves[k].mirror ? ", blocks below the diagonal transposed from their mirrors" : "");
   if (c->drive >= 0) snprintf(ops[no - 1].labels, sizeof ops[no - 1].labels, "follows %s", oi_opname(&x, c->drive));
   d++;
   for (int i = 0; i < n->ninputs; i++) {

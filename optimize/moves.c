@@ -72,12 +72,15 @@ typedef struct s_mc {
                                       holder its tuples run on (NULL: its
                                       primary) */
   int64_t cur_out;                 /* the output chunk whose tuples are walked */
+  int cur_site;                    /* the site its tuples run on, -1: as
+                                      the choice places them */
 } s_mc;
 
 /* The site join tuple lkey runs on, or -1 (err set). */
 static int s_tuple_site(s_mc *M, const int64_t *lkey) {
   const to_choice *c = M->c;
   if (M->assign) return M->assign[M->cur_out];
+  if (M->cur_site >= 0) return M->cur_site;
   if (c->drive < 0 || c->mv[c->drive] != TO_MV_KEEP) return to_hash_site(M->n, c->part, lkey, M->m);
   const ta_operand *o = &M->n->in[c->drive];
   const tr_tensor *it = &M->p->rels[o->rel].meta;
@@ -191,17 +194,53 @@ static int s_tuple(s_mc *M, const int64_t *lkey, int s) {
   return TR_OK;
 }
 
-/* Every join tuple of the node, output chunk by output chunk. */
+/* Whether output chunk lin is made as the transpose of its mirror,
+** chunk *mlin (ta_gemm_mirror), under moves that mirror. */
+static int s_mirrored(const s_mc *M, int64_t lin, int64_t *mlin) {
+  const ta_node *n = M->n;
+  const tr_tensor *om = &M->p->rels[n->out].meta;
+  int64_t lkey[TK_MAX_LABELS] = {0}, mkey[TK_MAX_LABELS];
+  if (!M->mv->mirror) return 0;
+  tr_key_from_linear(om, lin, lkey);
+  if (!ta_gemm_mirror(n, lkey, mkey)) return 0;
+  *mlin = tr_key_linear(om, mkey);
+  return 1;
+}
+
+/* Every join tuple of the node, output chunk by output chunk; then the
+** chunks made as their mirrors' transposes, each where its mirror is: a
+** copy of the block instead of its gemm (a 1-phase plan placed by the
+** optimizer: a 2-phase plan's partials of a block and its mirror sum
+** different tuples on a site, and a schedule places chunk by chunk). */
 static int s_tuples(s_mc *M) {
   const ta_node *n = M->n;
   const tr_tensor *om = &M->p->rels[n->out].meta;
-  int64_t nout = tr_nchunks(om), ntuples = 1;
+  int64_t nout = tr_nchunks(om), ntuples = 1, mlin;
   for (int l = n->nout; l < n->nlabels; l++) ntuples *= (n->size[l] + n->chunk[l] - 1) / n->chunk[l];
+  M->mv->mirror = !M->c->twophase && !M->assign;
+  /* Mirrored blocks hashed to sites would leave them uneven (on 2 sites,
+  ** G's 2 x 2 blocks hash (0,0) to one and (0,1), its mirror (1,0) and
+  ** (1,1) to the other: 1.5 blocks' gemm against 0.5, measured 0.64 s
+  ** against 0.31): each block, with its mirror, goes instead to the site
+  ** with the least gemm so far (a diagonal block is half, syrk's share). */
+  int lpt = 0;
+  double load[TO_MAX_SITES] = {0};
+  int hashed = M->c->drive < 0 || M->c->mv[M->c->drive] != TO_MV_KEEP; /* s_tuple_site */
+  for (int64_t lin = 0; lin < nout && hashed; lin++) lpt |= s_mirrored(M, lin, &mlin);
+  M->cur_site = -1;
   for (int64_t lin = 0; lin < nout; lin++) {
     int64_t okey[TR_MAX_RANK], lkey[TK_MAX_LABELS];
+    if (s_mirrored(M, lin, &mlin)) continue;
     tr_key_from_linear(om, lin, okey);
     for (int l = 0; l < n->nlabels; l++) lkey[l] = l < n->nout ? okey[l] : 0;
     M->cur_out = lin;
+    if (lpt) {
+      int at = 0;
+      for (int u = 1; u < M->m; u++)
+        if (load[u] < load[at]) at = u;
+      load[at] += ta_gemm_share(n, lkey) * (double)s_chunk_floats(om, lin);
+      M->cur_site = at;
+    }
     for (int64_t t = 0; t < ntuples; t++) {
       int s = s_tuple_site(M, lkey), rc;
       if (s < 0) return M->err->code;
@@ -214,6 +253,15 @@ static int s_tuples(s_mc *M) {
       }
     }
   }
+  int mirrored = 0;
+  for (int64_t lin = 0; lin < nout; lin++)
+    if (s_mirrored(M, lin, &mlin)) {
+      int s = __builtin_ctzll(M->mv->osites[mlin]);
+      M->mv->osites[lin] = 1ull << s;
+      M->site[s].c[TL_C_ELEMWISE] += (double)s_chunk_floats(om, lin);
+      mirrored = 1;
+    }
+  M->mv->mirror = mirrored;
   return TR_OK;
 }
 
@@ -279,7 +327,8 @@ static int s_owners(s_mc *M) {
       own = __builtin_ctzll(mv->osites[lin]);
     }
     mv->owner[lin] = (int8_t)own;
-    M->outs[own] += 1;
+    int64_t mlin;
+    if (!s_mirrored(M, lin, &mlin)) M->outs[own] += 1; /* a mirror's is made in its task */
   }
   mv->total += mv->partial_floats;
   return TR_OK;

@@ -119,6 +119,11 @@ typedef struct to_moves {
                                     trips */
   double seconds;                /* predicted: the weights times cost */
   int busiest;                   /* that site */
+  int mirror;                    /* 1: a Gram product's blocks below the
+                                    diagonal are made as transposes of
+                                    their mirrors, each on its mirror's
+                                    site (ta_gemm_mirror; the node's
+                                    mirror in its tasks) */
 } to_moves;
 
 /* Where a plan runs and how its time is predicted. */

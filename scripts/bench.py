@@ -44,6 +44,9 @@ Workloads (all f32; inputs made by tradb's FILL, saved as .npy for peers):
                  thesis's all-tile plan: tradb:tiles, under SET layout =
                  declared), and with the inputs in tiles and the layout
                  chosen (tradb:tiles-auto)
+  gram           G = X^T X, a Gram matrix (symmetric: half of it is new
+                 work), X in tradb's default chunks (tradb) and in row
+                 blocks of the whole width (tradb:row-blocks)
   mm-cold        a fresh session's first statement: C = A B on 4096 x 4096
                  right after FILL in a new tradb process, no warm-up; every
                  peer likewise times its first product in a new process
@@ -432,6 +435,17 @@ def workloads(size):
         [], ["BEGIN;"] + stmts + ["COMMIT;"], ["O"], program(steps), products=steps,
         variants=[Variant("tiles", chunks=tiles, settings=["SET layout = declared;"]),
                   Variant("tiles-auto", chunks=tiles)]))
+
+    # A Gram matrix, X^T X (a covariance without the centring): the
+    # output is symmetric, so BLAS's syrk computes half of it (NumPy
+    # calls syrk for X.T @ X); X in tradb's default chunks, and in row
+    # blocks of the whole width, as a tall matrix is often loaded.
+    npts, d = pick((16384, 2048), (32768, 3072), (2048, 512))
+    out.append(Workload(
+        "gram", "Gram matrix X^T X", "N=%d D=%d" % (npts, d),
+        [("X", (npts, d), None, u % 1)], [], ["G[d,e] = X[n,d] * X[n,e];"], ["G"],
+        lambda v, xp: {"G": v["X"].T @ v["X"]},
+        variants=[Variant("row-blocks", chunks={"X": (npts // 8, d)})]))
 
     n, c = pick(4096, 4096, 1024), pick(1024, 1024, 256)
     mm("mm-cold", "a fresh session's first statement", n, n, n, c, c, c, cold=True)

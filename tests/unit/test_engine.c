@@ -814,6 +814,19 @@ Test(engine, gram_products_under_every_chunking) {
     te_result *all[] = {x, g, h};
     for (int i = 0; i < 3; i++) te_result_free(&all[i]);
   }
+  /* G in 40 x 40 blocks as declared: those below the diagonal are made
+  ** from their mirrors, and G is exactly symmetric */
+  s_ok("SET layout = declared;");
+  te_result *r = s_explain("EXPLAIN G[i,j] = X[n,i] * X[n,j];");
+  cr_assert(strstr(r->text, "blocks below the diagonal transposed from their mirrors"), "%s", r->text);
+  te_result_free(&r);
+  s_ok("G[i,j] = X[n,i] * X[n,j];");
+  te_result *g = s_get("G");
+  for (int i = 0; i < C; i++)
+    for (int j = 0; j < i; j++) cr_assert_eq(g->values[i * C + j], g->values[j * C + i], "G[%d,%d]", i, j);
+  s_close_to(g, wg, C * C, 1e-12);
+  te_result_free(&g);
+  s_ok("SET layout = auto;");
 }
 
 /* The executor on a Gram product G[i,j] = SUM(X[n,i] * X[n,j]), through a
@@ -902,6 +915,27 @@ static int s_gram_write(void *ctx, int64_t lin, tr_blob *b, tr_err *err) {
   return TR_OK;
 }
 
+/* G[i,j] = SUM(X[n,i] * X[n,j]), X S_GR x S_GC in cn x cd chunks: labels
+** 0 i, 1 j (kept), 2 n (summed); gemm not yet set. */
+static void s_gram_node(ta_node *n, int64_t cn, int64_t cd) {
+  memset(n, 0, sizeof *n);
+  n->nlabels = 3;
+  n->nout = 2;
+  n->size[0] = n->size[1] = S_GC;
+  n->size[2] = S_GR;
+  n->chunk[0] = n->chunk[1] = cd;
+  n->chunk[2] = cn;
+  n->ninputs = 2;
+  n->in[0] = (ta_operand){0, 2, {2, 0}};
+  n->in[1] = (ta_operand){0, 2, {2, 1}};
+  n->prog.n = 3;
+  n->prog.code[0] = (tk_insn){TK_OP_INPUT, 0, 0};
+  n->prog.code[1] = (tk_insn){TK_OP_INPUT, 1, 0};
+  n->prog.code[2] = (tk_insn){TK_OP_MUL, 0, 0};
+  n->agg = TK_AGG_SUM;
+  n->drive = -1;
+}
+
 Test(exec, gram_blocks_on_the_diagonal_go_to_syrk) {
   /* X's chunks; and the panel: with 40 x 40 blocks, 256 deep a call
   ** (S_PANEL_MIN), so the last chunking sums each block in 3 syrk calls */
@@ -928,24 +962,9 @@ Test(exec, gram_blocks_on_the_diagonal_go_to_syrk) {
     kt.gemm_panel = panel[c];
     s_gram_meta(&t.x, "X", xs, xchunk[c]);
     s_gram_meta(&t.g, "G", gs, gch);
-    /* labels: 0 i, 1 j (kept), 2 n (summed); X[n,i] * X[n,j] */
     ta_node n;
-    memset(&n, 0, sizeof n);
-    n.nlabels = 3;
-    n.nout = 2;
-    n.size[0] = n.size[1] = S_GC;
-    n.size[2] = S_GR;
-    n.chunk[0] = n.chunk[1] = xchunk[c][1];
-    n.chunk[2] = xchunk[c][0];
-    if (!t.fused) {
-      n.ninputs = 2;
-      n.in[0] = (ta_operand){0, 2, {2, 0}};
-      n.in[1] = (ta_operand){0, 2, {2, 1}};
-      n.prog.n = 3;
-      n.prog.code[0] = (tk_insn){TK_OP_INPUT, 0, 0};
-      n.prog.code[1] = (tk_insn){TK_OP_INPUT, 1, 0};
-      n.prog.code[2] = (tk_insn){TK_OP_MUL, 0, 0};
-    } else { /* SUM((X[n,i] - mu[i]) * (X[n,j] - mu[j])): twin tiles */
+    s_gram_node(&n, xchunk[c][0], xchunk[c][1]);
+    if (t.fused) { /* SUM((X[n,i] - mu[i]) * (X[n,j] - mu[j])): twin tiles */
       n.ninputs = 4;
       n.in[0] = (ta_operand){0, 2, {2, 0}};
       n.in[1] = (ta_operand){1, 1, {0}};
@@ -957,8 +976,6 @@ Test(exec, gram_blocks_on_the_diagonal_go_to_syrk) {
       n.prog.n = 7;
       memcpy(n.prog.code, cov, sizeof cov);
     }
-    n.agg = TK_AGG_SUM;
-    n.drive = -1;
     n.gemm = ta_gemm_ok(&n);
     cr_assert(n.gemm);
     const tr_tensor *in[4] = {&t.x, &t.x};
@@ -988,6 +1005,76 @@ Test(exec, gram_blocks_on_the_diagonal_go_to_syrk) {
     const int64_t diag[3] = {0, 0, 0}, off[3] = {0, 1, 0};
     cr_assert_eq(ta_gemm_share(&n, diag), t.fused ? 1 : 0.5); /* twins: found at run time */
     if (blocks > 1) cr_assert_eq(ta_gemm_share(&n, off), 1);
+  }
+}
+
+/* With node.mirror a Gram product's blocks below the diagonal are the
+** transposes of their mirrors, made in the same task: X 600 x 40 in
+** 16-wide column strips makes 3 x 3 blocks of G (the last 8 wide, so
+** mirrored blocks are 16 x 8 and 8 x 16), 3 on the diagonal (syrk), 3
+** above it (gemm) and 3 below (copies); G is the reference's and exactly
+** symmetric.  A block whose mirror is not among the chunks asked for is
+** computed (its mirror is made on another site). */
+Test(exec, gram_blocks_below_the_diagonal_are_their_mirrors_transposed) {
+  static s_gram t;
+  tk_backend kt = *tk_backend_get("openblas");
+  kt.syrk = s_count_syrk;
+  kt.gemm = s_count_gemm;
+  kt.gemm_panel = 0;
+  tk_set_blas_threads(1);
+  for (int i = 0; i < S_GR * S_GC; i++) t.xv[i] = sin(i * 0.37) + (i % 11) * 0.01;
+  const int64_t xs[2] = {S_GR, S_GC}, xch[2] = {S_GR, 16}, gs[2] = {S_GC, S_GC}, gch[2] = {16, 16};
+  s_gram_meta(&t.x, "X", xs, xch);
+  s_gram_meta(&t.g, "G", gs, gch);
+  ta_node n;
+  s_gram_node(&n, S_GR, 16);
+  n.gemm = ta_gemm_ok(&n);
+  n.mirror = 1;
+  const int64_t below[3] = {1, 0, 0}, above[3] = {0, 1, 0}, diag[3] = {2, 2, 0};
+  int64_t mk[3];
+  cr_assert(ta_gemm_mirror(&n, below, mk) && mk[0] == 0 && mk[1] == 1);
+  cr_assert(!ta_gemm_mirror(&n, above, NULL) && !ta_gemm_mirror(&n, diag, NULL));
+  const tr_tensor *in[2] = {&t.x, &t.x};
+  tx_chunk_io io = {&t, s_gram_read, s_gram_write, NULL};
+  tr_err err;
+  /* all nine blocks; then blocks (1,0), (2,0) and (0,2) alone: (1,0)'s
+  ** mirror is not there, (2,0)'s is */
+  static const int64_t some[] = {3, 6, 2};
+  for (int run = 0; run < 2; run++) {
+    for (int i = 0; i < S_GC * S_GC; i++) t.gv[i] = NAN;
+    s_syrk_calls = s_gemm_calls = 0;
+    cr_assert_eq(tx_node_run(&kt, 2, 1 << 24, &n, in, &t.g, &io, run ? some : NULL, run ? 3 : 0, NULL,
+                             &err),
+                 TR_OK, "%s", err.msg);
+    cr_assert_eq(s_syrk_calls, run ? 0 : 3);
+    cr_assert_eq(s_gemm_calls, run ? 2 : 3, "run %d: %d gemm calls", run, s_gemm_calls);
+    for (int i = 0; i < S_GC; i++)
+      for (int j = 0; j < S_GC; j++) {
+        int64_t lin = i / 16 * 3 + j / 16;
+        if (run && lin != 3 && lin != 6 && lin != 2) continue;
+        double w = 0;
+        for (int r = 0; r < S_GR; r++) w += t.xv[r * S_GC + i] * t.xv[r * S_GC + j];
+        cr_assert(fabs(t.gv[i * S_GC + j] - w) <= 1e-12 * (1 + fabs(w)), "run %d G[%d,%d]", run, i, j);
+        if (!run || lin != 3) cr_assert_eq(t.gv[i * S_GC + j], t.gv[j * S_GC + i], "G[%d,%d]", i, j);
+      }
+  }
+  for (int b = 0; b < 64; b++) tr_blob_unref(&t.held[b]);
+  /* the flag travels in the task, beside gemm; without gemm it is malformed */
+  for (int gemm = 1; gemm >= 0; gemm--) {
+    tx_task task, got;
+    tn_wbuf b = {0};
+    memset(&task, 0, sizeof task);
+    task.kind = TX_TASK_NODE;
+    task.node = n;
+    task.node.gemm = gemm;
+    task.in_meta[0] = task.in_meta[1] = t.x;
+    task.out_meta = t.g;
+    tx_task_encode(&task, &b);
+    int rc = tx_task_decode(b.p, b.n, &got, &err);
+    cr_assert_eq(rc, gemm ? TR_OK : TR_EINVAL, "%s", err.msg);
+    if (gemm) cr_assert(got.node.mirror && got.node.gemm);
+    if (!rc) tx_task_free(&got);
+    tn_wbuf_free(&b);
   }
 }
 

@@ -1006,3 +1006,85 @@ Test(optimize, tree_hashes_agree_with_canonical_texts) {
     cr_assert_gt(reached, n, "and some more than once");
   }
 }
+
+/* A Gram product, G[i,j] = SUM_k X[k,i] * X[k,j], X K x D in ck x cd
+** chunks: s_matmul's product with both operands relation 0. */
+static void s_gram(ta_plan *p, int64_t K, int64_t D, int64_t ck, int64_t cd) {
+  s_matmul(p, D, D, K, cd, cd, ck);
+  p->nrels = 2;
+  p->rels[1] = p->rels[2];
+  p->rels[0].meta.shape[0] = K, p->rels[0].meta.shape[1] = D;
+  p->rels[0].meta.chunk[0] = ck, p->rels[0].meta.chunk[1] = cd;
+  snprintf(p->rels[0].meta.name, sizeof p->rels[0].meta.name, "X");
+  ta_node *n = &p->nodes[0];
+  n->in[0] = (ta_operand){0, 2, {2, 0}};
+  n->in[1] = (ta_operand){0, 2, {2, 1}};
+  n->out = 1;
+}
+
+/* A Gram product's blocks below the diagonal are their mirrors'
+** transposes (ta_gemm_mirror), each made where its mirror is, in a
+** 1-phase plan: a copy, not a gemm, so on one site G's 4 x 4 blocks cost
+** 4 halves (syrk) and 6 gemm blocks, half of A^T B's 16 (without the
+** mirrors, 14), and the blocks go to the sites by their gemm, not by a
+** hash.  A 2-phase plan sums a block's partials on several sites, a
+** block and its mirror from other tuples: computed, as before. */
+Test(optimize, gram_blocks_below_the_diagonal_cost_a_copy_where_their_mirror_is) {
+  static ta_plan p, q;
+  to_placed pl[TA_MAX_RELS];
+  to_opt o;
+  to_moves mv, ab;
+  tr_err err;
+  s_gram(&p, 1024, 256, 1024, 64);
+  s_matmul(&q, 256, 256, 1024, 64, 64, 1024);
+  q.rels[0].meta.shape[0] = 1024, q.rels[0].meta.shape[1] = 256; /* A^T: A[k,i] */
+  q.rels[0].meta.chunk[0] = 1024, q.rels[0].meta.chunk[1] = 64;
+  q.nodes[0].in[0] = (ta_operand){0, 2, {2, 0}};
+  to_choice rmm;
+  memset(&rmm, 0, sizeof rmm);
+  rmm.drive = -1;
+  rmm.part = 3; /* i, j */
+  rmm.mv[0] = rmm.mv[1] = TO_MV_DUP;
+  s_place(&p, pl, 1);
+  cr_assert_eq(to_moves_compute(&p, 0, &rmm, ENV(1, 1), pl, &mv, 0, &err), TR_OK, "%s", err.msg);
+  s_unplace(pl);
+  s_place(&q, pl, 1);
+  cr_assert_eq(to_moves_compute(&q, 0, &rmm, ENV(1, 1), pl, &ab, 0, &err), TR_OK, "%s", err.msg);
+  s_unplace(pl);
+  cr_assert(mv.mirror && !ab.mirror);
+  cr_assert_float_eq(mv.cost.c[TL_C_GEMM], ab.cost.c[TL_C_GEMM] * 8 / 16, 1e-6 * ab.cost.c[TL_C_GEMM]);
+  to_moves_free(&mv);
+  to_moves_free(&ab);
+  /* 2 x 2 blocks hashed to 2 sites would put (0,1), its mirror and (1,1)
+  ** on one: the two diagonal halves go to one site, (0,1) to the other */
+  s_gram(&p, 1024, 256, 1024, 128);
+  s_place(&p, pl, 2);
+  cr_assert_eq(to_moves_compute(&p, 0, &rmm, ENV(2, 1), pl, &mv, 0, &err), TR_OK, "%s", err.msg);
+  s_unplace(pl);
+  cr_assert(mv.owner[0] == mv.owner[3] && mv.owner[1] == mv.owner[2] && mv.owner[0] != mv.owner[1]);
+  to_moves_free(&mv);
+  /* on 3 sites, every plan the rules reach: a 1-phase one mirrors, its
+  ** blocks below the diagonal where their mirrors are; a 2-phase one
+  ** does not */
+  s_gram(&p, 1024, 256, 256, 64);
+  s_place(&p, pl, 3);
+  cr_assert_eq(to_optimize(&p, ENV(3, 1), pl, NULL, &o, &err), TR_OK, "%s", err.msg);
+  int one = 0, two = 0;
+  for (int a = 0; a < o.nalt; a++) {
+    to_placed cur[TA_MAX_RELS];
+    s_place(&p, cur, 3);
+    cr_assert_eq(to_moves_compute(&p, 0, &o.alt[a].choice[0], ENV(3, 1), cur, &mv, 0, &err), TR_OK,
+                 "%s: %s", o.alt[a].name, err.msg);
+    cr_assert_eq(mv.mirror, !o.alt[a].choice[0].twophase, "%s", o.alt[a].name);
+    one += !o.alt[a].choice[0].twophase, two += o.alt[a].choice[0].twophase;
+    for (int64_t i = 0; i < 4; i++)
+      for (int64_t j = 0; j < i && mv.mirror; j++)
+        cr_assert_eq(mv.owner[i * 4 + j], mv.owner[j * 4 + i], "%s: block (%lld,%lld)", o.alt[a].name,
+                     (long long)i, (long long)j);
+    to_moves_free(&mv);
+    s_unplace(cur);
+  }
+  cr_assert(one && two, "%d 1-phase and %d 2-phase plans", one, two);
+  to_opt_free(&o);
+  s_unplace(pl);
+}
