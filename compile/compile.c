@@ -365,26 +365,40 @@ int64_t ta_label_piece(const ta_node *n, const tr_tensor *const *in, int l) {
   return piece;
 }
 
-/* Gram product n's two kept labels, *li on the left factor and *lj on
-** the right, or 0 when n is none. */
+/* Gram product n's two kept labels, *li read by the left factor and *lj
+** at the same places by the right, or 0 when n is none: a product of
+** two factors that are one function (the same program, constants alike)
+** of the same relations, read alike but for those two labels, in chunks
+** alike along them; no other output label.  X[k,i] * X[k,j], or a
+** covariance's (X[n,i] - mu[i]) * (X[n,j] - mu[j]): G[i,j] = G[j,i]. */
 static int s_gram_labels(const ta_node *n, int *li, int *lj) {
-  const ta_operand *x = &n->in[0], *y = &n->in[1];
+  int split = ta_gemm_split(&n->prog), map[TK_MAX_INPUTS];
   *li = *lj = -1;
-  /* two plain factors (a fused map makes each its own matrix) of one
-  ** relation, alike but for one kept label each, no label kept on both */
-  if (!n->gemm || n->ninputs != 2 || n->prog.n != 3 || x->rel != y->rel || x->rank != y->rank)
-    return 0;
-  for (int d = 0; d < x->rank; d++) {
-    if (x->label[d] == y->label[d]) {
-      if (x->label[d] < n->nout) return 0; /* batched */
-    } else if (*li < 0 && x->label[d] < n->nout && y->label[d] < n->nout) {
-      *li = x->label[d];
-      *lj = y->label[d];
-    } else {
-      return 0;
+  if (!n->gemm || split < 0 || 2 * split != n->prog.n - 1) return 0;
+  for (int i = 0; i < TK_MAX_INPUTS; i++) map[i] = -1;
+  for (int pc = 0; pc < split; pc++) {
+    const tk_insn *a = &n->prog.code[pc], *b = &n->prog.code[split + pc];
+    if (a->op != b->op || (a->op == TK_OP_CONST && memcmp(&a->c, &b->c, sizeof a->c))) return 0;
+    if (a->op != TK_OP_INPUT) continue;
+    if (map[a->arg] >= 0 && map[a->arg] != b->arg) return 0;
+    map[a->arg] = b->arg;
+  }
+  for (int i = 0; i < n->ninputs; i++) {
+    if (map[i] < 0) continue;
+    const ta_operand *x = &n->in[i], *y = &n->in[map[i]];
+    if (x->rel != y->rel || x->rank != y->rank) return 0;
+    for (int d = 0; d < x->rank; d++) {
+      if (x->label[d] == y->label[d]) {
+        if (x->label[d] < n->nout) return 0; /* batched */
+      } else if (x->label[d] < n->nout && y->label[d] < n->nout && (*li < 0 || (*li == x->label[d] && *lj == y->label[d]))) {
+        *li = x->label[d];
+        *lj = y->label[d];
+      } else {
+        return 0;
+      }
     }
   }
-  return *li >= 0 && n->chunk[*li] == n->chunk[*lj];
+  return *li >= 0 && n->nout == 2 && n->chunk[*li] == n->chunk[*lj];
 }
 
 double ta_gemm_share(const ta_node *n, const int64_t *lkey) {

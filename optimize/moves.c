@@ -132,6 +132,20 @@ static double s_across(const ta_node *n, const int64_t *box) {
   return el;
 }
 
+/* The stored chunks of operand i that the box of tuple lkey covers (keys
+** first..last: several when it is re-chunked). */
+static void s_box_chunks(const s_mc *M, int i, const int64_t *lkey, int64_t *first, int64_t *last) {
+  const ta_operand *o = &M->n->in[i];
+  const tr_tensor *it = &M->p->rels[o->rel].meta;
+  int64_t lo[TR_MAX_RANK], ext[TR_MAX_RANK];
+  for (int d = 0; d < o->rank; d++) {
+    int64_t cz = M->n->chunk[o->label[d]];
+    lo[d] = lkey[o->label[d]] * cz;
+    ext[d] = (lo[d] + cz < it->shape[d] ? lo[d] + cz : it->shape[d]) - lo[d];
+  }
+  tr_chunks_under(it, lo, ext, first, last);
+}
+
 /* Join tuple lkey runs on site s: count its work there, and mark the
 ** chunks of each operand it reads as needed at s. */
 static int s_tuple(s_mc *M, const int64_t *lkey, int s) {
@@ -160,14 +174,8 @@ static int s_tuple(s_mc *M, const int64_t *lkey, int s) {
   for (int i = 0; i < n->ninputs; i++) {
     const ta_operand *o = &n->in[i];
     const tr_tensor *it = &M->p->rels[o->rel].meta;
-    int64_t first[TR_MAX_RANK], last[TR_MAX_RANK], sk[TR_MAX_RANK], lo[TR_MAX_RANK], ext[TR_MAX_RANK];
-    /* the stored chunks the tuple's box covers (several when re-chunked) */
-    for (int d = 0; d < o->rank; d++) {
-      int64_t cz = n->chunk[o->label[d]];
-      lo[d] = lkey[o->label[d]] * cz;
-      ext[d] = (lo[d] + cz < it->shape[d] ? lo[d] + cz : it->shape[d]) - lo[d];
-    }
-    tr_chunks_under(it, lo, ext, first, last);
+    int64_t first[TR_MAX_RANK], last[TR_MAX_RANK], sk[TR_MAX_RANK];
+    s_box_chunks(M, i, lkey, first, last);
     /* a box over several stored chunks is copied together, unless they
     ** follow one another along labels the executor runs in pieces
     ** (ta_label_piece); a box inside one is read where it is */
@@ -207,6 +215,37 @@ static int s_mirrored(const s_mc *M, int64_t lin, int64_t *mlin) {
   return 1;
 }
 
+/* The next join tuple's keys after lkey's: an odometer over the summed
+** labels. */
+static void s_next_tuple(const ta_node *n, int64_t *lkey) {
+  int l = n->nlabels - 1;
+  while (l >= n->nout) {
+    if (++lkey[l] * n->chunk[l] < n->size[l]) break;
+    lkey[l--] = 0;
+  }
+}
+
+/* The sites every tuple of the output block at lkey (its summed labels'
+** keys 0) may run on: those holding the chunks of every operand kept in
+** place that they read (the drive's, a co-partitioned one's). */
+static uint64_t s_block_sites(const s_mc *M, const int64_t *lkey, int64_t ntuples) {
+  const ta_node *n = M->n;
+  uint64_t may = M->m == 64 ? ~0ull : (1ull << M->m) - 1;
+  int64_t tk[TK_MAX_LABELS], first[TR_MAX_RANK], last[TR_MAX_RANK], sk[TR_MAX_RANK];
+  memcpy(tk, lkey, sizeof tk);
+  for (int64_t t = 0; t < ntuples; t++, s_next_tuple(n, tk))
+    for (int i = 0; i < n->ninputs; i++) {
+      const ta_operand *o = &n->in[i];
+      if (M->c->mv[i] != TO_MV_KEEP) continue;
+      s_box_chunks(M, i, tk, first, last);
+      memcpy(sk, first, sizeof sk);
+      do
+        may &= M->pl[o->rel].has[tr_key_linear(&M->p->rels[o->rel].meta, sk)];
+      while (tr_key_next(o->rank, sk, first, last));
+    }
+  return may;
+}
+
 /* Every join tuple of the node, output chunk by output chunk; then the
 ** chunks made as their mirrors' transposes, each where its mirror is: a
 ** copy of the block instead of its gemm (a 1-phase plan placed by the
@@ -218,39 +257,33 @@ static int s_tuples(s_mc *M) {
   int64_t nout = tr_nchunks(om), ntuples = 1, mlin;
   for (int l = n->nout; l < n->nlabels; l++) ntuples *= (n->size[l] + n->chunk[l] - 1) / n->chunk[l];
   M->mv->mirror = !M->c->twophase && !M->assign;
-  /* Mirrored blocks hashed to sites would leave them uneven (on 2 sites,
-  ** G's 2 x 2 blocks hash (0,0) to one and (0,1), its mirror (1,0) and
-  ** (1,1) to the other: 1.5 blocks' gemm against 0.5, measured 0.64 s
-  ** against 0.31): each block, with its mirror, goes instead to the site
-  ** with the least gemm so far (a diagonal block is half, syrk's share). */
+  /* Mirrored blocks placed by a hash or by where their drive chunks'
+  ** primaries are would leave the sites uneven (on 2 sites, G's 2 x 2
+  ** blocks hash (0,0) to one and (0,1), its mirror (1,0) and (1,1) to the
+  ** other: 1.5 blocks' gemm against 0.5, measured 0.64 s against 0.31):
+  ** each block, with its mirror, goes instead to the site with the least
+  ** gemm so far (a diagonal block is half, syrk's share) among those it
+  ** may run on: any, or those holding every drive chunk it reads. */
   int lpt = 0;
   double load[TO_MAX_SITES] = {0};
-  int hashed = M->c->drive < 0 || M->c->mv[M->c->drive] != TO_MV_KEEP; /* s_tuple_site */
-  for (int64_t lin = 0; lin < nout && hashed; lin++) lpt |= s_mirrored(M, lin, &mlin);
-  M->cur_site = -1;
+  for (int64_t lin = 0; lin < nout; lin++) lpt |= s_mirrored(M, lin, &mlin);
   for (int64_t lin = 0; lin < nout; lin++) {
     int64_t okey[TR_MAX_RANK], lkey[TK_MAX_LABELS];
     if (s_mirrored(M, lin, &mlin)) continue;
     tr_key_from_linear(om, lin, okey);
     for (int l = 0; l < n->nlabels; l++) lkey[l] = l < n->nout ? okey[l] : 0;
     M->cur_out = lin;
-    if (lpt) {
-      int at = 0;
-      for (int u = 1; u < M->m; u++)
-        if (load[u] < load[at]) at = u;
-      load[at] += ta_gemm_share(n, lkey) * (double)s_chunk_floats(om, lin);
-      M->cur_site = at;
-    }
+    M->cur_site = -1;
+    uint64_t may = lpt ? s_block_sites(M, lkey, ntuples) : 0;
+    for (int u = 0; u < M->m; u++)
+      if (may >> u & 1 && (M->cur_site < 0 || load[u] < load[M->cur_site])) M->cur_site = u;
+    if (M->cur_site >= 0) load[M->cur_site] += ta_gemm_share(n, lkey) * (double)s_chunk_floats(om, lin);
     for (int64_t t = 0; t < ntuples; t++) {
       int s = s_tuple_site(M, lkey), rc;
       if (s < 0) return M->err->code;
       M->mv->osites[lin] |= 1ull << s;
       if ((rc = s_tuple(M, lkey, s))) return rc;
-      int l = n->nlabels - 1;
-      while (l >= n->nout) {
-        if (++lkey[l] * n->chunk[l] < n->size[l]) break;
-        lkey[l--] = 0;
-      }
+      s_next_tuple(n, lkey);
     }
   }
   int mirrored = 0;

@@ -47,6 +47,8 @@ Workloads (all f32; inputs made by tradb's FILL, saved as .npy for peers):
   gram           G = X^T X, a Gram matrix (symmetric: half of it is new
                  work), X in tradb's default chunks (tradb) and in row
                  blocks of the whole width (tradb:row-blocks)
+  covariance     the covariance of the same X: mu = MEAN(X[n,d]), then
+                 SUM((X[n,d] - mu[d]) * (X[n,e] - mu[e])) / (N - 1)
   mm-cold        a fresh session's first statement: C = A B on 4096 x 4096
                  right after FILL in a new tradb process, no warm-up; every
                  peer likewise times its first product in a new process
@@ -445,6 +447,21 @@ def workloads(size):
         "gram", "Gram matrix X^T X", "N=%d D=%d" % (npts, d),
         [("X", (npts, d), None, u % 1)], [], ["G[d,e] = X[n,d] * X[n,e];"], ["G"],
         lambda v, xp: {"G": v["X"].T @ v["X"]},
+        variants=[Variant("row-blocks", chunks={"X": (npts // 8, d)})]))
+
+    def covariance(v, xp):
+        xc = v["X"] - v["X"].mean(0)
+        return {"V": (xc.T @ xc) / (npts - 1)}
+
+    # The covariance of the same X: its columns' means, then the Gram
+    # matrix of X centred (tradb centres each tile inside the product's
+    # task; the peers make X - mu first).
+    out.append(Workload(
+        "covariance", "covariance matrix", "N=%d D=%d" % (npts, d),
+        [("X", (npts, d), None, u % 1)], [],
+        ["mu[d] = MEAN(X[n,d]);",
+         "V[d,e] = SUM((X[n,d] - mu[d]) * (X[n,e] - mu[e])) / %d;" % (npts - 1)],
+        ["V"], covariance,
         variants=[Variant("row-blocks", chunks={"X": (npts // 8, d)})]))
 
     n, c = pick(4096, 4096, 1024), pick(1024, 1024, 256)

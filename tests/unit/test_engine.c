@@ -826,6 +826,31 @@ Test(engine, gram_products_under_every_chunking) {
     for (int j = 0; j < i; j++) cr_assert_eq(g->values[i * C + j], g->values[j * C + i], "G[%d,%d]", i, j);
   s_close_to(g, wg, C * C, 1e-12);
   te_result_free(&g);
+  /* and a covariance's, its factors one function of X and mu */
+  s_ok("mu[d] = MEAN(X[n,d]);");
+  const char *cov = "V[i,j] = SUM((X[n,i] - mu[i]) * (X[n,j] - mu[j])) / 299;";
+  char q[128];
+  snprintf(q, sizeof q, "EXPLAIN %s", cov);
+  r = s_explain(q);
+  cr_assert(strstr(r->text, "blocks below the diagonal transposed from their mirrors"), "%s", r->text);
+  te_result_free(&r);
+  s_ok(cov);
+  te_result *x = s_get("X"), *v = s_get("V");
+  double mu[C];
+  for (int d = 0; d < C; d++) {
+    mu[d] = 0;
+    for (int k = 0; k < R; k++) mu[d] += x->values[k * C + d] / R;
+  }
+  for (int i = 0; i < C; i++)
+    for (int j = 0; j < C; j++) {
+      double w = 0;
+      for (int k = 0; k < R; k++) w += (x->values[k * C + i] - mu[i]) * (x->values[k * C + j] - mu[j]);
+      wg[i * C + j] = w / 299;
+      if (j < i) cr_assert_eq(v->values[i * C + j], v->values[j * C + i], "V[%d,%d]", i, j);
+    }
+  s_close_to(v, wg, C * C, 1e-12);
+  te_result_free(&x);
+  te_result_free(&v);
   s_ok("SET layout = auto;");
 }
 
@@ -836,7 +861,7 @@ Test(engine, gram_products_under_every_chunking) {
 ** two fused factors whose tiles come out alike (a covariance,
 ** SUM((X[n,i] - mu[i]) * (X[n,j] - mu[j]))); the values are the
 ** reference's and the diagonal blocks exactly symmetric.  The cost model
-** counts half a plain diagonal block's terms. */
+** counts half a diagonal block's terms, a covariance's too. */
 static int s_syrk_calls, s_gemm_calls;
 
 static int s_count_syrk(tr_dtype dt, int trans, int64_t n, int64_t k, double alpha, const void *a,
@@ -1001,10 +1026,13 @@ Test(exec, gram_blocks_on_the_diagonal_go_to_syrk) {
         if (i / xchunk[c][1] == j / xchunk[c][1])
           cr_assert_eq(t.gv[i * S_GC + j], t.gv[j * S_GC + i], "chunking %zu G[%d,%d]", c, i, j);
       }
-    /* what the model counts: half of a diagonal tuple's terms */
-    const int64_t diag[3] = {0, 0, 0}, off[3] = {0, 1, 0};
-    cr_assert_eq(ta_gemm_share(&n, diag), t.fused ? 1 : 0.5); /* twins: found at run time */
-    if (blocks > 1) cr_assert_eq(ta_gemm_share(&n, off), 1);
+    /* what the model counts: half of a diagonal tuple's terms (the
+    ** covariance's factors are one function of X and mu, its i and j
+    ** swapped: its twins too), and a block below the diagonal is its
+    ** mirror's transpose */
+    const int64_t diag[3] = {0, 0, 0}, off[3] = {0, 1, 0}, below[3] = {1, 0, 0};
+    cr_assert_eq(ta_gemm_share(&n, diag), 0.5);
+    if (blocks > 1) cr_assert(ta_gemm_share(&n, off) == 1 && ta_gemm_mirror(&n, below, NULL));
   }
 }
 
@@ -1034,6 +1062,32 @@ Test(exec, gram_blocks_below_the_diagonal_are_their_mirrors_transposed) {
   int64_t mk[3];
   cr_assert(ta_gemm_mirror(&n, below, mk) && mk[0] == 0 && mk[1] == 1);
   cr_assert(!ta_gemm_mirror(&n, above, NULL) && !ta_gemm_mirror(&n, diag, NULL));
+  /* no mirror unless the factors are one function of the same relations,
+  ** i and j swapped: (X[n,i] - mu[i]) * (X[n,j] + mu[j]), (X[n,i] - 1) *
+  ** (X[n,j] - 2), X[n,i] * Y[n,j] */
+  ta_node o = n;
+  o.ninputs = 4;
+  o.in[1] = (ta_operand){1, 1, {0}};
+  o.in[2] = (ta_operand){0, 2, {2, 1}};
+  o.in[3] = (ta_operand){1, 1, {1}};
+  static const tk_insn sub_add[] = {{TK_OP_INPUT, 0, 0}, {TK_OP_INPUT, 1, 0}, {TK_OP_SUB, 0, 0},
+                                    {TK_OP_INPUT, 2, 0}, {TK_OP_INPUT, 3, 0}, {TK_OP_ADD, 0, 0},
+                                    {TK_OP_MUL, 0, 0}};
+  o.prog.n = 7;
+  memcpy(o.prog.code, sub_add, sizeof sub_add);
+  cr_assert(ta_gemm_ok(&o) && !ta_gemm_mirror(&o, below, NULL));
+  o.prog.code[5].op = TK_OP_SUB;
+  cr_assert(ta_gemm_mirror(&o, below, NULL), "the covariance's factors");
+  o.ninputs = 2;
+  static const tk_insn consts[] = {{TK_OP_INPUT, 0, 0}, {TK_OP_CONST, 0, 1}, {TK_OP_SUB, 0, 0},
+                                   {TK_OP_INPUT, 1, 0}, {TK_OP_CONST, 0, 2}, {TK_OP_SUB, 0, 0},
+                                   {TK_OP_MUL, 0, 0}};
+  o.in[1] = n.in[1];
+  memcpy(o.prog.code, consts, sizeof consts);
+  cr_assert(ta_gemm_ok(&o) && !ta_gemm_mirror(&o, below, NULL));
+  o = n;
+  o.in[1].rel = 1;
+  cr_assert(!ta_gemm_mirror(&o, below, NULL));
   const tr_tensor *in[2] = {&t.x, &t.x};
   tx_chunk_io io = {&t, s_gram_read, s_gram_write, NULL};
   tr_err err;

@@ -1063,6 +1063,21 @@ Test(optimize, gram_blocks_below_the_diagonal_cost_a_copy_where_their_mirror_is)
   s_unplace(pl);
   cr_assert(mv.owner[0] == mv.owner[3] && mv.owner[1] == mv.owner[2] && mv.owner[0] != mv.owner[1]);
   to_moves_free(&mv);
+  /* the same with X kept in place, driving the join: among the sites
+  ** that hold a block's chunks of X, so with X's column blocks on both
+  ** sites as above; with column block l on site l alone, (0,1) and its
+  ** mirror where block 0 is */
+  to_choice keep = s_bcast_b_a_in_place();
+  for (int both = 1; both >= 0; both--) {
+    s_place(&p, pl, 2);
+    for (int64_t l = 0; both && l < pl[0].n; l++) pl[0].has[l] = 3;
+    cr_assert_eq(to_moves_compute(&p, 0, &keep, ENV(2, 1), pl, &mv, 0, &err), TR_OK, "%s", err.msg);
+    s_unplace(pl);
+    cr_assert(mv.mirror && mv.owner[1] == mv.owner[2]);
+    if (both) cr_assert(mv.owner[0] == mv.owner[3] && mv.owner[0] != mv.owner[1]);
+    else cr_assert(mv.owner[0] == 0 && mv.owner[1] == 0 && mv.owner[3] == 1);
+    to_moves_free(&mv);
+  }
   /* on 3 sites, every plan the rules reach: a 1-phase one mirrors, its
   ** blocks below the diagonal where their mirrors are; a 2-phase one
   ** does not */
