@@ -365,13 +365,7 @@ int64_t ta_label_piece(const ta_node *n, const tr_tensor *const *in, int l) {
   return piece;
 }
 
-/* Gram product n's two kept labels, *li read by the left factor and *lj
-** at the same places by the right, or 0 when n is none: a product of
-** two factors that are one function (the same program, constants alike)
-** of the same relations, read alike but for those two labels, in chunks
-** alike along them; no other output label.  X[k,i] * X[k,j], or a
-** covariance's (X[n,i] - mu[i]) * (X[n,j] - mu[j]): G[i,j] = G[j,i]. */
-static int s_gram_labels(const ta_node *n, int *li, int *lj) {
+int ta_gram_labels(const ta_node *n, int *li, int *lj) {
   int split = ta_gemm_split(&n->prog), map[TK_MAX_INPUTS];
   *li = *lj = -1;
   if (!n->gemm || split < 0 || 2 * split != n->prog.n - 1) return 0;
@@ -403,12 +397,12 @@ static int s_gram_labels(const ta_node *n, int *li, int *lj) {
 
 double ta_gemm_share(const ta_node *n, const int64_t *lkey) {
   int li, lj;
-  return s_gram_labels(n, &li, &lj) && lkey[li] == lkey[lj] ? 0.5 : 1;
+  return ta_gram_labels(n, &li, &lj) && lkey[li] == lkey[lj] ? 0.5 : 1;
 }
 
 int ta_gemm_mirror(const ta_node *n, const int64_t *lkey, int64_t *mkey) {
   int li, lj;
-  if (!s_gram_labels(n, &li, &lj) || lkey[li] <= lkey[lj]) return 0;
+  if (!ta_gram_labels(n, &li, &lj) || lkey[li] <= lkey[lj]) return 0;
   if (mkey) {
     memcpy(mkey, lkey, sizeof *mkey * (size_t)n->nlabels);
     mkey[li] = lkey[lj];

@@ -133,6 +133,14 @@ double ta_gemm_packed(const ta_node *n, const int64_t *box, const int64_t *piece
 ** same key and chunk, since the executor gives it to the backend's syrk
 ** (kernels.h: the same matrix read both ways); else 1. */
 double ta_gemm_share(const ta_node *n, const int64_t *lkey);
+/* Gram product n's two kept labels, *li read by the left factor and *lj
+** at the same places by the right, or 0 when n is none: a product of
+** two factors that are one function (the same program, constants alike)
+** of the same relations, read alike but for those two labels, in chunks
+** alike along them; no other output label.  X[k,i] * X[k,j], or a
+** covariance's (X[n,i] - mu[i]) * (X[n,j] - mu[j]): G[i,j] = G[j,i], and
+** on a block where i and j have the same keys the factors are alike. */
+int ta_gram_labels(const ta_node *n, int *li, int *lj);
 /* Whether the output block at keys lkey (per label; output labels alone
 ** are read) of Gram product n, X[k,i] * X[k,j] with i and j in chunks
 ** alike, lies below the diagonal (i's key above j's): the transpose of

@@ -75,6 +75,7 @@ typedef struct s_run {
   int64_t ntuples;   /* join tuples per group */
   int64_t piece[TK_MAX_LABELS]; /* per label: the stride its tuples run
                                    in pieces at (ta_label_piece), 0 */
+  int li, lj;        /* a Gram product's kept labels (ta_gram_labels), -1 */
   pthread_mutex_t mu;/* guards err */
   tr_err err;        /* first failure of a task */
 } s_run;
@@ -655,9 +656,11 @@ static int s_syrk_panels(const s_run *run, int trans, int64_t n, int64_t k, cons
 }
 
 /* One join tuple on the gemm path: out (+)= left * right (tri: the blocks
-** syrk summed, s_tri_note). */
+** syrk summed, s_tri_note).  twin: a Gram product's tuple whose two kept
+** labels cover the same range, so its right factor is its left one read
+** with the labels swapped (a fused factor's tile is made once). */
 static int s_gemm_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void *out,
-                        const int64_t *ols, int first, s_tri *tri) {
+                        const int64_t *ols, int first, s_tri *tri, int twin) {
   const ta_node *n = run->node;
   int gb[TK_MAX_LABELS], gm[TK_MAX_LABELS], gn[TK_MAX_LABELS], gk[TK_MAX_LABELS];
   int nb = 0, nm = 0, nn = 0, nk = 0;
@@ -666,7 +669,14 @@ static int s_gemm_tuple(s_run *run, const s_chunk *ch, const int64_t *ext, void 
   s_chunk vc[2];
   void *bufa = NULL, *bufb = NULL, *bufc = NULL, *fa = NULL, *fb = NULL;
   int rc = s_factor(run, 0, ch, ext, &vo[0], &vc[0], &fa);
-  if (!rc) rc = s_factor(run, 1, ch, ext, &vo[1], &vc[1], &fb);
+  if (!rc && twin) {
+    vo[1] = vo[0];
+    vc[1] = vc[0];
+    for (int d = 0; d < vo[1].rank; d++)
+      if (vo[1].label[d] == run->li) vo[1].label[d] = run->lj;
+  } else if (!rc) {
+    rc = s_factor(run, 1, ch, ext, &vo[1], &vc[1], &fb);
+  }
   if (rc) goto done;
   /* The product is symmetric: the left factor is the one without the
   ** output's innermost label, so that C is written in place, not into a
@@ -880,7 +890,8 @@ static int s_tuple_run(s_run *run, const int64_t *llo, const int64_t *ext, void 
       if ((rc = s_fetch(run, i, plo, pext, &ch[i], err))) break;
     if (!rc) {
       void *o = (char *)out + (size_t)off * run->esz;
-      rc = n->gemm ? s_gemm_tuple(run, ch, pext, o, ols, !written[at], tri)
+      int twin = run->li >= 0 && plo[run->li] == plo[run->lj] && pext[run->li] == pext[run->lj];
+      rc = n->gemm ? s_gemm_tuple(run, ch, pext, o, ols, !written[at], tri, twin)
                    : s_contract_tuple(run, ch, pext, o, ols, !written[at]);
       written[at] = 1;
       *any = 1;
@@ -1055,6 +1066,7 @@ int tx_node_run(const tk_backend *kt, int threads, size_t cache_budget, const ta
   run.ntuples = 1;
   for (int l = n->nout; l < n->nlabels; l++) run.ntuples *= (n->size[l] + n->chunk[l] - 1) / n->chunk[l];
   for (int l = 0; l < n->nlabels; l++) run.piece[l] = ta_label_piece(n, in_meta, l);
+  if (!ta_gram_labels(n, &run.li, &run.lj)) run.li = run.lj = -1;
   if (run.ngroups == 0) return TR_OK;
   int64_t *tasks = NULL, *twin = NULL;
   if (n->mirror && s_twins(n, out_meta, lins, &run.ngroups, &tasks, &twin))

@@ -67,6 +67,14 @@ static void s_get_meta(tn_rbuf *r, tr_tensor *t) {
   }
 }
 
+/* Whether a and b describe one relation: its name, type and chunks. */
+static int s_same_meta(const tr_tensor *a, const tr_tensor *b) {
+  if (strcmp(a->name, b->name) || a->dtype != b->dtype || a->rank != b->rank) return 0;
+  for (int d = 0; d < a->rank; d++)
+    if (a->shape[d] != b->shape[d] || a->chunk[d] != b->chunk[d]) return 0;
+  return 1;
+}
+
 static void s_encode(const tx_task *t, tn_wbuf *b) {
   const ta_node *n = &t->node;
   tn_put_u8(b, (uint8_t)t->kind);
@@ -187,6 +195,14 @@ static int s_decode(tn_rbuf *rb, tx_task *t, tr_err *err) {
       if ((int)rank != t->in_meta[i].rank) goto bad;
       for (int d = 0; d < n->in[i].rank; d++)
         if (t->in_meta[i].shape[d] != n->size[n->in[i].label[d]]) goto bad;
+      /* operands of one relation (a plan's relations have names of their
+      ** own) share its number, as in the plan: ta_gram_labels reads it */
+      n->in[i].rel = i;
+      for (int j = 0; j < i; j++)
+        if (s_same_meta(&t->in_meta[j], &t->in_meta[i])) {
+          n->in[i].rel = n->in[j].rel;
+          break;
+        }
     }
     s_get_prog(&r, &n->prog, n->ninputs);
     n->agg = (tk_agg)tn_get_u8(&r);

@@ -878,6 +878,13 @@ static int s_count_gemm(tr_dtype dt, int ta, int tb, int64_t m, int64_t n, int64
                                           c, ldc, sc, batch);
 }
 
+static int s_contract_calls;
+
+static int s_count_contract(const tk_contract *op) {
+  s_contract_calls++;
+  return tk_backend_get("openblas")->contract(op);
+}
+
 enum { S_GR = 600, S_GC = 40 }; /* X is S_GR x S_GC */
 typedef struct s_gram {
   tr_tensor x, mu, g;
@@ -970,6 +977,7 @@ Test(exec, gram_blocks_on_the_diagonal_go_to_syrk) {
   tk_backend kt = *tk_backend_get("openblas");
   kt.syrk = s_count_syrk;
   kt.gemm = s_count_gemm;
+  kt.contract = s_count_contract;
   tk_set_blas_threads(1);
   for (int i = 0; i < S_GR * S_GC; i++) t.xv[i] = sin(i * 0.37) + (i % 11) * 0.01;
   for (int i = 0; i < S_GC; i++) t.muv[i] = 0.25 * cos(i);
@@ -1007,7 +1015,7 @@ Test(exec, gram_blocks_on_the_diagonal_go_to_syrk) {
     if (t.fused) in[1] = &t.mu, in[2] = &t.x, in[3] = &t.mu;
     tx_chunk_io io = {&t, s_gram_read, s_gram_write, NULL};
     tr_err err;
-    s_syrk_calls = s_gemm_calls = 0;
+    s_syrk_calls = s_gemm_calls = s_contract_calls = 0;
     cr_assert_eq(tx_node_run(&kt, 1, 1 << 24, &n, in, &t.g, &io, NULL, 0, NULL, &err), TR_OK, "%s",
                  err.msg);
     for (int b = 0; b < 64; b++) tr_blob_unref(&t.held[b]);
@@ -1017,6 +1025,9 @@ Test(exec, gram_blocks_on_the_diagonal_go_to_syrk) {
     cr_assert_eq(s_syrk_calls, blocks * tuples * calls[c], "chunking %zu: %d syrk, %d gemm", c,
                  s_syrk_calls, s_gemm_calls);
     cr_assert_eq(s_gemm_calls, (blocks * blocks - blocks) * tuples, "chunking %zu", c);
+    /* a fused factor's tile made for each factor, once on the diagonal */
+    cr_assert_eq(s_contract_calls, t.fused ? (2 * blocks * blocks - blocks) * tuples : 0,
+                 "chunking %zu: %d tiles made", c, s_contract_calls);
     for (int i = 0; i < S_GC; i++)
       for (int j = 0; j < S_GC; j++) {
         double w = 0, mi = t.fused ? t.muv[i] : 0, mj = t.fused ? t.muv[j] : 0;
@@ -1124,12 +1135,32 @@ Test(exec, gram_blocks_below_the_diagonal_are_their_mirrors_transposed) {
     task.in_meta[0] = task.in_meta[1] = t.x;
     task.out_meta = t.g;
     tx_task_encode(&task, &b);
-    int rc = tx_task_decode(b.p, b.n, &got, &err);
+    int rc = tx_task_decode(b.p, b.n, &got, &err), li, lj;
     cr_assert_eq(rc, gemm ? TR_OK : TR_EINVAL, "%s", err.msg);
     if (gemm) cr_assert(got.node.mirror && got.node.gemm);
+    /* a worker knows the two operands read one relation (X) */
+    if (gemm) cr_assert(ta_gram_labels(&got.node, &li, &lj) && li == 0 && lj == 1);
     if (!rc) tx_task_free(&got);
     tn_wbuf_free(&b);
   }
+  /* and that two relations alike but for their names are two: the
+  ** product of a 10-operand EinSum's step was taken for a Gram product */
+  tx_task task, got;
+  tn_wbuf b = {0};
+  memset(&task, 0, sizeof task);
+  task.kind = TX_TASK_NODE;
+  task.node = n;
+  task.node.mirror = 0;
+  task.node.in[1].rel = 1;
+  task.in_meta[0] = task.in_meta[1] = t.x;
+  snprintf(task.in_meta[1].name, sizeof task.in_meta[1].name, "Y");
+  task.out_meta = t.g;
+  tx_task_encode(&task, &b);
+  cr_assert_eq(tx_task_decode(b.p, b.n, &got, &err), TR_OK, "%s", err.msg);
+  int li, lj;
+  cr_assert(!ta_gram_labels(&got.node, &li, &lj));
+  tx_task_free(&got);
+  tn_wbuf_free(&b);
 }
 
 /* Ten factors over 17 labels: no kernel takes them in one join, the
