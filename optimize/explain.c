@@ -253,6 +253,7 @@ char *to_opt_json(const ta_plan *p, const to_opt *o, const char *tra) {
     tr_text_json(&b, o->choice[k].rules);
     tr_text_put(&b, "\"");
     s_fused_json(&b, p, k);
+    if (o->moves[k].mirror) tr_text_put(&b, ", \"blocks_from_mirrors\": true");
     if (into[k] >= 0)
       tr_text_put(&b, ", \"inside_tasks_of\": %d, \"producer_stored\": %s", into[k] + 1,
                   to_fused_stored(p, into[k], k) ? "true" : "false");

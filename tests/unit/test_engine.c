@@ -820,6 +820,9 @@ Test(engine, gram_products_under_every_chunking) {
   te_result *r = s_explain("EXPLAIN G[i,j] = X[n,i] * X[n,j];");
   cr_assert(strstr(r->text, "blocks below the diagonal transposed from their mirrors"), "%s", r->text);
   te_result_free(&r);
+  r = s_explain("EXPLAIN (FORMAT JSON) G[i,j] = X[n,i] * X[n,j];");
+  cr_assert(strstr(r->text, "\"blocks_from_mirrors\": true"), "%s", r->text);
+  te_result_free(&r);
   s_ok("G[i,j] = X[n,i] * X[n,j];");
   te_result *g = s_get("G");
   for (int i = 0; i < C; i++)
