@@ -246,17 +246,39 @@ static uint64_t s_block_sites(const s_mc *M, const int64_t *lkey, int64_t ntuple
   return may;
 }
 
+/* Whether every tuple of each block below the diagonal runs on the site
+** its mirror's tuple of the same summed keys runs on: then each site's
+** partial of the block is the transpose of its partial of the mirror. */
+static int s_partials_alike(s_mc *M, int64_t ntuples) {
+  const ta_node *n = M->n;
+  const tr_tensor *om = &M->p->rels[n->out].meta;
+  int64_t mlin;
+  for (int64_t lin = 0; lin < tr_nchunks(om); lin++) {
+    int64_t lkey[TK_MAX_LABELS] = {0}, mkey[TK_MAX_LABELS];
+    if (!s_mirrored(M, lin, &mlin)) continue;
+    tr_key_from_linear(om, lin, lkey);
+    ta_gemm_mirror(n, lkey, mkey);
+    for (int64_t t = 0; t < ntuples; t++, s_next_tuple(n, lkey), s_next_tuple(n, mkey)) {
+      int s = s_tuple_site(M, lkey);
+      if (s < 0 || s != s_tuple_site(M, mkey)) return 0;
+    }
+  }
+  return 1;
+}
+
 /* Every join tuple of the node, output chunk by output chunk; then the
 ** chunks made as their mirrors' transposes, each where its mirror is: a
-** copy of the block instead of its gemm (a 1-phase plan placed by the
-** optimizer: a 2-phase plan's partials of a block and its mirror sum
-** different tuples on a site, and a schedule places chunk by chunk). */
+** copy of the block (of each site's partial of it, in a 2-phase plan
+** whose tuples of a block and its mirror run alike) instead of its gemm.
+** Not in a schedule's placement, which places chunk by chunk. */
 static int s_tuples(s_mc *M) {
   const ta_node *n = M->n;
   const tr_tensor *om = &M->p->rels[n->out].meta;
   int64_t nout = tr_nchunks(om), ntuples = 1, mlin;
   for (int l = n->nout; l < n->nlabels; l++) ntuples *= (n->size[l] + n->chunk[l] - 1) / n->chunk[l];
-  M->mv->mirror = !M->c->twophase && !M->assign;
+  M->mv->mirror = !M->assign;
+  M->cur_site = -1;
+  if (M->c->twophase && !s_partials_alike(M, ntuples)) M->mv->mirror = 0;
   /* Mirrored blocks placed by a hash or by where their drive chunks'
   ** primaries are would leave the sites uneven (on 2 sites, G's 2 x 2
   ** blocks hash (0,0) to one and (0,1), its mirror (1,0) and (1,1) to the
@@ -266,7 +288,7 @@ static int s_tuples(s_mc *M) {
   ** may run on: any, or those holding every drive chunk it reads. */
   int lpt = 0;
   double load[TO_MAX_SITES] = {0};
-  for (int64_t lin = 0; lin < nout; lin++) lpt |= s_mirrored(M, lin, &mlin);
+  for (int64_t lin = 0; lin < nout && !M->c->twophase; lin++) lpt |= s_mirrored(M, lin, &mlin);
   for (int64_t lin = 0; lin < nout; lin++) {
     int64_t okey[TR_MAX_RANK], lkey[TK_MAX_LABELS];
     if (s_mirrored(M, lin, &mlin)) continue;
@@ -289,9 +311,9 @@ static int s_tuples(s_mc *M) {
   int mirrored = 0;
   for (int64_t lin = 0; lin < nout; lin++)
     if (s_mirrored(M, lin, &mlin)) {
-      int s = __builtin_ctzll(M->mv->osites[mlin]);
-      M->mv->osites[lin] = 1ull << s;
-      M->site[s].c[TL_C_ELEMWISE] += (double)s_chunk_floats(om, lin);
+      M->mv->osites[lin] = M->mv->osites[mlin];
+      for (int u = 0; u < M->m; u++)
+        if (M->mv->osites[lin] >> u & 1) M->site[u].c[TL_C_ELEMWISE] += (double)s_chunk_floats(om, lin);
       mirrored = 1;
     }
   M->mv->mirror = mirrored;
@@ -315,6 +337,9 @@ static void s_input_floats(s_mc *M) {
       if (M->touched[i][l] || M->c->late[i]) mv->need[i][l] = all;
     for (int64_t l = 0; l < pi->n; l++) {
       uint64_t to = mv->need[i][l] & ~pi->has[l];
+      /* a chunk two operands read (X^T X) goes to a site once for both */
+      for (int j = 0; j < i; j++)
+        if (n->in[j].rel == o->rel) to &= ~mv->need[j][l];
       if (!to) continue;
       int64_t fl = s_chunk_floats(it, l);
       mv->in_floats[i] += oi_pop(to) * fl;
@@ -361,7 +386,7 @@ static int s_owners(s_mc *M) {
     }
     mv->owner[lin] = (int8_t)own;
     int64_t mlin;
-    if (!s_mirrored(M, lin, &mlin)) M->outs[own] += 1; /* a mirror's is made in its task */
+    if (M->c->twophase || !s_mirrored(M, lin, &mlin)) M->outs[own] += 1; /* else made in its mirror's task */
   }
   mv->total += mv->partial_floats;
   return TR_OK;

@@ -488,6 +488,51 @@ Test(engine, explain_analyze_counts_transfers) {
   te_result_free(&g);
 }
 
+/* A Gram product's operands are one relation: a chunk both read goes to a
+** site once, and the prediction counted it once per operand (CMM[n] on X
+** spread over 2 workers: 327680 floats predicted, 196608 moved, on a
+** larger X).  Under every plan the prediction is what moves, and G the
+** reference's. */
+Test(engine, a_chunk_two_operands_read_is_predicted_sent_once) {
+  s_ok("SET replication = 1;");
+  s_ok("CREATE TENSOR X[64, 16] CHUNK [16, 4];");
+  s_ok("FILL X UNIFORM(-1, 1) SEED 2;");
+  s_ok("SET layout = declared;");
+  static const char *plans[] = {"CMM[n]", "BMM[bcast X; X in place]", "BMM[bcast X; X in place] 2-phase[i,j]"};
+  for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++) {
+    char q[200];
+    snprintf(q, sizeof q, "EXPLAIN ANALYZE (FORMAT JSON, PLAN '%s') G[i,j] = X[n,i] * X[n,j];", plans[k]);
+    te_result *r = NULL;
+    tr_err err;
+    cr_assert_eq(te_exec(tf_e, q, strlen(q), &r, &err), TR_OK, "%s: %s", plans[k], err.msg);
+    const char *pr = strstr(r->text, "\"predicted_transfer_floats\": "), *me = strstr(r->text, "\"measured_transfer_floats\": ");
+    cr_assert(pr && me, "%s", r->text);
+    long long want = strtoll(pr + strlen("\"predicted_transfer_floats\": "), NULL, 10),
+              got = strtoll(me + strlen("\"measured_transfer_floats\": "), NULL, 10);
+    cr_assert_eq(got, want, "%s: %lld floats moved, %lld predicted", plans[k], got, want);
+    cr_assert_gt(got, 0, "%s", plans[k]);
+    /* CMM[n] sums a block and its mirror over the same rows on each site:
+    ** each site's partial of a block below the diagonal is its mirror's
+    ** transposed; a 1-phase plan mirrors whole blocks; a 2-phase one that
+    ** follows X's columns computes every block */
+    int mirrors = k != 2;
+    cr_assert_eq(strstr(r->text, "\"blocks_from_mirrors\": true") != NULL, mirrors, "%s", r->text);
+    te_result_free(&r);
+    te_result *x = s_get("X"), *g = s_get("G");
+    for (int i = 0; i < 16; i++)
+      for (int j = 0; j < 16; j++) {
+        double w = 0;
+        for (int n = 0; n < 64; n++) w += x->values[n * 16 + i] * x->values[n * 16 + j];
+        cr_assert(fabs(g->values[i * 16 + j] - w) < 1e-5, "%s: G[%d,%d]", plans[k], i, j);
+        if (mirrors) cr_assert_eq(g->values[i * 16 + j], g->values[j * 16 + i]);
+      }
+    te_result_free(&x);
+    te_result_free(&g);
+  }
+  s_ok("SET layout = auto;");
+  s_ok("SET replication = 2;");
+}
+
 Test(engine, block_stays_open_after_explain_commit) {
   s_ok("CREATE TENSOR A[4, 3];");
   s_ok("FILL A ONES;");

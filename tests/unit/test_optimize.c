@@ -1027,8 +1027,9 @@ static void s_gram(ta_plan *p, int64_t K, int64_t D, int64_t ck, int64_t cd) {
 ** 1-phase plan: a copy, not a gemm, so on one site G's 4 x 4 blocks cost
 ** 4 halves (syrk) and 6 gemm blocks, half of A^T B's 16 (without the
 ** mirrors, 14), and the blocks go to the sites by their gemm, not by a
-** hash.  A 2-phase plan sums a block's partials on several sites, a
-** block and its mirror from other tuples: computed, as before. */
+** hash.  A 2-phase plan sums a block's partials on several sites: they
+** are mirrored where each site sums the same tuples of a block and of its
+** mirror, else computed. */
 Test(optimize, gram_blocks_below_the_diagonal_cost_a_copy_where_their_mirror_is) {
   static ta_plan p, q;
   to_placed pl[TA_MAX_RELS];
@@ -1078,9 +1079,10 @@ Test(optimize, gram_blocks_below_the_diagonal_cost_a_copy_where_their_mirror_is)
     else cr_assert(mv.owner[0] == 0 && mv.owner[1] == 0 && mv.owner[3] == 1);
     to_moves_free(&mv);
   }
-  /* on 3 sites, every plan the rules reach: a 1-phase one mirrors, its
-  ** blocks below the diagonal where their mirrors are; a 2-phase one
-  ** does not */
+  /* on 3 sites, the 1-phase plans the rules reach and CMM[k] mirror, each
+  ** block below the diagonal made where its mirror is: in a 1-phase plan
+  ** on one site; in CMM[k], on each site that sums a share of the depth
+  ** (a block's tuples and its mirror's of the same depth on one site) */
   s_gram(&p, 1024, 256, 256, 64);
   s_place(&p, pl, 3);
   cr_assert_eq(to_optimize(&p, ENV(3, 1), pl, NULL, &o, &err), TR_OK, "%s", err.msg);
@@ -1090,16 +1092,25 @@ Test(optimize, gram_blocks_below_the_diagonal_cost_a_copy_where_their_mirror_is)
     s_place(&p, cur, 3);
     cr_assert_eq(to_moves_compute(&p, 0, &o.alt[a].choice[0], ENV(3, 1), cur, &mv, 0, &err), TR_OK,
                  "%s: %s", o.alt[a].name, err.msg);
-    cr_assert_eq(mv.mirror, !o.alt[a].choice[0].twophase, "%s", o.alt[a].name);
-    one += !o.alt[a].choice[0].twophase, two += o.alt[a].choice[0].twophase;
+    int cmm = !strncmp(o.alt[a].name, "CMM", 3);
+    cr_assert(mv.mirror || (o.alt[a].choice[0].twophase && !cmm), "%s", o.alt[a].name);
+    one += !o.alt[a].choice[0].twophase, two += cmm;
     for (int64_t i = 0; i < 4; i++)
       for (int64_t j = 0; j < i && mv.mirror; j++)
-        cr_assert_eq(mv.owner[i * 4 + j], mv.owner[j * 4 + i], "%s: block (%lld,%lld)", o.alt[a].name,
+        cr_assert_eq(mv.osites[i * 4 + j], mv.osites[j * 4 + i], "%s: block (%lld,%lld)", o.alt[a].name,
                      (long long)i, (long long)j);
     to_moves_free(&mv);
     s_unplace(cur);
   }
-  cr_assert(one && two, "%d 1-phase and %d 2-phase plans", one, two);
+  cr_assert(one && two, "%d 1-phase plans and %d CMM", one, two);
   to_opt_free(&o);
+  /* a 2-phase plan whose tuples follow X kept in place: block (a,b)'s
+  ** tuple of depth t runs where X's chunk (t,a) is, its mirror's where
+  ** (t,b) is, another site: every block is computed */
+  keep.twophase = 1;
+  keep.agg_part = 3;
+  cr_assert_eq(to_moves_compute(&p, 0, &keep, ENV(3, 1), pl, &mv, 0, &err), TR_OK, "%s", err.msg);
+  cr_assert(!mv.mirror);
+  to_moves_free(&mv);
   s_unplace(pl);
 }
