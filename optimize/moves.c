@@ -285,7 +285,8 @@ static int s_tuples(s_mc *M) {
   ** other: 1.5 blocks' gemm against 0.5, measured 0.64 s against 0.31):
   ** each block, with its mirror, goes instead to the site with the least
   ** gemm so far (a diagonal block is half, syrk's share) among those it
-  ** may run on: any, or those holding every drive chunk it reads. */
+  ** may run on: those holding every chunk it reads in place (any, when
+  ** it reads none in place).  A 2-phase plan's sites stay its own. */
   int lpt = 0;
   double load[TO_MAX_SITES] = {0};
   for (int64_t lin = 0; lin < nout && !M->c->twophase; lin++) lpt |= s_mirrored(M, lin, &mlin);
