@@ -395,6 +395,14 @@ int ta_gram_labels(const ta_node *n, int *li, int *lj) {
   return *li >= 0 && n->nout == 2 && n->chunk[*li] == n->chunk[*lj];
 }
 
+void ta_next_tuple(const ta_node *n, int64_t *lkey) {
+  int l = n->nlabels - 1;
+  while (l >= n->nout) {
+    if (++lkey[l] * n->chunk[l] < n->size[l]) break;
+    lkey[l--] = 0;
+  }
+}
+
 double ta_gemm_share(const ta_node *n, const int64_t *lkey) {
   int li, lj;
   return ta_gram_labels(n, &li, &lj) && lkey[li] == lkey[lj] ? 0.5 : 1;

@@ -133,6 +133,9 @@ double ta_gemm_packed(const ta_node *n, const int64_t *box, const int64_t *piece
 ** same key and chunk, since the executor gives it to the backend's syrk
 ** (kernels.h: the same matrix read both ways); else 1. */
 double ta_gemm_share(const ta_node *n, const int64_t *lkey);
+/* The next join tuple of an output chunk after keys lkey (per label):
+** an odometer over the summed labels, nout.. nlabels - 1. */
+void ta_next_tuple(const ta_node *n, int64_t *lkey);
 /* Gram product n's two kept labels, *li read by the left factor and *lj
 ** at the same places by the right, or 0 when n is none: a product of
 ** two factors that are one function (the same program, constants alike)

@@ -829,15 +829,6 @@ static void s_kernel_failed(tr_err *err, const tr_tensor *om, int rc) {
     tr_seterr(err, rc, "kernel failed in %s (status %d)", om->name, rc);
 }
 
-/* Next join tuple of a group: odometer over the aggregated labels. */
-static void s_next_tuple(const ta_node *n, int64_t *lkey) {
-  int l = n->nlabels - 1;
-  while (l >= n->nout) {
-    if (++lkey[l] * n->chunk[l] < n->size[l]) break;
-    lkey[l--] = 0;
-  }
-}
-
 /* Does the tuple at lkey run here: is its chunk of the drive operand one
 ** this task was given?  (The drive operand is never re-chunked.) */
 static int s_drives_here(s_run *run, const int64_t *lkey) {
@@ -971,7 +962,7 @@ static int s_node_task(void *arg, int64_t t) {
       break;
     }
     if (n->drive >= 0 && run->io->has && !s_drives_here(run, lkey)) {
-      s_next_tuple(n, lkey);
+      ta_next_tuple(n, lkey);
       continue;
     }
     int64_t llo[TK_MAX_LABELS];
@@ -981,7 +972,7 @@ static int s_node_task(void *arg, int64_t t) {
       llo[l] = lkey[l] * n->chunk[l];
     }
     if ((rc = s_tuple_run(run, llo, ext, out, ols, written, &any, &tri, &err))) break;
-    s_next_tuple(n, lkey);
+    ta_next_tuple(n, lkey);
   }
   s_tri_fill(run, &tri);
   free(written);

@@ -215,16 +215,6 @@ static int s_mirrored(const s_mc *M, int64_t lin, int64_t *mlin) {
   return 1;
 }
 
-/* The next join tuple's keys after lkey's: an odometer over the summed
-** labels. */
-static void s_next_tuple(const ta_node *n, int64_t *lkey) {
-  int l = n->nlabels - 1;
-  while (l >= n->nout) {
-    if (++lkey[l] * n->chunk[l] < n->size[l]) break;
-    lkey[l--] = 0;
-  }
-}
-
 /* The sites every tuple of the output block at lkey (its summed labels'
 ** keys 0) may run on: those holding the chunks of every operand kept in
 ** place that they read (the drive's, a co-partitioned one's). */
@@ -233,7 +223,7 @@ static uint64_t s_block_sites(const s_mc *M, const int64_t *lkey, int64_t ntuple
   uint64_t may = M->m == 64 ? ~0ull : (1ull << M->m) - 1;
   int64_t tk[TK_MAX_LABELS], first[TR_MAX_RANK], last[TR_MAX_RANK], sk[TR_MAX_RANK];
   memcpy(tk, lkey, sizeof tk);
-  for (int64_t t = 0; t < ntuples; t++, s_next_tuple(n, tk))
+  for (int64_t t = 0; t < ntuples; t++, ta_next_tuple(n, tk))
     for (int i = 0; i < n->ninputs; i++) {
       const ta_operand *o = &n->in[i];
       if (M->c->mv[i] != TO_MV_KEEP) continue;
@@ -258,7 +248,7 @@ static int s_partials_alike(s_mc *M, int64_t ntuples) {
     if (!s_mirrored(M, lin, &mlin)) continue;
     tr_key_from_linear(om, lin, lkey);
     ta_gemm_mirror(n, lkey, mkey);
-    for (int64_t t = 0; t < ntuples; t++, s_next_tuple(n, lkey), s_next_tuple(n, mkey)) {
+    for (int64_t t = 0; t < ntuples; t++, ta_next_tuple(n, lkey), ta_next_tuple(n, mkey)) {
       int s = s_tuple_site(M, lkey);
       if (s < 0 || s != s_tuple_site(M, mkey)) return 0;
     }
@@ -276,7 +266,8 @@ static int s_tuples(s_mc *M) {
   const tr_tensor *om = &M->p->rels[n->out].meta;
   int64_t nout = tr_nchunks(om), ntuples = 1, mlin;
   for (int l = n->nout; l < n->nlabels; l++) ntuples *= (n->size[l] + n->chunk[l] - 1) / n->chunk[l];
-  M->mv->mirror = !M->assign;
+  int li, lj; /* a node that is no Gram product mirrors nothing: s_mirrored stops at once */
+  M->mv->mirror = !M->assign && ta_gram_labels(n, &li, &lj);
   M->cur_site = -1;
   if (M->c->twophase && !s_partials_alike(M, ntuples)) M->mv->mirror = 0;
   /* Mirrored blocks placed by a hash or by where their drive chunks'
@@ -306,7 +297,7 @@ static int s_tuples(s_mc *M) {
       if (s < 0) return M->err->code;
       M->mv->osites[lin] |= 1ull << s;
       if ((rc = s_tuple(M, lkey, s))) return rc;
-      s_next_tuple(n, lkey);
+      ta_next_tuple(n, lkey);
     }
   }
   int mirrored = 0;

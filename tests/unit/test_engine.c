@@ -1016,6 +1016,21 @@ static void s_gram_node(ta_node *n, int64_t cn, int64_t cd) {
   n->drive = -1;
 }
 
+/* s_gram_node's n made a covariance, SUM((X[n,i] - mu[i]) * (X[n,j] -
+** mu[j])): operands X, mu, X, mu (mu relation 1). */
+static void s_cov_node(ta_node *n) {
+  static const tk_insn cov[] = {{TK_OP_INPUT, 0, 0}, {TK_OP_INPUT, 1, 0}, {TK_OP_SUB, 0, 0},
+                                {TK_OP_INPUT, 2, 0}, {TK_OP_INPUT, 3, 0}, {TK_OP_SUB, 0, 0},
+                                {TK_OP_MUL, 0, 0}};
+  n->ninputs = 4;
+  n->in[0] = (ta_operand){0, 2, {2, 0}};
+  n->in[1] = (ta_operand){1, 1, {0}};
+  n->in[2] = (ta_operand){0, 2, {2, 1}};
+  n->in[3] = (ta_operand){1, 1, {1}};
+  n->prog.n = 7;
+  memcpy(n->prog.code, cov, sizeof cov);
+}
+
 Test(exec, gram_blocks_on_the_diagonal_go_to_syrk) {
   /* X's chunks; and the panel: with 40 x 40 blocks, 256 deep a call
   ** (S_PANEL_MIN), so the last chunking sums each block in 3 syrk calls */
@@ -1045,18 +1060,7 @@ Test(exec, gram_blocks_on_the_diagonal_go_to_syrk) {
     s_gram_meta(&t.g, "G", gs, gch);
     ta_node n;
     s_gram_node(&n, xchunk[c][0], xchunk[c][1]);
-    if (t.fused) { /* SUM((X[n,i] - mu[i]) * (X[n,j] - mu[j])): twin tiles */
-      n.ninputs = 4;
-      n.in[0] = (ta_operand){0, 2, {2, 0}};
-      n.in[1] = (ta_operand){1, 1, {0}};
-      n.in[2] = (ta_operand){0, 2, {2, 1}};
-      n.in[3] = (ta_operand){1, 1, {1}};
-      static const tk_insn cov[] = {{TK_OP_INPUT, 0, 0}, {TK_OP_INPUT, 1, 0}, {TK_OP_SUB, 0, 0},
-                                    {TK_OP_INPUT, 2, 0}, {TK_OP_INPUT, 3, 0}, {TK_OP_SUB, 0, 0},
-                                    {TK_OP_MUL, 0, 0}};
-      n.prog.n = 7;
-      memcpy(n.prog.code, cov, sizeof cov);
-    }
+    if (t.fused) s_cov_node(&n); /* twin tiles */
     n.gemm = ta_gemm_ok(&n);
     cr_assert(n.gemm);
     const tr_tensor *in[4] = {&t.x, &t.x};
@@ -1125,15 +1129,8 @@ Test(exec, gram_blocks_below_the_diagonal_are_their_mirrors_transposed) {
   ** i and j swapped: (X[n,i] - mu[i]) * (X[n,j] + mu[j]), (X[n,i] - 1) *
   ** (X[n,j] - 2), X[n,i] * Y[n,j] */
   ta_node o = n;
-  o.ninputs = 4;
-  o.in[1] = (ta_operand){1, 1, {0}};
-  o.in[2] = (ta_operand){0, 2, {2, 1}};
-  o.in[3] = (ta_operand){1, 1, {1}};
-  static const tk_insn sub_add[] = {{TK_OP_INPUT, 0, 0}, {TK_OP_INPUT, 1, 0}, {TK_OP_SUB, 0, 0},
-                                    {TK_OP_INPUT, 2, 0}, {TK_OP_INPUT, 3, 0}, {TK_OP_ADD, 0, 0},
-                                    {TK_OP_MUL, 0, 0}};
-  o.prog.n = 7;
-  memcpy(o.prog.code, sub_add, sizeof sub_add);
+  s_cov_node(&o);
+  o.prog.code[5].op = TK_OP_ADD;
   cr_assert(ta_gemm_ok(&o) && !ta_gemm_mirror(&o, below, NULL));
   o.prog.code[5].op = TK_OP_SUB;
   cr_assert(ta_gemm_mirror(&o, below, NULL), "the covariance's factors");
