@@ -419,6 +419,13 @@ int ta_gemm_mirror(const ta_node *n, const int64_t *lkey, int64_t *mkey) {
   return 1;
 }
 
+int ta_tail_pieces(const ta_node *n, int threads) {
+  int li, lj;
+  if (threads < 2 || n->nout < 1 || ta_gram_labels(n, &li, &lj)) return 0;
+  int64_t rows = n->chunk[0] < n->size[0] ? n->chunk[0] : n->size[0];
+  return rows / threads >= TA_PIECE_MIN ? threads : 0;
+}
+
 /*
 ** gemm: a SUM of a product of two factors, each an elementwise function
 ** of its own operands (an elementwise producer fused into the product:

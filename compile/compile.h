@@ -151,6 +151,20 @@ int ta_gram_labels(const ta_node *n, int *li, int *lj);
 ** NULL).  Such a block costs a copy, not a gemm, where its mirror is
 ** made on the same site (the executor, exec.c, with node.mirror). */
 int ta_gemm_mirror(const ta_node *n, const int64_t *lkey, int64_t *mkey);
+/* Into how many pieces along its first output label node n cuts each of
+** its last output chunks on a site of `threads` threads, when the site's
+** chunks do not fill its threads evenly: the n mod threads chunks left
+** after the full rounds, each run by all the threads in pieces of its
+** rows, in place of one thread each (0: not cut).  On 2 local workers of
+** 2 threads on 2 cores, a 3072^3 product in 9 tiles placed 5 and 4 took
+** 0.36 s on the site of 5 and 0.25 s on the other: after the 4 tiles of
+** each the fifth ran alone on one core.  Not for a Gram product (its
+** diagonal blocks go to syrk whole, and blocks below it are their
+** mirrors' transposes), nor where a piece would be under TA_PIECE_MIN
+** rows (each piece packs the factor without that label again).  The
+** executor (exec.c) runs the pieces; the cost model (optimize/moves.c)
+** spreads that tail over the site's threads. */
+int ta_tail_pieces(const ta_node *n, int threads);
 /* Can node n run on the gemm path: a SUM of two factors reading disjoint,
 ** non-empty sets of operands, no label twice on one factor, every summed
 ** label on both, a fused factor's labels all on one of its operands. */

@@ -76,9 +76,22 @@ typedef struct s_run {
   int64_t piece[TK_MAX_LABELS]; /* per label: the stride its tuples run
                                    in pieces at (ta_label_piece), 0 */
   int li, lj;        /* a Gram product's kept labels (ta_gram_labels), -1 */
-  pthread_mutex_t mu;/* guards err */
+  int64_t nwhole;    /* tasks [0, nwhole) make whole chunks, the ones
+                        after them chunk nwhole + k / tailp in piece
+                        k % tailp of its rows (ta_tail_pieces) */
+  int tailp;         /* pieces a chunk of the tail is cut into, 1: none */
+  struct s_part *part; /* per chunk of the tail: what its pieces share */
+  pthread_mutex_t mu;/* guards err and part */
   tr_err err;        /* first failure of a task */
 } s_run;
+
+/* A chunk made in pieces of its rows by several tasks: the first to start
+** makes the output, each computes its rows, the last stores it. */
+typedef struct s_part {
+  tr_blob *ob; /* the output chunk, NULL until a piece starts */
+  int left;    /* pieces not yet done */
+  int failed;  /* a piece failed: the chunk is not stored */
+} s_part;
 
 static unsigned s_hash(int rel, int64_t lin) {
   uint64_t h = (uint64_t)lin * 0x9E3779B97F4A7C15ull ^ (uint64_t)rel * 0xC2B2AE3D27D4EB4Full;
@@ -928,12 +941,25 @@ static int s_twin_write(s_run *run, const int64_t *ext, tr_blob *b, int64_t lin,
   return rc;
 }
 
-/* Task t: compute output chunk lins[t] of the node (and its twin). */
+/* The output chunk of a piece of the tail, made by the first of its
+** pieces to start (run->mu held by the caller). */
+static tr_blob *s_part_blob(s_run *run, s_part *pt, size_t bytes) {
+  if (!pt->ob && !pt->failed) {
+    pt->ob = tr_blob_new(bytes);
+    if (pt->ob) run->kt->keep(tr_blob_data(pt->ob), bytes); /* written by kernels only */
+  }
+  return pt->ob;
+}
+
+/* Task t: compute output chunk lins[t] of the node (and its twin), or
+** one piece of its rows when t is in the tail (ta_tail_pieces). */
 static int s_node_task(void *arg, int64_t t) {
   s_run *run = arg;
   const ta_node *n = run->node;
   const tr_tensor *om = run->out_meta;
-  int64_t g = run->lins ? run->lins[t] : t;
+  int64_t ti = t < run->nwhole ? t : run->nwhole + (t - run->nwhole) / run->tailp;
+  int64_t g = run->lins ? run->lins[ti] : ti;
+  s_part *pt = t < run->nwhole ? NULL : &run->part[ti - run->nwhole];
   tr_err err;
   tr_clearerr(&err);
   int64_t lkey[TK_MAX_LABELS], ext[TK_MAX_LABELS], okey[TR_MAX_RANK], oext[TR_MAX_RANK];
@@ -944,19 +970,32 @@ static int s_node_task(void *arg, int64_t t) {
   nel = tr_chunk_extent(om, okey, oext);
   for (int l = 0; l < n->nlabels; l++) lkey[l] = l < n->nout ? okey[l] : 0;
   tx_row_major(n->nout, oext, ols);
+  /* the rows [r0, r1) of the chunk this task makes: a piece's rows start
+  ** at multiples of 8 (whole cache lines of f64) */
+  int64_t r0 = 0, r1 = n->nout ? oext[0] : 1;
+  if (pt) {
+    int64_t p = (t - run->nwhole) % run->tailp;
+    r0 = r1 * p / run->tailp / 8 * 8;
+    r1 = p + 1 == run->tailp ? r1 : r1 * (p + 1) / run->tailp / 8 * 8;
+  }
   int any = 0;
   s_tri tri = {0};
   int64_t npieces = 1; /* pieces of the output chunk (s_tuple_run) */
-  for (int l = 0; l < n->nout; l++) npieces *= s_pieces(okey[l] * n->chunk[l], oext[l], run->piece[l]);
-  uint8_t *written = calloc((size_t)npieces, 1);
-  tr_blob *ob = written ? tr_blob_new((size_t)nel * run->esz) : NULL;
-  if (!ob) {
-    free(written);
-    return s_fail(run, &(tr_err){TR_ENOMEM, "out of memory", 0});
+  for (int l = 0; l < n->nout; l++)
+    npieces *= s_pieces(okey[l] * n->chunk[l] + (l ? 0 : r0), l ? oext[l] : r1 - r0, run->piece[l]);
+  uint8_t *written = calloc((size_t)(npieces > 0 ? npieces : 1), 1);
+  tr_blob *ob = NULL;
+  if (written && pt) {
+    pthread_mutex_lock(&run->mu);
+    ob = s_part_blob(run, pt, (size_t)nel * run->esz);
+    pthread_mutex_unlock(&run->mu);
+  } else if (written) {
+    ob = tr_blob_new((size_t)nel * run->esz);
+    if (ob) run->kt->keep(tr_blob_data(ob), (size_t)nel * run->esz); /* written by kernels only */
   }
-  void *out = tr_blob_data(ob);
-  run->kt->keep(out, (size_t)nel * run->esz); /* written by kernels only */
-  for (int64_t tu = 0; tu < run->ntuples; tu++) {
+  void *out = ob ? tr_blob_data(ob) : NULL;
+  if (!ob) rc = tr_seterr(&err, TR_ENOMEM, "out of memory");
+  for (int64_t tu = 0; !rc && r1 > r0 && tu < run->ntuples; tu++) {
     if (tr_cancelled(run->cancel)) {
       rc = tr_seterr(&err, TR_EINTR, "interrupted");
       break;
@@ -971,20 +1010,36 @@ static int s_node_task(void *arg, int64_t t) {
       ext[l] = n->chunk[l] < rest ? n->chunk[l] : rest;
       llo[l] = lkey[l] * n->chunk[l];
     }
-    if ((rc = s_tuple_run(run, llo, ext, out, ols, written, &any, &tri, &err))) break;
+    if (n->nout) llo[0] += r0, ext[0] = r1 - r0;
+    void *o = (char *)out + (size_t)(r0 * ols[0]) * run->esz;
+    if ((rc = s_tuple_run(run, llo, ext, o, ols, written, &any, &tri, &err))) break;
     ta_next_tuple(n, lkey);
   }
   s_tri_fill(run, &tri);
   free(written);
-  if (!rc && !any) rc = tr_seterr(&err, TR_EINVAL, "no join tuple of output chunk %lld runs here", (long long)g);
-  if (!rc && n->post.n) {
-    rc = run->kt->map(run->dt, &n->post, out, nel, run->cancel);
+  if (!rc && !any && r1 > r0)
+    rc = tr_seterr(&err, TR_EINVAL, "no join tuple of output chunk %lld runs here", (long long)g);
+  if (!rc && n->post.n && r1 > r0) {
+    int64_t row = n->nout ? ols[0] : 1; /* elements a row */
+    rc = run->kt->map(run->dt, &n->post, (char *)out + (size_t)(r0 * row) * run->esz, (r1 - r0) * row,
+                      run->cancel);
     if (rc) s_kernel_failed(&err, om, rc);
   }
-  run->kt->release(out);
+  if (pt) { /* the last piece done stores the chunk */
+    pthread_mutex_lock(&run->mu);
+    pt->failed |= rc != TR_OK;
+    int last = --pt->left == 0, failed = pt->failed;
+    pthread_mutex_unlock(&run->mu);
+    if (!last) return rc ? s_fail(run, &err) : TR_OK;
+    ob = pt->ob;
+    pt->ob = NULL;
+    if (failed && !rc) rc = TR_EINTR; /* another piece reported its failure */
+  }
+  if (ob) run->kt->release(tr_blob_data(ob));
   if (!rc) rc = run->io->write(run->io->ctx, g, ob, &err);
-  if (!rc && run->twin && run->twin[t] >= 0) rc = s_twin_write(run, oext, ob, run->twin[t], &err);
+  if (!rc && run->twin && run->twin[ti] >= 0) rc = s_twin_write(run, oext, ob, run->twin[ti], &err);
   tr_blob_unref(&ob);
+  if (rc && pt && !err.code) return rc;
   return rc ? s_fail(run, &err) : TR_OK;
 }
 
@@ -1076,21 +1131,41 @@ int tx_node_run(const tk_backend *kt, int threads, size_t cache_budget, const ta
   run.cache = cache;
   pthread_mutex_init(&run.mu, NULL);
   /* Parallel over output chunks; BLAS gets the cores only when there are
-  ** fewer chunks than threads. */
+  ** fewer chunks than threads.  Chunks that do not fill the threads
+  ** evenly leave a tail, made in pieces by every thread. */
   int inner = threads == 0;
+  run.nwhole = run.ngroups;
+  run.tailp = 1;
   if (inner) {
     threads = 1;
   } else if (run.ngroups >= threads) {
     tk_set_blas_threads(1);
+    int64_t tail = run.ngroups % threads;
+    int p = tail && !run.twin ? ta_tail_pieces(n, threads) : 0;
+    if (p > 1 && (run.part = calloc((size_t)tail, sizeof *run.part))) {
+      run.nwhole = run.ngroups - tail;
+      run.tailp = p;
+      for (int64_t k = 0; k < tail; k++) run.part[k].left = p;
+    }
   } else {
     tk_set_blas_threads(threads / (int)run.ngroups);
     threads = (int)run.ngroups;
   }
-  int rc = tr_parallel_for(threads, run.ngroups, s_node_task, &run, cancel);
-  if (rc) {
-    if (run.err.code) *err = run.err;
-    else tr_seterr(err, rc, rc == TR_EINTR ? "interrupted" : "statement failed (status %d)", rc);
+  int64_t ntasks = run.nwhole + (run.ngroups - run.nwhole) * run.tailp;
+  int rc = tr_parallel_for(threads, ntasks, s_node_task, &run, cancel);
+  if (rc && run.err.code) { /* the first failure (a piece of the tail may end before the
+                             ** piece whose failure stopped it reports it) */
+    *err = run.err;
+    rc = err->code;
+  } else if (rc) {
+    tr_seterr(err, rc, rc == TR_EINTR ? "interrupted" : "statement failed (status %d)", rc);
   }
+  for (int64_t k = 0; run.part && k < run.ngroups - run.nwhole; k++) /* pieces never run (cancelled) */
+    if (run.part[k].ob) {
+      run.kt->release(tr_blob_data(run.part[k].ob));
+      tr_blob_unref(&run.part[k].ob);
+    }
+  free(run.part);
   pthread_mutex_destroy(&run.mu);
   s_cache_free(cache);
   free(tasks);

@@ -389,15 +389,17 @@ static int s_owners(s_mc *M) {
 ** each, so n chunks of equal work on t threads keep t threads busy for
 ** floor(n / t) chunks' time and then n mod t threads for one chunk more;
 ** with fewer chunks than threads each chunk's gemm calls get t / n BLAS
-** threads (integer division) and its other kernels one.  A segment is k
-** threads busy for `len` seconds of work each at full speed. */
+** threads (integer division) and its other kernels one; where the node
+** cuts a tail in pieces (ta_tail_pieces), the n mod t chunks left after
+** the full rounds keep all t threads busy.  A segment is k threads busy
+** for `len` seconds of work each at full speed. */
 typedef struct s_seg {
   double k, len;
 } s_seg;
 
 enum { S_SEGS = 2 };
 
-static int s_segments(double gemm, double other, double n, double thr, s_seg *seg) {
+static int s_segments(double gemm, double other, double n, double thr, int tailp, s_seg *seg) {
   int ns = 0;
   if (gemm + other <= 0) return 0;
   if (n < 1) { /* no chunk of its own (a 2-phase join's partials): spread */
@@ -409,8 +411,12 @@ static int s_segments(double gemm, double other, double n, double thr, s_seg *se
     if (other > 0) seg[ns++] = (s_seg){n, other / n};
   } else {
     double w = (gemm + other) / n, full = floor(n / thr), rest = n - full * thr;
-    seg[ns++] = (s_seg){thr, full * w};
-    if (rest > 0) seg[ns++] = (s_seg){rest, w};
+    if (rest > 0 && tailp > 1) {
+      seg[ns++] = (s_seg){thr, (full + rest / thr) * w};
+    } else {
+      seg[ns++] = (s_seg){thr, full * w};
+      if (rest > 0) seg[ns++] = (s_seg){rest, w};
+    }
   }
   return ns;
 }
@@ -426,8 +432,9 @@ static int s_segments(double gemm, double other, double n, double thr, s_seg *se
 ** takes 2.5 chunks' time where 1, 1, 1, 1 takes 2 (measured 0.093 s
 ** against 0.077 s for a product stored cut on its summed label in 4
 ** pieces on 3 of 4 workers); on 2 workers of 2 threads, a 3072^3 product
-** in 9 tiles takes 5 tiles' time placed 5 and 4 (the fifth alone on a
-** core) and 4.5 placed 6 and 3. */
+** in 9 tiles takes 4.5 tiles' time placed 6 and 3, and placed 5 and 4
+** when the fifth is made in pieces (ta_tail_pieces; whole, alone on a
+** core, 5). */
 static double s_finish(s_seg seg[][S_SEGS], const int *nseg, int m, double cores) {
   int at[TO_MAX_SITES] = {0};
   double t = 0;
@@ -461,8 +468,9 @@ static double s_finish(s_seg seg[][S_SEGS], const int *nseg, int m, double cores
 }
 
 /* The busiest site of one phase (per-site amounts in c[0..m), made per
-** core here): its components into *out, its site the return value. */
-static int s_phase(s_mc *M, tl_cost *c, tl_cost *out) {
+** core here; tailp: its tail's pieces, ta_tail_pieces): its components
+** into *out, its site the return value. */
+static int s_phase(s_mc *M, tl_cost *c, int tailp, tl_cost *out) {
   double best = -1, sec[TO_MAX_SITES] = {0}, all[TL_NCOST] = {0}, total = 0;
   double esz = (double)tr_dtype_size(M->p->rels[M->n->out].meta.dtype);
   double thr = M->env->threads > 0 ? M->env->threads : 1;
@@ -473,7 +481,7 @@ static int s_phase(s_mc *M, tl_cost *c, tl_cost *out) {
     double gemm = w->w[TL_C_GEMM] * c[u].c[TL_C_GEMM] + w->w[TL_C_PACK] * c[u].c[TL_C_PACK];
     double other = w->w[TL_C_CONTRACT] * c[u].c[TL_C_CONTRACT] +
                    w->w[TL_C_ELEMWISE] * c[u].c[TL_C_ELEMWISE];
-    nseg[u] = s_segments(gemm, other, M->outs[u], thr, seg[u]);
+    nseg[u] = s_segments(gemm, other, M->outs[u], thr, tailp, seg[u]);
     /* per core, as if the work spread over the threads it can use */
     double width = M->outs[u] < thr ? (M->outs[u] < 1 ? 1 : M->outs[u]) : thr;
     c[u].c[TL_C_GEMM] /= thr;
@@ -539,8 +547,9 @@ static void s_seconds(s_mc *M) {
     }
   }
   memset(&comb, 0, sizeof comb);
-  mv->busiest = s_phase(M, M->site, &join);
-  if (M->c->twophase) s_phase(M, M->comb, &comb);
+  int thr = M->env->threads > 0 ? M->env->threads : 1;
+  mv->busiest = s_phase(M, M->site, ta_tail_pieces(n, thr), &join);
+  if (M->c->twophase) s_phase(M, M->comb, 0, &comb); /* combines run whole */
   for (int k = 0; k < TL_NCOST; k++) mv->cost.c[k] = join.c[k] + comb.c[k];
   int moved = 0;
   for (int i = 0; i < n->ninputs; i++) moved |= mv->in_floats[i] > 0;

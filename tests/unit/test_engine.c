@@ -6,6 +6,7 @@
 #include "config.h"
 #include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1206,6 +1207,147 @@ Test(exec, gram_blocks_below_the_diagonal_are_their_mirrors_transposed) {
   cr_assert(!ta_gram_labels(&got.node, &li, &lj));
   tx_task_free(&got);
   tn_wbuf_free(&b);
+}
+
+/* A site's last chunks, the ones that do not fill its threads evenly,
+** are made in pieces of their rows, one a thread (ta_tail_pieces): C =
+** relu(A B), A 700 x 64 in 256-row chunks (256, 256 and 188 rows), on 2
+** threads, makes chunks 0 and 1 whole and chunk 2 in two pieces, 88 and
+** 100 rows (at a multiple of 8); each chunk is stored once, fused
+** transform included, with the reference's values.  A piece that fails
+** fails the node and its chunk is not stored; on 3 threads nothing is
+** left over and every chunk runs whole; in 200-row chunks on 3 threads
+** (pieces under TA_PIECE_MIN) the tail runs whole. */
+enum { S_TR = 700, S_TK = 64, S_TN = 48 };
+typedef struct s_tail {
+  tr_tensor a, b, c;
+  double av[S_TR * S_TK], bv[S_TK * S_TN], cv[S_TR * S_TN];
+  int stored[8];
+  pthread_mutex_t mu;
+  int64_t rows[16]; /* the m of each gemm call */
+  int ncalls, fail_m;
+} s_tail;
+static s_tail s_tl;
+
+static int s_tail_gemm(tr_dtype dt, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha,
+                       const void *a, int64_t lda, int64_t sa, const void *b, int64_t ldb,
+                       int64_t sb, double beta, void *c, int64_t ldc, int64_t sc, int64_t batch) {
+  pthread_mutex_lock(&s_tl.mu);
+  if (s_tl.ncalls < 16) s_tl.rows[s_tl.ncalls] = m;
+  s_tl.ncalls++;
+  pthread_mutex_unlock(&s_tl.mu);
+  if (m == s_tl.fail_m) return TR_ENOMEM;
+  return tk_backend_get("openblas")->gemm(dt, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta,
+                                          c, ldc, sc, batch);
+}
+
+static int s_tail_read(void *ctx, int operand, int64_t lin, size_t bytes, tr_blob **out, tr_err *err) {
+  s_tail *t = ctx;
+  const tr_tensor *m = operand ? &t->b : &t->a;
+  int64_t key[2], ext[2];
+  tr_key_from_linear(m, lin, key);
+  tr_chunk_extent(m, key, ext);
+  cr_assert_eq(bytes, (size_t)(ext[0] * ext[1]) * sizeof(double));
+  *out = tr_blob_new(bytes);
+  double *d = tr_blob_data(*out);
+  const double *src = operand ? t->bv : t->av;
+  for (int64_t r = 0; r < ext[0]; r++)
+    memcpy(d + r * ext[1], src + (key[0] * m->chunk[0] + r) * m->shape[1], (size_t)ext[1] * sizeof(double));
+  (void)err;
+  return TR_OK;
+}
+
+static int s_tail_write(void *ctx, int64_t lin, tr_blob *b, tr_err *err) {
+  s_tail *t = ctx;
+  int64_t key[2], ext[2];
+  tr_key_from_linear(&t->c, lin, key);
+  tr_chunk_extent(&t->c, key, ext);
+  pthread_mutex_lock(&t->mu);
+  t->stored[lin]++;
+  pthread_mutex_unlock(&t->mu);
+  memcpy(t->cv + key[0] * t->c.chunk[0] * S_TN, tr_blob_data(b), (size_t)(ext[0] * ext[1]) * sizeof(double));
+  (void)err;
+  return TR_OK;
+}
+
+Test(exec, a_sites_last_chunks_are_made_in_pieces_by_every_thread) {
+  s_tail *t = &s_tl;
+  pthread_mutex_init(&t->mu, NULL);
+  for (int i = 0; i < S_TR * S_TK; i++) t->av[i] = sin(i * 0.31);
+  for (int i = 0; i < S_TK * S_TN; i++) t->bv[i] = cos(i * 0.17);
+  tk_backend kt = *tk_backend_get("openblas");
+  kt.gemm = s_tail_gemm;
+  tk_set_blas_threads(1);
+  struct {
+    int threads, chunk, fail;
+    int64_t want[4]; /* the calls' rows, in order of size */
+  } cs[] = {{2, 256, 0, {88, 100, 256, 256}}, {2, 256, 1, {0}}, {3, 256, 0, {188, 256, 256}},
+            {3, 200, 0, {100, 200, 200, 200}}};
+  for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+    int64_t ch = cs[c].chunk;
+    const int64_t as[2] = {S_TR, S_TK}, ac[2] = {ch, S_TK}, bs[2] = {S_TK, S_TN}, cs2[2] = {S_TR, S_TN},
+                  cc[2] = {ch, S_TN};
+    s_gram_meta(&t->a, "A", as, ac);
+    s_gram_meta(&t->b, "B", bs, bs);
+    s_gram_meta(&t->c, "C", cs2, cc);
+    ta_node n;
+    memset(&n, 0, sizeof n);
+    n.nlabels = 3; /* i, j kept; k summed */
+    n.nout = 2;
+    n.size[0] = S_TR, n.size[1] = S_TN, n.size[2] = S_TK;
+    n.chunk[0] = ch, n.chunk[1] = S_TN, n.chunk[2] = S_TK;
+    n.ninputs = 2;
+    n.in[0] = (ta_operand){0, 2, {0, 2}};
+    n.in[1] = (ta_operand){1, 2, {2, 1}};
+    n.prog.n = 3;
+    n.prog.code[0] = (tk_insn){TK_OP_INPUT, 0, 0};
+    n.prog.code[1] = (tk_insn){TK_OP_INPUT, 1, 0};
+    n.prog.code[2] = (tk_insn){TK_OP_MUL, 0, 0};
+    n.post.n = 2;
+    n.post.code[0] = (tk_insn){TK_OP_INPUT, 0, 0};
+    n.post.code[1] = (tk_insn){TK_OP_RELU, 0, 0};
+    n.agg = TK_AGG_SUM;
+    n.drive = -1;
+    n.gemm = ta_gemm_ok(&n);
+    cr_assert(n.gemm);
+    const tr_tensor *in[2] = {&t->a, &t->b};
+    tx_chunk_io io = {t, s_tail_read, s_tail_write, NULL};
+    memset(t->stored, 0, sizeof t->stored);
+    memset(t->cv, 0, sizeof t->cv);
+    t->ncalls = 0;
+    t->fail_m = cs[c].fail ? 100 : -1;
+    tr_err err;
+    int rc = tx_node_run(&kt, cs[c].threads, 1 << 24, &n, in, &t->c, &io, NULL, 0, NULL, &err);
+    int64_t nchunks = (S_TR + ch - 1) / ch;
+    if (cs[c].fail) {
+      cr_assert_eq(rc, TR_ENOMEM, "case %zu: %d", c, rc);
+      cr_assert_eq(t->stored[nchunks - 1], 0, "the chunk of the failed piece is not stored");
+      continue;
+    }
+    cr_assert_eq(rc, TR_OK, "case %zu: %s", c, err.msg);
+    int64_t want = 0;
+    while (want < 4 && cs[c].want[want]) want++;
+    cr_assert_eq(t->ncalls, want, "case %zu: %d calls", c, t->ncalls);
+    for (int a = 1; a < t->ncalls; a++) /* in order of size */
+      for (int b = a; b > 0 && t->rows[b] < t->rows[b - 1]; b--) {
+        int64_t x = t->rows[b];
+        t->rows[b] = t->rows[b - 1];
+        t->rows[b - 1] = x;
+      }
+    for (int a = 0; a < want; a++)
+      cr_assert_eq(t->rows[a], cs[c].want[a], "case %zu: call %d of %lld rows", c, a, (long long)t->rows[a]);
+    for (int64_t l = 0; l < nchunks; l++)
+      cr_assert_eq(t->stored[l], 1, "case %zu: chunk %lld stored once", c, (long long)l);
+    for (int i = 0; i < S_TR; i++)
+      for (int j = 0; j < S_TN; j++) {
+        double w = 0;
+        for (int k = 0; k < S_TK; k++) w += t->av[i * S_TK + k] * t->bv[k * S_TN + j];
+        w = w > 0 ? w : 0;
+        cr_assert(fabs(t->cv[i * S_TN + j] - w) <= 1e-12 * (1 + fabs(w)), "case %zu C[%d,%d] %g, want %g",
+                  c, i, j, t->cv[i * S_TN + j], w);
+      }
+  }
+  pthread_mutex_destroy(&t->mu);
 }
 
 /* Ten factors over 17 labels: no kernel takes them in one join, the

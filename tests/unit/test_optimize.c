@@ -611,13 +611,15 @@ Test(optimize, sites_sharing_cores_finish_uneven_work_later) {
 
 /* A site's output chunks are its tasks, and its threads take them one at
 ** a time: 9 chunks of a 3072^3 product on 2 sites of 2 threads, 5 and 4 a
-** site, keep one thread busy for the fifth chunk, a core idle beside it.
-** On cores of their own that site takes 3 chunks' time, not 2.5; sharing
-** 2 cores the two take 5, where 6 and 3 take 4.5 (each busy site gets a
-** core: the site of 3's last chunk has one to itself, and once it is done
-** the site of 6 gets both).  One chunk on
-** a site of 2 threads gets both as BLAS threads.  Measured in
-** BENCHMARKS.md, *A site's chunks on its threads*. */
+** site.  The fifth chunk would keep one thread busy, a core idle beside
+** it (3 chunks' time on cores of their own, 5 for the two sharing 2
+** cores), so it is made in two pieces of its rows, one a thread
+** (ta_tail_pieces): 2.5 on cores of their own, and 4.5 sharing 2 cores,
+** as 6 and 3 take (each busy site gets a core, and once the site of 3 is
+** done the site of 6 gets both).  With pieces under TA_PIECE_MIN rows the
+** tail runs whole.  One chunk on a site of 2 threads gets both as BLAS
+** threads.  Measured in BENCHMARKS.md, *A site's chunks on its threads*
+** and *A site's last chunks made in pieces*. */
 Test(optimize, a_sites_chunks_run_on_its_threads_one_at_a_time) {
   static ta_plan p;
   to_placed pl[TA_MAX_RELS];
@@ -632,7 +634,7 @@ Test(optimize, a_sites_chunks_run_on_its_threads_one_at_a_time) {
     const int8_t *site_of;
     int cores;
     double chunks; /* the node's gemm in chunks' time */
-  } cs[] = {{five, 0, 3}, {five, 2, 5}, {six, 2, 4.5}, {six, 0, 3}};
+  } cs[] = {{five, 0, 2.5}, {five, 2, 4.5}, {six, 2, 4.5}, {six, 0, 3}};
   for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
     to_env env = s_env(2, 1);
     env.threads = 2;
@@ -642,6 +644,19 @@ Test(optimize, a_sites_chunks_run_on_its_threads_one_at_a_time) {
                        i, mv.cost.c[TL_C_GEMM] / unit);
     to_moves_free(&mv);
   }
+  s_unplace(pl);
+  /* chunks of 200 rows: pieces of 100 would be too thin, the tail runs whole */
+  s_matmul(&p, 1800, 3072, 3072, 200, 1024, 3072);
+  s_place(&p, pl, 2);
+  int8_t whole[27];
+  for (int l = 0; l < 27; l++) whole[l] = l < 15 ? 0 : 1; /* 15 and 12 */
+  to_env thin = s_env(2, 1);
+  thin.threads = 2;
+  cr_assert_eq(to_moves_assigned(&p, 0, whole, &thin, pl, &c, &mv, &err), TR_OK, "%s", err.msg);
+  double small = 2.0 * 200 * 1024 * 3072;
+  cr_assert_float_eq(mv.cost.c[TL_C_GEMM], 8 * small, 1e-6 * small, "%g chunks' time",
+                     mv.cost.c[TL_C_GEMM] / small);
+  to_moves_free(&mv);
   s_unplace(pl);
   /* one chunk: its gemm calls on the site's 2 threads */
   s_matmul(&p, 1024, 1024, 3072, 1024, 1024, 3072);
