@@ -238,8 +238,10 @@ static const struct {
               {'u', 1, S_U1}, {'u', 2, S_U2}, {'u', 4, S_U4}, {'u', 8, S_U8}};
 
 /* Map a descr string to an element kind and its size, or explain why
-** not.  Multi-byte elements must be little-endian. */
-static int s_descr(const char *descr, const char *path, s_elt *elt, size_t *size, tr_err *err) {
+** not; *swap: whether its multi-byte elements are in the other byte order
+** (big-endian, as FITS data and some older tools leave them). */
+static int s_descr(const char *descr, const char *path, s_elt *elt, size_t *size, int *swap,
+                   tr_err *err) {
   int little = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
   char d[32];
   s_clean(d, sizeof d, descr, strlen(descr));
@@ -247,9 +249,7 @@ static int s_descr(const char *descr, const char *path, s_elt *elt, size_t *size
       !descr[3])
     for (size_t i = 0; i < sizeof s_elts / sizeof s_elts[0]; i++) {
       if (s_elts[i].type != descr[1] || s_elts[i].size != descr[2] - '0') continue;
-      if (s_elts[i].size > 1 && (descr[0] == '>' || (descr[0] == '=' && !little)))
-        return tr_seterr(err, TR_ETYPE, "unsupported dtype '%s' in %s (big-endian; "
-                         "tradb reads little-endian numbers)", d, path);
+      *swap = s_elts[i].size > 1 && ((descr[0] == '>' && little) || (descr[0] == '<' && !little));
       *elt = s_elts[i].elt;
       *size = (size_t)s_elts[i].size;
       return TR_OK;
@@ -457,12 +457,29 @@ static int s_npy_data(int fd, const char *path, size_t off, size_t nbytes, size_
   return TR_OK;
 }
 
+/* a's nbytes of data, elements of item bytes in the other byte order,
+** swapped into a buffer that replaces them. */
+static int s_npy_swap(tc_array *a, size_t item, size_t nbytes, const char *path, tr_err *err) {
+  char *buf = tr_alloc_aligned(nbytes ? nbytes : 1);
+  if (!buf) return tr_seterr(err, TR_ENOMEM, "out of memory reading '%s'", path);
+  const char *src = a->data;
+  for (size_t at = 0; at < nbytes; at += item)
+    for (size_t b = 0; b < item; b++) buf[at + b] = src[at + item - 1 - b];
+  if (a->kind_ == TA_NPY_HEAP) tr_free_aligned(a->map_);
+  else if (a->map_) munmap(a->map_, a->maplen_);
+  a->kind_ = TA_NPY_HEAP;
+  a->map_ = buf;
+  a->maplen_ = nbytes;
+  a->data = buf;
+  return TR_OK;
+}
+
 static int s_npy_open(const char *path, tr_dtype dtype, tc_array *a, tr_err *err) {
   struct stat st;
   s_npyhdr h;
   s_elt elt = S_F4;
   size_t prelen = 0, hlen = 0, nbytes = 0, item = 4;
-  int rc = TR_OK;
+  int rc = TR_OK, swap = 0;
   /* O_NONBLOCK so that a FIFO cannot hang the open (it is then refused as
   ** not a regular file); regular files ignore the flag. */
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -473,7 +490,7 @@ static int s_npy_open(const char *path, tr_dtype dtype, tc_array *a, tr_err *err
     rc = tr_seterr(err, TR_EIO, "cannot read '%s': not a regular file", path);
   if (!rc) rc = s_npy_preamble(fd, path, (uint64_t)st.st_size, &prelen, &hlen, err);
   if (!rc) rc = s_npy_header(fd, path, prelen, hlen, &h, err);
-  if (!rc) rc = s_descr(h.descr, path, &elt, &item, err);
+  if (!rc) rc = s_descr(h.descr, path, &elt, &item, &swap, err);
   size_t off = prelen + hlen;
   if (!rc) {
     a->dtype = elt == S_F8 ? TR_F64 : TR_F32;
@@ -497,6 +514,7 @@ static int s_npy_open(const char *path, tr_dtype dtype, tc_array *a, tr_err *err
     }
     rc = s_npy_data(fd, path, off, nbytes, item, a, err);
   }
+  if (!rc && swap) rc = s_npy_swap(a, item, nbytes, path, err);
   if (!rc && elt != S_F4 && elt != S_F8) rc = s_npy_convert(a, elt, nbytes / item, dtype, path, err);
   close(fd); /* a mapping outlives its descriptor */
   if (rc) {
