@@ -310,7 +310,7 @@ static size_t s_due_now(tc_store *s, s_due **due, size_t *cap, double *next) {
     (*due)[n++] = (s_due){e->seq, e->id};
   }
   pthread_rwlock_unlock(&s->lock);
-  qsort(*due, n, sizeof **due, s_by_seq);
+  if (n > 1) qsort(*due, n, sizeof **due, s_by_seq); /* *due may be NULL when n is 0 */
   return n;
 }
 
