@@ -143,7 +143,10 @@ S_NO_TRAPS static inline float s_expf_v(float x) {
   float p = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r +
               4.1665795894e-2f) * r + 1.6666665459e-1f) * r + 5.0000001201e-1f;
   float e = p * r2 + r + 1.0f;
-  int32_t h = n >> 1, b1 = (h + 127) * (1 << 23), b2 = (n - h + 127) * (1 << 23);
+  /* the scales' bits, shifted unsigned: for a NaN x, n is whatever bits t
+  ** had, and a signed overflow there would be undefined (the result is x) */
+  int32_t h = n >> 1;
+  uint32_t b1 = (uint32_t)(h + 127) << 23, b2 = (uint32_t)(n - h + 127) << 23;
   float s1, s2;
   memcpy(&s1, &b1, sizeof s1);
   memcpy(&s2, &b2, sizeof s2);
