@@ -1141,7 +1141,7 @@ int tx_node_run(const tk_backend *kt, int threads, size_t cache_budget, const ta
   } else if (run.ngroups >= threads) {
     tk_set_blas_threads(1);
     int64_t tail = run.ngroups % threads;
-    int p = tail && !run.twin ? ta_tail_pieces(n, threads) : 0;
+    int p = tail ? ta_tail_pieces(n, threads) : 0; /* (never a Gram product's: no twins) */
     if (p > 1 && (run.part = calloc((size_t)tail, sizeof *run.part))) {
       run.nwhole = run.ngroups - tail;
       run.tailp = p;

@@ -468,12 +468,14 @@ static double s_finish(s_seg seg[][S_SEGS], const int *nseg, int m, double cores
 }
 
 /* The busiest site of one phase (per-site amounts in c[0..m), made per
-** core here; tailp: its tail's pieces, ta_tail_pieces): its components
-** into *out, its site the return value. */
-static int s_phase(s_mc *M, tl_cost *c, int tailp, tl_cost *out) {
+** core here; joins: whether it is the joins' phase, whose tails may be
+** cut in pieces, ta_tail_pieces, where combines run whole): its
+** components into *out, its site the return value. */
+static int s_phase(s_mc *M, tl_cost *c, int joins, tl_cost *out) {
   double best = -1, sec[TO_MAX_SITES] = {0}, all[TL_NCOST] = {0}, total = 0;
   double esz = (double)tr_dtype_size(M->p->rels[M->n->out].meta.dtype);
   double thr = M->env->threads > 0 ? M->env->threads : 1;
+  int tailp = joins ? ta_tail_pieces(M->n, (int)thr) : 0;
   const tl_weights *w = &M->env->w;
   s_seg seg[TO_MAX_SITES][S_SEGS];
   int nseg[TO_MAX_SITES], busiest = 0;
@@ -547,9 +549,8 @@ static void s_seconds(s_mc *M) {
     }
   }
   memset(&comb, 0, sizeof comb);
-  int thr = M->env->threads > 0 ? M->env->threads : 1;
-  mv->busiest = s_phase(M, M->site, ta_tail_pieces(n, thr), &join);
-  if (M->c->twophase) s_phase(M, M->comb, 0, &comb); /* combines run whole */
+  mv->busiest = s_phase(M, M->site, 1, &join);
+  if (M->c->twophase) s_phase(M, M->comb, 0, &comb);
   for (int k = 0; k < TL_NCOST; k++) mv->cost.c[k] = join.c[k] + comb.c[k];
   int moved = 0;
   for (int i = 0; i < n->ninputs; i++) moved |= mv->in_floats[i] > 0;

@@ -952,6 +952,20 @@ static void s_gram_meta(tr_tensor *t, const char *name, const int64_t *shape, co
   for (int d = 0; d < 2; d++) t->shape[d] = shape[d], t->chunk[d] = chunk[d];
 }
 
+/* Chunk lin of rank-2 f64 relation m between its row-major values `all`
+** and the chunk's own row-major `chunk`: into the chunk (out) or back. */
+static void s_chunk_copy(const tr_tensor *m, int64_t lin, double *all, double *chunk, int out) {
+  int64_t key[2], ext[2];
+  tr_key_from_linear(m, lin, key);
+  tr_chunk_extent(m, key, ext);
+  for (int64_t r = 0; r < ext[0]; r++)
+    for (int64_t c = 0; c < ext[1]; c++) {
+      double *v = &all[(key[0] * m->chunk[0] + r) * m->shape[1] + key[1] * m->chunk[1] + c];
+      if (out) chunk[r * ext[1] + c] = *v;
+      else *v = chunk[r * ext[1] + c];
+    }
+}
+
 static int s_gram_read(void *ctx, int operand, int64_t lin, size_t bytes, tr_blob **out,
                        tr_err *err) {
   s_gram *t = ctx;
@@ -975,23 +989,14 @@ static int s_gram_read(void *ctx, int operand, int64_t lin, size_t bytes, tr_blo
     return TR_OK;
   }
   *out = tr_blob_ref(t->held[lin] = tr_blob_new(bytes));
-  double *d = tr_blob_data(*out);
-  for (int64_t r = 0; r < ext[0]; r++)
-    for (int64_t c = 0; c < ext[1]; c++)
-      d[r * ext[1] + c] = t->xv[(key[0] * t->x.chunk[0] + r) * S_GC + key[1] * t->x.chunk[1] + c];
+  s_chunk_copy(&t->x, lin, t->xv, tr_blob_data(*out), 1);
   (void)err;
   return TR_OK;
 }
 
 static int s_gram_write(void *ctx, int64_t lin, tr_blob *b, tr_err *err) {
   s_gram *t = ctx;
-  int64_t key[2], ext[2];
-  tr_key_from_linear(&t->g, lin, key);
-  tr_chunk_extent(&t->g, key, ext);
-  const double *d = tr_blob_data(b);
-  for (int64_t r = 0; r < ext[0]; r++)
-    for (int64_t c = 0; c < ext[1]; c++)
-      t->gv[(key[0] * t->g.chunk[0] + r) * S_GC + key[1] * t->g.chunk[1] + c] = d[r * ext[1] + c];
+  s_chunk_copy(&t->g, lin, t->gv, tr_blob_data(b), 0);
   (void)err;
   return TR_OK;
 }
@@ -1249,23 +1254,17 @@ static int s_tail_read(void *ctx, int operand, int64_t lin, size_t bytes, tr_blo
   tr_chunk_extent(m, key, ext);
   cr_assert_eq(bytes, (size_t)(ext[0] * ext[1]) * sizeof(double));
   *out = tr_blob_new(bytes);
-  double *d = tr_blob_data(*out);
-  const double *src = operand ? t->bv : t->av;
-  for (int64_t r = 0; r < ext[0]; r++)
-    memcpy(d + r * ext[1], src + (key[0] * m->chunk[0] + r) * m->shape[1], (size_t)ext[1] * sizeof(double));
+  s_chunk_copy(m, lin, operand ? t->bv : t->av, tr_blob_data(*out), 1);
   (void)err;
   return TR_OK;
 }
 
 static int s_tail_write(void *ctx, int64_t lin, tr_blob *b, tr_err *err) {
   s_tail *t = ctx;
-  int64_t key[2], ext[2];
-  tr_key_from_linear(&t->c, lin, key);
-  tr_chunk_extent(&t->c, key, ext);
   pthread_mutex_lock(&t->mu);
   t->stored[lin]++;
   pthread_mutex_unlock(&t->mu);
-  memcpy(t->cv + key[0] * t->c.chunk[0] * S_TN, tr_blob_data(b), (size_t)(ext[0] * ext[1]) * sizeof(double));
+  s_chunk_copy(&t->c, lin, t->cv, tr_blob_data(b), 0);
   (void)err;
   return TR_OK;
 }
