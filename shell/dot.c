@@ -50,7 +50,7 @@ static const char s_statement_help[] =
     "\n"
     "Statements end with ';' and may span lines; '--' starts a comment.\n"
     "  CREATE TENSOR A[1000, 1000] [CHUNK [250, 250]] [TYPE f32|f64];\n"
-    "  LOAD A FROM 'a.npy' [CHUNK [..]] [TYPE f32|f64];   (bool, int and float16 .npy converted)\n"
+    "  LOAD A FROM 'a.npy' [CHUNK [..]] [TYPE f32|f64];   (bool, int, float16 and big-endian .npy converted)\n"
     "  LOAD A FROM 'a.csv' [(HEADER [false], DELIMITER ';', NULL nan)] [CHUNK [..]] [TYPE ..];\n"
     "  SAVE A TO 'a.npy';   SAVE A[0:5, :] TO 'a.csv';\n"
     "  FILL A ZEROS|ONES|IDENTITY|UNIFORM(lo, hi)|NORMAL(mu, sd)|PERMUTATION [SEED n];\n"
