@@ -8,7 +8,7 @@ through scripts/bench.sh; see BENCHMARKS.md.
 Usage:
   bench.py [--size default|large|small] [--reps R] [--rounds N] [--only W1,W2]
            [--nworkers P] [--time-limit S] [--out DIR] [--write-md FILE]
-           [--synchronous V1,V2] [--profile]
+           [--synchronous V1,V2] [--cold] [--profile]
   bench.py --peer SYSTEM WORKLOAD DIR SIZE REPS P   (internal: a Python
            peer, or SYSTEM 'reference', in a process of its own)
 
@@ -89,9 +89,10 @@ values, so start-up and set-up are not counted.  Every other system
 likewise runs, per round, one process with one untimed warm-up and k timed
 passes; dask results are persisted (kept in the cluster as tradb keeps its
 results on the workers).  A cold workload (mm-cold) instead runs R fresh
-sessions (tradb) or processes (peers) and times each one's first pass.  A typed
-workload (nn-typed) pauses before each timed statement; the pauses are
-not counted.  The table gives medians.  A pass
+sessions (tradb) or processes (peers) and times each one's first pass;
+--cold times every workload that way, as a user's first statements after
+loading data.  A typed workload (nn-typed) pauses before each timed
+statement; the pauses are not counted.  The table gives medians.  A pass
 that runs longer than --time-limit seconds (default 30) is interrupted
 (SIGINT, as Ctrl-C) and reported as "timeout".
 
@@ -1007,11 +1008,13 @@ def report(results, args, p, started, load0, wall, tradb):
         "- command: `%s`" % args.cmdline,
         "- load average (1/5/15 min) at start: %s; at end: %s (a shared machine: other"
         " work slows every system, unevenly)" % (load0, loadavg()),
-        "- %d timed runs per system in %d round(s), every system taking its turn in each, a"
-        " round's runs after one untimed warm-up%s; the medians are in seconds;"
-        " wall time of the whole suite: %.0f s" % (args.reps, min(args.rounds, args.reps), "".join(
-            " (%s: %d fresh processes, each timing its first run)" % (r["w"].name, args.reps)
-            for r in results if r["w"].cold), wall),
+        "- %d timed runs per system in %d round(s), every system taking its turn in each, %s;"
+        " the medians are in seconds; wall time of the whole suite: %.0f s" % (
+            args.reps, min(args.rounds, args.reps),
+            "each run a fresh session (tradb) or process (peers) timing its first pass, no"
+            " warm-up (--cold)" if args.cold else "a round's runs after one untimed warm-up" +
+            "".join(" (%s: %d fresh processes, each timing its first run)" % (r["w"].name, args.reps)
+                    for r in results if r["w"].cold), wall),
         "- every result was checked against NumPy in f64 (max abs error <= %g x max |ref|"
         " per output) before its time was kept; \"timeout\": a pass ran past %g s and was"
         " interrupted" % (TOL, args.time_limit),
@@ -1373,10 +1376,16 @@ def parse_args(argv):
                     help="also run tradb under these values of SET synchronous, as the"
                     " systems tradb:V and tradb-workers:V (plain tradb runs under the"
                     " default, normal)")
+    ap.add_argument("--cold", action="store_true",
+                    help="time every workload as mm-cold is timed: each run a fresh tradb"
+                    " session (its set-up, then the first pass) or a fresh peer process"
+                    " (its inputs loaded, then the first run), no warm-up")
     ap.add_argument("--profile", action="store_true",
                     help="instead of comparing: profile tradb (--workers) on each workload"
                     " with perf, into DIR/profile-WORKLOAD.txt")
     args = ap.parse_args(argv)
+    if args.cold and args.profile:
+        ap.error("--cold and --profile: --profile runs warmed-up passes only")
     if args.reps < 1 or args.rounds < 1 or args.nworkers < 1 or args.time_limit <= 0:
         ap.error("--reps, --rounds, --nworkers and --time-limit must be positive")
     names = [x for x in args.only.split(",") if x]
@@ -1430,6 +1439,7 @@ def main(argv):
         wls = [w for w in workloads(args.size) if w.name in args.names]
         for w in wls:  # the durability settings side by side
             w.variants += [Variant(v, settings=["SET synchronous = %s;" % v]) for v in args.sync]
+            w.cold = w.cold or args.cold
         for i, w in enumerate(wls):
             t_w = time.time()
             d = "%s/%s" % (scratch, w.name)

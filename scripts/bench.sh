@@ -12,10 +12,11 @@
 #
 # Usage: scripts/bench.sh [--size default|large|small] [--reps R] [--rounds N] [--only W1,W2]
 #                         [--nworkers P] [--time-limit S] [--out DIR] [--write-md FILE]
-#                         [--synchronous full,normal]
+#                         [--synchronous full,normal] [--cold] [--profile]
 #   make bench                         the default sizes, about half an hour on 2 cores
 #   make bench BENCH_SIZE=large        the large versions
 #   make bench BENCH_ARGS='--only mm-general --reps 5'
+#   make bench BENCH_ARGS='--cold'     every workload as a fresh session's first pass
 #   scripts/bench.sh --write-md BENCHMARKS.md   refresh BENCHMARKS.md's results
 # Environment: TRADB (the binary, default ./tradb), TMPDIR (scratch space).
 set -euo pipefail
