@@ -941,13 +941,18 @@ static int s_twin_write(s_run *run, const int64_t *ext, tr_blob *b, int64_t lin,
   return rc;
 }
 
+/* A new output chunk of bytes, kept by the backend: written by kernels
+** only.  NULL: out of memory. */
+static tr_blob *s_out_blob(s_run *run, size_t bytes) {
+  tr_blob *b = tr_blob_new(bytes);
+  if (b) run->kt->keep(tr_blob_data(b), bytes);
+  return b;
+}
+
 /* The output chunk of a piece of the tail, made by the first of its
 ** pieces to start (run->mu held by the caller). */
 static tr_blob *s_part_blob(s_run *run, s_part *pt, size_t bytes) {
-  if (!pt->ob && !pt->failed) {
-    pt->ob = tr_blob_new(bytes);
-    if (pt->ob) run->kt->keep(tr_blob_data(pt->ob), bytes); /* written by kernels only */
-  }
+  if (!pt->ob && !pt->failed) pt->ob = s_out_blob(run, bytes);
   return pt->ob;
 }
 
@@ -990,8 +995,7 @@ static int s_node_task(void *arg, int64_t t) {
     ob = s_part_blob(run, pt, (size_t)nel * run->esz);
     pthread_mutex_unlock(&run->mu);
   } else if (written) {
-    ob = tr_blob_new((size_t)nel * run->esz);
-    if (ob) run->kt->keep(tr_blob_data(ob), (size_t)nel * run->esz); /* written by kernels only */
+    ob = s_out_blob(run, (size_t)nel * run->esz);
   }
   void *out = ob ? tr_blob_data(ob) : NULL;
   if (!ob) rc = tr_seterr(&err, TR_ENOMEM, "out of memory");
