@@ -5,8 +5,10 @@
 **   1. the order in which a product of three or more operands inside one
 **      aggregation is contracted pairwise (exact DP over operand subsets,
 **      opt_einsum's 'optimal'/'dp'; greedy beyond a few operands);
-**   2. partition vectors of every EinSum of a graph over p = sites x
-**      threads pieces of work (EinDecomp, Bourgeois et al., sections 6-8);
+**   2. partition vectors of an EinSum over p = sites x threads pieces of
+**      work (EinDecomp, Bourgeois et al., sections 6 and 8.1): 3's
+**      candidates, searched by 3's DPs (by EinDecomp's path-by-path DP,
+**      section 8.4, where a DAG's frontier table would be too large);
 **   3. the chunk format of every tensor and the transformation on every
 **      edge (Luo's matrix format exploration, chapters 4-7, generalised
 **      from matrices to tensors), candidates drawn from 2's vectors;
@@ -111,12 +113,11 @@ int tl_order_eval(const tl_einsum *e, const int (*pair)[2], tl_order *out, tr_er
 /* 1 if every step of o is within the limits of opts (NULL: defaults). */
 int tl_order_fits(const tl_order *o, const tl_order_opts *opts);
 
-/* ---- 2. EinDecomp: partitioning over p pieces of work ----------------- */
+/* ---- 2. EinDecomp: partition vectors over p pieces of work ----------- */
 
 /*
-** A graph of EinSums.  Sources (nin == 0) are the inputs; EinDecomp
-** treats them as free to partition any way (the paper: inputs are
-** pre-partitioned offline), the format search as stored in `chunk`.
+** A graph of EinSums, what the format search (3) lays out.  Sources
+** (nin == 0) are the inputs, stored in `chunk`.
 */
 typedef enum tl_kernel {
   TL_K_GEMM,     /* SUM of a product of two operands: the BLAS path */
@@ -147,44 +148,6 @@ typedef struct tl_graph {
 ** operand has its producer's shape. */
 int tl_graph_check(const tl_graph *g, tr_err *err);
 
-/* A partition vector: pieces per label of a vertex's join, powers of two. */
-typedef struct tl_dpart {
-  int d[TK_MAX_LABELS]; /* pieces of each label (1 for labels beyond nlabels) */
-  int path;             /* 0: chosen by the exact DP; k > 0: by the DP along
-                           the k-th longest path of the linearised DAG */
-  double floats;        /* its cost: into the join, into the aggregation and
-                           repartitioning its operands from their producers */
-} tl_dpart;
-
-typedef struct tl_dplan {
-  int n;            /* vertices of the graph */
-  int p;            /* pieces of work per vertex: a power of two */
-  tl_dpart *v;      /* per vertex (sources: all 1, cost 0) */
-  double floats;    /* the whole graph under these vectors, every edge
-                       counted (tl_decomp_cost) */
-  int linearised;   /* 1: some non-source vertex had two consumers, so the
-                       graph was optimised path by path (section 8.4) */
-} tl_dplan;
-
-/* EinDecomp over g for p pieces of work (sites x threads; rounded up to a
-** power of two, at most 2^15).  TR_EINVAL for a vertex of more than
-** TK_MAX_LABELS labels or of more than 2^20 partition vectors (too many to
-** enumerate).  Caller frees *out with tl_dplan_destroy. */
-int tl_decomp(const tl_graph *g, int p, tl_dplan **out, tr_err *err);
-void tl_dplan_destroy(tl_dplan **p);
-
-/* Section 7's costs, in floats.  Join and aggregation of one EinSum under
-** partition vector d (pieces per label): */
-void tl_decomp_vertex(const tl_einsum *e, const int *d, double *join, double *agg);
-/* Repartitioning a tensor of this shape from `from` pieces per dimension
-** (the producer's) to `to` (what the consumer reads). */
-double tl_decomp_repart(int rank, const int64_t *shape, const int *from, const int *to);
-/* The graph's cost under one vector per vertex (d[v].d; sources ignored,
-** they take whatever their consumers read): every vertex's join and
-** aggregation plus every repartition between non-source vertices. */
-double tl_decomp_cost(const tl_graph *g, const tl_dpart *d);
-/* Partition vectors of e with p pieces of work (section 8.1's count). */
-int64_t tl_decomp_count(const tl_einsum *e, int p);
 /* Section 8.1's enumeration: every partition vector of e whose entries
 ** multiply to p (a power of two; entries within their labels' sizes, the
 ** largest product they allow when that is less than p), label by label
