@@ -85,12 +85,9 @@ static int s_log2p(int p) {
   return P;
 }
 
-/* Partition vectors of e with p pieces of work (section 8.1's count),
-** without enumerating them; 0 beyond the limits. */
-static int64_t s_count(const tl_einsum *e, int p) {
-  int cap[TL_MAX_LABELS], P = s_log2p(p < 1 ? 1 : p);
-  if (P > S_MAX_LOG2P || e->nlabels > TK_MAX_LABELS) return 0;
-  int S = s_caps(e, P, cap);
+/* Partition vectors of e's labels within cap[] whose exponents sum to S
+** (section 8.1's count), without enumerating them. */
+static int64_t s_count(const tl_einsum *e, const int *cap, int S) {
   int64_t ways[S_MAX_LOG2P + 1] = {1}; /* ways[s]: vectors of the labels so far summing to s */
   for (int l = 0; l < e->nlabels; l++) {
     int64_t nw[S_MAX_LOG2P + 1] = {0};
@@ -109,10 +106,11 @@ int tl_decomp_vectors(const tl_einsum *e, int p, int **out, int *n, tr_err *err)
   if (P > S_MAX_LOG2P || e->nlabels > TK_MAX_LABELS)
     return tr_seterr(err, TR_EINVAL, "%d pieces over %d labels: at most %d pieces, %d labels", p,
                      e->nlabels, 1 << S_MAX_LOG2P, TK_MAX_LABELS);
-  if (s_count(e, 1 << P) > S_MAX_VECTORS)
+  int S = s_caps(e, P, cap);
+  if (s_count(e, cap, S) > S_MAX_VECTORS)
     return tr_seterr(err, TR_EINVAL, "more than %d partition vectors for %d pieces", S_MAX_VECTORS,
                      1 << P);
-  if ((rc = s_enum(0, e->nlabels, s_caps(e, P, cap), cap, 0, &ks)))
+  if ((rc = s_enum(0, e->nlabels, S, cap, 0, &ks)))
     return tr_seterr(err, rc, "out of memory enumerating partition vectors");
   int *v = malloc(sizeof *v * (size_t)(ks.n * (e->nlabels ? e->nlabels : 1) + 1));
   if (!v) {
