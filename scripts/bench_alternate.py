@@ -1,26 +1,42 @@
 #!/usr/bin/env python3
-"""One `make bench` workload, tradb and a peer a pass each in turn.
+"""`make bench` workloads, tradb and its peers a pass each in turn.
 
-    scripts/bench_alternate.py WORKLOAD [--tradb ./tradb] [--peer torch|numpy]
-                               [--passes 10] [--workers N] [--tag TAG]
-                               [--session 'ARGS' ...]
+    scripts/bench_alternate.py WORKLOAD[,WORKLOAD...]|all [--tradb ./tradb]
+                               [--peer torch|numpy|dask-threads|all ...]
+                               [--passes 10] [--lead 1] [--workers N] [--tag TAG]
+                               [--size default|large|small] [--session 'ARGS' ...]
 
 The suite (scripts/bench.sh) runs each system's passes together, round
 by round; on a shared machine whose speed drifts from one minute to the
 next, a system can then meet a slower minute than its peer.  Here one
 embedded tradb session (its local workers, as `tradb DB` starts them)
-stays open beside the peer, which runs in this process on the same
-inputs (tradb's FILL, saved as .npy), and the two alternate pass by pass:
-pass i of tradb, then pass i of the peer, so each pair meets the same
-minute.  After one untimed pass each, --passes timed ones; prints each
-system's pass times, their medians, the ratio of the medians and the
-median of the pairs' ratios.  A tradb pass is the sum of its statements'
-`Run Time` lines, a peer's its compute function timed as the suite times
-it.  The peer's outputs are checked against tradb's.
+stays open beside the peers, which run in this process on the same
+inputs (tradb's FILL, saved as .npy), and they alternate pass by pass:
+pass i of tradb, then pass i of each peer, so each pass meets the same
+minute as the others of its turn.  Each timed pass comes right after
+--lead untimed passes of its own system (default 1), so that every
+system is timed back to back, as the suite times it: a pass that follows
+another system's is slower, and by how much differs from system to
+system (attention with --lead 0: NumPy 0.77 s, tradb 0.46 s a pass; with
+--lead 1: 0.54 and 0.35 s).  After one untimed pass each, --passes timed
+ones; prints each system's pass times, their medians, and for each
+peer the ratio of the medians and the median of the pairs' ratios.  A
+tradb pass is the sum of its statements' `Run Time` lines, a peer's its
+compute function timed as the suite times it (Dask threads: the
+workload's graph built anew on the persisted inputs, its persist timed,
+as in the suite).  Every peer's outputs are checked against tradb's.
+
+--peer may be given more than once (default: torch); `all` is NumPy,
+PyTorch and Dask threads, the peers the suite's limit is set against.
+WORKLOAD may be several, comma-separated, or `all` (every workload of
+the suite that is neither a fresh session's first pass nor typed with
+pauses): they run one after another, and with more than one workload or
+peer a markdown table ends the output, with tradb over the fastest
+peer of each workload.
 
 Each --session ARGS opens one more tradb session, with ARGS added to its
 command line (e.g. --session '--threads 1' --session ''): the sessions
-take their passes in turn before the peer's, so two settings of tradb
+take their passes in turn before the peers', so two settings of tradb
 meet the same minutes too.  ARGS may begin with the path of the tradb
 binary the session runs (e.g. --session /tmp/before --session '': a
 build before a change beside the one after it).
@@ -68,28 +84,34 @@ class Session:
         self.p.wait()
 
 
-def main(argv):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("workload")
-    ap.add_argument("--tradb", default="./tradb")
-    ap.add_argument("--peer", choices=["torch", "numpy"], default="torch")
-    ap.add_argument("--passes", type=int, default=10)
-    ap.add_argument("--workers", type=int, default=0, help="local workers (0: tradb's default)")
-    ap.add_argument("--tag", default=None, help="a variant of the workload, as in the suite")
-    ap.add_argument("--session", action="append", metavar="ARGS",
-                    help="a tradb session with ARGS added to its command line (repeatable; "
-                    "default: one session, no ARGS)")
-    a = ap.parse_args(argv)
-    if a.passes < 1:
-        ap.error("--passes must be positive")
-    if not os.environ.get(S_REEXEC):
-        os.environ[S_REEXEC] = bench.same_blas_kernels(os.path.abspath(a.tradb))
-        os.execv(sys.executable, [sys.executable, os.path.abspath(__file__)] + argv)
-    ws = {w.name: w for w in bench.workloads("default")}
-    if a.workload not in ws or ws[a.workload].cold or ws[a.workload].pause:
-        ap.error("WORKLOAD: one of " + ", ".join(n for n, w in ws.items() if not w.cold and not w.pause))
-    w = ws[a.workload]
-    extras = a.session or [""]
+PEERS = ("numpy", "torch", "dask-threads")
+
+
+def peer_pass_fn(name, w, v):
+    """PEER's pass on inputs V (NumPy arrays): the suite's own peer
+    function (bench.PY_PEER_FUNCS) with its timing loop replaced, so that
+    this script calls the runs in turn with tradb's.  Returns (pass, the
+    outputs of a first untimed run as NumPy arrays); pass() -> seconds."""
+    runs = []
+
+    def first_only(run):
+        runs.append(run)
+        return run()[0], []
+
+    outs, _ = bench.PY_PEER_FUNCS[name](w, v, os.cpu_count(), first_only)
+    if name == "dask-threads":
+        import dask
+
+        def dask_pass():
+            with dask.config.set(scheduler="threads"):
+                return runs[0]()[1]
+        return dask_pass, outs
+    return (lambda: runs[0]()[1]), {k: np.asarray(x) for k, x in outs.items()}
+
+
+def alternate(a, w, extras):
+    """W's passes, tradb's sessions and the peers in turn.  Returns
+    ({system: [seconds]}, the tradb systems' names) or an error text."""
     d = tempfile.mkdtemp(prefix="bench-alternate-")
     ss = []
     try:
@@ -102,57 +124,125 @@ def main(argv):
             ss[i].run(bench.setup_lines(w, a.tag) + [".timer on"])
         ss[0].run(["SAVE %s TO '%s/in-%s.npy';" % (n, d, n) for n in w.inputs()])
         v = {n: np.load("%s/in-%s.npy" % (d, n)) for n in w.inputs()}
-        if a.peer == "torch":
-            try:
-                import torch
-            except ImportError:
-                print("cannot import torch (scripts/install-deps.sh installs python3-torch)")
-                return 1
-            torch.set_num_threads(os.cpu_count())
-            ops, pv = bench.TorchOps(torch), {n: torch.from_numpy(x) for n, x in v.items()}
-        else:
-            ops, pv = bench.NumpyOps, v
         stmts = bench.form_stmts(w, a.tag)
 
         def tradb_pass(s):
             out = s.run(stmts)
             return sum(float(x) for x in re.findall(r"Run Time: real ([0-9.]+)", out))
 
-        def peer_pass():
-            t0 = time.perf_counter()
-            outs = w.compute(pv, ops)
-            return time.perf_counter() - t0, outs
-
         for s in ss:
             tradb_pass(s)
-        _, outs = peer_pass()
         for i, s in enumerate(ss):
             s.run(["SAVE %s TO '%s/out%d-%s.npy';" % (n, d, i, n) for n in w.outputs])
-            for n in w.outputs:
-                ok, err = bench.check(np.load("%s/out%d-%s.npy" % (d, i, n)).astype(np.float64),
-                                      np.asarray(outs[n]))
-                if not ok:
-                    print("%s: the peer's %s differs from tradb's (%s)" % (a.workload, n, err))
-                    return 1
-        tts, pt = [[] for _ in ss], []
+        peers = {}
+        for name in a.peers:
+            try:
+                peers[name], outs = peer_pass_fn(name, w, v)
+            except bench.Skip as e:
+                return str(e)
+            for i in range(len(ss)):
+                for n in w.outputs:
+                    ok, err = bench.check(np.load("%s/out%d-%s.npy" % (d, i, n)).astype(np.float64),
+                                          np.asarray(outs[n]))
+                    if not ok:
+                        return "%s: %s's %s differs from tradb's (%s)" % (w.name, name, n, err)
+        names = ["tradb" + (" " + e.strip() if e.strip() else "") for e in extras]
+        times = {n: [] for n in names + list(peers)}
+        # Each timed pass right after --lead untimed ones of its own system:
+        # a pass that follows the others' turns finds the memory its
+        # process freed handed back to this virtual machine's host, and
+        # its caches cold (NumPy's attention pass in one process: 0.50 s
+        # back to back, 0.94 s a second apart), by more for some systems
+        # than for others.
         for _ in range(a.passes):
-            for s, tt in zip(ss, tts):
-                tt.append(tradb_pass(s))
-            pt.append(peer_pass()[0])
+            for s, n in zip(ss, names):
+                for _ in range(a.lead):
+                    tradb_pass(s)
+                times[n].append(tradb_pass(s))
+            for n, fn in peers.items():
+                for _ in range(a.lead):
+                    fn()
+                times[n].append(fn())
+        return times, names
     finally:
         for s in ss:
             s.close()  # the shell ends at end of input, its local workers with it
         shutil.rmtree(d, ignore_errors=True)
-    print("%s, %d passes each, alternating (load %s, OpenBLAS kernels %s)" % (
-        a.workload, a.passes, bench.loadavg(), os.environ[S_REEXEC]))
-    names = ["tradb" + (" " + e.strip() if e.strip() else "") for e in extras]
-    for name, xs in list(zip(names, tts)) + [(a.peer, pt)]:
-        print("  %-6s median %.3f s  [%s]" % (name, statistics.median(xs), " ".join("%.3f" % x for x in xs)))
-    for name, tt in zip(names, tts):
-        print("  %s / %s: %.2f (medians), %.2f (median of the pairs)" % (
-            name, a.peer, statistics.median(tt) / statistics.median(pt),
-            statistics.median([x / y for x, y in zip(tt, pt)])))
-    return 0
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    ap.add_argument("workload", help="one or more, comma-separated, or 'all'")
+    ap.add_argument("--tradb", default="./tradb")
+    ap.add_argument("--peer", action="append", choices=PEERS + ("all",),
+                    help="a peer (repeatable; default torch; all: %s)" % ", ".join(PEERS))
+    ap.add_argument("--passes", type=int, default=10)
+    ap.add_argument("--lead", type=int, default=1,
+                    help="untimed passes of a system right before each of its timed ones "
+                    "(default 1: each measured back to back, as the suite measures it)")
+    ap.add_argument("--workers", type=int, default=0, help="local workers (0: tradb's default)")
+    ap.add_argument("--tag", default=None, help="a variant of the workload, as in the suite")
+    ap.add_argument("--size", choices=bench.SIZES, default="default",
+                    help="the suite's sizes (small: a quick check of the harness, not a benchmark)")
+    ap.add_argument("--session", action="append", metavar="ARGS",
+                    help="a tradb session with ARGS added to its command line (repeatable; "
+                    "default: one session, no ARGS)")
+    a = ap.parse_args(argv)
+    if a.passes < 1:
+        ap.error("--passes must be positive")
+    if a.lead < 0:
+        ap.error("--lead must be 0 or more")
+    peers = a.peer or ["torch"]
+    a.peers = [p for p in PEERS if p in peers or "all" in peers]
+    ws = {w.name: w for w in bench.workloads(a.size)}
+    eligible = [n for n, w in ws.items() if not w.cold and not w.pause]
+    names = eligible if a.workload == "all" else a.workload.split(",")
+    for n in names:
+        if n not in eligible:
+            ap.error("WORKLOAD: 'all' or one or more of " + ", ".join(eligible))
+    if not os.environ.get(S_REEXEC):
+        os.environ[S_REEXEC] = bench.same_blas_kernels(os.path.abspath(a.tradb))
+        os.execv(sys.executable, [sys.executable, os.path.abspath(__file__)] + argv)
+    extras = a.session or [""]
+    rows, failed = [], 0
+    for wname in names:
+        w = ws[wname]
+        got = alternate(a, w, extras)
+        if isinstance(got, str):
+            print(got)
+            failed = 1
+            continue
+        times, tnames = got
+        med = {n: statistics.median(xs) for n, xs in times.items()}
+        print("%s, %d passes each, alternating (load %s, OpenBLAS kernels %s)" % (
+            wname, a.passes, bench.loadavg(), os.environ[S_REEXEC]))
+        for n, xs in times.items():
+            print("  %-12s median %.3f s  [%s]" % (n, med[n], " ".join("%.3f" % x for x in xs)))
+        for t in tnames:
+            for p in a.peers:
+                print("  %s / %s: %.2f (medians), %.2f (median of the pairs)" % (
+                    t, p, med[t] / med[p],
+                    statistics.median([x / y for x, y in zip(times[t], times[p])])))
+        fastest = min(a.peers, key=lambda p: med[p])
+        rows.append((wname, [med[t] for t in tnames], [med[p] for p in a.peers], fastest,
+                     [(med[t] / med[fastest], statistics.median(
+                         [x / y for x, y in zip(times[t], times[fastest])])) for t in tnames]))
+        sys.stdout.flush()
+    if len(names) > 1 or len(a.peers) > 1:
+        tn = ["tradb" + (" " + e.strip() if e.strip() else "") for e in extras]
+        print("\n| workload | %s | %s | fastest peer | %s |" % (
+            " | ".join("%s s" % t for t in tn), " | ".join("%s s" % p for p in a.peers),
+            " | ".join("%s / fastest (pairs)" % t for t in tn)))
+        print("|---|" + "---:|" * (len(tn) + len(a.peers)) + "---|" + "---:|" * len(tn))
+        for wname, tm, pm, fastest, ratios in rows:
+            print("| %s | %s | %s | %s | %s |" % (
+                wname, " | ".join("%.3f" % x for x in tm), " | ".join("%.3f" % x for x in pm),
+                fastest, " | ".join("%.2f (%.2f)" % r for r in ratios)))
+        within = sum(1 for r in rows if all(x[0] <= 1.10 for x in r[4]))
+        print("\n%d of %d workloads within 1.10x of their fastest peer by the medians "
+              "(the ratios before rounding)." % (
+            within, len(rows)))
+    return failed
 
 
 if __name__ == "__main__":
