@@ -49,7 +49,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402  (the workloads, their set-up and the peers' ops)
@@ -99,19 +98,19 @@ def peer_pass_fn(name, w, v):
         return run()[0], []
 
     outs, _ = bench.PY_PEER_FUNCS[name](w, v, os.cpu_count(), first_only)
-    if name == "dask-threads":
-        import dask
-
-        def dask_pass():
-            with dask.config.set(scheduler="threads"):
-                return runs[0]()[1]
-        return dask_pass, outs
     return (lambda: runs[0]()[1]), {k: np.asarray(x) for k, x in outs.items()}
 
 
-def alternate(a, w, extras):
-    """W's passes, tradb's sessions and the peers in turn.  Returns
-    ({system: [seconds]}, the tradb systems' names) or an error text."""
+def ratios(times, t, p):
+    """System t over system p: the ratio of their medians, and the median
+    of the ratios of their passes taken in the same turn."""
+    return (statistics.median(times[t]) / statistics.median(times[p]),
+            statistics.median([x / y for x, y in zip(times[t], times[p])]))
+
+
+def alternate(a, w, extras, names):
+    """W's passes, tradb's sessions (ARGS extras, named names) and the
+    peers in turn.  Returns {system: [seconds]} or an error text."""
     d = tempfile.mkdtemp(prefix="bench-alternate-")
     ss = []
     try:
@@ -146,7 +145,6 @@ def alternate(a, w, extras):
                                           np.asarray(outs[n]))
                     if not ok:
                         return "%s: %s's %s differs from tradb's (%s)" % (w.name, name, n, err)
-        names = ["tradb" + (" " + e.strip() if e.strip() else "") for e in extras]
         times = {n: [] for n in names + list(peers)}
         # Each timed pass right after --lead untimed ones of its own system:
         # a pass that follows the others' turns finds the memory its
@@ -163,7 +161,7 @@ def alternate(a, w, extras):
                 for _ in range(a.lead):
                     fn()
                 times[n].append(fn())
-        return times, names
+        return times
     finally:
         for s in ss:
             s.close()  # the shell ends at end of input, its local workers with it
@@ -204,40 +202,36 @@ def main(argv):
         os.environ[S_REEXEC] = bench.same_blas_kernels(os.path.abspath(a.tradb))
         os.execv(sys.executable, [sys.executable, os.path.abspath(__file__)] + argv)
     extras = a.session or [""]
+    tn = ["tradb" + (" " + e.strip() if e.strip() else "") for e in extras]
     rows, failed = [], 0
     for wname in names:
-        w = ws[wname]
-        got = alternate(a, w, extras)
-        if isinstance(got, str):
-            print(got)
+        times = alternate(a, ws[wname], extras, tn)
+        if isinstance(times, str):
+            print(times)
             failed = 1
             continue
-        times, tnames = got
         med = {n: statistics.median(xs) for n, xs in times.items()}
         print("%s, %d passes each, alternating (load %s, OpenBLAS kernels %s)" % (
             wname, a.passes, bench.loadavg(), os.environ[S_REEXEC]))
         for n, xs in times.items():
             print("  %-12s median %.3f s  [%s]" % (n, med[n], " ".join("%.3f" % x for x in xs)))
-        for t in tnames:
+        for t in tn:
             for p in a.peers:
                 print("  %s / %s: %.2f (medians), %.2f (median of the pairs)" % (
-                    t, p, med[t] / med[p],
-                    statistics.median([x / y for x, y in zip(times[t], times[p])])))
+                    (t, p) + ratios(times, t, p)))
         fastest = min(a.peers, key=lambda p: med[p])
-        rows.append((wname, [med[t] for t in tnames], [med[p] for p in a.peers], fastest,
-                     [(med[t] / med[fastest], statistics.median(
-                         [x / y for x, y in zip(times[t], times[fastest])])) for t in tnames]))
+        rows.append((wname, [med[t] for t in tn], [med[p] for p in a.peers], fastest,
+                     [ratios(times, t, fastest) for t in tn]))
         sys.stdout.flush()
     if len(names) > 1 or len(a.peers) > 1:
-        tn = ["tradb" + (" " + e.strip() if e.strip() else "") for e in extras]
         print("\n| workload | %s | %s | fastest peer | %s |" % (
             " | ".join("%s s" % t for t in tn), " | ".join("%s s" % p for p in a.peers),
             " | ".join("%s / fastest (pairs)" % t for t in tn)))
         print("|---|" + "---:|" * (len(tn) + len(a.peers)) + "---|" + "---:|" * len(tn))
-        for wname, tm, pm, fastest, ratios in rows:
+        for wname, tm, pm, fastest, rs in rows:
             print("| %s | %s | %s | %s | %s |" % (
                 wname, " | ".join("%.3f" % x for x in tm), " | ".join("%.3f" % x for x in pm),
-                fastest, " | ".join("%.2f (%.2f)" % r for r in ratios)))
+                fastest, " | ".join("%.2f (%.2f)" % r for r in rs)))
         within = sum(1 for r in rows if all(x[0] <= 1.10 for x in r[4]))
         print("\n%d of %d workloads within 1.10x of their fastest peer by the medians "
               "(the ratios before rounding)." % (
