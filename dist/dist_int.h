@@ -51,6 +51,7 @@ struct td_cluster {
   uint64_t next_req;      /* request ids */
   int phase_open;          /* a di_phase is open (one at a time) */
   int lp_failed_said;      /* m-SCT's LP failed once: the notice was given */
+  int topo_said;           /* a graph too large for m-SCT or m-ETF: the notice was given */
   char workdir[4200];     /* where local workers keep data and logs */
   /* Replicas: a chunk a worker reported damaged in the last failed phase
   ** (site index and chunk id, for the retry), and whether some chunks may
@@ -266,8 +267,12 @@ int di_commit(td_cluster *c, const tr_tensor *meta, tc_chunkloc *locs, int64_t n
 
 /* ---- graph.c ------------------------------------------------------------- */
 
-#define DI_SCHED_MAX_TASKS 5000 /* tasks one graph may have (placing takes
-                                   seconds beyond: m-ETF is quadratic) */
+#define DI_SCHED_MAX_TASKS 5000 /* tasks m-SCT and m-ETF place (placing takes
+                                   seconds beyond: m-ETF is quadratic); m-TOPO
+                                   places a larger graph */
+#define DI_SCHED_MAX_GRAPH_TASKS 200000 /* tasks one graph may have */
+#define DI_SCHED_MAX_EDGES 2000000      /* edges one graph may have (24 bytes
+                                           each, copied once a wave) */
 
 /* A plan as chunk tasks and their placement. */
 typedef struct di_sched {
@@ -291,9 +296,9 @@ typedef struct di_sched {
   double lp_seconds;          /* m-SCT's LP time limit (past it: m-ETF) */
 } di_sched;
 
-/* The tasks plan p's graph would have (stored chunks included), at most
-** DI_SCHED_MAX_TASKS + 1. */
-int di_sched_count(const ta_plan *p);
+/* Whether plan p's task graph (stored chunks included) is within
+** DI_SCHED_MAX_GRAPH_TASKS tasks and DI_SCHED_MAX_EDGES edges. */
+int di_sched_sizable(const ta_plan *p);
 /* Build plan p's task graph (pl: where its stored inputs are, site-position
 ** masks) and place it with `which` (not STATEMENT; the LP may take
 ** lp_seconds) on m workers of memory cap[], task times by the weights w;

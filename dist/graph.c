@@ -116,59 +116,88 @@ static int s_edge(di_sched *s, int *cap, int from, int to, double comm) {
   return TR_OK;
 }
 
+/* The box [lo, hi) of operand i's chunks that output chunk okey of node n
+** reads (its tuples'). */
+static void s_box(const ta_plan *p, const ta_node *n, int i, const int64_t *okey, int64_t *lo, int64_t *hi) {
+  const ta_operand *o = &n->in[i];
+  const tr_tensor *it = &p->rels[o->rel].meta;
+  int64_t at[TR_MAX_RANK], ext[TR_MAX_RANK];
+  for (int d = 0; d < o->rank; d++) {
+    int l = o->label[d];
+    int64_t a = l < n->nout ? okey[l] * n->chunk[l] : 0;
+    int64_t b = l < n->nout ? a + n->chunk[l] : n->size[l];
+    at[d] = a;
+    ext[d] = (b < it->shape[d] ? b : it->shape[d]) - a;
+  }
+  tr_chunks_under(it, at, ext, lo, hi);
+}
+
 /* Edges into task j (output chunk lin of node k) from the tasks that made
 ** the chunks it reads: of relations this plan makes (producer[rel] >= 0),
-** or the stored chunks' pinned tasks (from[rel] >= 0: the first). */
+** or the stored chunks' pinned tasks (from[rel] >= 0: the first).  An
+** operand read twice (X * X) reads its chunks once: seen[from] == j + 1
+** marks an edge made. */
 static int s_task_edges(di_sched *s, const ta_plan *p, int k, int64_t lin, const int *producer,
-                        const int *from_rel, const tl_weights *w, int *cap) {
+                        const int *from_rel, const tl_weights *w, int *seen, int *cap) {
   const ta_node *n = &p->nodes[k];
   const tr_tensor *om = &p->rels[n->out].meta;
   int64_t okey[TR_MAX_RANK];
-  int j = s->base[k] + (int)lin, first = s->nedges;
+  int j = s->base[k] + (int)lin;
   tr_key_from_linear(om, lin, okey);
   for (int i = 0; i < n->ninputs; i++) {
     const ta_operand *o = &n->in[i];
     const tr_tensor *it = &p->rels[o->rel].meta;
     int pk = producer[o->rel], first_from = pk >= 0 ? s->base[pk] : from_rel[o->rel];
     if (first_from < 0) continue;
-    int64_t lo[TR_MAX_RANK], hi[TR_MAX_RANK], key[TR_MAX_RANK], at[TR_MAX_RANK], ext[TR_MAX_RANK];
-    /* the box of its chunks the output chunk's tuples read */
-    for (int d = 0; d < o->rank; d++) {
-      int l = o->label[d];
-      int64_t a = l < n->nout ? okey[l] * n->chunk[l] : 0;
-      int64_t b = l < n->nout ? a + n->chunk[l] : n->size[l];
-      at[d] = a;
-      ext[d] = (b < it->shape[d] ? b : it->shape[d]) - a;
-    }
-    tr_chunks_under(it, at, ext, lo, hi);
+    int64_t lo[TR_MAX_RANK], hi[TR_MAX_RANK], key[TR_MAX_RANK];
+    s_box(p, n, i, okey, lo, hi);
     memcpy(key, lo, sizeof key);
     for (;;) {
       int64_t cl = tr_key_linear(it, key);
       tl_cost c;
       memset(&c, 0, sizeof c);
       c.c[TL_C_NET] = (double)s_floats(it, cl);
-      int from = first_from + (int)cl, dup = 0;
-      for (int q = first; q < s->nedges && !dup; q++) dup = s->edges[q].from == from;
-      if (!dup && s_edge(s, cap, from, j, tl_seconds(w, &c))) return TR_ENOMEM;
+      int from = first_from + (int)cl;
+      if (seen[from] != j + 1) {
+        seen[from] = j + 1;
+        if (s_edge(s, cap, from, j, tl_seconds(w, &c))) return TR_ENOMEM;
+      }
       if (!tr_key_next(o->rank, key, lo, hi)) break;
     }
   }
   return TR_OK;
 }
 
-int di_sched_count(const ta_plan *p) {
-  int64_t n = 0;
+int di_sched_sizable(const ta_plan *p) {
+  int64_t tasks = 0, edges = 0;
   int seen[TA_MAX_RELS] = {0};
   for (int k = 0; k < p->nnodes; k++) seen[p->nodes[k].out] = 1;
   for (int k = 0; k < p->nnodes; k++) {
-    n += tr_nchunks(&p->rels[p->nodes[k].out].meta);
+    tasks += tr_nchunks(&p->rels[p->nodes[k].out].meta);
     for (int i = 0; i < p->nodes[k].ninputs; i++) {
       int r = p->nodes[k].in[i].rel;
-      if (!seen[r]) n += tr_nchunks(&p->rels[r].meta);
+      if (!seen[r]) tasks += tr_nchunks(&p->rels[r].meta);
       seen[r] = 1;
     }
   }
-  return n > DI_SCHED_MAX_TASKS ? DI_SCHED_MAX_TASKS + 1 : (int)n;
+  if (tasks > DI_SCHED_MAX_GRAPH_TASKS) return 0;
+  /* each output chunk's edges: the boxes of operand chunks it reads (an
+  ** operand read twice counted twice: at most what s_task_edges makes) */
+  for (int k = 0; k < p->nnodes; k++) {
+    const ta_node *n = &p->nodes[k];
+    const tr_tensor *om = &p->rels[n->out].meta;
+    for (int64_t lin = 0; lin < tr_nchunks(om); lin++) {
+      int64_t okey[TR_MAX_RANK], lo[TR_MAX_RANK], hi[TR_MAX_RANK];
+      tr_key_from_linear(om, lin, okey);
+      for (int i = 0; i < n->ninputs; i++) {
+        int64_t box = 1;
+        s_box(p, n, i, okey, lo, hi);
+        for (int d = 0; d < n->in[i].rank; d++) box *= hi[d] - lo[d];
+        if ((edges += box) > DI_SCHED_MAX_EDGES) return 0;
+      }
+    }
+  }
+  return 1;
 }
 
 /* The pinned tasks of the stored chunks the plan reads: time 0, memory 0,
@@ -202,7 +231,11 @@ static int s_build(di_sched *s, const ta_plan *p, const to_placed *pl, const tl_
   s->tasks = calloc((size_t)s->ntasks + 1, sizeof *s->tasks);
   s->names = calloc((size_t)s->ntasks + 1, sizeof *s->names);
   s->site_of = calloc((size_t)s->ntasks + 1, sizeof *s->site_of);
-  if (!s->tasks || !s->names || !s->site_of) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  int *seen = calloc((size_t)s->ntasks + 1, sizeof *seen);
+  if (!s->tasks || !s->names || !s->site_of || !seen) {
+    free(seen);
+    return tr_seterr(err, TR_ENOMEM, "out of memory");
+  }
   for (int r = 0; r < TA_MAX_RELS; r++)
     for (int64_t lin = 0; from[r] >= 0 && lin < tr_nchunks(&p->rels[r].meta); lin++) {
       int j = from[r] + (int)lin;
@@ -219,9 +252,10 @@ static int s_build(di_sched *s, const ta_plan *p, const to_placed *pl, const tl_
       s_task_cost(p, n, lin, w, &s->tasks[j]);
       snprintf(s->names[j], sizeof s->names[j], "%s#%lld", om->name, (long long)lin);
       s->tasks[j].name = s->names[j];
-      rc = s_task_edges(s, p, k, lin, producer, from, w, &cap);
+      rc = s_task_edges(s, p, k, lin, producer, from, w, seen, &cap);
     }
   }
+  free(seen);
   return rc ? tr_seterr(err, TR_ENOMEM, "out of memory") : TR_OK;
 }
 
@@ -344,6 +378,10 @@ int di_sched_place(di_sched *s, const ta_plan *p, const to_placed *pl, const tl_
   s->m = m;
   for (int k = 0; k < m; k++) s->cap[k] = cap[k] > 0 ? cap[k] : 1;
   int rc = s_build(s, p, pl, w, err);
+  /* m-SCT's LP and m-ETF's list grow with the square of the tasks or
+  ** worse: a larger graph is placed by m-TOPO (linear, but for the heap
+  ** of its list) */
+  if (s->ntasks > DI_SCHED_MAX_TASKS) s->algo = TM_TOPO;
   if (!rc) rc = s_place_all(s, err);
   for (int j = 0; !rc && j < s->ntasks; j++) s->site_of[j] = (int8_t)s->sched->machine[j];
   if (rc) di_sched_free(s);
@@ -419,6 +457,9 @@ void di_sched_text(const di_sched *s, const char *const *eps, tr_text *out, int 
   tr_text_put(out, "  each output chunk runs where its task is placed, and operand chunks go to the workers "
               "whose tasks read them (not the IA plan's moves)\n");
   if (S->solver == TM_SOLVER_FAILED) tr_text_put(out, "  the LP failed (%s): m-ETF placed the tasks\n", S->why);
+  if (s->algo != s_algos[s->which])
+    tr_text_put(out, "  %s places at most %d tasks: %s placed these\n", tm_algo_name(s_algos[s->which]),
+                DI_SCHED_MAX_TASKS, tm_algo_name(s->algo));
   if (s->oversize)
     tr_text_put(out, "  %d task%s need more than the smallest worker's memory: placed as if they fitted\n",
                 s->oversize, s->oversize == 1 ? "" : "s");

@@ -993,16 +993,22 @@ int td_run_schedule(td_run *R, const to_opt *opt, const to_env *env, int which, 
   for (int u = 0; u < R->m && R->over < 0; u++)
     if (R->plan_peak[u] > R->cap[u]) R->over = u;
   if (which == TD_SCHED_STATEMENT || (R->over < 0 && !trace)) return TR_OK;
-  if (di_sched_count(R->p) > DI_SCHED_MAX_TASKS) {
-    td_notice(c, "the plan has more than %d chunks to schedule: it runs as the optimizer placed it",
-              DI_SCHED_MAX_TASKS);
+  if (!di_sched_sizable(R->p)) {
+    td_notice(c, "the plan's task graph has more than %d chunks or %d edges: it runs as the optimizer placed it",
+              DI_SCHED_MAX_GRAPH_TASKS, DI_SCHED_MAX_EDGES);
     return TR_OK;
   }
   int rc = di_sched_place(&R->sched, R->p, R->pl, &env->w, which, lp_seconds, R->m, R->cap, err);
-  /* Said once per session, as the worker's log says a fallback once. */
+  /* Said once per session, as the worker's log says a fallback once;
+  ** EXPLAIN says it for every statement. */
   if (!rc && R->sched.sched->solver == TM_SOLVER_FAILED && !c->lp_failed_said) {
     c->lp_failed_said = 1;
     td_notice(c, "m-SCT: %s; m-ETF placed the tasks", R->sched.sched->why);
+  }
+  if (!rc && R->sched.algo == TM_TOPO && which != TD_SCHED_MTOPO && !c->topo_said) {
+    c->topo_said = 1;
+    td_notice(c, "a plan has more than %d chunk tasks, more than %s places: m-TOPO placed them",
+              DI_SCHED_MAX_TASKS, tm_algo_name(which == TD_SCHED_METF ? TM_ETF : TM_SCT));
   }
   return rc;
 }
@@ -1045,7 +1051,8 @@ int td_run_trace(const td_run *R, char **out, tr_err *err) {
   *out = NULL;
   if (!R->sched.sched)
     return tr_seterr(err, TR_EINVAL, "FORMAT TRACE shows a scheduler's task graph: SET scheduler = msct, metf "
-                     "or mtopo (the plan has at most %d chunks)", DI_SCHED_MAX_TASKS);
+                     "or mtopo (the plan has at most %d chunks and %d edges)", DI_SCHED_MAX_GRAPH_TASKS,
+                     DI_SCHED_MAX_EDGES);
   return di_sched_trace(&R->sched, R->ev, R->nev, out, err);
 }
 

@@ -276,9 +276,11 @@ typedef struct s_run {
   char *placed;     /* [n] 1 once j is placed */
   double *data;     /* [n*m] for a ready j: when all its inputs can be on k */
   int *ready;       /* unplaced tasks whose predecessors are all placed, in
-                       the order they became ready */
+                       the order they became ready; with key set, a binary
+                       heap on it (s_run_fixed) */
   int nready;       /* entries in ready */
   int nplaced;      /* tasks placed so far */
+  const double *key; /* s_run_fixed's order, NULL for the other lists */
 } s_run;
 
 static void s_run_free(s_run *r) {
@@ -290,6 +292,37 @@ static void s_run_free(s_run *r) {
   free(r->data);
   free(r->ready);
   memset(r, 0, sizeof *r);
+}
+
+/* s_run_fixed's order: key, then topological rank (unique, so a total
+** order, the one scanning the ready list for the least key gave). */
+static int s_first(const s_run *r, int a, int b) {
+  return r->key[a] < r->key[b] || (r->key[a] == r->key[b] && r->g->rank[a] < r->g->rank[b]);
+}
+
+static void s_heap_down(s_run *r, int q) {
+  int *h = r->ready, n = r->nready;
+  for (;;) {
+    int c = 2 * q + 1;
+    if (c >= n) return;
+    if (c + 1 < n && s_first(r, h[c + 1], h[c])) c++;
+    if (!s_first(r, h[c], h[q])) return;
+    int x = h[c];
+    h[c] = h[q];
+    h[q] = x;
+    q = c;
+  }
+}
+
+static void s_heap_push(s_run *r, int j) {
+  int *h = r->ready, q = r->nready++;
+  h[q] = j;
+  while (q > 0 && s_first(r, h[q], h[(q - 1) / 2])) {
+    int p = (q - 1) / 2, x = h[p];
+    h[p] = h[q];
+    h[q] = x;
+    q = p;
+  }
 }
 
 /* Task j's predecessors are all placed: when can its inputs be on each machine? */
@@ -307,7 +340,10 @@ static void s_make_ready(s_run *r, int j) {
       if (at > row[k]) row[k] = at;
     }
   }
-  r->ready[r->nready++] = j;
+  if (r->key)
+    s_heap_push(r, j);
+  else
+    r->ready[r->nready++] = j;
 }
 
 static int s_run_init(s_run *r, const s_graph *g, tm_schedule *out, tr_err *err) {
@@ -364,9 +400,11 @@ static void s_place(s_run *r, int j, int k, double t) {
   r->last[k] = j;
   r->room[k] -= pb->tasks[j].mem;
   int q = 0;
-  while (r->ready[q] != j) q++;
-  memmove(r->ready + q, r->ready + q + 1, sizeof *r->ready * (size_t)(r->nready - q - 1));
-  r->nready--;
+  if (!r->key) { /* (s_run_fixed took it off its heap) */
+    while (r->ready[q] != j) q++;
+    memmove(r->ready + q, r->ready + q + 1, sizeof *r->ready * (size_t)(r->nready - q - 1));
+    r->nready--;
+  }
   for (q = g->soff[j]; q < g->soff[j + 1]; q++) {
     int s = pb->edges[g->sout[q]].to;
     if (--r->waiting[s] == 0) s_make_ready(r, s);
@@ -397,15 +435,16 @@ static int s_noroom(const s_run *r, tr_err *err) {
 /* Place every task on the machine given, in order of key (ties: topological
 ** rank), each at its earliest start there.  A task is taken only once its
 ** predecessors are placed, so a key that is not a topological order is
-** still safe.  m-TOPO and the ILP's read-back use it. */
+** still safe.  m-TOPO and the ILP's read-back use it.  The ready tasks are
+** a heap: scanning them for the least key made m-TOPO quadratic, when
+** thousands of independent chunk tasks are ready at once. */
 static void s_run_fixed(s_run *r, const int *mach, const double *key) {
-  const s_graph *g = r->g;
-  while (r->nplaced < g->n) {
-    int best = -1;
-    for (int q = 0; q < r->nready; q++) {
-      int j = r->ready[q];
-      if (best < 0 || key[j] < key[best] || (key[j] == key[best] && g->rank[j] < g->rank[best])) best = j;
-    }
+  r->key = key;
+  for (int q = r->nready / 2 - 1; q >= 0; q--) s_heap_down(r, q);
+  while (r->nplaced < r->g->n) {
+    int best = r->ready[0];
+    r->ready[0] = r->ready[--r->nready];
+    s_heap_down(r, 0);
     s_place(r, best, mach[best], s_est(r, best, mach[best]));
   }
 }

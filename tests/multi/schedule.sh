@@ -111,6 +111,26 @@ check_r lp
 printf 'SET scheduler_lp_seconds = 10;\n' | run lp_back
 ok
 
+# A graph of more than 5000 chunk tasks (A in 8 x 16 chunks: 9216 of
+# them) is more than m-SCT places: m-TOPO places it within the workers'
+# memory, where the plan once ran unscheduled, beyond it.  EXPLAIN and a
+# notice say so; the result is NumPy's.
+printf "LOAD F FROM 'A.npy' CHUNK [8, 16];\nSET scheduler = msct;\nEXPLAIN E[i,j] = exp(F[i,j] * 0.25);\nE[i,j] = exp(F[i,j] * 0.25);\nSAVE E TO 'E.npy';\n" | run wide
+grep -q "^Schedule: m-TOPO, [0-9]* chunk tasks reading 9216 stored chunks" "$work/wide.out" \
+  || fail "no m-TOPO schedule for 9216 chunks: $(grep -A4 '^Schedule' "$work/wide.out")"
+grep -q "^  m-SCT places at most 5000 tasks: m-TOPO placed these" "$work/wide.out" \
+  || fail "EXPLAIN does not say why m-TOPO placed them: $(grep -A4 '^Schedule' "$work/wide.out")"
+awk '/^  worker / && / predicted peak memory / {
+       split($0, a, "predicted peak memory "); split(a[2], b, " of "); if (b[1] + 0 > b[2] + 0) bad = 1 }
+     END { exit bad }' "$work/wide.out" || fail "a worker's predicted peak is above its memory"
+[ "$(grep -c 'more than m-SCT places: m-TOPO placed them' "$work/wide.err")" -eq 1 ] \
+  || fail "not one notice of m-TOPO in the session: $(cat "$work/wide.err")"
+$PY - <<'EOF2' || fail "exp(A / 4) differs from NumPy's"
+import numpy as np
+assert np.allclose(np.load("E.npy"), np.exp(np.load("A.npy") * 0.25), rtol=1e-5, atol=1e-6)
+EOF2
+ok
+
 # A tensor four times the memory of the two workers together (2 MiB
 # each, 16 MiB of A): filled, multiplied, reduced and saved right; the
 # graph is placed in waves, each within the workers' memory.

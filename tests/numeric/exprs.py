@@ -29,11 +29,14 @@ the outputs of earlier ones (of its block too) as well as the tensors, and
 at times replacing a tensor there is (a LOADed one or an output, the one
 it reads included) with one of another shape and type.
 
-Every statement is valid, so any error fails the seed.  A statement that
+Every statement is valid, so any error fails the seed (a warning is
+printed, not counted).  A statement that
 reads an f64 tensor computes in f64 and must match to f64 precision.  What
 it found: a product's factor summed on its own first made an f32
-temporary inside an f64 statement (results off in the 7th digit), and a
-scalar of numbers alone had no runnable plan.
+temporary inside an f64 statement (results off in the 7th digit), a
+scalar of numbers alone had no runnable plan, and a plan of more than
+5000 chunk tasks over workers of a few MiB ran unscheduled, beyond their
+memory (seed 4032 with EXPRS_MEMORY=1: m-TOPO now places such a graph).
 
 Usage: exprs.py TRADB WORKDIR [FIRST [LAST] [STATEMENTS]]   seeds FIRST..LAST
 (default 1..6, 40 statements each: what make check runs).  EXPRS_SIZES
@@ -435,7 +438,10 @@ def run(tradb, work, seed, nstmts):
             w.wait()
     with open("out.txt", "w") as f:
         f.write(p.stdout + p.stderr)
-    bad = ["tradb: " + line for line in p.stderr.splitlines()]
+    # a warning (a plan placed by another scheduler than the one set, a
+    # graph too large to place) is said, not wrong: every result is checked
+    notes = ["tradb: " + line for line in p.stderr.splitlines() if ": warning: " in line]
+    bad = ["tradb: " + line for line in p.stderr.splitlines() if ": warning: " not in line]
     for name, stmt, ref, f64, file, peak in s.cases:
         if not os.path.exists(file):
             bad.append("no result: " + stmt)
@@ -457,6 +463,8 @@ def run(tradb, work, seed, nstmts):
         seed, len(s.cases), s.workers, "TCP" if seed % 3 == 0 else "local", len(bad)))
     for line in bad:
         print("  " + line)
+    for line in notes:
+        print("  (%s)" % line)
     return not bad
 
 

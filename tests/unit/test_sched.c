@@ -525,6 +525,36 @@ Test(sched, topo_fills_machines_in_turn) {
   tm_schedule_destroy(&s);
 }
 
+/* m-TOPO on a graph of tens of thousands of chunk tasks, as a statement
+** over a finely chunked tensor makes (dist/graph.c gives m-TOPO every
+** graph over 5000 tasks): sources 0..h-1, then task h + i reading source
+** i.  The topological order is the index order, so machine k takes the
+** k-th quarter of it, and each machine runs its tasks in that order: a
+** source i at i mod q, and its reader, on another machine, half a time
+** unit of transfer after the source ends. */
+Test(sched, topo_places_a_wide_graph_in_order) {
+  enum { H = 20000, N = 2 * H, M = 4, Q = N / M };
+  tm_task *t = calloc(N, sizeof *t);
+  tm_edge *e = calloc(H, sizeof *e);
+  int64_t cap[M];
+  cr_assert(t && e);
+  for (int j = 0; j < N; j++) t[j] = (tm_task){1, 1, NULL, 0};
+  for (int i = 0; i < H; i++) e[i] = (tm_edge){i, H + i, 0.5};
+  for (int k = 0; k < M; k++) cap[k] = N;
+  tm_problem pb = {N, t, H, e, M, cap};
+  tm_schedule *s = g_must(&pb, TM_TOPO);
+  for (int j = 0; j < N; j++) {
+    cr_assert_eq(s->machine[j], j / Q, "task %d on machine %d", j, s->machine[j]);
+    double want = j < H ? j % Q : (j - H) % Q + 1.5;
+    cr_assert_float_eq(s->start[j], want, 1e-9, "task %d starts at %g, not %g", j, s->start[j], want);
+  }
+  cr_assert_float_eq(s->makespan, Q + 1.5, 1e-9);
+  for (int k = 0; k < M; k++) cr_assert_eq(s->peak_mem[k], Q);
+  tm_schedule_destroy(&s);
+  free(t);
+  free(e);
+}
+
 Test(sched, empty_graph) {
   static g_case c;
   g_same(&c, 0, 2, 0, 0, 10);
