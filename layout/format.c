@@ -365,6 +365,7 @@ void li_fctx_free(li_fctx *c) {
     free(c->combo[v].pout);
     free(c->combo[v].out);
     free(c->combo[v].cost);
+    free(c->combo[v].floor);
   }
   free(c->cand);
   free(c->combo);
@@ -382,7 +383,8 @@ static int s_combos_build(li_fctx *c, int v) {
   cb->pout = malloc(sizeof *cb->pout * (size_t)(cb->n * (e->nin ? e->nin : 1)));
   cb->out = malloc(sizeof *cb->out * (size_t)cb->n);
   cb->cost = malloc(sizeof *cb->cost * (size_t)cb->n);
-  if (!cb->pout || !cb->out || !cb->cost) return tr_seterr(c->err, TR_ENOMEM, "out of memory");
+  cb->floor = calloc((size_t)cb->n + 1, 1);
+  if (!cb->pout || !cb->out || !cb->cost || !cb->floor) return tr_seterr(c->err, TR_ENOMEM, "out of memory");
   for (int i = 0; i < cb->n; i++) {
     int64_t ch[TR_MAX_RANK];
     for (int j = 0; j < e->nin; j++) {
@@ -394,9 +396,24 @@ static int s_combos_build(li_fctx *c, int v) {
     li_out_chunk(e, cb->ext[i], ch);
     if ((cb->out[i] = s_cand_index(&c->cand[v], e->nout, ch)) < 0)
       return tr_seterr(c->err, TR_ENOMEM, "out of memory");
-    cb->cost[i] = li_vcost(c->pb, v, cb->ext[i]);
+    double f = c->pb->vertex_floor ? c->pb->vertex_floor(c->pb->ctx, v, cb->ext[i]) : NAN;
+    cb->floor[i] = !isnan(f);
+    cb->cost[i] = cb->floor[i] ? f : li_vcost(c->pb, v, cb->ext[i]);
   }
   return TR_OK;
+}
+
+int li_settle(li_fctx *c, const int *cpick) {
+  int n = 0;
+  for (int v = 0; v < c->g->n; v++) {
+    li_combos *cb = &c->combo[v];
+    int i = cpick[v];
+    if (!c->g->v[v].e.nin || i < 0 || !cb->floor[i]) continue;
+    cb->cost[i] = li_vcost(c->pb, v, cb->ext[i]);
+    cb->floor[i] = 0;
+    n++;
+  }
+  return n;
 }
 
 int li_fctx_init(li_fctx *c, const tl_fproblem *pb, tr_err *err) {

@@ -276,6 +276,12 @@ typedef struct tl_fproblem {
   ** to `to` (never called with equal shapes: identity costs nothing). */
   double (*vertex_cost)(void *ctx, int v, const int64_t *ext);
   double (*edge_cost)(void *ctx, int u, const int64_t *from, const int64_t *to);
+  /* Optional: a lower bound on vertex_cost, for a chunking whose cost is
+  ** dear to compute (a walk of millions of join tuples), else NAN.  The
+  ** search takes the bound and computes the cost only when its choice
+  ** holds that chunking, then searches again: the same choice as with
+  ** every cost computed, as a bound can only flatter what it stands for. */
+  double (*vertex_floor)(void *ctx, int v, const int64_t *ext);
   void *ctx;
 } tl_fproblem;
 

@@ -26,6 +26,8 @@ typedef struct li_combos {
                                     producer it reads */
   int *out;                      /* its output candidate */
   double *cost;                  /* the vertex's seconds under it */
+  char *floor;                   /* 1: cost is vertex_floor's bound, not
+                                    yet computed (li_settle) */
 } li_combos;
 
 typedef struct li_fctx {
@@ -53,6 +55,10 @@ double li_ecost(const tl_fproblem *pb, int u, const int64_t *from, const int64_t
 void li_operand_chunk(const tl_einsum *e, int j, const int64_t *ext, int64_t *ch);
 void li_out_chunk(const tl_einsum *e, const int64_t *ext, int64_t *ch);
 void li_shape(const tl_graph *g, int v, int64_t *shape);
+
+/* Compute the cost of every chunking cpick holds that is still a
+** bound; the number computed (0: cpick's costs are all exact). */
+int li_settle(li_fctx *c, const int *cpick);
 
 /* Seconds of u's tensor transformed from candidate a to candidate b. */
 double li_tr(li_fctx *c, int u, int a, int b);

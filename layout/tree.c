@@ -141,21 +141,27 @@ int tl_formats(const tl_fproblem *pb, tl_fmode mode, tl_fplan **out, tr_err *err
   }
   plan->n = g->n;
   plan->dag = mode == TL_FMODE_DAG || mode == TL_FMODE_PATHS || (mode == TL_FMODE_AUTO && !tree);
-  if (!plan->dag) {
-    rc = s_tree_dp(&c, pick, cpick);
-  } else if (mode == TL_FMODE_PATHS) {
-    plan->linearised = 1;
-    rc = li_paths_dp(&c, pick, cpick);
-  } else {
-    int too_big = 0;
-    rc = li_frontier_dp(&c, pick, cpick, &plan->max_class, &too_big);
-    if (rc && too_big && mode == TL_FMODE_AUTO) {
-      tr_clearerr(err);
+  /* Searched again whenever the choice holds a chunking costed by its
+  ** bound alone, that chunking now costed: each round computes one more
+  ** cost, and the last chose on exact costs only. */
+  do {
+    for (int v = 0; v < g->n; v++) pick[v] = cpick[v] = -1;
+    if (!plan->dag) {
+      rc = s_tree_dp(&c, pick, cpick);
+    } else if (mode == TL_FMODE_PATHS || plan->linearised) {
       plan->linearised = 1;
-      for (int v = 0; v < g->n; v++) pick[v] = cpick[v] = -1;
       rc = li_paths_dp(&c, pick, cpick);
+    } else {
+      int too_big = 0;
+      rc = li_frontier_dp(&c, pick, cpick, &plan->max_class, &too_big);
+      if (rc && too_big && mode == TL_FMODE_AUTO) {
+        tr_clearerr(err);
+        plan->linearised = 1;
+        for (int v = 0; v < g->n; v++) pick[v] = cpick[v] = -1;
+        rc = li_paths_dp(&c, pick, cpick);
+      }
     }
-  }
+  } while (!rc && li_settle(&c, cpick));
   if (rc) goto done;
   for (int v = 0; v < g->n; v++) {
     if (!g->v[v].e.nin) continue;

@@ -129,6 +129,9 @@ static void s_layout_text(tr_text *b, const to_opt *o) {
                 l->why[0] ? l->why : "no plan", l->declared_s);
   else if (isnan(l->declared_s))
     tr_text_put(b, "predicted %.3g s; the declared chunking cannot run%s\n", l->auto_s, cut);
+  else if (l->declared_floor)
+    tr_text_put(b, "predicted %.3g s, the declared chunking over %.3g s (its join tuples alone, not "
+                   "searched): the chosen chunking runs%s\n", l->auto_s, l->declared_s, cut);
   else
     tr_text_put(b, "predicted %.3g s, the declared chunking %.3g s: the %s runs%s\n", l->auto_s,
                 l->declared_s, l->used ? "chosen chunking" : "declared chunking",
@@ -231,7 +234,8 @@ char *to_opt_json(const ta_plan *p, const to_opt *o, const char *tra) {
     tr_text_put(&b, "\"");
   }
   if (o->layout.ran && !isnan(o->layout.declared_s))
-    tr_text_put(&b, ", \"declared_s\": %.6g", o->layout.declared_s);
+    tr_text_put(&b, ", \"%s\": %.6g", o->layout.declared_floor ? "declared_over_s" : "declared_s",
+                o->layout.declared_s);
   tr_text_put(&b, "}, \"predicted_transfer_floats\": %lld, \"chosen\": {\"name\": \"", (long long)o->total);
   tr_text_json(&b, o->alt[o->chosen].name);
   tr_text_put(&b, "\", \"predicted_s\": %.6g, \"predicted_transfer_floats\": %lld, \"replication_floats\": %lld, \"nodes\": [",

@@ -638,6 +638,33 @@ static int s_moves_at(const ta_plan *p, int k, const to_choice *c, const int8_t 
   return rc;
 }
 
+/* Each join tuple is a kernel call counted on the site it runs on
+** (s_tuple), and the busiest site's phase is at least its calls' time, so
+** the node takes at least the calls of the m-th of its tuples, and its
+** one round trip.  A Gram product's blocks below the diagonal may be
+** copies of their mirrors' (s_tuples): half its tuples then. */
+double oi_moves_floor(const ta_node *n, const int64_t *chunk, const int64_t *const *in_chunk,
+                      const to_env *env, double *walk) {
+  double tuples = 1, steps = 1;
+  int li, lj;
+  for (int l = 0; l < n->nlabels; l++) tuples *= (double)((n->size[l] + chunk[l] - 1) / chunk[l]);
+  for (int i = 0; i < n->ninputs; i++) {
+    const ta_operand *o = &n->in[i];
+    double box = 1; /* the operand chunks a tuple's box covers, at most */
+    for (int d = 0; d < o->rank && in_chunk && in_chunk[i]; d++) {
+      int l = o->label[d];
+      double along = (double)((n->size[l] + in_chunk[i][d] - 1) / in_chunk[i][d]);
+      double per = (double)(chunk[l] / in_chunk[i][d]) + 1;
+      box *= per < along ? per : along;
+    }
+    steps += box;
+  }
+  *walk = tuples * steps;
+  if (ta_gram_labels(n, &li, &lj)) tuples /= 2;
+  double m = env->m > 0 ? env->m : 1;
+  return env->w.w[TL_C_TASKS] * ceil(tuples / m) + env->w.w[TL_C_PHASES];
+}
+
 /* Placements of a drive's tuples tried at most: every combination of
 ** holders when there are this few (a drive of 4 chunks with 2 replicas
 ** each has 16), none beyond.  Moving one chunk's tuples at a time would

@@ -166,6 +166,9 @@ typedef struct to_layout_info {
                            the declared one) */
   double auto_s;        /* predicted seconds in the chosen chunking */
   double declared_s;    /* predicted seconds in the declared chunking */
+  int declared_floor;   /* 1: declared_s is a bound (its join tuples' calls
+                           alone), its plans not walked: more than the
+                           chosen chunking's by the margin */
   double search_s;      /* the format search's own estimate */
   int candidates;       /* chunkings it considered */
   int dag;              /* 1: DAG search (frontier or paths) */

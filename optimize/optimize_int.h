@@ -106,6 +106,21 @@ int oi_optimize_plan(const ta_plan *p, const to_env *env, to_placed *pl, const c
                      const char *only, to_opt *o, tr_err *err);
 int oi_placed_copy(to_placed *d, const to_placed *s);
 
+/* ---- moves.c ------------------------------------------------------------- */
+
+/* Steps of to_moves_compute's walk of node n with its labels in chunks
+** chunk[] beyond which oi_moves_floor's bound stands in for the walk: the
+** walk takes some 0.1 us a step, and the layout search walks each
+** chunking once for each of the node's plans. */
+#define OI_WALK_MAX 65536.0
+
+/* A lower bound on to_moves_compute's seconds for node n with its labels
+** in chunks chunk[], whatever the choice, and (*walk) the steps its walk
+** takes: its join tuples and, in each, the operand chunks it reads
+** (in_chunk[i]: operand i's chunk shape, NULL: chunk[]'s). */
+double oi_moves_floor(const ta_node *n, const int64_t *chunk, const int64_t *const *in_chunk,
+                      const to_env *env, double *walk);
+
 /* ---- layout.c ------------------------------------------------------------ */
 
 /* Choose the chunking of every node of p (see optimize.h) into p; *info
