@@ -277,7 +277,9 @@ int di_commit(td_cluster *c, const tr_tensor *meta, tc_chunkloc *locs, int64_t n
 /* A plan as chunk tasks and their placement. */
 typedef struct di_sched {
   int which;                  /* TD_SCHED_* */
-  tm_algo algo;               /* the sched/ algorithm */
+  tm_algo asked;              /* the sched/ algorithm `which` names */
+  tm_algo algo;               /* the one that places: asked, or m-TOPO for a
+                                 graph larger than asked places */
   int ntasks;                 /* tasks: [0, nsrc) the stored chunks the plan reads
                                  (pinned, time 0), then node k's output chunk
                                  lin is task base[k] + lin */

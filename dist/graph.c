@@ -374,7 +374,7 @@ int di_sched_place(di_sched *s, const ta_plan *p, const to_placed *pl, const tl_
   memset(s, 0, sizeof *s);
   s->which = which;
   s->lp_seconds = lp_seconds;
-  s->algo = s_algos[which];
+  s->algo = s->asked = s_algos[which];
   s->m = m;
   for (int k = 0; k < m; k++) s->cap[k] = cap[k] > 0 ? cap[k] : 1;
   int rc = s_build(s, p, pl, w, err);
@@ -457,8 +457,8 @@ void di_sched_text(const di_sched *s, const char *const *eps, tr_text *out, int 
   tr_text_put(out, "  each output chunk runs where its task is placed, and operand chunks go to the workers "
               "whose tasks read them (not the IA plan's moves)\n");
   if (S->solver == TM_SOLVER_FAILED) tr_text_put(out, "  the LP failed (%s): m-ETF placed the tasks\n", S->why);
-  if (s->algo != s_algos[s->which])
-    tr_text_put(out, "  %s places at most %d tasks: %s placed these\n", tm_algo_name(s_algos[s->which]),
+  if (s->algo != s->asked)
+    tr_text_put(out, "  %s places at most %d tasks: %s placed these\n", tm_algo_name(s->asked),
                 DI_SCHED_MAX_TASKS, tm_algo_name(s->algo));
   if (s->oversize)
     tr_text_put(out, "  %d task%s need more than the smallest worker's memory: placed as if they fitted\n",

@@ -1005,10 +1005,10 @@ int td_run_schedule(td_run *R, const to_opt *opt, const to_env *env, int which, 
     c->lp_failed_said = 1;
     td_notice(c, "m-SCT: %s; m-ETF placed the tasks", R->sched.sched->why);
   }
-  if (!rc && R->sched.algo == TM_TOPO && which != TD_SCHED_MTOPO && !c->topo_said) {
+  if (!rc && R->sched.algo != R->sched.asked && !c->topo_said) {
     c->topo_said = 1;
-    td_notice(c, "a plan has more than %d chunk tasks, more than %s places: m-TOPO placed them",
-              DI_SCHED_MAX_TASKS, tm_algo_name(which == TD_SCHED_METF ? TM_ETF : TM_SCT));
+    td_notice(c, "a plan has more than %d chunk tasks, more than %s places: %s placed them", DI_SCHED_MAX_TASKS,
+              tm_algo_name(R->sched.asked), tm_algo_name(R->sched.algo));
   }
   return rc;
 }
