@@ -133,7 +133,33 @@ void tx_task_encode(const tx_task *t, tn_wbuf *b) {
   for (int64_t i = 0; i < t->nout; i++) tn_put_str(b, t->out_to[i]);
 }
 
+/* Inputs i before j: by operand, then chunk number. */
+static int s_input_cmp(const void *a, const void *b, void *ctx) {
+  const tx_task *t = ctx;
+  int64_t i = *(const int64_t *)a, j = *(const int64_t *)b;
+  if (t->in_op[i] != t->in_op[j]) return t->in_op[i] < t->in_op[j] ? -1 : 1;
+  return (t->in_lin[i] > t->in_lin[j]) - (t->in_lin[i] < t->in_lin[j]);
+}
+
+int64_t tx_task_input(const tx_task *t, int operand, int64_t lin) {
+  int64_t lo = 0, hi = t->in_by ? t->nin : 0;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2, i = t->in_by[mid];
+    if (t->in_op[i] < operand || (t->in_op[i] == operand && t->in_lin[i] < lin))
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo < (t->in_by ? t->nin : 0)) {
+    int64_t i = t->in_by[lo];
+    if (t->in_op[i] == operand && t->in_lin[i] == lin) return i;
+  }
+  return -1;
+}
+
 void tx_task_free(tx_task *t) {
+  free(t->in_by);
+  t->in_by = NULL;
   free(t->in_op);
   free(t->in_lin);
   free(t->in_id);
@@ -226,7 +252,8 @@ static int s_decode(tn_rbuf *rb, tx_task *t, tr_err *err) {
     t->in_lin = calloc(nin + 1, sizeof *t->in_lin);
     t->in_id = calloc(nin + 1, sizeof *t->in_id);
     t->in_wait = calloc(nin + 1, sizeof *t->in_wait);
-    if (!t->in_op || !t->in_lin || !t->in_id || !t->in_wait) {
+    t->in_by = calloc(nin + 1, sizeof *t->in_by);
+    if (!t->in_op || !t->in_lin || !t->in_id || !t->in_wait || !t->in_by) {
       tx_task_free(t);
       return tr_seterr(err, TR_ENOMEM, "out of memory");
     }
@@ -239,7 +266,9 @@ static int s_decode(tn_rbuf *rb, tx_task *t, tr_err *err) {
       if (op >= ni) goto bad;
       t->in_op[i] = (int)op;
       if (t->in_lin[i] < 0 || t->in_lin[i] >= tr_nchunks(&t->in_meta[op])) goto bad;
+      t->in_by[i] = i;
     }
+    qsort_r(t->in_by, nin, sizeof *t->in_by, s_input_cmp, t);
   }
   uint32_t no = tn_get_count(&r, 16);
   t->nout = no;

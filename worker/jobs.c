@@ -72,19 +72,16 @@ static int s_task_read(void *ctx, int operand, int64_t lin, size_t bytes, tr_blo
                        tr_err *err) {
   s_taskio *io = ctx;
   const tx_task *t = io->t;
-  for (int64_t i = 0; i < t->nin; i++)
-    if (t->in_op[i] == operand && t->in_lin[i] == lin)
-      return t->in_wait && t->in_wait[i] ? s_wait_get(io->w, io->job, t->in_id[i], bytes, out, err)
-                                         : wi_job_get(io->job, t->in_id[i], bytes, out, err);
+  int64_t i = tx_task_input(t, operand, lin);
+  if (i >= 0)
+    return t->in_wait && t->in_wait[i] ? s_wait_get(io->w, io->job, t->in_id[i], bytes, out, err)
+                                       : wi_job_get(io->job, t->in_id[i], bytes, out, err);
   return tr_seterr(err, TR_ENOTFOUND, "chunk %lld of operand %d (%s) is not on this worker",
                    (long long)lin, operand, t->in_meta[operand].name);
 }
 
 static int s_task_has(void *ctx, int operand, int64_t lin) {
-  const tx_task *t = ((s_taskio *)ctx)->t;
-  for (int64_t i = 0; i < t->nin; i++)
-    if (t->in_op[i] == operand && t->in_lin[i] == lin) return 1;
-  return 0;
+  return tx_task_input(((s_taskio *)ctx)->t, operand, lin) >= 0;
 }
 
 /* Store output chunk i of the task's list as the task says, and queue its

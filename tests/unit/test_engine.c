@@ -1206,10 +1206,33 @@ Test(exec, gram_blocks_below_the_diagonal_are_their_mirrors_transposed) {
   task.in_meta[0] = task.in_meta[1] = t.x;
   snprintf(task.in_meta[1].name, sizeof task.in_meta[1].name, "Y");
   task.out_meta = t.g;
+  /* its input chunks listed out of order (both operands', last chunk
+  ** first): a worker finds each one listed, and none that is not */
+  int64_t nx = tr_nchunks(&t.x), ins_lin[16];
+  int ins_op[16];
+  uint64_t ins_id[16];
+  cr_assert_leq(2 * nx, 16);
+  for (int64_t q = 0; q < 2 * nx; q++) {
+    ins_op[q] = (int)(q % 2);
+    ins_lin[q] = nx - 1 - q / 2;
+    ins_id[q] = 100 + (uint64_t)q;
+  }
+  task.nin = 2 * nx;
+  task.in_op = ins_op;
+  task.in_lin = ins_lin;
+  task.in_id = ins_id;
   tx_task_encode(&task, &b);
   cr_assert_eq(tx_task_decode(b.p, b.n, &got, &err), TR_OK, "%s", err.msg);
   int li, lj;
   cr_assert(!ta_gram_labels(&got.node, &li, &lj));
+  for (int64_t q = 0; q < 2 * nx; q++) {
+    int64_t i = tx_task_input(&got, ins_op[q], ins_lin[q]);
+    cr_assert(i >= 0 && got.in_id[i] == ins_id[q], "operand %d chunk %lld: input %lld", ins_op[q],
+              (long long)ins_lin[q], (long long)i);
+  }
+  cr_assert_eq(tx_task_input(&got, 0, nx), -1);
+  cr_assert_eq(tx_task_input(&got, 1, -1), -1);
+  cr_assert_eq(tx_task_input(&got, 2, 0), -1);
   tx_task_free(&got);
   tn_wbuf_free(&b);
 }
