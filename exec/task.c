@@ -142,19 +142,16 @@ static int s_input_cmp(const void *a, const void *b, void *ctx) {
 }
 
 int64_t tx_task_input(const tx_task *t, int operand, int64_t lin) {
-  int64_t lo = 0, hi = t->in_by ? t->nin : 0;
-  while (lo < hi) {
+  int64_t n = t->in_by ? t->nin : 0, lo = 0, hi = n;
+  while (lo < hi) { /* the first input not before (operand, lin) */
     int64_t mid = lo + (hi - lo) / 2, i = t->in_by[mid];
     if (t->in_op[i] < operand || (t->in_op[i] == operand && t->in_lin[i] < lin))
       lo = mid + 1;
     else
       hi = mid;
   }
-  if (lo < (t->in_by ? t->nin : 0)) {
-    int64_t i = t->in_by[lo];
-    if (t->in_op[i] == operand && t->in_lin[i] == lin) return i;
-  }
-  return -1;
+  int64_t i = lo < n ? t->in_by[lo] : -1;
+  return i >= 0 && t->in_op[i] == operand && t->in_lin[i] == lin ? i : -1;
 }
 
 void tx_task_free(tx_task *t) {
