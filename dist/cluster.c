@@ -24,8 +24,9 @@
 #define S_REJOIN_GRACE_S 0.03  /* a ping waits this long for workers believed down */
 
 #define S_IDLE_PING_S 1.0      /* te_maintain pings at most this often */
-#define S_REAP_S 120.0         /* a stopping local worker is killed after this long:
-                                  enough to write what it holds in memory only */
+#define S_REAP_S 120.0         /* a stopping local worker is killed after this long
+                                  (it has written what it held in memory only
+                                  before it is told to stop: td_cluster_close) */
 
 static int s_site_reopen(td_cluster *c, td_site *st, tr_err *err);
 static int s_inventory(td_cluster *c, int only, tr_err *err);
@@ -264,9 +265,9 @@ static td_site *s_site_new(td_cluster *c, const char *ep, tr_err *err) {
 /* Wait for local worker pid, told to stop: it stops within a poll
 ** interval once it has written to disk the chunks it held in memory only
 ** (SET synchronous = normal), but is not waited for forever. */
-static void s_reap(pid_t pid) {
+static void s_reap(td_cluster *c, pid_t pid) {
   int st;
-  double end = tr_now() + S_REAP_S;
+  double end = tr_now() + c->reap_s;
   while (waitpid(pid, &st, WNOHANG) == 0) {
     if (tr_now() > end) {
       kill(pid, SIGKILL);
@@ -285,7 +286,7 @@ static void s_site_drop(td_cluster *c, int k) {
   if (st->mon) zmq_close(st->mon);
   if (st->pid > 0) {
     kill(st->pid, SIGTERM);
-    s_reap(st->pid);
+    s_reap(c, st->pid);
   }
   memmove(st, st + 1, sizeof *st * (size_t)(c->nsites - k - 1));
   c->nsites--;
@@ -591,6 +592,10 @@ int td_cluster_open(tc_db *db, const td_config *cfg, const tr_cancel *interrupt,
   c->forgot_s = forgot_s ? atof(forgot_s) : DI_FORGOT_S;
   /* TRADB_TEST_REPAIR_BYTES: another DI_REPAIR_BYTES (tests: a repair of
   ** small chunks that takes many rounds) */
+  /* TRADB_TEST_REAP_S: another S_REAP_S (tests: a worker killed at once
+  ** when it has not stopped) */
+  const char *reap_s = getenv("TRADB_TEST_REAP_S");
+  c->reap_s = reap_s ? atof(reap_s) : S_REAP_S;
   const char *repair_bytes = getenv("TRADB_TEST_REPAIR_BYTES");
   c->repair_bytes = repair_bytes && atoll(repair_bytes) > 0 ? (uint64_t)atoll(repair_bytes) : DI_REPAIR_BYTES;
   int rc = s_open(c, cfg, err);
@@ -605,13 +610,22 @@ void td_cluster_close(td_cluster **pc) {
   *pc = NULL;
   /* before the workers stop: they would write what they hold in memory */
   di_flush(c, 1);
+  /* Local workers are stopped below, and one still writing when it is
+  ** killed (S_REAP_S) loses what it held in memory only, every replica of
+  ** a chunk when they all were: so they write and sync it first, while
+  ** they answer, however long that takes (250,000 chunks made by a FILL
+  ** took two workers 170 s, and the one killed at 120 s lost 81,612 of
+  ** its copies).  The shell does it before (te_write_held), where it
+  ** says why it failed; this one finds nothing left then. */
+  tr_err err;
+  if (c->nsites) td_sync_local(c, &err);
   for (int s = 0; s < c->nsites; s++) {
     if (c->sites[s].sock) zmq_close(c->sites[s].sock);
     if (c->sites[s].mon) zmq_close(c->sites[s].mon);
     if (c->sites[s].pid > 0) kill(c->sites[s].pid, SIGTERM);
   }
   for (int s = 0; s < c->nsites; s++)
-    if (c->sites[s].pid > 0) s_reap(c->sites[s].pid);
+    if (c->sites[s].pid > 0) s_reap(c, c->sites[s].pid);
   free(c->sites);
   c->sites = NULL;
   c->nsites = 0;

@@ -76,6 +76,12 @@ uint64_t td_losses(const td_cluster *c, uint64_t *faults);
 ** syncs them: after it, losing workers costs no committed data while one
 ** holding each chunk comes back. */
 int td_sync_held(td_cluster *c, tr_err *err);
+/* The live local workers write and sync all they hold in memory only,
+** waited for however long that takes while they answer, until the
+** interrupt is set: a local worker is killed when it has not stopped
+** S_REAP_S after it is told to, and what it held in memory only is lost
+** with it.  td_cluster_close does it first. */
+int td_sync_local(td_cluster *c, tr_err *err);
 
 /* ---- Settings ----------------------------------------------------------- */
 

@@ -78,6 +78,7 @@ struct td_cluster {
   int64_t nforgot, capforgot;
   uint64_t forgot_bytes;
   double forgot_s;         /* DI_FORGOT_S, or a test's */
+  double reap_s;           /* S_REAP_S, or a test's */
   uint64_t repair_bytes;   /* copied per round of repair (di_repair):
                               DI_REPAIR_BYTES, or a test's */
   /* Workers lost while the coordinator waited on them (di_site_lost), and
@@ -115,6 +116,8 @@ typedef struct di_phase {
                      live worker that goes silent fails it, not only those
                      with requests (a peer's death would otherwise surface
                      only as a survivor's timeout naming the survivor) */
+  int patient;    /* no limit on the wait while the workers answer (a
+                     shell closing waits for its local workers' writes) */
   /* Called in the wait with each reply as it arrives (its out's taken
   ** set), so that the shell works on it while the others are on their
   ** way; an error ends the wait with it. */
@@ -173,6 +176,7 @@ void di_forget_later(td_cluster *c, uint64_t *ids, int64_t n, uint64_t old_bytes
 void di_flush(td_cluster *c, int force);
 /* SYNC every chunk of locs on the sites holding it. */
 int di_sync(td_cluster *c, const tc_chunkloc *locs, int64_t n, tr_err *err);
+
 /* Send the SEND batches (entries {u64 id, str peer} per source site),
 ** the peers to keep the chunks as keep says (a tc_keep), and wait for all
 ** of them; frees the batches. */

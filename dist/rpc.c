@@ -262,7 +262,7 @@ static int s_wait_loop(di_phase *ph, int tolerant, tr_err *err) {
     s_progress(ph);
     double now = tr_now();
     if (tr_cancelled(c->interrupt)) return tr_seterr(err, TR_EINTR, "interrupted");
-    if (now - start > S_CALL_TIMEOUT_S) {
+    if (!ph->patient && now - start > S_CALL_TIMEOUT_S) {
       int i = 0;
       while (ph->out[i].done) i++; /* pending > 0: one is not done */
       return tr_seterr(err, TR_EIO, "workers did not answer within %.0f s (%d requests, first %s to %s)",
@@ -410,17 +410,19 @@ void di_drop_each(td_cluster *c, int only, const uint64_t *ids, int64_t n, uint6
 
 /* SYNC every chunk of locs on the sites holding it; with all, every live
 ** site also writes and syncs whatever it holds in memory only (SYNC's
-** `all` byte). */
-static int s_sync_sites(td_cluster *c, const tc_chunkloc *locs, int64_t n, int all, tr_err *err) {
+** `all` byte); with local, only the local workers, waited for as long as
+** they answer. */
+static int s_sync_sites(td_cluster *c, const tc_chunkloc *locs, int64_t n, int all, int local, tr_err *err) {
   di_phase ph;
   di_phase_init(&ph, c);
+  ph.patient = local;
   int rc = TR_OK;
   for (int s = 0; s < c->nsites && !rc; s++) {
     tn_wbuf b = {0};
     uint32_t k = 0;
     for (int64_t i = 0; i < n; i++)
       for (int j = 0; j < locs[i].nsites; j++) k += locs[i].site[j] == c->sites[s].id;
-    if (!k && !(all && c->sites[s].up)) continue;
+    if ((!k && !(all && c->sites[s].up)) || (local && c->sites[s].pid <= 0)) continue;
     tn_put_u32(&b, k);
     for (int64_t i = 0; i < n; i++)
       for (int j = 0; j < locs[i].nsites; j++)
@@ -435,10 +437,12 @@ static int s_sync_sites(td_cluster *c, const tc_chunkloc *locs, int64_t n, int a
 }
 
 int di_sync(td_cluster *c, const tc_chunkloc *locs, int64_t n, tr_err *err) {
-  return s_sync_sites(c, locs, n, 0, err);
+  return s_sync_sites(c, locs, n, 0, 0, err);
 }
 
-int td_sync_held(td_cluster *c, tr_err *err) { return s_sync_sites(c, NULL, 0, 1, err); }
+int td_sync_local(td_cluster *c, tr_err *err) { return s_sync_sites(c, NULL, 0, 1, 1, err); }
+
+int td_sync_held(td_cluster *c, tr_err *err) { return s_sync_sites(c, NULL, 0, 1, 0, err); }
 
 /* The SEND batches (entries {u64 id, str peer} per source site) as
 ** requests of phase ph (di_add_sends), or of a phase of their own that is

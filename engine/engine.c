@@ -162,6 +162,10 @@ void te_sync(te_engine *e) {
   if (e && e->cluster) td_sync(e->cluster);
 }
 
+int te_write_held(te_engine *e, tr_err *err) {
+  return e && e->cluster ? td_sync_local(e->cluster, err) : TR_OK;
+}
+
 static void s_block_clear(te_engine *e) {
   for (int i = 0; i < e->nblock; i++) tp_stmt_free(&e->block[i]);
   e->nblock = e->npend = 0;

@@ -107,6 +107,10 @@ int te_maintain(te_engine *e, double budget_s, tr_err *err);
 ** within DI_FORGOT_S while statements run; the shell calls this before it
 ** waits for input, so that an idle session owes nothing. */
 void te_sync(te_engine *e);
+/* Before a session ends: the local workers write and sync what they hold
+** in memory only, however long that takes (they are stopped after, and
+** one killed while it writes loses it); te_interrupt ends the wait. */
+int te_write_held(te_engine *e, tr_err *err);
 
 /*
 ** Length of the first complete statement in text (through its ';',

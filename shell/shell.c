@@ -524,6 +524,14 @@ void ts_close(ts_shell **sh) {
   ** SI_CLOSE_REPAIR_S; Ctrl-C leaves the rest to the next session. */
   tr_err err;
   if ((*sh)->eng) te_maintain((*sh)->eng, SI_CLOSE_REPAIR_S, &err);
+  /* What the local workers hold in memory only is written before they
+  ** stop (the engine's close would wait without Ctrl-C) */
+  if ((*sh)->eng && te_write_held((*sh)->eng, &err)) {
+    si_source none = {NULL, NULL, 0};
+    char why[sizeof err.msg + 80];
+    snprintf(why, sizeof why, "the local workers did not write all they hold in memory only: %s", err.msg);
+    si_warn(&none, 0, why);
+  }
   atomic_store(&s_sigint_engine, NULL); /* before it goes away */
   te_close(&(*sh)->eng);
   free((*sh)->histfile);

@@ -7,7 +7,11 @@
 #   it), and workers told to stop write it to their files first, so
 #   restarting them loses nothing either;
 # - full: the output is in both workers' files, so even killing both at
-#   once loses nothing.
+#   once loses nothing;
+# - a shell closing has its local workers write what they hold in memory
+#   before it stops them, however long that takes: one still writing when
+#   the shell kills it (TRADB_TEST_REAP_S: at once) would lose its copies,
+#   both replicas of a chunk when both were.
 TEST=synchronous; source "$TOP_SRCDIR/tests/multi/lib.sh"
 for n in 0 1; do start_worker $n --threads 1; done
 W="${ep[0]},${ep[1]}"
@@ -44,5 +48,18 @@ run <<<'SET synchronous = FULL; D[i,j] = A[i,j] * 4;' || fail "D failed"
 stop_worker 0; stop_worker 1
 start_worker 0 --threads 1; start_worker 1 --threads 1
 [ "$(sum_of D)" = "262144" ] || fail "D lost or wrong after both workers were killed: $(sum_of D)"
+ok
+
+# normal, local workers: 4096 chunks in both workers' memory when the
+# shell closes, and a shell that kills a worker not stopped at once.
+ldb=$work/local
+TRADB_TEST_REAP_S=0 "$TRADB" --local-workers 2 "$ldb" \
+  <<<'CREATE TENSOR D[64, 64] CHUNK [1, 1]; FILL D ONES;' || fail "D failed"
+out=$("$TRADB" --local-workers 2 "$ldb" <<<'tD[] = SUM(D[i,j]); PRINT tD; SHOW TENSORS;' 2>&1) \
+  || fail "D unreadable after its shell closed: $out"
+echo "$out" | grep -Fxq '4096' || fail "D lost or wrong after its shell closed: $out"
+echo "$out" | awk '$1 == "D" && $NF != 0 { bad = 1 } END { exit bad }' \
+  || fail "D under-replicated after its shell closed: $out"
+grep -h "lists here are missing" "$ldb"/workers/w*.log && fail "a local worker lost chunks it held in memory"
 ok
 finish
