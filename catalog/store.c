@@ -327,8 +327,8 @@ static int s_sync(tc_store *s, const uint64_t *ids, int64_t n, int gone, tr_err 
   char path[CI_PATH];
   int rc = TR_OK, e;
   if (!s || n < 0 || (!ids && n > 0)) return tr_seterr(err, TR_EINVAL, "tc_store_sync: bad argument");
+  rc = ci_write_dirty(s, ids, n, err); /* the chunks still only in memory */
   for (int64_t i = 0; i < n && rc == TR_OK; i++) {
-    rc = ci_write_now(s, ids[i], err); /* a chunk still only in memory */
     ci_chunk_path(s, ids[i], path);
     pthread_rwlock_rdlock(&s->lock);
     const ci_entry *en = ci_find(s, ids[i]);

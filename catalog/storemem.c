@@ -33,6 +33,7 @@
 #include "catalog/chunkfile.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,24 +199,19 @@ void ci_mem_drop(tc_store *s, ci_entry *e) {
   pthread_mutex_unlock(&s->pool->mu);
 }
 
-/* Write bytes b of chunk id, put as version seq, to its file, and record
-** the file if that version is still indexed and not in its file yet
-** (else the new file is recycled: the chunk was dropped or written by
-** another meanwhile).  claimed: the caller set e->writing, cleared here. */
-static int s_write(tc_store *s, uint64_t id, uint64_t seq, tr_blob *b, tr_dtype dt, uint64_t sum,
-                   int claimed, tr_err *err) {
-  char tmp[CI_PATH], path[CI_PATH];
-  size_t n = tr_blob_size(b);
-  ci_tmp_path(s, id, tmp);
-  int rc = ci_write_tmp(s, tmp, dt, b, sum, err), kept = 0;
-  /* on the disk before it takes its final name: what the writer has
-  ** written survives a machine crash once the directory is synced too */
-  if (!rc && (rc = cf_sync(tmp, err))) unlink(tmp);
+/* Give chunk id's durable temporary file tmp (n payload bytes) its final
+** name if version seq is still indexed and not in its file yet (else the
+** file is recycled: the chunk was dropped or written by another
+** meanwhile).  claimed: the caller set e->writing, cleared here. */
+static int s_take_name(tc_store *s, uint64_t id, uint64_t seq, const char *tmp, size_t n, int claimed,
+                       tr_err *err) {
+  char path[CI_PATH];
+  int rc = TR_OK, kept = 0;
   pthread_rwlock_wrlock(&s->lock);
   ci_entry *e = ci_find(s, id);
   int mine = e && e->seq == seq;
   if (mine && claimed) e->writing = 0;
-  if (!rc && mine && !e->file) {
+  if (mine && !e->file) {
     ci_chunk_path(s, id, path);
     if (rename(tmp, path) != 0) {
       rc = tr_seterr(err, TR_EIO, "cannot rename chunk file '%s': %s", tmp, strerror(errno));
@@ -231,19 +227,69 @@ static int s_write(tc_store *s, uint64_t id, uint64_t seq, tr_blob *b, tr_dtype 
   return rc;
 }
 
-int ci_write_now(tc_store *s, uint64_t id, tr_err *err) {
-  pthread_rwlock_rdlock(&s->lock);
-  ci_entry *e = ci_find(s, id);
-  if (!e || !CI_DIRTY(e)) {
-    pthread_rwlock_unlock(&s->lock);
-    return TR_OK;
+/* Write bytes b of chunk id, put as version seq, to its file (s_take_name
+** says when it keeps it). */
+static int s_write(tc_store *s, uint64_t id, uint64_t seq, tr_blob *b, tr_dtype dt, uint64_t sum,
+                   int claimed, tr_err *err) {
+  char tmp[CI_PATH];
+  ci_tmp_path(s, id, tmp);
+  int rc = ci_write_tmp(s, tmp, dt, b, sum, err);
+  /* on the disk before it takes its final name: what the writer has
+  ** written survives a machine crash once the directory is synced too */
+  if (!rc && (rc = cf_sync(tmp, err))) unlink(tmp);
+  if (rc) {
+    if (claimed) { /* let it be written again */
+      pthread_rwlock_wrlock(&s->lock);
+      ci_entry *e = ci_find(s, id);
+      if (e && e->seq == seq) e->writing = 0;
+      pthread_rwlock_unlock(&s->lock);
+    }
+    return rc;
   }
-  uint64_t seq = e->seq, sum = e->sum;
-  tr_dtype dt = e->dtype;
-  tr_blob *b = tr_blob_ref(e->mem);
-  pthread_rwlock_unlock(&s->lock);
-  int rc = s_write(s, id, seq, b, dt, sum, 0, err);
-  tr_blob_unref(&b);
+  return s_take_name(s, id, seq, tmp, tr_blob_size(b), claimed, err);
+}
+
+/* Chunks ci_write_dirty writes between two syncs of the file system. */
+#define S_WRITE_BATCH 1024
+
+int ci_write_dirty(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err) {
+  typedef struct {
+    uint64_t id, seq, sum;
+    tr_dtype dt;
+    tr_blob *b;
+    int written;
+    char tmp[CI_PATH];
+  } item;
+  item *v = malloc(sizeof *v * S_WRITE_BATCH);
+  int dfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = TR_OK;
+  if (!v) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
+  else if (dfd < 0) rc = tr_seterr(err, TR_EIO, "cannot open '%s': %s", s->dir, strerror(errno));
+  for (int64_t at = 0; !rc && at < n; at += S_WRITE_BATCH) {
+    int k = 0;
+    pthread_rwlock_rdlock(&s->lock);
+    for (int64_t i = at; i < n && i < at + S_WRITE_BATCH; i++) {
+      ci_entry *e = ci_find(s, ids[i]);
+      if (e && CI_DIRTY(e))
+        v[k++] = (item){.id = ids[i], .seq = e->seq, .sum = e->sum, .dt = e->dtype, .b = tr_blob_ref(e->mem)};
+    }
+    pthread_rwlock_unlock(&s->lock);
+    for (int j = 0; j < k && !rc; j++) {
+      ci_tmp_path(s, v[j].id, v[j].tmp);
+      rc = ci_write_tmp(s, v[j].tmp, v[j].dt, v[j].b, v[j].sum, err);
+      v[j].written = !rc;
+    }
+    /* on the disk, all of them, before any takes its final name */
+    if (!rc && syncfs(dfd) != 0) rc = tr_seterr(err, TR_EIO, "cannot sync '%s': %s", s->dir, strerror(errno));
+    for (int j = 0; j < k; j++) {
+      if (v[j].written && !rc)
+        rc = s_take_name(s, v[j].id, v[j].seq, v[j].tmp, tr_blob_size(v[j].b), 0, err);
+      else if (v[j].written)
+        unlink(v[j].tmp);
+      tr_blob_unref(&v[j].b);
+    }
+  }
+  if (dfd >= 0) close(dfd);
+  free(v);
   return rc;
 }
 
@@ -403,9 +449,14 @@ void ci_writer_stop(tc_store *s) {
   s->writing = 0;
   /* What is held in memory only reaches its file before the store closes
   ** (a worker stopping, as when its shell went away). */
-  for (size_t i = 0; i < s->cap; i++) {
-    tr_err err;
-    if (s->tab[i].id && CI_DIRTY(&s->tab[i])) ci_write_now(s, s->tab[i].id, &err);
-  }
+  tr_err err;
+  size_t n = 0;
+  for (size_t i = 0; i < s->cap; i++) n += s->tab[i].id && CI_DIRTY(&s->tab[i]);
+  uint64_t *ids = malloc((n + 1) * sizeof *ids);
+  n = 0;
+  for (size_t i = 0; ids && i < s->cap; i++)
+    if (s->tab[i].id && CI_DIRTY(&s->tab[i])) ids[n++] = s->tab[i].id;
+  if (ids) ci_write_dirty(s, ids, (int64_t)n, &err);
+  free(ids);
   s_sync_dir(s);
 }
