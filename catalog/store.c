@@ -355,14 +355,8 @@ int tc_store_sync(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err) {
 
 int tc_store_sync_unwritten(tc_store *s, tr_err *err) {
   if (!s) return tr_seterr(err, TR_EINVAL, "tc_store_sync_unwritten: bad argument");
-  pthread_rwlock_rdlock(&s->lock);
-  int64_t n = 0;
-  for (size_t i = 0; i < s->cap; i++) n += s->tab[i].id && CI_DIRTY(&s->tab[i]);
-  uint64_t *ids = malloc(((size_t)n + 1) * sizeof *ids);
-  n = 0;
-  for (size_t i = 0; ids && i < s->cap; i++)
-    if (s->tab[i].id && CI_DIRTY(&s->tab[i])) ids[n++] = s->tab[i].id;
-  pthread_rwlock_unlock(&s->lock);
+  int64_t n;
+  uint64_t *ids = ci_dirty_ids(s, &n);
   /* one dropped meanwhile is not lost data: it is skipped */
   int rc = ids ? s_sync(s, ids, n, 1, err) : tr_seterr(err, TR_ENOMEM, "out of memory");
   free(ids);

@@ -273,24 +273,43 @@ int ci_write_dirty(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err) {
         v[k++] = (item){.id = ids[i], .seq = e->seq, .sum = e->sum, .dt = e->dtype, .b = tr_blob_ref(e->mem)};
     }
     pthread_rwlock_unlock(&s->lock);
-    for (int j = 0; j < k && !rc; j++) {
+    /* one that cannot be written is the error; the others are written
+    ** all the same (a store closing keeps what it can) */
+    for (int j = 0; j < k; j++) {
+      tr_err e1;
       ci_tmp_path(s, v[j].id, v[j].tmp);
-      rc = ci_write_tmp(s, v[j].tmp, v[j].dt, v[j].b, v[j].sum, err);
-      v[j].written = !rc;
+      v[j].written = ci_write_tmp(s, v[j].tmp, v[j].dt, v[j].b, v[j].sum, &e1) == TR_OK;
+      if (!v[j].written && !rc) rc = (*err = e1).code;
     }
     /* on the disk, all of them, before any takes its final name */
-    if (!rc && syncfs(dfd) != 0) rc = tr_seterr(err, TR_EIO, "cannot sync '%s': %s", s->dir, strerror(errno));
+    int synced = syncfs(dfd) == 0;
+    if (!synced && !rc) rc = tr_seterr(err, TR_EIO, "cannot sync '%s': %s", s->dir, strerror(errno));
     for (int j = 0; j < k; j++) {
-      if (v[j].written && !rc)
-        rc = s_take_name(s, v[j].id, v[j].seq, v[j].tmp, tr_blob_size(v[j].b), 0, err);
-      else if (v[j].written)
+      tr_err e1;
+      if (v[j].written && !synced)
         unlink(v[j].tmp);
+      else if (v[j].written && s_take_name(s, v[j].id, v[j].seq, v[j].tmp, tr_blob_size(v[j].b), 0, &e1) && !rc)
+        rc = (*err = e1).code;
       tr_blob_unref(&v[j].b);
     }
+    if (!synced) break;
   }
   if (dfd >= 0) close(dfd);
   free(v);
   return rc;
+}
+
+uint64_t *ci_dirty_ids(tc_store *s, int64_t *n) {
+  pthread_rwlock_rdlock(&s->lock);
+  int64_t k = 0;
+  for (size_t i = 0; i < s->cap; i++) k += s->tab[i].id && CI_DIRTY(&s->tab[i]);
+  uint64_t *ids = malloc(((size_t)k + 1) * sizeof *ids);
+  k = 0;
+  for (size_t i = 0; ids && i < s->cap; i++)
+    if (s->tab[i].id && CI_DIRTY(&s->tab[i])) ids[k++] = s->tab[i].id;
+  pthread_rwlock_unlock(&s->lock);
+  *n = k;
+  return ids;
 }
 
 /* Sync the store's directory if a chunk took its final name since the
@@ -450,13 +469,9 @@ void ci_writer_stop(tc_store *s) {
   /* What is held in memory only reaches its file before the store closes
   ** (a worker stopping, as when its shell went away). */
   tr_err err;
-  size_t n = 0;
-  for (size_t i = 0; i < s->cap; i++) n += s->tab[i].id && CI_DIRTY(&s->tab[i]);
-  uint64_t *ids = malloc((n + 1) * sizeof *ids);
-  n = 0;
-  for (size_t i = 0; ids && i < s->cap; i++)
-    if (s->tab[i].id && CI_DIRTY(&s->tab[i])) ids[n++] = s->tab[i].id;
-  if (ids) ci_write_dirty(s, ids, (int64_t)n, &err);
+  int64_t n;
+  uint64_t *ids = ci_dirty_ids(s, &n);
+  if (ids) ci_write_dirty(s, ids, n, &err);
   free(ids);
   s_sync_dir(s);
 }
