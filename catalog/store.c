@@ -327,8 +327,12 @@ static int s_sync(tc_store *s, const uint64_t *ids, int64_t n, int gone, tr_err 
   char path[CI_PATH];
   int rc = TR_OK, e;
   if (!s || n < 0 || (!ids && n > 0)) return tr_seterr(err, TR_EINVAL, "tc_store_sync: bad argument");
-  rc = ci_write_dirty(s, ids, n, err); /* the chunks still only in memory */
+  /* the chunks still only in memory, made durable as they are written;
+  ** the others' files are synced one by one (a put into its file is not) */
+  uint8_t *durable = calloc((size_t)n + 1, 1);
+  rc = durable ? ci_write_dirty(s, ids, n, durable, err) : tr_seterr(err, TR_ENOMEM, "out of memory");
   for (int64_t i = 0; i < n && rc == TR_OK; i++) {
+    if (durable[i]) continue;
     ci_chunk_path(s, ids[i], path);
     pthread_rwlock_rdlock(&s->lock);
     const ci_entry *en = ci_find(s, ids[i]);
@@ -343,6 +347,7 @@ static int s_sync(tc_store *s, const uint64_t *ids, int64_t n, int gone, tr_err 
     }
     pthread_rwlock_unlock(&s->lock);
   }
+  free(durable);
   /* The renames into final names are durable once the directory is. */
   if (rc == TR_OK && (e = ci_fsync_dir(s->dir)) != 0)
     rc = tr_seterr(err, TR_EIO, "cannot sync '%s': %s", s->dir, strerror(e));

@@ -147,8 +147,9 @@ void ci_writer_put(tc_store *s);
 ** held): a batch's files written, then one syncfs() makes them all
 ** durable before they take their names, where a sync of each made two
 ** workers take 170 s for the 250,000 chunks of 4 bytes a FILL left them
-** (a shell closing waits for that). */
-int ci_write_dirty(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err);
+** (a shell closing waits for that).  durable (may be NULL): [n], set to
+** 1 for each chunk written so. */
+int ci_write_dirty(tc_store *s, const uint64_t *ids, int64_t n, uint8_t *durable, tr_err *err);
 /* The ids of the chunks held in memory only, *n of them (caller frees;
 ** NULL when out of memory). */
 uint64_t *ci_dirty_ids(tc_store *s, int64_t *n);

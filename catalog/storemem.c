@@ -202,7 +202,8 @@ void ci_mem_drop(tc_store *s, ci_entry *e) {
 /* Give chunk id's durable temporary file tmp (n payload bytes) its final
 ** name if version seq is still indexed and not in its file yet (else the
 ** file is recycled: the chunk was dropped or written by another
-** meanwhile).  claimed: the caller set e->writing, cleared here. */
+** meanwhile); tmp NULL: its write failed, nothing to name.  claimed: the
+** caller set e->writing, cleared here. */
 static int s_take_name(tc_store *s, uint64_t id, uint64_t seq, const char *tmp, size_t n, int claimed,
                        tr_err *err) {
   char path[CI_PATH];
@@ -211,7 +212,7 @@ static int s_take_name(tc_store *s, uint64_t id, uint64_t seq, const char *tmp, 
   ci_entry *e = ci_find(s, id);
   int mine = e && e->seq == seq;
   if (mine && claimed) e->writing = 0;
-  if (mine && !e->file) {
+  if (tmp && mine && !e->file) {
     ci_chunk_path(s, id, path);
     if (rename(tmp, path) != 0) {
       rc = tr_seterr(err, TR_EIO, "cannot rename chunk file '%s': %s", tmp, strerror(errno));
@@ -223,7 +224,7 @@ static int s_take_name(tc_store *s, uint64_t id, uint64_t seq, const char *tmp, 
     }
   }
   pthread_rwlock_unlock(&s->lock);
-  if (!rc && !kept && !ci_recycle(s, tmp, (int64_t)n + CF_HEADER_SIZE)) unlink(tmp);
+  if (tmp && !rc && !kept && !ci_recycle(s, tmp, (int64_t)n + CF_HEADER_SIZE)) unlink(tmp);
   return rc;
 }
 
@@ -237,13 +238,9 @@ static int s_write(tc_store *s, uint64_t id, uint64_t seq, tr_blob *b, tr_dtype 
   /* on the disk before it takes its final name: what the writer has
   ** written survives a machine crash once the directory is synced too */
   if (!rc && (rc = cf_sync(tmp, err))) unlink(tmp);
-  if (rc) {
-    if (claimed) { /* let it be written again */
-      pthread_rwlock_wrlock(&s->lock);
-      ci_entry *e = ci_find(s, id);
-      if (e && e->seq == seq) e->writing = 0;
-      pthread_rwlock_unlock(&s->lock);
-    }
+  if (rc) { /* claimed: it may be written again */
+    tr_err ignore;
+    s_take_name(s, id, seq, NULL, 0, claimed, &ignore);
     return rc;
   }
   return s_take_name(s, id, seq, tmp, tr_blob_size(b), claimed, err);
@@ -252,8 +249,9 @@ static int s_write(tc_store *s, uint64_t id, uint64_t seq, tr_blob *b, tr_dtype 
 /* Chunks ci_write_dirty writes between two syncs of the file system. */
 #define S_WRITE_BATCH 1024
 
-int ci_write_dirty(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err) {
+int ci_write_dirty(tc_store *s, const uint64_t *ids, int64_t n, uint8_t *durable, tr_err *err) {
   typedef struct {
+    int64_t at;
     uint64_t id, seq, sum;
     tr_dtype dt;
     tr_blob *b;
@@ -270,7 +268,8 @@ int ci_write_dirty(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err) {
     for (int64_t i = at; i < n && i < at + S_WRITE_BATCH; i++) {
       ci_entry *e = ci_find(s, ids[i]);
       if (e && CI_DIRTY(e))
-        v[k++] = (item){.id = ids[i], .seq = e->seq, .sum = e->sum, .dt = e->dtype, .b = tr_blob_ref(e->mem)};
+        v[k++] = (item){.at = i, .id = ids[i], .seq = e->seq, .sum = e->sum, .dt = e->dtype,
+                        .b = tr_blob_ref(e->mem)};
     }
     pthread_rwlock_unlock(&s->lock);
     /* one that cannot be written is the error; the others are written
@@ -290,6 +289,8 @@ int ci_write_dirty(tc_store *s, const uint64_t *ids, int64_t n, tr_err *err) {
         unlink(v[j].tmp);
       else if (v[j].written && s_take_name(s, v[j].id, v[j].seq, v[j].tmp, tr_blob_size(v[j].b), 0, &e1) && !rc)
         rc = (*err = e1).code;
+      else if (v[j].written && durable)
+        durable[v[j].at] = 1;
       tr_blob_unref(&v[j].b);
     }
     if (!synced) break;
@@ -471,7 +472,7 @@ void ci_writer_stop(tc_store *s) {
   tr_err err;
   int64_t n;
   uint64_t *ids = ci_dirty_ids(s, &n);
-  if (ids) ci_write_dirty(s, ids, n, &err);
+  if (ids) ci_write_dirty(s, ids, n, NULL, &err);
   free(ids);
   s_sync_dir(s);
 }

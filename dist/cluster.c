@@ -590,12 +590,12 @@ int td_cluster_open(tc_db *db, const td_config *cfg, const tr_cancel *interrupt,
   ** statement, a large one only when the shell waits or closes) */
   const char *forgot_s = getenv("TRADB_TEST_FORGOT_S");
   c->forgot_s = forgot_s ? atof(forgot_s) : DI_FORGOT_S;
-  /* TRADB_TEST_REPAIR_BYTES: another DI_REPAIR_BYTES (tests: a repair of
-  ** small chunks that takes many rounds) */
   /* TRADB_TEST_REAP_S: another S_REAP_S (tests: a worker killed at once
   ** when it has not stopped) */
   const char *reap_s = getenv("TRADB_TEST_REAP_S");
   c->reap_s = reap_s ? atof(reap_s) : S_REAP_S;
+  /* TRADB_TEST_REPAIR_BYTES: another DI_REPAIR_BYTES (tests: a repair of
+  ** small chunks that takes many rounds) */
   const char *repair_bytes = getenv("TRADB_TEST_REPAIR_BYTES");
   c->repair_bytes = repair_bytes && atoll(repair_bytes) > 0 ? (uint64_t)atoll(repair_bytes) : DI_REPAIR_BYTES;
   int rc = s_open(c, cfg, err);
