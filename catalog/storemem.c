@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,29 +160,53 @@ static ci_entry *s_clean_lru(tc_store *s) {
   return victim;
 }
 
-/* One such copy of another store in p let go (mu held): 1, or 0 if none
-** could be (none held, or the stores busy). */
+/* One such copy of another store in p let go (mu held): 1; 0 if none is
+** held; -1 if none was let go but a store holding its lock might have
+** one (its writer or a reader, for a moment). */
 static int s_reclaim(tc_mem_pool *p, tc_store *s) {
+  int busy = 0;
   for (int i = 0; i < p->n; i++) {
     tc_store *o = p->stores[i];
-    if (o == s || pthread_rwlock_trywrlock(&o->lock) != 0) continue;
+    if (o == s) continue;
+    if (pthread_rwlock_trywrlock(&o->lock) != 0) {
+      busy = 1;
+      continue;
+    }
     ci_entry *victim = s_clean_lru(o);
     if (victim) s_drop(o, victim);
     pthread_rwlock_unlock(&o->lock);
     if (victim) return 1;
   }
-  return 0;
+  return busy ? -1 : 0;
 }
+
+/* How long a put waits for busy stores to make room before its chunk goes
+** to its file: a store's lock is held for a look at its table, so this is
+** many looks even with their holder descheduled for a slice or two, and a
+** file written and synced needlessly costs as much. */
+#define S_RECLAIM_WAIT_S 0.02
 
 int ci_mem_admit(tc_store *s, uint64_t n) {
   tc_mem_pool *p = s->pool;
+  double give_up = 0;
   pthread_mutex_lock(&p->mu);
   while (p->used + (int64_t)n > p->max) {
     ci_entry *victim = s_clean_lru(s);
-    if (victim)
+    if (victim) {
       s_drop(s, victim);
-    else if (!s_reclaim(p, s))
-      break;
+      continue;
+    }
+    int got = s_reclaim(p, s);
+    if (got > 0) continue;
+    if (got == 0) break;
+    /* never wait on another store's lock (see the lock order above): let
+    ** the pool go so its holder can finish, and look again */
+    double now = tr_now();
+    if (give_up == 0) give_up = now + S_RECLAIM_WAIT_S;
+    if (now >= give_up) break;
+    pthread_mutex_unlock(&p->mu);
+    sched_yield();
+    pthread_mutex_lock(&p->mu);
   }
   int ok = p->used + (int64_t)n <= p->max;
   if (ok) {

@@ -8,11 +8,16 @@
 #include "config.h"
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "catalog/catalog.h"
+#include "catalog/store_int.h"
+#include <time.h>
 #include "tests/unit/fixture.h"
 
 static char s_dir[300];
@@ -244,6 +249,21 @@ static int64_t s_held(tc_store *s) {
   return held;
 }
 
+/* Two new stores, *a in the test's directory and *b in dir2 (320 bytes),
+** sharing the new pool *p of budget bytes; neither writes in the
+** background until synced. */
+static void s_pool_of_two(int64_t budget, tc_mem_pool **p, tc_store **a, tc_store **b, char *dir2) {
+  tr_err err;
+  snprintf(dir2, 320, "%s2", s_dir);
+  cr_assert_not_null(*p = tc_mem_pool_new(budget));
+  *a = tf_store(s_dir);
+  *b = tf_store(dir2);
+  cr_assert_eq(tc_store_share_memory(*a, *p, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(tc_store_share_memory(*b, *p, &err), TR_OK, "%s", err.msg);
+  tc_store_set_writeback(*a, -1);
+  tc_store_set_writeback(*b, -1);
+}
+
 /* Stores sharing a pool (a worker's databases) keep their chunks in
 ** memory within its one budget, not one budget each: a put to one store
 ** makes room from the other's copies that are also in files once its own
@@ -251,16 +271,10 @@ static int64_t s_held(tc_store *s) {
 ** still does not fit goes to its file at once.  Each store's chunks read
 ** back, and the pool outlives its stores. */
 Test(storemem, stores_sharing_a_pool_keep_to_its_one_budget) {
-  tr_err err;
   char dir2[320];
-  snprintf(dir2, sizeof dir2, "%s2", s_dir);
-  tc_mem_pool *p = tc_mem_pool_new(1000);
-  cr_assert_not_null(p);
-  tc_store *a = tf_store(s_dir), *b = tf_store(dir2);
-  cr_assert_eq(tc_store_share_memory(a, p, &err), TR_OK, "%s", err.msg);
-  cr_assert_eq(tc_store_share_memory(b, p, &err), TR_OK, "%s", err.msg);
-  tc_store_set_writeback(a, -1);
-  tc_store_set_writeback(b, -1);
+  tc_mem_pool *p;
+  tc_store *a, *b;
+  s_pool_of_two(1000, &p, &a, &b, dir2);
   int64_t budget;
   tc_store_budgets(b, &budget, NULL);
   cr_assert_eq(budget, 1000, "a store in a pool has the pool's budget");
@@ -292,4 +306,53 @@ Test(storemem, stores_sharing_a_pool_keep_to_its_one_budget) {
   for (uint64_t id = 1; id <= 6; id++) s_expect(id == 3 || id == 4 ? b : a, id, 100, (unsigned)id);
   tc_store_close(&a);
   tc_store_close(&b);
+}
+
+/* Holds another store's lock to read, 0.3 ms at a time with short gaps,
+** until told to stop: a store busy the way its writer makes it, which
+** takes its lock for a look at its table on every put. */
+static atomic_int s_stop, s_holding;
+static void *s_reader(void *arg) {
+  tc_store *o = arg;
+  struct timespec hold = {0, 300000}, gap = {0, 100000};
+  while (!atomic_load(&s_stop)) {
+    pthread_rwlock_rdlock(&o->lock);
+    atomic_store(&s_holding, 1);
+    nanosleep(&hold, NULL);
+    pthread_rwlock_unlock(&o->lock);
+    nanosleep(&gap, NULL);
+  }
+  return NULL;
+}
+
+/* A put that makes room from another store in the pool gets it while
+** that store is busy being read: the other's copies also in files are
+** let go, and the new chunk is held in memory, not sent to its file
+** because its lock was held at the moment it looked.  (This was how the
+** pool test above failed now and then.) */
+Test(storemem, room_is_made_from_a_store_being_read) {
+  char dir2[320];
+  tc_mem_pool *p;
+  tc_store *a, *b;
+  s_pool_of_two(4000, &p, &a, &b, dir2);
+  for (uint64_t id = 1; id <= 10; id++) s_put(a, id, 100, (unsigned)id, TC_KEEP_FILE);
+  cr_assert_eq(s_held(a), 4000);
+  pthread_t t;
+  atomic_store(&s_stop, 0);
+  atomic_store(&s_holding, 0);
+  cr_assert_eq(pthread_create(&t, NULL, s_reader, a), 0);
+  while (!atomic_load(&s_holding)) sched_yield();
+  for (uint64_t id = 11; id <= 20; id++) {
+    s_put(b, id, 100, (unsigned)id, TC_KEEP_BACKGROUND);
+    cr_assert_eq(s_unwritten(b), (int64_t)(id - 10) * 400, "chunk %llu went to its file",
+                 (unsigned long long)id);
+  }
+  atomic_store(&s_stop, 1);
+  pthread_join(t, NULL);
+  cr_assert_eq(s_held(a), 0);
+  cr_assert_eq(s_held(b), 4000);
+  for (uint64_t id = 1; id <= 20; id++) s_expect(id > 10 ? b : a, id, 100, (unsigned)id);
+  tc_store_close(&a);
+  tc_store_close(&b);
+  tc_mem_pool_free(&p);
 }
