@@ -35,9 +35,13 @@
 ** each an elementwise function of its own operands keeps the gemm kernel
 ** (ta_gemm_ok): SUM((X[n,d] - q[d]) * M[d,e]) computes X - q tile by tile
 ** in the product's task and never stores it.
+**
+** Inside a block, a product may first be rewritten to read the block's
+** earlier outputs through the products that made them (inline.c).
 */
 #include "config.h"
 #include "compile/compile.h"
+#include "compile/compile_int.h"
 #include "layout/layout.h"
 
 #include <math.h>
@@ -84,13 +88,6 @@ static int s_label_id(const s_binder *b, const char *name) {
   return -1;
 }
 
-static void s_ref_text(const tp_expr *r, char *buf, size_t n) {
-  size_t o = (size_t)snprintf(buf, n, "%s[", r->name);
-  for (int i = 0; i < r->nlabels && o < n; i++)
-    o += (size_t)snprintf(buf + o, n - o, "%s%s", i ? "," : "", r->labels[i]);
-  if (o < n) snprintf(buf + o, n - o, "]");
-}
-
 /* Find or add the stored relation for tensor `name`. */
 static int s_stored_rel(s_binder *b, const char *name, int *rel) {
   ta_plan *p = b->plan;
@@ -133,7 +130,7 @@ static int s_bind(s_binder *b, const tp_expr *e) {
                              e->name, t->rank, e->nlabels, e->nlabels == 1 ? "" : "s"));
     for (int d = 0; d < e->nlabels; d++) {
       char where[TP_NAME_MAX * 2];
-      s_ref_text(e, where, sizeof where);
+      ta_ref_text(e, where, sizeof where);
       int id = s_label_id(b, e->labels[d]);
       if (id < 0) {
         if (b->nlab >= S_MAX_LABELS)
@@ -981,10 +978,10 @@ static int s_implicit_sum(s_binder *b, const tp_expr *rhs) {
 
 /* A factor as EXPLAIN shows it in an order. */
 static void s_factor_text(const s_binder *b, const tp_expr *e, char *buf, size_t n) {
-  if (e->kind == TP_EXPR_REF) s_ref_text(e, buf, n);
+  if (e->kind == TP_EXPR_REF) ta_ref_text(e, buf, n);
   else if (e->kind == TP_EXPR_FN && e->a && e->a->kind == TP_EXPR_REF) {
     char r[TP_NAME_MAX * 2];
-    s_ref_text(e->a, r, sizeof r);
+    ta_ref_text(e->a, r, sizeof r);
     snprintf(buf, n, "%s(%s)", tk_opcode_name(e->op), r);
   } else {
     size_t o = (size_t)snprintf(buf, n, "(expr over ");
@@ -1140,8 +1137,8 @@ static void s_fuse_transform(ta_plan *p) {
   p->nrels--; /* the top's output relation was the last one added */
 }
 
-int ta_compile(tc_db *db, const tr_tensor *pend, int npend, const tp_stmt *s, unsigned flags,
-               ta_plan *plan, tr_err *err) {
+static int s_compile(tc_db *db, const tr_tensor *pend, int npend, const tp_stmt *s, unsigned flags,
+                     ta_plan *plan, tr_err *err) {
   s_binder *b = calloc(1, sizeof *b);
   int rc;
   if (!b) return tr_seterr(err, TR_ENOMEM, "out of memory");
@@ -1201,6 +1198,27 @@ int ta_compile(tc_db *db, const tr_tensor *pend, int npend, const tp_stmt *s, un
 done:
   free(b);
   return rc;
+}
+
+int ta_compile(tc_db *db, const tr_tensor *pend, const tp_stmt *const *defs, int npend,
+               const tp_stmt *s, unsigned flags, ta_plan *plan, tr_err *err) {
+  int rc = s_compile(db, pend, npend, s, flags, plan, err);
+  tp_stmt *r = NULL;
+  char text[sizeof plan->splits[0].inlined];
+  if (rc || !(flags & TA_SPLIT) || !defs || !ta_inline(db, pend, defs, npend, s, &r, text, sizeof text))
+    return rc;
+  ta_plan *p = malloc(sizeof *p);
+  tr_err e2;
+  /* it compiled as written, so through the definitions it does too; if
+  ** not, it runs as written */
+  if (p && s_compile(db, pend, npend, r, flags, p, &e2) == TR_OK) {
+    for (int k = 0; k < p->nsplits; k++)
+      if (p->splits[k].last == p->nnodes - 1) snprintf(p->splits[k].inlined, sizeof text, "%s", text);
+    *plan = *p;
+  }
+  free(p);
+  ta_inline_free(&r);
+  return TR_OK;
 }
 
 int ta_plan_append(ta_plan *dst, const ta_plan *src, tr_err *err) {
@@ -1327,6 +1345,10 @@ char *ta_plan_explain(const ta_plan *p) {
                     p->splits[i].last - p->splits[i].first + 1,
                     p->splits[i].exact ? "exact DP over factor subsets" : "greedy",
                     p->splits[i].flops, p->splits[i].order);
+    for (int i = 0; i < p->nsplits; i++)
+      if (p->splits[i].first == k && p->splits[i].inlined[0])
+        tr_text_put(&b, "  reading the block's outputs through the products that made them: %s\n",
+                    p->splits[i].inlined);
     s_operand_names(p, n, names);
     int64_t groups = 1, tuples = 1;
     for (int l = 0; l < n->nlabels; l++) {

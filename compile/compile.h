@@ -90,6 +90,8 @@ typedef struct ta_split {
   int exact;         /* 1: the order is the DP's optimum; 0: greedy's */
   double flops;      /* of all its steps (opt_einsum's count) */
   char order[256];   /* e.g. "(A[i,j] (B[j,k] C[k,l]))" */
+  char inlined[256]; /* the block's outputs read through the products that
+                        made them, e.g. "T2 as C[k,m'] * D[m',j]" (ta_compile) */
 } ta_split;
 
 typedef struct ta_plan {
@@ -110,9 +112,13 @@ typedef struct ta_plan {
 /* Bind an assignment (TP_ST_ASSIGN or TP_ST_EXPLAIN) to the catalog db
 ** and build its plan.  pend[0..npend) are the outputs of earlier
 ** statements of an open block, not yet in the catalog: a name found there
-** is bound to them first.  flags: TA_SPLIT or 0. */
-int ta_compile(tc_db *db, const tr_tensor *pend, int npend, const tp_stmt *s, unsigned flags,
-               ta_plan *plan, tr_err *err);
+** is bound to them first; defs[k] (or defs NULL) is the statement that
+** made pend[k].  flags: TA_SPLIT or 0.  With TA_SPLIT and defs, a product
+** reading a block's output made by a product may read it through that
+** product's factors, where that takes at most half the flops (compile.c,
+** s_inline; EXPLAIN says so). */
+int ta_compile(tc_db *db, const tr_tensor *pend, const tp_stmt *const *defs, int npend,
+               const tp_stmt *s, unsigned flags, ta_plan *plan, tr_err *err);
 /* Append plan src (a later statement of a block) to dst: relations it
 ** reads that earlier statements write become those outputs. */
 int ta_plan_append(ta_plan *dst, const ta_plan *src, tr_err *err);

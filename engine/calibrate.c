@@ -83,7 +83,7 @@ static int s_probe(te_engine *e, const tl_probe *pr, tl_cost *c, double *t, tr_e
   int committed = e->committed;
   for (int r = 0; !rc && r < S_WARM + S_REPS; r++) {
     te_measure m;
-    rc = ta_compile(e->db, NULL, 0, s, 0, plan, err);
+    rc = ta_compile(e->db, NULL, NULL, 0, s, 0, plan, err);
     if (!rc) rc = te_run_plan(e, plan, NULL, NULL, &m, err);
     e->committed = committed;
     if (rc) break;

@@ -138,6 +138,7 @@ static void s_key(s_buf *b, const ta_plan *p, const to_env *env, const to_placed
     s_i64(b, p->splits[i].first);
     s_i64(b, p->splits[i].last);
     s_str(b, p->splits[i].order);
+    s_str(b, p->splits[i].inlined);
   }
 }
 

@@ -41,7 +41,9 @@ memory (seed 4032 with EXPRS_MEMORY=1: m-TOPO now places such a graph).
 Usage: exprs.py TRADB WORKDIR [FIRST [LAST] [STATEMENTS]]   seeds FIRST..LAST
 (default 1..6, 40 statements each: what make check runs).  EXPRS_SIZES
 (below) draws other label sizes; EXPRS_MEMORY=1 gives half the TCP seeds'
-workers 1 to 16 MiB of --memory and a random scheduler.  WORKDIR/seedN
+workers 1 to 16 MiB of --memory and a random scheduler; EXPRS_CHAINS=1
+makes every block 3 to 6 unscaled products of 2 to 4 references reading
+the block's own outputs.  WORKDIR/seedN
 keeps each seed's script.sql, the shell's output and the results.
 """
 import os
@@ -65,6 +67,10 @@ MAX_ELEMENTS = 2e6  # an expression's broadcast size, for NumPy's sake
 # label sizes; EXPRS_SIZES=1,64,130,257 tries larger ones (chunks cut in
 # pieces, gemm panels), not in make check: GBs of memory, minutes a seed
 SIZES = [int(x) for x in os.environ.get("EXPRS_SIZES", "1,2,3,5,7,8,13,16,33").split(",")]
+# EXPRS_CHAINS=1: blocks of 3 to 6 products alone, unscaled, reading each
+# other's outputs (a block's products read through the products that made
+# them: compile.c's s_inline), not in make check
+CHAINS = bool(os.environ.get("EXPRS_CHAINS"))
 
 
 class TooBig(Exception):
@@ -96,6 +102,8 @@ class Seed:
         s = 0
         while s < nstmts:  # one by one, or a block of 2 to 4 reading each other
             n = 1 if self.rng.random() < 0.7 else int(self.rng.integers(2, 5))
+            if CHAINS:
+                n = int(self.rng.integers(3, 7))
             names = ["R%d" % i for i in range(s, min(s + n, nstmts))]
             self.in_block = len(names) > 1
             if self.in_block:
@@ -126,6 +134,9 @@ class Seed:
     # A value: (text, (array over labels, labels), reads f64)
     def ref(self, stored=False):
         names = [n for n in self.tensors if n in self.loaded or not stored]
+        mine = [n for n in names if n in getattr(self, "block_written", ())]
+        if CHAINS and mine and self.rng.random() < 0.6:  # the block's own outputs
+            names = mine
         name = str(self.rng.choice(names))
         labs, a = self.tensors[name]
         ls = list(labs)
@@ -252,9 +263,9 @@ class Seed:
         name = self.cur
         self.reads_inexact = False
         self.peak = 0.0
-        kind = rng.random()
+        kind = 0 if CHAINS else rng.random()
         if kind < 0.33:  # a product, summed implicitly
-            fs = [self.ref() for _ in range(int(rng.choice([2, 2, 3, 4, 4, 6, 8])))]
+            fs = [self.ref() for _ in range(int(rng.choice([2, 2, 3, 4] if CHAINS else [2, 2, 3, 4, 4, 6, 8])))]
             labs = "".join(dict.fromkeys("".join(f[1][1] for f in fs)))
             out = self.some_of(labs)
             if np.prod([self.size[c] for c in out]) > MAX_ELEMENTS:
@@ -264,7 +275,7 @@ class Seed:
             a = np.einsum(spec, *[f[1][0] for f in fs],
                           optimize=True)
             text = " * ".join(f[0] for f in fs)
-            scale = rng.random()
+            scale = 1 if CHAINS else rng.random()
             if scale < 0.2:
                 text, a = text + " / 4", a / 4
             elif scale < 0.3:
@@ -373,7 +384,7 @@ class Seed:
         # cancelled: values far below the ones they came from, known to
         # their rounding only, which later statements would carry on
         lost = a.size and self.peak > 100 * float(np.max(np.abs(a)))
-        if self.rng.random() < 0.5 and not big and not lost:  # later statements may read it
+        if (CHAINS or self.rng.random() < 0.5) and not big and not lost:  # later statements may read it
             self.tensors[name] = (out, a)
             if not f64:  # f32, or f64 from values known to f32's precision
                 self.inexact.add(name)

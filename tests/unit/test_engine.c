@@ -1889,6 +1889,92 @@ static void s_declared_run(te_engine *e, const char *stmt) {
   cr_assert_eq(te_exec(e, stmt, strlen(stmt), NULL, &err), TR_OK, "%s", err.msg);
 }
 
+/* In a block, a product reading an output that a product made reads it
+** through that product's factors where that takes at most half the
+** flops and saves 1e8 or more: with T2 = C D an outer product, U2 = T1 T2
+** (2e8 flops) runs as (T1 C) D and U4 = T2 F as C (D F), EXPLAIN says so.
+** Not where it does not pay (G = T1 T1': through A B it takes more), nor
+** where it saves too little to pay for a step (Z = T2 F2, 1e6 flops), nor
+** where a tensor of the definition was assigned since: V = T1 T2 after C
+** was doubled must read T2 as made from C before.  Every value is the
+** block's as written: the same block under the declared layout (no steps,
+** nothing read through) on a copy of C. */
+/* The tensors of the tests of products read through the products that
+** made them: T1 = A B of rank 600, T2 = C D of rank 1, F and F2. */
+static void s_inline_tensors(void) {
+  const char *setup[] = {"CREATE TENSOR A[400, 600] CHUNK [128, 600] TYPE f64;", "CREATE TENSOR B[600, 500] TYPE f64;",
+                         "CREATE TENSOR C[500, 1] TYPE f64;", "CREATE TENSOR D[1, 500] TYPE f64;",
+                         "CREATE TENSOR F[500, 400] TYPE f64;", "CREATE TENSOR F2[500, 2] TYPE f64;",
+                         "FILL F2 UNIFORM(-1, 1) SEED 6;", "FILL A UNIFORM(-1, 1) SEED 1;",
+                         "FILL B UNIFORM(-1, 1) SEED 2;", "FILL C UNIFORM(-1, 1) SEED 3;",
+                         "FILL D UNIFORM(-1, 1) SEED 4;", "FILL F UNIFORM(-1, 1) SEED 5;",
+                         "C0[i,k] = C[i,k];"};
+  for (size_t i = 0; i < sizeof setup / sizeof *setup; i++) s_ok(setup[i]);
+}
+
+Test(engine, block_products_read_through_the_products_that_made_them) {
+  s_inline_tensors();
+  s_ok("SET layout = declared;");
+  s_ok("BEGIN;");
+  s_ok("T1d[i,j] = A[i,k] * B[k,j];");
+  s_ok("T2d[i,j] = C0[i,k] * D[k,j];");
+  s_ok("U2d[i,j] = T1d[i,k] * T2d[k,j];");
+  s_ok("U4d[i,j] = T2d[i,k] * F[k,j];");
+  s_ok("Gd[i,j] = T1d[i,k] * T1d[j,k];");
+  s_ok("Zd[i,j] = T2d[i,k] * F2[k,j];");
+  s_ok("C0[i,k] = C0[i,k] * 2;");
+  s_ok("Vd[i,j] = T1d[i,k] * T2d[k,j];");
+  s_ok("COMMIT;");
+  s_ok("SET layout = auto;");
+  s_ok("BEGIN;");
+  s_ok("T1[i,j] = A[i,k] * B[k,j];");
+  s_ok("T2[i,j] = C[i,k] * D[k,j];");
+  s_ok("U2[i,j] = T1[i,k] * T2[k,j];");
+  s_ok("U4[i,j] = T2[i,k] * F[k,j];");
+  s_ok("G[i,j] = T1[i,k] * T1[j,k];");
+  s_ok("Z[i,j] = T2[i,k] * F2[k,j];");
+  s_ok("C[i,k] = C[i,k] * 2;");
+  s_ok("V[i,j] = T1[i,k] * T2[k,j];");
+  te_result *r = s_explain("EXPLAIN COMMIT;");
+  const char *u2 = "reading the block's outputs through the products that made them: T2 as C[k,k'] * D[k',j]";
+  const char *u4 = "reading the block's outputs through the products that made them: T2 as C[i,k'] * D[k',k]";
+  cr_assert(strstr(r->text, u2) && strstr(r->text, u4), "%s", r->text);
+  cr_assert(strstr(strstr(r->text, u2) + 1, u2) == NULL, "V read T2 through C, assigned since: %s", r->text);
+  cr_assert(strstr(strstr(r->text, u4) + 1, u4) == NULL, "Z read T2 through C and D: %s", r->text);
+  cr_assert(strstr(r->text, "T1 as") == NULL, "%s", r->text);
+  te_result_free(&r);
+  s_ok("COMMIT;");
+  s_same_values(tf_e, "U2", "U2d", 400 * 500, 1e-12);
+  s_same_values(tf_e, "U4", "U4d", 500 * 400, 1e-12);
+  s_same_values(tf_e, "G", "Gd", 400 * 400, 1e-12);
+  s_same_values(tf_e, "Z", "Zd", 500 * 2, 1e-12);
+  s_same_values(tf_e, "V", "Vd", 400 * 500, 1e-12);
+  s_same_values(tf_e, "C", "C0", 500, 0);
+}
+
+/* A block of 32 statements, the most a block holds, each one node as
+** written, commits: reading U2's T2 through C and D would make it 33
+** nodes, one more than a block runs, so U2 runs as written.  (Before, the
+** block failed as too large.) */
+Test(engine, block_that_fits_as_written_runs_as_written) {
+  s_inline_tensors();
+  s_ok("U2d[i,j] = A[i,k] * B[k,l] * C[l,m] * D[m,j];");
+  s_ok("BEGIN;");
+  s_ok("T1[i,j] = A[i,k] * B[k,j];");
+  s_ok("T2[i,j] = C[i,k] * D[k,j];");
+  for (int i = 0; i < 29; i++) {
+    char q[64];
+    snprintf(q, sizeof q, "X%d[i,k] = C[i,k] * %d;", i, i);
+    s_ok(q);
+  }
+  s_ok("U2[i,j] = T1[i,k] * T2[k,j];");
+  te_result *r = s_explain("EXPLAIN COMMIT;");
+  cr_assert(strstr(r->text, "reading the block's outputs") == NULL, "%s", r->text);
+  te_result_free(&r);
+  s_ok("COMMIT;");
+  s_same_values(tf_e, "U2", "U2d", 400 * 500, 1e-12);
+}
+
 /* bench-opt's projection stored in row blocks on 4 workers, two replicas
 ** each (block l on workers l and l + 1): a worker holds two neighbouring
 ** blocks of X, so a chunking that reads them as one is assembled where
