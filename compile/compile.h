@@ -115,8 +115,8 @@ typedef struct ta_plan {
 ** is bound to them first; defs[k] (or defs NULL) is the statement that
 ** made pend[k].  flags: TA_SPLIT or 0.  With TA_SPLIT and defs, a product
 ** reading a block's output made by a product may read it through that
-** product's factors, where that takes at most half the flops (compile.c,
-** s_inline; EXPLAIN says so). */
+** product's factors, where that takes at most half the flops (inline.c;
+** EXPLAIN says so). */
 int ta_compile(tc_db *db, const tr_tensor *pend, const tp_stmt *const *defs, int npend,
                const tp_stmt *s, unsigned flags, ta_plan *plan, tr_err *err);
 /* Append plan src (a later statement of a block) to dst: relations it

@@ -12,9 +12,11 @@
 ** its factors.  T is still made, as the block's output it is; only its
 ** reader reads through it.  A factor is replaced when
 **  - the statement's right-hand side is a chain of '*' of references, or
-**    SUM of one (summed implicitly or not), and so is T's definition, the
-**    block's latest assignment to T, with its left-hand labels distinct
-**    and read alike here (no label twice on T's reference);
+**    SUM of one (summed implicitly or not; the SUM may be under unary
+**    functions, relu(SUM(X[n,d] * W[d,h]))), and so is T's definition,
+**    the block's latest assignment to T (with no function there: T's
+**    values are the sums), its left-hand labels distinct and read alike
+**    here (no label twice on T's reference);
 **  - none of the definition's tensors was assigned since (they bind to
 **    what T read), and all are of T's type;
 ** and the least flops of the product fall to at most half (S_INLINE_GAIN)
@@ -55,14 +57,34 @@ static int s_chain_refs(const tp_expr *e, const tp_expr **f, int *n, int max) {
   return 1;
 }
 
-/* Assignment s's factors in f (*n of them) if its right-hand side is a
-** chain of '*' of references or SUM of one; *agg: the SUM is written. */
-static int s_product_of(const tp_stmt *s, const tp_expr **f, int *n, int *agg) {
+/* The product assignment s computes: the node holding it (its SUM, or
+** the chain itself when summed implicitly), its factors in f (*n of
+** them); NULL when s computes no such product.  fns: the SUM may sit
+** under unary functions, relu(SUM(X[n,d] * W[d,h])), which apply to its
+** sums however they are computed (a chain under one is elementwise). */
+static const tp_expr *s_product_of(const tp_stmt *s, int fns, const tp_expr **f, int *n) {
   const tp_expr *e = s->rhs;
+  while (fns && e->kind == TP_EXPR_FN && e->a && !e->b && !e->c) e = e->a;
+  if (e != s->rhs && e->kind != TP_EXPR_AGG) return NULL;
+  const tp_expr *c = e->kind != TP_EXPR_AGG ? e : e->op == TK_AGG_SUM ? e->a : NULL;
   *n = 0;
-  *agg = e->kind == TP_EXPR_AGG;
-  if (*agg && e->op != TK_AGG_SUM) return 0;
-  return s_chain_refs(*agg ? e->a : e, f, n, TL_ORDER_DP_MAX);
+  return c && s_chain_refs(c, f, n, TL_ORDER_DP_MAX) ? e : NULL;
+}
+
+/* A copy of e's nodes down to at (the functions over it), at replaced by
+** by; NULL, by freed, when memory runs out. */
+static tp_expr *s_wrap(const tp_expr *e, const tp_expr *at, tp_expr *by) {
+  if (e == at) return by;
+  tp_expr *c = malloc(sizeof *c);
+  if (c) {
+    *c = *e;
+    c->b = c->c = NULL;
+    if ((c->a = s_wrap(e->a, at, by))) return c;
+    free(c);
+    return NULL;
+  }
+  tp_expr_free(by);
+  return NULL;
 }
 
 /* Tensor name as a statement after the block's pend[0..npend) binds it:
@@ -76,8 +98,8 @@ static int s_meta_of(tc_db *db, const tr_tensor *pend, int npend, const char *na
   return tc_tensor_get(db, name, t, &ignore) == TR_OK ? 0 : -1;
 }
 
-/* A product being rewritten: its factors (owned copies), the labels of
-** its output, and what was read through a definition (for EXPLAIN). */
+/* A product being rewritten: its factors (owned copies), its statement,
+** and what was read through a definition (for EXPLAIN). */
 typedef struct s_inl {
   int n;
   tp_expr *f[TL_ORDER_DP_MAX];
@@ -162,9 +184,9 @@ static int s_inl_expand(const s_inl *x, int j, const tp_stmt *const *defs, const
                         int npend, int k, tc_db *db, s_inl *y) {
   const tp_stmt *def = defs[k];
   const tp_expr *t = x->f[j], *g[TL_ORDER_DP_MAX];
-  int ng, agg;
+  int ng;
   if (!def || (def->kind != TP_ST_ASSIGN && def->kind != TP_ST_EXPLAIN) || !def->rhs ||
-      !s_product_of(def, g, &ng, &agg) || def->nout != t->nlabels || x->n - 1 + ng > TL_ORDER_DP_MAX)
+      !s_product_of(def, 0, g, &ng) || def->nout != t->nlabels || x->n - 1 + ng > TL_ORDER_DP_MAX)
     return 0;
   for (int d = 0; d < t->nlabels; d++)
     for (int e = 0; e < d; e++)
@@ -237,11 +259,11 @@ static int s_inl_expand(const s_inl *x, int j, const tp_stmt *const *defs, const
 }
 
 int ta_inline(tc_db *db, const tr_tensor *pend, const tp_stmt *const *defs, int npend,
-                    const tp_stmt *s, tp_stmt **out, char *text, size_t ntext) {
-  const tp_expr *f[TL_ORDER_DP_MAX];
-  int n, agg, changed = 0;
+              const tp_stmt *s, tp_stmt **out, char *text, size_t ntext) {
+  const tp_expr *f[TL_ORDER_DP_MAX], *at;
+  int n, changed = 0;
   *out = NULL;
-  if (!s->rhs || !s_product_of(s, f, &n, &agg) || n < 2) return 0;
+  if (!s->rhs || !(at = s_product_of(s, 1, f, &n)) || n < 2) return 0;
   s_inl x = {.n = n, .s = s};
   for (int j = 0; j < n; j++)
     if (!(x.f[j] = s_ref_copy(f[j], 0, NULL, NULL, f[j]->pos))) goto done;
@@ -271,7 +293,7 @@ int ta_inline(tc_db *db, const tr_tensor *pend, const tp_stmt *const *defs, int 
     changed = 1;
   }
   if (!changed) goto done;
-  /* the chain of x's factors, under the statement's SUM if it had one */
+  /* the chain of x's factors, under the statement's SUM and functions */
   tp_stmt *r = malloc(sizeof *r);
   tp_expr *e = x.f[0];
   for (int j = 1; e && j < x.n; j++) {
@@ -290,16 +312,16 @@ int ta_inline(tc_db *db, const tr_tensor *pend, const tp_stmt *const *defs, int 
     e = m;
   }
   x.n = 0; /* e owns them */
-  if (e && agg) {
+  if (e && at->kind == TP_EXPR_AGG) {
     tp_expr *a = malloc(sizeof *a);
     if (a) {
-      *a = *s->rhs;
+      *a = *at;
       a->a = e;
       a->b = a->c = NULL;
     } else {
       tp_expr_free(e);
     }
-    e = a;
+    e = a ? s_wrap(s->rhs, at, a) : NULL;
   }
   if (!r || !e) {
     free(r);

@@ -43,7 +43,7 @@ Usage: exprs.py TRADB WORKDIR [FIRST [LAST] [STATEMENTS]]   seeds FIRST..LAST
 (below) draws other label sizes; EXPRS_MEMORY=1 gives half the TCP seeds'
 workers 1 to 16 MiB of --memory and a random scheduler; EXPRS_CHAINS=1
 makes every block 3 to 6 unscaled products of 2 to 4 references reading
-the block's own outputs.  WORKDIR/seedN
+the block's own outputs, a quarter of them under tanh(SUM(..)).  WORKDIR/seedN
 keeps each seed's script.sql, the shell's output and the results.
 """
 import os
@@ -276,7 +276,9 @@ class Seed:
                           optimize=True)
             text = " * ".join(f[0] for f in fs)
             scale = 1 if CHAINS else rng.random()
-            if scale < 0.2:
+            if CHAINS and rng.random() < 0.25:  # a product under a function
+                text, a = "tanh(SUM(%s))" % text, np.tanh(a)
+            elif scale < 0.2:
                 text, a = text + " / 4", a / 4
             elif scale < 0.3:
                 text, a = "-" + text, -a
