@@ -183,7 +183,8 @@ static int s_reclaim(tc_mem_pool *p, tc_store *s) {
 /* How long a put waits for busy stores to make room before its chunk goes
 ** to its file: a store's lock is held for a look at its table, so this is
 ** many looks even with their holder descheduled for a slice or two, and a
-** file written and synced needlessly costs as much. */
+** file written and synced needlessly costs as much.  (Two stores making
+** room from each other at once both wait this long, then both write.) */
 #define S_RECLAIM_WAIT_S 0.02
 
 int ci_mem_admit(tc_store *s, uint64_t n) {

@@ -160,6 +160,15 @@ done:
   return flops;
 }
 
+/* a, b and c appended to the text in buf (n bytes), cut at its end. */
+static void s_append(char *buf, size_t n, const char *a, const char *b, const char *c) {
+  const char *part[] = {a, b, c};
+  size_t o = strlen(buf);
+  for (int i = 0; i < 3; i++)
+    for (const char *p = part[i]; *p && o + 1 < n; p++) buf[o++] = *p;
+  buf[o] = 0;
+}
+
 /* A copy of reference r, its labels renamed by map (from[i] -> to[i]). */
 static tp_expr *s_ref_copy(const tp_expr *r, int nmap, char (*from)[TP_NAME_MAX],
                            char (*to)[TP_NAME_MAX], int pos) {
@@ -239,17 +248,14 @@ static int s_inl_expand(const s_inl *x, int j, const tp_stmt *const *defs, const
       ok = (y->f[y->n++] = s_ref_copy(x->f[i], 0, NULL, NULL, x->f[i]->pos)) != NULL;
       continue;
     }
-    size_t o = strlen(y->text);
-    o += (size_t)snprintf(y->text + o, o < sizeof y->text ? sizeof y->text - o : 0, "%s%s as ",
-                          o ? "; " : "", t->name);
+    s_append(y->text, sizeof y->text, y->text[0] ? "; " : "", t->name, " as ");
     for (int q = 0; q < ng && ok; q++) {
       tp_expr *c = s_ref_copy(g[q], nmap, from, to, t->pos);
       ok = (y->f[y->n++] = c) != NULL;
       if (!ok) break;
       char r[TP_NAME_MAX * (TR_MAX_RANK + 2)];
       ta_ref_text(c, r, sizeof r);
-      o += (size_t)snprintf(y->text + o, o < sizeof y->text ? sizeof y->text - o : 0, "%s%s",
-                            q ? " * " : "", r);
+      s_append(y->text, sizeof y->text, q ? " * " : "", r, "");
     }
   }
   free(from);

@@ -179,7 +179,8 @@ static int s_block_add(te_engine *e, tp_stmt **sp, tr_err *err) {
   if (!plan) return tr_seterr(err, TR_ENOMEM, "out of memory");
   int rc = e->nblock >= TA_MAX_NODES
                ? tr_seterr(err, TR_EINVAL, "block too large: at most %d statements", TA_MAX_NODES)
-               : ta_compile(e->db, e->pend, (const tp_stmt *const *)e->block, e->npend, *sp, te_compile_flags(e), plan, err);
+               : ta_compile(e->db, e->pend, te_block_defs(e), e->npend, *sp, te_compile_flags(e),
+                            plan, err);
   if (!rc) {
     const ta_node *last = &plan->nodes[plan->nnodes - 1];
     e->pend[e->npend++] = plan->rels[last->out].meta;
@@ -197,7 +198,8 @@ static int s_block_run(te_engine *e, const tp_stmt *x, te_result **res, tr_err *
   int rc = all && one ? TR_OK : tr_seterr(err, TR_ENOMEM, "out of memory");
   e->npend = 0;
   for (int i = 0; !rc && i < e->nblock; i++) {
-    rc = ta_compile(e->db, e->pend, (const tp_stmt *const *)e->block, e->npend, e->block[i], te_compile_flags(e), one, err);
+    rc = ta_compile(e->db, e->pend, te_block_defs(e), e->npend, e->block[i], te_compile_flags(e),
+                    one, err);
     /* a product read through the products that made it is more steps: a
     ** block that fits as written runs as written */
     if (!rc && all->nnodes + one->nnodes > TA_MAX_NODES)

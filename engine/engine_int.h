@@ -120,6 +120,11 @@ int te_describe(te_engine *e, const tp_stmt *s, te_result **res, tr_err *err);
 int te_assign(te_engine *e, const tp_stmt *s, te_result **res, tr_err *err);
 /* Compile flags for the current layout setting (TA_SPLIT under auto). */
 unsigned te_compile_flags(const te_engine *e);
+/* The statements of e's open block, as ta_compile takes them: block[k]
+** made pend[k]. */
+static inline const tp_stmt *const *te_block_defs(const te_engine *e) {
+  return (const tp_stmt *const *)e->block;
+}
 
 /* What te_run_plan predicted and measured (CALIBRATE). */
 typedef struct te_measure {

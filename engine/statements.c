@@ -357,7 +357,7 @@ int te_run_plan(te_engine *e, ta_plan *p, const tp_stmt *x, te_result **res, te_
 int te_assign(te_engine *e, const tp_stmt *s, te_result **res, tr_err *err) {
   ta_plan *plan = calloc(1, sizeof *plan);
   if (!plan) return tr_seterr(err, TR_ENOMEM, "out of memory");
-  int rc = ta_compile(e->db, e->pend, (const tp_stmt *const *)e->block, e->npend, s, te_compile_flags(e), plan, err);
+  int rc = ta_compile(e->db, e->pend, te_block_defs(e), e->npend, s, te_compile_flags(e), plan, err);
   if (!rc) rc = te_run_plan(e, plan, s->kind == TP_ST_EXPLAIN ? s : NULL, res, NULL, err);
   free(plan);
   return rc;
