@@ -69,7 +69,7 @@ MAX_ELEMENTS = 2e6  # an expression's broadcast size, for NumPy's sake
 SIZES = [int(x) for x in os.environ.get("EXPRS_SIZES", "1,2,3,5,7,8,13,16,33").split(",")]
 # EXPRS_CHAINS=1: blocks of 3 to 6 products alone, unscaled, reading each
 # other's outputs (a block's products read through the products that made
-# them: compile.c's s_inline), not in make check
+# them: compile/inline.c), not in make check
 CHAINS = bool(os.environ.get("EXPRS_CHAINS"))
 
 

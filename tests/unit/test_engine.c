@@ -1889,16 +1889,6 @@ static void s_declared_run(te_engine *e, const char *stmt) {
   cr_assert_eq(te_exec(e, stmt, strlen(stmt), NULL, &err), TR_OK, "%s", err.msg);
 }
 
-/* In a block, a product reading an output that a product made reads it
-** through that product's factors where that takes at most half the
-** flops and saves 1e8 or more: with T2 = C D an outer product, U2 = T1 T2
-** (2e8 flops) runs as (T1 C) D and U4 = T2 F as C (D F), EXPLAIN says so.
-** Not where it does not pay (G = T1 T1': through A B it takes more), nor
-** where it saves too little to pay for a step (Z = T2 F2, 1e6 flops), nor
-** where a tensor of the definition was assigned since: V = T1 T2 after C
-** was doubled must read T2 as made from C before.  Every value is the
-** block's as written: the same block under the declared layout (no steps,
-** nothing read through) on a copy of C. */
 /* The tensors of the tests of products read through the products that
 ** made them: T1 = A B of rank 600, T2 = C D of rank 1, F and F2. */
 static void s_inline_tensors(void) {
@@ -1912,6 +1902,16 @@ static void s_inline_tensors(void) {
   for (size_t i = 0; i < sizeof setup / sizeof *setup; i++) s_ok(setup[i]);
 }
 
+/* In a block, a product reading an output that a product made reads it
+** through that product's factors where that takes at most half the
+** flops and saves 1e8 or more: with T2 = C D an outer product, U2 = T1 T2
+** (2e8 flops) runs as (T1 C) D and U4 = T2 F as C (D F), EXPLAIN says so.
+** Not where it does not pay (G = T1 T1': through A B it takes more), nor
+** where it saves too little to pay for a step (Z = T2 F2, 1e6 flops), nor
+** where a tensor of the definition was assigned since: V = T1 T2 after C
+** was doubled must read T2 as made from C before.  Every value is the
+** block's as written: the same block under the declared layout (no steps,
+** nothing read through) on a copy of C. */
 Test(engine, block_products_read_through_the_products_that_made_them) {
   s_inline_tensors();
   s_ok("SET layout = declared;");
