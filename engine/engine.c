@@ -77,6 +77,7 @@ int te_check_output_path(const te_engine *e, const char *path, tr_err *err) {
 
 /* The lexer's services, for the shell (parse/ is below the engine). */
 size_t te_statement_end(const char *text) { return tp_statement_end(text); }
+long te_open_quote(const char *text) { return tp_open_quote(text); }
 int te_is_blank(const char *text) { return tp_is_blank(text); }
 const char *const *te_keywords(void) { return tp_keywords(); }
 

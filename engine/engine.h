@@ -120,6 +120,10 @@ int te_write_held(te_engine *e, tr_err *err);
 */
 size_t te_statement_end(const char *text);
 
+/* The offset of the quote opening a string that text ends inside (a
+** statement that cannot complete: its string is never closed), or -1. */
+long te_open_quote(const char *text);
+
 /* True if text holds only blanks and comments. */
 int te_is_blank(const char *text);
 

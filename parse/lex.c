@@ -40,8 +40,11 @@ const char *const tp_function_words[] = {
 
 /* ---- Statement boundaries ---------------------------------------------- */
 
-size_t tp_statement_end(const char *text) {
+/* tp_statement_end; text ending inside a quoted string sets *open to its
+** opening quote's offset (else -1). */
+static size_t s_statement_scan(const char *text, long *open) {
   size_t i = 0;
+  *open = -1;
   if (!text) return 0;
   while (text[i]) {
     char c = text[i];
@@ -51,9 +54,12 @@ size_t tp_statement_end(const char *text) {
       continue;
     }
     if (c == '\'') {
-      i++;
+      size_t q = i++;
       for (;;) {
-        if (!text[i]) return 0; /* unterminated string: not complete */
+        if (!text[i]) { /* unterminated string: not complete */
+          *open = (long)q;
+          return 0;
+        }
         if (text[i] == '\'') {
           if (text[i + 1] == '\'') {
             i += 2;
@@ -69,6 +75,17 @@ size_t tp_statement_end(const char *text) {
     i++;
   }
   return 0;
+}
+
+size_t tp_statement_end(const char *text) {
+  long open;
+  return s_statement_scan(text, &open);
+}
+
+long tp_open_quote(const char *text) {
+  long open;
+  s_statement_scan(text, &open);
+  return open;
 }
 
 int tp_is_blank(const char *text) {

@@ -191,6 +191,9 @@ extern const char *const tp_function_words[];
 ** length.
 */
 size_t tp_statement_end(const char *text);
+/* Where the quoted string text ends inside opens (the offset of its
+** quote), or -1 when text does not end inside one. */
+long tp_open_quote(const char *text);
 /* True if text holds only blanks and comments. */
 int tp_is_blank(const char *text);
 /* The keyword list (tp_keyword_list). */

@@ -456,9 +456,21 @@ int si_run_source(ts_shell *sh, si_source *src) {
     if (flow == SI_QUIT || (flow == SI_STOP && src->in)) goto done;
     flow = SI_OK;
   }
-  if (pd.buf.len)
-    flow = si_report(sh, src, pd.start,
-                    "incomplete statement at end of input (missing ';'?)");
+  if (pd.buf.len) {
+    long q = te_open_quote(pd.buf.p);
+    if (q >= 0) { /* at the quote: what follows it was read as the string */
+      size_t bol = 0, eol;
+      for (long i = 0; i < q; i++)
+        if (pd.buf.p[i] == '\n') bol = (size_t)i + 1;
+      s_place at = pd.at;
+      s_advance(&at, pd.buf.p, (size_t)q);
+      for (eol = (size_t)q; eol < pd.buf.len && pd.buf.p[eol] != '\n'; eol++) continue;
+      flow = si_report_at(sh, src, at.line, at.col, pd.buf.p + bol, eol - bol,
+                          "unterminated string: this quote is never closed (a quote inside a string is written '')");
+    } else {
+      flow = si_report(sh, src, pd.start, "incomplete statement at end of input (missing ';'?)");
+    }
+  }
 done:
   free(line);
   free(pd.buf.p);

@@ -1151,6 +1151,19 @@ Test(statement_end, tricky) {
   cr_assert_eq(tp_statement_end("a --b;"), 0);
 }
 
+/* A statement that ends inside a string can never complete: the shell
+** names the quote that opened it rather than a missing ';'. */
+Test(statement_end, open_quote) {
+  cr_assert_eq(tp_open_quote(NULL), -1);
+  cr_assert_eq(tp_open_quote("SAVE A TO 'a.npy';"), -1);
+  cr_assert_eq(tp_open_quote("PRINT A"), -1, "incomplete, but in no string");
+  cr_assert_eq(tp_open_quote("SAVE A TO 'a;b"), 10);
+  cr_assert_eq(tp_open_quote("SAVE A TO 'it''s"), 10, "'' inside the string");
+  cr_assert_eq(tp_open_quote("E[n] = X[n,d'] * 2;\nPRINT E;"), 12);
+  cr_assert_eq(tp_open_quote("x[] -- it's\n"), -1, "a quote in a comment");
+  cr_assert_eq(tp_open_quote("SAVE A TO 'a'; SAVE B TO 'b"), -1, "the first statement completes");
+}
+
 Test(statement_end, splits_for_parse) {
   const char *text = "CREATE TENSOR A[2];\nFILL A ONES; -- c;\nPRINT A[0:1];";
   size_t off = 0, n;
