@@ -51,7 +51,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   (void)tp_is_blank(buf);
   for (;;) {
     size_t n = tp_statement_end(buf + off);
-    if (n == 0) break;
+    if (n == 0) {
+      /* no complete statement left: if it ends inside a string, the
+      ** offset named is a quote within what is left */
+      long q = tp_open_quote(buf + off);
+      if (q < -1 || (q >= 0 && ((size_t)q >= total - off || buf[off + (size_t)q] != '\''))) abort();
+      break;
+    }
+    if (tp_open_quote(buf + off) != -1) abort(); /* a statement that completes is in no string */
     if (n > total - off || buf[off + n - 1] != ';') abort();
     if (!tp_is_blank(buf + off)) parse_one(buf + off, n);
     off += n;
