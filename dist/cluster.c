@@ -262,6 +262,15 @@ static td_site *s_site_new(td_cluster *c, const char *ep, tr_err *err) {
   return st;
 }
 
+/* Tell local worker pid to stop.  A worker stopped by a signal
+** (SIGSTOP, a job-control stop) keeps SIGTERM pending until it is
+** continued, and the shell would wait S_REAP_S for it, then kill it with
+** what it holds in memory only: it is continued, to stop as asked. */
+static void s_stop_local(pid_t pid) {
+  kill(pid, SIGTERM);
+  kill(pid, SIGCONT);
+}
+
 /* Wait for local worker pid, told to stop: it stops within a poll
 ** interval once it has written to disk the chunks it held in memory only
 ** (SET synchronous = normal), but is not waited for forever. */
@@ -285,7 +294,7 @@ static void s_site_drop(td_cluster *c, int k) {
   zmq_close(st->sock);
   if (st->mon) zmq_close(st->mon);
   if (st->pid > 0) {
-    kill(st->pid, SIGTERM);
+    s_stop_local(st->pid);
     s_reap(c, st->pid);
   }
   memmove(st, st + 1, sizeof *st * (size_t)(c->nsites - k - 1));
@@ -622,7 +631,7 @@ void td_cluster_close(td_cluster **pc) {
   for (int s = 0; s < c->nsites; s++) {
     if (c->sites[s].sock) zmq_close(c->sites[s].sock);
     if (c->sites[s].mon) zmq_close(c->sites[s].mon);
-    if (c->sites[s].pid > 0) kill(c->sites[s].pid, SIGTERM);
+    if (c->sites[s].pid > 0) s_stop_local(c->sites[s].pid);
   }
   for (int s = 0; s < c->nsites; s++)
     if (c->sites[s].pid > 0) s_reap(c, c->sites[s].pid);

@@ -55,11 +55,45 @@ ok
 ldb=$work/local
 TRADB_TEST_REAP_S=0 "$TRADB" --local-workers 2 "$ldb" \
   <<<'CREATE TENSOR D[64, 64] CHUNK [1, 1]; FILL D ONES;' || fail "D failed"
-out=$("$TRADB" --local-workers 2 "$ldb" <<<'tD[] = SUM(D[i,j]); PRINT tD; SHOW TENSORS;' 2>&1) \
-  || fail "D unreadable after its shell closed: $out"
-echo "$out" | grep -Fxq '4096' || fail "D lost or wrong after its shell closed: $out"
-echo "$out" | awk '$1 == "D" && $NF != 0 { bad = 1 } END { exit bad }' \
-  || fail "D under-replicated after its shell closed: $out"
-grep -h "lists here are missing" "$ldb"/workers/w*.log && fail "a local worker lost chunks it held in memory"
+# kept_after_close DB T: the 64 x 64 ones T of database DB, read by a new
+# session after its shell closed, whole and on both local workers, and
+# no worker of DB found a chunk of its lists missing
+kept_after_close() {
+  local out
+  out=$("$TRADB" --local-workers 2 "$1" <<<"t$2[] = SUM($2[i,j]); PRINT t$2; SHOW TENSORS;" 2>&1) \
+    || fail "$2 unreadable after its shell closed: $out"
+  echo "$out" | grep -Fxq '4096' || fail "$2 lost or wrong after its shell closed: $out"
+  echo "$out" | awk -v t="$2" '$1 == t && $NF != 0 { bad = 1 } END { exit bad }' \
+    || fail "$2 under-replicated after its shell closed: $out"
+  if grep -h "lists here are missing" "$1"/workers/w*.log; then
+    fail "a local worker lost chunks of $2 it held in memory"
+  fi
+}
+kept_after_close "$ldb" D
+ok
+
+# normal, local workers: one stopped by a signal (SIGSTOP) when its shell
+# closes.  It is continued to stop as asked, writing what it holds: the
+# shell waited 120 s for it, then killed it.
+sdb=$work/stopped
+w0_of_sdb() { pgrep -f "ipc://$sdb/workers/w0.ipc" | head -1; }
+printed() { grep -Fxq '64' "$work/stopped.out" 2>/dev/null; }
+stopped() { [ -f "$work/stopped.go" ]; }
+feed() {
+  printf 'CREATE TENSOR E[64, 64] CHUNK [8, 8]; FILL E ONES; n[] = 64; PRINT n;\n'
+  wait_until 60 "the worker was not stopped" stopped
+}
+feed | "$TRADB" --local-workers 2 "$sdb" >"$work/stopped.out" 2>&1 &
+shell=$!
+track "$shell"
+wait_until 60 "the set-up did not run" printed
+w0=$(w0_of_sdb)
+track "$w0"
+kill -STOP "$w0"
+touch "$work/stopped.go" # the shell's input ends
+gone() { ! kill -0 "$shell" 2>/dev/null; }
+wait_until 30 "the shell did not stop while a local worker was stopped" gone
+wait "$shell" || fail "the session failed: $(cat "$work/stopped.out")"
+kept_after_close "$sdb" E
 ok
 finish
