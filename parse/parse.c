@@ -597,6 +597,17 @@ static int s_names_a_tensor(const pi_parser *p) {
   return pi_peek(p, k)->type == S_EOF || pi_is_punct(pi_peek(p, k), ';');
 }
 
+/* SQL's words for what tradb does otherwise, and how to say it here:
+** the first word of a database user's habit gets its answer. */
+static const struct {
+  const char *word, *instead;
+} s_sql_words[] = {
+    {"SELECT", "a tensor's name shows it: A; or A[0:5, :];"},
+    {"UPDATE", "assign its new values: A[i,j] = A[i,j] * 2;"},
+    {"INSERT", "LOAD, FILL or an assignment makes a tensor's values"},
+    {"DELETE", "DROP TENSOR A; removes a tensor"},
+};
+
 /* One statement of any kind; p is at its first token. */
 static int s_statement(pi_parser *p, tp_stmt *st) {
   const pi_tok *t = pi_peek(p, 0), *t1 = pi_peek(p, 1);
@@ -619,6 +630,10 @@ static int s_statement(pi_parser *p, tp_stmt *st) {
   }
   if (pi_is_punct(t1, '=')) return s_slice(p, st);
   pi_show(t, tok, sizeof tok);
+  for (size_t i = 0; i < sizeof s_sql_words / sizeof *s_sql_words; i++)
+    if (!strcasecmp(tok, s_sql_words[i].word))
+      return pi_fail2(p, t, "unknown statement '%s': tradb has no %s; %s", tok, s_sql_words[i].word,
+                      s_sql_words[i].instead);
   if ((k = tr_closest(tok, tp_statement_words, (int)S_NSTATEMENTS)) >= 0)
     return pi_fail2(p, t, "unknown statement '%s' (did you mean %s?)", tok, tp_statement_words[k]);
   return pi_fail2(p, t, "unknown statement '%s'", tok);

@@ -1111,7 +1111,10 @@ Test(lex, empty_statements) {
 }
 
 Test(lex, unknown_statement) {
-  bad("SELECT * FROM A;", "unknown statement 'SELECT'");
+  bad("SELECT * FROM A;", "unknown statement 'SELECT'", "A; or A[0:5, :];");
+  bad("update A set x = 1;", "unknown statement 'update'", "tradb has no UPDATE", "A[i,j] = A[i,j] * 2;");
+  bad("DELETE FROM A;", "DROP TENSOR A;");
+  bad("INSERT INTO A VALUES (1);", "LOAD, FILL or an assignment");
   bad("42;", "near '42'", "expected a statement");
   bad("'abc", "unterminated string");
 }
