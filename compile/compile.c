@@ -101,16 +101,10 @@ static int s_stored_rel(s_binder *b, const char *name, int *rel) {
   ta_rel *r = &p->rels[p->nrels];
   memset(r, 0, sizeof *r);
   r->kind = TA_REL_STORED;
-  for (int i = b->npend - 1; i >= 0; i--)
-    if (!strcmp(b->pend[i].name, name)) {
-      r->meta = b->pend[i];
-      r->pending = 1;
-      *rel = p->nrels++;
-      return TR_OK;
-    }
-  int rc = tc_tensor_get(b->db, name, &r->meta, b->err);
+  int at, rc = ta_bound_meta(b->db, b->pend, b->npend, name, &r->meta, &at, b->err);
   if (rc == TR_ENOTFOUND) b->err->code = rc = TR_ENAME;
   if (rc != TR_OK) return rc;
+  r->pending = at >= 0;
   *rel = p->nrels++;
   return TR_OK;
 }

@@ -87,15 +87,19 @@ static tp_expr *s_wrap(const tp_expr *e, const tp_expr *at, tp_expr *by) {
   return NULL;
 }
 
-/* Tensor name as a statement after the block's pend[0..npend) binds it:
-** its latest output of that name (*at its index), else the catalog's
-** (*at -1).  0, or -1 when there is none. */
+int ta_bound_meta(tc_db *db, const tr_tensor *pend, int npend, const char *name, tr_tensor *t,
+                  int *at, tr_err *err) {
+  for (*at = npend - 1; *at >= 0; (*at)--)
+    if (!strcmp(pend[*at].name, name)) return *t = pend[*at], TR_OK;
+  return tc_tensor_get(db, name, t, err);
+}
+
+/* ta_bound_meta, a tensor not found (nor any other failure) reported:
+** 0, or -1 when it fails. */
 static int s_meta_of(tc_db *db, const tr_tensor *pend, int npend, const char *name, tr_tensor *t,
                      int *at) {
-  for (*at = npend - 1; *at >= 0; (*at)--)
-    if (!strcmp(pend[*at].name, name)) return *t = pend[*at], 0;
   tr_err ignore;
-  return tc_tensor_get(db, name, t, &ignore) == TR_OK ? 0 : -1;
+  return ta_bound_meta(db, pend, npend, name, t, at, &ignore) == TR_OK ? 0 : -1;
 }
 
 /* A product being rewritten: its factors (owned copies), its statement,

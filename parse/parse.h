@@ -191,8 +191,9 @@ extern const char *const tp_function_words[];
 ** length.
 */
 size_t tp_statement_end(const char *text);
-/* Where the quoted string text ends inside opens (the offset of its
-** quote), or -1 when text does not end inside one. */
+/* The offset of the quote that opens the string text ends inside (the
+** first statement of text never completes), or -1 when text does not
+** end inside a string. */
 long tp_open_quote(const char *text);
 /* True if text holds only blanks and comments. */
 int tp_is_blank(const char *text);
