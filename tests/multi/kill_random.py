@@ -6,7 +6,10 @@ shell's own three local workers), replication 2.  Each round pipes a
 script of updates (products, in-place updates, maps, each reading what
 earlier ones wrote) into a shell and, at a random moment, kills one
 worker with SIGKILL (a remote one is then restarted; a local one is
-started again by the next shell) or the shell itself.  Afterwards every tensor, read by a
+started again by the next shell), stalls one (SIGSTOP, then SIGCONT
+0.3-4 s later: within the shell's 1.5 s window of silence before it
+counts a worker down, or past it, while statements run or while the
+shell closes), or kills the shell itself.  Afterwards every tensor, read by a
 new shell, must be
   - after a worker's death: exactly what replaying the statements the
     shell reports as done gives (a failed statement leaves its output's
@@ -23,6 +26,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -82,6 +86,22 @@ class Workers:
                 p.wait()
 
 
+def stall(pid, pause):
+    """Stop process pid now and continue it PAUSE s later; the thread
+    that continues it (join it)."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def cont():
+        time.sleep(pause)  # the length of the stall, not a wait for a state
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:  # stopped and gone with its shell
+            pass
+    t = threading.Thread(target=cont)
+    t.start()
+    return t
+
+
 def same(a, b):
     return a.shape == b.shape and np.allclose(a, b, rtol=1e-9, atol=1e-9 * max(1.0, float(np.abs(b).max())))
 
@@ -113,17 +133,25 @@ def run_seed(seed):
         bad = []
         for rnd in range(ROUNDS):
             seq = [rng.choice(UPDATES) for _ in range(12)]
-            victim, delay, whom = rng.randrange(3), rng.uniform(0.0, 0.6), rng.choice(["worker", "shell"])
+            victim, delay, whom = rng.randrange(3), rng.uniform(0.0, 0.6), rng.choice(["worker", "shell", "stall"])
+            pause = rng.uniform(0.3, 4.0)
             sh = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                   text=True)
             sh.stdin.write("\n".join(s for s, _ in seq) + "\n")
             sh.stdin.close()
             sh.stdin = None  # written whole: communicate() below only reads
             time.sleep(delay)  # the moment of the kill, not a wait for a state
-            if whom == "worker" and LOCAL:
+            resume = None
+            if whom != "shell" and LOCAL:
                 kids = subprocess.run(["pgrep", "-P", str(sh.pid)], capture_output=True, text=True).stdout.split()
                 if kids:  # none yet: the shell has not started them
-                    os.kill(int(kids[victim % len(kids)]), signal.SIGKILL)
+                    pid = int(kids[victim % len(kids)])
+                    if whom == "worker":
+                        os.kill(pid, signal.SIGKILL)
+                    else:
+                        resume = stall(pid, pause)
+            elif whom == "stall":
+                resume = stall(ws.procs[victim].pid, pause)
             elif whom == "worker":
                 ws.kill(victim)
             else:
@@ -135,6 +163,9 @@ def run_seed(seed):
                 bad.append("seed %d round %d: the shell's output did not end within 120 s of its last "
                            "statement or its death (a process outlived it holding its stdout?)" % (seed, rnd))
                 break
+            finally:
+                if resume:  # continued before the check's session
+                    resume.join()
             failed = {int(m) for m in re.findall(r"^line (\d+): (?!warning: )", out, re.M)}  # not a warning
             states = [dict(vals)]
             for i, (_, make) in enumerate(seq):
@@ -144,7 +175,7 @@ def run_seed(seed):
                 states.append(dict(vals))
             if whom == "worker" and not LOCAL:
                 ws.start(victim)
-            if whom == "worker" and not re.search(r"^Error:", out, re.M):
+            if whom != "shell" and not re.search(r"^Error:", out, re.M):
                 states = states[-1:]  # the shell ran every statement
             saves = ["SAVE %s TO '%s/out_%s.npy';" % (t, d, t) for t in shapes]
             chk = subprocess.run(cmd, input="\n".join(saves) + "\n", capture_output=True, text=True, timeout=120)
@@ -155,7 +186,8 @@ def run_seed(seed):
                     got[t] = np.load(f)
                     os.unlink(f)
             match = [m for m, st in enumerate(states) if all(t in got and same(got[t], st[t]) for t in shapes)]
-            what = "%s killed after %.2f s" % ("worker %d" % victim if whom == "worker" else "the shell", delay)
+            what = ("worker %d stalled %.1f s after %.2f s" % (victim, pause, delay) if whom == "stall" else
+                    "%s killed after %.2f s" % ("worker %d" % victim if whom == "worker" else "the shell", delay))
             if not match:
                 bad.append("seed %d round %d (%s, %d statements failed): stored values match no replay\n%s%s%s"
                            % (seed, rnd, what, len(failed), out, chk.stdout, chk.stderr))
