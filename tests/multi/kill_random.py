@@ -11,9 +11,10 @@ started again by the next shell), stalls one (SIGSTOP, then SIGCONT
 counts a worker down, or past it, while statements run or while the
 shell closes), or kills the shell itself.  Afterwards every tensor, read by a
 new shell, must be
-  - after a worker's death: exactly what replaying the statements the
-    shell reports as done gives (a failed statement leaves its output's
-    previous version; the others run on the survivors), or, when the
+  - after a worker's death or stall: exactly what replaying the
+    statements the shell reports as done gives (a failed statement
+    leaves its output's previous version; the others run on the
+    survivors, or wait for the stalled worker), or, when the
     shell stopped (a local worker killed before it answered the shell's
     first message), the state after some prefix of the script;
   - after the shell's death: the state after some prefix of the script
