@@ -343,12 +343,17 @@ static int s_feed(ts_shell *sh, const si_source *src, s_pending *pd, const char 
 
 /* Next line of src into *line (getline-style buffer), without its end of
 ** line, and its length into *len (batch input may hold NUL bytes);
-** `pending` picks the continuation prompt.  An S_* read status. */
-static int s_next_line(si_source *src, char **line, size_t *cap, size_t *len, int pending) {
+** `pending`, the text read before it, picks the prompt: the continuation
+** prompt, which inside a string says so (a quote never closed otherwise
+** takes every statement typed after it, silently).  An S_* read status. */
+static int s_next_line(si_source *src, char **line, size_t *cap, size_t *len, const si_buf *pending) {
   ssize_t n = 0;
   if (!src->in) {
     char *l;
-    int rc = si_readline(pending ? "   ...> " : "tradb> ", &l);
+    const char *prompt = !pending->len                     ? "tradb> "
+                         : te_open_quote(pending->p) >= 0 ? "  '...> "
+                                                          : "   ...> ";
+    int rc = si_readline(prompt, &l);
     if (rc != SI_LINE) return rc;
     free(*line);
     *line = l;
@@ -420,7 +425,7 @@ int si_run_source(ts_shell *sh, si_source *src) {
   for (;;) {
     /* what ran is made durable before a wait of unknown length */
     if (s_input_waits(src)) te_sync(sh->eng);
-    int got = s_next_line(src, &line, &cap, &len, pd.buf.len > 0);
+    int got = s_next_line(src, &line, &cap, &len, &pd.buf);
     if (got == SI_EOF) break;
     if (got == SI_CANCEL) { /* Ctrl-C at the prompt */
       pd.buf.len = hist.len = 0;

@@ -4,7 +4,8 @@
 # completion of tensor names after DESCRIBE; the progress line of a
 # statement running over a second; and a statement typed over several
 # lines kept as one history entry, recalled whole by one Up in the next
-# session (the history file read back with its timestamps).
+# session (the history file read back with its timestamps); the
+# continuation prompt inside a quoted string.
 TEST=terminal
 source "$TOP_SRCDIR/tests/multi/lib.sh"
 pty() { /usr/bin/python3 "$TOP_SRCDIR/tests/multi/pty_shell.py" "$1" -- "$TRADB" --backend reference "$work/db"; }
@@ -56,5 +57,17 @@ expect 1\.04\d*e\+06
 expect tradb>
 EOS
 pty "$work/second" > "$work/second.out" || { cat "$work/second.out"; fail "history across sessions"; }
+ok
+
+# A line ending inside a quoted string: the prompt says so.
+cat > "$work/third" <<'EOS'
+expect tradb>
+send LOAD q FROM 'no\n
+expect '\.\.\.>
+send such.npy';\n
+expect cannot open
+expect tradb>
+EOS
+pty "$work/third" > "$work/third.out" || { cat "$work/third.out"; fail "the prompt inside a string"; }
 ok
 finish
