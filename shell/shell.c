@@ -464,14 +464,11 @@ int si_run_source(ts_shell *sh, si_source *src) {
   if (pd.buf.len) {
     long q = te_open_quote(pd.buf.p);
     if (q >= 0) { /* at the quote: what follows it was read as the string */
-      size_t bol = 0, eol;
-      for (long i = 0; i < q; i++)
-        if (pd.buf.p[i] == '\n') bol = (size_t)i + 1;
-      s_place at = pd.at;
-      s_advance(&at, pd.buf.p, (size_t)q);
-      for (eol = (size_t)q; eol < pd.buf.len && pd.buf.p[eol] != '\n'; eol++) continue;
-      flow = si_report_at(sh, src, at.line, at.col, pd.buf.p + bol, eol - bol,
-                          "unterminated string: this quote is never closed (a quote inside a string is written '')");
+      tr_err err;
+      tr_at(&err, (int)q + 1,
+            tr_seterr(&err, TR_ESYNTAX,
+                      "unterminated string: this quote is never closed (a quote inside a string is written '')"));
+      flow = s_fail(sh, src, pd.buf.p, pd.buf.len, pd.at, pd.start, &err);
     } else {
       flow = si_report(sh, src, pd.start, "incomplete statement at end of input (missing ';'?)");
     }
