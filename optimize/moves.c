@@ -554,30 +554,38 @@ static void s_seconds(s_mc *M) {
   for (int k = 0; k < TL_NCOST; k++) mv->cost.c[k] = join.c[k] + comb.c[k];
   int moved = 0;
   for (int i = 0; i < n->ninputs; i++) moved |= mv->in_floats[i] > 0;
-  mv->cost.c[TL_C_PHASES] = 1 + moved + 2 * M->c->twophase + out;
+  /* Sites busy in the join beyond the cores they share each add a round
+  ** trip: a phase's messages (partials pushed, answers) wait for a core
+  ** the other sites compute on.  The dense layer in 32 tiles on 4 local
+  ** workers sharing 2 cores took 8.8 ms beyond its tasks on 4 busy
+  ** workers and 2.0 ms on 2, where the weights saw 2, 2 as fast as 1, 1,
+  ** 1, 1 and the 3 partials shuffled instead of 1 as all the difference. */
+  int busy = 0;
+  for (int u = 0; u < M->m; u++) busy += M->site[u].c[TL_C_TASKS] > 0;
+  int excess = M->env->cores > 0 && busy > M->env->cores ? busy - M->env->cores : 0;
+  mv->cost.c[TL_C_PHASES] = 1 + moved + 2 * M->c->twophase + out + excess;
   mv->seconds = tl_seconds(&M->env->w, &mv->cost);
 }
 
 /* The placement the node leaves: copies sent stay for the rest of the run
 ** (later nodes read them where they are: the executor sends a chunk to a
 ** site once), and the output is on its owners (and their replicas). */
-static int s_leave(s_mc *M, int repl) {
-  const ta_node *n = M->n;
-  int64_t nout = tr_nchunks(&M->p->rels[n->out].meta);
+static int s_leave(const ta_plan *p, const ta_node *n, to_placed *pl, const to_moves *mv, int m, int repl) {
+  int64_t nout = tr_nchunks(&p->rels[n->out].meta);
   for (int i = 0; i < n->ninputs; i++) {
-    to_placed *pi = &M->pl[n->in[i].rel];
-    for (int64_t l = 0; l < pi->n; l++) pi->has[l] |= M->mv->need[i][l];
+    to_placed *pi = &pl[n->in[i].rel];
+    for (int64_t l = 0; l < pi->n; l++) pi->has[l] |= mv->need[i][l];
   }
-  to_placed *po = &M->pl[n->out];
+  to_placed *po = &pl[n->out];
   to_placed_free(po);
   po->has = calloc((size_t)nout + 1, sizeof *po->has);
   po->prim = calloc((size_t)nout + 1, 1);
   if (!po->has || !po->prim) return TR_ENOMEM;
   po->n = nout;
-  int r = M->p->rels[n->out].kind == TA_REL_OUTPUT ? repl : 1;
+  int r = p->rels[n->out].kind == TA_REL_OUTPUT ? repl : 1;
   for (int64_t lin = 0; lin < nout; lin++) {
-    po->prim[lin] = M->mv->owner[lin];
-    for (int j = 0; j < r; j++) po->has[lin] |= 1ull << ((M->mv->owner[lin] + j) % M->m);
+    po->prim[lin] = mv->owner[lin];
+    for (int j = 0; j < r; j++) po->has[lin] |= 1ull << ((mv->owner[lin] + j) % m);
   }
   return TR_OK;
 }
@@ -631,7 +639,7 @@ static int s_moves_at(const ta_plan *p, int k, const to_choice *c, const int8_t 
   if (!rc) s_input_floats(&M);
   if (!rc) rc = s_owners(&M);
   if (!rc) s_seconds(&M);
-  if (!rc && out_pl) rc = s_leave(&M, env->repl);
+  if (!rc && out_pl) rc = s_leave(p, n, pl, mv, m, env->repl);
   for (int i = 0; i < TK_MAX_INPUTS; i++) free(M.touched[i]);
   if (rc == TR_ENOMEM) tr_seterr(err, rc, "out of memory");
   if (rc) to_moves_free(mv);
@@ -665,22 +673,126 @@ double oi_moves_floor(const ta_node *n, const int64_t *chunk, const int64_t *con
   return env->w.w[TL_C_TASKS] * ceil(tuples / m) + env->w.w[TL_C_PHASES];
 }
 
-/* Placements of a drive's tuples tried at most: every combination of
-** holders when there are this few (a drive of 4 chunks with 2 replicas
-** each has 16), none beyond.  Moving one chunk's tuples at a time would
-** not find what pays: on 4 local workers sharing 2 cores, a row block's
-** tuples moved to its replica leave 3 workers computing 2, 1 and 1
-** blocks, slower than 1, 1, 1, 1; two moved together leave 2 workers
-** computing 2 each, as fast, with the other operand sent to 2 sites
-** instead of 4. */
+/* Placements of a drive's tuples tried: every combination of holders
+** when there are at most S_HOLD_MAX (a drive of 4 chunks with 2 replicas
+** each has 16).  Moving one chunk's tuples at a time would not find what
+** pays: on 4 local workers sharing 2 cores, a row block's tuples moved to
+** its replica leave 3 workers computing 2, 1 and 1 blocks, slower than
+** 1, 1, 1, 1; two moved together leave 2 workers computing 2 each, as
+** fast, with the other operand sent to 2 sites instead of 4.  With more
+** combinations than that, on sites sharing fewer cores than there are
+** sites (up to S_SET_SITES of them), each set of as many sites as cores
+** that holds every chunk is tried, the chunks spread evenly over their
+** holders in it: the dense layer stored in 32 square tiles of its summed
+** label on 4 local workers sharing 2 cores ran in 0.017-0.019 s with its
+** tiles read at their primaries, 4 workers of 8 tiles, and in
+** 0.014-0.016 s read on the 2 workers that hold every tile, 16 each
+** (medians of 14, alternating). */
 #define S_HOLD_MAX 16
+#define S_SET_SITES 8
+
+/* The moves of the drive's tuples held as `hold` says: kept in *best
+** when cheaper than what it holds (best->owner NULL: nothing yet). */
+static int s_try_hold(const ta_plan *p, int k, const to_choice *c, const to_env *env, to_placed *pl,
+                      const int8_t *hold, to_moves *best, tr_err *err) {
+  to_moves t;
+  tr_err e2;
+  if (!s_moves_at(p, k, c, NULL, hold, env, pl, &t, 0, &e2)) {
+    if (!best->owner || t.seconds < best->seconds) {
+      to_moves_free(best);
+      *best = t;
+    } else {
+      to_moves_free(&t);
+    }
+  } else if (e2.code == TR_ENOMEM) {
+    return tr_seterr(err, TR_ENOMEM, "out of memory");
+  }
+  return TR_OK;
+}
+
+/* Every combination of holders: chunk l's at[l]-th holder counting from
+** its primary (mixed radix over the chunks with several holders). */
+static int s_hold_combos(const ta_plan *p, int k, const to_choice *c, const to_env *env, to_placed *pl,
+                         const to_placed *dp, uint64_t live, int64_t combos, int8_t *hold, to_moves *best,
+                         tr_err *err) {
+  int64_t *at = calloc((size_t)dp->n + 1, sizeof *at);
+  int rc = at ? TR_OK : tr_seterr(err, TR_ENOMEM, "out of memory");
+  for (int64_t i = 0; !rc && i < combos; i++) {
+    for (int64_t l = 0; l < dp->n; l++) {
+      int s = dp->prim[l];
+      uint64_t h = dp->has[l] & live;
+      for (int64_t j = 0; s >= 0 && j < at[l]; j++) {
+        do s = (s + 1) % env->m;
+        while (!(h >> s & 1));
+      }
+      hold[l] = (int8_t)s;
+    }
+    rc = s_try_hold(p, k, c, env, pl, hold, best, err);
+    for (int64_t l = 0; l < dp->n; l++) { /* next combination */
+      int h = oi_pop(dp->has[l] & live);
+      if (h < 2 || dp->prim[l] < 0) continue;
+      if (++at[l] < h) break;
+      at[l] = 0;
+    }
+  }
+  free(at);
+  return rc;
+}
+
+/* The chunks spread over the holders in `set`: in order, each on its
+** holder there that has taken the fewest so far (its primary when that
+** is one of them).  Returns the most any site took, and the chunks kept
+** at their primaries in *kept; -1 when the set does not hold every chunk. */
+static int64_t s_spread(const to_placed *dp, uint64_t live, uint64_t set, int m, int8_t *hold, int64_t *kept) {
+  int64_t took[S_SET_SITES] = {0}, most = 0;
+  *kept = 0;
+  for (int64_t l = 0; l < dp->n; l++) {
+    uint64_t h = dp->has[l] & live;
+    if (dp->prim[l] < 0 || oi_pop(h) < 2) {
+      hold[l] = dp->prim[l];
+      continue;
+    }
+    if (!(h &= set)) return -1;
+    int s = dp->prim[l];
+    if (!(h >> s & 1)) s = __builtin_ctzll(h);
+    for (int u = 0; u < m; u++)
+      if (h >> u & 1 && took[u] < took[s]) s = u;
+    hold[l] = (int8_t)s;
+    *kept += s == dp->prim[l];
+    if (++took[s] > most) most = took[s];
+  }
+  return most;
+}
+
+/* The primaries, and the set of `size` sites that holds every chunk and
+** spreads them most evenly (the most kept at their primaries on a tie):
+** sets alike in that cost alike, and costing each (2 of the 6 pairs of 4
+** sites with FILL's replicas) doubled the time a statement's layout
+** took. */
+static int s_hold_sets(const ta_plan *p, int k, const to_choice *c, const to_env *env, to_placed *pl,
+                       const to_placed *dp, uint64_t live, int size, int8_t *hold, to_moves *best,
+                       tr_err *err) {
+  int rc = s_try_hold(p, k, c, env, pl, dp->prim, best, err);
+  uint64_t pick = 0;
+  int64_t pmost = -1, pkept = -1;
+  for (uint64_t set = 1; !rc && set <= live; set++) {
+    int64_t kept, most = oi_pop(set) == size ? s_spread(dp, live, set, env->m, hold, &kept) : -1;
+    if (most >= 0 && (pmost < 0 || most < pmost || (most == pmost && kept > pkept)))
+      pick = set, pmost = most, pkept = kept;
+  }
+  if (!rc && pick) {
+    int64_t kept;
+    s_spread(dp, live, pick, env->m, hold, &kept);
+    rc = s_try_hold(p, k, c, env, pl, hold, best, err);
+  }
+  return rc;
+}
 
 /* The tuples of a drive operand follow its chunks.  A chunk with several
-** replicas may be read at any of them, so the holders are chosen too:
-** each combination of them (up to S_HOLD_MAX), the cheapest kept, its
-** primaries first so that a tie keeps them.  The result depends only on
-** the choice, the placement and the environment, so the optimizer's
-** search, its prediction and the executor's run see the same moves. */
+** replicas may be read at any of them, so the holders are chosen too, the
+** cheapest placement tried kept.  The result depends only on the choice,
+** the placement and the environment, so the optimizer's search, its
+** prediction and the executor's run see the same moves. */
 int to_moves_compute(const ta_plan *p, int k, const to_choice *c, const to_env *env,
                      to_placed *pl, to_moves *mv, int out_pl, tr_err *err) {
   const ta_node *n = &p->nodes[k];
@@ -693,45 +805,27 @@ int to_moves_compute(const ta_plan *p, int k, const to_choice *c, const to_env *
     int h = oi_pop(dp->has[l] & live);
     if (h > 1 && dp->prim[l] >= 0) combos *= h, nfree++;
   }
-  if (nfree == 0 || combos > S_HOLD_MAX) return s_moves_at(p, k, c, NULL, NULL, env, pl, mv, out_pl, err);
-  int8_t *hold = malloc((size_t)dp->n + 1), *best = malloc((size_t)dp->n + 1);
-  int64_t *at = calloc((size_t)dp->n + 1, sizeof *at);
-  double cost = INFINITY;
-  int rc = TR_OK;
-  if (!hold || !best || !at) rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-  for (int64_t l = 0; !rc && l < dp->n; l++) best[l] = dp->prim[l];
-  /* combination i: chunk l's at[l]-th holder counting from its primary
-  ** (mixed radix over the chunks with several holders) */
-  for (int64_t i = 0; !rc && i < combos; i++) {
-    for (int64_t l = 0; l < dp->n; l++) {
-      int s = dp->prim[l];
-      uint64_t h = dp->has[l] & live;
-      for (int64_t j = 0; s >= 0 && j < at[l]; j++) {
-        do s = (s + 1) % env->m;
-        while (!(h >> s & 1));
-      }
-      hold[l] = (int8_t)s;
-    }
-    to_moves t;
-    tr_err e2;
-    if (!s_moves_at(p, k, c, NULL, hold, env, pl, &t, 0, &e2)) {
-      if (t.seconds < cost) cost = t.seconds, memcpy(best, hold, (size_t)dp->n);
-      to_moves_free(&t);
-    } else if (e2.code == TR_ENOMEM) {
-      rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-    }
-    for (int64_t l = 0; l < dp->n; l++) { /* next combination */
-      int h = oi_pop(dp->has[l] & live);
-      if (h < 2 || dp->prim[l] < 0) continue;
-      if (++at[l] < h) break;
-      at[l] = 0;
-    }
-  }
-  if (!rc) rc = s_moves_at(p, k, c, NULL, isinf(cost) ? NULL : best, env, pl, mv, out_pl, err);
+  int sets = env->m <= S_SET_SITES && env->cores > 0 && env->cores < env->m;
+  if (nfree == 0 || (combos > S_HOLD_MAX && !sets)) return s_moves_at(p, k, c, NULL, NULL, env, pl, mv, out_pl, err);
+  int8_t *hold = malloc((size_t)dp->n + 1);
+  to_moves best;
+  memset(&best, 0, sizeof best);
+  int rc = hold ? TR_OK : tr_seterr(err, TR_ENOMEM, "out of memory");
+  if (!rc && combos <= S_HOLD_MAX)
+    rc = s_hold_combos(p, k, c, env, pl, dp, live, combos, hold, &best, err);
+  else if (!rc)
+    rc = s_hold_sets(p, k, c, env, pl, dp, live, env->cores, hold, &best, err);
   free(hold);
-  free(best);
-  free(at);
-  return rc;
+  if (rc || !best.owner) { /* none valid: the primaries' failure says why */
+    to_moves_free(&best);
+    return rc ? rc : s_moves_at(p, k, c, NULL, NULL, env, pl, mv, out_pl, err);
+  }
+  *mv = best;
+  if (out_pl && (rc = s_leave(p, n, pl, mv, env->m, env->repl))) {
+    to_moves_free(mv);
+    return tr_seterr(err, rc, "out of memory");
+  }
+  return TR_OK;
 }
 
 int to_moves_assigned(const ta_plan *p, int k, const int8_t *site_of, const to_env *env, to_placed *pl,
