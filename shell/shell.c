@@ -537,6 +537,10 @@ void ts_close(ts_shell **sh) {
   ** fewer copies than the setting until some later session.  Within
   ** SI_CLOSE_REPAIR_S; Ctrl-C leaves the rest to the next session. */
   tr_err err;
+  /* A Ctrl-C that cancelled the last statement is not one for the close:
+  ** left standing it cut both steps short ("did not write all they hold
+  ** in memory only: interrupted" after every interrupted statement) */
+  if ((*sh)->eng) te_interrupt_clear((*sh)->eng);
   if ((*sh)->eng) te_maintain((*sh)->eng, SI_CLOSE_REPAIR_S, &err);
   /* What the local workers hold in memory only is written before they
   ** stop (the engine's close would wait without Ctrl-C) */

@@ -51,6 +51,10 @@ set -e
 pid=
 [ $rc -eq 1 ] || fail "exit status $rc after interrupt, expected 1"
 grep -q "^line 1: interrupted" "$work/err" || fail "no 'interrupted' message: $(cat "$work/err")"
+# The Ctrl-C was the statement's: the shell's close still writes what its
+# workers hold and makes missing replicas (a Ctrl-C during the close would
+# cut those short)
+! grep -q "did not write" "$work/err" || fail "the close took the statement's Ctrl-C as its own: $(cat "$work/err")"
 out=$("$TRADB" "$db" <<<'.tables') || fail "reopen failed"
 [ "$out" = "A" ] || fail "expected only A after the interrupt, got '$out'"
 [ "$(find "$db/workers" -name "*.chk" | wc -l)" -eq "$before" ] || fail "interrupted statement left chunks"
