@@ -505,16 +505,19 @@ int ta_csv_commit(tc_array *a, tr_err *err) {
     }
     const char *elt = (const char *)a->map_ + (size_t)i * item;
     char sep = (i + 1) % cols == 0 ? '\n' : ',';
+    double v;
     if (a->dtype == TR_F32) {
-      float v;
-      memcpy(&v, elt, sizeof v);
-      used += (size_t)snprintf(buf + used, BUF - used, "%.9g%c", (double)v,
-                               sep);
+      float f;
+      memcpy(&f, elt, sizeof f);
+      v = f;
     } else {
-      double v;
       memcpy(&v, elt, sizeof v);
-      used += (size_t)snprintf(buf + used, BUF - used, "%.17g%c", v, sep);
     }
+    /* a NaN's sign means nothing; printf would write "-nan" for some */
+    if (isnan(v))
+      used += (size_t)snprintf(buf + used, BUF - used, "nan%c", sep);
+    else
+      used += (size_t)snprintf(buf + used, BUF - used, a->dtype == TR_F32 ? "%.9g%c" : "%.17g%c", v, sep);
   }
   if ((e = tr_write_all(a->fd_, buf, used)) != 0) {
     rc = tr_seterr(err, TR_EIO, "cannot write '%s': %s", a->path_,
