@@ -351,8 +351,19 @@ static int s_slice(pi_parser *p, tp_stmt *st) {
   }
   st->src_pos = pi_pos(p, src);
   if ((rc = pi_ident(p, st->src, "tensor name")) != TR_OK) return rc;
-  if (!pi_is_punct(pi_peek(p, 0), '[')) return TR_OK;
-  return s_ranges(p, st);
+  int sliced = pi_is_punct(pi_peek(p, 0), '[');
+  if (sliced && (rc = s_ranges(p, st)) != TR_OK) return rc;
+  /* NumPy's A2 = A * 2: an operator after the copy */
+  const pi_tok *op = pi_peek(p, 0);
+  if (op->type == S_PUNCT && !strchr("[](),:;", op->ch)) {
+    pi_show(op, tok, sizeof tok);
+    return pi_fail2(p, op,
+                    "unexpected '%s': '%s = %s%s' copies %s%s; arithmetic labels each tensor, "
+                    "e.g. %s[i,j] = %s[i,j] * 2; for matrices",
+                    tok, st->name, st->src, sliced ? "[..]" : "", sliced ? "a slice of " : "", st->src,
+                    st->name, st->src);
+  }
+  return TR_OK;
 }
 
 int tp_range_resolve(const tp_range *r, int64_t n, int d, const char *name, int64_t *lo,

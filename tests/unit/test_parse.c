@@ -507,7 +507,10 @@ Test(slice, forms) {
   bad("R = X[i, j];", "expected '[' after tensor name 'R'", "R[i,j] = ...", "copies a slice");
   bad("R = 3;", "expected '[' after tensor name 'R'");
   bad("R = sum(X[i]);", "expected '[' after tensor name 'R'");
-  bad("R = X[0:2] + 1;", "unexpected '+' after end of statement");
+  /* NumPy's habit: arithmetic on a copy gets the labelled form */
+  bad("R = X[0:2] + 1;", "unexpected '+': 'R = X[..]' copies a slice of X", "R[i,j] = X[i,j] * 2;");
+  bad("R = X * 2;", "unexpected '*': 'R = X' copies X", "R[i,j] = X[i,j] * 2;");
+  bad("R = X == 1;", "unexpected '==': 'R = X' copies X");
   bad("SAVE X[0:2 TO 'f.npy';", "expected ',' or ']'");
 }
 
