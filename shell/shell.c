@@ -212,6 +212,25 @@ static void s_busy(ts_shell *sh, int busy) {
   pthread_mutex_unlock(&sh->trim_mu);
 }
 
+/* Other shells' words for leaving and for help (Python's exit() and
+** quit(), psql's \q and \?), as their dot commands here. */
+static const struct {
+  const char *word, *dot;
+} s_habits[] = {
+    {"exit", ".quit"}, {"quit", ".quit"}, {"exit()", ".quit"}, {"quit()", ".quit"},
+    {"\\q", ".quit"}, {"help", ".help"}, {"\\?", ".help"},
+};
+
+/* The dot command p[0, n) stands for, written alone (spaces and a ';'
+** around it allowed), or NULL. */
+static const char *s_habit(const char *p, size_t n) {
+  while (n && isspace((unsigned char)*p)) p++, n--;
+  while (n && (isspace((unsigned char)p[n - 1]) || p[n - 1] == ';')) n--;
+  for (size_t i = 0; i < sizeof s_habits / sizeof *s_habits; i++)
+    if (strlen(s_habits[i].word) == n && !strncasecmp(p, s_habits[i].word, n)) return s_habits[i].dot;
+  return NULL;
+}
+
 /* Run text[0, len) (its ';' included), which starts at input line `first`
 ** (its first byte: at). */
 static int s_exec(ts_shell *sh, const si_source *src, char *text, size_t len, long first,
@@ -250,6 +269,11 @@ static int s_exec(ts_shell *sh, const si_source *src, char *text, size_t len, lo
   } else if (rc == TR_EINTR) {
     si_report(sh, src, first, "interrupted");
     flow = SI_STOP;
+  } else if (rc == TR_ENOTFOUND && s_habit(text, len)) {
+    /* `exit;` or `help;`: a statement (a tensor of that name), and none */
+    flow = si_report(sh, src, first, "%s (%s%s)", err.msg, s_habit(text, len),
+                     !strcmp(s_habit(text, len), ".quit") ? " or Ctrl-D leaves the shell"
+                                                             : " lists the statements and settings");
   } else {
     flow = s_fail(sh, src, text, len, at, first, &err);
   }
@@ -448,9 +472,11 @@ int si_run_source(ts_shell *sh, si_source *src) {
                                    : SI_OK;
     if (flow == SI_FAIL && sh->bail)
       ; /* stop here */
-    else if (!pd.buf.len && line[0] == '.') {
+    else if (!pd.buf.len && (line[0] == '.' || (s_habit(line, len) && !memchr(line, ';', len)))) {
       s_history(sh, src, &hist, line, len, 1);
-      if (flow == SI_OK) flow = si_dot(sh, src, line);
+      char dot[16]; /* si_dot cuts its line in words where it is */
+      snprintf(dot, sizeof dot, "%s", line[0] == '.' ? "" : s_habit(line, len));
+      if (flow == SI_OK) flow = si_dot(sh, src, dot[0] ? dot : line);
       if (flow == SI_READ) flow = s_read_file(sh, src, sh->read_path);
     } else {
       int f = s_feed(sh, src, &pd, line, len);
