@@ -123,22 +123,28 @@ int pi_ident(pi_parser *p, char *dst, const char *what) {
   return TR_OK;
 }
 
-/* A quoted string into dst[TP_PATH_MAX], quotes removed, '' unescaped. */
-int pi_path(pi_parser *p, char *dst) {
-  const pi_tok *t = pi_peek(p, 0);
-  size_t i, o = 0;
-  if (t->type != S_STR) return pi_fail(p, t, "expected a quoted file name");
-  for (i = 1; i + 1 < t->n; i++) {
+/* The text of string token t, its quotes removed and '' made one quote,
+** into dst[cap]: its length, or -1 when it does not fit. */
+long pi_unquote(const pi_tok *t, char *dst, size_t cap) {
+  size_t o = 0;
+  for (size_t i = 1; i + 1 < t->n; i++) {
     char c = t->p[i];
     if (c == '\'') i++; /* '' inside: keep one */
-    if (c == '\0') return pi_fail(p, t, "file name contains a NUL character");
-    if (o + 1 >= TP_PATH_MAX)
-      return pi_fail(p, t, "file name too long (at most %d bytes)",
-                    TP_PATH_MAX - 1);
+    if (o + 1 >= cap) return -1;
     dst[o++] = c;
   }
   dst[o] = '\0';
-  if (o == 0) return pi_fail(p, t, "empty file name");
+  return (long)o;
+}
+
+/* A quoted string into dst[TP_PATH_MAX], quotes removed, '' unescaped. */
+int pi_path(pi_parser *p, char *dst) {
+  const pi_tok *t = pi_peek(p, 0);
+  if (t->type != S_STR) return pi_fail(p, t, "expected a quoted file name");
+  long n = pi_unquote(t, dst, TP_PATH_MAX);
+  if (n < 0) return pi_fail(p, t, "file name too long (at most %d bytes)", TP_PATH_MAX - 1);
+  if (strlen(dst) != (size_t)n) return pi_fail(p, t, "file name contains a NUL character");
+  if (n == 0) return pi_fail(p, t, "empty file name");
   pi_next(p);
   return TR_OK;
 }

@@ -411,17 +411,11 @@ static int s_opt_format(pi_parser *p, tp_stmt *st) {
 /* PLAN 'name': run the named alternative (EXPLAIN ANALYZE only). */
 static int s_opt_plan(pi_parser *p, tp_stmt *st) {
   const pi_tok *v = pi_peek(p, 0);
-  size_t o = 0;
   /* ANALYZE comes before the options: refuse here, at the word PLAN */
   if (!st->analyze) return pi_fail(p, &p->toks[p->pos - 1], "PLAN needs EXPLAIN ANALYZE (it runs that plan)");
   if (v->type != S_STR) return pi_fail(p, v, "expected a quoted plan name after PLAN");
-  for (size_t i = 1; i + 1 < v->n; i++) {
-    char c = v->p[i];
-    if (c == '\'') i++;
-    if (o + 1 >= sizeof st->plan) return pi_fail(p, v, "plan name too long");
-    st->plan[o++] = c;
-  }
-  st->plan[o] = '\0';
+  long o = pi_unquote(v, st->plan, sizeof st->plan);
+  if (o < 0) return pi_fail(p, v, "plan name too long");
   if (!o) return pi_fail(p, v, "empty plan name");
   pi_next(p);
   return TR_OK;
@@ -526,8 +520,14 @@ static int s_set(pi_parser *p, tp_stmt *st) {
     pi_next(p);
     v = pi_peek(p, 0);
     if (v->type != S_NUM) return pi_fail(p, v, "expected a number");
+  } else if (v->type == S_STR) { /* SET layout = 'auto', as PostgreSQL takes it */
+    if (pi_unquote(v, st->value, sizeof st->value) < 0)
+      return pi_fail(p, v, "value too long (at most %d characters)", (int)sizeof st->value - 1);
+    st->value_pos = pi_pos(p, v);
+    pi_next(p);
+    return TR_OK;
   } else if (v->type != S_NUM && v->type != S_IDENT) {
-    return pi_fail(p, v, "expected a value (a number or a name)");
+    return pi_fail(p, v, "expected a value (a number, a name or a quoted string)");
   }
   n = (sign ? 1 : 0) + v->n;
   if (n >= TP_NAME_MAX)

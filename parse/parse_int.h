@@ -109,6 +109,7 @@ int pi_expect_kw(pi_parser *p, const char *kw);
 /* Copy an identifier into dst[TP_NAME_MAX]; what says what it names. */
 int pi_ident(pi_parser *p, char *dst, const char *what);
 /* A quoted string into dst[TP_PATH_MAX], quotes removed, '' unescaped. */
+long pi_unquote(const pi_tok *t, char *dst, size_t cap);
 int pi_path(pi_parser *p, char *dst);
 /* A positive integer (dimension or chunk extent). */
 int pi_dim(pi_parser *p, int64_t *out, const char *what);

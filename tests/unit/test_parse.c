@@ -971,6 +971,11 @@ Test(set, values) {
       {"SET debug = on;", "debug", "on"},
       {"SET set = set;", "set", "set"},
       {"SET x = 7 -- a comment\n;", "x", "7"},
+      /* quoted, as PostgreSQL takes a value */
+      {"SET layout = 'declared';", "layout", "declared"},
+      {"SET x = '2';", "x", "2"},
+      {"SET x = 'it''s';", "x", "it's"},
+      {"SET x = '';", "x", ""},
   };
   size_t i;
   for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -992,9 +997,8 @@ Test(set, not_reserved) {
 
 Test(set, errors) {
   char text[200], name[TP_NAME_MAX + 1];
-  bad("SET x = ;", "near ';'", "expected a value (a number or a name)");
+  bad("SET x = ;", "near ';'", "expected a value (a number, a name or a quoted string)");
   bad("SET x =", "end of input", "expected a value");
-  bad("SET x = 'abc';", "near ''abc''", "expected a value");
   bad("SET x = -;", "near ';'", "expected a number");
   bad("SET x = -on;", "near 'on'", "expected a number");
   bad("SET x = (1);", "expected a value");
@@ -1008,6 +1012,8 @@ Test(set, errors) {
   memset(name, 'v', TP_NAME_MAX);
   name[TP_NAME_MAX] = '\0';
   snprintf(text, sizeof text, "SET x = %s;", name);
+  bad(text, "value too long");
+  snprintf(text, sizeof text, "SET x = '%s';", name);
   bad(text, "value too long");
   snprintf(text, sizeof text, "SET x = -%.*s;", TP_NAME_MAX - 1,
            "123456789012345678901234567890123456789012345678901234567890123");
