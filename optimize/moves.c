@@ -681,9 +681,9 @@ double oi_moves_floor(const ta_node *n, const int64_t *chunk, const int64_t *con
 ** 1, 1, 1, 1; two moved together leave 2 workers computing 2 each, as
 ** fast, with the other operand sent to 2 sites instead of 4.  With more
 ** combinations than that, on sites sharing fewer cores than there are
-** sites (up to S_SET_SITES of them), each set of as many sites as cores
-** that holds every chunk is tried, the chunks spread evenly over their
-** holders in it: the dense layer stored in 32 square tiles of its summed
+** sites (up to S_SET_SITES of them), the primaries are tried against one
+** set of as many sites as cores that holds every chunk, the chunks spread
+** evenly over their holders in it (s_hold_sets): the dense layer stored in 32 square tiles of its summed
 ** label on 4 local workers sharing 2 cores ran in 0.017-0.019 s with its
 ** tiles read at their primaries, 4 workers of 8 tiles, and in
 ** 0.014-0.016 s read on the 2 workers that hold every tile, 16 each
