@@ -100,8 +100,11 @@ static int s_site_open(td_cluster *c, td_site *st, tr_err *err) {
     }
   }
   int rc = tn_secure_client(st->sock, &c->keys, err);
-  if (!rc && zmq_connect(st->sock, st->ep) != 0)
-    rc = tr_seterr(err, TR_EIO, "cannot connect to worker %s: %s", st->ep, zmq_strerror(errno));
+  if (!rc && zmq_connect(st->sock, st->ep) != 0) {
+    int e = errno; /* EINVAL: not an endpoint at all, such as a bare host name */
+    rc = tr_seterr(err, TR_EIO, "cannot connect to worker %s: %s%s", st->ep, zmq_strerror(e),
+                   e == EINVAL || e == EPROTONOSUPPORT ? " (an endpoint is written tcp://HOST:PORT)" : "");
+  }
   return rc;
 }
 

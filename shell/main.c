@@ -27,6 +27,8 @@
 
 #define S_MAX_COUNT 4096 /* largest --threads / --local-workers */
 
+#define S_SEE_HELP "Try 'tradb --help' for the options.\n"
+
 /* Print the usage text on f. */
 static void s_usage(FILE *f) {
   fputs("Usage: tradb [options] [DBPATH]\n"
@@ -76,7 +78,8 @@ static void s_usage(FILE *f) {
         f);
 }
 
-/* Report a command-line error and the usage on stderr; returns exit
+/* Report a command-line error on stderr, and where the usage is (the
+** usage itself, 60 lines, scrolled the error out of sight); returns exit
 ** status 2. */
 static int s_usage_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
@@ -87,7 +90,7 @@ static int s_usage_error(const char *fmt, ...) {
   vfprintf(stderr, fmt, ap);
   va_end(ap);
   fputc('\n', stderr);
-  s_usage(stderr);
+  fputs(S_SEE_HELP, stderr);
   return 2;
 }
 
@@ -341,8 +344,8 @@ int main(int argc, char **argv) {
       if (!worker_only) worker_only = "--memory";
       break;
     }
-    default:
-      s_usage(stderr);
+    default: /* getopt said which option */
+      fputs(S_SEE_HELP, stderr);
       return 2;
     }
   }
