@@ -248,8 +248,16 @@ static int s_hello_all(td_cluster *c, double timeout_s, tr_err *err) {
   return rc;
 }
 
-/* A new zeroed site at the end of c->sites for endpoint ep, or NULL. */
+/* A new zeroed site at the end of c->sites for endpoint ep, or NULL.
+** The optimizer places on at most TO_MAX_SITES (a site set is a 64-bit
+** mask): a larger cluster is refused here, where 99 local workers used to
+** start and their first statement overran the layout search's arrays. */
 static td_site *s_site_new(td_cluster *c, const char *ep, tr_err *err) {
+  if (c->nsites >= TO_MAX_SITES) {
+    tr_seterr(err, TR_EINVAL, "a cluster has at most %d workers: %s would be worker %d", TO_MAX_SITES, ep,
+              c->nsites + 1);
+    return NULL;
+  }
   td_site *ns = realloc(c->sites, sizeof *ns * (size_t)(c->nsites + 1));
   if (!ns) {
     tr_seterr(err, TR_ENOMEM, "out of memory");
@@ -565,8 +573,12 @@ static int s_open(td_cluster *c, const td_config *cfg, tr_err *err) {
     if (!s_is_local_ep(c, rec[i].endpoint) && (!cfg->workers || !*cfg->workers || s_site_holds(c, rec[i].id)))
       rc = s_add_site(c, rec[i].endpoint, err);
   /* Local workers: w0..w<n-1> when no other worker is configured, and any
-  ** recorded one that holds chunks. */
+  ** recorded one that holds chunks; by default one a core, up to as many
+  ** as the optimizer places on. */
   int nlocal = c->nsites || rc ? 0 : cfg->local_workers > 0 ? cfg->local_workers : tr_ncores();
+  if (cfg->local_workers <= 0 && nlocal > TO_MAX_SITES) nlocal = TO_MAX_SITES;
+  if (nlocal > TO_MAX_SITES)
+    rc = tr_seterr(err, TR_EINVAL, "%d local workers asked for: a cluster has at most %d", nlocal, TO_MAX_SITES);
   int top = nlocal, *want = NULL;
   for (int i = 0; i < nrec; i++) {
     int idx = s_local_index(c, rec[i].endpoint);

@@ -619,6 +619,9 @@ static int s_optimize_auto(ta_plan *p, const to_env *env, to_placed *pl, const c
 
 int to_optimize(ta_plan *p, const to_env *env, to_placed *pl, const char *force, to_opt *o,
                 tr_err *err) {
+  /* before the layout search, whose per-site arrays hold TO_MAX_SITES */
+  if (env->m < 1 || env->m > TO_MAX_SITES)
+    return tr_seterr(err, TR_EINVAL, "the optimizer places on 1 to %d sites, not %d", TO_MAX_SITES, env->m);
   if (env->layout != TO_LAYOUT_AUTO || !p->nnodes)
     return oi_optimize_plan(p, env, pl, force, NULL, o, err);
   /* A plan named (EXPLAIN ANALYZE ... PLAN) is remembered under its name:

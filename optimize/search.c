@@ -356,8 +356,6 @@ int oi_optimize_plan(const ta_plan *p, const to_env *env, to_placed *pl, const c
   o->m = m;
   o->repl = env->repl;
   o->w = env->w;
-  if (m < 1 || m > TO_MAX_SITES)
-    return tr_seterr(err, TR_EINVAL, "the optimizer places on 1 to %d sites, not %d", TO_MAX_SITES, m);
   oi_cands *cands = calloc((size_t)p->nnodes + 1, sizeof *cands);
   s_beam B = {calloc(TO_MAX_ALTS, sizeof *B.cur), calloc(TO_MAX_ALTS * OI_MAX_CANDS, sizeof *B.next), 0, 0};
   tr_err last;

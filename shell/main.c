@@ -58,7 +58,7 @@ static void s_usage(FILE *f) {
         "                    tcp://host1:5555,tcp://host2:5555 (default: the\n"
         "                    workers recorded in the database, else local ones)\n"
         "  --local-workers N local workers to start when none are configured\n"
-        "                    (N >= 1; default: one per core)\n"
+        "                    (1 to 64; default: one per core, at most 64)\n"
         "  --keys DIR        cluster key directory: secure every connection\n"
         "  --gen-keys DIR    write a new cluster key pair into DIR and exit\n"
         "  --version         print the version, kernel backends, BLAS kernels and GPU\n"

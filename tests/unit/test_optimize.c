@@ -735,6 +735,22 @@ Test(optimize, a_drive_is_read_at_the_replicas_that_pay) {
   s_unplace(pl);
 }
 
+/* More sites than a site set's 64 bits: refused before the layout search
+** (auto layout), whose per-site arrays are that long. */
+Test(optimize, more_sites_than_it_places_on_are_refused) {
+  static ta_plan p;
+  to_placed pl[TA_MAX_RELS];
+  to_opt o;
+  tr_err err;
+  s_matmul(&p, 512, 512, 512, 128, 128, 128);
+  s_place(&p, pl, 4);
+  to_env env = s_env(TO_MAX_SITES + 1, 1);
+  env.layout = TO_LAYOUT_AUTO;
+  cr_assert_eq(to_optimize(&p, &env, pl, NULL, &o, &err), TR_EINVAL);
+  cr_assert(strstr(err.msg, "places on 1 to 64 sites, not 65"), "%s", err.msg);
+  s_unplace(pl);
+}
+
 /* A drive of more chunks than S_HOLD_MAX combinations of holders: the
 ** dense layer in 32 square tiles along its summed label, A's tile k and
 ** B's on sites k and k + 1 (as FILL replicates them), run LOCAL (every
