@@ -119,9 +119,8 @@ int ci_check_meta(const tr_tensor *t, tr_err *err) {
                        " in dimension %d must be at least 1", t->name,
                        t->chunk[d], d);
     int64_t ce = t->chunk[d] < t->shape[d] ? t->chunk[d] : t->shape[d];
-    if (__builtin_mul_overflow(n, t->shape[d], &n) ||
-        __builtin_mul_overflow(c, ce, &c))
-      return tr_seterr(err, TR_ESHAPE, "tensor %s is too large", t->name);
+    if (__builtin_mul_overflow(n, t->shape[d], &n) || __builtin_mul_overflow(c, ce, &c))
+      return tr_seterr(err, TR_ESHAPE, "tensor %s is too large: more than 2^63 elements", t->name);
   }
   if ((uint64_t)c > (uint64_t)SIZE_MAX)
     return tr_seterr(err, TR_ESHAPE, "tensor %s: chunks are too large",
