@@ -108,8 +108,10 @@ int pi_expect(pi_parser *p, int ch);
 int pi_expect_kw(pi_parser *p, const char *kw);
 /* Copy an identifier into dst[TP_NAME_MAX]; what says what it names. */
 int pi_ident(pi_parser *p, char *dst, const char *what);
-/* A quoted string into dst[TP_PATH_MAX], quotes removed, '' unescaped. */
+/* String token t's text into dst[cap], quotes removed, '' unescaped: its
+** length, or -1 when it does not fit. */
 long pi_unquote(const pi_tok *t, char *dst, size_t cap);
+/* A quoted file name into dst[TP_PATH_MAX], quotes removed, '' unescaped. */
 int pi_path(pi_parser *p, char *dst);
 /* A positive integer (dimension or chunk extent). */
 int pi_dim(pi_parser *p, int64_t *out, const char *what);

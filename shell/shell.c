@@ -241,6 +241,7 @@ static int s_exec(ts_shell *sh, const si_source *src, char *text, size_t len, lo
   tr_err err;
   int rc, flow = SI_OK;
   size_t a = 0, z = len;
+  const char *habit;
 
   text[len] = '\0'; /* the engine sees exactly the statement */
   text[len - 1] = '\0';
@@ -269,11 +270,10 @@ static int s_exec(ts_shell *sh, const si_source *src, char *text, size_t len, lo
   } else if (rc == TR_EINTR) {
     si_report(sh, src, first, "interrupted");
     flow = SI_STOP;
-  } else if (rc == TR_ENOTFOUND && s_habit(text, len)) {
+  } else if (rc == TR_ENOTFOUND && (habit = s_habit(text, len))) {
     /* `exit;` or `help;`: a statement (a tensor of that name), and none */
-    flow = si_report(sh, src, first, "%s (%s%s)", err.msg, s_habit(text, len),
-                     !strcmp(s_habit(text, len), ".quit") ? " or Ctrl-D leaves the shell"
-                                                             : " lists the statements and settings");
+    flow = si_report(sh, src, first, "%s (%s%s)", err.msg, habit,
+                     !strcmp(habit, ".quit") ? " or Ctrl-D leaves the shell" : " lists the statements and settings");
   } else {
     flow = s_fail(sh, src, text, len, at, first, &err);
   }
@@ -473,10 +473,11 @@ int si_run_source(ts_shell *sh, si_source *src) {
     if (flow == SI_FAIL && sh->bail)
       ; /* stop here */
     else if (!pd.buf.len && (line[0] == '.' || (s_habit(line, len) && !memchr(line, ';', len)))) {
-      s_history(sh, src, &hist, line, len, 1);
+      const char *habit = line[0] == '.' ? NULL : s_habit(line, len);
       char dot[16]; /* si_dot cuts its line in words where it is */
-      snprintf(dot, sizeof dot, "%s", line[0] == '.' ? "" : s_habit(line, len));
-      if (flow == SI_OK) flow = si_dot(sh, src, dot[0] ? dot : line);
+      if (habit) snprintf(dot, sizeof dot, "%s", habit);
+      s_history(sh, src, &hist, line, len, 1);
+      if (flow == SI_OK) flow = si_dot(sh, src, habit ? dot : line);
       if (flow == SI_READ) flow = s_read_file(sh, src, sh->read_path);
     } else {
       int f = s_feed(sh, src, &pd, line, len);
