@@ -84,7 +84,11 @@ static void s_progress(void *ctx, int64_t done, int64_t total) {
   double now = tr_now(), el = now - sh->run_t0;
   int tty = isatty(STDERR_FILENO);
   char left[64] = "";
-  if (!sh->progress || el < 1.0 || total <= 0 || now - sh->prog_last < (tty ? 0.1 : 1.0)) return;
+  /* only for a statement (or the close's writing): the phases of idle
+  ** maintenance at the prompt are none of the user's, and with no
+  ** statement begun the elapsed time would count from the machine's boot */
+  if (!sh->busy || !sh->progress || el < 1.0 || total <= 0 || now - sh->prog_last < (tty ? 0.1 : 1.0))
+    return;
   sh->prog_last = now;
   if (done > 0 && done < total) snprintf(left, sizeof left, ", about %.0f s left", el * (double)(total - done) / (double)done);
   fprintf(stderr, "%s%lld/%lld tasks  %3d%%  %.1f s%s%s", tty ? "\r" : "", (long long)done,
@@ -557,6 +561,9 @@ int ts_open(const ts_options *opt, ts_shell **out, tr_err *err) {
 void ts_close(ts_shell **sh) {
   if (!sh || !*sh) return;
   s_trimmer_stop(*sh);
+  /* the close's repair and writing report progress as a statement does */
+  (*sh)->busy = 1;
+  (*sh)->run_t0 = tr_now();
   if ((*sh)->out != stdout) fclose((*sh)->out);
   /* Replicas still missing are made before the session ends: a script's
   ** statements give that work a short slice each, so a session of a
@@ -577,6 +584,7 @@ void ts_close(ts_shell **sh) {
     snprintf(why, sizeof why, "the local workers did not write all they hold in memory only: %s", err.msg);
     si_warn(&none, 0, why);
   }
+  s_progress_end(*sh);
   atomic_store(&s_sigint_engine, NULL); /* before it goes away */
   te_close(&(*sh)->eng);
   free((*sh)->histfile);

@@ -10,10 +10,12 @@ SCRIPT is a file of steps, one a line:
                     expect matches REGEX (Python re, DOTALL), consumed
                     through the match
     absent REGEX    the output so far since the last expect has no match
+    exits           wait (deadline: 60 s) until the shell exits with status
+                    0, reading all it writes (for an absent after it)
     # ...           a comment
 The shell's output (stdout and stderr: one terminal) is read as it comes;
 a step that fails prints what was read and exits 1.  At the end the shell
-gets Ctrl-D and must exit within the deadline.
+gets Ctrl-D and must exit within the deadline (unless it has exited).
 """
 import os
 import pty
@@ -55,6 +57,7 @@ def main():
             pass
         sys.exit(1)
 
+    exited = False
     for n, line in enumerate(open(script, encoding="utf-8"), 1):
         line = line.rstrip("\n")
         if not line.strip() or line.lstrip().startswith("#"):
@@ -71,6 +74,20 @@ def main():
                 read_some(0.1)
             m = rx.search(buf)
             buf = buf[m.end():]
+        elif op == "exits":
+            end = time.time() + DEADLINE_S
+            while True:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    break
+                if time.time() > end:
+                    fail("line %d: the shell did not exit within %d s" % (n, DEADLINE_S))
+                read_some(0.1)
+            while read_some(0.05):
+                pass
+            if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+                fail("line %d: the shell exited with status %r" % (n, status))
+            exited = True
         elif op == "absent":
             while read_some(0.05):
                 pass
@@ -78,6 +95,8 @@ def main():
                 fail("line %d: %s is there" % (n, arg))
         else:
             fail("line %d: unknown step %s" % (n, op))
+    if exited:
+        sys.exit(0)
     os.write(fd, b"\x04")
     end = time.time() + DEADLINE_S
     while time.time() < end:

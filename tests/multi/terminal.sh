@@ -5,7 +5,8 @@
 # statement running over a second; and a statement typed over several
 # lines kept as one history entry, recalled whole by one Up in the next
 # session (the history file read back with its timestamps); the
-# continuation prompt inside a quoted string.
+# continuation prompt inside a quoted string; exit typed alone, and no
+# progress line from the close's own work.
 TEST=terminal
 source "$TOP_SRCDIR/tests/multi/lib.sh"
 pty() { /usr/bin/python3 "$TOP_SRCDIR/tests/multi/pty_shell.py" "$1" -- "$TRADB" --backend reference "$work/db"; }
@@ -69,5 +70,19 @@ expect cannot open
 expect tradb>
 EOS
 pty "$work/third" > "$work/third.out" || { cat "$work/third.out"; fail "the prompt inside a string"; }
+ok
+
+# Leaving by a habit word, with no statement run: the close's work (its
+# replica repair, the workers' writing) shows no progress line, which
+# counted its seconds from the machine's boot ("10/12 tasks 83% 85369.2 s").
+cat > "$work/fourth" <<'EOS'
+expect tradb>
+send .progress on\n
+expect tradb>
+send exit\n
+exits
+absent tasks
+EOS
+pty "$work/fourth" > "$work/fourth.out" || { cat "$work/fourth.out"; fail "the close's progress"; }
 ok
 finish
