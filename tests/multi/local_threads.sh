@@ -3,7 +3,8 @@
 # --threads, the N local workers a shell starts get twice the machine's
 # cores among them (at least 1 each), so that a core one worker leaves
 # idle is taken by another's thread; --threads N gives each N.  Each
-# worker's log names its threads in its `listening` line.
+# worker's log names its threads in its `listening` line.  More local
+# workers than a cluster has are refused.
 TEST=local_threads
 source "$TOP_SRCDIR/tests/multi/lib.sh"
 
@@ -34,5 +35,19 @@ done
 session given --local-workers 2 --threads 3
 got=$(threads_of "$work/given")
 [ "$got" = 3 ] || fail "--threads 3: the local workers run '$got' threads each"
+ok
+
+# More local workers than a cluster has (64, the optimizer's site sets)
+# are refused before any starts; 99 used to start, and the first
+# statement crashed the shell in the layout search.
+set +e
+"$TRADB" --local-workers 99 -c 'CREATE TENSOR A[4]; FILL A ONES; S[] = SUM(A[i]);' "$work/many" \
+  > "$work/many.out" 2>&1
+rc=$?
+set -e
+[ $rc -eq 1 ] || { cat "$work/many.out"; fail "--local-workers 99: exit status $rc, expected 1"; }
+grep -q "99 local workers asked for: a cluster has at most 64" "$work/many.out" ||
+  { cat "$work/many.out"; fail "--local-workers 99: no message naming the limit"; }
+[ ! -e "$work/many/workers/w0.log" ] || fail "--local-workers 99: a worker started"
 ok
 finish
