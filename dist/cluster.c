@@ -47,6 +47,14 @@ void di_ping(td_cluster *c) {
   ** of statements long failed) must not reach the worker when it is back. */
   for (int s = 0; s < c->nsites; s++)
     if (!c->sites[s].up) s_site_reopen(c, &c->sites[s], &err);
+  /* A local worker that exited since the last statement is known at once
+  ** and said how, where its silence was waited out (the liveness window)
+  ** and the next statement warned only of replicas missing. */
+  for (int s = 0; s < c->nsites; s++) {
+    tr_err died;
+    if (c->sites[s].up && di_local_exited(c, s, &died))
+      td_notice(c, "%s; this session goes on without it", died.msg);
+  }
   di_phase_init(&ph, c);
   for (int s = 0; s < c->nsites; s++) di_request(&ph, s, TN_HEARTBEAT, NULL, 0, NULL, NULL, NULL, &err);
   /* A worker believed down gets a short grace too: one that came back
