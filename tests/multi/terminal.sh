@@ -6,7 +6,7 @@
 # lines kept as one history entry, recalled whole by one Up in the next
 # session (the history file read back with its timestamps); the
 # continuation prompt inside a quoted string; exit typed alone, and no
-# progress line from the close's own work.
+# progress line from a short close.
 TEST=terminal
 source "$TOP_SRCDIR/tests/multi/lib.sh"
 pty() { /usr/bin/python3 "$TOP_SRCDIR/tests/multi/pty_shell.py" "$1" -- "$TRADB" --backend reference "$work/db"; }
@@ -73,8 +73,9 @@ pty "$work/third" > "$work/third.out" || { cat "$work/third.out"; fail "the prom
 ok
 
 # Leaving by a habit word, with no statement run: the close's work (its
-# replica repair, the workers' writing) shows no progress line, which
-# counted its seconds from the machine's boot ("10/12 tasks 83% 85369.2 s").
+# replica repair, the workers' writing), well under a second here, shows
+# no progress line; it showed one counting its seconds from the machine's
+# boot ("10/12 tasks 83% 85369.2 s").
 cat > "$work/fourth" <<'EOS'
 expect tradb>
 send .progress on\n
