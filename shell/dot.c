@@ -22,7 +22,7 @@ static si_dotfn s_dot_bail, s_dot_echo, s_dot_quit, s_dot_help, s_dot_mode, s_do
 const si_dotcmd si_dots[] = {
     {".bail", "on|off", 1, 1, "stop batch input at the first error", s_dot_bail},
     {".echo", "on|off", 1, 1, "print each statement before running it", s_dot_echo},
-    {".exit", "", 0, 0, "leave the shell (also Ctrl-D)", s_dot_quit},
+    {".exit", "", 0, 0, "leave the shell (also Ctrl-D, or exit or quit alone)", s_dot_quit},
     {".help", "", 0, 0, "show this message", s_dot_help},
     {".mode", "table|csv|json|markdown", 0, 1, "how results are printed", s_dot_mode},
     {".once", "FILE", 1, 1, "send the next statement's results to FILE", s_dot_once},
@@ -30,7 +30,7 @@ const si_dotcmd si_dots[] = {
      s_dot_output},
     {".progress", "on|off", 1, 1, "show the progress of statements that run over a second",
      s_dot_progress},
-    {".quit", "", 0, 0, "leave the shell (also Ctrl-D)", s_dot_quit},
+    {".quit", "", 0, 0, "leave the shell (also Ctrl-D, or exit or quit alone)", s_dot_quit},
     {".read", "FILE", 1, 1, "run the statements in FILE", s_dot_read},
     {".schema", "[NAME]", 0, 1, "CREATE TENSOR statements of all tensors or NAME",
      s_dot_schema},

@@ -474,10 +474,11 @@ int si_run_source(ts_shell *sh, si_source *src) {
     /* A NUL byte is an error of its line; what holds it does not run. */
     flow = memchr(line, '\0', len) ? si_report(sh, src, src->lineno, "NUL byte in input")
                                    : SI_OK;
+    /* exit, help and the like alone on a line, not begun a statement */
+    const char *habit = pd.buf.len || line[0] == '.' || memchr(line, ';', len) ? NULL : s_habit(line, len);
     if (flow == SI_FAIL && sh->bail)
       ; /* stop here */
-    else if (!pd.buf.len && (line[0] == '.' || (s_habit(line, len) && !memchr(line, ';', len)))) {
-      const char *habit = line[0] == '.' ? NULL : s_habit(line, len);
+    else if (!pd.buf.len && (line[0] == '.' || habit)) {
       char dot[16]; /* si_dot cuts its line in words where it is */
       if (habit) snprintf(dot, sizeof dot, "%s", habit);
       s_history(sh, src, &hist, line, len, 1);
