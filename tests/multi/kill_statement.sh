@@ -68,6 +68,6 @@ err=$("$TRADB" "$db" <<<'t[] = SUM(D[i,j]);' 2>&1 >/dev/null)
 rc=$?
 set -e
 [ $rc -eq 1 ] || fail "expected exit status 1 after corruption, got $rc"
-echo "$err" | grep -Eq "line 1: .*tensor D chunk \[[0-9]+,[0-9]+\]" \
+grep -Eq "line 1: .*tensor D chunk \[[0-9]+,[0-9]+\]" <<<"$err" \
   || fail "corruption not reported by tensor and chunk: $err"
 echo "kill_statement: 4 passed, 0 failed"

@@ -41,6 +41,6 @@ ok
 # SET replication = 3 with two workers.
 start_worker 3 --threads 1; start_worker 4 --threads 1
 out=$("$TRADB" --workers "${ep[3]},${ep[4]}" "$work/db2" <<<'SET replication = 3;' 2>&1) || fail "SET failed: $out"
-echo "$out" | grep -q "2" || fail "SET replication = 3 on 2 workers says nothing: '$out'"
+grep -q "2" <<<"$out" || fail "SET replication = 3 on 2 workers says nothing: '$out'"
 ok
 finish

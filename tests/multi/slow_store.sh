@@ -17,8 +17,8 @@ FILL A ONES;
 s[] = SUM(A[i,j]);
 PRINT s;
 .workers' 2>&1) || fail "statements failed: $out"
-echo "$out" | grep -q 'is down' && fail "a slow worker was taken for down: $out"
-echo "$out" | grep -Fxq '2048' || fail "wrong sum: $out"
+grep -q 'is down' <<<"$out" && fail "a slow worker was taken for down: $out"
+grep -Fxq '2048' <<<"$out" || fail "wrong sum: $out"
 # Both workers received a replica (one 4 KiB chunk each) through the slow store.
 n=$(echo "$out" | awk '$1 ~ /^ipc:/ && $2 == "up" && $6 >= 4096' | wc -l)
 [ "$n" -eq 2 ] || fail "expected both workers up with a received replica: $out"
@@ -31,7 +31,7 @@ CREATE TENSOR B[64, 64] CHUNK [32, 32];
 FILL B ONES;
 EXPLAIN ANALYZE (FORMAT JSON) C[i,j] = B[i,k] * B[k,j];
 PRINT C[0:1, 0:2];' 2>&1) || fail "statements with moves failed: $out"
-echo "$out" | grep -q 'is down' && fail "a slow worker was taken for down: $out"
+grep -q 'is down' <<<"$out" && fail "a slow worker was taken for down: $out"
 moved=$(echo "$out" | sed -n 's/.*"measured_transfer_floats": \([0-9]*\).*/\1/p')
 [ -n "$moved" ] && [ "$moved" -gt 0 ] || fail "the product moved no chunks: $out"
 echo "$out" | tail -1 | grep -Eq '^64 +64$' || fail "wrong product: $out"

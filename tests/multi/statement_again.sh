@@ -110,8 +110,8 @@ ok
 grep -q "ran again" "$work/brun.out" && fail "the block ran again: $(cat "$work/brun.out")"
 out=$("$TRADB" --bail "$ldb" <<<"e[] = MAX(ABS(X[i,j] - (A[i,j] + 1))); PRINT e; SHOW TENSORS;" 2>&1) \
   || fail "the next session failed: $out"
-echo "$out" | grep -qx "0" || fail "X is not A + 1: $out"
-echo "$out" | grep -q "^D " && fail "D committed: $out"
+grep -qx "0" <<<"$out" || fail "X is not A + 1: $out"
+grep -q "^D " <<<"$out" && fail "D committed: $out"
 ok
 
 # CALIBRATE commits its probes' tensors as it goes, yet runs again: they
@@ -127,6 +127,6 @@ grep -q "died of signal 9 (Killed) (see $ldb/workers/w1.log); the statement ran 
   || fail "CALIBRATE did not run again: $(cat "$work/crun.out")"
 grep -q "^weights" "$work/crun.out" || fail "no weights: $(cat "$work/crun.out")"
 out=$("$TRADB" --bail "$ldb" <<<"SHOW TENSORS;" 2>&1) || fail "the next session failed: $out"
-echo "$out" | grep -q "^_cal_" && fail "probe tensors left: $out"
+grep -q "^_cal_" <<<"$out" && fail "probe tensors left: $out"
 ok
 finish

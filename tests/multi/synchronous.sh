@@ -25,7 +25,7 @@ out=$(run <<<'SET synchronous = sometimes;' 2>&1)
 rc=$?
 set -e
 [ $rc -ne 0 ] || fail "a bad value was accepted"
-echo "$out" | grep -q "one of normal | full" || fail "the error does not list the values: $out"
+grep -q "one of normal | full" <<<"$out" || fail "the error does not list the values: $out"
 ok
 
 # normal: one worker killed right after the statement.
@@ -62,7 +62,7 @@ kept_after_close() {
   local out
   out=$("$TRADB" --local-workers 2 "$1" <<<"t$2[] = SUM($2[i,j]); PRINT t$2; SHOW TENSORS;" 2>&1) \
     || fail "$2 unreadable after its shell closed: $out"
-  echo "$out" | grep -Fxq '4096' || fail "$2 lost or wrong after its shell closed: $out"
+  grep -Fxq '4096' <<<"$out" || fail "$2 lost or wrong after its shell closed: $out"
   echo "$out" | awk -v t="$2" '$1 == t && $NF != 0 { bad = 1 } END { exit bad }' \
     || fail "$2 under-replicated after its shell closed: $out"
   if grep -h "lists here are missing" "$1"/workers/w*.log; then
