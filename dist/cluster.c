@@ -23,12 +23,15 @@
 
 #define S_REJOIN_GRACE_S 0.03  /* a ping waits this long for workers believed down */
 
+#define S_RESTARTS 3           /* a local worker that dies is started again at most this often */
+
 #define S_IDLE_PING_S 1.0      /* te_maintain pings at most this often */
 #define S_REAP_S 120.0         /* a stopping local worker is killed after this long
                                   (it has written what it held in memory only
                                   before it is told to stop: td_cluster_close) */
 
 static int s_site_reopen(td_cluster *c, td_site *st, tr_err *err);
+static int s_exec_local(td_cluster *c, td_site *st, tr_err *err);
 static int s_inventory(td_cluster *c, int only, tr_err *err);
 
 /* Before a statement: which workers are alive now?  Ping every worker and
@@ -42,30 +45,63 @@ void di_ping(td_cluster *c) {
   tr_err err;
   int rejoined = 0;
   di_drain(c, NULL, 0);
+  /* A local worker that exited since the last statement is known at once
+  ** and said how, where its silence was waited out (the liveness window)
+  ** and the next statement warned only of replicas missing.  One that had
+  ** answered before is started again (S_RESTARTS times at most), as one
+  ** that died in a statement is: until it is back, the chunks it held
+  ** have a replica fewer, and with as many local workers as replicas
+  ** nothing could put them back this session.  It rejoins as a restarted
+  ** worker does, below. */
+  for (int s = 0; s < c->nsites; s++) {
+    td_site *st = &c->sites[s];
+    tr_err died, why;
+    if (st->up) di_local_exited(c, s, &died);
+    /* died[] is set until said here, though the death was found in a wait
+    ** that did not say it (the shell's maintenance while idle) */
+    if (!st->local || st->pid > 0 || !st->died[0]) continue;
+    di_local_died(c, s, &died);
+    st->died[0] = '\0';
+    int again = st->answered && st->restarts < S_RESTARTS;
+    if (again && s_exec_local(c, st, &why)) {
+      td_notice(c, "cannot start local worker %s again: %s", st->ep, why.msg);
+      again = 0;
+    }
+    if (again) {
+      st->restarts++;
+      st->answered = 0;
+    }
+    td_notice(c, "%s; %s", died.msg, again ? "started it again" : "this session goes on without it");
+  }
   /* A site down gets a fresh socket before it is pinged (the zguide's
   ** Paranoid Pirate): whatever its old one still queued for it (requests
   ** of statements long failed) must not reach the worker when it is back. */
   for (int s = 0; s < c->nsites; s++)
     if (!c->sites[s].up) s_site_reopen(c, &c->sites[s], &err);
-  /* A local worker that exited since the last statement is known at once
-  ** and said how, where its silence was waited out (the liveness window)
-  ** and the next statement warned only of replicas missing. */
-  for (int s = 0; s < c->nsites; s++) {
-    tr_err died;
-    if (c->sites[s].up && di_local_exited(c, s, &died))
-      td_notice(c, "%s; this session goes on without it", died.msg);
-  }
   di_phase_init(&ph, c);
   for (int s = 0; s < c->nsites; s++) di_request(&ph, s, TN_HEARTBEAT, NULL, 0, NULL, NULL, NULL, &err);
   /* A worker believed down gets a short grace too: one that came back
-  ** answers within it, and is seen rejoining now rather than by chance. */
+  ** answers within it, and is seen rejoining now rather than by chance.
+  ** One just started again is waited for (as long as the liveness
+  ** window), unless it exits first. */
   double t0 = tr_now(), end = t0 + TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0;
   for (;;) {
     int waiting = 0, grace = tr_now() < t0 + S_REJOIN_GRACE_S;
-    for (int i = 0; i < ph.n; i++)
-      waiting += !ph.out[i].done && (grace || c->sites[ph.out[i].site].up);
+    for (int i = 0; i < ph.n; i++) {
+      td_site *st = &c->sites[ph.out[i].site];
+      int starting = st->local && st->pid > 0 && !st->answered;
+      waiting += !ph.out[i].done && (grace || st->up || starting);
+    }
     if (!waiting || tr_now() >= end) break;
     di_drain(c, &ph, 5);
+    for (int s = 0; s < c->nsites; s++) {
+      td_site *st = &c->sites[s];
+      tr_err gone;
+      if (st->local && st->pid > 0 && !st->answered && !st->up && di_local_exited(c, s, &gone)) {
+        td_notice(c, "%s before it answered; this session goes on without it", gone.msg);
+        st->died[0] = '\0';
+      }
+    }
   }
   c->last_ping = tr_now();
   for (int i = 0; i < ph.n; i++) {
@@ -74,6 +110,7 @@ void di_ping(td_cluster *c) {
     ** what it holds is reconciled anew. */
     if (ph.out[i].done && (!st->up || st->restarted)) rejoined = 1;
     st->up = ph.out[i].done;
+    st->answered |= st->up;
     st->restarted = 0;
   }
   di_phase_free(&ph);
@@ -232,6 +269,7 @@ static int s_hello_all(td_cluster *c, double timeout_s, tr_err *err) {
   int up = 0;
   for (int i = 0; i < ph.n; i++) {
     c->sites[ph.out[i].site].up = ph.out[i].done && ph.out[i].reply.type == TN_HELLO_OK;
+    c->sites[ph.out[i].site].answered |= c->sites[ph.out[i].site].up;
     c->sites[ph.out[i].site].restarted = 0; /* the process that said HELLO_OK is the one we know */
     up += c->sites[ph.out[i].site].up;
     if (c->sites[ph.out[i].site].up) s_hello_memory(&c->sites[ph.out[i].site], &ph, i);
@@ -244,6 +282,7 @@ static int s_hello_all(td_cluster *c, double timeout_s, tr_err *err) {
   } else if (!rc && ndied) {
     td_notice(c, "%s; this session goes on without %s", died.msg, ndied == 1 ? "it" : "them");
   }
+  for (int s = 0; s < c->nsites; s++) c->sites[s].died[0] = '\0'; /* said: not started again */
   /* Ctrl-C while waiting is the answer, not a silent cluster. */
   if (!rc && !up && c->nsites && tr_cancelled(c->interrupt))
     rc = tr_seterr(err, TR_EINTR, "interrupted");
@@ -328,11 +367,14 @@ static int s_site_join(td_cluster *c, td_site *st, tr_err *err) {
   return rc;
 }
 
-/* Start local worker number idx, one of `of` sharing this machine: its
-** endpoint is an ipc socket under workdir, its store workdir/w<idx>, its
-** log workdir/w<idx>.log. */
-static int s_spawn_local(td_cluster *c, const td_config *cfg, int idx, int of, tr_err *err) {
-  char exe[4096], ep[TC_ENDPOINT_MAX];
+/* Start the process of local worker st (number st->local - 1, one of
+** c->local_of sharing this machine), as c->local_cfg says: its endpoint
+** an ipc socket under workdir, its store workdir/w<idx>, its log
+** workdir/w<idx>.log. */
+static int s_exec_local(td_cluster *c, td_site *st, tr_err *err) {
+  const td_config *cfg = &c->local_cfg;
+  int idx = st->local - 1, of = c->local_of;
+  char exe[4096];
   const char *self = cfg->self_exe;
   if (!self) {
     ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -340,8 +382,6 @@ static int s_spawn_local(td_cluster *c, const td_config *cfg, int idx, int of, t
     exe[k] = '\0';
     self = exe;
   }
-  if (mkdir(c->workdir, 0700) != 0 && errno != EEXIST)
-    return tr_seterr(err, TR_EIO, "cannot create '%s': %s", c->workdir, strerror(errno));
   /* Two kernel threads a core among the local workers, so that a core
   ** one worker leaves idle is taken by another's thread: while it waits
   ** on its store or a peer between chunk tasks, at its phase's end, or
@@ -361,18 +401,12 @@ static int s_spawn_local(td_cluster *c, const td_config *cfg, int idx, int of, t
   char memory[32];
   int64_t share = tr_phys_memory() / 8 / of;
   snprintf(memory, sizeof memory, "%lld", (long long)(share > (1 << 20) ? share : 1 << 20));
-  if (snprintf(ep, sizeof ep, "ipc://%s/w%d.ipc", c->workdir, idx) >= (int)sizeof ep ||
-      strlen(c->workdir) > 90)
-    return tr_seterr(err, TR_EINVAL, "database path too long for local worker sockets: %s",
-                     c->workdir);
-  td_site *st = s_site_new(c, ep, err);
-  if (!st) return err->code;
   /* A local worker of a killed shell can still be bound to this socket
   ** while it stops: we must not reach it (it would answer, then vanish
   ** with our requests).  Only this database's shell uses the path (the
   ** catalog is locked), and the new worker binds it afresh. */
-  unlink(ep + 6);
-  char data[4200], logf[4200], threads[16];
+  unlink(st->ep + 6);
+  char data[sizeof c->workdir + 24], logf[sizeof c->workdir + 24], threads[16];
   snprintf(data, sizeof data, "%s/w%d", c->workdir, idx);
   snprintf(logf, sizeof logf, "%s/w%d.log", c->workdir, idx);
   snprintf(threads, sizeof threads, "%d", per);
@@ -432,7 +466,35 @@ static int s_spawn_local(td_cluster *c, const td_config *cfg, int idx, int of, t
     _exit(127);
   }
   st->pid = pid;
-  return s_site_join(c, st, err);
+  return TR_OK;
+}
+
+/* Keep cfg's settings for local workers in c->local_cfg, its strings
+** copied (the caller's may not outlive the open). */
+static int s_keep_local_cfg(td_cluster *c, const td_config *cfg, tr_err *err) {
+  td_config *k = &c->local_cfg;
+  k->threads = cfg->threads;
+  const char *from[] = {cfg->backend, cfg->keys, cfg->self_exe, cfg->device, cfg->gpu_memory};
+  const char **to[] = {&k->backend, &k->keys, &k->self_exe, &k->device, &k->gpu_memory};
+  for (size_t i = 0; i < sizeof from / sizeof *from; i++)
+    if (from[i] && !(*to[i] = strdup(from[i]))) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  return TR_OK;
+}
+
+/* Start local worker number idx (s_exec_local) as a new site. */
+static int s_spawn_local(td_cluster *c, int idx, tr_err *err) {
+  char ep[TC_ENDPOINT_MAX];
+  if (mkdir(c->workdir, 0700) != 0 && errno != EEXIST)
+    return tr_seterr(err, TR_EIO, "cannot create '%s': %s", c->workdir, strerror(errno));
+  if (snprintf(ep, sizeof ep, "ipc://%s/w%d.ipc", c->workdir, idx) >= (int)sizeof ep ||
+      strlen(c->workdir) > 90)
+    return tr_seterr(err, TR_EINVAL, "database path too long for local worker sockets: %s",
+                     c->workdir);
+  td_site *st = s_site_new(c, ep, err);
+  if (!st) return err->code;
+  st->local = idx + 1;
+  int rc = s_exec_local(c, st, err);
+  return rc ? rc : s_site_join(c, st, err);
 }
 
 /* Is endpoint one of this database's local workers? */
@@ -598,10 +660,10 @@ static int s_open(td_cluster *c, const td_config *cfg, tr_err *err) {
     int idx = s_local_index(c, rec[i].endpoint);
     if (idx >= 0 && idx < top && s_site_holds(c, rec[i].id)) want[idx] = 1;
   }
-  int of = 0;
-  for (int i = 0; want && i < top; i++) of += want[i];
+  for (int i = 0; want && i < top; i++) c->local_of += want[i];
+  if (!rc && c->local_of) rc = s_keep_local_cfg(c, cfg, err);
   for (int i = 0; want && i < top && !rc; i++)
-    if (want[i]) rc = s_spawn_local(c, cfg, i, of, err);
+    if (want[i]) rc = s_spawn_local(c, i, err);
   free(want);
   free(rec);
   if (rc) return rc;
@@ -667,6 +729,12 @@ void td_cluster_close(td_cluster **pc) {
   free(c->lost);
   free(c->forgot);
   free(c->notice);
+  const td_config *k = &c->local_cfg;
+  free((char *)k->backend);
+  free((char *)k->keys);
+  free((char *)k->self_exe);
+  free((char *)k->device);
+  free((char *)k->gpu_memory);
   free(c);
 }
 

@@ -37,6 +37,14 @@ typedef struct td_site {
   int64_t peak_rss;              /* the largest resident memory its task
                                     replies reported (bytes) */
   int64_t memory;                /* its --memory as HELLO_OK said (0: not said) */
+  int local;                     /* 1 + its number among the local workers
+                                    (w<local - 1>), 0 if remote */
+  int answered;                  /* its process answered a HELLO or a ping: a
+                                    local one that exits before it has is
+                                    not started again (it would fail alike) */
+  int restarts;                  /* times its local process was started again */
+  char died[128];                /* how its local process ended ("died of
+                                    signal 9 (Killed)"), once it has */
 } td_site;
 
 /* The coordinator of one database. */
@@ -53,6 +61,11 @@ struct td_cluster {
   int lp_failed_said;      /* m-SCT's LP failed once: the notice was given */
   int topo_said;           /* a graph too large for m-SCT or m-ETF: the notice was given */
   char workdir[4200];     /* where local workers keep data and logs */
+  /* How local workers are started: the open's settings (its strings
+  ** copied) and how many share this machine, so that one that died can be
+  ** started again as it was (di_ping). */
+  td_config local_cfg;
+  int local_of;
   /* Replicas: a chunk a worker reported damaged in the last failed phase
   ** (site index and chunk id, for the retry), and whether some chunks may
   ** have fewer replicas than the setting (td_maintain's work). */
@@ -190,10 +203,13 @@ int di_add_sends(di_phase *ph, tn_wbuf *sends, uint32_t *nsend, int keep, int rc
 
 /* Live sites, in index order; returns how many. */
 int di_up_sites(const td_cluster *c, int *up);
-/* Site s, a local worker, has exited: reap it (it is no longer local nor
-** up) and return TR_EIO with how it ended (a signal, an exit status) and
-** where its log is.  TR_OK while it runs, and for a remote site. */
+/* Site s, a local worker, has exited: reap it (it is down, its pid 0)
+** and return TR_EIO with how it ended (a signal, an exit status) and
+** where its log is (di_local_died).  TR_OK while it runs, and for a
+** remote site. */
 int di_local_exited(td_cluster *c, int s, tr_err *err);
+/* TR_EIO with how site s's local process ended, as di_local_exited said. */
+int di_local_died(const td_cluster *c, int s, tr_err *err);
 /* Site s is taken for down while a phase waits on it (silent, restarted,
 ** exited): counted in losses, and in faults too when fault is set. */
 void di_site_lost(td_cluster *c, int s, int fault);

@@ -198,7 +198,6 @@ static void s_cancel_busy(di_phase *ph) {
 int di_local_exited(td_cluster *c, int s, tr_err *err) {
   td_site *st = &c->sites[s];
   int wst;
-  char how[128];
   if (st->pid <= 0 || waitpid(st->pid, &wst, WNOHANG) != st->pid) return TR_OK;
   st->pid = 0;
   /* Its own fault (what a bad kernel call raises, or an exit it chose):
@@ -209,10 +208,16 @@ int di_local_exited(td_cluster *c, int s, tr_err *err) {
               sig == SIGSYS || sig == SIGTRAP || (WIFEXITED(wst) && WEXITSTATUS(wst) != 0);
   di_site_lost(c, s, fault);
   if (WIFSIGNALED(wst))
-    snprintf(how, sizeof how, "died of signal %d (%s)", WTERMSIG(wst), strsignal(WTERMSIG(wst)));
+    snprintf(st->died, sizeof st->died, "died of signal %d (%s)", WTERMSIG(wst), strsignal(WTERMSIG(wst)));
   else
-    snprintf(how, sizeof how, "exited with status %d", WIFEXITED(wst) ? WEXITSTATUS(wst) : -1);
-  return tr_seterr(err, TR_EIO, "local worker %s %s (see %s/w%d.log)", st->ep, how, c->workdir, s);
+    snprintf(st->died, sizeof st->died, "exited with status %d", WIFEXITED(wst) ? WEXITSTATUS(wst) : -1);
+  return di_local_died(c, s, err);
+}
+
+int di_local_died(const td_cluster *c, int s, tr_err *err) {
+  const td_site *st = &c->sites[s];
+  return tr_seterr(err, TR_EIO, "local worker %s %s (see %s/w%d.log)", st->ep, st->died, c->workdir,
+                   st->local ? st->local - 1 : s);
 }
 
 /* Silence counts from when the wait began listening: what a site sent
