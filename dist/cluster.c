@@ -80,6 +80,8 @@ void di_ping(td_cluster *c) {
     if (!c->sites[s].up) s_site_reopen(c, &c->sites[s], &err);
   di_phase_init(&ph, c);
   for (int s = 0; s < c->nsites; s++) di_request(&ph, s, TN_HEARTBEAT, NULL, 0, NULL, NULL, NULL, &err);
+  int nbeat = ph.n; /* then what the last statements left to drop */
+  di_pending_requests(&ph);
   /* A worker believed down gets a short grace too: one that came back
   ** answers within it, and is seen rejoining now rather than by chance.
   ** One just started again is waited for (as long as the liveness
@@ -104,7 +106,7 @@ void di_ping(td_cluster *c) {
     }
   }
   c->last_ping = tr_now();
-  for (int i = 0; i < ph.n; i++) {
+  for (int i = 0; i < nbeat; i++) {
     td_site *st = &c->sites[ph.out[i].site];
     /* Back after being down, or a new process in its place: either way
     ** what it holds is reconciled anew. */
@@ -703,6 +705,7 @@ void td_cluster_close(td_cluster **pc) {
   if (!c) return;
   *pc = NULL;
   /* before the workers stop: they would write what they hold in memory */
+  di_drop_pending(c);
   di_flush(c, 1);
   /* Local workers are stopped below, and one still writing when it is
   ** killed (S_REAP_S) loses what it held in memory only, every replica of
@@ -728,6 +731,8 @@ void td_cluster_close(td_cluster **pc) {
   if (c->keys.on) tn_zap_stop();
   free(c->lost);
   free(c->forgot);
+  free(c->pend);
+  free(c->pend_site);
   free(c->notice);
   const td_config *k = &c->local_cfg;
   free((char *)k->backend);
@@ -798,6 +803,7 @@ int td_maintain(td_cluster *c, double budget_s, tr_err *err) {
 void td_sync(td_cluster *c) { di_flush(c, 1); }
 
 int td_worker_add(td_cluster *c, const char *ep, tr_err *err) {
+  di_drop_pending(c); /* local workers holding nothing may stop below */
   int rc = s_add_site(c, ep, err), s = -1;
   if (!rc) rc = s_hello_all(c, 5.0, err);
   for (int k = 0; k < c->nsites; k++)

@@ -89,6 +89,11 @@ struct td_cluster {
   ** back to them. */
   uint64_t *forgot;
   int64_t nforgot, capforgot;
+  /* Chunks finished statements left to drop (di_drop_later): ids and the
+  ** catalog id of the site holding each (-1: every site). */
+  uint64_t *pend;
+  int64_t *pend_site;
+  int64_t npend, cappend;
   uint64_t forgot_bytes;
   double forgot_s;         /* DI_FORGOT_S, or a test's */
   double reap_s;           /* S_REAP_S, or a test's */
@@ -184,6 +189,17 @@ void di_drop_each(td_cluster *c, int only, const uint64_t *ids, int64_t n, uint6
 ** synced: they are dropped with the next drop once the catalog is synced.
 ** Takes ids (malloc'd). */
 void di_forget_later(td_cluster *c, uint64_t *ids, int64_t n, uint64_t old_bytes);
+/* Chunks a finished statement leaves to drop, ids[0..n): its scratch,
+** and the version its output replaced once the catalog is synced; site[i]
+** the index of the site holding ids[i], -1 for every site.  They go with
+** the next ping's heartbeats (di_ping), in no round trip of their own, or
+** at the close (di_drop_pending); a worker handles its requests in order,
+** so the next statement's tasks find them gone. */
+void di_drop_later(td_cluster *c, const uint64_t *ids, const int *site, int64_t n);
+/* The pending drops' requests, added to phase ph (the list emptied). */
+void di_pending_requests(di_phase *ph);
+/* Drop the pending chunks now, waiting for the workers. */
+void di_drop_pending(td_cluster *c);
 /* Sync the catalog and drop the chunks it forgot: `force`, or when they
 ** are due (DI_FORGOT_BYTES of them, or the oldest commit DI_FORGOT_S old). */
 void di_flush(td_cluster *c, int force);

@@ -345,6 +345,60 @@ void di_drop_ids(td_cluster *c, int only, const uint64_t *ids, int64_t n) {
   di_drop_each(c, only, ids, n, NULL, NULL, 0, 1);
 }
 
+/* DROP requests in phase ph for ids[0..n): to each live site, those whose
+** site[i] is its catalog id or -1. */
+static void s_drop_requests(di_phase *ph, const uint64_t *ids, const int64_t *site, int64_t n) {
+  td_cluster *c = ph->c;
+  tr_err err;
+  for (int s = 0; s < c->nsites; s++) {
+    uint32_t k = 0;
+    for (int64_t i = 0; c->sites[s].up && i < n; i++) k += site[i] < 0 || site[i] == c->sites[s].id;
+    if (!k) continue;
+    tn_wbuf b = {0};
+    tn_put_u32(&b, k);
+    for (int64_t i = 0; i < n; i++)
+      if (site[i] < 0 || site[i] == c->sites[s].id) tn_put_u64(&b, ids[i]);
+    di_request(ph, s, TN_DROP, &b, 0, NULL, NULL, NULL, &err);
+    tn_wbuf_free(&b);
+  }
+}
+
+void di_pending_requests(di_phase *ph) {
+  td_cluster *c = ph->c;
+  s_drop_requests(ph, c->pend, c->pend_site, c->npend);
+  c->npend = 0;
+}
+
+void di_drop_pending(td_cluster *c) {
+  if (!c->npend) return;
+  di_phase ph;
+  tr_err err;
+  di_phase_init(&ph, c);
+  di_pending_requests(&ph);
+  di_wait(&ph, &err);
+  di_phase_free(&ph);
+}
+
+void di_drop_later(td_cluster *c, const uint64_t *ids, const int *site, int64_t n) {
+  if (c->npend + n > c->cappend) {
+    int64_t cap = 2 * (c->npend + n);
+    uint64_t *v = realloc(c->pend, (size_t)cap * sizeof *v);
+    int64_t *vs = v ? realloc(c->pend_site, (size_t)cap * sizeof *vs) : NULL;
+    if (v) c->pend = v;
+    if (vs) c->pend_site = vs;
+    if (!vs) { /* no room to keep them: drop those kept, then these, on every site */
+      di_drop_pending(c);
+      di_drop_each(c, -1, ids, n, NULL, NULL, 0, 0);
+      return;
+    }
+    c->cappend = cap;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    c->pend[c->npend] = ids[i];
+    c->pend_site[c->npend++] = site[i] < 0 ? -1 : c->sites[site[i]].id;
+  }
+}
+
 void di_forget_later(td_cluster *c, uint64_t *ids, int64_t n, uint64_t old_bytes) {
   if (n > 0 && c->nforgot + n > c->capforgot) {
     int64_t cap = 2 * (c->nforgot + n);

@@ -866,31 +866,8 @@ static void s_cleanup(s_run *R, int failed) {
     for (int64_t lin = 0; lin < pr->n; lin++)
       if (pr->locs[lin].chunk_id) s_note_drop(R, -1, pr->locs[lin].chunk_id);
   }
-  if (!R->ndrop) {
-    di_flush(c, 0);
-    return;
-  }
-  /* the ids sorted by site: those for every site first, then site 0's, .. */
-  int ns = c->nsites;
-  uint64_t *ids = malloc(sizeof *ids * (size_t)R->ndrop), **own = calloc((size_t)ns + 1, sizeof *own);
-  int64_t *nown = calloc((size_t)ns + 1, sizeof *nown), k = 0, nall = 0;
-  if (ids && own && nown) {
-    for (int s = -1; s < ns; s++) {
-      int64_t from = k;
-      for (int64_t i = 0; i < R->ndrop; i++)
-        if (R->drop_site[i] == s) ids[k++] = R->drop[i];
-      if (s < 0) {
-        nall = k;
-      } else {
-        own[s] = ids + from;
-        nown[s] = k - from;
-      }
-    }
-    di_drop_each(c, -1, ids, nall, own, nown, ns, 0);
-  }
-  free(ids);
-  free(own);
-  free(nown);
+  if (R->ndrop) di_drop_later(c, R->drop, R->drop_site, R->ndrop);
+  di_flush(c, 0);
 }
 
 /* R->pl[rel] from the chunk locations of rel (site ids to positions in

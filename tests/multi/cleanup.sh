@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# A statement's clean-up is one round trip: the copies it moved, the
-# partials of its two-phase aggregation and the version its output
-# replaced are dropped together, each worker sent one DROP for them all.
+# A statement's clean-up takes no round trip of its own: the copies it
+# moved, the partials of its two-phase aggregation and the version its
+# output replaced are dropped together, each worker sent one DROP for
+# them all, with the next statement's ping.
 # Nothing is left behind and nothing the catalog lists is dropped: the
 # chunk files are those of the tensors alone, and the output reads the
 # same after it was replaced.  Workers trace the requests they get
@@ -57,6 +58,14 @@ last() { grep -o "got DROP (request [0-9]*" "$work/w$1.log" | tail -1 | grep -o 
 ids=$(for n in 0 1 2; do last $n; done | sort -n)
 [ $(( $(echo "$ids" | tail -1) - $(echo "$ids" | head -1) )) -eq 2 ] ||
   fail "the last DROPs went in more than one round trip: request ids $(echo $ids)"
+ok
+# ... with the ping before the next statement (the PRINT): its heartbeats,
+# one a worker in order, take the ids just before them.
+lo=$(echo "$ids" | head -1)
+for n in 0 1 2; do
+  grep -q "got HEARTBEAT (request $((lo - 3 + n)))" "$work/w$n.log" ||
+    fail "worker $n's DROP (request $lo on) did not follow the ping's heartbeat $((lo - 3 + n))"
+done
 ok
 # A 4 chunks, B 4 and C 4 (B's column blocks, the declared chunking),
 # two replicas each: the replaced version's files are gone, and no moved
