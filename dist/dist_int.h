@@ -141,6 +141,8 @@ typedef struct di_phase {
   ** way; an error ends the wait with it. */
   int (*on_reply)(struct di_phase *ph, int k, void *ctx, tr_err *err);
   void *on_reply_ctx;
+  double paused_s; /* the longest this shell did not run in the wait
+                      (stopped, its machine suspended or starved) */
 } di_phase;
 
 /* A copy to make: chunk id from site index src to site index dst. */

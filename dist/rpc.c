@@ -237,8 +237,19 @@ static int s_wait_loop(di_phase *ph, int tolerant, tr_err *err) {
   td_cluster *c = ph->c;
   /* listen: when the wait last began reading the sites (its start, or the
   ** end of an on_reply, which reads none of what they sent meanwhile) */
-  double start = tr_now(), listen = start, next_beat = 0;
+  double start = tr_now(), listen = start, next_beat = 0, turn = start;
   for (;;) {
+    /* A turn of this loop takes a drain's timeout and little work: one
+    ** that took over a heartbeat interval means this shell did not run
+    ** (stopped, its machine suspended or starved), and what the sites
+    ** sent meanwhile is not all read yet: silence counts from now, and the
+    ** replies read so far are judged knowing it (di_reply_error). */
+    double woke = tr_now();
+    if (woke - turn > TN_HEARTBEAT_MS / 1000.0) {
+      listen = woke;
+      if (woke - turn > ph->paused_s) ph->paused_s = woke - turn;
+    }
+    turn = woke;
     int pending = 0;
     for (int i = 0; i < ph->n; i++) {
       di_out *o = &ph->out[i];
@@ -330,7 +341,19 @@ int di_reply_error(di_phase *ph, int i, uint64_t *chunk, tr_err *err) {
   char msg[600];
   int code;
   tn_get_error(&ph->out[i].reply, &code, chunk, msg, sizeof msg);
-  return tr_seterr(err, code, "worker %s: %s", ph->c->sites[ph->out[i].site].ep, msg);
+  const char *ep = ph->c->sites[ph->out[i].site].ep;
+  /* A task a worker stopped on its own (its shell silent too long) is not
+  ** a Ctrl-C, which alone stops a script.  Where this shell had stopped
+  ** running, that silence was its own: the work is lost as with a worker
+  ** lost (td_losses), and the statement may run again. */
+  if (code == TR_EINTR && !tr_cancelled(ph->c->interrupt)) {
+    code = TR_EIO;
+    if (ph->paused_s > 0) {
+      ph->c->losses++;
+      return tr_seterr(err, code, "worker %s: %s (this shell did not run for %.1f s)", ep, msg, ph->paused_s);
+    }
+  }
+  return tr_seterr(err, code, "worker %s: %s", ep, msg);
 }
 
 /* Reply i's body as a read cursor. */

@@ -289,7 +289,10 @@ int wi_reply(wi_worker *w, const uint8_t *route, size_t rl, int type, uint64_t r
 void wi_fail_job(wi_job *j, int code, const char *msg) {
   j->rtype = TN_ERROR;
   j->code = code;
-  snprintf(j->msg, sizeof j->msg, "%s", msg);
+  /* a job stopped by a cancel says why it was cancelled, whichever
+  ** kernel or wait noticed it */
+  if (code == TR_EINTR && j->why[0]) snprintf(j->msg, sizeof j->msg, "task stopped: %s", j->why);
+  else snprintf(j->msg, sizeof j->msg, "%s", msg);
 }
 
 int64_t wi_memory(wi_worker *w) {

@@ -543,11 +543,13 @@ void wi_cancel_from(wi_worker *w, const uint8_t *route, size_t len, int quiet,
   int running = 0, dropped = 0;
   pthread_mutex_lock(&w->mu);
   if (w->running && s_from(w->running, route, len) && !tr_cancelled(&w->running->cancel)) {
+    snprintf(w->running->why, sizeof w->running->why, "%s", why);
     tr_cancel_set(&w->running->cancel);
     running = 1;
   }
   for (wi_job *j = w->parked; j; j = j->next)
     if (s_from(j, route, len) && !tr_cancelled(&j->cancel)) {
+      snprintf(j->why, sizeof j->why, "%s", why);
       tr_cancel_set(&j->cancel);
       w->recheck = 1;
       pthread_cond_signal(&w->cv);
@@ -569,13 +571,25 @@ void wi_cancel_from(wi_worker *w, const uint8_t *route, size_t len, int quiet,
   pthread_mutex_unlock(&w->mu);
   while (drop) {
     wi_job *nx = drop->next;
-    tn_send_error(w->router, drop->route, drop->route_len, drop->req, drop->db, TR_EINTR, 0, "cancelled");
+    char msg[sizeof drop->why + 16];
+    snprintf(msg, sizeof msg, "task stopped: %s", why);
+    tn_send_error(w->router, drop->route, drop->route_len, drop->req, drop->db, TR_EINTR, 0, msg);
     wi_job_free(drop);
     drop = nx;
   }
   if (running || dropped || !quiet)
     wi_log("%s: %s, %d queued dropped", why,
           running ? "stopping its running task" : "none of its tasks running", dropped);
+}
+
+/* The gap is not the coordinators' silence: each job heard from them that
+** much later. */
+void wi_paused(wi_worker *w, double gap) {
+  pthread_mutex_lock(&w->mu);
+  if (w->running) w->running->heard += gap;
+  for (wi_job *j = w->todo; j; j = j->next) j->heard += gap;
+  for (wi_job *j = w->parked; j; j = j->next) j->heard += gap;
+  pthread_mutex_unlock(&w->mu);
 }
 
 /* Cancel the jobs of coordinators silent for the liveness window (their

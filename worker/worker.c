@@ -146,7 +146,7 @@ static void s_on_request(wi_worker *w, tn_in *in) {
   case TN_CANCEL:
     /* Its statement is gone: stop its running task, fail its queued ones.
     ** Another coordinator's work goes on. */
-    wi_cancel_from(w, in->route, in->route_len, 0, "cancel");
+    wi_cancel_from(w, in->route, in->route_len, 0, "cancelled by its shell");
     break;
   case TN_STATS: {
     /* The requesting database's chunks (none if its store is not open:
@@ -314,7 +314,7 @@ static int s_start(wi_worker *w, const tw_config *cfg) {
 ** finished, heartbeat the coordinator. */
 static void s_serve(wi_worker *w) {
   tr_err err;
-  double next_beat = tr_now();
+  double next_beat = tr_now(), turn = next_beat;
   while (!s_stop) {
     zmq_pollitem_t items[3 + S_MAX_PEERS];
     items[0] = (zmq_pollitem_t){w->router, 0, ZMQ_POLLIN, 0};
@@ -322,6 +322,15 @@ static void s_serve(wi_worker *w) {
     for (int i = 0; i < w->npeers; i++) items[2 + i] = (zmq_pollitem_t){w->peer[i], 0, ZMQ_POLLIN, 0};
     items[2 + w->npeers] = (zmq_pollitem_t){NULL, w->wake[0], ZMQ_POLLIN, 0};
     int rc = zmq_poll(items, 3 + w->npeers, TN_HEARTBEAT_MS / 2);
+    /* A turn of this loop takes at most half a heartbeat interval (the
+    ** poll's timeout) and little work: one that took over an interval
+    ** means the worker did not run (SIGSTOP, a suspended or starved
+    ** machine).  Its coordinators' silence meanwhile is not theirs, and
+    ** what they sent then may still be unread when this turn ends: counted,
+    ** it stopped their tasks on waking (wi_cancel_lost, below). */
+    double now = tr_now();
+    if (now - turn > TN_HEARTBEAT_MS / 1000.0) wi_paused(w, now - turn);
+    turn = now;
     if (rc > 0 && (items[2 + w->npeers].revents & ZMQ_POLLIN)) {
       wi_busy(w);
       wi_send_pushes(w);

@@ -173,6 +173,8 @@ typedef struct wi_job {
   char msg[sizeof(((tr_err *)0)->msg) + 300]; /* TN_ERROR: message */
   _Atomic uint64_t bad;     /* TN_ERROR: a chunk that failed its checksum */
   tr_cancel cancel;         /* TN_TASK: set to stop it (its kernels poll) */
+  char why[80];             /* why it was cancelled (wi_cancel_from, under mu):
+                               its TN_ERROR says so, not just "interrupted" */
   _Atomic int64_t made;     /* TN_TASK: output chunks stored so far, which
                                heartbeats report (progress) */
   double heard;             /* TN_TASK, TN_SYNC: when its coordinator last
@@ -372,6 +374,10 @@ void wi_cancel_from(wi_worker *w, const uint8_t *route, size_t len, int quiet,
 ** shell was killed or cut off): nobody will take the result.  The worker
 ** stays up for the next coordinator. */
 void wi_cancel_lost(wi_worker *w);
+/* The worker did not run for gap seconds (stopped, or its machine
+** suspended or starved): the coordinators' silence over that time is not
+** theirs, so it is not counted (each job's heard moves on by gap). */
+void wi_paused(wi_worker *w, double gap);
 
 /* ---- io.c ---------------------------------------------------------------- */
 

@@ -98,7 +98,7 @@ ok
 
 # Ctrl-C (SIGINT) on a shell mid-statement: the workers are told to stop.
 before=$(find "$work"/w0 "$work"/w1 "$work"/w2 -name '*.chk' | wc -l)
-cancels=$(cat "$work"/w[012].log | grep -c "cancel:" || true)
+cancels=$(cat "$work"/w[012].log | grep -c "cancelled by its shell:" || true)
 "$TRADB" --workers "$workers" --backend reference "$db" <<<'X[i,j] = SUM(A[i,k] * A[k,j] * A[k,j]);' 2> "$work/int.err" &
 shell=$!
 pids+=("$shell")
@@ -121,7 +121,7 @@ done
 set +e; wait "$shell"; rc=$?; set -e
 [ $rc -eq 1 ] && grep -q "interrupted" "$work/int.err" || fail "interrupt not reported (exit status $rc): $(cat "$work/int.err")"
 deadline=$((SECONDS + 10))
-until [ "$(cat "$work"/w[012].log | grep -c "cancel:")" -gt "$cancels" ]; do
+until [ "$(cat "$work"/w[012].log | grep -c "cancelled by its shell:")" -gt "$cancels" ]; do
   [ $SECONDS -lt $deadline ] || fail "no worker was told to cancel"
   sleep 0.05
 done

@@ -4,6 +4,7 @@
 # started through start_worker or track), fail, ok, free_port,
 # start_worker N [args] (sets ep[N] and wpid[N]), stop_worker N,
 # wait_until DEADLINE_S DESCRIPTION COMMAND... (polls, never a fixed sleep),
+# wait_status DEADLINE_S DESCRIPTION PID (a child's end and its status),
 # and finish (prints the summary); a path added to mounts is unmounted
 # at exit.
 set -euo pipefail
@@ -44,6 +45,19 @@ wait_until() {
     [ $SECONDS -lt $deadline ] || fail "$what (not within $limit s)"
     sleep 0.05
   done
+}
+
+# wait_status SECONDS WHAT PID: wait (polling) until process PID, a child
+# of this script, has ended, failing with WHAT after SECONDS; its exit
+# status in $status
+wait_status() {
+  local pid=$3
+  ended_() { ! kill -0 "$pid" 2>/dev/null; }
+  wait_until "$1" "$2" ended_
+  set +e
+  wait "$pid"
+  status=$?
+  set -e
 }
 
 # start_worker N [extra args]: worker N on a fresh loopback port (or the

@@ -163,7 +163,7 @@ out=$("$TRADB" --workers "$ep" "$rdb" <<<'s[] = SUM(Y[i,j] * 0 + 1); PRINT s;') 
 passed=$((passed + 1))
 
 # ---- (d) Ctrl-C mid-kernel of one chunk ---------------------------------
-cancels=$(grep -c "cancel:" "$work/w.log" || true)
+cancels=$(grep -c "cancelled by its shell:" "$work/w.log" || true)
 start_long d "Z[i,j] = SUM(Y[i,k] * Y[k,l] * Y[l,j]);"
 t0=$EPOCHREALTIME
 kill -INT "$shell"
@@ -172,7 +172,7 @@ ended=$took
 set +e; wait "$shell"; rc=$?; set -e
 [ $rc -eq 1 ] && grep -q "interrupted" "$work/d.err" || fail "(d) interrupt not reported (status $rc): $(cat "$work/d.err")"
 wait_idle d "$t0"
-[ "$(grep -c "cancel:" "$work/w.log")" -gt "$cancels" ] || fail "(d) the worker was not told to cancel"
+[ "$(grep -c "cancelled by its shell:" "$work/w.log")" -gt "$cancels" ] || fail "(d) the worker was not told to cancel"
 echo "runaway: (d) Ctrl-C on one chunk: shell ended after $ended s, worker idle after $took s"
 passed=$((passed + 1))
 

@@ -32,13 +32,8 @@ writing() { [ "$(nchunks)" -gt "$before" ]; }
 wait_until 60 "no output chunk written" writing
 w0=$(pgrep -f -- "--listen ipc://$db/workers/w0.ipc") || fail "no local worker 0"
 kill -SEGV "$w0"
-done_() { ! kill -0 "$shell" 2>/dev/null; }
-wait_until 60 "the shell did not end after its worker died" done_
-set +e
-wait "$shell"
-rc=$?
-set -e
-[ $rc -ne 0 ] || fail "the statement succeeded without its worker"
+wait_status 60 "the shell did not end after its worker died" "$shell"
+[ $status -ne 0 ] || fail "the statement succeeded without its worker"
 grep -q "local worker ipc://$db/workers/w0.ipc died of signal 11 (Segmentation fault) (see $db/workers/w0.log)" \
   "$work/run.out" || fail "the death not reported: $(cat "$work/run.out")"
 ok
