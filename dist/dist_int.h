@@ -89,12 +89,12 @@ struct td_cluster {
   ** back to them. */
   uint64_t *forgot;
   int64_t nforgot, capforgot;
+  uint64_t forgot_bytes;
   /* Chunks finished statements left to drop (di_drop_later): ids and the
   ** catalog id of the site holding each (-1: every site). */
   uint64_t *pend;
   int64_t *pend_site;
   int64_t npend, cappend;
-  uint64_t forgot_bytes;
   double forgot_s;         /* DI_FORGOT_S, or a test's */
   double reap_s;           /* S_REAP_S, or a test's */
   uint64_t repair_bytes;   /* copied per round of repair (di_repair):
@@ -195,8 +195,8 @@ void di_forget_later(td_cluster *c, uint64_t *ids, int64_t n, uint64_t old_bytes
 ** and the version its output replaced once the catalog is synced; site[i]
 ** the index of the site holding ids[i], -1 for every site.  They go with
 ** the next ping's heartbeats (di_ping), in no round trip of their own, or
-** at the close (di_drop_pending); a worker handles its requests in order,
-** so the next statement's tasks find them gone. */
+** at the close (di_drop_pending); the ping waits for their answers, so
+** the next statement's tasks find them gone. */
 void di_drop_later(td_cluster *c, const uint64_t *ids, const int *site, int64_t n);
 /* The pending drops' requests, added to phase ph (the list emptied). */
 void di_pending_requests(di_phase *ph);
