@@ -34,6 +34,9 @@ static int s_site_reopen(td_cluster *c, td_site *st, tr_err *err);
 static int s_exec_local(td_cluster *c, td_site *st, tr_err *err);
 static int s_inventory(td_cluster *c, int only, tr_err *err);
 
+/* Is st a local worker started again that has not answered yet? */
+static int s_starting(const td_site *st) { return st->local && st->pid > 0 && !st->answered && !st->up; }
+
 /* Before a statement: which workers are alive now?  Ping every worker and
 ** wait (at most the liveness window) for the ones believed up; heartbeats
 ** queued while the shell was idle prove nothing, an echoed ping does.  A
@@ -90,16 +93,15 @@ void di_ping(td_cluster *c) {
   for (;;) {
     int waiting = 0, grace = tr_now() < t0 + S_REJOIN_GRACE_S;
     for (int i = 0; i < ph.n; i++) {
-      td_site *st = &c->sites[ph.out[i].site];
-      int starting = st->local && st->pid > 0 && !st->answered;
-      waiting += !ph.out[i].done && (grace || st->up || starting);
+      const td_site *st = &c->sites[ph.out[i].site];
+      waiting += !ph.out[i].done && (grace || st->up || s_starting(st));
     }
     if (!waiting || tr_now() >= end) break;
     di_drain(c, &ph, 5);
     for (int s = 0; s < c->nsites; s++) {
       td_site *st = &c->sites[s];
       tr_err gone;
-      if (st->local && st->pid > 0 && !st->answered && !st->up && di_local_exited(c, s, &gone)) {
+      if (s_starting(st) && di_local_exited(c, s, &gone)) {
         td_notice(c, "%s before it answered; this session goes on without it", gone.msg);
         st->died[0] = '\0';
       }
@@ -471,16 +473,23 @@ static int s_exec_local(td_cluster *c, td_site *st, tr_err *err) {
   return TR_OK;
 }
 
+/* c->local_cfg's strings, in one list for s_keep_local_cfg and
+** s_free_local_cfg */
+#define S_LOCAL_CFG_STRS(k) {&(k)->backend, &(k)->keys, &(k)->self_exe, &(k)->device, &(k)->gpu_memory}
+
 /* Keep cfg's settings for local workers in c->local_cfg, its strings
 ** copied (the caller's may not outlive the open). */
 static int s_keep_local_cfg(td_cluster *c, const td_config *cfg, tr_err *err) {
-  td_config *k = &c->local_cfg;
-  k->threads = cfg->threads;
-  const char *from[] = {cfg->backend, cfg->keys, cfg->self_exe, cfg->device, cfg->gpu_memory};
-  const char **to[] = {&k->backend, &k->keys, &k->self_exe, &k->device, &k->gpu_memory};
-  for (size_t i = 0; i < sizeof from / sizeof *from; i++)
-    if (from[i] && !(*to[i] = strdup(from[i]))) return tr_seterr(err, TR_ENOMEM, "out of memory");
+  const char **to[] = S_LOCAL_CFG_STRS(&c->local_cfg), *const *from[] = S_LOCAL_CFG_STRS(cfg);
+  c->local_cfg.threads = cfg->threads;
+  for (size_t i = 0; i < sizeof to / sizeof *to; i++)
+    if (*from[i] && !(*to[i] = strdup(*from[i]))) return tr_seterr(err, TR_ENOMEM, "out of memory");
   return TR_OK;
+}
+
+static void s_free_local_cfg(td_cluster *c) {
+  const char **k[] = S_LOCAL_CFG_STRS(&c->local_cfg);
+  for (size_t i = 0; i < sizeof k / sizeof *k; i++) free((char *)*k[i]);
 }
 
 /* Start local worker number idx (s_exec_local) as a new site. */
@@ -734,12 +743,7 @@ void td_cluster_close(td_cluster **pc) {
   free(c->pend);
   free(c->pend_site);
   free(c->notice);
-  const td_config *k = &c->local_cfg;
-  free((char *)k->backend);
-  free((char *)k->keys);
-  free((char *)k->self_exe);
-  free((char *)k->device);
-  free((char *)k->gpu_memory);
+  s_free_local_cfg(c);
   free(c);
 }
 
