@@ -89,7 +89,7 @@ void di_ping(td_cluster *c) {
   ** answers within it, and is seen rejoining now rather than by chance.
   ** One just started again is waited for (as long as the liveness
   ** window), unless it exits first. */
-  double t0 = tr_now(), end = t0 + TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0;
+  double t0 = tr_now(), end = t0 + c->live_s;
   for (;;) {
     int waiting = 0, grace = tr_now() < t0 + S_REJOIN_GRACE_S;
     for (int i = 0; i < ph.n; i++) {
@@ -699,6 +699,10 @@ int td_cluster_open(tc_db *db, const td_config *cfg, const tr_cancel *interrupt,
   ** when it has not stopped) */
   const char *reap_s = getenv("TRADB_TEST_REAP_S");
   c->reap_s = reap_s ? atof(reap_s) : S_REAP_S;
+  /* TRADB_TEST_LIVENESS_S: another liveness window (tests: a worker
+  ** killed and started again within it on a loaded machine) */
+  const char *live_s = getenv("TRADB_TEST_LIVENESS_S");
+  c->live_s = live_s && atof(live_s) > 0 ? atof(live_s) : TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0;
   /* TRADB_TEST_REPAIR_BYTES: another DI_REPAIR_BYTES (tests: a repair of
   ** small chunks that takes many rounds) */
   const char *repair_bytes = getenv("TRADB_TEST_REPAIR_BYTES");

@@ -97,6 +97,8 @@ struct td_cluster {
   int64_t npend, cappend;
   double forgot_s;         /* DI_FORGOT_S, or a test's */
   double reap_s;           /* S_REAP_S, or a test's */
+  double live_s;           /* the liveness window: a worker silent this long
+                              is down (TN_LIVENESS heartbeats), or a test's */
   uint64_t repair_bytes;   /* copied per round of repair (di_repair):
                               DI_REPAIR_BYTES, or a test's */
   /* Workers lost while the coordinator waited on them (di_site_lost), and
@@ -165,7 +167,7 @@ int di_wait(di_phase *ph, tr_err *err);
 int di_wait_ex(di_phase *ph, int tolerant, tr_err *err);
 /* Whether a site last heard at last_seen is down at now, for a wait that
 ** began at start and a reply of `expect` bytes due from it. */
-int di_silent(double now, double last_seen, double start, size_t expect);
+int di_silent(const td_cluster *c, double now, double last_seen, double start, size_t expect);
 /* Reply i's body as a read cursor. */
 void di_reply_body(di_phase *ph, int i, tn_rbuf *r);
 /* Reply i, a TN_ERROR, as err ("worker EP: its message"); returns its

@@ -228,8 +228,8 @@ static double s_silence(double now, double last_seen, double start) {
   return now - (last_seen > start ? last_seen : start);
 }
 
-int di_silent(double now, double last_seen, double start, size_t expect) {
-  double window = TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0 + (double)expect / S_SLOW_BYTES_PER_S;
+int di_silent(const td_cluster *c, double now, double last_seen, double start, size_t expect) {
+  double window = c->live_s + (double)expect / S_SLOW_BYTES_PER_S;
   return s_silence(now, last_seen, start) > window;
 }
 
@@ -306,7 +306,7 @@ static int s_wait_loop(di_phase *ph, int tolerant, tr_err *err) {
     if (ph->watch_all && !tolerant)
       for (int s = 0; s < c->nsites; s++) {
         td_site *st = &c->sites[s];
-        if (st->up && di_silent(now, st->last_seen, listen, 0)) {
+        if (st->up && di_silent(c, now, st->last_seen, listen, 0)) {
           di_site_lost(c, s, 0);
           return tr_seterr(err, TR_EIO, "worker %s is down (silent for %.1f s)", st->ep,
                            s_silence(now, st->last_seen, listen));
@@ -314,7 +314,7 @@ static int s_wait_loop(di_phase *ph, int tolerant, tr_err *err) {
       }
     for (int i = 0; i < ph->n; i++) {
       td_site *st = &c->sites[ph->out[i].site];
-      int silent = di_silent(now, st->last_seen, listen, ph->out[i].expect);
+      int silent = di_silent(c, now, st->last_seen, listen, ph->out[i].expect);
       if (!ph->out[i].done && (silent || st->restarted)) {
         di_site_lost(c, ph->out[i].site, 0);
         if (tolerant) {

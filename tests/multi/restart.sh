@@ -12,7 +12,11 @@ db=$work/db
 # declared layout: the three-factor product is one long join, not split
 "$TRADB" --workers "$W" "$db" <<<'SET layout = declared; CREATE TENSOR A[1024, 1024] CHUNK [512, 512]; FILL A ONES;' \
   || fail "set-up failed"
-"$TRADB" --workers "$W" --backend reference "$db" <<<'C[i,j] = SUM(A[i,k] * A[k,j] * A[k,j]);' \
+# A liveness window of 6 s: on a loaded machine the kill and the new
+# process's start took over the usual 1.5 s, and the worker was taken for
+# down before its restart could be seen.
+TRADB_TEST_LIVENESS_S=6 "$TRADB" --workers "$W" --backend reference "$db" \
+  <<<'C[i,j] = SUM(A[i,k] * A[k,j] * A[k,j]);' \
   > "$work/run.out" 2> "$work/run.err" &
 shell=$!; track $shell
 busy() { [ "$(count "hello" "$work/w1.log")" -ge 2 ] && [ "$(ps -o %cpu= -p "${wpid[1]}" | cut -d. -f1)" -gt 10 ]; }

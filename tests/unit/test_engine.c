@@ -2211,12 +2211,17 @@ Test(engine, save_by_bands_or_in_place_writes_the_same_file) {
 
 /* When a site counts as down: silent for the liveness window (1.5 s) while
 ** the shell listened, and longer while a large reply is due from it (a
-** 1 GiB chunk held its site silent past the window as it arrived). */
+** 1 GiB chunk held its site silent past the window as it arrived); a
+** cluster given another window (TRADB_TEST_LIVENESS_S) waits that long. */
 Test(engine, silence_while_a_large_reply_arrives) {
   const size_t gib = (size_t)1 << 30;
-  cr_assert(di_silent(100.0, 98.0, 90.0, 0), "2 s of silence while listening");
-  cr_assert(!di_silent(100.0, 99.0, 90.0, 0), "1 s is within the window");
-  cr_assert(!di_silent(100.0, 90.0, 99.0, 0), "the wait began 1 s ago");
-  cr_assert(!di_silent(100.0, 96.0, 90.0, gib), "4 s while 1 GiB arrives");
-  cr_assert(di_silent(100.0, 85.0, 80.0, gib), "15 s while 1 GiB arrives");
+  td_cluster c = {.live_s = TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0};
+  cr_assert(di_silent(&c, 100.0, 98.0, 90.0, 0), "2 s of silence while listening");
+  cr_assert(!di_silent(&c, 100.0, 99.0, 90.0, 0), "1 s is within the window");
+  cr_assert(!di_silent(&c, 100.0, 90.0, 99.0, 0), "the wait began 1 s ago");
+  cr_assert(!di_silent(&c, 100.0, 96.0, 90.0, gib), "4 s while 1 GiB arrives");
+  cr_assert(di_silent(&c, 100.0, 85.0, 80.0, gib), "15 s while 1 GiB arrives");
+  c.live_s = 6;
+  cr_assert(!di_silent(&c, 100.0, 95.0, 90.0, 0), "5 s is within a window of 6");
+  cr_assert(di_silent(&c, 100.0, 93.0, 90.0, 0), "7 s is not");
 }
