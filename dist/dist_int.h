@@ -165,8 +165,9 @@ int di_request(di_phase *ph, int s, int type, const tn_wbuf *body, int ndata,
 void di_drain(td_cluster *c, di_phase *ph, int timeout_ms);
 int di_wait(di_phase *ph, tr_err *err);
 int di_wait_ex(di_phase *ph, int tolerant, tr_err *err);
-/* Whether a site last heard at last_seen is down at now, for a wait that
-** began at start and a reply of `expect` bytes due from it. */
+/* Whether a site last heard at last_seen is down at now (silent past c's
+** liveness window), for a wait that began at start and a reply of
+** `expect` bytes due from it. */
 int di_silent(const td_cluster *c, double now, double last_seen, double start, size_t expect);
 /* Reply i's body as a read cursor. */
 void di_reply_body(di_phase *ph, int i, tn_rbuf *r);
