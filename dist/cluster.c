@@ -702,7 +702,7 @@ int td_cluster_open(tc_db *db, const td_config *cfg, const tr_cancel *interrupt,
   /* TRADB_TEST_LIVENESS_S: another liveness window (tests: a worker
   ** killed and started again within it on a loaded machine) */
   const char *live_s = getenv("TRADB_TEST_LIVENESS_S");
-  c->live_s = live_s && atof(live_s) > 0 ? atof(live_s) : TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0;
+  c->live_s = live_s && atof(live_s) > 0 ? atof(live_s) : TN_LIVENESS_S;
   /* TRADB_TEST_REPAIR_BYTES: another DI_REPAIR_BYTES (tests: a repair of
   ** small chunks that takes many rounds) */
   const char *repair_bytes = getenv("TRADB_TEST_REPAIR_BYTES");

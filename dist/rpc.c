@@ -239,17 +239,14 @@ static int s_wait_loop(di_phase *ph, int tolerant, tr_err *err) {
   ** end of an on_reply, which reads none of what they sent meanwhile) */
   double start = tr_now(), listen = start, next_beat = 0, turn = start;
   for (;;) {
-    /* A turn of this loop takes a drain's timeout and little work: one
-    ** that took over a heartbeat interval means this shell did not run
-    ** (stopped, its machine suspended or starved), and what the sites
-    ** sent meanwhile is not all read yet: silence counts from now, and the
-    ** replies read so far are judged knowing it (di_reply_error). */
-    double woke = tr_now();
-    if (woke - turn > TN_HEARTBEAT_MS / 1000.0) {
+    /* This shell did not run (tn_paused): what the sites sent meanwhile
+    ** is not all read yet, so silence counts from now, and the replies
+    ** read so far are judged knowing it (di_reply_error). */
+    double woke = tr_now(), paused = tn_paused(&turn, woke);
+    if (paused > 0) {
       listen = woke;
-      if (woke - turn > ph->paused_s) ph->paused_s = woke - turn;
+      if (paused > ph->paused_s) ph->paused_s = paused;
     }
-    turn = woke;
     int pending = 0;
     for (int i = 0; i < ph->n; i++) {
       di_out *o = &ph->out[i];

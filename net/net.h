@@ -43,6 +43,19 @@
 #define TN_MAX_FRAMES 4096         /* most data frames in one message */
 #define TN_HEARTBEAT_MS 500        /* heartbeat interval, both ways */
 #define TN_LIVENESS 3              /* silent intervals before "down" */
+#define TN_LIVENESS_S (TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0) /* the same, in seconds */
+
+/* A wait loop turns at least once a heartbeat interval (its poll's
+** timeout) and does little work a turn: a turn that took longer means the
+** process did not run (stopped, its machine suspended or starved), and
+** the other side's silence meanwhile is not theirs.  Returns how long it
+** did not run (0 for an ordinary turn); *turn, when the last turn ended,
+** moves to now. */
+static inline double tn_paused(double *turn, double now) {
+  double gap = now - *turn;
+  *turn = now;
+  return gap > TN_HEARTBEAT_MS / 1000.0 ? gap : 0;
+}
 
 /* Message types.  Requests carry a request id that the reply echoes. */
 typedef enum tn_type {

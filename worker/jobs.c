@@ -571,9 +571,9 @@ void wi_cancel_from(wi_worker *w, const uint8_t *route, size_t len, int quiet,
   pthread_mutex_unlock(&w->mu);
   while (drop) {
     wi_job *nx = drop->next;
-    char msg[sizeof drop->why + 16];
-    snprintf(msg, sizeof msg, "task stopped: %s", why);
-    tn_send_error(w->router, drop->route, drop->route_len, drop->req, drop->db, TR_EINTR, 0, msg);
+    snprintf(drop->why, sizeof drop->why, "%s", why);
+    wi_fail_job(drop, TR_EINTR, why);
+    tn_send_error(w->router, drop->route, drop->route_len, drop->req, drop->db, TR_EINTR, 0, drop->msg);
     wi_job_free(drop);
     drop = nx;
   }
@@ -596,7 +596,7 @@ void wi_paused(wi_worker *w, double gap) {
 ** shell was killed or cut off): nobody will take the result.  The worker
 ** stays up for the next coordinator. */
 void wi_cancel_lost(wi_worker *w) {
-  const double window = TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0;
+  const double window = TN_LIVENESS_S;
   for (;;) {
     uint8_t route[256];
     size_t len = 0;

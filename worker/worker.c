@@ -322,15 +322,12 @@ static void s_serve(wi_worker *w) {
     for (int i = 0; i < w->npeers; i++) items[2 + i] = (zmq_pollitem_t){w->peer[i], 0, ZMQ_POLLIN, 0};
     items[2 + w->npeers] = (zmq_pollitem_t){NULL, w->wake[0], ZMQ_POLLIN, 0};
     int rc = zmq_poll(items, 3 + w->npeers, TN_HEARTBEAT_MS / 2);
-    /* A turn of this loop takes at most half a heartbeat interval (the
-    ** poll's timeout) and little work: one that took over an interval
-    ** means the worker did not run (SIGSTOP, a suspended or starved
-    ** machine).  Its coordinators' silence meanwhile is not theirs, and
-    ** what they sent then may still be unread when this turn ends: counted,
-    ** it stopped their tasks on waking (wi_cancel_lost, below). */
-    double now = tr_now();
-    if (now - turn > TN_HEARTBEAT_MS / 1000.0) wi_paused(w, now - turn);
-    turn = now;
+    /* The worker did not run (tn_paused): what its coordinators sent
+    ** meanwhile may still be unread when this turn ends, and their
+    ** silence, counted, would stop their tasks on waking (wi_cancel_lost,
+    ** below). */
+    double paused = tn_paused(&turn, tr_now());
+    if (paused > 0) wi_paused(w, paused);
     if (rc > 0 && (items[2 + w->npeers].revents & ZMQ_POLLIN)) {
       wi_busy(w);
       wi_send_pushes(w);

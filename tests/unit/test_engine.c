@@ -2215,7 +2215,7 @@ Test(engine, save_by_bands_or_in_place_writes_the_same_file) {
 ** cluster given another window (TRADB_TEST_LIVENESS_S) waits that long. */
 Test(engine, silence_while_a_large_reply_arrives) {
   const size_t gib = (size_t)1 << 30;
-  td_cluster c = {.live_s = TN_LIVENESS * TN_HEARTBEAT_MS / 1000.0};
+  td_cluster c = {.live_s = TN_LIVENESS_S};
   cr_assert(di_silent(&c, 100.0, 98.0, 90.0, 0), "2 s of silence while listening");
   cr_assert(!di_silent(&c, 100.0, 99.0, 90.0, 0), "1 s is within the window");
   cr_assert(!di_silent(&c, 100.0, 90.0, 99.0, 0), "the wait began 1 s ago");
