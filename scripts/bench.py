@@ -78,10 +78,14 @@ Systems:
 A peer that is not installed (no torch, dask, mpicc, ...) is skipped with a
 note in the results, not a failure; numpy is required (the reference).
 
-Timing: the R timed passes are split into N rounds (--rounds, default 3,
-at most R), and in each round every system runs its share, one system
-after another, so that a burst of load on a shared machine falls on one
-round of every system.  In a round, one tradb session per configuration
+Timing: a tradb session of its own makes the inputs and saves them for
+the peers, untimed.  The R timed passes are split into N rounds
+(--rounds, default 3, at most R), and in each round every system runs its
+share, one system after another, so that a burst of load on a shared
+machine falls on one round of every system; the order is shuffled from
+round to round, and the disks are synced after each system, so that no
+system always runs right after the same one or during the write-back of
+what the one before saved.  In a round, one tradb session per configuration
 creates and fills the inputs, then runs the workload's statements k + 1
 times with `.timer on` (k: the round's share of R); the first pass is a
 warm-up and is dropped; a sample is the sum of one pass's "Run Time: real"
@@ -118,6 +122,7 @@ import json
 import math
 import os
 import queue
+import random
 import re
 import shutil
 import signal
@@ -864,9 +869,8 @@ def tradb_session(cmd, lines, nsetup, k, npasses, limit, logname, tag):
     return [t[i * k:(i + 1) * k] for i in range(npasses)]
 
 
-def run_tradb(w, tag, d, reps, system, cmd, save_inputs, logname, limit):
-    """tradb sessions on form TAG of W: set-up, SAVE the inputs (for the
-    peers) if asked, the passes, SAVE the outputs, DROP everything.  One
+def run_tradb(w, tag, d, reps, system, cmd, logname, limit):
+    """tradb sessions on form TAG of W: set-up, the passes, SAVE the outputs, DROP everything.  One
     session of REPS + 1 passes, the first dropped; or, for a cold
     workload, REPS fresh sessions of one pass each.  Returns the timed
     passes' statement times (REPS lists of statement seconds); raises
@@ -876,8 +880,6 @@ def run_tradb(w, tag, d, reps, system, cmd, save_inputs, logname, limit):
     passes = []
     for r in range(reps if w.cold else 1):
         setup = setup_lines(w, tag)
-        if save_inputs and r == 0:
-            setup += ["SAVE %s TO '%s/in-%s.npy';" % (n, d, n) for n in w.inputs()]
         npasses = 1 if w.cold else reps + 1
         typed = [x for st in stmts for x in ([w.pause, st] if w.pause else [st])]
         lines = [".timer on"] + setup + typed * npasses
@@ -1181,6 +1183,7 @@ def bench_workload(w, d, args, tradb, workers, tools, logname):
     # sessions around it) then falls on one round of each system, not on
     # all the runs of the one measured during it.
     rounds, done = min(args.rounds, args.reps), 0
+    save_inputs(w, d, args, tradb, logname, peer_cmd)
     for rnd in range(rounds):
         reps = args.reps * (rnd + 1) // rounds - done
         done += reps
@@ -1210,66 +1213,88 @@ def bench_workload(w, d, args, tradb, workers, tools, logname):
     return r
 
 
+def save_inputs(w, d, args, tradb, logname, peer_cmd):
+    """The inputs of W as tradb makes them, saved in D for the peers by a
+    session of their own (untimed), and the f64 reference computed from
+    them; then the disks are synced, so that no timed run of any system
+    shares the machine with this write-back."""
+    lines = (setup_lines(w) + ["SAVE %s TO '%s/in-%s.npy';" % (n, d, n) for n in w.inputs()]
+             + drop_lines(w))
+    run([tradb, "--bail"], logname, input="\n".join(lines) + "\n")
+    log("  reference (numpy, f64) ...")
+    run(peer_cmd + ["reference", w.name, d, args.size, "0", str(args.nworkers)], logname)
+    os.sync()
+
+
+def round_order(units, rnd):
+    """The order the systems of round RND take their turns in: shuffled,
+    the round its seed.  In a fixed order each system always ran right
+    after the same one, and what that one left behind (Dask distributed's
+    freed memory, the write-back of the outputs it saved) fell on every
+    run of the next: a fresh tradb session's first product measured
+    1.06-1.11 s in the rounds where it followed Dask distributed and
+    0.92-0.96 s after the inputs' session."""
+    order = list(units)
+    random.Random(rnd).shuffle(order)
+    return order
+
+
 def bench_round(w, d, args, tradb, workers, tools, logname, r, checks, rnd, reps, peer_cmd):
     """One round of bench_workload: REPS timed runs of W on every system
     (a cold workload: REPS fresh processes each), added to r's samples,
     statement times, timeouts, skips and chunks and to CHECKS (peer ->
-    output -> [ok, error]).  tradb saves the inputs for the peers in round
-    0, and the f64 reference is computed from them before the Python
-    peers run.  A system that timed out or was skipped in an earlier
+    output -> [ok, error]), the systems in round_order and the disks
+    synced after each (what one saved is not written back while the next
+    is timed).  A system that timed out or was skipped in an earlier
     round is not run again."""
     samples = r["samples"]
     p = args.nworkers
-    for tag, _ in w.forms():
-        for base, cmd in (("tradb", [tradb]), ("tradb-workers", [tradb, "--workers",
-                                                                workers.endpoints])):
-            s = system_name(base, tag)
-            if s in r["timeouts"]:
-                continue
-            log("  %s ..." % s)
-            try:
-                ps = run_tradb(w, tag, d, reps, s, cmd, base == "tradb" and tag is None and rnd == 0,
-                               logname, args.time_limit)
-            except Timeout:
-                r["timeouts"][s] = args.time_limit
-                samples.pop(s, None)
-                r["stmts"].pop(s, None)
-                continue
-            samples.setdefault(s, []).extend(sum(x) for x in ps)
-            r["passes"].setdefault(s, []).extend(ps)
-            r["stmts"][s] = [median(list(x)) for x in zip(*r["passes"][s])]
-            r["chunks"][s] = tensor_chunks(logname, s, w.inputs() + outputs_of(form_stmts(w, tag)))
-            log("  %s: %s" % (s, " ".join("%.4fs" % t for t in samples[s][-len(ps):])))
     runs = reps if w.cold else 1
-    if w.products:
+
+    def tradb_unit(tag, base, cmd):
+        s = system_name(base, tag)
+        if s in r["timeouts"]:
+            return
+        log("  %s ..." % s)
+        try:
+            ps = run_tradb(w, tag, d, reps, s, cmd, logname, args.time_limit)
+        except Timeout:
+            r["timeouts"][s] = args.time_limit
+            samples.pop(s, None)
+            r["stmts"].pop(s, None)
+            return
+        samples.setdefault(s, []).extend(sum(x) for x in ps)
+        r["passes"].setdefault(s, []).extend(ps)
+        r["stmts"][s] = [median(list(x)) for x in zip(*r["passes"][s])]
+        r["chunks"][s] = tensor_chunks(logname, s, w.inputs() + outputs_of(form_stmts(w, tag)))
+        log("  %s: %s" % (s, " ".join("%.4fs" % t for t in samples[s][-len(ps):])))
+
+    def c_unit(s, tool):
+        if tool not in tools:
+            r["skipped"][s] = tools["skipped"][s]
+            return
         prog = ";".join(w.products)
         made = {st.split("=")[0] for st in w.products}
         ins = sorted({x for st in w.products for x in re.split(r"[=*]", st)} - made)
         files = ["%s=%s/in-%s.npy" % (x, d, x) for x in ins]
         n = 0 if w.cold else reps
-        for s, tool in (("openblas", "gemm"), ("scalapack", "psgemm")):
-            if tool not in tools:
-                r["skipped"][s] = tools["skipped"][s]
-                continue
-            log("  %s%s ..." % (s, " (mpirun -np %d)" % p if s == "scalapack" else ""))
-            outf = "%s/%s-%s.npy" % (d, s, w.outputs[0])
-            t = []
-            for _ in range(runs):
-                if s == "openblas":
-                    out = run([tools["gemm"], str(n), prog, outf] + files, logname)
-                else:
-                    core = ["-x", "OPENBLAS_CORETYPE"] if "OPENBLAS_CORETYPE" in os.environ else []
-                    out = run(["mpirun", "-np", str(p), "-x", "OPENBLAS_NUM_THREADS=1"] + core +
-                              [tools["psgemm"], str(n), "256", prog, outf] + files,
-                              logname, env=mpi_env())
-                t += parse_times(out, tool, n or 1, "bench_" + tool)
-            samples.setdefault(s, []).extend(t)
-    if rnd == 0:  # from the inputs tradb saved; the Python peers check against it
-        log("  reference (numpy, f64) ...")
-        run(peer_cmd + ["reference", w.name, d, args.size, "0", str(p)], logname)
-    for s in PY_PEERS:
+        log("  %s%s ..." % (s, " (mpirun -np %d)" % p if s == "scalapack" else ""))
+        outf = "%s/%s-%s.npy" % (d, s, w.outputs[0])
+        t = []
+        for _ in range(runs):
+            if s == "openblas":
+                out = run([tools["gemm"], str(n), prog, outf] + files, logname)
+            else:
+                core = ["-x", "OPENBLAS_CORETYPE"] if "OPENBLAS_CORETYPE" in os.environ else []
+                out = run(["mpirun", "-np", str(p), "-x", "OPENBLAS_NUM_THREADS=1"] + core +
+                          [tools["psgemm"], str(n), "256", prog, outf] + files,
+                          logname, env=mpi_env())
+            t += parse_times(out, tool, n or 1, "bench_" + tool)
+        samples.setdefault(s, []).extend(t)
+
+    def py_unit(s):
         if s in r["skipped"]:
-            continue
+            return
         log("  %s ..." % s)
         t, ch = [], checks.setdefault(s, {})
         for _ in range(runs):
@@ -1282,14 +1307,23 @@ def bench_round(w, d, args, tradb, workers, tools, logname, r, checks, rnd, reps
                 log("  %s skipped: %s" % (s, res["skipped"]))
                 checks.pop(s, None)
                 samples.pop(s, None)
-                break
+                return
             t += res["samples"]
             for k, (ok, err) in res["checks"].items():
                 if k not in ch or not ok:
                     ch[k] = [ok, err]
-        else:
-            samples.setdefault(s, []).extend(t)
-            log("  %s: %s" % (s, " ".join("%.4fs" % x for x in t)))
+        samples.setdefault(s, []).extend(t)
+        log("  %s: %s" % (s, " ".join("%.4fs" % x for x in t)))
+
+    units = [(tradb_unit, (tag, base, cmd)) for tag, _ in w.forms()
+             for base, cmd in (("tradb", [tradb]),
+                               ("tradb-workers", [tradb, "--workers", workers.endpoints]))]
+    if w.products:
+        units += [(c_unit, ("openblas", "gemm")), (c_unit, ("scalapack", "psgemm"))]
+    units += [(py_unit, (s,)) for s in PY_PEERS]
+    for f, a in round_order(units, rnd):
+        f(*a)
+        os.sync()
 
 
 def pass_times(w, out, reps, tag):
