@@ -84,7 +84,9 @@ static int s_edits(const char *a, const char *b, int limit) {
 
 int tr_closest(const char *word, const char *const *cands, int n) {
   size_t len = strlen(word);
-  int limit = len <= 4 ? 1 : len <= 8 ? 2 : 3, best = -1, bestd = limit + 1;
+  /* a one-letter word is one edit from every other one-letter name:
+  ** only its other letter case is a hint (B is not "A?") */
+  int limit = len <= 1 ? 0 : len <= 4 ? 1 : len <= 8 ? 2 : 3, best = -1, bestd = limit + 1;
   for (int i = 0; i < n; i++)
     if (!strcmp(cands[i], word)) return -1;
   for (int i = 0; i < n; i++) {

@@ -354,6 +354,17 @@ Test(shared, what_is_not_that_chunk_memory_is_not_mapped) {
   tr_blob_unref(&b);
 }
 
+Test(util, a_hint_is_a_name_near_the_word_not_any_name_of_its_length) {
+  const char *names[] = {"A", "H", "W1", "hidden", "m"};
+  cr_expect_eq(tr_closest("B", names, 5), -1, "B is no nearer A or H than any letter");
+  cr_expect_eq(tr_closest("X", names, 5), -1);
+  cr_expect_eq(tr_closest("M", names, 5), 4, "the other letter case is a hint");
+  cr_expect_eq(tr_closest("a", names, 5), 0);
+  cr_expect_eq(tr_closest("W2", names, 5), 2);
+  cr_expect_eq(tr_closest("hiden", names, 5), 3);
+  cr_expect_eq(tr_closest("A", names, 5), -1, "the word itself is a name");
+}
+
 Test(util, dtypes) {
   tr_dtype t;
   cr_assert_eq(tr_dtype_size(TR_F32), 4);
