@@ -22,6 +22,8 @@
 #define CI_RECYCLE_FILES 64        /* recycled files kept at most */
 #define CI_IDLE_S 0.25     /* the store is idle once no task has used it this long */
 #define CI_DEFER_MAX_S 30.0 /* a dirty chunk waits for an idle store this long at most */
+#define CI_HOST_DEFER_S 5.0 /* and past its due time for the work of other processes on
+                               this machine (util.h, tr_host_working) this long at most */
 
 /* One indexed chunk.  Its bytes are in memory (mem), in its file (file),
 ** or both; one in memory only is dirty unless it is scratch. */

@@ -164,21 +164,57 @@ Test(storemem, writer_writes_due_chunks) {
   s_reopened_holds(&s, 9, 9, 32);
 }
 
-/* While a task uses the store, a due chunk waits (up to 30 s); once the
-** store is idle it is written.  Polled with a deadline. */
-Test(storemem, writer_waits_for_an_idle_store) {
+/* A due chunk waits while hold(s, 1) is in force, and is written once
+** hold(s, 0) lifts it (what: what lifting it made idle).  Polled with a
+** deadline. */
+static void s_waits_while_held(void (*hold)(tc_store *, int), uint64_t id, const char *what) {
   tc_store *s = tf_store(s_dir);
   tc_store_set_writeback(s, 0);
-  tc_store_busy(s, 1);
-  s_put(s, 6, 32, 6, TC_KEEP_BACKGROUND);
+  hold(s, 1);
+  s_put(s, id, 32, id, TC_KEEP_BACKGROUND);
   usleep(300000); /* the writer had time to start: it must not have */
   cr_assert_eq(s_unwritten(s), 128);
   cr_assert_eq(s_files(), 0);
-  tc_store_busy(s, 0);
+  hold(s, 0);
   double end = tr_now() + 30;
   while (s_unwritten(s) > 0 && tr_now() < end) usleep(10000);
-  cr_assert_eq(s_unwritten(s), 0, "the writer did not write the chunk once the store was idle");
-  s_reopened_holds(&s, 6, 6, 32);
+  cr_assert_eq(s_unwritten(s), 0, "the writer did not write the chunk once %s was idle", what);
+  s_reopened_holds(&s, id, id, 32);
+}
+
+/* While a task uses the store, a due chunk waits (up to 30 s). */
+Test(storemem, writer_waits_for_an_idle_store) {
+  s_waits_while_held(tc_store_busy, 6, "the store");
+}
+
+/* Another tradb process on this machine at work (here this one, as
+** tr_work marks it). */
+static void s_machine_works(tc_store *s, int on) {
+  (void)s;
+  tr_work(on);
+}
+
+/* While another tradb process on this machine works, a due chunk waits
+** though its own store is idle. */
+Test(storemem, writer_waits_while_this_machine_works) {
+  s_waits_while_held(s_machine_works, 5, "the machine");
+}
+
+/* Another process's work holds a due chunk back for CI_HOST_DEFER_S at
+** most: it is written while that work goes on. */
+Test(storemem, writer_waits_for_this_machine_a_while_only) {
+  tc_store *s = tf_store(s_dir);
+  tc_store_set_writeback(s, 0);
+  tr_work(1);
+  double t0 = tr_now();
+  s_put(s, 4, 32, 4, TC_KEEP_BACKGROUND);
+  double end = t0 + 30;
+  while (s_unwritten(s) > 0 && tr_now() < end) usleep(10000);
+  double took = tr_now() - t0;
+  tr_work(0);
+  cr_assert_eq(s_unwritten(s), 0, "the chunk was not written while the machine worked");
+  cr_assert_geq(took, CI_HOST_DEFER_S - 0.5, "written after %.2f s, before its wait was up", took);
+  s_reopened_holds(&s, 4, 4, 32);
 }
 
 /* A chunk dropped (or replaced) before it was due is never written. */
