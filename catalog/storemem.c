@@ -14,20 +14,22 @@
 ** A writer thread writes dirty chunks, oldest first, once each has waited
 ** `delay` seconds (2 by default) and no task has used the store for
 ** CI_IDLE_S, or at the latest CI_DEFER_MAX_S after its put: the bound on
-** how long a chunk is held in memory only.  Nor while another tradb
-** process on this machine works (a shell's statement, another worker's
-** task: tr_host_working), for up to CI_HOST_DEFER_S past its due time:
-** local workers share the cores, and a product that ran on one of two
-** workers (1024 x 65536 by 65536 x 1024, the inputs FILLed just before)
-** took 1.12-1.21 s instead of 0.75-0.82 s while the other wrote its
-** replicas of the inputs.  That wait has its own, shorter bound, because
-** a worker cannot see the end of another process's work.  Measured on mm-general
+** how long a chunk is held in memory only.  Measured on mm-general
 ** (4096^2 products back to back, the inputs FILLed just before), writing
-** the inputs while the products ran took a pass from 0.7 s to 1.6-1.9 s.  Each file is synced (fdatasync) before it takes its
-** final name, and the directory before the writer sleeps, so a chunk the
-** writer has written survives a crash of the machine too; closing the
-** store writes and syncs every dirty chunk the same way.  A chunk dropped before then is never written, as a
-** statement's result that the next statement replaces.  The writer does
+** the inputs while the products ran took a pass from 0.7 s to 1.6-1.9 s.
+** Nor does it write while another tradb process on this machine works (a
+** shell's statement, another worker's task: tr_host_working), for up to
+** CI_HOST_DEFER_S past the chunk's due time: local workers share the
+** cores, and a product that ran on one of two local workers (1024 x 65536
+** by 65536 x 1024, the inputs FILLed just before) took 1.01-1.21 s
+** instead of 0.77-0.83 s in the pass the other wrote its replicas of the
+** inputs beside it.  That wait has its own, shorter bound: a worker
+** cannot see the end of another process's work.  Each file is synced
+** (fdatasync) before it takes its final name, and the directory before
+** the writer sleeps, so a chunk the writer has written survives a crash
+** of the machine too; closing the store writes and syncs every dirty
+** chunk the same way.  A chunk dropped before then is never written, as
+** a statement's result that the next statement replaces.  The writer does
 ** not start earlier when cores are idle: measured on the development
 ** machine, a writer at idle priority (SCHED_IDLE) still cost a third of
 ** the attention workload's time (0.73 s a pass against 0.50 s without

@@ -65,8 +65,8 @@ static inline int tr_at(tr_err *err, int at, int code) {
 /* The candidate closest to word, for "did you mean" hints: one that
 ** differs only in letter case, else the nearest by edits (insert, delete,
 ** change or swap two neighbours; none for a word of one letter, at most 1
-** up to 4 letters, 2 up to 8, 3 beyond).  Its index in cands[0, n), or -1 when none is near or
-** word itself is a candidate. */
+** up to 4 letters, 2 up to 8, 3 beyond).  Its index in cands[0, n), or -1
+** when none is near or word itself is a candidate. */
 int tr_closest(const char *word, const char *const *cands, int n);
 
 /*
