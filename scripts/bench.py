@@ -870,11 +870,11 @@ def tradb_session(cmd, lines, nsetup, k, npasses, limit, logname, tag):
 
 
 def run_tradb(w, tag, d, reps, system, cmd, logname, limit):
-    """tradb sessions on form TAG of W: set-up, the passes, SAVE the outputs, DROP everything.  One
-    session of REPS + 1 passes, the first dropped; or, for a cold
-    workload, REPS fresh sessions of one pass each.  Returns the timed
-    passes' statement times (REPS lists of statement seconds); raises
-    Timeout."""
+    """tradb sessions on form TAG of W: set-up, the passes, SAVE the
+    outputs, DROP everything.  One session of REPS + 1 passes, the first
+    dropped; or, for a cold workload, REPS fresh sessions of one pass
+    each.  Returns the timed passes' statement times (REPS lists of
+    statement seconds); raises Timeout."""
     stmts = form_stmts(w, tag)
     fname = system.replace(":", "_")
     passes = []
@@ -1229,11 +1229,13 @@ def save_inputs(w, d, args, tradb, logname, peer_cmd):
 def round_order(units, rnd):
     """The order the systems of round RND take their turns in: shuffled,
     the round its seed.  In a fixed order each system always ran right
-    after the same one, and what that one left behind (Dask distributed's
-    freed memory, the write-back of the outputs it saved) fell on every
-    run of the next: a fresh tradb session's first product measured
+    after the same one, so whatever that one left behind (the write-back
+    of the outputs it saved, its freed memory), and any stretch of load
+    that came with the same point of every round, fell on the same system
+    each time: in one run a fresh tradb session's first product measured
     1.06-1.11 s in the rounds where it followed Dask distributed and
-    0.92-0.96 s after the inputs' session."""
+    0.92-0.96 s in the first round; shuffled, a later run saw it at 0.83
+    and 0.91 s right after Dask distributed."""
     order = list(units)
     random.Random(rnd).shuffle(order)
     return order
