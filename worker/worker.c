@@ -19,12 +19,20 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t s_stop = 0;
+static int s_stop_wake = -1; /* the main loop's wake pipe, once made */
 
-/* SIGTERM, SIGINT: the main loop notices at once or within a poll interval
-** and cancels the running task (a handler cannot take the queue's lock). */
+/* SIGTERM, SIGINT: the main loop wakes and cancels the running task (a
+** handler cannot take the queue's lock).  The signal may go to any of the
+** worker's threads, which does not end the main loop's poll: without the
+** wake, a worker told to stop went on waiting for up to the poll's 250 ms,
+** and so did its shell's close. */
 static void s_on_signal(int sig) {
   (void)sig;
   s_stop = 1;
+  int e = errno;
+  if (s_stop_wake >= 0 && write(s_stop_wake, "", 1) < 0) { /* full pipe: awake already */
+  }
+  errno = e;
 }
 
 /* GET, second half (main loop): the chunks the store thread read, as the
@@ -234,6 +242,7 @@ static int s_start(wi_worker *w, const tw_config *cfg) {
     tc_mem_pool_free(&w->pool);
     return 1;
   }
+  s_stop_wake = w->wake[1];
   w->ctx = zmq_ctx_new();
   pthread_mutex_init(&w->mu, NULL);
   pthread_mutex_init(&w->db_mu, NULL);
@@ -431,6 +440,7 @@ static void s_teardown(wi_worker *w) {
     nx = j->next;
     wi_job_free(j);
   }
+  s_stop_wake = -1;
   close(w->wake[0]);
   close(w->wake[1]);
   pthread_mutex_destroy(&w->mu);
