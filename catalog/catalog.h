@@ -189,7 +189,9 @@ int tc_setting_set(tc_db *db, const char *name, const char *value, tr_err *err);
 /*
 ** A worker's chunk store: chunks by id, each in a checksummed file, in
 ** memory, or both, with an in-memory index rebuilt on open from the files
-** (those that do not verify are set aside, never served).  Chunks held in
+** (those that do not verify are set aside, never served; a file unchanged
+** since the store was last closed cleanly is not read again, see
+** storefiles.c).  Chunks held in
 ** memory stay within a byte budget, and those held there only are written
 ** to their files by a background writer (catalog/storemem.c).  Used by
 ** `tradb --worker`.  Thread-safe: every function may be called from many
@@ -289,6 +291,10 @@ void tc_store_busy(tc_store *s, int on);
 void tc_store_budgets(tc_store *s, int64_t *memory, int64_t *recycle);
 /* Chunks held and their total bytes. */
 void tc_store_usage(tc_store *s, int64_t *chunks, int64_t *bytes);
+/* What opening the store read: the chunk files it indexed from the memo
+** its last clean close left (unchanged since, not read), and the payload
+** bytes of the others, each read and verified in full. */
+void tc_store_open_reads(tc_store *s, int64_t *vouched, int64_t *verified_bytes);
 /* Bytes held in memory, and of them not yet in their files. */
 void tc_store_memory(tc_store *s, int64_t *held, int64_t *unwritten);
 

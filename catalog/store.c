@@ -128,6 +128,7 @@ void tc_store_close(tc_store **ps) {
   *ps = NULL;
   ci_pool_leave(s); /* no other store in its pool makes room from it now */
   ci_writer_stop(s); /* writes what is only in memory */
+  ci_memo_save(s);   /* the next open reads none of these files */
   ci_recycle_limit(s, 0); /* no one else uses the store now */
   for (size_t i = 0; i < s->cap; i++)
     if (s->tab[i].id) ci_mem_drop(s, &s->tab[i]);
@@ -335,15 +336,16 @@ static int s_sync(tc_store *s, const uint64_t *ids, int64_t n, int gone, tr_err 
     if (durable[i]) continue;
     ci_chunk_path(s, ids[i], path);
     pthread_rwlock_rdlock(&s->lock);
-    const ci_entry *en = ci_find(s, ids[i]);
+    ci_entry *en = ci_find(s, ids[i]);
     if (rc || (!en && gone)) {
     } else if (!en) {
       rc = tr_seterr(err, TR_ENOTFOUND, "chunk %016" PRIx64 " is not in chunk store '%s'", ids[i], s->dir);
     } else if (!en->file) {
       rc = tr_seterr(err, TR_EINVAL, "chunk %016" PRIx64 " is scratch, held in memory only: it cannot be "
                      "made durable", ids[i]);
-    } else {
-      rc = cf_sync(path, err);
+    } else if ((rc = cf_sync(path, err)) == TR_OK) {
+      /* under the read lock: other syncs may mark it too */
+      __atomic_store_n(&en->synced, 1, __ATOMIC_RELAXED);
     }
     pthread_rwlock_unlock(&s->lock);
   }
@@ -485,6 +487,11 @@ void tc_store_usage(tc_store *s, int64_t *chunks, int64_t *bytes) {
   }
   if (chunks) *chunks = c;
   if (bytes) *bytes = b;
+}
+
+void tc_store_open_reads(tc_store *s, int64_t *vouched, int64_t *verified_bytes) {
+  *vouched = s ? s->vouched : 0;
+  *verified_bytes = s ? s->verified_bytes : 0;
 }
 
 void tc_store_memory(tc_store *s, int64_t *held, int64_t *unwritten) {

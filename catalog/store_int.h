@@ -45,6 +45,9 @@ typedef struct ci_entry {
   uint8_t scratch; /* never written unless over budget: dropped before
                       anything commits it */
   uint8_t writing; /* a background writer is writing its file */
+  uint8_t synced;  /* its file is known to be on the disk: synced since it
+                      was written (the writer's, a tc_store_sync's) or
+                      vouched for by the memo of the last clean close */
 } ci_entry;
 
 #define CI_DIRTY(e) ((e)->mem && !(e)->file && !(e)->scratch)
@@ -58,6 +61,8 @@ struct tc_store {
   int64_t count;             /* chunks indexed */
   int64_t bytes;             /* their payload bytes */
   int64_t nbad;              /* files set aside as *.bad by open */
+  int64_t vouched;           /* files open indexed from the memo, unread */
+  int64_t verified_bytes;    /* payload bytes open read to verify files */
   atomic_uint_fast64_t clock; /* seq and used values, and temporary names */
   /* memory (storemem.c) */
   int64_t mem_bytes;         /* bytes of chunks held in memory */
@@ -119,6 +124,20 @@ int ci_recycle(tc_store *s, const char *path, int64_t size);
 void ci_recycle_limit(tc_store *s, int64_t bytes);
 /* Rebuild the index from DIR at open. */
 int ci_scan(tc_store *s, tr_err *err);
+/* At a clean close, after every chunk is in its file: sync the files the
+** memo does not vouch for and write the memo of them all (DIR/VERIFIED),
+** best effort. */
+void ci_memo_save(tc_store *s);
+/* One file in the memo: what its stat and header said at the close. */
+typedef struct ci_memo {
+  uint64_t id, ino, size, sum, dtype;
+  int64_t mtime, ctime; /* ns */
+} ci_memo;
+/* The memo in bytes p (n of them) as entries in increasing id order, in
+** *out (the caller's; NULL if none): the count, or -1 for bytes that are
+** not a whole, intact memo (open then verifies every file).  Fuzzed:
+** tests/fuzz/fuzz_memo.c. */
+int64_t ci_memo_decode(const unsigned char *p, size_t n, ci_memo **out);
 
 /* ---- storemem.c ------------------------------------------------------------- */
 

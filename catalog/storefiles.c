@@ -5,9 +5,22 @@
 **
 ** A chunk is written to DIR/<id>.<n>.tmp and renamed to DIR/<id>.chk, so
 ** a crash never leaves a partial file under a final name; the scan at
-** open removes leftover temporaries and rebuilds the index by verifying
-** every chunk file in full.  Files that do not verify are renamed to
-** *.bad and never served.
+** open removes leftover temporaries and rebuilds the index, verifying in
+** full every chunk file the memo does not vouch for (below).  Files that
+** do not verify are renamed to *.bad and never served.
+**
+** The memo: a store closed cleanly leaves DIR/VERIFIED, listing each of
+** its chunk files (synced first) with its inode, size, modification and
+** change times and its type and checksum.  At the next open a file whose
+** stat still matches is indexed from the memo without being read.  Only
+** the kernel sets a change time, so a file written to since, by tradb or
+** anything else, never matches and is verified in full.  Verifying every
+** file made each session's start read the whole store: an empty session
+** on 1 GiB a worker took 0.30-0.37 s (1.4 s from a cold page cache), and
+** 0.04 s with the memo, here (2 local workers).  What no stat
+** shows, bits gone bad on the disk itself, open no longer finds; every
+** read of a file still checks it in full, and a bad copy is set aside and
+** made again from a good replica then (tc_store_get_blob).
 **
 ** Recycling: a dropped chunk file of CI_RECYCLE_MIN bytes or more is not
 ** unlinked but renamed to DIR/<n>.free, and the next write takes such a
@@ -202,14 +215,157 @@ static int s_verify(const char *path, ci_entry *e, void **buf, size_t *bufcap) {
              : TR_ECORRUPT;
 }
 
+/* ---- the memo ---------------------------------------------------------------- */
+
+#define S_MEMO "VERIFIED"
+#define S_MEMO_TMP "VERIFIED.tmp"
+#define S_MEMO_VERSION 1
+#define S_MEMO_HEAD 24 /* magic, version u32, reserved u32, count u64 */
+#define S_MEMO_ENT 56  /* id, inode, size, mtime ns, ctime ns, checksum, dtype: u64 each */
+#define S_MEMO_MAX ((int64_t)1 << 30) /* a longer file is not a memo we wrote */
+static const char s_memo_magic[8] = {'T', 'R', 'A', 'D', 'B', 'V', 'F', 'Y'};
+
+static void s_put_le(unsigned char *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static int64_t s_ns(struct timespec t) { return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec; }
+
+static ci_memo s_memo_of(uint64_t id, const struct stat *sb, uint64_t sum, tr_dtype dt) {
+  return (ci_memo){.id = id, .ino = (uint64_t)sb->st_ino, .size = (uint64_t)sb->st_size,
+                  .sum = sum, .dtype = (uint64_t)dt, .mtime = s_ns(sb->st_mtim),
+                  .ctime = s_ns(sb->st_ctim)};
+}
+
+int64_t ci_memo_decode(const unsigned char *p, size_t n, ci_memo **out) {
+  *out = NULL;
+  if (n < S_MEMO_HEAD + 8 || memcmp(p, s_memo_magic, 8) != 0 || s_le(p + 8, 4) != S_MEMO_VERSION)
+    return -1;
+  uint64_t count = s_le(p + 16, 8);
+  if (count > (n - S_MEMO_HEAD - 8) / S_MEMO_ENT || n != S_MEMO_HEAD + count * S_MEMO_ENT + 8 ||
+      s_le(p + n - 8, 8) != tc_checksum(p, n - 8))
+    return -1;
+  ci_memo *m = count ? malloc(count * sizeof *m) : NULL;
+  if (count && !m) return -1;
+  for (uint64_t i = 0; i < count; i++) {
+    const unsigned char *q = p + S_MEMO_HEAD + i * S_MEMO_ENT;
+    m[i] = (ci_memo){.id = s_le(q, 8), .ino = s_le(q + 8, 8), .size = s_le(q + 16, 8),
+                    .mtime = (int64_t)s_le(q + 24, 8), .ctime = (int64_t)s_le(q + 32, 8),
+                    .sum = s_le(q + 40, 8), .dtype = s_le(q + 48, 8)};
+    if ((i && m[i].id <= m[i - 1].id) || m[i].size < CF_HEADER_SIZE ||
+        (m[i].dtype != TR_F32 && m[i].dtype != TR_F64)) {
+      free(m);
+      return -1;
+    }
+  }
+  *out = m;
+  return (int64_t)count;
+}
+
+/* DIR's memo, decoded (see ci_memo_decode); 0 entries if there is none.
+** *written: when the memo was written (its modification time, ns). */
+static int64_t s_memo_load(const tc_store *s, ci_memo **out, int64_t *written) {
+  char path[CI_PATH];
+  struct stat st;
+  size_t got = 0;
+  int64_t n = -1;
+  *out = NULL;
+  snprintf(path, sizeof path, "%s/" S_MEMO, s->dir);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  unsigned char *p = NULL;
+  if (fstat(fd, &st) == 0 && st.st_size > 0 && st.st_size <= S_MEMO_MAX &&
+      (p = malloc((size_t)st.st_size)) &&
+      tr_pread_all(fd, p, (size_t)st.st_size, 0, &got) == 0 && got == (size_t)st.st_size) {
+    n = ci_memo_decode(p, got, out);
+    *written = s_ns(st.st_mtim);
+  }
+  free(p);
+  close(fd);
+  return n < 0 ? 0 : n;
+}
+
+static int s_memo_cmp(const void *a, const void *b) {
+  uint64_t x = ((const ci_memo *)a)->id, y = ((const ci_memo *)b)->id;
+  return (x > y) - (x < y);
+}
+
+/* Whether the memo m (n entries, written at `written`) vouches for file
+** id as sb finds it.  A file's times are the kernel's clock tick, not a
+** nanosecond: a file changed in the tick of the memo's write, or in the
+** tick of its own last change that the memo recorded, shows the same
+** times.  So a file whose times are not older than the memo is never
+** vouched for (git's "racily clean" entries). */
+static const ci_memo *s_memo_match(const ci_memo *m, int64_t n, int64_t written, uint64_t id,
+                                   const struct stat *sb) {
+  ci_memo key = {.id = id};
+  const ci_memo *e = n ? bsearch(&key, m, (size_t)n, sizeof *m, s_memo_cmp) : NULL;
+  if (!e || e->mtime >= written || e->ctime >= written) return NULL;
+  ci_memo now = s_memo_of(id, sb, e->sum, (tr_dtype)e->dtype);
+  return memcmp(&now, e, sizeof now) == 0 ? e : NULL;
+}
+
+void ci_memo_save(tc_store *s) {
+  char path[CI_PATH], tmp[CI_PATH];
+  ci_memo *m = malloc(((size_t)s->count + 1) * sizeof *m);
+  int64_t n = 0;
+  if (!m) return;
+  for (size_t i = 0; i < s->cap; i++) {
+    const ci_entry *e = &s->tab[i];
+    struct stat sb;
+    if (!e->id || !e->file) continue;
+    ci_chunk_path(s, e->id, path);
+    /* on the disk before the memo vouches for it */
+    if ((!e->synced && cf_sync(path, NULL) != TR_OK) || stat(path, &sb) != 0) continue;
+    m[n++] = s_memo_of(e->id, &sb, e->sum, e->dtype);
+  }
+  qsort(m, (size_t)n, sizeof *m, s_memo_cmp);
+  size_t len = S_MEMO_HEAD + (size_t)n * S_MEMO_ENT + 8;
+  unsigned char *p = calloc(1, len);
+  if (p) {
+    memcpy(p, s_memo_magic, 8);
+    s_put_le(p + 8, S_MEMO_VERSION); /* (and the reserved word: 0) */
+    s_put_le(p + 16, (uint64_t)n);
+    for (int64_t i = 0; i < n; i++) {
+      unsigned char *q = p + S_MEMO_HEAD + i * S_MEMO_ENT;
+      uint64_t v[7] = {m[i].id, m[i].ino, m[i].size, (uint64_t)m[i].mtime, (uint64_t)m[i].ctime,
+                       m[i].sum, m[i].dtype};
+      for (int k = 0; k < 7; k++) s_put_le(q + 8 * k, v[k]);
+    }
+    s_put_le(p + len - 8, tc_checksum(p, len - 8));
+    /* whole or not at all: an older memo stays right for the files it
+    ** still matches */
+    snprintf(tmp, sizeof tmp, "%s/" S_MEMO_TMP, s->dir);
+    snprintf(path, sizeof path, "%s/" S_MEMO, s->dir);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int ok = fd >= 0 && tr_write_all(fd, p, len) == 0 && fdatasync(fd) == 0;
+    if (fd >= 0 && close(fd) != 0) ok = 0;
+    if (ok && rename(tmp, path) == 0)
+      ci_fsync_dir(s->dir);
+    else
+      unlink(tmp);
+  }
+  free(p);
+  free(m);
+}
+
+/* ---- the scan at open -------------------------------------------------------- */
+
 int ci_scan(tc_store *s, tr_err *err) {
   char path[CI_PATH], bad[CI_PATH + 8];
   void *buf = NULL;
   size_t bufcap = 0;
   int rc = TR_OK, changed = 0;
   struct dirent *de;
+  ci_memo *memo = NULL;
+  int64_t written = 0, nmemo = s_memo_load(s, &memo, &written);
+  snprintf(path, sizeof path, "%s/" S_MEMO_TMP, s->dir); /* a close cut short */
+  unlink(path);
   DIR *d = opendir(s->dir);
-  if (!d) return tr_seterr(err, TR_EIO, "cannot read chunk store '%s': %s", s->dir, strerror(errno));
+  if (!d) {
+    free(memo);
+    return tr_seterr(err, TR_EIO, "cannot read chunk store '%s': %s", s->dir, strerror(errno));
+  }
   while ((de = readdir(d)) != NULL) {
     struct stat sb;
     ci_entry e = {0};
@@ -222,7 +378,17 @@ int ci_scan(tc_store *s, tr_err *err) {
     }
     if (strcmp(rest, ".chk") != 0) continue;
     ci_chunk_path(s, e.id, path);
-    rc = s_verify(path, &e, &buf, &bufcap);
+    const ci_memo *m = s_memo_match(memo, nmemo, written, e.id, &sb);
+    if (m) {
+      e.dtype = (tr_dtype)m->dtype;
+      e.nbytes = m->size - CF_HEADER_SIZE;
+      e.sum = m->sum;
+      e.synced = 1;
+      s->vouched++;
+      rc = TR_OK;
+    } else if ((rc = s_verify(path, &e, &buf, &bufcap)) == TR_OK) {
+      s->verified_bytes += (int64_t)e.nbytes;
+    }
     if (rc == TR_ECORRUPT) {
       snprintf(bad, sizeof bad, "%s.bad", path);
       rename(path, bad);
@@ -240,6 +406,7 @@ int ci_scan(tc_store *s, tr_err *err) {
   }
   closedir(d);
   free(buf);
+  free(memo);
   if (rc == TR_OK && changed) ci_fsync_dir(s->dir);
   return rc;
 }

@@ -255,6 +255,7 @@ static int s_take_name(tc_store *s, uint64_t id, uint64_t seq, const char *tmp, 
       kept = 1;
       if (CI_DIRTY(e)) s->dirty_bytes -= (int64_t)e->nbytes;
       e->file = 1;
+      e->synced = 1; /* before it took its name */
       s->dir_unsynced = 1;
     }
   }

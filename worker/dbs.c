@@ -94,6 +94,12 @@ static tc_store *s_store_for(wi_worker *w, uint64_t db, wi_open how, int *held, 
     /* Chunks in memory within the worker's one budget (w->pool); the
     ** files kept for reuse within half of --memory, and 1 GiB. */
     int64_t m = w->cfg->memory;
+    int64_t chunks, vouched, verified;
+    tc_store_usage(found, &chunks, NULL);
+    tc_store_open_reads(found, &vouched, &verified);
+    wi_log("opened the store of database %016" PRIx64 ": %" PRId64 " chunks, %" PRId64
+           " vouched for by its last clean close, %.1f MiB read to verify the others",
+           db, chunks, vouched, (double)verified / (1 << 20));
     if (tc_store_share_memory(found, w->pool, err) != TR_OK) {
       tc_store_close(&found);
     } else {

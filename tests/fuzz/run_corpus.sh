@@ -40,4 +40,5 @@ replay parse
 replay array
 replay net
 replay task
+replay memo
 exit $status

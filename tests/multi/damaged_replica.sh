@@ -50,8 +50,8 @@ done
 ok
 
 # Copies no statement read are found when worker 0 restarts (its store
-# verifies every file) and are repaired too: worker 0 then serves all of A
-# on its own.
+# verifies every file changed since its last clean close, as these were)
+# and are repaired too: worker 0 then serves all of A on its own.
 stop_worker 0 TERM
 start_worker 0 --threads 1 --memory 64K
 repaired() { [ "$("$TRADB" --workers "$W" "$db" <<<'SHOW TENSORS;' | awk 'NR > 2 && $1 == "A" {print $NF}')" = 0 ]; }

@@ -6,17 +6,21 @@
 */
 #include "config.h"
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <xxhash.h>
 #include "catalog/catalog.h"
 #include "catalog/chunkfile.h"
+#include "catalog/store_int.h"
 #include "tests/unit/fixture.h"
 
 /* Puts from a copy of data (file or scratch) and gets into a buffer, over
@@ -368,6 +372,52 @@ Test(store, index_survives_many_removals) {
   tc_store_close(&s);
 }
 
+/* ---- the memo of a clean close (storefiles.c) ----------------------------- */
+
+static int64_t s_ns_of(struct timespec t) { return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec; }
+
+/* Wait until the kernel's file clock has passed every change to the store
+** directory's files (a file's times are a clock tick, not a nanosecond:
+** the memo vouches only for files older than itself).  Polls a probe file,
+** with a deadline. */
+static void s_age_files(void) {
+  int64_t newest = 0;
+  DIR *d = opendir(s_dir);
+  struct dirent *de;
+  struct stat st;
+  cr_assert(d);
+  while ((de = readdir(d)) != NULL)
+    if (fstatat(dirfd(d), de->d_name, &st, 0) == 0 && s_ns_of(st.st_ctim) > newest)
+      newest = s_ns_of(st.st_ctim);
+  closedir(d);
+  for (double end = tr_now() + 5.0;;) {
+    tf_write(tf_path("probe"), "x", 1);
+    cr_assert_eq(stat(tf_path("probe"), &st), 0);
+    if (s_ns_of(st.st_ctim) > newest) return;
+    cr_assert(tr_now() < end, "the file clock did not move in 5 s");
+    sched_yield();
+  }
+}
+
+/* The store holds chunks 7 and 8 (16 floats of seeds 1 and 2), closed
+** after they aged. */
+static void s_closed_with_two(void) {
+  tc_store *s = tf_store(s_dir);
+  s_put(s, 7, 16, 1);
+  s_put(s, 8, 16, 2);
+  s_age_files();
+  tc_store_close(&s);
+}
+
+static void s_open_reads(tc_store *s, int64_t vouched, int64_t verified) {
+  int64_t v, b;
+  tc_store_open_reads(s, &v, &b);
+  cr_assert_eq(v, vouched, "files indexed from the memo: %lld, want %lld", (long long)v,
+               (long long)vouched);
+  cr_assert_eq(b, verified, "bytes verified at open: %lld, want %lld", (long long)b,
+               (long long)verified);
+}
+
 Test(store, reopen_rebuilds_index_and_removes_temporaries) {
   tc_store *s = tf_store(s_dir);
   tr_err err;
@@ -412,10 +462,16 @@ Test(store, corrupted_file_is_not_served_after_reopen) {
   s_put(s, 7, 16, 1);
   s_put(s, 8, 16, 2);
   s_put(s, 9, 16, 3);
+  s_put(s, 10, 16, 4);
+  s_age_files(); /* the close's memo would vouch for them all, unchanged */
   tc_store_close(&s);
   s_flip("0000000000000007.chk", 64 + 10); /* payload */
   s_flip("0000000000000009.chk", 20);      /* header: size field */
+  s_flip("000000000000000a.chk", 64 + 10); /* written twice: the same bytes, */
+  s_flip("000000000000000a.chk", 64 + 10); /* but written */
   s = tf_store(s_dir);
+  s_open_reads(s, 1, 16 * 4); /* 8 from the memo; 10 read and verified */
+  s_expect(s, 10, 16, 4);
   cr_assert_eq(tc_store_stat(s, 7, NULL, NULL, NULL), TR_ENOTFOUND);
   cr_assert_eq(st_get(s, 7, buf, sizeof buf, &err), TR_ENOTFOUND);
   cr_assert_eq(tc_store_stat(s, 9, NULL, NULL, NULL), TR_ENOTFOUND);
@@ -425,11 +481,98 @@ Test(store, corrupted_file_is_not_served_after_reopen) {
   s_expect(s, 8, 16, 2);
   int64_t chunks;
   tc_store_usage(s, &chunks, NULL);
-  cr_assert_eq(chunks, 1);
+  cr_assert_eq(chunks, 2);
   tc_store_close(&s);
   /* Set aside for good: a further reopen does not bring them back. */
   s = tf_store(s_dir);
   cr_assert_eq(tc_store_stat(s, 7, NULL, NULL, NULL), TR_ENOTFOUND);
+  tc_store_close(&s);
+}
+
+Test(store, reopen_after_a_clean_close_reads_no_file) {
+  tc_store *s = tf_store(s_dir);
+  s_open_reads(s, 0, 0);
+  s_put(s, 7, 16, 1);
+  s_put(s, 8, 32, 2);
+  s_put(s, 9, 16, 3);
+  s_age_files();
+  tc_store_close(&s);
+  cr_assert(s_exists("VERIFIED"));
+  s = tf_store(s_dir);
+  s_open_reads(s, 3, 0);
+  s_expect(s, 7, 16, 1); /* each read still checks the file in full */
+  s_expect(s, 8, 32, 2);
+  s_expect(s, 9, 16, 3);
+  tc_store_close(&s);
+  s = tf_store(s_dir); /* vouched for again by the memo written over it */
+  s_open_reads(s, 3, 0);
+  tc_store_close(&s);
+}
+
+Test(store, without_an_intact_memo_every_file_is_verified) {
+  tc_store *s;
+  s_closed_with_two();
+  /* the memo cut short by one byte, then one byte of it changed */
+  static unsigned char memo[4096];
+  int fd = open(tf_path("d/VERIFIED"), O_RDONLY);
+  cr_assert(fd >= 0);
+  ssize_t n = read(fd, memo, sizeof memo);
+  close(fd);
+  cr_assert(n > 8 && n < (ssize_t)sizeof memo);
+  ci_memo *m;
+  cr_assert_eq(ci_memo_decode(memo, (size_t)n, &m), 2);
+  cr_assert(m[0].id == 7 && m[1].id == 8 && m[0].size == 64 + 16 * 4);
+  free(m);
+  for (int how = 0; how < 2; how++) {
+    if (how) memo[30] ^= 1;
+    size_t len = how ? (size_t)n : (size_t)n - 1;
+    cr_assert_eq(ci_memo_decode(memo, len, &m), -1);
+    cr_assert_null(m);
+    tf_write(tf_path("d/VERIFIED"), memo, len);
+    s_age_files();
+    s = tf_store(s_dir);
+    s_open_reads(s, 0, 2 * 16 * 4);
+    s_expect(s, 7, 16, 1);
+    s_expect(s, 8, 16, 2);
+    cr_assert_eq(unlink(tf_path("d/VERIFIED")), 0); /* not the memo this close writes */
+    s_age_files();
+    tc_store_close(&s);
+    s = tf_store(s_dir);
+    s_open_reads(s, 2, 0);
+    tc_store_close(&s);
+    fd = open(tf_path("d/VERIFIED"), O_RDONLY);
+    cr_assert(fd >= 0);
+    cr_assert_eq(read(fd, memo, sizeof memo), n);
+    close(fd);
+  }
+}
+
+Test(store, a_store_never_closed_leaves_the_memo_of_its_last_close) {
+  tc_store *s;
+  s_closed_with_two();
+  /* a worker that dies: 7 put again and 20 made, and no close */
+  pid_t pid = fork();
+  cr_assert(pid >= 0);
+  if (pid == 0) {
+    tr_err err;
+    tc_store *c = NULL;
+    float v[16];
+    uint64_t sum;
+    int ok = tc_store_open(s_dir, &c, &err) == TR_OK;
+    s_data(v, 16, 4);
+    ok = ok && st_put(c, 7, TR_F32, v, sizeof v, 0, &sum, &err) == TR_OK;
+    s_data(v, 16, 5);
+    ok = ok && st_put(c, 20, TR_F32, v, sizeof v, 0, &sum, &err) == TR_OK;
+    _exit(ok ? 0 : 1);
+  }
+  int st;
+  cr_assert_eq(waitpid(pid, &st, 0), pid);
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  s = tf_store(s_dir);
+  s_open_reads(s, 1, 2 * 16 * 4); /* 8 as the memo saw it; 7 and 20 read */
+  s_expect(s, 7, 16, 4);
+  s_expect(s, 8, 16, 2);
+  s_expect(s, 20, 16, 5);
   tc_store_close(&s);
 }
 
