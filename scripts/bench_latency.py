@@ -3,7 +3,7 @@
 session makes a tensor, then runs the elementwise statement
 `C[i,j] = A[i,j] * 2;` N times and quits, timed from the process's start
 to its exit, less the same session without the N statements; per
-statement.  Two cases: `tiny`, a 64 x 64 tensor of 2 x 2 chunks (N 600:
+statement.  Cases: `tiny`, a 64 x 64 tensor of 2 x 2 chunks (N 600:
 planning, the round trips to the workers, the commit), and `many`, a
 4096 x 4096 tensor of 64 x 64 chunks (4096 of them, N 8: what each chunk
 costs), whose statements are long enough to time one by one: the median
@@ -14,9 +14,15 @@ tensor of 1024 x 1024 chunks the same way: an elementwise kernel reading
 one operand across its rows.  Against Dask's threaded scheduler computing
 the same graph (`(A * 2).persist()`, `(A + A.T).persist()` on an array of
 the same chunks), the peer whose per-graph and per-task overhead a user
-of such steps would meet.
+of such steps would meet.  And `start`: a session that runs nothing, on
+a database holding an 8192 x 8192 tensor of 1024 x 1024 chunks (made
+once per build and worker count, 256 MiB on each of 2 workers), from the
+process's start to its exit: what a user waits for the prompt.  Its peer
+is Python opening the same array as a user of NumPy and Dask would,
+`import numpy, dask.array` and `numpy.load` of its .npy, mapped (read
+lazily, as tradb reads its chunks), also timed from start to exit.
 
-    scripts/bench_latency.py [--case tiny,many,transpose] [--reps 7] [--workers 2,4]
+    scripts/bench_latency.py [--case tiny,many,transpose,start] [--reps 7] [--workers 2,4]
                              [--tradb PATH ...] [--dir D]
 
 --tradb may be given more than once (another build, to compare two in one
@@ -39,7 +45,15 @@ import time
 # Dask's expression of it)
 CASES = {"tiny": (64, 32, 600, False, "C[i,j] = A[i,j] * 2;\n", "a * 2"),
          "many": (4096, 64, 8, True, "C[i,j] = A[i,j] * 2;\n", "a * 2"),
-         "transpose": (4096, 1024, 8, True, "C[i,j] = A[i,j] + A[j,i];\n", "a + a.T")}
+         "transpose": (4096, 1024, 8, True, "C[i,j] = A[i,j] + A[j,i];\n", "a + a.T"),
+         "start": (8192, 1024, 0, False, "", "")}
+
+OPEN = """
+import sys
+import numpy as np
+import dask.array
+np.load(sys.argv[1], mmap_mode="r")
+"""
 
 
 def setup(n, c):
@@ -77,7 +91,25 @@ def session(tradb, workers, script, d):
                                                                   out, re.M)]
 
 
+def session_start(tradb, workers, d):
+    """Seconds from the start to the exit of a tradb session that runs
+    nothing, on a database made (and saved as a .npy for the peer) the
+    first time this build and worker count ask."""
+    n, c = CASES["start"][:2]
+    db = os.path.join(d, "start-%d-%s" % (workers, re.sub(r"\W", "_", tradb)))
+    if not os.path.isdir(db):
+        subprocess.run([tradb, "--local-workers", str(workers), "--bail", db], text=True,
+                       input=setup(n, c) + "SAVE A TO '%s';\n" % os.path.join(d, "start.npy"),
+                       stdout=subprocess.DEVNULL, check=True)
+    t0 = time.perf_counter()
+    subprocess.run([tradb, "--local-workers", str(workers), "--bail", db], input="", text=True,
+                   stdout=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - t0
+
+
 def tradb_per_statement(tradb, workers, case, d):
+    if case == "start":
+        return session_start(tradb, workers, d)
     n, c, k, each, stmt, _ = CASES[case]
     if each:
         _, ts = session(tradb, workers, setup(n, c) + ".timer on\n" + stmt * k, d)
@@ -91,8 +123,8 @@ def tradb_per_statement(tradb, workers, case, d):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--case", default="tiny,many,transpose",
-                    help="cases, comma-separated (default tiny,many,transpose)")
+    ap.add_argument("--case", default="tiny,many,transpose,start",
+                    help="cases, comma-separated (default tiny,many,transpose,start)")
     ap.add_argument("--reps", type=int, default=7, help="rounds (default 7)")
     ap.add_argument("--workers", default="2,4", help="local workers, comma-separated (default 2,4)")
     ap.add_argument("--tradb", action="append", help="a tradb binary (default ./tradb); again "
@@ -119,6 +151,11 @@ def main():
                 for name, b, w in systems:
                     g[name].append(tradb_per_statement(b, w, case, d))
                 n, c, k, each, _, expr = CASES[case]
+                if case == "start":
+                    t0 = time.perf_counter()
+                    subprocess.run([python, "-c", OPEN, os.path.join(d, "start.npy")], check=True)
+                    g["dask-threads"].append(time.perf_counter() - t0)
+                    continue
                 out = subprocess.run([python, "-c", DASK, str(n), str(c), str(k), str(each), expr],
                                      text=True, stdout=subprocess.PIPE, check=True).stdout
                 g["dask-threads"].append(float(out))
@@ -133,10 +170,16 @@ def main():
         g = got[case]
         peer = statistics.median(g["dask-threads"])
         print()
-        print("%s: `%s` on %d x %d f32 in %d x %d chunks, %d statements a session%s" % (
-            case, stmt.strip(), n, n, c, c, k, ", the median statement" if each else ""))
+        if case == "start":
+            print("start: a session that runs nothing, on a database of a %d x %d f32 tensor in "
+                  "%d x %d chunks; the peer: Python importing NumPy and Dask and mapping its "
+                  ".npy (the dask-threads row)" % (n, n, c, c))
+        else:
+            print("%s: `%s` on %d x %d f32 in %d x %d chunks, %d statements a session%s" % (
+                case, stmt.strip(), n, n, c, c, k, ", the median statement" if each else ""))
         print()
-        print("| system | ms per statement (median of %d) | over dask-threads |" % args.reps)
+        print("| system | ms per %s (median of %d) | over dask-threads |" % (
+            "session, start to exit" if case == "start" else "statement", args.reps))
         print("|---|---:|---:|")
         for name, v in g.items():
             m = statistics.median(v)
