@@ -113,7 +113,10 @@ int tc_store_open(const char *dir, tc_store **out, tr_err *err) {
                                                     : "cannot lock chunk store '%s'", dir);
     goto done;
   }
-  if (!(rc = ci_scan(s, err))) ci_writer_start(s);
+  if (!(rc = ci_scan(s, err))) {
+    s->indexed = 1;
+    ci_writer_start(s);
+  }
 done:
   if (rc)
     tc_store_close(&s);
@@ -128,7 +131,9 @@ void tc_store_close(tc_store **ps) {
   *ps = NULL;
   ci_pool_leave(s); /* no other store in its pool makes room from it now */
   ci_writer_stop(s); /* writes what is only in memory */
-  ci_memo_save(s);   /* the next open reads none of these files */
+  /* the next open reads none of these files (a store whose open failed,
+  ** perhaps locked by another process, has nothing to vouch for) */
+  if (s->indexed) ci_memo_save(s);
   ci_recycle_limit(s, 0); /* no one else uses the store now */
   for (size_t i = 0; i < s->cap; i++)
     if (s->tab[i].id) ci_mem_drop(s, &s->tab[i]);

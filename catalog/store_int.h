@@ -61,6 +61,7 @@ struct tc_store {
   int64_t count;             /* chunks indexed */
   int64_t bytes;             /* their payload bytes */
   int64_t nbad;              /* files set aside as *.bad by open */
+  int indexed;               /* open locked DIR and indexed its files */
   int64_t vouched;           /* files open indexed from the memo, unread */
   int64_t verified_bytes;    /* payload bytes open read to verify files */
   atomic_uint_fast64_t clock; /* seq and used values, and temporary names */

@@ -591,10 +591,14 @@ Test(store, damage_while_open_fails_get) {
 Test(store, second_open_is_locked_out) {
   tc_store *s = tf_store(s_dir), *t = NULL;
   tr_err err;
+  s_put(s, 7, 16, 1);
   cr_assert_eq(tc_store_open(s_dir, &t, &err), TR_EIO);
   cr_assert_null(t);
   cr_assert(strstr(err.msg, "in use") != NULL, "%s", err.msg);
+  /* nor did it write in the store that is not its own (a memo of none) */
+  cr_assert_not(s_exists("VERIFIED"));
   tc_store_close(&s);
+  cr_assert(s_exists("VERIFIED"));
   t = tf_store(s_dir);
   tc_store_close(&t);
 }
