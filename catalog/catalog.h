@@ -291,10 +291,16 @@ void tc_store_busy(tc_store *s, int on);
 void tc_store_budgets(tc_store *s, int64_t *memory, int64_t *recycle);
 /* Chunks held and their total bytes. */
 void tc_store_usage(tc_store *s, int64_t *chunks, int64_t *bytes);
-/* What opening the store read: the chunk files it indexed from the memo
-** its last clean close left (unchanged since, not read), and the payload
-** bytes of the others, each read and verified in full. */
-void tc_store_open_reads(tc_store *s, int64_t *vouched, int64_t *verified_bytes);
+/* What a store did with its files: at open, the chunk files it indexed
+** from the memo its last clean close left (unchanged since, not read) and
+** the payload bytes of the others, each read and verified in full; since,
+** the chunk files it wrote. */
+typedef struct tc_store_files {
+  int64_t vouched;
+  int64_t verified_bytes;
+  int64_t written;
+} tc_store_files;
+void tc_store_file_counts(tc_store *s, tc_store_files *out);
 /* Bytes held in memory, and of them not yet in their files. */
 void tc_store_memory(tc_store *s, int64_t *held, int64_t *unwritten);
 

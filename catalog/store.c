@@ -205,6 +205,7 @@ static int s_put(tc_store *s, uint64_t id, tr_dtype dt, tr_blob *b, tc_keep keep
     /* a copy for reads, while it fits */
     if (ci_mem_admit(s, n)) e.mem = tr_blob_ref(b);
     s_install(s, &e);
+    atomic_fetch_add(&s->written, 1);
   }
   pthread_rwlock_unlock(&s->lock);
   if (rc) unlink(tmp);
@@ -494,9 +495,12 @@ void tc_store_usage(tc_store *s, int64_t *chunks, int64_t *bytes) {
   if (bytes) *bytes = b;
 }
 
-void tc_store_open_reads(tc_store *s, int64_t *vouched, int64_t *verified_bytes) {
-  *vouched = s ? s->vouched : 0;
-  *verified_bytes = s ? s->verified_bytes : 0;
+void tc_store_file_counts(tc_store *s, tc_store_files *out) {
+  *out = (tc_store_files){0};
+  if (!s) return;
+  out->vouched = s->vouched;
+  out->verified_bytes = s->verified_bytes;
+  out->written = atomic_load(&s->written);
 }
 
 void tc_store_memory(tc_store *s, int64_t *held, int64_t *unwritten) {

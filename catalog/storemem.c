@@ -257,6 +257,7 @@ static int s_take_name(tc_store *s, uint64_t id, uint64_t seq, const char *tmp, 
       e->file = 1;
       e->synced = 1; /* before it took its name */
       s->dir_unsynced = 1;
+      atomic_fetch_add(&s->written, 1);
     }
   }
   pthread_rwlock_unlock(&s->lock);

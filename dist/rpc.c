@@ -519,9 +519,22 @@ int di_sync(td_cluster *c, const tc_chunkloc *locs, int64_t n, tr_err *err) {
   return s_sync_sites(c, locs, n, 0, 0, err);
 }
 
-int td_sync_local(td_cluster *c, tr_err *err) { return s_sync_sites(c, NULL, 0, 1, 1, err); }
+/* Every worker (local ones only, with local) writes all it holds in memory
+** only: but first the versions no commit lists any longer go, the catalog
+** synced and what it forgot dropped, and the drops that wait for a ping
+** sent, so that none is written only to be dropped.  The close of a
+** session of 40 statements replacing a tensor of 4 chunks had each local
+** worker write and sync the 4 chunks of every version, 165 files a worker
+** (0.3 s of a 0.45 s close after 600 such statements). */
+static int s_sync_all(td_cluster *c, int local, tr_err *err) {
+  di_flush(c, 1);
+  di_drop_pending(c);
+  return s_sync_sites(c, NULL, 0, 1, local, err);
+}
 
-int td_sync_held(td_cluster *c, tr_err *err) { return s_sync_sites(c, NULL, 0, 1, 0, err); }
+int td_sync_local(td_cluster *c, tr_err *err) { return s_sync_all(c, 1, err); }
+
+int td_sync_held(td_cluster *c, tr_err *err) { return s_sync_all(c, 0, err); }
 
 /* The SEND batches (entries {u64 id, str peer} per source site) as
 ** requests of phase ph (di_add_sends), or of a phase of their own that is

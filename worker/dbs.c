@@ -58,6 +58,15 @@ static tc_store *s_evict(wi_worker *w, uint64_t *id, double *idle) {
   return s;
 }
 
+void wi_store_close(uint64_t db, tc_store **s, const char *why) {
+  tc_store_files f;
+  if (!*s) return;
+  tc_store_file_counts(*s, &f);
+  wi_log("closing the store of database %016" PRIx64 "%s: %" PRId64
+         " chunk files written since it opened", db, why, f.written);
+  tc_store_close(s);
+}
+
 /* wi_store_for; with held, the store also counted as held by a job, and
 ** *held its slot. */
 static tc_store *s_store_for(wi_worker *w, uint64_t db, wi_open how, int *held, tr_err *err) {
@@ -78,8 +87,9 @@ static tc_store *s_store_for(wi_worker *w, uint64_t db, wi_open how, int *held, 
     double idle = 0;
     tc_store *s = s_evict(w, &old, &idle);
     if (s) {
-      wi_log("closing the store of database %016" PRIx64 " (idle %.0f s) for database %016" PRIx64, old, idle, db);
-      tc_store_close(&s);
+      char why[80];
+      snprintf(why, sizeof why, " (idle %.0f s) for database %016" PRIx64, idle, db);
+      wi_store_close(old, &s, why);
     }
   }
   if (i >= 0) {
@@ -94,12 +104,13 @@ static tc_store *s_store_for(wi_worker *w, uint64_t db, wi_open how, int *held, 
     /* Chunks in memory within the worker's one budget (w->pool); the
     ** files kept for reuse within half of --memory, and 1 GiB. */
     int64_t m = w->cfg->memory;
-    int64_t chunks, vouched, verified;
+    int64_t chunks;
+    tc_store_files f;
     tc_store_usage(found, &chunks, NULL);
-    tc_store_open_reads(found, &vouched, &verified);
+    tc_store_file_counts(found, &f);
     wi_log("opened the store of database %016" PRIx64 ": %" PRId64 " chunks, %" PRId64
            " vouched for by its last clean close, %.1f MiB read to verify the others",
-           db, chunks, vouched, (double)verified / (1 << 20));
+           db, chunks, f.vouched, (double)f.verified_bytes / (1 << 20));
     if (tc_store_share_memory(found, w->pool, err) != TR_OK) {
       tc_store_close(&found);
     } else {

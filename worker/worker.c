@@ -428,7 +428,7 @@ static void s_teardown(wi_worker *w) {
   zmq_close(w->notify_rx);
   if (w->keys.on) tn_zap_stop();
   zmq_ctx_term(w->ctx);
-  for (int i = 0; i < S_MAX_DBS; i++) tc_store_close(&w->dbs[i].store);
+  for (int i = 0; i < S_MAX_DBS; i++) wi_store_close(w->dbs[i].id, &w->dbs[i].store, "");
   tc_mem_pool_free(&w->pool);
   tc_store_close(&w->root);
   for (wi_push *p = w->pushq, *nx; p; p = nx) {

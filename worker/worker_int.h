@@ -344,6 +344,9 @@ void wi_request_body(tn_in *in, tn_rbuf *r, tr_err *err);
 ** asked is handled (the database was heard from just now); a job that
 ** keeps it takes it through wi_job_store instead. */
 tc_store *wi_store_for(wi_worker *w, uint64_t db, wi_open how, tr_err *err);
+/* Close database db's store *s (if any), logging what it wrote; why is
+** appended to the line. */
+void wi_store_close(uint64_t db, tc_store **s, const char *why);
 /* The store of job j's database, as wi_store_for finds it, held for the
 ** job until wi_job_free (j->store and j->slot; taken once). */
 tc_store *wi_job_store(wi_job *j, wi_open how, tr_err *err);

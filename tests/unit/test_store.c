@@ -410,12 +410,12 @@ static void s_closed_with_two(void) {
 }
 
 static void s_open_reads(tc_store *s, int64_t vouched, int64_t verified) {
-  int64_t v, b;
-  tc_store_open_reads(s, &v, &b);
-  cr_assert_eq(v, vouched, "files indexed from the memo: %lld, want %lld", (long long)v,
-               (long long)vouched);
-  cr_assert_eq(b, verified, "bytes verified at open: %lld, want %lld", (long long)b,
-               (long long)verified);
+  tc_store_files f;
+  tc_store_file_counts(s, &f);
+  cr_assert_eq(f.vouched, vouched, "files indexed from the memo: %lld, want %lld",
+               (long long)f.vouched, (long long)vouched);
+  cr_assert_eq(f.verified_bytes, verified, "bytes verified at open: %lld, want %lld",
+               (long long)f.verified_bytes, (long long)verified);
 }
 
 Test(store, reopen_rebuilds_index_and_removes_temporaries) {
@@ -495,11 +495,16 @@ Test(store, reopen_after_a_clean_close_reads_no_file) {
   s_put(s, 7, 16, 1);
   s_put(s, 8, 32, 2);
   s_put(s, 9, 16, 3);
+  tc_store_files f;
+  tc_store_file_counts(s, &f);
+  cr_assert_eq(f.written, 3);
   s_age_files();
   tc_store_close(&s);
   cr_assert(s_exists("VERIFIED"));
   s = tf_store(s_dir);
   s_open_reads(s, 3, 0);
+  tc_store_file_counts(s, &f);
+  cr_assert_eq(f.written, 0);
   s_expect(s, 7, 16, 1); /* each read still checks the file in full */
   s_expect(s, 8, 32, 2);
   s_expect(s, 9, 16, 3);
