@@ -89,8 +89,9 @@ class Workers:
 
 def stall(pid, pause):
     """Stop process pid now and continue it PAUSE s later; the thread
-    that continues it (join it)."""
-    os.kill(pid, signal.SIGSTOP)
+    that continues it (join it), or None if pid is gone already."""
+    if not signal_if_alive(pid, signal.SIGSTOP):
+        return None
 
     def cont():
         time.sleep(pause)  # the length of the stall, not a wait for a state
@@ -101,6 +102,16 @@ def stall(pid, pause):
     t = threading.Thread(target=cont)
     t.start()
     return t
+
+
+def signal_if_alive(pid, sig):
+    """Send sig to pid; whether it was still there (a local worker found
+    by pgrep may have exited with its shell, its script done, since)."""
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def same(a, b):
@@ -148,7 +159,7 @@ def run_seed(seed):
                 if kids:  # none yet: the shell has not started them
                     pid = int(kids[victim % len(kids)])
                     if whom == "worker":
-                        os.kill(pid, signal.SIGKILL)
+                        signal_if_alive(pid, signal.SIGKILL)
                     else:
                         resume = stall(pid, pause)
             elif whom == "stall":
