@@ -64,7 +64,7 @@ struct tc_store {
   int indexed;               /* open locked DIR and indexed its files */
   int64_t vouched;           /* files open indexed from the memo, unread */
   int64_t verified_bytes;    /* payload bytes open read to verify files */
-  atomic_int_fast64_t written; /* chunk files that took their final name since */
+  atomic_int_fast64_t written; /* chunk files given their final name since open */
   atomic_uint_fast64_t clock; /* seq and used values, and temporary names */
   /* memory (storemem.c) */
   int64_t mem_bytes;         /* bytes of chunks held in memory */
