@@ -20,23 +20,6 @@ int cf_is_chunk_file(const void *head, size_t n) {
   return n >= sizeof s_magic && memcmp(head, s_magic, sizeof s_magic) == 0;
 }
 
-/* Little-endian stores and loads, so files move between hosts. */
-static void s_put32(unsigned char *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static void s_put64(unsigned char *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t s_get32(const unsigned char *p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
-}
-static uint64_t s_get64(const unsigned char *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
-}
 
 /* Write h then data at the file offset, retrying short writes: one writev
 ** so the first page is filled in one go (a recycled file's page that is no
@@ -66,11 +49,11 @@ static int s_write2(int fd, const void *h, size_t hn, const void *data,
 static void s_header(unsigned char *h, tr_dtype dtype, size_t nbytes, uint64_t sum) {
   memset(h, 0, CF_HEADER_SIZE);
   memcpy(h, s_magic, 8);
-  s_put32(h + 8, CF_VERSION);
-  s_put32(h + 12, (uint32_t)dtype);
-  s_put64(h + 16, (uint64_t)nbytes);
-  s_put64(h + 24, sum);
-  s_put64(h + 56, tc_checksum(h, 56));
+  cf_put_le(h + 8, CF_VERSION, 4);
+  cf_put_le(h + 12, (uint32_t)dtype, 4);
+  cf_put_le(h + 16, (uint64_t)nbytes, 8);
+  cf_put_le(h + 24, sum, 8);
+  cf_put_le(h + 56, tc_checksum(h, 56), 8);
 }
 
 /* Write the header (in room) and payload with O_DIRECT: the disk reads
@@ -181,18 +164,18 @@ int cf_read(const char *path, tr_dtype dtype, void *buf, size_t nbytes,
     goto done;
   }
   if (got < sizeof h || memcmp(h, s_magic, 8) != 0 ||
-      s_get64(h + 56) != tc_checksum(h, 56)) {
+      cf_get_le(h + 56, 8) != tc_checksum(h, 56)) {
     rc = tr_seterr(err, TR_ECORRUPT, "bad chunk file header for %s: %s",
                    what, path);
     goto done;
   }
-  if (s_get32(h + 8) != CF_VERSION) {
+  if (cf_get_le(h + 8, 4) != CF_VERSION) {
     rc = tr_seterr(err, TR_ECORRUPT,
                    "chunk file of %s has unknown format version %u: %s", what,
-                   (unsigned)s_get32(h + 8), path);
+                   (unsigned)cf_get_le(h + 8, 4), path);
     goto done;
   }
-  if (s_get32(h + 12) != (uint32_t)dtype || s_get64(h + 16) != nbytes ||
+  if (cf_get_le(h + 12, 4) != (uint32_t)dtype || cf_get_le(h + 16, 8) != nbytes ||
       (uint64_t)st.st_size != (uint64_t)CF_HEADER_SIZE + nbytes) {
     rc = tr_seterr(err, TR_ECORRUPT,
                    "chunk file of %s does not match the catalog (type or "
@@ -212,7 +195,7 @@ int cf_read(const char *path, tr_dtype dtype, void *buf, size_t nbytes,
   }
   {
     uint64_t s = tc_checksum(buf, nbytes);
-    if (s != s_get64(h + 24) || s != sum)
+    if (s != cf_get_le(h + 24, 8) || s != sum)
       rc = tr_seterr(err, TR_ECORRUPT, "checksum mismatch in %s (%s)", what,
                    path);
   }

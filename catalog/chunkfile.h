@@ -19,6 +19,17 @@
 #include <stdint.h>
 #include "util/util.h"
 
+/* Little-endian fields of the store's files (chunk files, storefiles.c's
+** memo), so they move between hosts: n bytes at p. */
+static inline void cf_put_le(unsigned char *p, uint64_t v, int n) {
+  for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline uint64_t cf_get_le(const unsigned char *p, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+
 #define CF_HEADER_SIZE 64
 _Static_assert(CF_HEADER_SIZE == TR_BLOB_ROOM, "a blob's room holds a chunk file's header");
 #define CF_VERSION 1

@@ -179,12 +179,6 @@ static int s_is_tmp(const char *rest) {
   return strcmp(rest, ".tmp") == 0;
 }
 
-static uint64_t s_le(const unsigned char *p, int n) {
-  uint64_t v = 0;
-  for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
-}
-
 /* Verify chunk file `path` in full and fill e from its header (chunkfile.h:
 ** dtype at 12, payload bytes at 16, payload checksum at 24; cf_read checks
 ** the rest).  *buf (*bufcap bytes) is a scratch buffer grown as needed.
@@ -198,9 +192,9 @@ static int s_verify(const char *path, ci_entry *e, void **buf, size_t *bufcap) {
   int bad = fstat(fd, &st) != 0 || tr_pread_all(fd, h, sizeof h, 0, &got) != 0 || got != sizeof h;
   close(fd);
   if (bad) return TR_ECORRUPT;
-  e->dtype = (tr_dtype)s_le(h + 12, 4);
-  e->nbytes = s_le(h + 16, 8);
-  e->sum = s_le(h + 24, 8);
+  e->dtype = (tr_dtype)cf_get_le(h + 12, 4);
+  e->nbytes = cf_get_le(h + 16, 8);
+  e->sum = cf_get_le(h + 24, 8);
   if ((e->dtype != TR_F32 && e->dtype != TR_F64) ||
       (uint64_t)st.st_size != CF_HEADER_SIZE + e->nbytes || e->nbytes > SIZE_MAX)
     return TR_ECORRUPT;
@@ -225,10 +219,6 @@ static int s_verify(const char *path, ci_entry *e, void **buf, size_t *bufcap) {
 #define S_MEMO_MAX ((int64_t)1 << 30) /* a longer file is not a memo we wrote */
 static const char s_memo_magic[8] = {'T', 'R', 'A', 'D', 'B', 'V', 'F', 'Y'};
 
-static void s_put_le(unsigned char *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
 static int64_t s_ns(struct timespec t) { return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec; }
 
 static ci_memo s_memo_of(uint64_t id, const struct stat *sb, uint64_t sum, tr_dtype dt) {
@@ -239,19 +229,21 @@ static ci_memo s_memo_of(uint64_t id, const struct stat *sb, uint64_t sum, tr_dt
 
 int64_t ci_memo_decode(const unsigned char *p, size_t n, ci_memo **out) {
   *out = NULL;
-  if (n < S_MEMO_HEAD + 8 || memcmp(p, s_memo_magic, 8) != 0 || s_le(p + 8, 4) != S_MEMO_VERSION)
+  if (n < S_MEMO_HEAD + 8 || memcmp(p, s_memo_magic, 8) != 0 ||
+      cf_get_le(p + 8, 4) != S_MEMO_VERSION)
     return -1;
-  uint64_t count = s_le(p + 16, 8);
+  uint64_t count = cf_get_le(p + 16, 8);
   if (count > (n - S_MEMO_HEAD - 8) / S_MEMO_ENT || n != S_MEMO_HEAD + count * S_MEMO_ENT + 8 ||
-      s_le(p + n - 8, 8) != tc_checksum(p, n - 8))
+      cf_get_le(p + n - 8, 8) != tc_checksum(p, n - 8))
     return -1;
   ci_memo *m = count ? malloc(count * sizeof *m) : NULL;
   if (count && !m) return -1;
   for (uint64_t i = 0; i < count; i++) {
     const unsigned char *q = p + S_MEMO_HEAD + i * S_MEMO_ENT;
-    m[i] = (ci_memo){.id = s_le(q, 8), .ino = s_le(q + 8, 8), .size = s_le(q + 16, 8),
-                    .mtime = (int64_t)s_le(q + 24, 8), .ctime = (int64_t)s_le(q + 32, 8),
-                    .sum = s_le(q + 40, 8), .dtype = s_le(q + 48, 8)};
+    m[i] = (ci_memo){.id = cf_get_le(q, 8), .ino = cf_get_le(q + 8, 8),
+                    .size = cf_get_le(q + 16, 8), .mtime = (int64_t)cf_get_le(q + 24, 8),
+                    .ctime = (int64_t)cf_get_le(q + 32, 8), .sum = cf_get_le(q + 40, 8),
+                    .dtype = cf_get_le(q + 48, 8)};
     if ((i && m[i].id <= m[i - 1].id) || m[i].size < CF_HEADER_SIZE ||
         (m[i].dtype != TR_F32 && m[i].dtype != TR_F64)) {
       free(m);
@@ -324,15 +316,15 @@ void ci_memo_save(tc_store *s) {
   unsigned char *p = calloc(1, len);
   if (p) {
     memcpy(p, s_memo_magic, 8);
-    s_put_le(p + 8, S_MEMO_VERSION); /* (and the reserved word: 0) */
-    s_put_le(p + 16, (uint64_t)n);
+    cf_put_le(p + 8, S_MEMO_VERSION, 8); /* (and the reserved word: 0) */
+    cf_put_le(p + 16, (uint64_t)n, 8);
     for (int64_t i = 0; i < n; i++) {
       unsigned char *q = p + S_MEMO_HEAD + i * S_MEMO_ENT;
       uint64_t v[7] = {m[i].id, m[i].ino, m[i].size, (uint64_t)m[i].mtime, (uint64_t)m[i].ctime,
                        m[i].sum, m[i].dtype};
-      for (int k = 0; k < 7; k++) s_put_le(q + 8 * k, v[k]);
+      for (int k = 0; k < 7; k++) cf_put_le(q + 8 * k, v[k], 8);
     }
-    s_put_le(p + len - 8, tc_checksum(p, len - 8));
+    cf_put_le(p + len - 8, tc_checksum(p, len - 8), 8);
     /* whole or not at all: an older memo stays right for the files it
     ** still matches */
     snprintf(tmp, sizeof tmp, "%s/" S_MEMO_TMP, s->dir);
