@@ -328,13 +328,102 @@ static void *s_pool_worker(void *p) {
   }
 }
 
+/*
+** The pool's helpers: started when first wanted and kept for the
+** process's life, so that a statement's chunk tasks do not each pay for a
+** thread's start and join (75-80 us a thread on the 2-core VM of
+** BENCHMARKS.md, where a small statement's task takes a few hundred).  One
+** tr_parallel_for at a time has them; a call made while another thread's
+** holds them starts threads of its own, as every call did before.
+** Helper k takes part in a job when k < want; it counts itself out in
+** running, and the caller waits for that before the job (on its stack)
+** goes away.  A fork's child has none of the parent's helpers: it starts
+** with an empty pool (s_pool_child).
+*/
+#define S_POOL_MAX 255
+static struct {
+  pthread_mutex_t mu;
+  pthread_cond_t go, done;
+  int n;              /* helpers started */
+  int busy;           /* a call has the helpers */
+  uint64_t gen;       /* bumped for each job */
+  int want, running;  /* this job's helpers, and how many are still in it */
+  pool_job *job;
+  uint64_t born[S_POOL_MAX]; /* gen when helper k was started */
+} s_pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .go = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
+static pthread_once_t s_pool_once = PTHREAD_ONCE_INIT;
+
+static void s_pool_prepare(void) { pthread_mutex_lock(&s_pool.mu); }
+static void s_pool_parent(void) { pthread_mutex_unlock(&s_pool.mu); }
+static void s_pool_child(void) {
+  pthread_mutex_init(&s_pool.mu, NULL);
+  pthread_cond_init(&s_pool.go, NULL);
+  pthread_cond_init(&s_pool.done, NULL);
+  s_pool.n = s_pool.busy = s_pool.want = s_pool.running = 0;
+  s_pool.job = NULL;
+}
+static void s_pool_init(void) { pthread_atfork(s_pool_prepare, s_pool_parent, s_pool_child); }
+
+static void *s_pool_helper(void *p) {
+  int me = (int)(intptr_t)p;
+  pthread_mutex_lock(&s_pool.mu);
+  uint64_t seen = s_pool.born[me];
+  for (;;) {
+    while (s_pool.gen == seen) pthread_cond_wait(&s_pool.go, &s_pool.mu);
+    seen = s_pool.gen;
+    if (me >= s_pool.want) continue;
+    pool_job *job = s_pool.job;
+    pthread_mutex_unlock(&s_pool.mu);
+    s_pool_worker(job);
+    pthread_mutex_lock(&s_pool.mu);
+    if (--s_pool.running == 0) pthread_cond_signal(&s_pool.done);
+  }
+  return NULL;
+}
+
+/* Hand job to helpers (up to `helpers`); 0 if they are another call's. */
+static int s_pool_start(pool_job *job, int helpers) {
+  pthread_once(&s_pool_once, s_pool_init);
+  pthread_mutex_lock(&s_pool.mu);
+  if (s_pool.busy) {
+    pthread_mutex_unlock(&s_pool.mu);
+    return 0;
+  }
+  s_pool.busy = 1;
+  while (s_pool.n < helpers) { /* one that fails to start is simply not there */
+    pthread_t t;
+    pthread_attr_t at;
+    int ok = !pthread_attr_init(&at);
+    s_pool.born[s_pool.n] = s_pool.gen;
+    ok = ok && !pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED) &&
+         !pthread_create(&t, &at, s_pool_helper, (void *)(intptr_t)s_pool.n);
+    pthread_attr_destroy(&at);
+    if (!ok) break;
+    s_pool.n++;
+  }
+  s_pool.want = s_pool.running = helpers < s_pool.n ? helpers : s_pool.n;
+  s_pool.job = job;
+  s_pool.gen++;
+  pthread_cond_broadcast(&s_pool.go);
+  pthread_mutex_unlock(&s_pool.mu);
+  return 1;
+}
+
+static void s_pool_wait(void) {
+  pthread_mutex_lock(&s_pool.mu);
+  while (s_pool.running) pthread_cond_wait(&s_pool.done, &s_pool.mu);
+  s_pool.busy = 0;
+  s_pool.job = NULL;
+  pthread_mutex_unlock(&s_pool.mu);
+}
+
 int tr_parallel_for(int nthreads, int64_t n, tr_task_fn fn, void *arg, const tr_cancel *cancel) {
   pool_job job;
-  pthread_t tids[256];
-  int started = 0;
+  pthread_t tids[S_POOL_MAX];
+  int started = 0, pooled = 0;
   if (n <= 0) return TR_OK;
   if (nthreads < 1) nthreads = 1;
-  if (nthreads > 256) nthreads = 256;
+  if (nthreads > S_POOL_MAX + 1) nthreads = S_POOL_MAX + 1;
   if (nthreads > n) nthreads = (int)n;
   pthread_mutex_init(&job.mu, NULL);
   job.next = 0;
@@ -345,9 +434,11 @@ int tr_parallel_for(int nthreads, int64_t n, tr_task_fn fn, void *arg, const tr_
   job.cancel = cancel;
   /* The calling thread works too; threads that fail to start are simply
   ** not there, the remaining ones take their share. */
-  for (int t = 1; t < nthreads; t++)
-    if (pthread_create(&tids[started], NULL, s_pool_worker, &job) == 0) started++;
+  if (nthreads > 1 && !(pooled = s_pool_start(&job, nthreads - 1)))
+    for (int t = 1; t < nthreads; t++)
+      if (pthread_create(&tids[started], NULL, s_pool_worker, &job) == 0) started++;
   s_pool_worker(&job);
+  if (pooled) s_pool_wait();
   for (int t = 0; t < started; t++) pthread_join(tids[t], NULL);
   pthread_mutex_destroy(&job.mu);
   return job.status;

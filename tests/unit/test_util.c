@@ -8,6 +8,7 @@
 #endif
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -439,6 +440,82 @@ Test(util, cancel_token_stops_parallel_for) {
   cr_assert(tr_cancelled(&other));
   cr_assert(!tr_cancelled(&c));
   cr_assert(!tr_cancelled(NULL), "a NULL token is never cancelled");
+}
+
+/* Tasks that wait for each other: each of s_meet_n tasks runs on a thread
+** of its own, and notes the thread it ran on. */
+static atomic_int s_met;
+static int s_meet_n;
+static pid_t s_meet_on[8]; /* kernel thread ids: glibc reuses a pthread_t */
+
+static int s_meet(void *arg, int64_t i) {
+  (void)arg;
+  atomic_fetch_add(&s_met, 1);
+  double end = tr_now() + 10;
+  while (atomic_load(&s_met) < s_meet_n)
+    if (tr_now() > end) return TR_ERR; /* the threads never met */
+  s_meet_on[i] = gettid();
+  return TR_OK;
+}
+
+/* Run s_meet on n threads; the thread other than this one that ran a task. */
+static int s_meet_helper(int n, pid_t *helper) {
+  s_meet_n = n;
+  atomic_store(&s_met, 0);
+  int rc = tr_parallel_for(n, n, s_meet, NULL, NULL);
+  for (int i = 0; i < n; i++)
+    if (s_meet_on[i] != gettid()) *helper = s_meet_on[i];
+  return rc;
+}
+
+/* A statement's chunk tasks start no thread of their own: the helpers of
+** one call are the next call's. */
+Test(util, parallel_for_keeps_its_threads) {
+  pid_t first = 0, again = 0;
+  cr_assert_eq(s_meet_helper(2, &first), TR_OK);
+  for (int k = 0; k < 5; k++) {
+    cr_assert_eq(s_meet_helper(2, &again), TR_OK);
+    cr_assert_eq(first, again, "call %d ran on a new thread", k);
+  }
+  /* more threads than before: the pool grows */
+  cr_assert_eq(s_meet_helper(4, &again), TR_OK);
+}
+
+static void *s_concurrent_call(void *arg) {
+  int *rc = arg;
+  *rc = tr_parallel_for(3, 1000, s_mark, NULL, NULL);
+  return NULL;
+}
+
+/* Calls from two threads at once: one has the helpers, the other starts
+** threads of its own; every task runs once. */
+Test(util, parallel_for_from_two_threads_at_once) {
+  for (int round = 0; round < 50; round++) {
+    for (int i = 0; i < 1000; i++) atomic_store(&s_hits[i], 0);
+    pthread_t t[2];
+    int rc[2] = {-1, -1};
+    for (int k = 0; k < 2; k++) cr_assert_eq(pthread_create(&t[k], NULL, s_concurrent_call, &rc[k]), 0);
+    for (int k = 0; k < 2; k++) pthread_join(t[k], NULL);
+    cr_assert_eq(rc[0], TR_OK);
+    cr_assert_eq(rc[1], TR_OK);
+    for (int i = 0; i < 1000; i++) cr_assert_eq(atomic_load(&s_hits[i]), 2, "round %d task %d", round, i);
+  }
+}
+
+/* A fork's child has none of its parent's helpers, and must not wait for
+** them. */
+Test(util, parallel_for_in_a_forked_child) {
+  pid_t h = 0;
+  cr_assert_eq(s_meet_helper(2, &h), TR_OK); /* the parent has a helper */
+  pid_t pid = fork();
+  cr_assert_neq(pid, -1);
+  if (pid == 0) {
+    alarm(20); /* a child waiting for helpers it lacks is killed, not hung */
+    _exit(s_meet_helper(2, &h) == TR_OK && s_meet_helper(3, &h) == TR_OK ? 0 : 1);
+  }
+  int st = 0;
+  cr_assert_eq(waitpid(pid, &st, 0), pid);
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
 }
 
 Test(util, clock_is_monotonic) {
