@@ -739,18 +739,17 @@ void td_cluster_close(td_cluster **pc) {
   td_cluster *c = pc ? *pc : NULL;
   if (!c) return;
   *pc = NULL;
-  /* before the workers stop: they would write what they hold in memory */
-  di_drop_pending(c);
-  di_flush(c, 1);
   /* Local workers are stopped below, and one still writing when it is
   ** killed (S_REAP_S) loses what it held in memory only, every replica of
   ** a chunk when they all were: so they write and sync it first, while
   ** they answer, however long that takes (250,000 chunks made by a FILL
   ** took two workers 170 s, and the one killed at 120 s lost 81,612 of
-  ** its copies).  The shell does it before (te_write_held), where it
-  ** says why it failed; this one finds nothing left then. */
+  ** its copies).  The catalog is synced and what it forgot dropped before
+  ** (s_sync_all), or they would write that too.  The shell does it before
+  ** (te_write_held), where it says why it failed; this one finds nothing
+  ** left then. */
   tr_err err;
-  if (c->nsites) td_sync_local(c, &err);
+  td_sync_local(c, &err);
   for (int s = 0; s < c->nsites; s++) {
     if (c->sites[s].sock) zmq_close(c->sites[s].sock);
     if (c->sites[s].mon) zmq_close(c->sites[s].mon);
