@@ -296,7 +296,9 @@ int tr_host_working(uint32_t *seen);
 
 /*
 ** Thread pool: run fn(arg, i) for i in [0, n) on up to nthreads threads
-** (the caller's thread included).  Tasks are handed out in index order.
+** (the caller's thread included; the others are helpers kept between
+** calls, or threads of the call's own while another call has them).
+** Tasks are handed out in index order.
 ** Returns TR_OK, or the first non-zero status a task returned; once a task
 ** fails or cancel (may be NULL) is set, tasks not yet started are skipped
 ** (TR_EINTR if cancelled).  The tasks themselves should poll cancel too.
