@@ -365,19 +365,35 @@ void di_drop_ids(td_cluster *c, int only, const uint64_t *ids, int64_t n) {
   di_drop_each(c, only, ids, n, NULL, NULL, 0, 1);
 }
 
-/* DROP requests in phase ph for ids[0..n): to each live site, those whose
-** site[i] is its catalog id or -1. */
-static void s_drop_requests(di_phase *ph, const uint64_t *ids, const int64_t *site, int64_t n) {
+/* Chunk ids for DROP requests: ids[i] goes to site index `to` (-1: to
+** every site) where site is NULL, site[i] is -1 or site[i] is that
+** site's catalog id. */
+typedef struct s_drops {
+  const uint64_t *ids;
+  int64_t n;
+  const int64_t *site;
+  int to;
+} s_drops;
+
+static int s_drops_to(const s_drops *d, int64_t i, const td_cluster *c, int s) {
+  return !d->site || d->site[i] < 0 || d->site[i] == c->sites[s].id;
+}
+
+/* One DROP request in phase ph to each live site, for the ids of lists
+** l[0..nl) that go to it: the one place the message is built. */
+static void s_drop_requests(di_phase *ph, const s_drops *l, int nl) {
   td_cluster *c = ph->c;
   tr_err err;
   for (int s = 0; s < c->nsites; s++) {
     uint32_t k = 0;
-    for (int64_t i = 0; c->sites[s].up && i < n; i++) k += site[i] < 0 || site[i] == c->sites[s].id;
+    for (int j = 0; c->sites[s].up && j < nl; j++)
+      for (int64_t i = 0; (l[j].to < 0 || l[j].to == s) && i < l[j].n; i++) k += s_drops_to(&l[j], i, c, s);
     if (!k) continue;
     tn_wbuf b = {0};
     tn_put_u32(&b, k);
-    for (int64_t i = 0; i < n; i++)
-      if (site[i] < 0 || site[i] == c->sites[s].id) tn_put_u64(&b, ids[i]);
+    for (int j = 0; j < nl; j++)
+      for (int64_t i = 0; (l[j].to < 0 || l[j].to == s) && i < l[j].n; i++)
+        if (s_drops_to(&l[j], i, c, s)) tn_put_u64(&b, l[j].ids[i]);
     di_request(ph, s, TN_DROP, &b, 0, NULL, NULL, NULL, &err);
     tn_wbuf_free(&b);
   }
@@ -385,7 +401,7 @@ static void s_drop_requests(di_phase *ph, const uint64_t *ids, const int64_t *si
 
 void di_pending_requests(di_phase *ph) {
   td_cluster *c = ph->c;
-  s_drop_requests(ph, c->pend, c->pend_site, c->npend);
+  s_drop_requests(ph, &(s_drops){c->pend, c->npend, c->pend_site, -1}, 1);
   c->npend = 0;
 }
 
@@ -470,18 +486,13 @@ void di_drop_each(td_cluster *c, int only, const uint64_t *ids, int64_t n, uint6
       c->forgot_bytes = 0;
     }
   }
+  s_drops l[TO_MAX_SITES + 2];
+  int nl = 0;
+  for (int s = 0; own && s < nsites && s < c->nsites; s++) l[nl++] = (s_drops){own[s], nown[s], NULL, s};
+  l[nl++] = (s_drops){ids, n, NULL, only};
+  l[nl++] = (s_drops){forgot, nforgot, NULL, -1};
   di_phase_init(&ph, c);
-  for (int s = 0; s < c->nsites; s++) {
-    int64_t k = s < nsites && own ? nown[s] : 0, these = only < 0 || s == only ? n : 0;
-    if (!c->sites[s].up || (!k && !these && !nforgot)) continue;
-    tn_wbuf b = {0};
-    tn_put_u32(&b, (uint32_t)(k + these + nforgot));
-    for (int64_t i = 0; i < k; i++) tn_put_u64(&b, own[s][i]);
-    for (int64_t i = 0; i < these; i++) tn_put_u64(&b, ids[i]);
-    for (int64_t i = 0; i < nforgot; i++) tn_put_u64(&b, forgot[i]);
-    di_request(&ph, s, TN_DROP, &b, 0, NULL, NULL, NULL, &err);
-    tn_wbuf_free(&b);
-  }
+  s_drop_requests(&ph, l, nl);
   di_wait(&ph, &err);
   di_phase_free(&ph);
   free(forgot);
