@@ -294,11 +294,13 @@ void tc_store_usage(tc_store *s, int64_t *chunks, int64_t *bytes);
 /* What a store did with its files: at open, the chunk files it indexed
 ** from the memo its last clean close left (unchanged since, not read) and
 ** the payload bytes of the others, each read and verified in full; since,
-** the chunk files it wrote. */
+** the chunk files it wrote, and the syncs of the whole file system that
+** made a batch of them durable at once. */
 typedef struct tc_store_files {
   int64_t vouched;
   int64_t verified_bytes;
   int64_t written;
+  int64_t fs_syncs;
 } tc_store_files;
 void tc_store_file_counts(tc_store *s, tc_store_files *out);
 /* Bytes held in memory, and of them not yet in their files. */

@@ -501,6 +501,7 @@ void tc_store_file_counts(tc_store *s, tc_store_files *out) {
   out->vouched = s->vouched;
   out->verified_bytes = s->verified_bytes;
   out->written = atomic_load(&s->written);
+  out->fs_syncs = atomic_load(&s->fs_syncs);
 }
 
 void tc_store_memory(tc_store *s, int64_t *held, int64_t *unwritten) {

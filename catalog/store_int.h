@@ -65,6 +65,7 @@ struct tc_store {
   int64_t vouched;           /* files open indexed from the memo, unread */
   int64_t verified_bytes;    /* payload bytes open read to verify files */
   atomic_int_fast64_t written; /* chunk files given their final name since open */
+  atomic_int_fast64_t fs_syncs; /* syncs of the whole file system (ci_write_dirty) since open */
   atomic_uint_fast64_t clock; /* seq and used values, and temporary names */
   /* memory (storemem.c) */
   int64_t mem_bytes;         /* bytes of chunks held in memory */
@@ -170,7 +171,8 @@ void ci_writer_put(tc_store *s);
 ** held): a batch's files written, then one syncfs() makes them all
 ** durable before they take their names, where a sync of each made two
 ** workers take 170 s for the 250,000 chunks of 4 bytes a FILL left them
-** (a shell closing waits for that).  durable (may be NULL): [n], set to
+** (a shell closing waits for that); a batch of a few has each file
+** synced, and one of none no sync.  durable (may be NULL): [n], set to
 ** 1 for each chunk written so. */
 int ci_write_dirty(tc_store *s, const uint64_t *ids, int64_t n, uint8_t *durable, tr_err *err);
 /* The ids of the chunks held in memory only, *n of them (caller frees;

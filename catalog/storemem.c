@@ -285,6 +285,13 @@ static int s_write(tc_store *s, uint64_t id, uint64_t seq, tr_blob *b, tr_dtype 
 
 /* Chunks ci_write_dirty writes between two syncs of the file system. */
 #define S_WRITE_BATCH 1024
+/* A batch of at most this many has each file synced instead, as the
+** writer syncs each: a sync of the whole file system also waits for every
+** other process's writes to the disk (0.1-1 s behind another process
+** writing 256 MiB at a time), and a file's sync costs 0.1-0.3 ms here
+** (eight 16 KiB files 1-3 ms, one syncfs 1-2 ms on a quiet disk; sixteen
+** 5-9 ms). */
+#define S_FILE_SYNCS 8
 
 int ci_write_dirty(tc_store *s, const uint64_t *ids, int64_t n, uint8_t *durable, tr_err *err) {
   typedef struct {
@@ -317,9 +324,24 @@ int ci_write_dirty(tc_store *s, const uint64_t *ids, int64_t n, uint8_t *durable
       v[j].written = ci_write_tmp(s, v[j].tmp, v[j].dt, v[j].b, v[j].sum, &e1) == TR_OK;
       if (!v[j].written && !rc) rc = (*err = e1).code;
     }
-    /* on the disk, all of them, before any takes its final name */
-    int synced = syncfs(dfd) == 0;
-    if (!synced && !rc) rc = tr_seterr(err, TR_EIO, "cannot sync '%s': %s", s->dir, strerror(errno));
+    /* On the disk, all of them, before any takes its final name.  Chunks
+    ** already in their files (a put into its file, one the writer wrote)
+    ** are synced by the caller, each on its own: a file-system sync for
+    ** none of them cost 0.12 s after each statement of 3072^2 products
+    ** under synchronous = full, another process writing meanwhile. */
+    int synced = 1;
+    if (k > S_FILE_SYNCS) {
+      synced = syncfs(dfd) == 0;
+      atomic_fetch_add(&s->fs_syncs, 1);
+      if (!synced && !rc) rc = tr_seterr(err, TR_EIO, "cannot sync '%s': %s", s->dir, strerror(errno));
+    }
+    for (int j = 0; j < k && k <= S_FILE_SYNCS && synced; j++) {
+      tr_err e1;
+      if (v[j].written && cf_sync(v[j].tmp, &e1) != TR_OK) {
+        synced = 0;
+        if (!rc) rc = (*err = e1).code;
+      }
+    }
     for (int j = 0; j < k; j++) {
       tr_err e1;
       if (v[j].written && !synced)

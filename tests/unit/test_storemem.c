@@ -102,6 +102,42 @@ Test(storemem, background_chunk_is_written_by_sync) {
   s_reopened_holds(&s, 5, 5, 64);
 }
 
+static int64_t s_fs_syncs(tc_store *s) {
+  tc_store_files f;
+  tc_store_file_counts(s, &f);
+  return f.fs_syncs;
+}
+
+/* A sync of chunks already in their files (every output under synchronous
+** = full) syncs those files alone, and one of a few chunks held in memory
+** only syncs each file it writes: a sync of the whole file system waits
+** behind every other process's writes to the disk.  Many are made durable
+** by one, as a batch. */
+Test(storemem, a_few_chunks_synced_without_syncing_the_file_system) {
+  tc_store *s = tf_store(s_dir);
+  tr_err err;
+  tc_store_set_writeback(s, -1);
+  s_put(s, 1, 64, 1, TC_KEEP_FILE);
+  s_put(s, 2, 64, 2, TC_KEEP_FILE);
+  uint64_t files[] = {1, 2};
+  cr_assert_eq(tc_store_sync(s, files, 2, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(s_fs_syncs(s), 0);
+  s_put(s, 3, 64, 3, TC_KEEP_BACKGROUND);
+  s_put(s, 4, 64, 4, TC_KEEP_BACKGROUND);
+  uint64_t few[] = {1, 2, 3, 4};
+  cr_assert_eq(tc_store_sync(s, few, 4, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(s_fs_syncs(s), 0);
+  cr_assert_eq(s_files(), 4);
+  for (uint64_t id = 5; id <= 20; id++) s_put(s, id, 64, (unsigned)id, TC_KEEP_BACKGROUND);
+  cr_assert_eq(tc_store_sync_unwritten(s, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(s_fs_syncs(s), 1, "16 chunks, one sync of the file system");
+  cr_assert_eq(s_files(), 20);
+  cr_assert_eq(s_unwritten(s), 0);
+  cr_assert_eq(tc_store_sync_unwritten(s, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(s_fs_syncs(s), 1, "nothing was left in memory only");
+  s_reopened_holds(&s, 1, 20, 64);
+}
+
 /* What a worker does before a statement runs again without a lost one:
 ** every chunk held in memory only gets its file, scratch stays in memory,
 ** a chunk dropped before is no error, and the files alone give them back
