@@ -334,12 +334,13 @@ int ci_write_dirty(tc_store *s, const uint64_t *ids, int64_t n, uint8_t *durable
       synced = syncfs(dfd) == 0;
       atomic_fetch_add(&s->fs_syncs, 1);
       if (!synced && !rc) rc = tr_seterr(err, TR_EIO, "cannot sync '%s': %s", s->dir, strerror(errno));
-    }
-    for (int j = 0; j < k && k <= S_FILE_SYNCS && synced; j++) {
-      tr_err e1;
-      if (v[j].written && cf_sync(v[j].tmp, &e1) != TR_OK) {
-        synced = 0;
-        if (!rc) rc = (*err = e1).code;
+    } else {
+      for (int j = 0; j < k && synced; j++) {
+        tr_err e1;
+        if (v[j].written && cf_sync(v[j].tmp, &e1) != TR_OK) {
+          synced = 0;
+          if (!rc) rc = (*err = e1).code;
+        }
       }
     }
     for (int j = 0; j < k; j++) {

@@ -375,8 +375,19 @@ typedef struct s_drops {
   int to;
 } s_drops;
 
-static int s_drops_to(const s_drops *d, int64_t i, const td_cluster *c, int s) {
-  return !d->site || d->site[i] < 0 || d->site[i] == c->sites[s].id;
+/* The ids of lists l[0..nl) that go to site s, put into b (NULL: only
+** counted); returns how many. */
+static uint32_t s_drops_for(const s_drops *l, int nl, const td_cluster *c, int s, tn_wbuf *b) {
+  uint32_t k = 0;
+  for (int j = 0; j < nl; j++) {
+    if (l[j].to >= 0 && l[j].to != s) continue;
+    for (int64_t i = 0; i < l[j].n; i++)
+      if (!l[j].site || l[j].site[i] < 0 || l[j].site[i] == c->sites[s].id) {
+        k++;
+        if (b) tn_put_u64(b, l[j].ids[i]);
+      }
+  }
+  return k;
 }
 
 /* One DROP request in phase ph to each live site, for the ids of lists
@@ -385,15 +396,11 @@ static void s_drop_requests(di_phase *ph, const s_drops *l, int nl) {
   td_cluster *c = ph->c;
   tr_err err;
   for (int s = 0; s < c->nsites; s++) {
-    uint32_t k = 0;
-    for (int j = 0; c->sites[s].up && j < nl; j++)
-      for (int64_t i = 0; (l[j].to < 0 || l[j].to == s) && i < l[j].n; i++) k += s_drops_to(&l[j], i, c, s);
+    uint32_t k = c->sites[s].up ? s_drops_for(l, nl, c, s, NULL) : 0;
     if (!k) continue;
     tn_wbuf b = {0};
     tn_put_u32(&b, k);
-    for (int j = 0; j < nl; j++)
-      for (int64_t i = 0; (l[j].to < 0 || l[j].to == s) && i < l[j].n; i++)
-        if (s_drops_to(&l[j], i, c, s)) tn_put_u64(&b, l[j].ids[i]);
+    s_drops_for(l, nl, c, s, &b);
     di_request(ph, s, TN_DROP, &b, 0, NULL, NULL, NULL, &err);
     tn_wbuf_free(&b);
   }
