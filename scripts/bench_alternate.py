@@ -5,6 +5,7 @@
                                [--peer torch|numpy|dask-threads|all ...]
                                [--passes 10] [--lead 1] [--workers N] [--tag TAG]
                                [--size default|large|small] [--session 'ARGS' ...]
+                               [--set 'SET NAME = VALUE;' ...]
 
 The suite (scripts/bench.sh) runs each system's passes together, round
 by round; on a shared machine whose speed drifts from one minute to the
@@ -39,7 +40,9 @@ command line (e.g. --session '--threads 1' --session ''): the sessions
 take their passes in turn before the peers', so two settings of tradb
 meet the same minutes too.  ARGS may begin with the path of the tradb
 binary the session runs (e.g. --session /tmp/before --session '': a
-build before a change beside the one after it).
+build before a change beside the one after it).  Each --set statement
+runs in every session before its set-up (e.g. --set 'SET synchronous =
+full;').
 """
 import argparse
 import os
@@ -120,7 +123,7 @@ def alternate(a, w, extras, names):
             binary = os.path.abspath(args.pop(0)) if args and not args[0].startswith("-") else cmd[0]
             ss.append(Session([binary] + cmd[1:] + args + ["%s/db%d" % (d, i)]))
             # every session FILLs the same values (the FILLs are seeded)
-            ss[i].run(bench.setup_lines(w, a.tag) + [".timer on"])
+            ss[i].run((a.set or []) + bench.setup_lines(w, a.tag) + [".timer on"])
         ss[0].run(["SAVE %s TO '%s/in-%s.npy';" % (n, d, n) for n in w.inputs()])
         v = {n: np.load("%s/in-%s.npy" % (d, n)) for n in w.inputs()}
         stmts = bench.form_stmts(w, a.tag)
@@ -182,6 +185,8 @@ def main(argv):
     ap.add_argument("--tag", default=None, help="a variant of the workload, as in the suite")
     ap.add_argument("--size", choices=bench.SIZES, default="default",
                     help="the suite's sizes (small: a quick check of the harness, not a benchmark)")
+    ap.add_argument("--set", action="append", metavar="STMT",
+                    help="a statement every session runs before its set-up (repeatable)")
     ap.add_argument("--session", action="append", metavar="ARGS",
                     help="a tradb session with ARGS added to its command line (repeatable; "
                     "default: one session, no ARGS)")
