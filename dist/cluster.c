@@ -222,9 +222,10 @@ static int s_refused(td_site *st, const tn_keys *keys) {
   return st->refused[0] != 0;
 }
 
-/* The memory a worker's HELLO_OK says it keeps within (--memory), for
-** the scheduler; older workers do not say it (0). */
-static void s_hello_memory(td_site *st, di_phase *ph, int i) {
+/* What a worker's HELLO_OK says beyond its process: the memory it keeps
+** within (--memory), for the scheduler, and the file system its data is
+** on, for which copies are synced (di_keep_at); "" if unknown. */
+static void s_hello_said(td_site *st, di_phase *ph, int i) {
   tn_rbuf r;
   char skip[TC_ENDPOINT_MAX];
   di_reply_body(ph, i, &r);
@@ -233,7 +234,9 @@ static void s_hello_memory(td_site *st, di_phase *ph, int i) {
   tn_get_str(&r, skip, sizeof skip);
   tn_get_u64(&r);
   int64_t mem = (int64_t)tn_get_u64(&r);
+  tn_get_str(&r, st->fs, sizeof st->fs);
   st->memory = tn_rbuf_ok(&r) == TR_OK ? mem : 0;
+  if (tn_rbuf_ok(&r) != TR_OK) st->fs[0] = '\0';
 }
 
 /* Say HELLO to every site and wait for the answers (sites that do not
@@ -287,7 +290,7 @@ static int s_hello_all(td_cluster *c, double timeout_s, tr_err *err) {
     c->sites[ph.out[i].site].answered |= c->sites[ph.out[i].site].up;
     c->sites[ph.out[i].site].restarted = 0; /* the process that said HELLO_OK is the one we know */
     up += c->sites[ph.out[i].site].up;
-    if (c->sites[ph.out[i].site].up) s_hello_memory(&c->sites[ph.out[i].site], &ph, i);
+    if (c->sites[ph.out[i].site].up) s_hello_said(&c->sites[ph.out[i].site], &ph, i);
   }
   di_phase_free(&ph);
   free(gone);

@@ -37,6 +37,8 @@ typedef struct td_site {
   int64_t peak_rss;              /* the largest resident memory its task
                                     replies reported (bytes) */
   int64_t memory;                /* its --memory as HELLO_OK said (0: not said) */
+  char fs[64];                   /* the file system its data is on, as
+                                    HELLO_OK said ("": unknown, its own) */
   int local;                     /* 1 + its number among the local workers
                                     (w<local - 1>), 0 if remote */
   int answered;                  /* its process answered a HELLO or a ping: a
@@ -243,11 +245,16 @@ int di_replication(td_cluster *c, int m);
 ** workers' disks before it commits (else normal, the default: in memory on
 ** at least two workers, on disk within seconds; see the README). */
 int di_sync_full(td_cluster *c);
-/* How workers keep the chunks of an output that gets `copies` copies (a
-** tc_keep): in their files at once under synchronous = full, or with
-** fewer than 2 copies (one copy in memory dies with its worker); else in
-** memory, written in the background. */
-int di_keep(td_cluster *c, int copies);
+/* How holder k of a chunk held by sites ids[0..n) (catalog site ids, in
+** the order the copies are made) keeps its copy, a tc_keep; full is
+** di_sync_full's answer.  In its file, to be synced before the commit,
+** with fewer than 2 copies (one copy in memory dies with its worker), and
+** under synchronous = full for the first holder on each file system (as
+** HELLO_OK names it); else in memory, written in the background.  A later
+** copy on the same file system adds nothing a crash could not take: the
+** machine's crash spares the synced copy, and the disk's loss takes both,
+** synced or not; syncing it doubled the statement's wait on the disk. */
+int di_keep_at(const td_cluster *c, int full, const int64_t *ids, int n, int k);
 /* The live site that serves chunk loc of t (reads it for others, and
 ** drives the joins that keep t in place), or -1.  The catalog lists a
 ** chunk's holders by site id, so taking the first would put every chunk

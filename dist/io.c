@@ -21,15 +21,22 @@
 #define S_INFLIGHT_BYTES (256u << 20) /* PUT data in flight before waiting; GET data asked for at once */
 #define S_READ_BATCH 64 /* chunks a read asks for at once, at most */
 
-/* The chunks of locs that must be durable before their version commits:
-** all of them under synchronous = full; under normal only those with one
-** copy (the others are in memory on two workers or more, and reach their
-** disks in the background).  Returns how many, copied to out. */
+/* The copies of locs that must be durable before their version commits,
+** those kept in their files (di_keep_at): under synchronous = full the
+** first on each file system, under normal only a chunk's one copy (the
+** others are in memory on two workers or more, and reach their disks in
+** the background).  Returns how many chunks have such copies, copied to
+** out with those holders only. */
 static int64_t s_to_sync(td_cluster *c, const tc_chunkloc *locs, int64_t n, tc_chunkloc *out) {
   int full = di_sync_full(c);
   int64_t k = 0;
-  for (int64_t i = 0; i < n; i++)
-    if (full || locs[i].nsites < 2) out[k++] = locs[i];
+  for (int64_t i = 0; i < n; i++) {
+    tc_chunkloc l = locs[i];
+    l.nsites = 0;
+    for (int j = 0; j < locs[i].nsites; j++)
+      if (di_keep_at(c, full, locs[i].site, locs[i].nsites, j) == TC_KEEP_FILE) l.site[l.nsites++] = locs[i].site[j];
+    if (l.nsites) out[k++] = l;
+  }
   return k;
 }
 
@@ -74,7 +81,7 @@ struct td_pwrite {
   tc_chunkloc *locs;    /* where each chunk goes */
   int up[256], m;       /* live sites */
   int r;                /* replication */
-  int keep;             /* how the workers keep the chunks (a tc_keep) */
+  int full;             /* synchronous = full (di_keep_at) */
   di_phase ph;           /* PUTs in flight */
   int ph_open;          /* ph is open (until commit: one phase at a time) */
   size_t inflight;      /* their bytes */
@@ -97,7 +104,7 @@ int td_pwrite_begin(td_cluster *c, const tr_tensor *meta, td_pwrite **out, tr_er
     return tr_seterr(err, TR_EIO, "no worker is up");
   }
   w->r = di_replication(c, w->m);
-  w->keep = di_keep(c, w->r);
+  w->full = di_sync_full(c);
   di_phase_init(&w->ph, c);
   w->ph_open = 1;
   *out = w;
@@ -113,20 +120,20 @@ int td_pwrite_chunk(td_pwrite *w, int64_t lin, const void *buf, size_t bytes, tr
   loc->nbytes = bytes;
   loc->checksum = tc_checksum(buf, bytes); /* verified by the worker on arrival */
   loc->nsites = w->r;
-  tn_wbuf b = {0};
-  tn_put_u32(&b, 1);
   tn_chunk c = {loc->chunk_id, (uint8_t)w->meta.dtype, bytes, loc->checksum};
-  tn_put_chunk(&b, &c);
-  tn_put_u8(&b, (uint8_t)w->keep);
   int rc = TR_OK;
+  for (int k = 0; k < w->r; k++) loc->site[k] = w->c->sites[w->up[(lin + k) % w->m]].id;
   for (int k = 0; k < w->r && !rc; k++) {
     int s = w->up[(lin + k) % w->m];
-    loc->site[k] = w->c->sites[s].id;
+    tn_wbuf b = {0};
+    tn_put_u32(&b, 1);
+    tn_put_chunk(&b, &c);
+    tn_put_u8(&b, (uint8_t)di_keep_at(w->c, w->full, loc->site, w->r, k));
     void *data = (void *)buf;
     rc = di_request(&w->ph, s, TN_PUT, &b, 1, &data, &bytes, NULL, err);
+    tn_wbuf_free(&b);
     w->c->sites[s].floats_in += (int64_t)(bytes / tr_dtype_size(w->meta.dtype));
   }
-  tn_wbuf_free(&b);
   w->inflight += bytes * (size_t)w->r;
   if (!rc && w->inflight > S_INFLIGHT_BYTES) {
     rc = di_wait(&w->ph, err);

@@ -125,14 +125,21 @@ static int s_note_drop(s_run *R, int site, uint64_t id) {
   return TR_OK;
 }
 
-/* Replicas of what site position u makes: the next r-1 live sites.  The
-** worker pushes each output chunk to them as soon as it is made, so
-** replication overlaps the computation. */
+/* Replicas of what site position u makes: the next r-1 live sites, and
+** how each of them and site u keep the outputs (di_keep_at, holders in
+** the order s_note_reps records them).  The worker pushes each output
+** chunk to them as soon as it is made, so replication overlaps the
+** computation. */
 static void s_task_reps(s_run *R, int u, tx_task *task) {
-  int r = di_replication(R->c, R->m);
+  int r = di_replication(R->c, R->m), full = di_sync_full(R->c);
+  int64_t ids[TC_MAX_REPLICAS];
+  for (int j = 0; j < r; j++) ids[j] = R->c->sites[R->up[(u + j) % R->m]].id;
   task->nrep = r - 1;
-  for (int j = 1; j < r; j++)
+  task->keep = di_keep_at(R->c, full, ids, r, 0);
+  for (int j = 1; j < r; j++) {
     snprintf(task->rep[j - 1], sizeof task->rep[j - 1], "%s", R->c->sites[R->up[(u + j) % R->m]].ep);
+    task->rep_keep[j - 1] = di_keep_at(R->c, full, ids, r, j);
+  }
 }
 
 /* Record the replicas a task's pushes made, and count their transfer. */
@@ -247,12 +254,10 @@ static int s_task_lists(tx_task *t, int64_t nin, int64_t nout, tr_err *err) {
 static void s_task_keep(s_run *R, tx_task *t, int reps, int u) {
   /* What is not replicated is not committed either: partials, a plan's
   ** intermediates, zeros standing in for declared-only tensors. */
-  if (reps) {
+  if (reps)
     s_task_reps(R, u, t);
-    t->keep = di_keep(R->c, t->nrep + 1);
-  } else {
+  else
     t->keep = TC_KEEP_SCRATCH;
-  }
 }
 
 /* Send task t to site position u if it makes anything (with `reps`, its

@@ -86,8 +86,16 @@ int di_sync_full(td_cluster *c) {
   return tc_setting_get(c->db, "synchronous", v, sizeof v, NULL) == TR_OK && !strcmp(v, "full");
 }
 
-int di_keep(td_cluster *c, int copies) {
-  return di_sync_full(c) || copies < 2 ? TC_KEEP_FILE : TC_KEEP_BACKGROUND;
+int di_keep_at(const td_cluster *c, int full, const int64_t *ids, int n, int k) {
+  if (n < 2) return TC_KEEP_FILE;
+  if (!full) return TC_KEEP_BACKGROUND;
+  int s = di_site_index(c, ids[k]);
+  const char *fs = s >= 0 ? c->sites[s].fs : "";
+  for (int j = 0; j < k && fs[0]; j++) {
+    int o = di_site_index(c, ids[j]);
+    if (o >= 0 && !strcmp(c->sites[o].fs, fs)) return TC_KEEP_BACKGROUND;
+  }
+  return TC_KEEP_FILE;
 }
 
 /* The live site that serves chunk loc of t (reads it for others, and

@@ -104,6 +104,12 @@ typedef struct tx_task {
   int nrep;                           /* workers each output chunk is also
                                          pushed to as soon as it is made */
   char rep[TC_MAX_REPLICAS][TC_ENDPOINT_MAX]; /* their endpoints */
+  int rep_keep[TC_MAX_REPLICAS];      /* how each keeps them (a tc_keep, not
+                                         scratch): under synchronous = full
+                                         a replica on a file system that
+                                         an earlier holder's copy is made
+                                         durable on keeps it in the
+                                         background (dist/sites.c) */
   char (*out_to)[TC_ENDPOINT_MAX];    /* NULL, or for each output chunk the
                                          worker it is pushed to as soon as
                                          it is made ("": none), kept there

@@ -116,7 +116,10 @@ static void s_encode(const tx_task *t, tn_wbuf *b) {
     tn_put_u64(b, t->out_id[i]);
   }
   tn_put_u32(b, (uint32_t)t->nrep);
-  for (int i = 0; i < t->nrep; i++) tn_put_str(b, t->rep[i]);
+  for (int i = 0; i < t->nrep; i++) {
+    tn_put_str(b, t->rep[i]);
+    tn_put_u8(b, (uint8_t)t->rep_keep[i]);
+  }
   tn_put_u8(b, (uint8_t)t->keep);
 }
 
@@ -283,7 +286,12 @@ static int s_decode(tn_rbuf *rb, tx_task *t, tr_err *err) {
   uint32_t nrep = tn_get_u32(&r);
   if (nrep > TC_MAX_REPLICAS) goto bad;
   t->nrep = (int)nrep;
-  for (int i = 0; i < t->nrep; i++) tn_get_str(&r, t->rep[i], sizeof t->rep[i]);
+  for (int i = 0; i < t->nrep; i++) {
+    tn_get_str(&r, t->rep[i], sizeof t->rep[i]);
+    uint8_t k = tn_get_u8(&r);
+    if (k != TC_KEEP_FILE && k != TC_KEEP_BACKGROUND) goto bad; /* a replica is committed */
+    t->rep_keep[i] = k;
+  }
   uint8_t keep = tn_get_u8(&r);
   if (keep > TC_KEEP_BACKGROUND || (keep == TC_KEEP_SCRATCH && t->nrep))
     goto bad; /* a scratch chunk has no replicas */

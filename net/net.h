@@ -36,7 +36,7 @@
 #include <zmq.h>
 #include "util/util.h"
 
-#define TN_PROTOCOL_VERSION 2
+#define TN_PROTOCOL_VERSION 3
 #define TN_HEADER_SIZE 24
 #define TN_MAX_BODY (16u << 20)    /* largest body frame accepted */
 #define TN_MAX_DATA (1u << 30)     /* largest data frame accepted */
@@ -61,7 +61,8 @@ static inline double tn_paused(double *turn, double now) {
 typedef enum tn_type {
   TN_HELLO = 1,  /* coord -> worker: body {str coordinator} */
   TN_HELLO_OK,   /* worker -> coord: body {str endpoint, u32 threads, str backend,
-                    u64 incarnation} */
+                    u64 incarnation, u64 memory, str file system (its
+                    data's: "boot id:device", "" if unknown)} */
   TN_HEARTBEAT,  /* either way; any message counts as life; a worker echoes
                     a heartbeat whose request id is not 0.  Body: empty from
                     a coordinator; {u64 incarnation} from a worker: random

@@ -377,7 +377,7 @@ int tn_recv(void *sock, int routed, int flags, tn_in *in, tr_err *err) {
     rc = tr_seterr(err, TR_EINVAL, "unknown message type %u", (unsigned)h[3]);
     goto fail;
   }
-  /* Flags (bytes 4-5) and reserved (6-7) are ignored: version 2 defines
+  /* Flags (bytes 4-5) and reserved (6-7) are ignored: version 3 defines
   ** none, and a later minor use of them should not break older peers. */
   in->type = h[3];
   in->req = s_from_le(h + 8, 8);

@@ -101,13 +101,14 @@ static int s_task_store(s_taskio *io, int64_t i, tr_blob *b, tr_err *err) {
   p->c = (tn_chunk){t->out_id[i], (uint8_t)t->out_meta.dtype, io->bytes[i], io->sum[i]};
   p->data = tr_blob_ref(b);
   p->job = io->job;
-  p->keep = t->keep;
   if (to) { /* a scratch chunk (decoding checks it): no replicas */
     p->nrep = 1;
     snprintf(p->rep[0], sizeof p->rep[0], "%s", t->out_to[i]);
+    p->keep[0] = t->keep;
   } else {
     p->nrep = t->nrep;
     memcpy(p->rep, t->rep, sizeof p->rep);
+    memcpy(p->keep, t->rep_keep, sizeof p->keep);
   }
   pthread_mutex_lock(&io->w->mu);
   p->next = io->w->pushq;
@@ -391,6 +392,7 @@ static void s_run_sync(wi_worker *w, wi_job *j) {
     rc = tr_seterr(&err, TR_ENOMEM, "out of memory");
   else if (tn_rbuf_ok(&r) != TR_OK || all > 1)
     rc = tr_seterr(&err, TR_EINVAL, "malformed SYNC");
+  if (w->trace && !rc) wi_log("SYNC of %u chunks%s", n, all ? " and all held in memory only" : "");
   else if ((n || all) && !wi_job_store(j, S_OPEN_EXISTS, &err))
     rc = !n && err.code == TR_ENOTFOUND ? TR_OK : err.code; /* no store: nothing held */
   else if (n)

@@ -304,7 +304,7 @@ void wi_settle(wi_worker *w) {
 
 /* Send the queued replica pushes: one PUT per chunk and peer, each
 ** sending the bytes the task's store keeps (a blob reference per peer,
-** dropped once sent), kept by the peers as the task's outputs are. */
+** dropped once sent), kept by each peer as the task says for it. */
 void wi_send_pushes(wi_worker *w) {
   char c[64];
   while (read(w->wake[0], c, sizeof c) > 0) {
@@ -317,7 +317,7 @@ void wi_send_pushes(wi_worker *w) {
     wi_push *p = q;
     q = q->next;
     /* a scratch chunk is never replicated: it is a partial for its owner */
-    const char *verb = p->keep == TC_KEEP_SCRATCH ? "send a partial" : "replicate";
+    const char *verb = p->keep[0] == TC_KEEP_SCRATCH ? "send a partial" : "replicate";
     wi_pending *pd = calloc(1, sizeof *pd);
     tr_err err;
     tr_clearerr(&err);
@@ -345,7 +345,7 @@ void wi_send_pushes(wi_worker *w) {
         break;
       }
       /* every peer is sent the bytes the store holds: a reference each */
-      if (s_put_peer(w, peer, pd, p->job->db, &p->c, tr_blob_ref(p->data), p->keep, &err)) {
+      if (s_put_peer(w, peer, pd, p->job->db, &p->c, tr_blob_ref(p->data), p->keep[k], &err)) {
         pd->failed = 1;
         snprintf(pd->why, sizeof pd->why, "cannot %s to %s: %s", verb, p->rep[k], err.msg);
         break;

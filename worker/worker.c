@@ -134,6 +134,7 @@ static void s_on_request(wi_worker *w, tn_in *in) {
     tn_put_str(&b, w->kt->name);
     tn_put_u64(&b, w->incarnation);
     tn_put_u64(&b, (uint64_t)wi_memory(w)); /* the scheduler places within it */
+    tn_put_str(&b, w->fs);
     wi_reply(w, in->route, in->route_len, TN_HELLO_OK, in->req, in->db, &b, 0, NULL, NULL, NULL);
     break;
   }
@@ -179,6 +180,28 @@ static void s_on_request(wi_worker *w, tn_in *in) {
   tn_wbuf_free(&b);
 }
 
+/* Name the file system dir is on in out (n bytes): the kernel's boot id,
+** which no other machine or boot shares, and the device number, which
+** within one kernel is the file system's.  "" if either is unknown.
+** TRADB_TEST_FS names another (tests: workers on "different disks"). */
+static void s_fs_name(const char *dir, char *out, size_t n) {
+  const char *test = getenv("TRADB_TEST_FS");
+  char boot[64] = "";
+  struct stat sb;
+  out[0] = '\0';
+  if (test) {
+    snprintf(out, n, "%s", test);
+    return;
+  }
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+  if (f) {
+    if (!fgets(boot, sizeof boot, f)) boot[0] = '\0';
+    fclose(f);
+  }
+  boot[strcspn(boot, "\n")] = '\0';
+  if (boot[0] && stat(dir, &sb) == 0) snprintf(out, n, "%s:%llx", boot, (unsigned long long)sb.st_dev);
+}
+
 /* Start the worker: kernels, keys, the root store, signals, sockets and
 ** threads.  0, or the exit status to return (w is then torn down by the
 ** caller when *started says sockets exist). */
@@ -213,6 +236,7 @@ static int s_start(wi_worker *w, const tw_config *cfg) {
     }
     usleep(50000);
   }
+  s_fs_name(cfg->data, w->fs, sizeof w->fs);
   /* One memory budget for every database's store: --memory less what a
   ** task works in (its chunks, within a quarter of the smallest worker's
   ** memory and 256 MiB, and the operand cache: half of it for a small

@@ -233,6 +233,8 @@ typedef struct wi_worker {
                                   mapped (logged once; store thread) */
   uint64_t next_req;           /* request ids towards peers */
   uint64_t incarnation;        /* random per process: in HELLO_OK and heartbeats */
+  char fs[64];                 /* the file system DATA is on, as HELLO_OK
+                                  says it: "boot id:device", "" if unknown */
   uint8_t coord[256];          /* last coordinator's route, for heartbeats */
   size_t coord_len;            /* its length (0: none yet) */
   /* counters (.workers) */
@@ -286,9 +288,9 @@ typedef struct wi_push {
   tr_blob *data;               /* its bytes, shared with the store: the
                                   main loop sends them without reading it */
   wi_job *job;                  /* task it belongs to (and its database) */
-  int keep;                    /* how the peers keep it (a tc_keep) */
   int nrep;                    /* peers */
   char rep[TC_MAX_REPLICAS][TC_ENDPOINT_MAX]; /* their endpoints */
+  int keep[TC_MAX_REPLICAS];   /* how each keeps it (a tc_keep) */
   struct wi_push *next;         /* queue */
 } wi_push;
 

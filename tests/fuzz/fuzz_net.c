@@ -158,6 +158,9 @@ static int s_decode(int type, tn_rbuf *r, tn_wbuf *w, int ndata) {
     tn_get_str(r, s, sizeof s);
     tn_put_str(w, s);
     tn_put_u64(w, tn_get_u64(r));
+    tn_put_u64(w, tn_get_u64(r));
+    tn_get_str(r, s, sizeof s);
+    tn_put_str(w, s);
     break;
   case TN_HEARTBEAT: /* empty, or a worker's incarnation */
     if (r->n) tn_put_u64(w, tn_get_u64(r));

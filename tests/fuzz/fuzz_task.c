@@ -11,7 +11,8 @@
 ** encode to the same bytes (a flag byte other than 0 or 1 is read as 1, so
 ** the first encoding may differ from the input); its chunk numbers lie within
 ** their relations' grids; a consumer inside it makes the same chunk
-** numbers as the task and has no consumer of its own; outputs pushed to
+** numbers as the task and has no consumer of its own; every replica keeps
+** its copy in its file or in the background, never as scratch; outputs pushed to
 ** other workers (out_to) are scratch, of a node task with no consumer.
 ** Freeing leaves nothing behind (valgrind or ASan).
 */
@@ -42,6 +43,7 @@ static void s_lists_ok(const tx_task *t) {
   }
   for (int64_t i = 0; i < t->nout; i++)
     S_CHECK(t->out_lin[i] >= 0 && t->out_lin[i] < tr_nchunks(&t->out_meta));
+  for (int i = 0; i < t->nrep; i++) S_CHECK(t->rep_keep[i] == TC_KEEP_FILE || t->rep_keep[i] == TC_KEEP_BACKGROUND);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -8,13 +8,14 @@
 # same after it was replaced.  Workers trace the requests they get
 # (TRADB_TEST_TRACE).
 TEST=cleanup; source "$TOP_SRCDIR/tests/multi/lib.sh"
-for n in 0 1 2; do TRADB_TEST_TRACE=1 start_worker $n --threads 1; done
+for n in 0 1 2; do TRADB_TEST_TRACE=1 TRADB_TEST_FS=fs-$n start_worker $n --threads 1; done
 W="${ep[0]},${ep[1]},${ep[2]}"
 mkfifo "$work/in"
 "$TRADB" --workers "$W" "$work/db" < "$work/in" > "$work/shell.out" 2> "$work/shell.err" &
 shell=$!; track $shell
 exec 7> "$work/in"
-# synchronous = full: every copy is in its chunk file when the statement
+# synchronous = full, each worker on a file system of its own
+# (TRADB_TEST_FS): every copy is in its chunk file when the statement
 # ends, so the files show what the workers keep.  In the declared
 # chunking the shapes make the optimizer broadcast B and sum partials in a
 # second phase (EXPLAIN says so below): the statement has scratch of both

@@ -616,6 +616,37 @@ Test(task, keep_round_trips_and_is_checked) {
   tn_wbuf_free(&b);
 }
 
+/* Each replica's keep travels with its endpoint (under synchronous =
+** full a second copy on one file system is kept in the background while
+** the first is written); a replica kept as scratch, which nothing would
+** commit, or an unknown keep is refused as malformed. */
+Test(task, replica_keeps_round_trip_and_are_checked) {
+  tx_task t, got;
+  tn_wbuf b = {0};
+  tr_err err;
+  s_fill_task(&t, TC_KEEP_FILE, 2);
+  snprintf(t.rep[1], sizeof t.rep[1], "ipc:///tmp/peer2");
+  t.rep_keep[0] = TC_KEEP_BACKGROUND;
+  t.rep_keep[1] = TC_KEEP_FILE;
+  tx_task_encode(&t, &b);
+  cr_assert_eq(tx_task_decode(b.p, b.n, &got, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(got.keep, TC_KEEP_FILE);
+  cr_assert_eq(got.nrep, 2);
+  cr_assert_str_eq(got.rep[1], "ipc:///tmp/peer2");
+  cr_assert_eq(got.rep_keep[0], TC_KEEP_BACKGROUND);
+  cr_assert_eq(got.rep_keep[1], TC_KEEP_FILE);
+  tx_task_free(&got);
+  tn_wbuf_free(&b);
+  static const int bad[] = {TC_KEEP_SCRATCH, 3};
+  for (int k = 0; k < 2; k++) {
+    t.rep_keep[0] = bad[k];
+    tx_task_encode(&t, &b);
+    cr_assert_eq(tx_task_decode(b.p, b.n, &got, &err), TR_EINVAL, "replica keep %d", bad[k]);
+    cr_assert(strstr(err.msg, "malformed task") != NULL, "%s", err.msg);
+    tn_wbuf_free(&b);
+  }
+}
+
 /* A FILL task's kind travels as a number: every kind round-trips, one
 ** past the last is refused as malformed. */
 Test(task, fill_kind_round_trips_and_is_checked) {
