@@ -217,7 +217,9 @@ typedef enum tc_keep {
                             task has used the store for 0.25 s, at the
                             latest 30 s after the put, unless dropped
                             before; tc_store_sync writes it at once if it
-                            is not yet */
+                            is not yet.  Written at once, as FILE, when
+                            the disk lacks room for it (see
+                            tc_store_set_disk_reserve) */
 } tc_keep;
 
 /* Store chunk id from blob b, which the store keeps a reference to (its
@@ -282,6 +284,11 @@ void tc_store_set_recycle(tc_store *s, int64_t bytes);
 /* When chunks held in memory only are written: delay seconds after their
 ** put (default 2); delay < 0: only when synced or when the store closes. */
 void tc_store_set_writeback(tc_store *s, double delay);
+/* The disk bytes a chunk held in memory only must leave free beyond its
+** file and the files of the others held so (default 64 MiB): a put for
+** the background that would leave less is written at once, as
+** TC_KEEP_FILE, and fails where the disk is full. */
+void tc_store_set_disk_reserve(tc_store *s, int64_t bytes);
 /* A task starts (on 1) or ends (on 0) using the store: chunks held in
 ** memory only are written once it has been idle for a moment (or at the
 ** latest 30 s after their put), so the writer does not take memory
@@ -294,13 +301,15 @@ void tc_store_usage(tc_store *s, int64_t *chunks, int64_t *bytes);
 /* What a store did with its files: at open, the chunk files it indexed
 ** from the memo its last clean close left (unchanged since, not read) and
 ** the payload bytes of the others, each read and verified in full; since,
-** the chunk files it wrote, and the syncs of the whole file system that
-** made a batch of them durable at once. */
+** the chunk files it wrote, the syncs of the whole file system that
+** made a batch of them durable at once, and the background writes that
+** failed (each followed by a pause of the writer, up to 30 s). */
 typedef struct tc_store_files {
   int64_t vouched;
   int64_t verified_bytes;
   int64_t written;
   int64_t fs_syncs;
+  int64_t write_failures;
 } tc_store_files;
 void tc_store_file_counts(tc_store *s, tc_store_files *out);
 /* Bytes held in memory, and of them not yet in their files. */

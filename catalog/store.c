@@ -79,6 +79,7 @@ int tc_store_open(const char *dir, tc_store **out, tr_err *err) {
   int64_t mem = tr_phys_memory();
   s->free_max = mem / 16 < S_RECYCLE_MAX ? mem / 16 : S_RECYCLE_MAX;
   s->delay = S_DELAY_S;
+  s->disk_reserve = CI_DISK_RESERVE;
   /* Writers first: a stream of gets must not starve a put's rename. */
   pthread_rwlockattr_init(&attr);
   pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
@@ -175,16 +176,24 @@ static int s_put(tc_store *s, uint64_t id, tr_dtype dt, tr_blob *b, tc_keep keep
   tr_blob_seal(b); /* kept: its bytes must not change */
   e.seq = e.used = (uint64_t)atomic_fetch_add(&s->clock, 1);
   int rc = TR_OK, inmem = 0;
+  /* A chunk for the background is held in memory only while the disk has
+  ** room for its file beyond the others held so: else it is written now,
+  ** so that a full disk fails the statement making it, which then leaves
+  ** the version before, instead of a commit whose chunks never reach
+  ** the disk.  (The disk asked before the lock: statvfs may block.) */
+  int64_t avail = keep == TC_KEEP_BACKGROUND ? ci_disk_avail(s) : 0;
   pthread_rwlock_wrlock(&s->lock);
   if (ci_reserve(s) != TR_OK) {
     rc = tr_seterr(err, TR_ENOMEM, "out of memory");
-  } else if (keep != TC_KEEP_FILE && (inmem = ci_mem_admit(s, n))) {
+  } else if (keep != TC_KEEP_FILE && (keep == TC_KEEP_SCRATCH || ci_disk_room(s, avail, n)) &&
+             (inmem = ci_mem_admit(s, n))) {
     e.mem = tr_blob_ref(b);
     e.scratch = keep == TC_KEEP_SCRATCH;
     if (!e.scratch) {
       e.due = tr_now() + s->delay;
       e.last = e.due > tr_now() + CI_DEFER_MAX_S ? e.due : tr_now() + CI_DEFER_MAX_S;
       s->dirty_bytes += (int64_t)n;
+      s->dirty_chunks++;
     }
     s_install(s, &e);
   }
@@ -471,6 +480,13 @@ void tc_store_set_writeback(tc_store *s, double delay) {
   ci_writer_wake(s);
 }
 
+void tc_store_set_disk_reserve(tc_store *s, int64_t bytes) {
+  if (!s) return;
+  pthread_rwlock_wrlock(&s->lock);
+  s->disk_reserve = bytes > 0 ? bytes : 0;
+  pthread_rwlock_unlock(&s->lock);
+}
+
 void tc_store_budgets(tc_store *s, int64_t *memory, int64_t *recycle) {
   int64_t m = 0, r = 0;
   if (s) {
@@ -502,6 +518,7 @@ void tc_store_file_counts(tc_store *s, tc_store_files *out) {
   out->verified_bytes = s->verified_bytes;
   out->written = atomic_load(&s->written);
   out->fs_syncs = atomic_load(&s->fs_syncs);
+  out->write_failures = atomic_load(&s->write_failures);
 }
 
 void tc_store_memory(tc_store *s, int64_t *held, int64_t *unwritten) {

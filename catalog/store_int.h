@@ -24,6 +24,10 @@
 #define CI_DEFER_MAX_S 30.0 /* a dirty chunk waits for an idle store this long at most */
 #define CI_HOST_DEFER_S 5.0 /* and past its due time for the work of other processes on
                                this machine (util.h, tr_host_working) this long at most */
+#define CI_DISK_RESERVE ((int64_t)64 << 20) /* free disk bytes a chunk held in memory only
+                                              leaves beyond those it and the others need */
+#define CI_RETRY_MIN_S 1.0  /* the writer's pause after a failed write, */
+#define CI_RETRY_MAX_S 30.0 /* doubled while they fail, up to this */
 
 /* One indexed chunk.  Its bytes are in memory (mem), in its file (file),
 ** or both; one in memory only is dirty unless it is scratch. */
@@ -70,6 +74,9 @@ struct tc_store {
   /* memory (storemem.c) */
   int64_t mem_bytes;         /* bytes of chunks held in memory */
   int64_t dirty_bytes;       /* of them, not yet written */
+  int64_t dirty_chunks;      /* and their number */
+  int64_t disk_reserve;      /* CI_DISK_RESERVE unless set (tc_store_set_disk_reserve) */
+  atomic_int_fast64_t write_failures; /* background writes that failed since open */
   tc_mem_pool *pool;         /* the budget they count against: own, or
                                 one shared with other stores */
   tc_mem_pool *own;          /* the store's own (tc_store_open) */
@@ -149,6 +156,11 @@ int64_t ci_memo_decode(const unsigned char *p, size_t n, ci_memo **out);
 ** those of the other stores sharing its pool.  1 and counted in mem_bytes
 ** and the pool if they fit the budget, else 0 (nothing counted). */
 int ci_mem_admit(tc_store *s, uint64_t n);
+/* Whether chunk bytes n, held in memory only, leave its file room on the
+** disk (write lock held; avail: ci_disk_avail's answer, taken before). */
+int ci_disk_room(const tc_store *s, int64_t avail, uint64_t n);
+/* Bytes free to this process on the store's file system; 0 if unknown. */
+int64_t ci_disk_avail(const tc_store *s);
 /* Let go of e's bytes in memory, if any (lock held for writing). */
 void ci_mem_drop(tc_store *s, ci_entry *e);
 /* A store's own pool of `bytes`, holding only it; and s leaving the pool

@@ -48,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -152,7 +153,10 @@ int64_t ci_mem_max(tc_store *s) {
 /* Let go of e's bytes (s's lock held for writing, and its pool's mu). */
 static void s_drop(tc_store *s, ci_entry *e) {
   if (!e->mem) return;
-  if (CI_DIRTY(e)) s->dirty_bytes -= (int64_t)e->nbytes;
+  if (CI_DIRTY(e)) {
+    s->dirty_bytes -= (int64_t)e->nbytes;
+    s->dirty_chunks--;
+  }
   s->mem_bytes -= (int64_t)e->nbytes;
   s->pool->used -= (int64_t)e->nbytes;
   tr_assert(s->mem_bytes >= 0 && s->dirty_bytes >= 0 && s->pool->used >= 0);
@@ -227,6 +231,21 @@ int ci_mem_admit(tc_store *s, uint64_t n) {
   return ok;
 }
 
+/* A chunk's file on the disk: its payload, its header, and a block more at
+** most where the file system rounds it up. */
+static int64_t s_file_bytes(int64_t payload, int64_t chunks) { return payload + chunks * (CF_HEADER_SIZE + 4096); }
+
+int ci_disk_room(const tc_store *s, int64_t avail, uint64_t n) {
+  int64_t need = s_file_bytes(s->dirty_bytes + (int64_t)n, s->dirty_chunks + 1);
+  return avail - need >= s->disk_reserve;
+}
+
+int64_t ci_disk_avail(const tc_store *s) {
+  struct statvfs v;
+  if (statvfs(s->dir, &v) != 0) return 0;
+  return (int64_t)v.f_bavail * (int64_t)v.f_frsize;
+}
+
 void ci_mem_drop(tc_store *s, ci_entry *e) {
   if (!e->mem) return;
   pthread_mutex_lock(&s->pool->mu);
@@ -253,7 +272,10 @@ static int s_take_name(tc_store *s, uint64_t id, uint64_t seq, const char *tmp, 
       rc = tr_seterr(err, TR_EIO, "cannot rename chunk file '%s': %s", tmp, strerror(errno));
     } else {
       kept = 1;
-      if (CI_DIRTY(e)) s->dirty_bytes -= (int64_t)e->nbytes;
+      if (CI_DIRTY(e)) {
+        s->dirty_bytes -= (int64_t)e->nbytes;
+        s->dirty_chunks--;
+      }
       e->file = 1;
       e->synced = 1; /* before it took its name */
       s->dir_unsynced = 1;
@@ -462,13 +484,14 @@ static int s_claim(tc_store *s, const s_due *d, tr_blob **b, tr_dtype *dt, uint6
 
 /* The writer: find what is due, write it, and sleep until woken or
 ** something is due.  A failed write leaves the chunk dirty; its sync
-** reports the error. */
+** reports the error, and the writer pauses (CI_RETRY_MIN_S, doubling). */
 static void *s_writer(void *arg) {
   tc_store *s = arg;
   s_due *due = NULL;
   size_t cap = 0;
   uint32_t seen = 0;    /* tr_host_working's cursor */
   double host_seen = 0; /* when this machine was last seen working */
+  double pause = 0, resume = 0; /* after a failed write: how long, and until when */
   for (;;) {
     pthread_mutex_lock(&s->wmu);
     uint64_t gen = s->wgen;
@@ -476,18 +499,36 @@ static void *s_writer(void *arg) {
     s->wnext = INFINITY; /* puts wake it while it looks */
     pthread_mutex_unlock(&s->wmu);
     if (quit) break;
-    double next;
-    if (tr_host_working(&seen)) host_seen = tr_now();
-    size_t n = s_due_now(s, host_seen, &due, &cap, &next);
-    for (size_t i = 0; i < n; i++) {
+    double next = resume;
+    size_t n = 0;
+    int failed = 0;
+    if (tr_now() >= resume) {
+      if (tr_host_working(&seen)) host_seen = tr_now();
+      n = s_due_now(s, host_seen, &due, &cap, &next);
+    }
+    for (size_t i = 0; i < n && !failed; i++) {
       tr_blob *b = NULL;
       tr_dtype dt = TR_F32;
       uint64_t sum = 0;
       tr_err err;
-      if (s_claim(s, &due[i], &b, &dt, &sum)) s_write(s, due[i].id, due[i].seq, b, dt, sum, 1, &err);
+      if (s_claim(s, &due[i], &b, &dt, &sum)) failed = s_write(s, due[i].id, due[i].seq, b, dt, sum, 1, &err) != TR_OK;
       tr_blob_unref(&b);
     }
-    if (n) continue;
+    /* A write that failed (a full disk, most likely) leaves its chunk
+    ** dirty and due: tried again at once, it spun a core for as long as
+    ** the disk stayed full.  The writer pauses instead, longer while the
+    ** writes keep failing; a sync or the close writes them meanwhile, and
+    ** reports the error. */
+    if (failed) {
+      atomic_fetch_add(&s->write_failures, 1);
+      pause = pause > 0 ? fmin(2 * pause, CI_RETRY_MAX_S) : CI_RETRY_MIN_S;
+      resume = tr_now() + pause;
+      continue;
+    }
+    if (n) {
+      pause = 0;
+      continue;
+    }
     s_sync_dir(s); /* the renames of what it wrote, before it sleeps */
     pthread_mutex_lock(&s->wmu);
     if (s->wgen == gen && !s->wquit) {

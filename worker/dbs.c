@@ -63,8 +63,8 @@ void wi_store_close(uint64_t db, tc_store **s, const char *why) {
   if (!*s) return;
   tc_store_file_counts(*s, &f);
   wi_log("closing the store of database %016" PRIx64 "%s: %" PRId64
-         " chunk files written since it opened, %" PRId64 " file-system syncs", db, why, f.written,
-         f.fs_syncs);
+         " chunk files written since it opened, %" PRId64 " file-system syncs, %" PRId64
+         " background writes failed", db, why, f.written, f.fs_syncs, f.write_failures);
   tc_store_close(s);
 }
 

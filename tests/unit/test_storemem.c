@@ -10,9 +10,11 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "catalog/catalog.h"
@@ -198,6 +200,64 @@ Test(storemem, writer_writes_due_chunks) {
   cr_assert_eq(s_unwritten(s), 0, "the writer did not write the chunk within 30 s");
   cr_assert_eq(s_files(), 1);
   s_reopened_holds(&s, 9, 9, 32);
+}
+
+/* A chunk for the background is held in memory only while the disk has
+** room for its file and the other files held so, beyond the reserve:
+** otherwise it is written at once, where a full disk fails the put (and
+** the statement making it) instead of a commit whose chunk never reaches
+** the disk.  A reserve larger than any disk stands for a full one. */
+Test(storemem, a_chunk_for_the_background_is_written_at_once_without_disk_room) {
+  tc_store *s = tf_store(s_dir);
+  tc_store_set_writeback(s, -1);
+  tc_store_set_disk_reserve(s, 0);
+  s_put(s, 1, 64, 1, TC_KEEP_BACKGROUND);
+  cr_assert_eq(s_files(), 0, "held in memory with room on the disk");
+  cr_assert_eq(s_unwritten(s), 256);
+  tc_store_set_disk_reserve(s, INT64_MAX / 4);
+  s_put(s, 2, 64, 2, TC_KEEP_BACKGROUND);
+  cr_assert_eq(s_files(), 1, "not written at once without room on the disk");
+  cr_assert_eq(s_unwritten(s), 256);
+  s_put(s, 3, 64, 3, TC_KEEP_SCRATCH); /* never written: needs no room */
+  cr_assert_eq(s_files(), 1);
+  tc_store_drop(s, (uint64_t[]){3}, 1, NULL);
+  s_reopened_holds(&s, 1, 2, 64);
+}
+
+static int64_t s_write_failures(tc_store *s) {
+  tc_store_files f;
+  tc_store_file_counts(s, &f);
+  return f.write_failures;
+}
+
+/* A background write that fails leaves its chunk in memory, and the
+** writer pauses before it tries again: it used to try again at once, a
+** core spinning for as long as the disk stayed full.  Files over 16 KiB
+** fail here (RLIMIT_FSIZE, this test's process alone), as a full disk
+** would; once they may be larger, a sync writes the chunk. */
+Test(storemem, a_failed_background_write_is_tried_again_after_a_pause) {
+  tc_store *s = tf_store(s_dir);
+  tr_err err;
+  struct rlimit was;
+  cr_assert_eq(getrlimit(RLIMIT_FSIZE, &was), 0);
+  signal(SIGXFSZ, SIG_IGN); /* the write fails with EFBIG instead */
+  cr_assert_eq(setrlimit(RLIMIT_FSIZE, &(struct rlimit){16384, was.rlim_max}), 0);
+  tc_store_set_disk_reserve(s, 0);
+  tc_store_set_writeback(s, 0);
+  s_put(s, 7, 16384, 7, TC_KEEP_BACKGROUND);
+  double end = tr_now() + 30;
+  while (s_write_failures(s) == 0 && tr_now() < end) usleep(10000);
+  cr_assert_geq(s_write_failures(s), 1, "the writer did not try within 30 s");
+  usleep(300000); /* within the first pause (CI_RETRY_MIN_S) */
+  cr_assert_leq(s_write_failures(s), 2, "%lld failed writes in 0.3 s: the writer spins",
+                (long long)s_write_failures(s));
+  cr_assert_eq(s_unwritten(s), 65536, "the chunk left memory");
+  s_expect(s, 7, 16384, 7);
+  cr_assert_eq(setrlimit(RLIMIT_FSIZE, &was), 0);
+  uint64_t id = 7;
+  cr_assert_eq(tc_store_sync(s, &id, 1, &err), TR_OK, "%s", err.msg);
+  cr_assert_eq(s_unwritten(s), 0);
+  s_reopened_holds(&s, 7, 7, 16384);
 }
 
 /* A due chunk waits while hold(s, 1) is in force, and is written once
