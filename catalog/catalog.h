@@ -287,7 +287,8 @@ void tc_store_set_writeback(tc_store *s, double delay);
 /* The disk bytes a chunk held in memory only must leave free beyond its
 ** file and the files of the others held so (default 64 MiB): a put for
 ** the background that would leave less is written at once, as
-** TC_KEEP_FILE, and fails where the disk is full. */
+** TC_KEEP_FILE, and fails where the disk is full; so is every put for
+** the background after a background write failed, until one succeeds. */
 void tc_store_set_disk_reserve(tc_store *s, int64_t bytes);
 /* A task starts (on 1) or ends (on 0) using the store: chunks held in
 ** memory only are written once it has been idle for a moment (or at the

@@ -77,6 +77,8 @@ struct tc_store {
   int64_t dirty_chunks;      /* and their number */
   int64_t disk_reserve;      /* CI_DISK_RESERVE unless set (tc_store_set_disk_reserve) */
   atomic_int_fast64_t write_failures; /* background writes that failed since open */
+  atomic_int write_failing;  /* the writer's last write failed: no chunk is
+                                held in memory only until one succeeds */
   tc_mem_pool *pool;         /* the budget they count against: own, or
                                 one shared with other stores */
   tc_mem_pool *own;          /* the store's own (tc_store_open) */

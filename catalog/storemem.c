@@ -236,6 +236,10 @@ int ci_mem_admit(tc_store *s, uint64_t n) {
 static int64_t s_file_bytes(int64_t payload, int64_t chunks) { return payload + chunks * (CF_HEADER_SIZE + 4096); }
 
 int ci_disk_room(const tc_store *s, int64_t avail, uint64_t n) {
+  /* The disk filled after the chunks held were counted (workers sharing
+  ** it, another program): the next statements fail at once, naming it,
+  ** while the user can still free room for those held. */
+  if (atomic_load(&s->write_failing)) return 0;
   int64_t need = s_file_bytes(s->dirty_bytes + (int64_t)n, s->dirty_chunks + 1);
   return avail - need >= s->disk_reserve;
 }
@@ -521,12 +525,14 @@ static void *s_writer(void *arg) {
     ** reports the error. */
     if (failed) {
       atomic_fetch_add(&s->write_failures, 1);
+      atomic_store(&s->write_failing, 1);
       pause = pause > 0 ? fmin(2 * pause, CI_RETRY_MAX_S) : CI_RETRY_MIN_S;
       resume = tr_now() + pause;
       continue;
     }
     if (n) {
       pause = 0;
+      atomic_store(&s->write_failing, 0);
       continue;
     }
     s_sync_dir(s); /* the renames of what it wrote, before it sleeps */

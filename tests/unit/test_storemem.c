@@ -232,9 +232,10 @@ static int64_t s_write_failures(tc_store *s) {
 
 /* A background write that fails leaves its chunk in memory, and the
 ** writer pauses before it tries again: it used to try again at once, a
-** core spinning for as long as the disk stayed full.  Files over 16 KiB
-** fail here (RLIMIT_FSIZE, this test's process alone), as a full disk
-** would; once they may be larger, a sync writes the chunk. */
+** core spinning for as long as the disk stayed full.  Meanwhile puts are
+** written at once.  Files over 16 KiB fail here (RLIMIT_FSIZE, this
+** test's process alone), as a full disk would; once they may be larger,
+** the writer's next try writes the chunk, and puts are held again. */
 Test(storemem, a_failed_background_write_is_tried_again_after_a_pause) {
   tc_store *s = tf_store(s_dir);
   tr_err err;
@@ -253,11 +254,25 @@ Test(storemem, a_failed_background_write_is_tried_again_after_a_pause) {
                 (long long)s_write_failures(s));
   cr_assert_eq(s_unwritten(s), 65536, "the chunk left memory");
   s_expect(s, 7, 16384, 7);
+  /* while its writes fail, the next put is written at once (a small one
+  ** fits), so a statement meets the full disk itself */
+  s_put(s, 8, 64, 8, TC_KEEP_BACKGROUND);
+  cr_assert_eq(s_files(), 1, "held in memory only while the writes fail");
+  cr_assert_eq(s_unwritten(s), 65536);
   cr_assert_eq(setrlimit(RLIMIT_FSIZE, &was), 0);
-  uint64_t id = 7;
+  end = tr_now() + 60; /* the writer's next try, after its pause */
+  while (s_unwritten(s) > 0 && tr_now() < end) usleep(10000);
+  cr_assert_eq(s_unwritten(s), 0, "the writer did not try again once the write could succeed");
+  s_put(s, 9, 64, 9, TC_KEEP_BACKGROUND);
+  cr_assert_eq(s_unwritten(s), 256, "written at once after the writes succeeded again");
+  uint64_t id = 9;
   cr_assert_eq(tc_store_sync(s, &id, 1, &err), TR_OK, "%s", err.msg);
-  cr_assert_eq(s_unwritten(s), 0);
-  s_reopened_holds(&s, 7, 7, 16384);
+  tc_store_close(&s);
+  s = tf_store(s_dir);
+  s_expect(s, 7, 16384, 7);
+  s_expect(s, 8, 64, 8);
+  s_expect(s, 9, 64, 9);
+  tc_store_close(&s);
 }
 
 /* A due chunk waits while hold(s, 1) is in force, and is written once
