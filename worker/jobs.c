@@ -392,12 +392,12 @@ static void s_run_sync(wi_worker *w, wi_job *j) {
     rc = tr_seterr(&err, TR_ENOMEM, "out of memory");
   else if (tn_rbuf_ok(&r) != TR_OK || all > 1)
     rc = tr_seterr(&err, TR_EINVAL, "malformed SYNC");
-  if (w->trace && !rc) wi_log("SYNC of %u chunks%s", n, all ? " and all held in memory only" : "");
   else if ((n || all) && !wi_job_store(j, S_OPEN_EXISTS, &err))
     rc = !n && err.code == TR_ENOTFOUND ? TR_OK : err.code; /* no store: nothing held */
   else if (n)
     rc = tc_store_sync(j->store, ids, n, &err);
   if (!rc && all && j->store) rc = tc_store_sync_unwritten(j->store, &err);
+  if (w->trace && !rc) wi_log("SYNC of %u chunks%s", n, all ? " and all held in memory only" : "");
   if (rc) {
     wi_fail_job(j, rc, err.msg);
   } else {
