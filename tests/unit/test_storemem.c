@@ -104,10 +104,11 @@ Test(storemem, background_chunk_is_written_by_sync) {
   s_reopened_holds(&s, 5, 5, 64);
 }
 
-static int64_t s_fs_syncs(tc_store *s) {
+/* What the store did with its files (tc_store_file_counts). */
+static tc_store_files s_counts(tc_store *s) {
   tc_store_files f;
   tc_store_file_counts(s, &f);
-  return f.fs_syncs;
+  return f;
 }
 
 /* A sync of chunks already in their files (every output under synchronous
@@ -123,20 +124,20 @@ Test(storemem, a_few_chunks_synced_without_syncing_the_file_system) {
   s_put(s, 2, 64, 2, TC_KEEP_FILE);
   uint64_t files[] = {1, 2};
   cr_assert_eq(tc_store_sync(s, files, 2, &err), TR_OK, "%s", err.msg);
-  cr_assert_eq(s_fs_syncs(s), 0);
+  cr_assert_eq(s_counts(s).fs_syncs, 0);
   s_put(s, 3, 64, 3, TC_KEEP_BACKGROUND);
   s_put(s, 4, 64, 4, TC_KEEP_BACKGROUND);
   uint64_t few[] = {1, 2, 3, 4};
   cr_assert_eq(tc_store_sync(s, few, 4, &err), TR_OK, "%s", err.msg);
-  cr_assert_eq(s_fs_syncs(s), 0);
+  cr_assert_eq(s_counts(s).fs_syncs, 0);
   cr_assert_eq(s_files(), 4);
   for (uint64_t id = 5; id <= 20; id++) s_put(s, id, 64, (unsigned)id, TC_KEEP_BACKGROUND);
   cr_assert_eq(tc_store_sync_unwritten(s, &err), TR_OK, "%s", err.msg);
-  cr_assert_eq(s_fs_syncs(s), 1, "16 chunks, one sync of the file system");
+  cr_assert_eq(s_counts(s).fs_syncs, 1, "16 chunks, one sync of the file system");
   cr_assert_eq(s_files(), 20);
   cr_assert_eq(s_unwritten(s), 0);
   cr_assert_eq(tc_store_sync_unwritten(s, &err), TR_OK, "%s", err.msg);
-  cr_assert_eq(s_fs_syncs(s), 1, "nothing was left in memory only");
+  cr_assert_eq(s_counts(s).fs_syncs, 1, "nothing was left in memory only");
   s_reopened_holds(&s, 1, 20, 64);
 }
 
@@ -224,12 +225,6 @@ Test(storemem, a_chunk_for_the_background_is_written_at_once_without_disk_room) 
   s_reopened_holds(&s, 1, 2, 64);
 }
 
-static int64_t s_write_failures(tc_store *s) {
-  tc_store_files f;
-  tc_store_file_counts(s, &f);
-  return f.write_failures;
-}
-
 /* A background write that fails leaves its chunk in memory, and the
 ** writer pauses before it tries again: it used to try again at once, a
 ** core spinning for as long as the disk stayed full.  Meanwhile puts are
@@ -247,11 +242,11 @@ Test(storemem, a_failed_background_write_is_tried_again_after_a_pause) {
   tc_store_set_writeback(s, 0);
   s_put(s, 7, 16384, 7, TC_KEEP_BACKGROUND);
   double end = tr_now() + 30;
-  while (s_write_failures(s) == 0 && tr_now() < end) usleep(10000);
-  cr_assert_geq(s_write_failures(s), 1, "the writer did not try within 30 s");
+  while (s_counts(s).write_failures == 0 && tr_now() < end) usleep(10000);
+  cr_assert_geq(s_counts(s).write_failures, 1, "the writer did not try within 30 s");
   usleep(300000); /* within the first pause (CI_RETRY_MIN_S) */
-  cr_assert_leq(s_write_failures(s), 2, "%lld failed writes in 0.3 s: the writer spins",
-                (long long)s_write_failures(s));
+  cr_assert_leq(s_counts(s).write_failures, 2, "%lld failed writes in 0.3 s: the writer spins",
+                (long long)s_counts(s).write_failures);
   cr_assert_eq(s_unwritten(s), 65536, "the chunk left memory");
   s_expect(s, 7, 16384, 7);
   /* while its writes fail, the next put is written at once (a small one
