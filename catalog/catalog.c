@@ -703,6 +703,9 @@ int tc_tensor_create(tc_db *db, tr_tensor *t, tr_err *err) {
   if (!db || !t)
     return tr_seterr(err, TR_EINVAL, "tc_tensor_create: bad argument");
   if ((rc = ci_check_meta(t, err))) return rc;
+  int64_t nc = tr_nchunks(t);
+  if (nc < 0 || nc > TR_MAX_CHUNKS)
+    return tr_seterr(err, TR_ESHAPE, "tensor %s: more than %" PRId64 " chunks", t->name, TR_MAX_CHUNKS);
   rc = tc_tensor_get(db, t->name, &probe, err);
   if (rc == TR_OK)
     return tr_seterr(err, TR_ENAME, "tensor already exists: %s", t->name);

@@ -26,28 +26,37 @@ typedef struct s_save_ctx {
 /* Check a CHUNK clause against a rank and fill t->chunk (clamped to the
 ** shape); without one pick the default.  A chunk travels to and from the
 ** workers as one data frame, so one larger than a worker accepts
-** (TN_MAX_DATA) is refused here rather than at its first use. */
+** (TN_MAX_DATA) is refused here rather than at its first use, as is a
+** grid of more than TR_MAX_CHUNKS chunks. */
 static int s_set_chunk(const tp_stmt *s, tr_tensor *t, tr_err *err) {
-  if (!s->has_chunk) {
-    tx_default_chunk(t->rank, t->shape, t->dtype, t->chunk);
-    return TR_OK;
-  }
-  if (s->chunk_rank != t->rank)
+  char dims[256];
+  if (s->has_chunk && s->chunk_rank != t->rank)
     return tr_seterr(err, TR_ESHAPE, "CHUNK has %d entr%s but %s has rank %d", s->chunk_rank,
                      s->chunk_rank == 1 ? "y" : "ies", t->name, t->rank);
-  double bytes = (double)tr_dtype_size(t->dtype);
+  if (!s->has_chunk) tx_default_chunk(t->rank, t->shape, t->dtype, t->chunk);
+  double bytes = (double)tr_dtype_size(t->dtype), all = bytes, grid = 1;
   for (int d = 0; d < t->rank; d++) {
-    t->chunk[d] = s->chunk[d] < t->shape[d] ? s->chunk[d] : t->shape[d];
+    if (s->has_chunk) t->chunk[d] = s->chunk[d] < t->shape[d] ? s->chunk[d] : t->shape[d];
     bytes *= (double)t->chunk[d];
+    all *= (double)t->shape[d];
+    if (t->chunk[d] > 0) grid *= ceil((double)t->shape[d] / (double)t->chunk[d]);
   }
-  if (bytes > (double)TN_MAX_DATA) {
-    char dims[256];
-    te_dims_text(dims, sizeof dims, t->rank, t->chunk, ", ");
+  te_dims_text(dims, sizeof dims, t->rank, t->chunk, ", ");
+  if (!s->has_chunk && (bytes > (double)TN_MAX_DATA || grid > (double)TR_MAX_CHUNKS))
+    return tr_seterr(err, TR_ESHAPE,
+                     "%s is too large: %.3g PiB of %s, more than %" PRId64 " chunks of at most %g GiB "
+                     "each hold (%.3g PiB)", t->name, all / (double)(1LL << 50), tr_dtype_name(t->dtype),
+                     TR_MAX_CHUNKS, (double)TN_MAX_DATA / (1 << 30),
+                     (double)TR_MAX_CHUNKS * (double)TN_MAX_DATA / (double)(1LL << 50));
+  if (bytes > (double)TN_MAX_DATA)
     return tr_seterr(err, TR_ESHAPE,
                      "chunk [%s] of %s is %.3g GiB; a chunk may be at most %g GiB (the largest "
                      "a worker accepts): give a smaller CHUNK",
                      dims, tr_dtype_name(t->dtype), bytes / (1 << 30), (double)TN_MAX_DATA / (1 << 30));
-  }
+  if (grid > (double)TR_MAX_CHUNKS)
+    return tr_seterr(err, TR_ESHAPE,
+                     "CHUNK [%s] cuts %s into %.0f chunks; a tensor may have at most %" PRId64
+                     ": give a larger CHUNK", dims, t->name, grid, TR_MAX_CHUNKS);
   return TR_OK;
 }
 

@@ -10,17 +10,23 @@
 
 void tx_default_chunk(int rank, const int64_t *shape, tr_dtype dt, int64_t *chunk) {
   const int64_t limit = ((int64_t)4 << 20) / (int64_t)tr_dtype_size(dt);
-  int64_t n = 1;
+  int64_t n = 1, count = 1;
   for (int d = 0; d < rank; d++) {
     chunk[d] = shape[d];
     n *= chunk[d];
   }
+  /* halve the longest side while a chunk is over 4 MiB, and while the
+  ** grid stays within TR_MAX_CHUNKS (a huge tensor gets larger chunks) */
   while (n > limit) {
     int big = 0;
     for (int d = 1; d < rank; d++)
       if (chunk[d] > chunk[big]) big = d;
+    int64_t half = (chunk[big] + 1) / 2, grid = (shape[big] + half - 1) / half,
+            was = (shape[big] + chunk[big] - 1) / chunk[big];
+    if ((double)count / (double)was * (double)grid > (double)TR_MAX_CHUNKS) break;
+    count = count / was * grid;
     n /= chunk[big];
-    chunk[big] = (chunk[big] + 1) / 2;
+    chunk[big] = half;
     n *= chunk[big];
   }
 }

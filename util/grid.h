@@ -12,6 +12,11 @@
 #include "util/util.h"
 
 #define TR_NAME_MAX 64 /* tensor names: [A-Za-z_][A-Za-z0-9_]*, < 64 */
+/* The most chunks one tensor may have: every stage walks a tensor's grid
+** chunk by chunk (and the catalog keeps a row per stored chunk), so a grid
+** beyond this is refused when the tensor is declared rather than running
+** the shell out of memory at its first use. */
+#define TR_MAX_CHUNKS ((int64_t)1 << 24)
 
 /* A tensor: its catalog entry, and what every stage knows of it. */
 typedef struct tr_tensor {

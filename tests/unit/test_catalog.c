@@ -346,6 +346,7 @@ Test(catalog, bad_names_and_shapes) {
       {"A", 2, {-1, 7}, {4, 3}, TR_ESHAPE},                         /* negative */
       {"A", 2, {INT64_MAX / 2, INT64_MAX / 2}, {4, 3}, TR_ESHAPE},  /* too large */
       {"A", 9, {10, 7}, {4, 3}, TR_ESHAPE},                         /* rank 9 */
+      {"A", 2, {4097, 4096}, {1, 1}, TR_ESHAPE},   /* one chunk over TR_MAX_CHUNKS */
   };
   tc_db *db = tf_db(s_dbdir);
   tr_err err;
@@ -355,7 +356,12 @@ Test(catalog, bad_names_and_shapes) {
     cr_assert_eq(tc_tensor_create(db, &t, &err), cases[i].code, "case %zu '%s'", i,
                  cases[i].name);
     if (i == 7) cr_assert(strstr(err.msg, "too large: more than 2^63 elements"), "the limit named: %s", err.msg);
+    if (i == 9) cr_assert(strstr(err.msg, "more than 16777216 chunks"), "the limit named: %s", err.msg);
   }
+  /* the limit itself is allowed */
+  int64_t shape[2] = {4096, 4096}, one[2] = {1, 1};
+  tr_tensor t = s_meta("A", TR_F32, 2, shape, one);
+  cr_assert_eq(tc_tensor_create(db, &t, &err), TR_OK, "%s", err.msg);
   tc_close(&db);
 }
 

@@ -347,6 +347,23 @@ Test(engine, fill_is_deterministic_whatever_the_chunking) {
   te_result_free(&id);
 }
 
+/* The default chunk: the longest side halved until a chunk is at most 4
+** MiB, unless the grid would pass TR_MAX_CHUNKS; then chunks grow. */
+Test(engine, default_chunk_is_4_mib_within_the_chunk_limit) {
+  int64_t shape[2] = {4096, 4096}, chunk[2];
+  tx_default_chunk(2, shape, TR_F32, chunk);
+  cr_assert(chunk[0] == 1024 && chunk[1] == 1024, "%lld x %lld", (long long)chunk[0], (long long)chunk[1]);
+  tx_default_chunk(2, shape, TR_F64, chunk);
+  cr_assert(chunk[0] == 512 && chunk[1] == 1024, "%lld x %lld", (long long)chunk[0], (long long)chunk[1]);
+  int64_t huge[2] = {10000000, 10000000};
+  tx_default_chunk(2, huge, TR_F32, chunk);
+  double grid = ceil(1e7 / (double)chunk[0]) * ceil(1e7 / (double)chunk[1]);
+  cr_assert(grid <= (double)TR_MAX_CHUNKS, "%.0f chunks", grid);
+  /* as small as the limit lets them be: halving either side passes it */
+  cr_assert(ceil(1e7 / ceil(chunk[0] / 2.0)) * ceil(1e7 / (double)chunk[1]) > (double)TR_MAX_CHUNKS);
+  cr_assert(ceil(1e7 / (double)chunk[0]) * ceil(1e7 / ceil(chunk[1] / 2.0)) > (double)TR_MAX_CHUNKS);
+}
+
 Test(engine, assignment_may_read_its_own_output) {
   s_ok("CREATE TENSOR A[5, 5] CHUNK [2, 2];");
   s_ok("FILL A ONES;");
