@@ -388,6 +388,6 @@ int main(int argc, char **argv) {
     status = ts_interactive(sh);
   else
     status = ts_batch(sh, stdin);
-  ts_close(&sh);
+  if (ts_close(&sh) && !status) status = 1;
   return status;
 }

@@ -559,8 +559,41 @@ int ts_open(const ts_options *opt, ts_shell **out, tr_err *err) {
   return TR_OK;
 }
 
-void ts_close(ts_shell **sh) {
-  if (!sh || !*sh) return;
+/* The end of a session: what the local workers hold in memory only is
+** written before they stop.  When that fails (a disk full since the chunks
+** were held: workers sharing a disk each count only their own, and other
+** programs write too), the warning names the failure; at a terminal (ask)
+** the user may free room and try again as often as needed, since what is
+** not written is lost with the workers.  Sets sh->held. */
+static void s_write_held(ts_shell *sh, int ask) {
+  tr_err err;
+  if (sh->held || !sh->eng) return;
+  sh->held = 1;
+  te_interrupt_clear(sh->eng); /* a Ctrl-C that cancelled the last statement */
+  while (te_write_held(sh->eng, &err)) {
+    si_source none = {NULL, NULL, 0};
+    char why[sizeof err.msg + 160];
+    snprintf(why, sizeof why, "the local workers did not write all they hold in memory only: %s%s", err.msg,
+             ask ? "" : "\nwhat they could not write is lost");
+    si_warn(&none, 0, why);
+    sh->held = -1;
+    if (!ask) return;
+    fputs("Free room and press Enter to try again, or type 'quit' to exit and lose what is not "
+          "written: ", stderr);
+    fflush(stderr);
+    char line[64];
+    /* Ctrl-D or Ctrl-C (no SA_RESTART: fgets returns) quits too */
+    if (!fgets(line, sizeof line, stdin) || !strncmp(line, "quit", 4)) {
+      if (feof(stdin) || ferror(stdin)) fputc('\n', stderr);
+      return;
+    }
+    te_interrupt_clear(sh->eng);
+    sh->held = 1;
+  }
+}
+
+int ts_close(ts_shell **sh) {
+  if (!sh || !*sh) return 0;
   s_trimmer_stop(*sh);
   /* the close's repair and writing report progress as a statement does */
   (*sh)->busy = 1;
@@ -577,20 +610,16 @@ void ts_close(ts_shell **sh) {
   ** in memory only: interrupted" after every interrupted statement) */
   if ((*sh)->eng) te_interrupt_clear((*sh)->eng);
   if ((*sh)->eng) te_maintain((*sh)->eng, SI_CLOSE_REPAIR_S, &err);
-  /* What the local workers hold in memory only is written before they
-  ** stop (the engine's close would wait without Ctrl-C) */
-  if ((*sh)->eng && te_write_held((*sh)->eng, &err)) {
-    si_source none = {NULL, NULL, 0};
-    char why[sizeof err.msg + 80];
-    snprintf(why, sizeof why, "the local workers did not write all they hold in memory only: %s", err.msg);
-    si_warn(&none, 0, why);
-  }
+  /* (the engine's close would wait without Ctrl-C) */
+  s_write_held(*sh, 0);
+  int lost = (*sh)->held < 0;
   s_progress_end(*sh);
   atomic_store(&s_sigint_engine, NULL); /* before it goes away */
   te_close(&(*sh)->eng);
   free((*sh)->histfile);
   free(*sh);
   *sh = NULL;
+  return lost;
 }
 
 int ts_interactive(ts_shell *sh) {
@@ -606,6 +635,7 @@ int ts_interactive(ts_shell *sh) {
   si_terminal_open(sh);
   si_run_source(sh, &src);
   si_terminal_close(sh);
+  s_write_held(sh, 1);
   return 0;
 }
 

@@ -32,8 +32,11 @@ typedef struct ts_shell ts_shell;
 
 /* Open the engine and a shell on it. */
 int ts_open(const ts_options *opt, ts_shell **out, tr_err *err);
-/* Close the engine (a transient database is removed); safe on NULL. */
-void ts_close(ts_shell **sh);
+/* Close the engine (a transient database is removed); safe on NULL.
+** Returns 0, or 1 when the local workers could not write all they held in
+** memory only (a full disk): that part of what committed is lost, and the
+** process should exit with a failure. */
+int ts_close(ts_shell **sh);
 
 /* Make SIGINT (Ctrl-C) interrupt the statement running on sh's engine, or
 ** drop the line at the prompt (no SA_RESTART).  Until then SIGINT keeps

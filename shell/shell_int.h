@@ -72,6 +72,9 @@ struct ts_shell {
   int trimmed;        /* given back since the last statement */
   int trim_quit;      /* ts_close: stop */
   double idle_since;  /* when the last statement ended */
+  int held;           /* what the local workers hold in memory only:
+                         0 not yet written at the end, 1 written, -1 some
+                         could not be (the session then exits with 1) */
 };
 
 /* Where lines come from. */

@@ -116,6 +116,7 @@ static tc_store *s_store_for(wi_worker *w, uint64_t db, wi_open how, int *held, 
       tc_store_close(&found);
     } else {
       if (m > 0) tc_store_set_recycle(found, m / 2 < ((int64_t)1 << 30) ? m / 2 : (int64_t)1 << 30);
+      if (w->set_writeback) tc_store_set_writeback(found, w->writeback_s);
       i = s_slot(w, 0);
       pthread_mutex_lock(&w->heard_mu);
       w->dbs[i].id = db;

@@ -277,6 +277,11 @@ static int s_start(wi_worker *w, const tw_config *cfg) {
   w->trace = getenv("TRADB_TEST_TRACE") != NULL;
   const char *slow = getenv("TRADB_TEST_SLOW_STORE_MS");
   w->slow_store_ms = slow ? atoi(slow) : 0;
+  /* TRADB_TEST_WRITEBACK_S: when chunks held in memory only are written
+  ** (-1: only when synced or closed), so a test can act before they are */
+  const char *wb = getenv("TRADB_TEST_WRITEBACK_S");
+  w->set_writeback = wb != NULL;
+  w->writeback_s = wb ? atof(wb) : 0;
   const char *drop_every = getenv("TRADB_TEST_DROP_LOG_S");
   w->drops.every = drop_every && atof(drop_every) > 0 ? atof(drop_every) : 60.0;
   w->pull_local = !strncmp(cfg->listen, "ipc://", 6);

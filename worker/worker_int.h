@@ -258,6 +258,8 @@ typedef struct wi_worker {
   int io_started;              /* it runs */
   pthread_cond_t io_cv;        /* a store job arrived, or stop */
   int slow_store_ms;           /* TRADB_TEST_SLOW_STORE_MS: a slow disk, for tests */
+  int set_writeback;           /* TRADB_TEST_WRITEBACK_S given: each store's */
+  double writeback_s;          /* background write delay (< 0: none), for tests */
   int trace;                   /* TRADB_TEST_TRACE: log every request (tests) */
   wi_job *io_todo, *io_tail;    /* store jobs waiting (under mu) */
   /* chunks a peer sent (PUT, PULL): a task reading a copy still on its way

@@ -63,4 +63,54 @@ rm -f "$mnt/filler"
 s_intact
 ok
 
+# The disk fills after a statement's chunks were held in memory (another
+# program writes; the workers' background writes held back so that it
+# comes first), and the session ends.  At a terminal the shell says what
+# it cannot write and waits: the user frees room, presses Enter, and
+# nothing is lost.  (A worker holds chunks in memory only while its disk
+# has room for them and 64 MiB more: a larger tmpfs.)
+mnt=$work/big
+mkdir -p "$mnt"
+mount -t tmpfs -o size=100m tmpfs "$mnt" || fail "cannot mount the second tmpfs"
+mounts+=("$mnt")
+db=$mnt/db
+out=$(run <<<'CREATE TENSOR S[512, 512] CHUNK [128, 512] TYPE f32; FILL S ONES;') || fail "set-up: $out"
+export TRADB_TEST_WRITEBACK_S=-1
+cat > "$work/held.pty" <<EOF
+send U[i,j] = S[i,j] * 3;\n
+expect tradb>
+run avail=\$(df --output=avail -B1 $mnt | tail -1); fallocate -l \$((avail - 1024 * 1024)) $mnt/filler
+send \x04
+expect No space left on device.*Free room and press Enter to try again
+run rm -f $mnt/filler
+send \n
+exits
+EOF
+/usr/bin/python3 "$TOP_SRCDIR/tests/multi/pty_shell.py" "$work/held.pty" -- "$TRADB" --local-workers 2 "$db" \
+  || fail "the interactive session's close with a full disk"
+out=$(run <<<'u[] = SUM(U[i,j]); PRINT u;') || fail "U unreadable after room was freed at the close: $out"
+[ "$(echo "$out" | tail -1)" = "786432" ] || fail "U is not whole: $out"
+ok
+
+# In batch the shell cannot wait: it warns that what could not be written
+# is lost, and exits with 1 though every statement succeeded.
+mkfifo "$work/in"
+"$TRADB" --local-workers 2 "$db" < "$work/in" > "$work/out" 2>&1 &
+batch=$!
+track $batch
+exec 3> "$work/in"
+echo 'V[i,j] = S[i,j] * 5; PRINT V[0, 0];' >&3
+printed_() { [ "$(tail -1 "$work/out")" = "5" ]; }
+wait_until 60 "V's first value printed" printed_
+fill_disk
+exec 3>&-
+wait_status 60 "the batch session's end" $batch
+[ "$status" -eq 1 ] || fail "a close that lost chunks held in memory exited with $status: $(cat "$work/out")"
+grep -q "did not write all they hold in memory only: .*No space left on device" "$work/out" \
+  || fail "the loss not named: $(cat "$work/out")"
+grep -q "what they could not write is lost" "$work/out" || fail "the loss not said: $(cat "$work/out")"
+rm -f "$mnt/filler"
+unset TRADB_TEST_WRITEBACK_S
+ok
+
 finish

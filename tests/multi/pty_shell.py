@@ -12,6 +12,8 @@ SCRIPT is a file of steps, one a line:
     absent REGEX    the output so far since the last expect has no match
     exits           wait (deadline: 60 s) until the shell exits with status
                     0, reading all it writes (for an absent after it)
+    run COMMAND     run COMMAND with /bin/sh (what another program does
+                    meanwhile, such as filling a disk); it must succeed
     # ...           a comment
 The shell's output (stdout and stderr: one terminal) is read as it comes;
 a step that fails prints what was read and exits 1.  At the end the shell
@@ -21,6 +23,7 @@ import os
 import pty
 import re
 import select
+import subprocess
 import sys
 import time
 
@@ -88,6 +91,9 @@ def main():
             if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
                 fail("line %d: the shell exited with status %r" % (n, status))
             exited = True
+        elif op == "run":
+            if subprocess.run(arg, shell=True).returncode != 0:
+                fail("line %d: %s failed" % (n, arg))
         elif op == "absent":
             while read_some(0.05):
                 pass
