@@ -315,6 +315,10 @@ typedef struct tc_store_files {
 void tc_store_file_counts(tc_store *s, tc_store_files *out);
 /* Bytes held in memory, and of them not yet in their files. */
 void tc_store_memory(tc_store *s, int64_t *held, int64_t *unwritten);
+/* 1 while the background writer's last write failed (a full disk, most
+** likely: chunks held in memory only are not reaching their files), with
+** that write's error in why; else 0 and why empty. */
+int tc_store_write_trouble(tc_store *s, char *why, size_t n);
 
 /*
 ** Dense arrays in user files, .npy (NumPy format 1.0/2.0/3.0, C or Fortran

@@ -521,6 +521,19 @@ void tc_store_file_counts(tc_store *s, tc_store_files *out) {
   out->write_failures = atomic_load(&s->write_failures);
 }
 
+int tc_store_write_trouble(tc_store *s, char *why, size_t n) {
+  int bad = 0;
+  if (n) why[0] = '\0';
+  if (!s) return 0;
+  pthread_mutex_lock(&s->wmu);
+  if (atomic_load(&s->write_failing)) {
+    bad = 1;
+    if (n) snprintf(why, n, "%s", s->write_why);
+  }
+  pthread_mutex_unlock(&s->wmu);
+  return bad;
+}
+
 void tc_store_memory(tc_store *s, int64_t *held, int64_t *unwritten) {
   int64_t h = 0, u = 0;
   if (s) {

@@ -79,12 +79,13 @@ struct tc_store {
   atomic_int_fast64_t write_failures; /* background writes that failed since open */
   atomic_int write_failing;  /* the writer's last write failed: no chunk is
                                 held in memory only until one succeeds */
+  char write_why[256];       /* while write_failing: that write's error */
   tc_mem_pool *pool;         /* the budget they count against: own, or
                                 one shared with other stores */
   tc_mem_pool *own;          /* the store's own (tc_store_open) */
   double delay;              /* a dirty chunk is written this long after
                                 its put; < 0: only when asked */
-  pthread_mutex_t wmu;       /* with wcv */
+  pthread_mutex_t wmu;       /* with wcv; guards write_why too */
   pthread_cond_t wcv;        /* the writer waits here for work */
   uint64_t wgen;             /* bumped (under wmu) when work may have come */
   double wnext;              /* when the sleeping writer looks again

@@ -510,11 +510,11 @@ static void *s_writer(void *arg) {
       if (tr_host_working(&seen)) host_seen = tr_now();
       n = s_due_now(s, host_seen, &due, &cap, &next);
     }
+    tr_err err;
     for (size_t i = 0; i < n && !failed; i++) {
       tr_blob *b = NULL;
       tr_dtype dt = TR_F32;
       uint64_t sum = 0;
-      tr_err err;
       if (s_claim(s, &due[i], &b, &dt, &sum)) failed = s_write(s, due[i].id, due[i].seq, b, dt, sum, 1, &err) != TR_OK;
       tr_blob_unref(&b);
     }
@@ -525,7 +525,10 @@ static void *s_writer(void *arg) {
     ** reports the error. */
     if (failed) {
       atomic_fetch_add(&s->write_failures, 1);
+      pthread_mutex_lock(&s->wmu);
+      snprintf(s->write_why, sizeof s->write_why, "%.255s", err.msg);
       atomic_store(&s->write_failing, 1);
+      pthread_mutex_unlock(&s->wmu);
       pause = pause > 0 ? fmin(2 * pause, CI_RETRY_MAX_S) : CI_RETRY_MIN_S;
       resume = tr_now() + pause;
       continue;

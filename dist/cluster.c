@@ -752,7 +752,7 @@ void td_cluster_close(td_cluster **pc) {
   ** (te_write_held), where it says why it failed; this one finds nothing
   ** left then. */
   tr_err err;
-  td_sync_local(c, &err);
+  td_sync_local(c, NULL, &err);
   for (int s = 0; s < c->nsites; s++) {
     if (c->sites[s].sock) zmq_close(c->sites[s].sock);
     if (c->sites[s].mon) zmq_close(c->sites[s].mon);

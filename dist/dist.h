@@ -80,8 +80,11 @@ int td_sync_held(td_cluster *c, tr_err *err);
 ** waited for however long that takes while they answer, until the
 ** interrupt is set: a local worker is killed when it has not stopped
 ** S_REAP_S after it is told to, and what it held in memory only is lost
-** with it.  td_cluster_close does it first. */
-int td_sync_local(td_cluster *c, tr_err *err);
+** with it.  td_cluster_close does it first.  On failure *refused (may be
+** NULL) tells a worker that answered it could not write (a full disk:
+** what it holds is lost when it stops) from one that did not answer (it
+** may still write as it stops, once it runs). */
+int td_sync_local(td_cluster *c, int *refused, tr_err *err);
 
 /* ---- Settings ----------------------------------------------------------- */
 

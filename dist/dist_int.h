@@ -39,6 +39,8 @@ typedef struct td_site {
   int64_t memory;                /* its --memory as HELLO_OK said (0: not said) */
   char fs[64];                   /* the file system its data is on, as
                                     HELLO_OK said ("": unknown, its own) */
+  int write_trouble;             /* its last task reply said its background
+                                    writes fail (the notice was given) */
   int local;                     /* 1 + its number among the local workers
                                     (w<local - 1>), 0 if remote */
   int answered;                  /* its process answered a HELLO or a ping: a

@@ -509,7 +509,8 @@ void di_drop_each(td_cluster *c, int only, const uint64_t *ids, int64_t n, uint6
 ** site also writes and syncs whatever it holds in memory only (SYNC's
 ** `all` byte); with local, only the local workers, waited for as long as
 ** they answer. */
-static int s_sync_sites(td_cluster *c, const tc_chunkloc *locs, int64_t n, int all, int local, tr_err *err) {
+static int s_sync_sites(td_cluster *c, const tc_chunkloc *locs, int64_t n, int all, int local,
+                        int *refused, tr_err *err) {
   di_phase ph;
   di_phase_init(&ph, c);
   ph.patient = local;
@@ -529,12 +530,14 @@ static int s_sync_sites(td_cluster *c, const tc_chunkloc *locs, int64_t n, int a
     tn_wbuf_free(&b);
   }
   if (!rc) rc = di_wait(&ph, err);
+  for (int i = 0; refused && rc && i < ph.n; i++)
+    *refused |= ph.out[i].done && ph.out[i].reply.type == TN_ERROR;
   di_phase_free(&ph);
   return rc;
 }
 
 int di_sync(td_cluster *c, const tc_chunkloc *locs, int64_t n, tr_err *err) {
-  return s_sync_sites(c, locs, n, 0, 0, err);
+  return s_sync_sites(c, locs, n, 0, 0, NULL, err);
 }
 
 /* Every worker (local ones only, with local) writes all it holds in memory
@@ -544,15 +547,18 @@ int di_sync(td_cluster *c, const tc_chunkloc *locs, int64_t n, tr_err *err) {
 ** session of 40 statements replacing a tensor of 4 chunks had each local
 ** worker write and sync the 4 chunks of every version, 165 files a worker
 ** (0.3 s of a 0.45 s close after 600 such statements). */
-static int s_sync_all(td_cluster *c, int local, tr_err *err) {
+static int s_sync_all(td_cluster *c, int local, int *refused, tr_err *err) {
   di_flush(c, 1);
   di_drop_pending(c);
-  return s_sync_sites(c, NULL, 0, 1, local, err);
+  return s_sync_sites(c, NULL, 0, 1, local, refused, err);
 }
 
-int td_sync_local(td_cluster *c, tr_err *err) { return s_sync_all(c, 1, err); }
+int td_sync_local(td_cluster *c, int *refused, tr_err *err) {
+  if (refused) *refused = 0;
+  return s_sync_all(c, 1, refused, err);
+}
 
-int td_sync_held(td_cluster *c, tr_err *err) { return s_sync_all(c, 0, err); }
+int td_sync_held(td_cluster *c, tr_err *err) { return s_sync_all(c, 0, NULL, err); }
 
 /* The SEND batches (entries {u64 id, str peer} per source site) as
 ** requests of phase ph (di_add_sends), or of a phase of their own that is

@@ -181,9 +181,25 @@ typedef struct s_made {
   s_opstat *rs;
 } s_made;
 
+/* What site st's task reply says of its background writes (why: "" when
+** they succeed): a notice when they start failing (the chunks it holds in
+** memory only are not reaching its disk, and a stop loses them) and when
+** they succeed again. */
+static void s_write_trouble(td_cluster *c, int st, const char *why) {
+  td_site *site = &c->sites[st];
+  if (why[0] && !site->write_trouble)
+    td_notice(c, "worker %s cannot write what it holds in memory only to its disk (%s): free room "
+              "there, or what it holds is lost if it stops first", site->ep, why);
+  else if (!why[0] && site->write_trouble)
+    td_notice(c, "worker %s writes to its disk again", site->ep);
+  site->write_trouble = why[0] != '\0';
+}
+
 /* Apply the TASK_OK replies i0..i1 of ph to the chunks of made[0..nmade)
 ** (nmade 1, or 2 for a task with a consumer inside it: two relations'
-** chunks): sizes, checksums, and the replicas each worker pushed. */
+** chunks): sizes, checksums, and the replicas each worker pushed; and the
+** counters and write trouble the rest of each says (its body: worker/jobs.c,
+** s_run_task). */
 static void s_task_results(s_run *R, di_phase *ph, int i0, int i1, const s_made *made, int nmade,
                            s_opstat *js) {
   td_cluster *c = R->c;
@@ -223,6 +239,9 @@ static void s_task_results(s_run *R, di_phase *ph, int i0, int i1, const s_made 
     c->cpu_sys += tn_get_f64(&r);
     int64_t peak = (int64_t)tn_get_u64(&r);
     if (peak > c->sites[st].peak_rss) c->sites[st].peak_rss = peak;
+    char why[256];
+    tn_get_str(&r, why, sizeof why);
+    if (tn_rbuf_ok(&r) == TR_OK) s_write_trouble(c, st, why);
     c->sites[st].busy_s += secs;
     c->sites[st].tasks++;
     if (js) s_note_event(R, js->what, u, secs);

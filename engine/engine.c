@@ -163,8 +163,9 @@ void te_sync(te_engine *e) {
   if (e && e->cluster) td_sync(e->cluster);
 }
 
-int te_write_held(te_engine *e, tr_err *err) {
-  return e && e->cluster ? td_sync_local(e->cluster, err) : TR_OK;
+int te_write_held(te_engine *e, int *refused, tr_err *err) {
+  if (refused) *refused = 0;
+  return e && e->cluster ? td_sync_local(e->cluster, refused, err) : TR_OK;
 }
 
 static void s_block_clear(te_engine *e) {

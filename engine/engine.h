@@ -109,8 +109,10 @@ int te_maintain(te_engine *e, double budget_s, tr_err *err);
 void te_sync(te_engine *e);
 /* Before a session ends: the local workers write and sync what they hold
 ** in memory only, however long that takes (they are stopped after, and
-** one killed while it writes loses it); te_interrupt ends the wait. */
-int te_write_held(te_engine *e, tr_err *err);
+** one killed while it writes loses it); te_interrupt ends the wait.  On
+** failure *refused says a worker answered that it could not write
+** (td_sync_local). */
+int te_write_held(te_engine *e, int *refused, tr_err *err);
 
 /*
 ** Length of the first complete statement in text (through its ';',

@@ -560,22 +560,27 @@ int ts_open(const ts_options *opt, ts_shell **out, tr_err *err) {
 }
 
 /* The end of a session: what the local workers hold in memory only is
-** written before they stop.  When that fails (a disk full since the chunks
-** were held: workers sharing a disk each count only their own, and other
-** programs write too), the warning names the failure; at a terminal (ask)
-** the user may free room and try again as often as needed, since what is
-** not written is lost with the workers.  Sets sh->held. */
+** written before they stop.  When a worker answers that it cannot (a disk
+** full since the chunks were held: workers sharing a disk each count only
+** their own, and other programs write too), what it cannot write is lost
+** with it: at a terminal (ask) the user may free room and try again as
+** often as needed; in batch the warning says it is lost, and the session
+** fails (sh->held -1).  A worker that does not answer (stopped, or gone)
+** is only warned of: one stopped writes what it holds when it runs again
+** and is told to stop. */
 static void s_write_held(ts_shell *sh, int ask) {
   tr_err err;
+  int refused;
   if (sh->held || !sh->eng) return;
   sh->held = 1;
   te_interrupt_clear(sh->eng); /* a Ctrl-C that cancelled the last statement */
-  while (te_write_held(sh->eng, &err)) {
+  while (te_write_held(sh->eng, &refused, &err)) {
     si_source none = {NULL, NULL, 0};
     char why[sizeof err.msg + 160];
     snprintf(why, sizeof why, "the local workers did not write all they hold in memory only: %s%s", err.msg,
-             ask ? "" : "\nwhat they could not write is lost");
+             refused && !ask ? "\nwhat they could not write is lost" : "");
     si_warn(&none, 0, why);
+    if (!refused) return;
     sh->held = -1;
     if (!ask) return;
     fputs("Free room and press Enter to try again, or type 'quit' to exit and lose what is not "

@@ -314,6 +314,10 @@ static void s_run_task(wi_worker *w, wi_job *j) {
     rc = tx_node_run(w->kt, w->threads, (size_t)cache, &t.node, in_meta, &t.out_meta, &cio,
                      t.out_lin, t.nout, &j->cancel, &err);
   }
+  /* TASK_OK's body: {u32 n, n x chunk meta, f64 seconds, str backend, u64
+  ** bytes to the GPU, u64 bytes from it, f64 copy seconds, f64 user CPU,
+  ** f64 system CPU, u64 peak RSS, str write trouble}; read by dist/run.c,
+  ** s_task_results */
   if (rc) {
     wi_fail_job(j, rc, err.msg[0] ? err.msg : rc == TR_EINTR ? "interrupted" : "task failed");
   } else {
@@ -340,6 +344,12 @@ static void s_run_task(wi_worker *w, wi_job *j) {
     tn_put_f64(&j->reply, u1 - u0);
     tn_put_f64(&j->reply, s1 - s0);
     tn_put_u64(&j->reply, (uint64_t)tr_peak_rss(0));
+    /* and why this database's background writes fail, "" while they do
+    ** not: the shell warns at once, not only when its close cannot write
+    ** what is held (dist/run.c, s_write_trouble) */
+    char why[256];
+    tc_store_write_trouble(j->store, why, sizeof why);
+    tn_put_str(&j->reply, why);
   }
   tc_store_busy(j->store, 0);
   free(io.sum);

@@ -7,6 +7,7 @@
 */
 #include "config.h"
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -163,7 +164,7 @@ Test(storemem, sync_unwritten_writes_every_chunk_held_in_memory_only) {
   ** still open: a copy of the directory */
   char copy[400];
   snprintf(copy, sizeof copy, "%s", tf_path("copy"));
-  char cmd[1000];
+  char cmd[1600];
   snprintf(cmd, sizeof cmd, "cp -r '%s' '%s' && rm -f '%s/LOCK'", s_dir, copy, copy);
   cr_assert_eq(system(cmd), 0);
   tc_store *t = tf_store(copy);
@@ -249,6 +250,10 @@ Test(storemem, a_failed_background_write_is_tried_again_after_a_pause) {
                 (long long)s_counts(s).write_failures);
   cr_assert_eq(s_unwritten(s), 65536, "the chunk left memory");
   s_expect(s, 7, 16384, 7);
+  /* and it says why, for the shell's warning */
+  char why[256];
+  cr_assert_eq(tc_store_write_trouble(s, why, sizeof why), 1);
+  cr_assert(strstr(why, "cannot write chunk file") && strstr(why, strerror(EFBIG)), "%s", why);
   /* while its writes fail, the next put is written at once (a small one
   ** fits), so a statement meets the full disk itself */
   s_put(s, 8, 64, 8, TC_KEEP_BACKGROUND);
@@ -258,6 +263,8 @@ Test(storemem, a_failed_background_write_is_tried_again_after_a_pause) {
   end = tr_now() + 60; /* the writer's next try, after its pause */
   while (s_unwritten(s) > 0 && tr_now() < end) usleep(10000);
   cr_assert_eq(s_unwritten(s), 0, "the writer did not try again once the write could succeed");
+  cr_assert_eq(tc_store_write_trouble(s, why, sizeof why), 0, "trouble still said: %s", why);
+  cr_assert_str_empty(why);
   s_put(s, 9, 64, 9, TC_KEEP_BACKGROUND);
   cr_assert_eq(s_unwritten(s), 256, "written at once after the writes succeeded again");
   uint64_t id = 9;
