@@ -228,6 +228,15 @@ int di_add_sends(di_phase *ph, tn_wbuf *sends, uint32_t *nsend, int keep, int rc
 
 /* Live sites, in index order; returns how many. */
 int di_up_sites(const td_cluster *c, int *up);
+/* Whether `bytes` more of output, stored with the replication in effect,
+** can fit the disks of the workers up: TR_OK, or TR_EIO naming what
+** (a tensor's name, or "the block's outputs") and the sizes.  Only where
+** every worker up is a local one, whose data directory this process sees
+** (their free space counted once a file system); with remote workers it
+** cannot tell and says TR_OK.  A statement far too large for the disks is
+** refused before it starts, instead of filling them (and failing on the
+** full disk after, with every other program writing there failing too). */
+int di_disk_room(td_cluster *c, double bytes, const char *what, tr_err *err);
 /* Site s, a local worker, has exited: reap it (it is down, its pid 0)
 ** and return TR_EIO with how it ended (a signal, an exit status) and
 ** where its log is (di_local_died).  TR_OK while it runs, and for a

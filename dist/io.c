@@ -98,10 +98,11 @@ int td_pwrite_begin(td_cluster *c, const tr_tensor *meta, td_pwrite **out, tr_er
   w->meta = *meta;
   di_ping(c);
   w->m = di_up_sites(c, w->up);
-  if (!w->m) {
+  int rc = w->m ? di_disk_room(c, tr_tensor_bytes(meta), meta->name, err) : tr_seterr(err, TR_EIO, "no worker is up");
+  if (rc) {
     free(w->locs);
     free(w);
-    return tr_seterr(err, TR_EIO, "no worker is up");
+    return rc;
   }
   w->r = di_replication(c, w->m);
   w->full = di_sync_full(c);

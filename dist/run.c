@@ -1108,10 +1108,29 @@ static int s_run_group(s_run *R, const to_opt *opt, int k, int e, tr_err *err) {
   return rc;
 }
 
+/* Whether the plan's stored outputs fit the workers' disks (di_disk_room). */
+static int s_outputs_room(td_cluster *c, const ta_plan *p, tr_err *err) {
+  double bytes = 0;
+  int n = 0, last = 0;
+  for (int r = 0; r < p->nrels; r++)
+    if (p->rels[r].kind == TA_REL_OUTPUT) {
+      bytes += tr_tensor_bytes(&p->rels[r].meta);
+      n++;
+      last = r;
+    }
+  return n ? di_disk_room(c, bytes, n == 1 ? p->rels[last].meta.name : "the block's outputs", err) : TR_OK;
+}
+
 int td_run_exec(td_run *R, const to_opt *opt, tr_err *err) {
   td_cluster *c = R->c;
   ta_plan *p = R->p;
-  int rc = TR_OK;
+  int rc = s_outputs_room(c, p, err);
+  if (rc) {
+    s_cleanup(R, 1);
+    R->cleaned = 1;
+    R->t1 = tr_now();
+    return rc;
+  }
   R->texec = tr_now();
   /* a statement expected to run long would keep the catalog unsynced
   ** (and the chunks it forgot held) all that while */
@@ -1193,6 +1212,7 @@ int td_fill(td_cluster *c, const tr_tensor *t, const tx_fill *f, tr_err *err) {
   di_ping(c);
   R->m = di_up_sites(c, R->up);
   if (!R->m) rc = tr_seterr(err, TR_EIO, "no worker is up");
+  if (!rc) rc = di_disk_room(c, tr_tensor_bytes(t), t->name, err);
   if (!rc) rc = s_fill_tasks(R, t, f, &R->rel[0], 1, err);
   if (!rc) rc = di_commit(c, t, R->rel[0].locs, R->rel[0].n, NULL, NULL, err);
   s_cleanup(R, rc != TR_OK);

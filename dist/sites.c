@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -80,6 +81,48 @@ int di_replication(td_cluster *c, int m) {
 }
 
 int td_target(td_cluster *c) { return di_replication(c, c->nsites); }
+
+/* bytes as text, in the largest binary unit that leaves a number >= 1 */
+static const char *s_size(char *buf, size_t n, double bytes) {
+  static const char *const unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 6) {
+    bytes /= 1024;
+    u++;
+  }
+  snprintf(buf, n, u ? "%.3g %s" : "%.0f %s", bytes, unit[u]);
+  return buf;
+}
+
+int di_disk_room(td_cluster *c, double bytes, const char *what, tr_err *err) {
+  dev_t dev[TO_MAX_SITES];
+  int ndev = 0, up = 0;
+  double avail = 0;
+  for (int s = 0; s < c->nsites; s++) {
+    const td_site *st = &c->sites[s];
+    if (!st->up) continue;
+    if (!st->local) return TR_OK;
+    char dir[sizeof c->workdir + 24];
+    struct stat sb;
+    struct statvfs vf;
+    snprintf(dir, sizeof dir, "%s/w%d", c->workdir, st->local - 1);
+    if (stat(dir, &sb) != 0 || statvfs(dir, &vf) != 0) return TR_OK;
+    up++;
+    int seen = 0;
+    for (int k = 0; k < ndev && !seen; k++) seen = dev[k] == sb.st_dev;
+    if (seen || ndev == TO_MAX_SITES) continue;
+    dev[ndev++] = sb.st_dev;
+    avail += (double)vf.f_bavail * (double)vf.f_frsize;
+  }
+  int reps = di_replication(c, up);
+  if (!up || bytes * reps <= avail) return TR_OK;
+  char need[32], one[32], have[32];
+  return tr_seterr(err, TR_EIO,
+                   "%s would take %s on the local workers' disk%s (%d cop%s of %s), more than the %s free "
+                   "there: free room%s", what, s_size(need, sizeof need, bytes * reps), ndev == 1 ? "" : "s",
+                   reps, reps == 1 ? "y" : "ies", s_size(one, sizeof one, bytes), s_size(have, sizeof have, avail),
+                   reps > 1 ? ", or lower replication (SET replication)" : "");
+}
 
 int di_sync_full(td_cluster *c) {
   char v[64];

@@ -258,12 +258,14 @@ static int s_in_block(te_engine *e, tp_stmt **sp, te_result **res, tr_err *err) 
   tp_stmt *s = *sp;
   int rc;
   s_losses before;
+  int done;
   switch (s->kind) {
   case TP_ST_ASSIGN: return s_block_add(e, sp, err);
   case TP_ST_BEGIN: return tr_seterr(err, TR_EINVAL, "a block is already open (COMMIT or ROLLBACK it first)");
   case TP_ST_ROLLBACK: s_block_clear(e); return TR_OK;
   case TP_ST_COMMIT:
     before = s_losses_now(e);
+    done = e->committed;
     rc = s_block_run(e, NULL, res, err);
     if (s_again(e, before, rc, err)) {
       rc = s_block_run(e, NULL, res, err);
@@ -273,7 +275,8 @@ static int s_in_block(te_engine *e, tp_stmt **sp, te_result **res, tr_err *err) 
     if (rc && err->code) {
       /* say what stayed: outputs made before the failure are committed */
       size_t l = strlen(err->msg);
-      const char *more = " (the block stopped there; outputs made before it are committed)";
+      const char *more = e->committed == done ? " (the block committed nothing)"
+                                              : " (the block stopped there; outputs made before it are committed)";
       if (l + strlen(more) < sizeof err->msg) memcpy(err->msg + l, more, strlen(more) + 1);
     }
     return rc;

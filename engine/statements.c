@@ -34,11 +34,10 @@ static int s_set_chunk(const tp_stmt *s, tr_tensor *t, tr_err *err) {
     return tr_seterr(err, TR_ESHAPE, "CHUNK has %d entr%s but %s has rank %d", s->chunk_rank,
                      s->chunk_rank == 1 ? "y" : "ies", t->name, t->rank);
   if (!s->has_chunk) tx_default_chunk(t->rank, t->shape, t->dtype, t->chunk);
-  double bytes = (double)tr_dtype_size(t->dtype), all = bytes, grid = 1;
+  double bytes = (double)tr_dtype_size(t->dtype), all = tr_tensor_bytes(t), grid = 1;
   for (int d = 0; d < t->rank; d++) {
     if (s->has_chunk) t->chunk[d] = s->chunk[d] < t->shape[d] ? s->chunk[d] : t->shape[d];
     bytes *= (double)t->chunk[d];
-    all *= (double)t->shape[d];
     if (t->chunk[d] > 0) grid *= ceil((double)t->shape[d] / (double)t->chunk[d]);
   }
   te_dims_text(dims, sizeof dims, t->rank, t->chunk, ", ");

@@ -11,6 +11,12 @@ int64_t tr_grid(const tr_tensor *t, int d) {
   return t->shape[d] / c + (t->shape[d] % c != 0);
 }
 
+double tr_tensor_bytes(const tr_tensor *t) {
+  double b = (double)tr_dtype_size(t->dtype);
+  for (int d = 0; d < t->rank; d++) b *= (double)t->shape[d];
+  return b;
+}
+
 int64_t tr_nchunks(const tr_tensor *t) {
   int64_t n = 1;
   for (int d = 0; d < t->rank; d++)

@@ -31,6 +31,9 @@ typedef struct tr_tensor {
                                   stored yet (reads as zeros) */
 } tr_tensor;
 
+/* Bytes of the whole tensor (a double: beyond 2^63 for shapes only
+** declared). */
+double tr_tensor_bytes(const tr_tensor *t);
 /* Number of chunks along dimension d, and in total (-1 on overflow). */
 int64_t tr_grid(const tr_tensor *t, int d);
 int64_t tr_nchunks(const tr_tensor *t);

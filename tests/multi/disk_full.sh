@@ -51,29 +51,59 @@ s_intact() {
   [ "$(echo "$out" | tail -1)" = "262144" ] || fail "S is not its version before the full disk: $out"
 }
 
-# S: 1 MiB, two replicas on the small disk.
-out=$(run <<<'CREATE TENSOR S[512, 512] CHUNK [128, 512] TYPE f32; FILL S ONES;') || fail "set-up: $out"
+# R must read as its first version, all ones.
+r_intact() {
+  out=$(run <<<'r[] = SUM(R[i]); PRINT r;') || fail "R unreadable after the full disk: $out"
+  [ "$(echo "$out" | tail -1)" = "512" ] || fail "R is not its version before the full disk: $out"
+}
 
-# T's two replicas (2 MiB) do not fit the 1 MiB left.
+# S: 1 MiB; R: 512 chunks of one value, each a file of its own (4 KiB on
+# this disk for 4 bytes of value); two replicas of each on the small disk.
+out=$(run <<<'CREATE TENSOR S[512, 512] CHUNK [128, 512] TYPE f32; FILL S ONES;
+              CREATE TENSOR R[512] CHUNK [1]; FILL R ONES;') || fail "set-up: $out"
+out=$("$TRADB" -c "CREATE TENSOR b[2048, 2048]; FILL b ONES; SAVE b TO '$work/big.npy';" 2>&1) \
+  || fail "a 16 MiB .npy: $out"
+
+# An output that cannot fit the disk at all is refused before anything
+# is written, naming the sizes: T's two replicas (2 MiB) against the 1
+# MiB left, a FILL of 16 MiB, a LOAD of a 16 MiB file.
 fill_disk
-fails 'T[i,j] = S[i,j] * 2;' "a statement whose output cannot reach the full disk"
+fails 'T[i,j] = S[i,j] * 2;' "a statement whose output cannot fit the disk"
+echo "$out" | grep -q "T would take 2 MiB on the local workers' disk (2 copies of 1 MiB), more than the .* free there" \
+  || fail "the sizes not named: $out"
+fails 'BEGIN; T[i,j] = S[i,j] * 2; T2[i] = SUM(S[i,j]); COMMIT;' "a block whose outputs cannot fit the disk"
+echo "$out" | grep -q "the block's outputs would take .* (the block committed nothing)" \
+  || fail "the block's sizes, or that it committed nothing, not said: $out"
+fails 'CREATE TENSOR H[2048, 2048]; FILL H ONES;' "a FILL that cannot fit the disk"
+echo "$out" | grep -q "H would take 32 MiB" || fail "the FILL's size not named: $out"
+fails "LOAD B FROM '$work/big.npy';" "a LOAD that cannot fit the disk"
+echo "$out" | grep -q "B would take 32 MiB" || fail "the LOAD's size not named: $out"
+ok
+
+# One that fits by its values but not by its files (512 files, 2 KiB of
+# values) fails when the disk is full, naming it, and commits nothing.
+fails 'CREATE TENSOR t[512] CHUNK [1]; t[i] = SUM(S[i,j]);' "a statement whose output cannot reach the full disk"
 echo "$out" | grep -q "No space left on device" || fail "the full disk not named: $out"
 ok
 
-# The disk has room again: S reads whole, and T, which did not commit,
-# is not a tensor (it was one whose every chunk was lost).
+# The disk has room again: S reads whole, T and B are no tensors, and t
+# reads as declared (zeros).
 rm -f "$mnt/filler"
 s_intact
 fails 'PRINT T[0, 0];' "reading T"
-echo "$out" | grep -q "no such tensor" || fail "T, its statement failed, is a tensor: $out"
+echo "$out" | grep -q "no such tensor" || fail "T, its statement refused, is a tensor: $out"
+fails 'PRINT B[0, 0];' "reading B"
+out=$(run <<<'z[] = SUM(t[i] == 0); PRINT z;') || fail "t unreadable: $out"
+[ "$(echo "$out" | tail -1)" = "512" ] || fail "t holds what its failed statement made: $out"
 ok
 
-# Filled to the same point while S is replaced in place: the statement
-# fails and S keeps the version before.
+# Filled to the same point while R is replaced in place: the statement
+# fails and R keeps the version before.
 fill_disk
-fails 'S2[i,j] = S[i,j] + S[i,j]; S[i,j] = S2[i,j] * 2;' "statements whose outputs cannot reach the full disk"
+fails 'R[i] = R[i] * 2;' "a replacement whose output cannot reach the full disk"
+echo "$out" | grep -q "No space left on device" || fail "the full disk not named: $out"
 rm -f "$mnt/filler"
-s_intact
+r_intact
 ok
 
 # The disk fills after a statement's chunks were held in memory (another

@@ -236,6 +236,13 @@ Test(catalog, grid_ragged_edges) {
   int64_t z[2] = {0, 5};
   tr_tensor e = s_meta("E", TR_F32, 2, z, s_ch);
   cr_assert_eq(tr_nchunks(&e), 0);
+  /* bytes: shape times element size (s_sh is 10 x 7), as a double past 2^63 */
+  cr_assert_eq(tr_tensor_bytes(&t), 10 * 7 * 8.0);
+  cr_assert_eq(tr_tensor_bytes(&s), 4.0);
+  cr_assert_eq(tr_tensor_bytes(&e), 0.0);
+  int64_t huge[2] = {INT64_C(1) << 40, INT64_C(1) << 40};
+  tr_tensor h = s_meta("H", TR_F32, 2, huge, s_ch);
+  cr_assert_eq(tr_tensor_bytes(&h), 4.0 * 1099511627776.0 * 1099511627776.0);
 }
 
 /* ---- open / persistence -------------------------------------------------- */
