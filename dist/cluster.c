@@ -223,8 +223,9 @@ static int s_refused(td_site *st, const tn_keys *keys) {
 }
 
 /* What a worker's HELLO_OK says beyond its process: the memory it keeps
-** within (--memory), for the scheduler, and the file system its data is
-** on, for which copies are synced (di_keep_at); "" if unknown. */
+** within (--memory), for the scheduler, the file system its data is on,
+** for which copies are synced (di_keep_at; "" if unknown), and the bytes
+** free there (di_disk_room). */
 static void s_hello_said(td_site *st, di_phase *ph, int i) {
   tn_rbuf r;
   char skip[TC_ENDPOINT_MAX];
@@ -235,8 +236,11 @@ static void s_hello_said(td_site *st, di_phase *ph, int i) {
   tn_get_u64(&r);
   int64_t mem = (int64_t)tn_get_u64(&r);
   tn_get_str(&r, st->fs, sizeof st->fs);
-  st->memory = tn_rbuf_ok(&r) == TR_OK ? mem : 0;
-  if (tn_rbuf_ok(&r) != TR_OK) st->fs[0] = '\0';
+  uint64_t room = tn_get_u64(&r);
+  int ok = tn_rbuf_ok(&r) == TR_OK;
+  st->memory = ok ? mem : 0;
+  if (!ok) st->fs[0] = '\0';
+  di_disk_said(st, ok ? room : UINT64_MAX);
 }
 
 /* Say HELLO to every site and wait for the answers (sites that do not
@@ -807,7 +811,9 @@ int td_workers(td_cluster *c, td_worker_stat **out, int *n, tr_err *err) {
         w->bytes_sent = tn_get_u64(&b);
         w->bytes_received = tn_get_u64(&b);
         tn_get_str(&b, w->kernels, sizeof w->kernels);
+        uint64_t room = tn_get_u64(&b);
         w->up = tn_rbuf_ok(&b) == TR_OK;
+        if (w->up) di_disk_said(&c->sites[s], room);
       }
   }
   di_phase_free(&ph);

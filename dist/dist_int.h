@@ -39,6 +39,9 @@ typedef struct td_site {
   int64_t memory;                /* its --memory as HELLO_OK said (0: not said) */
   char fs[64];                   /* the file system its data is on, as
                                     HELLO_OK said ("": unknown, its own) */
+  int disk_said;                 /* disk_free holds what it last said: */
+  uint64_t disk_free;            /* bytes free on its data's file system
+                                    (HELLO_OK, TASK_OK, STATS_OK) */
   int write_trouble;             /* its last task reply said its background
                                     writes fail (the notice was given) */
   int local;                     /* 1 + its number among the local workers
@@ -230,13 +233,17 @@ int di_add_sends(di_phase *ph, tn_wbuf *sends, uint32_t *nsend, int keep, int rc
 int di_up_sites(const td_cluster *c, int *up);
 /* Whether `bytes` more of output, stored with the replication in effect,
 ** can fit the disks of the workers up: TR_OK, or TR_EIO naming what
-** (a tensor's name, or "the block's outputs") and the sizes.  Only where
-** every worker up is a local one, whose data directory this process sees
-** (their free space counted once a file system); with remote workers it
-** cannot tell and says TR_OK.  A statement far too large for the disks is
+** (a tensor's name, or "the block's outputs") and the sizes.  The free
+** space is counted once a file system (as each worker names its own in
+** HELLO_OK): a local worker's read from its data directory now, a remote
+** one's as it last said, asked again before a refusal rests on it; a
+** worker that never said makes it TR_OK (it cannot tell).  A statement far too large for the disks is
 ** refused before it starts, instead of filling them (and failing on the
 ** full disk after, with every other program writing there failing too). */
 int di_disk_room(td_cluster *c, double bytes, const char *what, tr_err *err);
+/* The bytes free a worker's reply said (UINT64_MAX: it cannot tell),
+** kept in st. */
+void di_disk_said(td_site *st, uint64_t room);
 /* Site s, a local worker, has exited: reap it (it is down, its pid 0)
 ** and return TR_EIO with how it ended (a signal, an exit status) and
 ** where its log is (di_local_died).  TR_OK while it runs, and for a

@@ -241,7 +241,11 @@ static void s_task_results(s_run *R, di_phase *ph, int i0, int i1, const s_made 
     if (peak > c->sites[st].peak_rss) c->sites[st].peak_rss = peak;
     char why[256];
     tn_get_str(&r, why, sizeof why);
-    if (tn_rbuf_ok(&r) == TR_OK) s_write_trouble(c, st, why);
+    uint64_t room = tn_get_u64(&r);
+    if (tn_rbuf_ok(&r) == TR_OK) {
+      s_write_trouble(c, st, why);
+      di_disk_said(&c->sites[st], room);
+    }
     c->sites[st].busy_s += secs;
     c->sites[st].tasks++;
     if (js) s_note_event(R, js->what, u, secs);

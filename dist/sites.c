@@ -94,33 +94,63 @@ static const char *s_size(char *buf, size_t n, double bytes) {
   return buf;
 }
 
-int di_disk_room(td_cluster *c, double bytes, const char *what, tr_err *err) {
-  dev_t dev[TO_MAX_SITES];
-  int ndev = 0, up = 0;
-  double avail = 0;
+void di_disk_said(td_site *st, uint64_t room) {
+  st->disk_said = room != UINT64_MAX;
+  st->disk_free = room;
+}
+
+/* The bytes free to the workers up, each file system once, in *avail,
+** and how many copies of an output they keep in *reps: 0, or -1 when a
+** worker up never said (then nothing can be told); *reported set when a
+** remote worker's last word counted. */
+static int s_disk_avail(td_cluster *c, double *avail, int *reps, int *reported) {
+  const char *fs[TO_MAX_SITES];
+  int nfs = 0, up = 0;
+  *avail = 0;
+  *reported = 0;
   for (int s = 0; s < c->nsites; s++) {
-    const td_site *st = &c->sites[s];
+    td_site *st = &c->sites[s];
     if (!st->up) continue;
-    if (!st->local) return TR_OK;
-    char dir[sizeof c->workdir + 24];
-    struct stat sb;
-    struct statvfs vf;
-    snprintf(dir, sizeof dir, "%s/w%d", c->workdir, st->local - 1);
-    if (stat(dir, &sb) != 0 || statvfs(dir, &vf) != 0) return TR_OK;
     up++;
-    int seen = 0;
-    for (int k = 0; k < ndev && !seen; k++) seen = dev[k] == sb.st_dev;
-    if (seen || ndev == TO_MAX_SITES) continue;
-    dev[ndev++] = sb.st_dev;
-    avail += (double)vf.f_bavail * (double)vf.f_frsize;
+    double room;
+    struct statvfs vf;
+    char dir[sizeof c->workdir + 24];
+    if (st->local) {
+      snprintf(dir, sizeof dir, "%s/w%d", c->workdir, st->local - 1);
+      if (statvfs(dir, &vf) != 0) return -1;
+      room = (double)vf.f_bavail * (double)vf.f_frsize;
+    } else {
+      if (!st->disk_said) return -1;
+      room = (double)st->disk_free;
+      *reported = 1;
+    }
+    int seen = 0; /* a file system counted already ("": its own) */
+    for (int k = 0; k < nfs && !seen; k++) seen = st->fs[0] && !strcmp(fs[k], st->fs);
+    if (seen) continue;
+    if (nfs < TO_MAX_SITES) fs[nfs++] = st->fs;
+    *avail += room;
   }
-  int reps = di_replication(c, up);
-  if (!up || bytes * reps <= avail) return TR_OK;
+  *reps = di_replication(c, up);
+  return up ? 0 : -1;
+}
+
+int di_disk_room(td_cluster *c, double bytes, const char *what, tr_err *err) {
+  double avail;
+  int reps, reported;
+  if (s_disk_avail(c, &avail, &reps, &reported) || bytes * reps <= avail) return TR_OK;
+  /* a remote worker's word may be old (room freed since): asked again */
+  if (reported) {
+    td_worker_stat *v = NULL;
+    int n = 0;
+    tr_err e2;
+    if (td_workers(c, &v, &n, &e2) == TR_OK) free(v);
+    if (s_disk_avail(c, &avail, &reps, &reported) || bytes * reps <= avail) return TR_OK;
+  }
   char need[32], one[32], have[32];
   return tr_seterr(err, TR_EIO,
-                   "%s would take %s on the local workers' disk%s (%d cop%s of %s), more than the %s free "
-                   "there: free room%s", what, s_size(need, sizeof need, bytes * reps), ndev == 1 ? "" : "s",
-                   reps, reps == 1 ? "y" : "ies", s_size(one, sizeof one, bytes), s_size(have, sizeof have, avail),
+                   "%s would take %s on the workers' disks (%d cop%s of %s), more than the %s free "
+                   "there: free room%s", what, s_size(need, sizeof need, bytes * reps), reps,
+                   reps == 1 ? "y" : "ies", s_size(one, sizeof one, bytes), s_size(have, sizeof have, avail),
                    reps > 1 ? ", or lower replication (SET replication)" : "");
 }
 

@@ -36,7 +36,7 @@
 #include <zmq.h>
 #include "util/util.h"
 
-#define TN_PROTOCOL_VERSION 3
+#define TN_PROTOCOL_VERSION 4
 #define TN_HEADER_SIZE 24
 #define TN_MAX_BODY (16u << 20)    /* largest body frame accepted */
 #define TN_MAX_DATA (1u << 30)     /* largest data frame accepted */
@@ -62,7 +62,8 @@ typedef enum tn_type {
   TN_HELLO = 1,  /* coord -> worker: body {str coordinator} */
   TN_HELLO_OK,   /* worker -> coord: body {str endpoint, u32 threads, str backend,
                     u64 incarnation, u64 memory, str file system (its
-                    data's: "boot id:device", "" if unknown)} */
+                    data's: "boot id:device", "" if unknown), u64 bytes
+                    free there (UINT64_MAX if unknown)} */
   TN_HEARTBEAT,  /* either way; any message counts as life; a worker echoes
                     a heartbeat whose request id is not 0.  Body: empty from
                     a coordinator; {u64 incarnation} from a worker: random
@@ -97,7 +98,8 @@ typedef enum tn_type {
                     drops each)} */
   TN_STATS,      /* coord -> worker: body empty */
   TN_STATS_OK,   /* reply: body {u64 tasks, u64 chunks, u64 bytes held,
-                    u64 bytes sent, u64 bytes received, str backend} */
+                    u64 bytes sent, u64 bytes received, str backend,
+                    u64 bytes free on its data's file system} */
   TN_ERROR,      /* reply to any request: body {i32 code, str message,
                     u64 chunk id the failure is about (a chunk that failed
                     its checksum), 0 if none} */

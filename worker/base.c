@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -299,6 +300,12 @@ int64_t wi_memory(wi_worker *w) {
   int64_t m = w->cfg->memory;
   if (m <= 0) tc_store_budgets(w->root, &m, NULL);
   return m;
+}
+
+uint64_t wi_disk_free(const wi_worker *w) {
+  struct statvfs vf;
+  if (statvfs(w->cfg->data, &vf) != 0) return UINT64_MAX;
+  return (uint64_t)vf.f_bavail * (uint64_t)vf.f_frsize;
 }
 
 void wi_job_free(wi_job *j) {

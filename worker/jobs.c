@@ -316,8 +316,8 @@ static void s_run_task(wi_worker *w, wi_job *j) {
   }
   /* TASK_OK's body: {u32 n, n x chunk meta, f64 seconds, str backend, u64
   ** bytes to the GPU, u64 bytes from it, f64 copy seconds, f64 user CPU,
-  ** f64 system CPU, u64 peak RSS, str write trouble}; read by dist/run.c,
-  ** s_task_results */
+  ** f64 system CPU, u64 peak RSS, str write trouble, u64 disk free}; read
+  ** by dist/run.c, s_task_results */
   if (rc) {
     wi_fail_job(j, rc, err.msg[0] ? err.msg : rc == TR_EINTR ? "interrupted" : "task failed");
   } else {
@@ -350,6 +350,7 @@ static void s_run_task(wi_worker *w, wi_job *j) {
     char why[256];
     tc_store_write_trouble(j->store, why, sizeof why);
     tn_put_str(&j->reply, why);
+    tn_put_u64(&j->reply, wi_disk_free(w));
   }
   tc_store_busy(j->store, 0);
   free(io.sum);

@@ -135,6 +135,7 @@ static void s_on_request(wi_worker *w, tn_in *in) {
     tn_put_u64(&b, w->incarnation);
     tn_put_u64(&b, (uint64_t)wi_memory(w)); /* the scheduler places within it */
     tn_put_str(&b, w->fs);
+    tn_put_u64(&b, wi_disk_free(w));
     wi_reply(w, in->route, in->route_len, TN_HELLO_OK, in->req, in->db, &b, 0, NULL, NULL, NULL);
     break;
   }
@@ -169,6 +170,7 @@ static void s_on_request(wi_worker *w, tn_in *in) {
     tn_put_u64(&b, w->bytes_sent);
     tn_put_u64(&b, w->bytes_recv);
     tn_put_str(&b, w->kt->name);
+    tn_put_u64(&b, wi_disk_free(w));
     wi_reply(w, in->route, in->route_len, TN_STATS_OK, in->req, in->db, &b, 0, NULL, NULL, NULL);
     break;
   }

@@ -313,6 +313,11 @@ void wi_drop_tick(wi_drops *D, double now, int all);
 void wi_busy(wi_worker *w);
 /* The memory the worker keeps within: --memory, or its default share. */
 int64_t wi_memory(wi_worker *w);
+/* Bytes free to this worker on the file system of its data (statvfs),
+** UINT64_MAX when it cannot tell: HELLO_OK, TASK_OK and STATS_OK say it,
+** so that a shell refuses an output its workers' disks cannot hold
+** (dist/sites.c, di_disk_room). */
+uint64_t wi_disk_free(const wi_worker *w);
 
 /* Give free heap memory back to the system once the worker has been idle
 ** for S_TRIM_IDLE_S and holds more of it than tr_heap_reserve: between

@@ -69,7 +69,7 @@ out=$("$TRADB" -c "CREATE TENSOR b[2048, 2048]; FILL b ONES; SAVE b TO '$work/bi
 # MiB left, a FILL of 16 MiB, a LOAD of a 16 MiB file.
 fill_disk
 fails 'T[i,j] = S[i,j] * 2;' "a statement whose output cannot fit the disk"
-echo "$out" | grep -q "T would take 2 MiB on the local workers' disk (2 copies of 1 MiB), more than the .* free there" \
+echo "$out" | grep -q "T would take 2 MiB on the workers' disks (2 copies of 1 MiB), more than the .* free there" \
   || fail "the sizes not named: $out"
 fails 'BEGIN; T[i,j] = S[i,j] * 2; T2[i] = SUM(S[i,j]); COMMIT;' "a block whose outputs cannot fit the disk"
 echo "$out" | grep -q "the block's outputs would take .* (the block committed nothing)" \
@@ -182,6 +182,51 @@ wait_status 60 "the session's end" $batch
 unset TRADB_TEST_WRITEBACK_S
 out=$(run <<<'w[] = SUM(W[i,j] == 7); PRINT w;') || fail "W unreadable: $out"
 [ "$(echo "$out" | tail -1)" = "262144" ] || fail "W is not whole: $out"
+ok
+
+# Remote workers say their free space (HELLO_OK, each task's reply): the
+# shell refuses what cannot fit their disks (here a 24 MiB tmpfs each),
+# and asks them again before it refuses on what they said earlier.
+for n in 0 1; do
+  mkdir -p "$work/w$n"
+  mount -t tmpfs -o size=24m tmpfs "$work/w$n" || fail "cannot mount worker $n's tmpfs"
+  mounts+=("$work/w$n")
+done
+start_worker 0 --threads 1
+start_worker 1 --threads 1
+rdb=$work/rdb
+rrun() { "$TRADB" --workers "${ep[0]},${ep[1]}" "$rdb" 2>&1; }
+set +e
+out=$(rrun <<<'CREATE TENSOR u[4096]; FILL u ONES; V[i,j] = u[i]*u[j];')
+set -e
+echo "$out" | grep -q "V would take 128 MiB on the workers' disks (2 copies of 64 MiB), more than the .* free there" \
+  || fail "an output too large for the remote workers' disks not refused: $out"
+# A session's task replies see both disks nearly full; room is freed; a
+# statement that fits only the disks as they are now runs.
+exec 3>&-
+session_remote() {
+  mkfifo "$work/remote.in"
+  "$TRADB" --workers "${ep[0]},${ep[1]}" "$rdb" < "$work/remote.in" > "$work/remote.out" 2>&1 &
+  batch=$!
+  track $batch
+  exec 3> "$work/remote.in"
+}
+session_remote
+echo 'CREATE TENSOR S2[1024, 512] CHUNK [256, 512]; FILL S2 ONES; PRINT S2[0, 0];' >&3
+last_is_() { [ "$(tail -1 "$work/remote.out")" = "$1" ]; }
+wait_until 60 "S2 made on the remote workers" last_is_ 1
+for n in 0 1; do
+  avail=$(df --output=avail -B1 "$work/w$n" | tail -1)
+  fallocate -l $((avail - 1024 * 1024)) "$work/w$n/filler" || fail "cannot fill worker $n's tmpfs"
+done
+echo 'y[i] = SUM(S2[i,j]); PRINT y[0];' >&3
+wait_until 60 "tasks' replies with the full disks" last_is_ 512
+rm -f "$work/w0/filler" "$work/w1/filler"
+echo 'T2[i,j] = S2[i,j] + 1; PRINT T2[0, 0];' >&3
+exec 3>&-
+wait_status 60 "the remote session's end" $batch
+[ "$status" -eq 0 ] || fail "refused on the workers' old word: $(cat "$work/remote.out")"
+last_is_ 2 || fail "T2 not made: $(cat "$work/remote.out")"
 ok
 
 finish
