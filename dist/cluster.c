@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -821,6 +822,73 @@ int td_workers(td_cluster *c, td_worker_stat **out, int *n, tr_err *err) {
   *out = v;
   *n = c->nsites;
   return TR_OK;
+}
+
+/* bytes as text, in the largest binary unit that leaves a number >= 1 */
+static const char *s_size(char *buf, size_t n, double bytes) {
+  static const char *const unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 6) {
+    bytes /= 1024;
+    u++;
+  }
+  snprintf(buf, n, u ? "%.3g %s" : "%.0f %s", bytes, unit[u]);
+  return buf;
+}
+
+/* The bytes free to the workers up, each file system once, in *avail,
+** and how many copies of an output they keep in *reps: 0, or -1 when a
+** worker up never said (then nothing can be told); *reported set when a
+** remote worker's last word counted. */
+static int s_disk_avail(td_cluster *c, double *avail, int *reps, int *reported) {
+  const char *fs[TO_MAX_SITES];
+  int nfs = 0, up = 0;
+  *avail = 0;
+  *reported = 0;
+  for (int s = 0; s < c->nsites; s++) {
+    td_site *st = &c->sites[s];
+    if (!st->up) continue;
+    up++;
+    double room;
+    struct statvfs vf;
+    char dir[sizeof c->workdir + 24];
+    if (st->local) {
+      snprintf(dir, sizeof dir, "%s/w%d", c->workdir, st->local - 1);
+      if (statvfs(dir, &vf) != 0) return -1;
+      room = (double)vf.f_bavail * (double)vf.f_frsize;
+    } else {
+      if (!st->disk_said) return -1;
+      room = (double)st->disk_free;
+      *reported = 1;
+    }
+    int seen = 0; /* a file system counted already ("": its own) */
+    for (int k = 0; k < nfs && !seen; k++) seen = st->fs[0] && !strcmp(fs[k], st->fs);
+    if (seen) continue;
+    if (nfs < TO_MAX_SITES) fs[nfs++] = st->fs;
+    *avail += room;
+  }
+  *reps = di_replication(c, up);
+  return up ? 0 : -1;
+}
+
+int di_disk_room(td_cluster *c, double bytes, const char *what, tr_err *err) {
+  double avail;
+  int reps, reported;
+  if (s_disk_avail(c, &avail, &reps, &reported) || bytes * reps <= avail) return TR_OK;
+  /* a remote worker's word may be old (room freed since): asked again */
+  if (reported) {
+    td_worker_stat *v = NULL;
+    int n = 0;
+    tr_err e2;
+    if (td_workers(c, &v, &n, &e2) == TR_OK) free(v);
+    if (s_disk_avail(c, &avail, &reps, &reported) || bytes * reps <= avail) return TR_OK;
+  }
+  char need[32], one[32], have[32];
+  return tr_seterr(err, TR_EIO,
+                   "%s would take %s on the workers' disks (%d cop%s of %s), more than the %s free "
+                   "there: free room%s", what, s_size(need, sizeof need, bytes * reps), reps,
+                   reps == 1 ? "y" : "ies", s_size(one, sizeof one, bytes), s_size(have, sizeof have, avail),
+                   reps > 1 ? ", or lower replication (SET replication)" : "");
 }
 
 int td_maintain(td_cluster *c, double budget_s, tr_err *err) {

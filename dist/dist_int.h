@@ -231,16 +231,6 @@ int di_add_sends(di_phase *ph, tn_wbuf *sends, uint32_t *nsend, int keep, int rc
 
 /* Live sites, in index order; returns how many. */
 int di_up_sites(const td_cluster *c, int *up);
-/* Whether `bytes` more of output, stored with the replication in effect,
-** can fit the disks of the workers up: TR_OK, or TR_EIO naming what
-** (a tensor's name, or "the block's outputs") and the sizes.  The free
-** space is counted once a file system (as each worker names its own in
-** HELLO_OK): a local worker's read from its data directory now, a remote
-** one's as it last said, asked again before a refusal rests on it; a
-** worker that never said makes it TR_OK (it cannot tell).  A statement far too large for the disks is
-** refused before it starts, instead of filling them (and failing on the
-** full disk after, with every other program writing there failing too). */
-int di_disk_room(td_cluster *c, double bytes, const char *what, tr_err *err);
 /* The bytes free a worker's reply said (UINT64_MAX: it cannot tell),
 ** kept in st. */
 void di_disk_said(td_site *st, uint64_t room);
@@ -311,6 +301,17 @@ int di_fix_bad(td_cluster *c, int s, uint64_t id, tr_err *err);
 int di_repair(td_cluster *c, tr_err *err);
 
 /* ---- cluster.c ----------------------------------------------------------- */
+/* Whether `bytes` more of output, stored with the replication in effect,
+** can fit the disks of the workers up: TR_OK, or TR_EIO naming what
+** (a tensor's name, or "the block's outputs") and the sizes.  The free
+** space is counted once a file system (as each worker names its own in
+** HELLO_OK): a local worker's read from its data directory now, a remote
+** one's as it last said, asked again before a refusal rests on it; a
+** worker that never said makes it TR_OK (it cannot tell).  A statement
+** far too large for the disks is refused before it starts, instead of
+** filling them (and failing on the full disk after, with every other
+** program writing there failing too). */
+int di_disk_room(td_cluster *c, double bytes, const char *what, tr_err *err);
 
 /* Before a statement: which workers are alive now?  Ping every worker and
 ** wait (at most the liveness window) for the ones believed up; heartbeats

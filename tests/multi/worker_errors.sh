@@ -6,7 +6,8 @@
 # its checksum with no other replica.  Stored data stays intact.
 TEST=worker_errors; source "$TOP_SRCDIR/tests/multi/lib.sh"
 
-# Full disk.
+# Full disk: L's values (16 KiB) fit the disk, so the shell sends the
+# FILL, but its 4096 chunk files (a 4 KiB page each on tmpfs) do not.
 mnt=$work/small
 mkdir -p "$mnt"
 if mount -t tmpfs -o size=4m tmpfs "$mnt" 2>/dev/null; then
@@ -17,11 +18,11 @@ if mount -t tmpfs -o size=4m tmpfs "$mnt" 2>/dev/null; then
   wait_until 20 "worker 0 not listening" grep -q listening "$work/w0.log"
   set +e
   "$TRADB" --workers "${ep[0]}" "$work/db0" \
-    <<<'CREATE TENSOR S[64, 64]; FILL S ONES; CREATE TENSOR L[2048, 2048] CHUNK [512, 512]; FILL L ONES;' \
+    <<<'CREATE TENSOR S[64, 64]; FILL S ONES; CREATE TENSOR L[4096] CHUNK [1]; FILL L ONES;' \
     > /dev/null 2> "$work/full.err"
   rc=$?
   set -e
-  [ $rc -ne 0 ] || fail "filling a tensor larger than the disk succeeded"
+  [ $rc -ne 0 ] || fail "filling a tensor whose files are larger than the disk succeeded"
   grep -q "No space left on device" "$work/full.err" || fail "disk full not reported: '$(cat "$work/full.err")'"
   grep -q "malformed" "$work/full.err" && fail "disk full reported as a malformed reply"
   out=$("$TRADB" --workers "${ep[0]}" "$work/db0" <<<'s[] = SUM(S[i,j]); PRINT s;' 2>&1) || fail "S unreadable after a full disk: $out"
