@@ -15,7 +15,9 @@ passed=0
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  for m in "${mounts[@]}"; do umount "$m" 2>/dev/null || true; done
+  # a lazy unmount where a process still has the mount open (a local
+  # worker of a killed shell, exiting): left mounted, it outlived the test
+  for m in "${mounts[@]}"; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
   rm -rf "$work"
 }
 trap cleanup EXIT
