@@ -1129,16 +1129,10 @@ int td_run_exec(td_run *R, const to_opt *opt, tr_err *err) {
   td_cluster *c = R->c;
   ta_plan *p = R->p;
   int rc = s_outputs_room(c, p, err);
-  if (rc) {
-    s_cleanup(R, 1);
-    R->cleaned = 1;
-    R->t1 = tr_now();
-    return rc;
-  }
   R->texec = tr_now();
   /* a statement expected to run long would keep the catalog unsynced
   ** (and the chunks it forgot held) all that while */
-  if (opt && opt->seconds > c->forgot_s) di_flush(c, 1);
+  if (!rc && opt && opt->seconds > c->forgot_s) di_flush(c, 1);
   for (int k = 0; !rc && k < p->nnodes;) {
     int e = to_group_end(p, R->sched.sched ? NULL : opt, k);
     double tn0 = tr_now();

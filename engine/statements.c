@@ -38,7 +38,7 @@ static int s_set_chunk(const tp_stmt *s, tr_tensor *t, tr_err *err) {
   for (int d = 0; d < t->rank; d++) {
     if (s->has_chunk) t->chunk[d] = s->chunk[d] < t->shape[d] ? s->chunk[d] : t->shape[d];
     bytes *= (double)t->chunk[d];
-    if (t->chunk[d] > 0) grid *= ceil((double)t->shape[d] / (double)t->chunk[d]);
+    grid *= (double)tr_grid(t, d);
   }
   te_dims_text(dims, sizeof dims, t->rank, t->chunk, ", ");
   if (!s->has_chunk && (bytes > (double)TN_MAX_DATA || grid > (double)TR_MAX_CHUNKS))

@@ -601,26 +601,31 @@ static void s_synced_files(double t0, int want, const char *what) {
   else cr_log_warn("the test ran past the write-back delay: the files could be the writer's");
 }
 
+/* Send SYNC with body b (freed): the reply's type. */
+static int s_sync(tn_wbuf *b) {
+  tn_in rep;
+  s_call(TN_SYNC, b, &rep);
+  int type = rep.type;
+  tn_in_close(&rep);
+  return type;
+}
+
 /* SYNC with its `all` flag (what the coordinator sends before a statement
 ** runs again without a lost worker) writes every chunk the worker holds
 ** in memory only, at once: here two PUT to be written in the background,
 ** whose delay (2 s) has not passed when the reply comes. */
 Test(sync, all_writes_every_chunk_held_in_memory_only) {
   tn_wbuf b = {0};
-  tn_in rep;
   double t0 = s_put_held(0x2001, 2);
   tn_put_u32(&b, 0);
   tn_put_u8(&b, 1);
-  s_call(TN_SYNC, &b, &rep);
-  cr_assert_eq(rep.type, TN_SYNC_OK, "SYNC: %s", tn_type_name(rep.type));
-  tn_in_close(&rep);
+  int type = s_sync(&b);
+  cr_assert_eq(type, TN_SYNC_OK, "SYNC: %s", tn_type_name(type));
   s_synced_files(t0, 2, "SYNC all");
   /* a flag that is neither 0 nor 1 is refused */
   tn_put_u32(&b, 0);
   tn_put_u8(&b, 7);
-  s_call(TN_SYNC, &b, &rep);
-  cr_assert_eq(rep.type, TN_ERROR);
-  tn_in_close(&rep);
+  cr_assert_eq(s_sync(&b), TN_ERROR);
 }
 
 /* A SYNC naming a chunk held in memory only writes it at once, and one
@@ -628,20 +633,17 @@ Test(sync, all_writes_every_chunk_held_in_memory_only) {
 ** the sync used to run after the refusal and answer SYNC_OK. */
 static void s_sync_of_chunks(void) {
   tn_wbuf b = {0};
-  tn_in rep;
   double t0 = s_put_held(0x3001, 2);
   tn_put_u32(&b, 1);
   tn_put_u64(&b, 0x3001);
   tn_put_u8(&b, 7);
-  s_call(TN_SYNC, &b, &rep);
-  cr_assert_eq(rep.type, TN_ERROR, "a malformed SYNC answered %s", tn_type_name(rep.type));
-  tn_in_close(&rep);
+  int type = s_sync(&b);
+  cr_assert_eq(type, TN_ERROR, "a malformed SYNC answered %s", tn_type_name(type));
   cr_assert_eq(s_chunk_files(), 0, "a malformed SYNC wrote a chunk");
   tn_put_u32(&b, 1);
   tn_put_u64(&b, 0x3001);
-  s_call(TN_SYNC, &b, &rep);
-  cr_assert_eq(rep.type, TN_SYNC_OK, "SYNC: %s", tn_type_name(rep.type));
-  tn_in_close(&rep);
+  type = s_sync(&b);
+  cr_assert_eq(type, TN_SYNC_OK, "SYNC: %s", tn_type_name(type));
   s_synced_files(t0, 1, "SYNC of one chunk");
 }
 
